@@ -1,0 +1,16 @@
+"""KV Cache Paging Lab core: workloads, the two allocators, the step engine, accounting.
+
+Pure Python + numpy; never imports streamlit. Pages and the CLI (``python -m allocator``) call
+these same functions, so they print the same numbers.
+"""
+from .allocators import (EMPTY, FREE, HOLE, STATE_NAMES, TOKEN, PagedAllocator,
+                         ReserveMaxAllocator)
+from .engine import METRICS, SimulationResult, simulate, summarize
+from .workload import (CLASSROOM_40, Request, Workload, classroom_40, generate_workload,
+                       workload_from_lengths)
+
+__all__ = [
+    "EMPTY", "FREE", "HOLE", "TOKEN", "STATE_NAMES", "PagedAllocator", "ReserveMaxAllocator",
+    "METRICS", "SimulationResult", "simulate", "summarize", "CLASSROOM_40", "Request", "Workload",
+    "classroom_40", "generate_workload", "workload_from_lengths",
+]

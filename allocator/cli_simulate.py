@@ -1,0 +1,93 @@
+"""``python -m allocator simulate``: both allocators on one workload, summary as JSON or a table.
+
+Examples::
+
+    python -m allocator simulate --workload classroom-40 --slots 2048 --block-size 16 --json
+    python -m allocator simulate --trace assets/azure_llm_conv_2023_first10k.csv --offset 0 --count 40 --json
+    python -m allocator simulate --workload classroom-40 --sweep --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from .scenario import SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep, build_workload, run_both
+
+SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
+                "mean_tokens_per_step", "finished")
+
+
+def register(sub) -> None:
+    """Add the ``simulate`` sub-command to ``sub`` (an argparse sub-parsers object)."""
+    p = sub.add_parser("simulate", help="run reserve-max and paged allocation on one workload",
+                       description="Simulate the same workload under reserve-max and paged allocation.")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--workload", choices=WORKLOADS, default=None,
+                     help="named workload (default classroom-40; azure-conv is the shipped trace slice)")
+    src.add_argument("--trace", metavar="FILE", help="a trace CSV (Azure or plain schema) to replay")
+    p.add_argument("--slots", type=int, default=None, help="pool size in slots (default: 2048 for "
+                   "classroom-40, 8192 for a trace)")
+    p.add_argument("--block-size", type=int, default=16, help="paged block size in slots (default 16)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="generation cap in tokens (default 600 for classroom-40, 1024 for a trace)")
+    p.add_argument("--seed", type=int, default=None, help="classroom-40 seed (default: calibrated 25)")
+    p.add_argument("--arrival", choices=("burst", "trickle"), default="burst",
+                   help="classroom-40 arrivals: all at step 0, or a Poisson trickle")
+    p.add_argument("--arrival-rate", type=float, default=1.0, help="trickle rate, requests per step")
+    p.add_argument("--offset", type=int, default=0, help="first trace row to replay (0-based)")
+    p.add_argument("--count", type=int, default=40, help="trace rows to replay")
+    p.add_argument("--steps-per-second", type=float, default=20.0, help="engine steps per trace second")
+    p.add_argument("--metadata-cost", type=float, default=0.0, help="cost per block in slot equivalents")
+    p.add_argument("--sweep", action="store_true", help="also sweep the paged block size 1..256")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def scenario_from_args(args) -> Scenario:
+    """The Scenario the CLI arguments describe."""
+    workload = args.trace or args.workload or "classroom-40"
+    return Scenario(workload=workload, total_slots=args.slots, block_size=args.block_size,
+                    max_new_tokens=args.max_new_tokens, seed=args.seed, arrival=args.arrival,
+                    arrival_rate=args.arrival_rate, offset=args.offset, count=args.count,
+                    steps_per_second=args.steps_per_second, metadata_cost=args.metadata_cost)
+
+
+def run(args) -> int:
+    """Simulate and print; returns the exit status (ValueError propagates to ``__main__``)."""
+    sc = scenario_from_args(args)
+    workload = build_workload(sc)
+    results = run_both(workload, sc.slots, sc.block_size, record_snapshots=False)
+    out = {}
+    for key, res in results.items():
+        s = dict(res.summary)
+        s["workload"] = workload.name
+        s["requests"] = len(workload)
+        s["max_new_tokens"] = workload.max_new_tokens
+        if workload.notes:
+            s["notes"] = list(workload.notes)
+        out[key] = s
+    if args.sweep:
+        out["paged_block_size_sweep"] = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES,
+                                                         sc.metadata_cost)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"workload {workload.name}: {len(workload)} requests, pool {sc.slots} slots, "
+          f"max_new_tokens {workload.max_new_tokens}, block size {sc.block_size}")
+    for note in workload.notes:
+        print(f"note: {note}")
+    width = max(len(k) for k in SUMMARY_KEYS)
+    print(f"{'':{width}}  {'reserve_max':>12}  {'paged':>12}")
+    for k in SUMMARY_KEYS + ("rejected",):
+        vals = [out[a][k] for a in ("reserve_max", "paged")]
+        vals = [len(v) if isinstance(v, list) else v for v in vals]
+        print(f"{k:{width}}  " + "  ".join(f"{'-' if v is None else v:>12}" for v in vals))
+    for key in ("reserve_max", "paged"):
+        for r in out[key]["rejected"]:
+            print(f"{key} rejected request {r['id']}: {r['reason']}")
+    if args.sweep:
+        print("\nblock_size  mean_util_busy  peak_running  steps  preemptions")
+        for row in out["paged_block_size_sweep"]:
+            print(f"{row['block_size']:>10}  {row['mean_utilization_busy']:>14.3f}  {row['peak_running']:>12}"
+                  f"  {row['steps']:>5}  {row['preemptions']:>11}")
+    return 0

@@ -1,0 +1,70 @@
+"""Memory-map frames: which steps to show and what each map cell holds (numpy, no plotting).
+
+A map cell is one slot when the pool is small enough to draw, otherwise a group of
+``slots_per_cell`` consecutive slots shown by the state most of them are in. Pages turn these
+arrays into Plotly heatmaps; nothing here knows about colours.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .allocators import EMPTY, FREE, HOLE, TOKEN
+from .engine import SimulationResult
+
+#: Most cells one map draws (per allocator). 2,048 slots draw one slot per cell.
+MAX_CELLS = 2048
+
+
+def slots_per_cell(total_slots: int, max_cells: int = MAX_CELLS) -> int:
+    """Slots drawn by one cell so that a map has at most ``max_cells`` cells (>= 1)."""
+    if total_slots <= 0 or max_cells <= 0:
+        raise ValueError("total_slots and max_cells must be positive")
+    return max(1, math.ceil(total_slots / max_cells))
+
+
+def grid_shape(n_cells: int) -> tuple[int, int]:
+    """(rows, columns) for ``n_cells`` cells: 64 columns for a full 2,048-cell map, fewer for tiny pools."""
+    cols = 64 if n_cells >= 256 else max(1, 2 ** math.ceil(math.log2(max(1, math.isqrt(n_cells * 2)))))
+    cols = min(cols, max(1, n_cells))
+    return math.ceil(n_cells / cols), cols
+
+
+def frame_steps(n_steps: int, max_frames: int) -> np.ndarray:
+    """Evenly spaced step indices 0..n_steps-1 (first and last included), at most ``max_frames``."""
+    if n_steps <= 0:
+        return np.zeros(0, dtype=np.int64)
+    k = max(2, min(int(max_frames), n_steps))
+    return np.unique(np.linspace(0, n_steps - 1, k).round().astype(np.int64))
+
+
+def cell_states(result: SimulationResult, step: int, per_cell: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pool at ``step`` drawn as cells.
+
+    Args:
+        result: a simulation with snapshots.
+        step: engine step; a step after the run drained shows the empty pool.
+        per_cell: slots per cell (see ``slots_per_cell``).
+
+    Returns:
+        owner: int32 [n_cells], request id of the cell's majority-state slots (-1 none).
+        state: int8 [n_cells], the majority state (FREE, TOKEN, EMPTY, HOLE) of the cell's slots.
+    """
+    if step < result.steps:
+        owner, state = result.slot_states(step)
+    else:
+        owner = np.full(result.total_slots, -1, dtype=np.int32)
+        state = np.full(result.total_slots, FREE, dtype=np.int8)
+        if result.block_size:
+            state[(result.total_slots // result.block_size) * result.block_size:] = HOLE
+    if per_cell == 1:
+        return owner, state
+    n_cells = math.ceil(result.total_slots / per_cell)
+    pad = n_cells * per_cell - result.total_slots
+    owner = np.concatenate([owner, np.full(pad, -1, np.int32)]).reshape(n_cells, per_cell)
+    state = np.concatenate([state, np.full(pad, FREE, np.int8)]).reshape(n_cells, per_cell)
+    counts = np.stack([(state == s).sum(axis=1) for s in (FREE, TOKEN, EMPTY, HOLE)], axis=1)
+    cell_state = np.array([FREE, TOKEN, EMPTY, HOLE], dtype=np.int8)[counts.argmax(axis=1)]
+    held = (cell_state == TOKEN) | (cell_state == EMPTY)
+    return np.where(held, owner.max(axis=1), -1).astype(np.int32), cell_state

@@ -1,0 +1,153 @@
+"""A scenario: one workload, one pool, both allocators — what the explainer page and the CLI run.
+
+Keeping this here (not in a page) is what makes ``python -m allocator simulate`` and the
+explainer print the same numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .allocators import PagedAllocator, ReserveMaxAllocator
+from .engine import SimulationResult, simulate
+from .trace import load_trace, shipped_trace, trace_workload
+from .workload import Workload, classroom_40
+
+WORKLOADS = ("classroom-40", "azure-conv")
+#: Block sizes of the sweep: powers of two 1..256 (seed 003 asks about 1, 16 and 256).
+SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: Default pool per workload (slots). The trace's requests average ~1,150 prompt tokens, so its
+#: pool is 4x the classroom's: about 4-6 reserve-max reservations fit in it at once.
+DEFAULT_SLOTS = {"classroom-40": 2048, "azure-conv": 8192}
+DEFAULT_MAX_NEW = {"classroom-40": 600, "azure-conv": 1024}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Every setting of the explainer.
+
+    Attributes:
+        workload: "classroom-40", "azure-conv" (the shipped trace slice) or a CSV path.
+        total_slots: pool size in slots (None: the workload's default, see ``DEFAULT_SLOTS``).
+        block_size: slots per block for the paged allocator (1..256 on the page).
+        max_new_tokens: generation cap in tokens (None: the workload's default).
+        seed: classroom-40's random seed (None: the calibrated default).
+        arrival: classroom-40's arrival pattern, "burst" or "trickle".
+        arrival_rate: trickle rate in requests per step.
+        offset, count: which trace rows to replay (0-based offset, number of rows).
+        steps_per_second: engine steps per second of trace time.
+        metadata_cost: cost per block (or per reservation) in slot equivalents (seed 001's c).
+    """
+
+    workload: str = "classroom-40"
+    total_slots: int | None = None
+    block_size: int = 16
+    max_new_tokens: int | None = None
+    seed: int | None = None
+    arrival: str = "burst"
+    arrival_rate: float = 1.0
+    offset: int = 0
+    count: int = 40
+    steps_per_second: float = 20.0
+    metadata_cost: float = 0.0
+
+    @property
+    def slots(self) -> int:
+        """The pool size actually used (slots)."""
+        return self.total_slots if self.total_slots is not None else DEFAULT_SLOTS.get(self.workload, 8192)
+
+    @property
+    def max_new(self) -> int:
+        """The generation cap actually used (tokens)."""
+        if self.max_new_tokens is not None:
+            return self.max_new_tokens
+        return DEFAULT_MAX_NEW.get(self.workload, 1024)
+
+    def as_dict(self) -> dict:
+        """JSON-ready settings, with defaults resolved."""
+        d = asdict(self)
+        d["total_slots"] = self.slots
+        d["max_new_tokens"] = self.max_new
+        return d
+
+
+def build_workload(sc: Scenario) -> Workload:
+    """The workload a scenario names (classroom-40, the shipped trace, or a trace file).
+
+    Raises:
+        ValueError: bad settings or a malformed trace file, naming the field or row.
+    """
+    if sc.workload == "classroom-40":
+        return classroom_40(seed=sc.seed, max_new_tokens=sc.max_new, arrival=sc.arrival,
+                            arrival_rate=sc.arrival_rate)
+    if sc.workload == "azure-conv":
+        df = shipped_trace()
+        name = "azure-conv"
+    else:
+        df = load_trace(sc.workload)
+        name = sc.workload
+    return trace_workload(df, offset=sc.offset, count=sc.count, steps_per_second=sc.steps_per_second,
+                          max_new_tokens=sc.max_new, name=name)
+
+
+def run_both(workload: Workload, total_slots: int, block_size: int, *, record_snapshots: bool = True
+             ) -> dict[str, SimulationResult]:
+    """Simulate ``workload`` under reserve-max and paged allocation of the same pool.
+
+    Returns:
+        {"reserve_max": result, "paged": result}.
+
+    Raises:
+        ValueError: a bad pool or block size (e.g. block_size 0), naming the field.
+    """
+    reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens)
+    paged = PagedAllocator(total_slots, block_size)
+    return {"reserve_max": simulate(workload, reserve, record_snapshots=record_snapshots),
+            "paged": simulate(workload, paged, record_snapshots=record_snapshots)}
+
+
+def run_scenario(sc: Scenario, *, record_snapshots: bool = True) -> dict[str, SimulationResult]:
+    """Build the scenario's workload and run both allocators (see ``run_both``)."""
+    return run_both(build_workload(sc), sc.slots, sc.block_size, record_snapshots=record_snapshots)
+
+
+def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLOCK_SIZES,
+                     metadata_cost: float = 0.0) -> list[dict]:
+    """Run the paged allocator at each block size (the reserve-max run does not depend on it).
+
+    Returns:
+        One dict per block size that fits the pool, with keys block_size, blocks (in the pool),
+        mean_utilization_busy, mean_internal_fragmentation_busy (fraction of the pool),
+        mean_total_cost_busy (allocated slots + c x blocks in use, slot equivalents, mean over
+        busy steps), cost_per_token_busy (that cost divided by tokens stored), peak_running,
+        steps, preemptions, mean_tokens_per_step. Busy steps are those with a non-empty queue;
+        where a run has none, the busy means fall back to all steps.
+
+    Source: total cost = allocated slots + c x blocks is seed 001's objective
+    (001_b60e659497b44204.txt), applied here to the running engine instead of a snapshot.
+    """
+    rows = []
+    for bs in block_sizes:
+        if bs > total_slots:
+            continue
+        res = simulate(workload, PagedAllocator(total_slots, bs), record_snapshots=False)
+        m = res.metrics
+        mask = res.busy_mask()
+        if not mask.any():
+            mask = np.ones(res.steps, dtype=bool)
+        cost = res.total_cost(metadata_cost)[mask]
+        used = np.maximum(m["used_slots"][mask], 1)
+        rows.append({
+            "block_size": bs,
+            "blocks": total_slots // bs,
+            "mean_utilization_busy": float(m["utilization"][mask].mean()),
+            "mean_internal_fragmentation_busy": float((m["internal_fragmentation"][mask] / total_slots).mean()),
+            "mean_total_cost_busy": float(cost.mean()),
+            "cost_per_token_busy": float((cost / used).mean()),
+            "peak_running": res.summary["peak_running"],
+            "steps": res.steps,
+            "preemptions": res.summary["preemptions"],
+            "mean_tokens_per_step": res.summary["mean_tokens_per_step"],
+        })
+    return rows

@@ -1,0 +1,175 @@
+"""Real request traces: load, validate and replay them as workloads.
+
+Two CSV schemas are accepted (read with pandas):
+
+* Azure LLM inference trace 2023: ``TIMESTAMP, ContextTokens, GeneratedTokens``
+  (TIMESTAMP as ``YYYY-MM-DD HH:MM:SS.fffffff``).
+* Plain: ``prompt_tokens, output_tokens`` and optionally ``arrival_s`` (seconds from the start).
+
+The shipped slice is the first 10,000 rows of the conversation trace of the Azure LLM inference
+trace 2023 (CC-BY 4.0): Patel et al., "Splitwise: Efficient generative LLM inference using phase
+splitting", ISCA 2024. Data: Azure Public Dataset, AzureLLMInferenceDataset2023.
+"""
+from __future__ import annotations
+
+import io
+import math
+import os
+
+import numpy as np
+import pandas as pd
+
+from .workload import Workload, workload_from_lengths
+
+ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
+#: The shipped slice of the Azure conversation trace.
+AZURE_SLICE = os.path.join(ASSETS, "azure_llm_conv_2023_first10k.csv")
+AZURE_ATTRIBUTION = (
+    "Pratyush Patel, Esha Choukse, Chaojie Zhang, Aashaka Shah, Íñigo Goiri, Saeed Maleki, "
+    "Ricardo Bianchini. \"Splitwise: Efficient generative LLM inference using phase splitting\", "
+    "ISCA 2024. Data: Azure Public Dataset, AzureLLMInferenceDataset2023 (CC-BY 4.0)."
+)
+#: Largest trace accepted (rows) and largest single length (tokens): bounds that keep a bad
+#: file from hanging the app.
+MAX_ROWS = 200_000
+MAX_TOKENS = 10_000_000
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+PLAIN_COLUMNS = ("prompt_tokens", "output_tokens")
+
+
+def _integer_column(df: pd.DataFrame, col: str, minimum: int) -> np.ndarray:
+    """Column ``col`` as int64, or ValueError naming the first bad row (1-based data row) and column."""
+    raw = df[col]
+    num = pd.to_numeric(raw, errors="coerce")
+    bad = num.isna()
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(f"row {i + 1}, column {col}: {raw.iloc[i]!r} is not a number")
+    values = num.to_numpy(dtype=float)
+    frac = values != np.floor(values)
+    if frac.any():
+        i = int(np.flatnonzero(frac)[0])
+        raise ValueError(f"row {i + 1}, column {col}: {raw.iloc[i]!r} is not a whole number of tokens")
+    low = values < minimum
+    if low.any():
+        i = int(np.flatnonzero(low)[0])
+        raise ValueError(f"row {i + 1}, column {col}: {int(values[i])} is below the minimum {minimum}")
+    high = values > MAX_TOKENS
+    if high.any():
+        i = int(np.flatnonzero(high)[0])
+        raise ValueError(f"row {i + 1}, column {col}: {int(values[i])} tokens is larger than any pool "
+                         f"could hold (limit {MAX_TOKENS})")
+    return values.astype(np.int64)
+
+
+def load_trace(source) -> pd.DataFrame:
+    """Read and validate a trace CSV.
+
+    Args:
+        source: a path, a file-like object, or bytes.
+
+    Returns:
+        DataFrame with int64 columns ``prompt_tokens``, ``output_tokens`` and float column
+        ``arrival_s`` (seconds since the first request; 0 for every row when the file has none).
+
+    Raises:
+        ValueError: a message naming the row and column (or the problem with the whole file):
+            not UTF-8, empty, header only, missing columns, non-numeric, fractional or negative
+            values, zero output tokens, unparseable or decreasing timestamps, too many rows.
+        FileNotFoundError: the path does not exist.
+    """
+    if isinstance(source, (bytes, bytearray)):
+        source = io.BytesIO(bytes(source))
+    try:
+        df = pd.read_csv(source, encoding="utf-8", dtype=str, skipinitialspace=True)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"the file is not UTF-8 text (bad byte at position {exc.start})") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError("the file is empty") from None
+    except pd.errors.ParserError as exc:
+        raise ValueError(f"the file is not a readable CSV: {str(exc).splitlines()[0]}") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    if all(c in df.columns for c in AZURE_COLUMNS):
+        schema, p_col, o_col = "azure", "ContextTokens", "GeneratedTokens"
+    elif all(c in df.columns for c in PLAIN_COLUMNS):
+        schema, p_col, o_col = "plain", "prompt_tokens", "output_tokens"
+    else:
+        raise ValueError(
+            "missing columns: expected TIMESTAMP, ContextTokens, GeneratedTokens (Azure schema) or "
+            f"prompt_tokens, output_tokens[, arrival_s] (plain schema); found {', '.join(df.columns) or 'none'}")
+    if len(df) == 0:
+        raise ValueError("the file has a header but no rows")
+    if len(df) > MAX_ROWS:
+        raise ValueError(f"the file has {len(df)} rows; at most {MAX_ROWS} are accepted")
+    prompts = _integer_column(df, p_col, 1)
+    outputs = _integer_column(df, o_col, 1)
+    if schema == "azure":
+        ts = pd.to_datetime(df["TIMESTAMP"], errors="coerce", format="mixed")
+        bad = ts.isna()
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(f"row {i + 1}, column TIMESTAMP: {df['TIMESTAMP'].iloc[i]!r} is not a timestamp")
+        arrival = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
+    elif "arrival_s" in df.columns:
+        arrival = pd.to_numeric(df["arrival_s"], errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(arrival) | (arrival < 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"row {i + 1}, column arrival_s: {df['arrival_s'].iloc[i]!r} is not a "
+                             "non-negative number of seconds")
+    else:
+        arrival = np.zeros(len(df))
+    back = np.flatnonzero(np.diff(arrival) < 0)
+    if len(back):
+        i = int(back[0]) + 1
+        col = "TIMESTAMP" if schema == "azure" else "arrival_s"
+        raise ValueError(f"row {i + 1}, column {col}: arrivals must not go back in time "
+                         "(sort the file by arrival)")
+    return pd.DataFrame({"prompt_tokens": prompts, "output_tokens": outputs,
+                         "arrival_s": arrival - (arrival[0] if len(arrival) else 0.0)})
+
+
+def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_per_second: float = 20.0,
+                   max_new_tokens: int = 1024, name: str = "azure-conv") -> Workload:
+    """Replay ``count`` consecutive trace rows from ``offset`` as a workload.
+
+    Arrival step = floor((arrival_s - arrival_s[offset]) x steps_per_second), so one step is
+    1/steps_per_second seconds of wall time (a decode iteration of tens of milliseconds on a
+    real GPU). Outputs longer than ``max_new_tokens`` are clipped to it (the server would stop
+    them there) and the number clipped is reported in ``Workload.notes``.
+
+    Raises:
+        ValueError: offset/count outside the trace, steps_per_second not positive.
+    """
+    n = len(df)
+    if not isinstance(offset, (int, np.integer)) or not 0 <= offset < n:
+        raise ValueError(f"offset must be in 0..{n - 1}, got {offset}")
+    if not isinstance(count, (int, np.integer)) or count < 1:
+        raise ValueError(f"count must be a positive whole number, got {count}")
+    if not (isinstance(steps_per_second, (int, float)) and math.isfinite(steps_per_second)
+            and steps_per_second > 0):
+        raise ValueError(f"steps_per_second must be positive, got {steps_per_second}")
+    part = df.iloc[offset: offset + count]
+    notes = []
+    if len(part) < count:
+        notes.append(f"only {len(part)} rows remain after offset {offset}")
+    t0 = float(part["arrival_s"].iloc[0])
+    steps = np.floor((part["arrival_s"].to_numpy() - t0) * steps_per_second).astype(np.int64)
+    outputs = part["output_tokens"].to_numpy()
+    clipped = int((outputs > max_new_tokens).sum())
+    if clipped:
+        notes.append(f"{clipped} outputs longer than max_new_tokens={max_new_tokens} were clipped to it")
+    rows = zip(part["prompt_tokens"].to_numpy().tolist(),
+               np.minimum(outputs, max_new_tokens).tolist(), steps.tolist())
+    return workload_from_lengths(name, rows, max_new_tokens, notes=notes)
+
+
+_CACHE: dict = {}
+
+
+def shipped_trace() -> pd.DataFrame:
+    """The shipped Azure slice, loaded once per process (see ``AZURE_ATTRIBUTION``)."""
+    if "azure" not in _CACHE:
+        _CACHE["azure"] = load_trace(AZURE_SLICE)
+    return _CACHE["azure"]

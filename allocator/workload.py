@@ -1,0 +1,200 @@
+"""Requests and workloads: what the simulated server is asked to do.
+
+All lengths are in tokens; arrival times are in engine steps (one step = one iteration of the
+serving loop, in which every running sequence emits one token).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+
+def _check_int(name: str, value, minimum: int) -> int:
+    """Return ``value`` as an int, or raise ValueError naming ``name`` if it is not an integer >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise ValueError(f"{name} must be a whole number, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation request.
+
+    Attributes:
+        id: unique request id (>= 0), shown as ``r<id>`` in the app.
+        prompt_len: prompt length in tokens (>= 1); its KV is written at prefill.
+        output_len: tokens the request will generate before it stops (>= 1), including the
+            first token, which prefill emits.
+        arrival_step: engine step at which the request joins the waiting queue (>= 0).
+
+    Raises:
+        ValueError: a field that is not a whole number or is below its minimum, naming the field.
+    """
+
+    id: int
+    prompt_len: int
+    output_len: int
+    arrival_step: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "id", _check_int("id", self.id, 0))
+        object.__setattr__(self, "prompt_len", _check_int(f"request {self.id}: prompt_len", self.prompt_len, 1))
+        object.__setattr__(self, "output_len", _check_int(f"request {self.id}: output_len", self.output_len, 1))
+        object.__setattr__(self, "arrival_step",
+                           _check_int(f"request {self.id}: arrival_step", self.arrival_step, 0))
+
+    @property
+    def total_len(self) -> int:
+        """Tokens held when the request finishes: prompt_len + output_len."""
+        return self.prompt_len + self.output_len
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named list of requests plus the serving limit they were generated under.
+
+    Attributes:
+        name: short label shown in the app and the CLI (e.g. ``classroom-40``).
+        requests: the requests, any order; ids unique.
+        max_new_tokens: the server's cap on generated tokens per request; reserve-max reserves
+            prompt_len + max_new_tokens slots at admission. Every output_len must be <= it.
+        params: the generator's parameters (for documentation on the page and in JSON).
+        notes: human-readable remarks (e.g. how many trace rows were clipped).
+
+    Raises:
+        ValueError: empty workload, duplicate ids, or an output_len above max_new_tokens.
+    """
+
+    name: str
+    requests: tuple
+    max_new_tokens: int
+    params: dict = field(default_factory=dict)
+    notes: tuple = ()
+
+    def __post_init__(self):
+        reqs = tuple(self.requests)
+        object.__setattr__(self, "requests", reqs)
+        object.__setattr__(self, "max_new_tokens", _check_int("max_new_tokens", self.max_new_tokens, 1))
+        if not reqs:
+            raise ValueError("workload has no requests")
+        ids = [r.id for r in reqs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("request ids must be unique")
+        for r in reqs:
+            if r.output_len > self.max_new_tokens:
+                raise ValueError(
+                    f"request {r.id}: output_len {r.output_len} exceeds max_new_tokens {self.max_new_tokens}")
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    def total_tokens(self) -> int:
+        """Sum of prompt_len + output_len over all requests (tokens)."""
+        return sum(r.total_len for r in self.requests)
+
+
+OUTPUT_DISTRIBUTIONS = ("exponential", "uniform", "lognormal")
+ARRIVAL_PATTERNS = ("burst", "trickle")
+
+
+def generate_workload(*, seed: int = 0, num_requests: int = 40, prompt_len_range: tuple = (32, 96),
+                      output_mean: float = 150.0, output_distribution: str = "exponential",
+                      max_new_tokens: int = 512, arrival: str = "burst", arrival_rate: float = 1.0,
+                      name: str = "generated") -> Workload:
+    """Draw a synthetic workload from a seeded generator (numpy PCG64).
+
+    Args:
+        seed: random seed; the same arguments always give the same workload.
+        num_requests: number of requests (1..100,000).
+        prompt_len_range: (low, high) prompt lengths in tokens, inclusive, drawn uniformly.
+        output_mean: mean output length in tokens before clipping to [1, max_new_tokens].
+        output_distribution: "exponential" (many short answers, a long tail — how chat replies
+            look), "uniform" (uniform on [1, 2*mean]) or "lognormal" (sigma 1).
+        max_new_tokens: the server's cap on generated tokens; outputs are clipped to it.
+        arrival: "burst" (every request at step 0) or "trickle" (Poisson arrivals).
+        arrival_rate: for "trickle", mean requests per step (> 0).
+        name: the workload's label.
+
+    Returns:
+        Workload with ids 0..num_requests-1 in arrival order.
+
+    Raises:
+        ValueError: naming the argument that is out of range or unknown.
+    """
+    num_requests = _check_int("num_requests", num_requests, 1)
+    if num_requests > 100_000:
+        raise ValueError(f"num_requests must be at most 100000, got {num_requests}")
+    max_new_tokens = _check_int("max_new_tokens", max_new_tokens, 1)
+    lo = _check_int("prompt_len_range low", prompt_len_range[0], 1)
+    hi = _check_int("prompt_len_range high", prompt_len_range[1], 1)
+    if hi < lo:
+        raise ValueError(f"prompt_len_range high ({hi}) is below low ({lo})")
+    if not output_mean > 0:
+        raise ValueError(f"output_mean must be positive, got {output_mean}")
+    if output_distribution not in OUTPUT_DISTRIBUTIONS:
+        raise ValueError(f"output_distribution must be one of {OUTPUT_DISTRIBUTIONS}, got {output_distribution!r}")
+    if arrival not in ARRIVAL_PATTERNS:
+        raise ValueError(f"arrival must be one of {ARRIVAL_PATTERNS}, got {arrival!r}")
+    if arrival == "trickle" and not arrival_rate > 0:
+        raise ValueError(f"arrival_rate must be positive, got {arrival_rate}")
+
+    rng = np.random.default_rng(int(seed))
+    prompts = rng.integers(lo, hi + 1, size=num_requests)
+    if output_distribution == "exponential":
+        outputs = rng.exponential(output_mean, size=num_requests)
+    elif output_distribution == "uniform":
+        outputs = rng.uniform(1, 2 * output_mean, size=num_requests)
+    else:
+        outputs = rng.lognormal(np.log(output_mean) - 0.5, 1.0, size=num_requests)
+    outputs = np.clip(np.ceil(outputs), 1, max_new_tokens).astype(int)
+    if arrival == "burst":
+        arrivals = np.zeros(num_requests, dtype=int)
+    else:
+        arrivals = np.floor(np.cumsum(rng.exponential(1.0 / arrival_rate, size=num_requests))).astype(int)
+        arrivals -= arrivals[0]
+    requests = tuple(Request(i, int(p), int(o), int(a))
+                     for i, (p, o, a) in enumerate(zip(prompts, outputs, arrivals)))
+    params = dict(seed=int(seed), num_requests=num_requests, prompt_len_range=[lo, hi],
+                  output_mean=float(output_mean), output_distribution=output_distribution,
+                  max_new_tokens=max_new_tokens, arrival=arrival,
+                  arrival_rate=float(arrival_rate) if arrival == "trickle" else None)
+    return Workload(name=name, requests=requests, max_new_tokens=max_new_tokens, params=params)
+
+
+#: Parameters of the default ``classroom-40`` workload. Chosen so that, in a 2048-slot pool,
+#: the claims of seed 000 (000_b2d5125a0ea162ff.txt) emerge from the simulation: reserve-max
+#: holds 3 requests at once at 20-40 % utilisation, paged (block 16) holds about 30 at over 90 %.
+CLASSROOM_40 = dict(seed=25, num_requests=40, prompt_len_range=(32, 96), output_mean=250.0,
+                    output_distribution="exponential", max_new_tokens=600, arrival="burst")
+
+
+def classroom_40(*, seed: int | None = None, max_new_tokens: int | None = None, arrival: str | None = None,
+                 arrival_rate: float = 1.0) -> Workload:
+    """The default lesson workload: forty chat-like requests (see ``CLASSROOM_40`` for parameters).
+
+    Any argument left as None keeps the calibrated default; changing one (the page's seed,
+    max_new_tokens or arrival controls) regenerates the same kind of workload with that change.
+    """
+    p = dict(CLASSROOM_40)
+    if seed is not None:
+        p["seed"] = seed
+    if max_new_tokens is not None:
+        p["max_new_tokens"] = max_new_tokens
+    if arrival is not None:
+        p["arrival"] = arrival
+    p["arrival_rate"] = arrival_rate
+    return generate_workload(name="classroom-40", **p)
+
+
+def workload_from_lengths(name: str, rows: Iterable[tuple], max_new_tokens: int, notes=()) -> Workload:
+    """Build a Workload from (prompt_len, output_len, arrival_step) rows, ids in row order."""
+    reqs = tuple(Request(i, p, o, a) for i, (p, o, a) in enumerate(rows))
+    return Workload(name=name, requests=reqs, max_new_tokens=max_new_tokens, notes=tuple(notes))

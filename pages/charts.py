@@ -1,0 +1,261 @@
+"""Plotly figures for the explainer (no streamlit import, so benchmarks and tests can build them).
+
+Every number drawn here comes from ``allocator`` results; this module only lays them out.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.subplots import make_subplots
+
+from allocator import EMPTY, FREE, HOLE, TOKEN
+from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
+from pages.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX
+
+#: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
+FIGURE_BUDGET_BYTES = 2_800_000
+MAX_FRAMES = 120
+_CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, *REQUEST_COLOURS]   # z code -> colour
+_ORDER = ("reserve_max", "paged")
+_SERIES_COLOUR = {"reserve_max": RESERVE_MAX, "paged": PAGED}
+
+
+def _colorscale() -> list:
+    n = len(_CODES)
+    scale = []
+    for i, c in enumerate(_CODES):
+        scale += [[i / n, c], [(i + 1) / n, c]]
+    return scale
+
+
+def _codes(owner: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """Heatmap z codes: 0 free, 1 hole, 2 allocated-empty, 3+ token of request (id mod palette)."""
+    return np.select([state == FREE, state == HOLE, state == EMPTY],
+                     [0, 1, 2], default=3 + np.maximum(owner, 0) % len(REQUEST_COLOURS))
+
+
+def _labels(owner: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """Short per-cell hover labels: "r12" (token), "r12 empty", "free", "hole" (kept short: they
+    travel once per frame, and they are most of the figure's bytes)."""
+    n = int(owner.max()) + 1 if len(owner) else 0
+    tok = np.array([f"r{i}" for i in range(n)] + ["free"], dtype=object)
+    emp = np.array([f"r{i} empty" for i in range(n)] + ["free"], dtype=object)
+    out = np.where(state == TOKEN, tok[owner], emp[owner])
+    out[state == FREE] = "free"
+    out[state == HOLE] = "hole"
+    return out.astype(str)   # fixed-width unicode: plotly copies it as one block, not item by item
+
+
+def _grid(values: np.ndarray, rows: int, cols: int, fill):
+    pad = rows * cols - len(values)
+    if pad:
+        values = np.concatenate([values, np.full(pad, fill, dtype=values.dtype)])
+    return values.reshape(rows, cols)
+
+
+def _frame_text(res, step: int) -> str:
+    m = res.metrics
+    total = res.total_slots
+    if step >= res.steps:
+        return (f"<b>{res.label}</b> · drained after {res.steps:,} steps<br>"
+                f"all {int(m['finished'][-1])} finished · {len(res.rejected)} rejected")
+    title = res.label + (f" (block {res.block_size})" if res.block_size else "")
+    return (f"<b>{title}</b> · step {step:,}: {m['utilization'][step]:.0%} of slots hold a token<br>"
+            f"internal frag {m['internal_fragmentation'][step] / total:.0%} · "
+            f"external frag {m['external_fragmentation'][step] / total:.0%} · "
+            f"tokens this step {int(m['tokens'][step])}<br>"
+            f"running {int(m['running'][step])} · waiting {int(m['waiting'][step])} · "
+            f"finished {int(m['finished'][step])} · preemptions so far {int(m['preemptions'][:step + 1].sum())}")
+
+
+def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_bytes: int = FIGURE_BUDGET_BYTES
+                     ) -> go.Figure:
+    """Animated memory maps of both allocators plus utilisation and running batch over steps.
+
+    Args:
+        results: {"reserve_max": SimulationResult, "paged": SimulationResult} with snapshots.
+        max_frames: most animation frames (they play client-side: Plotly frames, no server trip).
+        budget_bytes: frames are thinned so the figure's JSON stays under this many bytes.
+
+    Returns:
+        A Plotly figure: row 1 the two maps (heatmaps, one cell per slot or per group of slots),
+        row 2 utilisation (%) and running sequences against step, with a cursor at the frame's step.
+    """
+    total = results["paged"].total_slots
+    per_cell = slots_per_cell(total)
+    n_cells = -(-total // per_cell)
+    rows, cols = grid_shape(n_cells)
+    n_steps = max(r.steps for r in results.values())
+    xs = np.arange(cols) * per_cell
+    ys = np.arange(rows) * cols * per_cell
+    block = results["paged"].block_size
+    starts = np.arange(n_cells) * per_cell
+    ends = np.minimum(starts + per_cell, total) - 1
+    if per_cell == 1:
+        where = [f"slot {s:,}" for s in starts]
+    else:
+        where = [f"slots {s:,}–{e:,}" for s, e in zip(starts, ends)]
+    text = {"reserve_max": _grid(np.array(where, dtype=object), rows, cols, ""),
+            "paged": _grid(np.array([f"{w} · block {s // block:,}" if s < (total // block) * block
+                                     else f"{w} · remainder (no block)"
+                                     for w, s in zip(where, starts)], dtype=object), rows, cols, "")}
+    padded = rows * cols != n_cells
+    ztype = np.float32 if padded else np.int8
+
+    def map_arrays(step):
+        out = {}
+        for key in _ORDER:
+            owner, state = cell_states(results[key], step, per_cell)
+            z = _grid(_codes(owner, state).astype(ztype), rows, cols, np.nan if padded else 0)
+            labels = _labels(owner, state)
+            out[key] = (z, _grid(labels, rows, cols, np.array("", dtype=labels.dtype)))
+        return out
+
+    fig = make_subplots(rows=2, cols=2, row_heights=[0.68, 0.32], vertical_spacing=0.16,
+                        horizontal_spacing=0.06)
+    first = map_arrays(0)
+    n_codes = len(_CODES)
+    for c, key in enumerate(_ORDER, start=1):
+        z, labels = first[key]
+        fig.add_trace(go.Heatmap(
+            z=z, x=xs, y=ys, customdata=labels, text=text[key], zmin=-0.5, zmax=n_codes - 0.5,
+            colorscale=_colorscale(), showscale=False, xgap=1 if per_cell == 1 and cols <= 64 else 0,
+            ygap=1 if rows <= 64 else 0,
+            hovertemplate="<b>%{customdata}</b> · %{text}<extra>" + results[key].label + "</extra>",
+            name=results[key].label), row=1, col=c)
+    # time series (row 2)
+    for key in _ORDER:
+        res = results[key]
+        steps = np.arange(res.steps)
+        fig.add_trace(go.Scatter(x=steps, y=res.metrics["utilization"] * 100, mode="lines",
+                                 name=f"{res.label}: utilisation", line=dict(color=_SERIES_COLOUR[key]),
+                                 legendgroup=key,
+                                 hovertemplate="step %{x}<br>%{y:.1f} % of slots hold a token<extra>"
+                                               + res.label + "</extra>"), row=2, col=1)
+        fig.add_trace(go.Scatter(x=steps, y=res.metrics["running"], mode="lines",
+                                 name=f"{res.label}: running", legendgroup=key,
+                                 line=dict(color=_SERIES_COLOUR[key], dash="dot"),
+                                 hovertemplate="step %{x}<br>%{y} sequences running<extra>"
+                                               + res.label + "</extra>"), row=2, col=2)
+    # legend entries for the map colours
+    for name, colour in (("slot holds a token (colour = request)", REQUEST_COLOURS[0]),
+                         ("allocated, holding nothing", ORANGE_EMPTY), ("free", GREY_FREE),
+                         ("free but unusable hole", DARK_HOLE)):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, legendgroup="map",
+                                 marker=dict(symbol="square", size=14, color=colour,
+                                             line=dict(color="#888", width=1)), hoverinfo="skip"))
+
+    def annotations(step):
+        return [dict(text=_frame_text(results[key], step), xref=f"x{'' if c == 1 else c} domain",
+                     yref=f"y{'' if c == 1 else c} domain", x=0, y=1.02, xanchor="left", yanchor="bottom",
+                     showarrow=False, align="left", font=dict(size=13))
+                for c, key in enumerate(_ORDER, start=1)]
+
+    def cursors(step):
+        return [dict(type="line", xref=ax, yref=f"{ay} domain", x0=step, x1=step, y0=0, y1=1,
+                     line=dict(color="#333", width=1.5, dash="dash"))
+                for ax, ay in (("x3", "y3"), ("x4", "y4"))]
+
+    # Frames are plain dicts (validated once, by the Figure constructor, rather than once each).
+    def frame(step, arrays):
+        return dict(name=str(int(step)), traces=[0, 1],
+                    data=[dict(type="heatmap", z=arrays[k][0], customdata=arrays[k][1]) for k in _ORDER],
+                    layout=dict(annotations=annotations(int(step)), shapes=cursors(int(step))))
+
+    # Measure the bytes of the figure without frames and of one frame, then thin the frames to fit.
+    base_dict = fig.to_dict()
+    base = len(pio.to_json(base_dict, validate=False))
+    # probe the busiest step (the longest labels): where the paged pool held the most sequences
+    busy = int(np.argmax(results["paged"].metrics["running"]))
+    per_frame = len(pio.to_json(frame(busy, map_arrays(busy)), validate=False))
+    fit = max(2, int((budget_bytes - base) // max(1, per_frame * 1.12)))
+    steps_shown = frame_steps(n_steps, min(max_frames, fit))
+    frames = [frame(step, first if step == 0 else map_arrays(int(step))) for step in steps_shown]
+
+    play = dict(label="▶ Play", method="animate",
+                args=[None, {"frame": {"duration": 140, "redraw": True}, "fromcurrent": True,
+                             "transition": {"duration": 0}}])
+    pause = dict(label="❚❚ Pause", method="animate",
+                 args=[[None], {"frame": {"duration": 0, "redraw": False}, "mode": "immediate",
+                                "transition": {"duration": 0}}])
+    slider_steps = [dict(method="animate", label=f["name"],
+                         args=[[f["name"]], {"frame": {"duration": 0, "redraw": True}, "mode": "immediate",
+                                          "transition": {"duration": 0}}]) for f in frames]
+    slot_unit = "slot" if per_cell == 1 else f"{per_cell} slots per cell"
+    for c in (1, 2):
+        fig.update_xaxes(title_text=f"offset within row (slots; one cell = {slot_unit})", row=1, col=c,
+                         showgrid=False, zeroline=False)
+        fig.update_yaxes(title_text="row start (slot)" if c == 1 else None, autorange="reversed", row=1, col=c,
+                         showgrid=False, zeroline=False)
+    fig.update_xaxes(title_text="engine step", row=2, col=1, range=[0, n_steps], gridcolor="#eee")
+    fig.update_xaxes(title_text="engine step", row=2, col=2, range=[0, n_steps], gridcolor="#eee")
+    fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], row=2, col=1, gridcolor="#eee")
+    fig.update_yaxes(title_text="sequences running", rangemode="tozero", row=2, col=2, gridcolor="#eee")
+    base_dict["layout"] = fig.layout
+    base_dict["frames"] = frames
+    fig = go.Figure(base_dict)
+    fig.update_layout(
+        height=860, margin=dict(l=60, r=20, t=110, b=40), plot_bgcolor="white",
+        annotations=annotations(0), shapes=cursors(0),
+        legend=dict(orientation="h", yanchor="top", y=-0.06, x=0, font=dict(size=13)),
+        updatemenus=[dict(type="buttons", direction="left", buttons=[play, pause], x=0, y=1.19,
+                          xanchor="left", yanchor="bottom", showactive=False, pad=dict(r=8, t=0))],
+        sliders=[dict(active=0, steps=slider_steps, x=0.16, len=0.84, y=1.2, yanchor="bottom",
+                      currentvalue=dict(prefix="engine step ", font=dict(size=14)), pad=dict(t=0, b=0))],
+        hoverlabel=dict(font_size=14),
+    )
+    return fig
+
+
+def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float,
+                 reserve_util_busy: float | None = None) -> go.Figure:
+    """Mean busy utilisation and total cost against block size (log2 axis), current size marked.
+
+    Args:
+        rows: ``allocator.scenario.block_size_sweep`` output.
+        current_block_size: the block size on the slider (slots); drawn as a dashed line.
+        metadata_cost: c, the cost per block in slot equivalents, used for the cost curve.
+        reserve_util_busy: reserve-max's mean busy utilisation (fraction), drawn for reference.
+    """
+    bs = [r["block_size"] for r in rows]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Scatter(
+        x=bs, y=[r["mean_utilization_busy"] * 100 for r in rows], mode="lines+markers",
+        name="paged: mean utilisation while requests wait (%)", line=dict(color=PAGED, width=3),
+        customdata=[[r["peak_running"], r["steps"], r["preemptions"]] for r in rows],
+        hovertemplate=("block size %{x} slots<br>utilisation %{y:.1f} %<br>peak running %{customdata[0]}"
+                       "<br>steps to drain %{customdata[1]}<br>preemptions %{customdata[2]}<extra></extra>")),
+        secondary_y=False)
+    if reserve_util_busy is not None:
+        fig.add_trace(go.Scatter(x=[bs[0], bs[-1]], y=[reserve_util_busy * 100] * 2, mode="lines",
+                                 name="reserve-max utilisation (%) — does not depend on block size",
+                                 line=dict(color=RESERVE_MAX, dash="dash"),
+                                 hovertemplate="reserve-max: %{y:.1f} %<extra></extra>"), secondary_y=False)
+    fig.add_trace(go.Scatter(
+        x=bs, y=[r["cost_per_token_busy"] for r in rows], mode="lines+markers",
+        name=f"paged: cost per stored token, allocated + {metadata_cost:g} × blocks (slot equivalents)",
+        line=dict(color="#009E73", dash="dot", width=2.5), marker=dict(symbol="diamond"),
+        customdata=[[r["mean_total_cost_busy"]] for r in rows],
+        hovertemplate=("block size %{x} slots<br>cost per stored token %{y:.3f}<br>"
+                       "total cost %{customdata[0]:,.0f} slot equivalents<extra></extra>")),
+        secondary_y=True)
+    fig.add_trace(go.Scatter(x=[current_block_size, current_block_size], y=[0, 100], mode="lines",
+                             name=f"current block size ({current_block_size})",
+                             line=dict(color="#333", dash="dash", width=1.5),
+                             hovertemplate=f"current block size: {current_block_size} slots<extra></extra>"),
+                  secondary_y=False)
+    fig.update_xaxes(type="log", title_text="block size (slots per block, log scale)",
+                     tickvals=bs, ticktext=[str(b) for b in bs], gridcolor="#eee")
+    fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], secondary_y=False,
+                     gridcolor="#eee")
+    fig.update_yaxes(title_text="slot equivalents per stored token", rangemode="tozero", secondary_y=True,
+                     showgrid=False)
+    fig.update_layout(height=430, margin=dict(l=60, r=60, t=40, b=40), plot_bgcolor="white",
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hoverlabel=dict(font_size=14))
+    return fig
+
+
+def figure_json_bytes(fig: go.Figure) -> int:
+    """Size of the figure's JSON as Streamlit would send it (bytes)."""
+    return len(fig.to_json())

@@ -1,0 +1,229 @@
+"""Home page: the same requests, the same pool, reserve-max on the left and paged on the right.
+
+Renders only: the simulation, the frames and the sweep come from ``allocator`` (via
+``pages.charts`` for layout), cached so a class on the same settings simulates once.
+"""
+import pandas as pd
+import streamlit as st
+
+from allocator import CLASSROOM_40
+from allocator.scenario import (DEFAULT_MAX_NEW, DEFAULT_SLOTS, SWEEP_BLOCK_SIZES, Scenario, block_size_sweep,
+                                build_workload, run_both)
+from allocator.trace import AZURE_ATTRIBUTION, shipped_trace
+from pages.charts import explainer_figure, sweep_figure
+
+#: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
+BLOCK_SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
+WORKLOAD_LABELS = {"classroom-40": "classroom-40 (forty chat requests, all at once)",
+                   "azure-conv": "Azure conversation trace (real requests, 2023)"}
+
+
+@st.cache_resource(max_entries=32, show_spinner="Simulating both allocators…")
+def compute(sc: Scenario):
+    """Workload, both results and the animated figure for one scenario (shared by every session)."""
+    workload = build_workload(sc)
+    results = run_both(workload, sc.slots, sc.block_size)
+    return workload, results, explainer_figure(results)
+
+
+@st.cache_data(max_entries=32, show_spinner="Sweeping block sizes…")
+def sweep(sc: Scenario) -> list:
+    """Paged runs at every block size for the scenario's workload and pool."""
+    return block_size_sweep(build_workload(sc), sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost)
+
+
+def controls() -> Scenario:
+    """Sidebar controls -> Scenario (widgets bound to session state by key)."""
+    sb = st.sidebar
+    sb.header("Scenario")
+    workload = sb.selectbox("Workload", list(WORKLOAD_LABELS), format_func=WORKLOAD_LABELS.get, key="workload",
+                            help="classroom-40 is synthetic and calibrated for the lesson; the trace replays "
+                                 "real request lengths and arrival times.")
+    block_size = sb.select_slider("Block size (slots per block)", options=BLOCK_SIZES, value=16, key="block_size",
+                                  help="Paged allocator only: how many tokens' K and V one block holds.")
+    total_slots = sb.number_input("Pool size (slots)", min_value=64, max_value=1 << 20,
+                                  value=DEFAULT_SLOTS[workload], step=256, key=f"slots_{workload}",
+                                  help="Slots of KV cache both allocators share; one slot holds one token.")
+    max_new = sb.number_input("max_new_tokens (generation cap)", min_value=1, max_value=32768,
+                              value=DEFAULT_MAX_NEW[workload], step=50, key=f"max_new_{workload}",
+                              help="Reserve-max reserves prompt + this many slots for every request.")
+    kw = {}
+    if workload == "classroom-40":
+        kw["seed"] = int(sb.number_input("Seed", min_value=0, max_value=10_000, value=CLASSROOM_40["seed"],
+                                         key="seed", help="Draws a different forty requests of the same kind."))
+        kw["arrival"] = sb.radio("Arrivals", ["burst", "trickle"], horizontal=True, key="arrival",
+                                 format_func={"burst": "all at step 0", "trickle": "trickle"}.get)
+        if kw["arrival"] == "trickle":
+            kw["arrival_rate"] = sb.slider("Arrival rate (requests per step)", 0.01, 2.0, 0.1, 0.01,
+                                           key="arrival_rate")
+    else:
+        n_rows = len(shipped_trace())
+        kw["offset"] = int(sb.number_input("First row (offset)", min_value=0, max_value=n_rows - 1, value=0,
+                                           key="offset"))
+        kw["count"] = int(sb.slider("Requests to replay", 1, 200, 40, key="count"))
+        kw["steps_per_second"] = float(sb.number_input(
+            "Engine steps per second of trace time", min_value=0.5, max_value=200.0, value=20.0, step=5.0,
+            key="steps_per_second", help="One step is one decode iteration; 20 per second is 50 ms each."))
+    cost = sb.slider("Metadata cost c (slot equivalents per block)", 0.0, 8.0, 0.0, 0.25, key="metadata_cost",
+                     help="What one block-table entry costs, in slots. Raises the price of small blocks.")
+    return Scenario(workload=workload, total_slots=int(total_slots), block_size=int(block_size),
+                    max_new_tokens=int(max_new), metadata_cost=float(cost), **kw)
+
+
+def fmt_pct(x):
+    return "—" if x is None else f"{x:.0%}"
+
+
+def summary_panel(results, cost: float) -> None:
+    """Two columns of headline numbers, one per allocator."""
+    cols = st.columns(2, border=True)
+    rm = results["reserve_max"].summary
+    for col, key in zip(cols, ("reserve_max", "paged")):
+        res = results[key]
+        s = res.summary
+        busy = res.busy_mask()
+        mean_cost = res.total_cost(cost)[busy].mean() if busy.any() else res.total_cost(cost).mean()
+        with col:
+            title = res.label + (f" · blocks of {res.block_size} slots" if res.block_size else " · contiguous")
+            st.subheader(title)
+            a, b, c, d = st.columns(4)
+            delta = None if key == "reserve_max" else s["peak_running"] - rm["peak_running"]
+            a.metric("Peak running", s["peak_running"], delta=delta,
+                     help="Largest running batch: sequences holding memory at once.")
+            u = s["mean_utilization_busy"]
+            du = None if key == "reserve_max" or u is None or rm["mean_utilization_busy"] is None else \
+                f"{(u - rm['mean_utilization_busy']) * 100:+.0f} pts"
+            b.metric("Utilisation", fmt_pct(u), delta=du,
+                     help="Slots holding a token ÷ all slots, mean over the steps when requests were waiting.")
+            c.metric("Steps to drain", f"{s['steps']:,}",
+                     delta=None if key == "reserve_max" else f"{s['steps'] - rm['steps']:,}", delta_color="inverse")
+            d.metric("Tokens per step", f"{s['mean_tokens_per_step']:.2f}")
+            e, f, g, h = st.columns(4)
+            e.metric("Preemptions", s["preemptions"], help="Sequences evicted to free memory (recompute).")
+            f.metric("Internal frag.", fmt_pct(s["mean_internal_fragmentation_busy"]),
+                     help="Allocated slots holding no token, mean share of the pool while requests wait.")
+            g.metric("External frag.", fmt_pct(s["mean_external_fragmentation_busy"]),
+                     help="Free slots too scattered to serve the next request, mean share while requests wait.")
+            h.metric(f"Cost (c = {cost:g})", f"{mean_cost:,.0f}",
+                     help="Allocated slots + c × blocks (or reservations), mean over steps when requests wait.")
+            if s["rejected"]:
+                st.warning(f"{len(s['rejected'])} request(s) can never fit and were rejected:\n\n" +
+                           "\n".join(f"- r{r['id']}: {r['reason']}" for r in s["rejected"][:10]))
+
+
+NARRATIVE = {
+    "Why reserve the maximum?": (
+        "Nobody knows, when a request arrives, how long its answer will be. Before 2023, serving "
+        "engines kept each request's keys and values in one unbroken run of memory, because their "
+        "attention kernels read it that way, and a run cannot grow into memory someone else holds. So "
+        "the engine reserved the longest answer it allows — the prompt plus `max_new_tokens` — the "
+        "moment the request was admitted, and kept all of it until the request ended."),
+    "Two kinds of waste": (
+        "**Internal fragmentation** (orange) is reserved memory the request never writes: the tail "
+        "of its run beyond the tokens it has produced so far. **External fragmentation** (dark grey) "
+        "is memory nobody holds that is still useless: gaps between reservations shorter than the "
+        "reservation the next waiting request needs. Both sit idle while requests queue."),
+    "What paging changes": (
+        "The paged allocator cuts the pool into blocks of a few slots. A request gets a block only "
+        "when its last one fills, from anywhere in the pool, and a small **block table** records which "
+        "physical block holds each stretch of its tokens. Nothing has to be contiguous, so every free "
+        "block can serve anyone — external fragmentation disappears — and the only slack left is the "
+        "unfilled end of each request's last block."),
+    "Why bigger blocks waste more": (
+        "A request's last block is, on average, about half empty, so the slack grows with the block "
+        "size: under one slot per request at block size 1, up to 255 at 256. Big blocks also mean few "
+        "blocks: a 2,048-slot pool has only eight blocks of 256, so at most eight requests can run. "
+        "Tiny blocks have their own price, which utilisation does not show: a longer block table, and "
+        "an attention kernel that has to chase more pointers (see the live kernel tab)."),
+    "What preemption is": (
+        "Paging admits a request with just the blocks it needs now, so memory can run out halfway "
+        "through an answer. When a running sequence needs a block and none is free, the engine evicts "
+        "the sequence it admitted last: its blocks return to the pool and it goes back to the head of "
+        "the queue. Here it is **recomputed** later — its prompt and the tokens it had already "
+        "produced are processed again — so a preemption costs time, not correctness."),
+}
+
+
+def narrative() -> None:
+    cols = st.columns(len(NARRATIVE))
+    for col, (title, body) in zip(cols, NARRATIVE.items()):
+        with col:
+            st.markdown(f"**{title}**")
+            st.markdown(body)
+
+
+def workload_panel(workload, sc: Scenario) -> None:
+    with st.expander(f"The workload: {workload.name}, {len(workload)} requests", expanded=False):
+        if sc.workload == "classroom-40":
+            p = workload.params
+            st.markdown(
+                f"Forty synthetic chat requests drawn with seed **{p['seed']}**: prompts uniform on "
+                f"**{p['prompt_len_range'][0]}–{p['prompt_len_range'][1]} tokens**; answer lengths "
+                f"**{p['output_distribution']}** with mean **{p['output_mean']:.0f} tokens** (many short "
+                f"replies, a few long ones), capped at **max_new_tokens = {p['max_new_tokens']}**; "
+                + ("all arriving at step 0." if p["arrival"] == "burst"
+                   else f"arriving as a Poisson trickle of {p['arrival_rate']:g} requests per step.")
+                + " In a 2,048-slot pool these settings make reserve-max hold three requests at a time "
+                  "and paging about thirty, as the PagedAttention paper's measurements lead one to expect.")
+        else:
+            st.markdown(f"Rows {sc.offset}–{sc.offset + len(workload) - 1} of the shipped slice of the Azure "
+                        f"LLM inference trace (conversation service), arrivals from its timestamps at "
+                        f"{sc.steps_per_second:g} steps per second.")
+            st.caption("Data: " + AZURE_ATTRIBUTION)
+        for note in workload.notes:
+            st.info(note)
+        df = pd.DataFrame([{"request": f"r{r.id}", "prompt (tokens)": r.prompt_len,
+                            "answer (tokens)": r.output_len, "arrives at step": r.arrival_step,
+                            "reserve-max reservation (slots)": r.prompt_len + workload.max_new_tokens}
+                           for r in workload.requests])
+        st.dataframe(df, hide_index=True, height=260)
+
+
+st.title("Reserve for the worst case, or page?")
+st.markdown("The same requests run against the same KV-cache pool twice: **reserve-max** on the left "
+            "holds a contiguous run of prompt + `max_new_tokens` slots per request; **paged** on the right "
+            "hands out fixed blocks as sequences grow. Press **▶ Play**, or drag the step slider.")
+
+scenario = controls()
+try:
+    workload, results, fig = compute(scenario)
+    st.session_state["last_good_scenario"] = scenario
+except ValueError as exc:
+    st.sidebar.error(f"These settings cannot run: {exc}")
+    st.error(f"These settings cannot run: {exc}. Showing the last scenario that could.")
+    scenario = st.session_state.get("last_good_scenario", Scenario())
+    workload, results, fig = compute(scenario)
+
+summary_panel(results, scenario.metadata_cost)
+st.plotly_chart(fig, width="stretch", config={"displaylogo": False}, key="maps")
+st.caption("Each cell is one slot (or, for large pools, a group of slots shown by what most of them hold). "
+           "Colours: a request's tokens; **orange** allocated but empty; **light grey** free; **dark grey** "
+           "free but unusable. The dashed line below marks the frame's step.")
+narrative()
+
+st.subheader("Which block size?")
+rows = sweep(scenario)
+left, right = st.columns([3, 1])
+with left:
+    st.plotly_chart(sweep_figure(rows, scenario.block_size, scenario.metadata_cost,
+                                 results["reserve_max"].summary["mean_utilization_busy"]),
+                    width="stretch", config={"displaylogo": False}, key="sweep")
+with right:
+    best = min(rows, key=lambda r: r["cost_per_token_busy"])
+    here = next((r for r in rows if r["block_size"] == scenario.block_size), None)
+    st.markdown(f"Utilisation falls as blocks grow: each sequence's last block is on average half empty, "
+                f"and a big block leaves few blocks to go round.\n\nWith c = **{scenario.metadata_cost:g}** "
+                f"slot equivalents per block, the cheapest block size per stored token is "
+                f"**{best['block_size']}**. Raise c and tiny blocks stop looking free.")
+    if here is None:
+        st.caption(f"Block size {scenario.block_size} is not on the sweep's powers of two; the maps above use it.")
+with st.expander("The sweep as a table"):
+    table = pd.DataFrame([{"block size (slots)": r["block_size"], "blocks in pool": r["blocks"],
+                           "utilisation while waiting (%)": round(100 * r["mean_utilization_busy"], 1),
+                           "internal frag. (% of pool)": round(100 * r["mean_internal_fragmentation_busy"], 1),
+                           "peak running": r["peak_running"], "steps to drain": r["steps"],
+                           "preemptions": r["preemptions"], "tokens per step": r["mean_tokens_per_step"],
+                           "cost per stored token": round(r["cost_per_token_busy"], 3)} for r in rows])
+    st.dataframe(table, hide_index=True)
+
+workload_panel(workload, scenario)
