@@ -162,7 +162,8 @@ def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_
         notes.append(f"{clipped} outputs longer than max_new_tokens={max_new_tokens} were clipped to it")
     rows = zip(part["prompt_tokens"].to_numpy().tolist(),
                np.minimum(outputs, max_new_tokens).tolist(), steps.tolist())
-    return workload_from_lengths(name, rows, max_new_tokens, notes=notes)
+    # request ids are 1-based trace row numbers, so "r101" is the file's 101st data row
+    return workload_from_lengths(name, rows, max_new_tokens, notes=notes, first_id=offset + 1)
 
 
 _CACHE: dict = {}

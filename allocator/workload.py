@@ -29,7 +29,8 @@ class Request:
     """One generation request.
 
     Attributes:
-        id: unique request id (>= 0), shown as ``r<id>`` in the app.
+        id: unique request id (>= 1), shown as ``r<id>`` in the app. Ids start at 1 so that 0 can
+            mean "no request" in compact per-slot owner arrays.
         prompt_len: prompt length in tokens (>= 1); its KV is written at prefill.
         output_len: tokens the request will generate before it stops (>= 1), including the
             first token, which prefill emits.
@@ -45,7 +46,7 @@ class Request:
     arrival_step: int = 0
 
     def __post_init__(self):
-        object.__setattr__(self, "id", _check_int("id", self.id, 0))
+        object.__setattr__(self, "id", _check_int("id", self.id, 1))
         object.__setattr__(self, "prompt_len", _check_int(f"request {self.id}: prompt_len", self.prompt_len, 1))
         object.__setattr__(self, "output_len", _check_int(f"request {self.id}: output_len", self.output_len, 1))
         object.__setattr__(self, "arrival_step",
@@ -124,7 +125,7 @@ def generate_workload(*, seed: int = 0, num_requests: int = 40, prompt_len_range
         name: the workload's label.
 
     Returns:
-        Workload with ids 0..num_requests-1 in arrival order.
+        Workload with ids 1..num_requests in arrival order.
 
     Raises:
         ValueError: naming the argument that is out of range or unknown.
@@ -161,7 +162,7 @@ def generate_workload(*, seed: int = 0, num_requests: int = 40, prompt_len_range
         arrivals = np.floor(np.cumsum(rng.exponential(1.0 / arrival_rate, size=num_requests))).astype(int)
         arrivals -= arrivals[0]
     requests = tuple(Request(i, int(p), int(o), int(a))
-                     for i, (p, o, a) in enumerate(zip(prompts, outputs, arrivals)))
+                     for i, (p, o, a) in enumerate(zip(prompts, outputs, arrivals), start=1))
     params = dict(seed=int(seed), num_requests=num_requests, prompt_len_range=[lo, hi],
                   output_mean=float(output_mean), output_distribution=output_distribution,
                   max_new_tokens=max_new_tokens, arrival=arrival,
@@ -194,7 +195,8 @@ def classroom_40(*, seed: int | None = None, max_new_tokens: int | None = None, 
     return generate_workload(name="classroom-40", **p)
 
 
-def workload_from_lengths(name: str, rows: Iterable[tuple], max_new_tokens: int, notes=()) -> Workload:
-    """Build a Workload from (prompt_len, output_len, arrival_step) rows, ids in row order."""
-    reqs = tuple(Request(i, p, o, a) for i, (p, o, a) in enumerate(rows))
+def workload_from_lengths(name: str, rows: Iterable[tuple], max_new_tokens: int, notes=(),
+                          first_id: int = 1) -> Workload:
+    """Build a Workload from (prompt_len, output_len, arrival_step) rows, ids first_id, first_id+1, ..."""
+    reqs = tuple(Request(i, p, o, a) for i, (p, o, a) in enumerate(rows, start=first_id))
     return Workload(name=name, requests=reqs, max_new_tokens=max_new_tokens, notes=tuple(notes))

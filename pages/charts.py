@@ -4,6 +4,8 @@ Every number drawn here comes from ``allocator`` results; this module only lays 
 """
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -35,16 +37,14 @@ def _codes(owner: np.ndarray, state: np.ndarray) -> np.ndarray:
                      [0, 1, 2], default=3 + np.maximum(owner, 0) % len(REQUEST_COLOURS))
 
 
-def _labels(owner: np.ndarray, state: np.ndarray) -> np.ndarray:
-    """Short per-cell hover labels: "r12" (token), "r12 empty", "free", "hole" (kept short: they
-    travel once per frame, and they are most of the figure's bytes)."""
-    n = int(owner.max()) + 1 if len(owner) else 0
-    tok = np.array([f"r{i}" for i in range(n)] + ["free"], dtype=object)
-    emp = np.array([f"r{i} empty" for i in range(n)] + ["free"], dtype=object)
-    out = np.where(state == TOKEN, tok[owner], emp[owner])
-    out[state == FREE] = "free"
-    out[state == HOLE] = "hole"
-    return out.astype(str)   # fixed-width unicode: plotly copies it as one block, not item by item
+def _typed(arr: np.ndarray) -> dict:
+    """A numpy array as plotly.js's typed-array spec (base64): compact JSON, and plotly.py keeps it
+    as one string instead of copying it element by element."""
+    kinds = {np.dtype(np.int8): "i1", np.dtype(np.int16): "i2", np.dtype(np.int32): "i4",
+             np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}
+    arr = np.ascontiguousarray(arr)
+    return {"dtype": kinds[arr.dtype], "bdata": base64.b64encode(arr.tobytes()).decode("ascii"),
+            "shape": ", ".join(str(n) for n in arr.shape)}
 
 
 def _grid(values: np.ndarray, rows: int, cols: int, fill):
@@ -108,8 +108,9 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         for key in _ORDER:
             owner, state = cell_states(results[key], step, per_cell)
             z = _grid(_codes(owner, state).astype(ztype), rows, cols, np.nan if padded else 0)
-            labels = _labels(owner, state)
-            out[key] = (z, _grid(labels, rows, cols, np.array("", dtype=labels.dtype)))
+            # owner ids are >= 1, so 0 means "no request" (and base64 of small values needs no escaping)
+            held = np.maximum(owner, 0).astype(np.int16 if owner.max() < 32768 else np.int32)
+            out[key] = (_typed(z), _typed(_grid(held, rows, cols, 0)))
         return out
 
     fig = make_subplots(rows=2, cols=2, row_heights=[0.68, 0.32], vertical_spacing=0.16,
@@ -122,7 +123,8 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
             z=z, x=xs, y=ys, customdata=labels, text=text[key], zmin=-0.5, zmax=n_codes - 0.5,
             colorscale=_colorscale(), showscale=False, xgap=1 if per_cell == 1 and cols <= 64 else 0,
             ygap=1 if rows <= 64 else 0,
-            hovertemplate="<b>%{customdata}</b> · %{text}<extra>" + results[key].label + "</extra>",
+            hovertemplate=("<b>%{text}</b><br>held by request %{customdata} (0 = none)<extra>"
+                           + results[key].label + "</extra>"),
             name=results[key].label), row=1, col=c)
     # time series (row 2)
     for key in _ORDER:
@@ -196,9 +198,9 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     base_dict["frames"] = frames
     fig = go.Figure(base_dict)
     fig.update_layout(
-        height=860, margin=dict(l=60, r=20, t=110, b=40), plot_bgcolor="white",
+        height=900, margin=dict(l=60, r=20, t=110, b=110), plot_bgcolor="white",
         annotations=annotations(0), shapes=cursors(0),
-        legend=dict(orientation="h", yanchor="top", y=-0.06, x=0, font=dict(size=13)),
+        legend=dict(orientation="h", yanchor="top", y=-0.1, x=0, font=dict(size=13)),
         updatemenus=[dict(type="buttons", direction="left", buttons=[play, pause], x=0, y=1.19,
                           xanchor="left", yanchor="bottom", showactive=False, pad=dict(r=8, t=0))],
         sliders=[dict(active=0, steps=slider_steps, x=0.16, len=0.84, y=1.2, yanchor="bottom",

@@ -11,6 +11,7 @@ from allocator.scenario import (DEFAULT_MAX_NEW, DEFAULT_SLOTS, SWEEP_BLOCK_SIZE
                                 build_workload, run_both)
 from allocator.trace import AZURE_ATTRIBUTION, shipped_trace
 from pages.charts import explainer_figure, sweep_figure
+from pages.state import current_scenario, remember_scenario
 
 #: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
 BLOCK_SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
@@ -187,11 +188,11 @@ st.markdown("The same requests run against the same KV-cache pool twice: **reser
 scenario = controls()
 try:
     workload, results, fig = compute(scenario)
-    st.session_state["last_good_scenario"] = scenario
+    remember_scenario(scenario)
 except ValueError as exc:
     st.sidebar.error(f"These settings cannot run: {exc}")
     st.error(f"These settings cannot run: {exc}. Showing the last scenario that could.")
-    scenario = st.session_state.get("last_good_scenario", Scenario())
+    scenario = current_scenario()
     workload, results, fig = compute(scenario)
 
 summary_panel(results, scenario.metadata_cost)

@@ -5,3 +5,6 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+#: Absolute path of the Streamlit entry point (AppTest resolves relative paths against the caller).
+APP_PATH = os.path.join(ROOT, "app.py")

@@ -1,0 +1,97 @@
+"""Benchmarks (``make bench``): speed and size targets, printed as tables.
+
+Targets are checked here, not in timed tests: a busy CI machine must not fail the suite, but
+a regression must show. Each section prints a table with the measured value, the target and
+whether it was met; the process exits non-zero only with ``--strict``.
+
+Sections:
+    explainer  simulate the default scenario (both allocators) + build the animated figure
+    kernels    the paged-attention kernel sweep on this machine's backend (see kernels/)
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+
+def _median_time(fn, repeat: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def print_table(title: str, header: list[str], rows: list[list]) -> None:
+    """Print a plain aligned table with a title line."""
+    cells = [header] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    print(f"\n== {title}")
+    for i, r in enumerate(cells):
+        print("  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def bench_explainer(repeat: int = 7) -> list[bool]:
+    """Issue 2's targets: scenario + figure <= 0.3 s, figure <= 3 MB, paged classroom-40 <= 40 ms."""
+    from allocator import PagedAllocator, classroom_40, simulate
+    from allocator.scenario import Scenario, run_scenario
+    from pages.charts import explainer_figure, figure_json_bytes
+
+    sc = Scenario()
+    run_scenario(sc)                                       # warm imports and caches
+    t_all, fig = _median_time(lambda: explainer_figure(run_scenario(sc)), repeat)
+    size = figure_json_bytes(fig)
+    w = classroom_40()
+    t_paged, _ = _median_time(lambda: simulate(w, PagedAllocator(2048, 16)), repeat * 3)
+    trace_sc = Scenario(workload="azure-conv")
+    t_trace, tfig = _median_time(lambda: explainer_figure(run_scenario(trace_sc)), 3)
+    rows = [
+        ["classroom-40: both simulations + animated figure (median s)", f"{t_all:.3f}", "<= 0.300",
+         t_all <= 0.3],
+        ["classroom-40: figure JSON (MB)", f"{size / 1e6:.2f}", "<= 3.00", size <= 3_000_000],
+        ["classroom-40: paged simulation alone (median ms)", f"{t_paged * 1000:.1f}", "<= 40", t_paged <= 0.040],
+        ["azure-conv 40 requests: both + figure (median s)", f"{t_trace:.3f}", "(info)", True],
+        ["azure-conv figure JSON (MB)", f"{figure_json_bytes(tfig) / 1e6:.2f}", "<= 3.00",
+         figure_json_bytes(tfig) <= 3_000_000],
+    ]
+    print_table("explainer (this machine, median of repeated runs)", ["measure", "value", "target", "met"], rows)
+    return [r[3] for r in rows]
+
+
+SECTIONS = {"explainer": bench_explainer}
+
+
+def _kernel_section():
+    try:
+        from kernels.bench import bench_kernels
+    except ImportError:
+        return None
+    return bench_kernels
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("sections", nargs="*", help="sections to run (default: all)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 if any target is missed")
+    args = parser.parse_args(argv)
+    sections = dict(SECTIONS)
+    kern = _kernel_section()
+    if kern is not None:
+        sections["kernels"] = kern
+    chosen = args.sections or list(sections)
+    met = []
+    for name in chosen:
+        if name not in sections:
+            parser.error(f"unknown section {name!r}; choose from {', '.join(sections)}")
+        met += list(sections[name]() or [])
+    print(f"\n{sum(met)} of {len(met)} targets met")
+    return 1 if args.strict and not all(met) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

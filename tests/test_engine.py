@@ -1,0 +1,209 @@
+"""The shared core: allocators, the step engine, and the seed-000 claims (000_b2d5125a0ea162ff.txt)."""
+import json
+
+import numpy as np
+import pytest
+
+from allocator import (EMPTY, FREE, HOLE, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload,
+                       classroom_40, generate_workload, simulate)
+from allocator.__main__ import main
+from allocator.scenario import Scenario, block_size_sweep, run_scenario
+
+
+def cli_json(capsys, *args):
+    assert main(["simulate", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+# --- seed 000's claims, through the CLI exactly as the issue states them -------------------------
+
+@pytest.fixture(scope="module")
+def classroom():
+    w = classroom_40()
+    return {"rm": simulate(w, ReserveMaxAllocator(2048, w.max_new_tokens), check_invariants=True),
+            **{bs: simulate(w, PagedAllocator(2048, bs), check_invariants=True) for bs in (16, 64, 256)}}
+
+
+def test_cli_classroom_40_reproduces_seed_000(capsys):
+    out = cli_json(capsys, "--workload", "classroom-40")
+    rm, paged = out["reserve_max"], out["paged"]
+    assert rm["total_slots"] == 2048 and paged["block_size"] == 16
+    assert rm["peak_running"] == 3
+    assert 0.20 <= rm["mean_utilization_busy"] <= 0.40
+    assert 25 <= paged["peak_running"] <= 35
+    assert paged["mean_utilization_busy"] >= 0.90
+    assert paged["steps"] < rm["steps"]
+    assert rm["finished"] == paged["finished"] == 40
+    assert rm["rejected"] == paged["rejected"] == []
+    for key in ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
+                "mean_tokens_per_step", "finished", "rejected"):
+        assert key in rm and key in paged
+
+
+def test_cli_matches_library(capsys, classroom):
+    out = cli_json(capsys, "--workload", "classroom-40", "--slots", "2048", "--block-size", "16")
+    assert out["paged"]["steps"] == classroom[16].summary["steps"]
+    assert out["paged"]["mean_utilization_busy"] == classroom[16].summary["mean_utilization_busy"]
+    assert out["reserve_max"]["steps"] == classroom["rm"].summary["steps"]
+
+
+def test_larger_blocks_pull_utilisation_down(classroom):
+    u16 = classroom[16].summary["mean_utilization_busy"]
+    assert classroom[64].summary["mean_utilization_busy"] < u16
+    assert classroom[256].summary["mean_utilization_busy"] < classroom[64].summary["mean_utilization_busy"]
+    # 2048 slots / 256 = 8 blocks: never more than 8 sequences
+    assert classroom[256].summary["peak_running"] <= 8
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_calibration_holds_for_other_seeds(seed):
+    """The claims are a property of the workload's shape, not of one lucky seed."""
+    w = classroom_40(seed=seed)
+    rm = simulate(w, ReserveMaxAllocator(2048, w.max_new_tokens), record_snapshots=False).summary
+    p = simulate(w, PagedAllocator(2048, 16), record_snapshots=False).summary
+    assert rm["peak_running"] == 3 and 0.20 <= rm["mean_utilization_busy"] <= 0.40
+    assert 25 <= p["peak_running"] <= 35 and p["mean_utilization_busy"] >= 0.90
+
+
+def test_classroom_requests_never_exceed_their_reservation(classroom):
+    w = classroom_40()
+    assert len(w) == 40 and all(r.arrival_step == 0 for r in w.requests)
+    assert all(1 <= r.output_len <= w.max_new_tokens for r in w.requests)
+
+
+# --- a run small enough to trace by hand -------------------------------------------------------
+
+TINY = Workload("tiny", (Request(1, 3, 3), Request(2, 2, 2)), max_new_tokens=3)
+
+
+def test_paged_tiny_run_step_by_step():
+    res = simulate(TINY, PagedAllocator(8, 4), check_invariants=True)
+    m = res.metrics
+    # t0: both admitted (1 block each), prefill emits a token each: r1 holds 4, r2 holds 3.
+    # t1: r1 needs a 2nd block, none free -> preempts r2 (youngest); r1 holds 5.
+    # t2: r2 cannot be re-admitted (no free block); r1 emits its 3rd token and finishes.
+    # t3: r2 re-admitted with context 3 (prompt 2 + 1 generated), emits its 2nd token, finishes.
+    assert res.steps == 4
+    assert m["used_slots"].tolist() == [7, 5, 0, 0]
+    assert m["allocated_slots"].tolist() == [8, 8, 0, 0]
+    assert m["internal_fragmentation"].tolist() == [1, 3, 0, 0]
+    assert m["running"].tolist() == [2, 1, 0, 0]
+    assert m["waiting"].tolist() == [0, 1, 1, 0]
+    assert m["preemptions"].tolist() == [0, 1, 0, 0]
+    assert m["tokens"].tolist() == [2, 1, 1, 1]
+    assert m["finished"].tolist() == [0, 0, 1, 2]
+    assert m["next_need"].tolist() == [0, 4, 4, 0]
+    assert res.summary["preemptions"] == 1
+    assert res.summary["mean_utilization_busy"] == pytest.approx((5 / 8 + 0) / 2)
+    owner, state = res.slot_states(0)
+    assert owner.tolist() == [1, 1, 1, 1, 2, 2, 2, 2]
+    assert state.tolist() == [TOKEN] * 4 + [TOKEN] * 3 + [EMPTY]
+
+
+def test_reserve_max_tiny_run_step_by_step():
+    res = simulate(TINY, ReserveMaxAllocator(8, 3), check_invariants=True)
+    m = res.metrics
+    # r1 reserves 3 + 3 = 6 slots at 0..5; r2 needs 2 + 3 = 5 contiguous, only 2 remain.
+    assert res.steps == 5
+    assert m["allocated_slots"].tolist() == [6, 6, 0, 5, 0]
+    assert m["used_slots"].tolist() == [4, 5, 0, 3, 0]
+    assert m["external_fragmentation"].tolist() == [2, 2, 0, 0, 0]
+    assert m["running"].tolist() == [1, 1, 0, 1, 0]
+    assert m["waiting"].tolist() == [1, 1, 1, 0, 0]
+    owner, state = res.slot_states(0)
+    assert owner.tolist() == [1] * 6 + [-1, -1]
+    assert state.tolist() == [TOKEN] * 4 + [EMPTY] * 2 + [HOLE] * 2
+    owner, state = res.slot_states(3)
+    assert state.tolist() == [TOKEN] * 3 + [EMPTY] * 2 + [FREE] * 3
+
+
+def test_first_fit_takes_the_lowest_address_hole():
+    a = ReserveMaxAllocator(100, 10)
+    assert a.try_admit(0, 10, 10) and a.try_admit(1, 10, 10) and a.try_admit(2, 10, 10)  # 0-19, 20-39, 40-59
+    a.free(1)
+    assert a.try_admit(3, 5, 5)          # 15 slots: fits the 20-slot hole at 20
+    assert a._by_seq[3] == (20, 15)
+    assert a.external_fragmentation(20) == 5          # the 5-slot hole left at 35..39
+    assert a.holes(20) == [(35, 5)]
+
+
+def test_paged_block_table_is_exact_and_physical_order_scrambles():
+    a = PagedAllocator(64, 4)
+    assert a.try_admit(0, 5, 5)                        # 6 tokens -> 2 blocks
+    assert a.block_tables[0] == [0, 1]
+    assert a.try_admit(1, 1, 1)                        # 2 tokens -> 1 block
+    a.free(0)                                          # blocks 0, 1 go to the back of the queue
+    for n in range(3, 3 + 16):
+        assert a.grow(1, n)
+    a.check_invariants({1: 18})
+    assert a.block_tables[1][0] == 2 and len(a.block_tables[1]) == 5
+
+
+# --- rejection, invariants, determinism --------------------------------------------------------
+
+def test_request_that_can_never_fit_is_rejected_with_reason():
+    w = Workload("big", (Request(1, 10, 5), Request(2, 5000, 5), Request(3, 20, 5)), max_new_tokens=10)
+    for alloc in (ReserveMaxAllocator(256, 10), PagedAllocator(256, 16)):
+        res = simulate(w, alloc, check_invariants=True)
+        assert res.summary["finished"] == 2
+        assert [r["id"] for r in res.summary["rejected"]] == [2]
+        assert "pool has only" in res.summary["rejected"][0]["reason"]
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 16, 24, 256])
+@pytest.mark.parametrize("arrival", ["burst", "trickle"])
+def test_invariants_hold_after_every_step(block_size, arrival):
+    w = generate_workload(seed=block_size, num_requests=30, prompt_len_range=(5, 120), output_mean=80,
+                          max_new_tokens=300, arrival=arrival, arrival_rate=0.3)
+    for alloc in (ReserveMaxAllocator(1000, 300), PagedAllocator(1000, block_size)):
+        res = simulate(w, alloc, check_invariants=True)
+        m = res.metrics
+        assert (m["allocated_slots"] + m["free_slots"] == 1000).all()
+        assert (m["used_slots"] <= m["allocated_slots"]).all()
+        assert res.summary["finished"] + len(res.summary["rejected"]) == 30
+        assert int(m["tokens"].sum()) >= sum(r.output_len for r in w.requests) - sum(
+            r.output_len for r in w.requests if r.id in {x["id"] for x in res.rejected})
+
+
+def test_same_seed_same_result():
+    a = run_scenario(Scenario(seed=3), record_snapshots=False)
+    b = run_scenario(Scenario(seed=3), record_snapshots=False)
+    for key in a:
+        assert a[key].summary == b[key].summary
+        for name in a[key].metrics:
+            assert np.array_equal(a[key].metrics[name], b[key].metrics[name])
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(total_slots=2048, block_size=0), "block_size"),
+    (dict(total_slots=0, block_size=16), "total_slots"),
+    (dict(total_slots=8, block_size=16), "larger than the pool"),
+])
+def test_bad_allocator_settings_name_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        PagedAllocator(**kwargs)
+
+
+def test_output_above_max_new_tokens_is_refused():
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        Workload("w", (Request(1, 5, 50),), max_new_tokens=10)
+    w = Workload("w", (Request(1, 5, 50),), max_new_tokens=60)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        simulate(w, ReserveMaxAllocator(1000, 10))
+
+
+def test_cli_bad_block_size_is_a_clear_error(capsys):
+    assert main(["simulate", "--block-size", "0", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "block_size must be at least 1" in err and "Traceback" not in err
+
+
+def test_block_size_sweep_rows():
+    w = classroom_40()
+    rows = block_size_sweep(w, 2048, (1, 16, 256), metadata_cost=1.0)
+    assert [r["block_size"] for r in rows] == [1, 16, 256]
+    assert [r["blocks"] for r in rows] == [2048, 128, 8]
+    assert rows[0]["mean_utilization_busy"] > rows[1]["mean_utilization_busy"] > rows[2]["mean_utilization_busy"]
+    # c = 1 charges one slot per block in use: block size 1 pays about one extra slot per token
+    assert rows[0]["cost_per_token_busy"] > 1.9
+    assert rows[1]["cost_per_token_busy"] < rows[0]["cost_per_token_busy"]

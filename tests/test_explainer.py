@@ -1,0 +1,137 @@
+"""Memory-map frames, the animated figure, and the explainer page (AppTest)."""
+import base64
+import json
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from allocator import EMPTY, FREE, HOLE, TOKEN
+from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
+from allocator.scenario import Scenario, run_scenario
+from pages.charts import explainer_figure, figure_json_bytes, sweep_figure
+from tests.conftest import APP_PATH
+
+
+def decode(spec):
+    """A plotly typed-array spec (dtype, bdata, shape) back to numpy."""
+    arr = np.frombuffer(base64.b64decode(spec["bdata"]), dtype=np.dtype(spec["dtype"]))
+    return arr.reshape([int(n) for n in spec["shape"].split(",")])
+
+
+def test_frame_steps_and_cells():
+    assert frame_steps(10, 4).tolist() == [0, 3, 6, 9]
+    assert frame_steps(3, 100).tolist() == [0, 1, 2]
+    assert slots_per_cell(2048) == 1 and slots_per_cell(8192) == 4 and slots_per_cell(2049) == 2
+    assert grid_shape(2048) == (32, 64)
+
+
+def test_cells_group_slots_by_majority():
+    res = run_scenario(Scenario(workload="azure-conv"))["paged"]
+    owner, state = res.slot_states(50)
+    c_owner, c_state = cell_states(res, 50, 4)
+    assert len(c_state) == 2048
+    for i in (0, 100, 700, 2047):
+        block = state[4 * i: 4 * i + 4]
+        values, counts = np.unique(block, return_counts=True)
+        assert counts.max() == (block == c_state[i]).sum()
+        if c_state[i] in (TOKEN, EMPTY):
+            assert c_owner[i] in owner[4 * i: 4 * i + 4]
+        else:
+            assert c_owner[i] == -1
+    # after the run drains, the map is empty
+    c_owner, c_state = cell_states(res, res.steps + 5, 4)
+    assert (c_state == FREE).all() and (c_owner == -1).all()
+
+
+@pytest.mark.parametrize("sc", [Scenario(), Scenario(workload="azure-conv"), Scenario(total_slots=3000, block_size=24)])
+def test_figure_fits_its_payload_and_animates(sc):
+    results = run_scenario(sc)
+    fig = explainer_figure(results)
+    size = figure_json_bytes(fig)
+    assert size <= 3_000_000
+    assert len(fig.frames) >= 30
+    steps = [int(f.name) for f in fig.frames]
+    assert steps[0] == 0 and steps[-1] == max(r.steps for r in results.values()) - 1
+    # per-frame readouts name the figures the core computed for that step
+    rm = results["reserve_max"]
+    mid = fig.frames[len(fig.frames) // 3]
+    step = int(mid.name)
+    text = mid.layout.annotations[0].text
+    if step < rm.steps:
+        assert f"running {int(rm.metrics['running'][step])}" in text
+        assert f"{rm.metrics['utilization'][step]:.0%} of slots hold a token" in text
+    spec = json.loads(fig.to_json())
+    assert spec["layout"]["xaxis3"]["title"]["text"] == "engine step"
+    assert spec["layout"]["yaxis3"]["title"]["text"] == "slots holding a token (%)"
+
+
+def test_figure_cells_match_slot_states():
+    results = run_scenario(Scenario())
+    fig = explainer_figure(results)
+    frame = fig.frames[5]
+    step = int(frame.name)
+    owner, state = results["paged"].slot_states(step)
+    z = decode(frame.data[1].z).ravel()
+    held_by = decode(frame.data[1].customdata).ravel()
+    assert ((z == 0) == (state == FREE)).all()
+    assert ((z == 2) == (state == EMPTY)).all()
+    # hover names the owning request (0 = none): exactly the core's owner per slot
+    assert (held_by == np.maximum(owner, 0)).all()
+    assert (held_by[state == TOKEN] >= 1).all()
+
+
+def test_sweep_figure_marks_current_block_size():
+    fig = sweep_figure([{"block_size": b, "mean_utilization_busy": 0.9, "peak_running": 3, "steps": 9,
+                         "preemptions": 0, "cost_per_token_busy": 1.0, "mean_total_cost_busy": 10.0}
+                        for b in (1, 16, 256)], 16, 0.5, 0.3)
+    current = [t for t in fig.data if t.name.startswith("current block size")]
+    assert current and list(current[0].x) == [16, 16]
+    assert fig.layout.xaxis.title.text.startswith("block size")
+
+
+# --- the page -----------------------------------------------------------------------------------
+
+def metric(at, label):
+    return [m.value for m in at.metric if m.label == label]
+
+
+@pytest.fixture
+def app():
+    at = AppTest.from_file(APP_PATH, default_timeout=60)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_page_renders_the_core_figures(app):
+    res = run_scenario(Scenario(), record_snapshots=False)
+    assert metric(app, "Peak running") == [str(res["reserve_max"].summary["peak_running"]),
+                                           str(res["paged"].summary["peak_running"])]
+    assert metric(app, "Utilisation")[1] == f"{res['paged'].summary['mean_utilization_busy']:.0%}"
+    assert metric(app, "Steps to drain")[0] == f"{res['reserve_max'].summary['steps']:,}"
+    assert len(app.get("plotly_chart")) == 2
+
+
+def test_block_size_slider_changes_the_paged_side(app):
+    before = metric(app, "Utilisation")[1]
+    app.select_slider(key="block_size").set_value(256).run()
+    assert not app.exception
+    res = run_scenario(Scenario(block_size=256), record_snapshots=False)
+    assert metric(app, "Utilisation")[1] == f"{res['paged'].summary['mean_utilization_busy']:.0%}" != before
+    assert metric(app, "Peak running")[1] == str(res["paged"].summary["peak_running"])
+
+
+def test_trace_workload_on_the_page(app):
+    app.selectbox(key="workload").set_value("azure-conv").run()
+    assert not app.exception
+    res = run_scenario(Scenario(workload="azure-conv"), record_snapshots=False)
+    assert metric(app, "Steps to drain")[1] == f"{res['paged'].summary['steps']:,}"
+    assert any("Splitwise" in c.value for c in app.caption)
+
+
+def test_impossible_pool_keeps_the_page_alive(app):
+    app.number_input(key="slots_classroom-40").set_value(64).run()
+    assert not app.exception
+    # 64 slots cannot hold any 600-token reservation: every request is rejected, with reasons
+    assert any("can never fit" in w.value for w in app.warning)
