@@ -1,0 +1,47 @@
+"""Paged-attention decode: a Triton kernel, a torch CPU path, a torch reference and a sweep.
+
+What this package measures: the cost that paging adds to the attention kernel itself — reading
+each sequence's keys and values through a block table (a gather) instead of from one contiguous
+run of memory — as the block size changes. Sources: Kwon et al., "Efficient Memory Management for
+Large Language Model Serving with PagedAttention" (SOSP 2023), and vLLM's cache layout
+``[num_blocks, block_size, num_kv_heads, head_dim]``.
+
+Importing this package on a machine without CUDA sets ``TRITON_INTERPRET=1`` in ``os.environ``
+(unless the variable is already set) *before* Triton is imported, so the Triton kernel runs in
+Triton's CPU interpreter (tiny shapes, for correctness). With CUDA the variable is left alone and
+the kernel is compiled. Never imports streamlit.
+
+Modules:
+    backend         -- :func:`detect` picks "cuda", "torch-cpu" or "triton-interpreter".
+    paged_attention -- the Triton kernel, the torch CPU path, the reference, input validation.
+    sweep           -- block-size sweep (paged vs contiguous), CLI ``python -m kernels.sweep``,
+                       recorded GPU results (``assets/kernel_gpu_results*.json``).
+    bench           -- ``bench_kernels()``: the kernels section of ``make bench``.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    # Must happen before `import triton` (the @triton.jit decorator picks the interpreter then).
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from kernels.backend import Backend, detect  # noqa: E402
+from kernels.paged_attention import (  # noqa: E402
+    check_correctness,
+    make_contiguous,
+    make_paged_inputs,
+    paged_attention,
+    paged_attention_reference,
+    paged_attention_torch,
+    paged_attention_triton,
+    validate_inputs,
+)
+
+__all__ = [
+    "Backend", "detect", "paged_attention", "paged_attention_triton", "paged_attention_torch",
+    "paged_attention_reference", "validate_inputs", "make_paged_inputs", "make_contiguous",
+    "check_correctness",
+]

@@ -1,0 +1,547 @@
+"""Paged-attention decode: one new query token per sequence attends to its cached keys/values.
+
+Layout (vLLM's): the KV cache is a pool of physical blocks, each holding ``block_size``
+consecutive slots (tokens)::
+
+    q            [num_seqs, num_heads, head_dim]                 fp16 or fp32
+    k_cache      [num_blocks, block_size, num_kv_heads, head_dim] same dtype as q
+    v_cache      [num_blocks, block_size, num_kv_heads, head_dim] same dtype as q
+    block_tables [num_seqs, max_blocks_per_seq] int32  -- logical block j of sequence s lives in
+                                                          physical block block_tables[s, j]
+    seq_lens     [num_seqs] int32                     -- tokens in each sequence's cache (>= 1)
+    out          [num_seqs, num_heads, head_dim]     same dtype as q
+
+Token ``t`` of sequence ``s`` is at slot ``t % block_size`` of block
+``block_tables[s, t // block_size]``. Table entries past ``ceil(seq_len / block_size)`` are never
+read and may hold anything (e.g. -1 padding). Grouped-query attention: query head ``h`` uses KV
+head ``h // (num_heads // num_kv_heads)``.
+
+Three implementations, one contract:
+
+* :func:`paged_attention_triton` -- the Triton kernel (compiled on CUDA, interpreted on CPU).
+  One program per (sequence, KV head) handles the whole group of query heads that share that
+  KV head, so each KV head is read once per group, not once per query head. Tokens are processed
+  in tiles of ``TILE_T`` with an online softmax in fp32 (Milakov & Gimelshein 2018; the
+  FlashAttention recurrence), and each token's block id is looked up in the block table, so
+  any block size from 1 upward works (24 included) with the same tile shapes.
+* :func:`paged_attention_torch` -- the same gather (index the cache by block table) and
+  attention in torch, for CPU timing at realistic sizes.
+* :func:`paged_attention_reference` -- gathers every token to a dense tensor by explicit slot
+  arithmetic and runs fp32 softmax attention; for tests and the page's check.
+
+The contiguous baseline (:func:`make_contiguous`) stores each sequence as one block of the
+maximum length, so running the *same* function on it differs from the paged run only in how the
+keys and values are gathered. Sources: Kwon et al., PagedAttention (SOSP 2023); vLLM
+``csrc/attention`` and ``vllm/attention/ops/paged_attn.py`` for the layout.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from kernels.backend import BACKENDS, detect
+
+try:  # Triton is optional: without it only the torch paths run.
+    import triton
+    import triton.language as tl
+    HAVE_TRITON = True
+except Exception:  # pragma: no cover - depends on the install
+    triton = None
+    tl = None
+    HAVE_TRITON = False
+
+SUPPORTED_DTYPES = (torch.float16, torch.float32)
+#: Tokens per tile in the Triton kernel (a power of two >= 16, so tl.dot shapes are GPU-legal).
+TILE_T = 64
+#: Largest head_dim the Triton kernel takes (the tile is padded to the next power of two).
+MAX_HEAD_DIM = 256
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+def validate_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                    block_tables: torch.Tensor, seq_lens: torch.Tensor) -> None:
+    """Check shapes, dtypes, head ratio, seq_lens and block ids before any launch.
+
+    Reads ``block_tables`` and ``seq_lens`` on the host (a device sync on CUDA), so timing loops
+    call the kernels with ``validate=False`` after validating once.
+
+    Raises:
+        ValueError: naming the field -- ``q``/``k_cache``/``v_cache``/``block_tables``/``seq_lens``
+            (wrong rank, shape or dtype, or tensors on different devices), ``num_heads`` (not a
+            multiple of ``num_kv_heads``), ``head_dim`` (mismatch), ``dtype`` (not fp16/fp32 or
+            not equal across q, k_cache, v_cache), ``seq_lens`` (a value < 1, or longer than its
+            block table covers) or ``block_tables`` (a used block id outside [0, num_blocks)).
+    """
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
+                    ("block_tables", block_tables), ("seq_lens", seq_lens)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if q.dim() != 3:
+        raise ValueError(f"q must be [num_seqs, num_heads, head_dim], got shape {tuple(q.shape)}")
+    if k_cache.dim() != 4:
+        raise ValueError("k_cache must be [num_blocks, block_size, num_kv_heads, head_dim], "
+                         f"got shape {tuple(k_cache.shape)}")
+    if v_cache.shape != k_cache.shape:
+        raise ValueError(f"v_cache shape {tuple(v_cache.shape)} must equal k_cache shape "
+                         f"{tuple(k_cache.shape)}")
+    if block_tables.dim() != 2:
+        raise ValueError("block_tables must be [num_seqs, max_blocks_per_seq], got shape "
+                         f"{tuple(block_tables.shape)}")
+    if seq_lens.dim() != 1:
+        raise ValueError(f"seq_lens must be [num_seqs], got shape {tuple(seq_lens.shape)}")
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"dtype of q must be float16 or float32, got {q.dtype}")
+    if k_cache.dtype != q.dtype:
+        raise ValueError(f"dtype of k_cache ({k_cache.dtype}) must equal dtype of q ({q.dtype})")
+    if v_cache.dtype != q.dtype:
+        raise ValueError(f"dtype of v_cache ({v_cache.dtype}) must equal dtype of q ({q.dtype})")
+    if block_tables.dtype != torch.int32:
+        raise ValueError(f"block_tables must be int32, got {block_tables.dtype}")
+    if seq_lens.dtype != torch.int32:
+        raise ValueError(f"seq_lens must be int32, got {seq_lens.dtype}")
+    dev = q.device
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache),
+                    ("block_tables", block_tables), ("seq_lens", seq_lens)):
+        if t.device != dev:
+            raise ValueError(f"{name} is on {t.device} but q is on {dev}")
+    num_seqs, num_heads, head_dim = q.shape
+    num_blocks, block_size, num_kv_heads, kv_head_dim = k_cache.shape
+    if block_tables.shape[0] != num_seqs:
+        raise ValueError(f"block_tables has {block_tables.shape[0]} rows but q has {num_seqs} sequences")
+    if seq_lens.shape[0] != num_seqs:
+        raise ValueError(f"seq_lens has {seq_lens.shape[0]} entries but q has {num_seqs} sequences")
+    if kv_head_dim != head_dim:
+        raise ValueError(f"head_dim of k_cache ({kv_head_dim}) must equal head_dim of q ({head_dim})")
+    if head_dim < 1 or num_heads < 1 or num_kv_heads < 1 or block_size < 1:
+        raise ValueError("head_dim, num_heads, num_kv_heads and block_size must be >= 1")
+    if num_heads % num_kv_heads != 0:
+        raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
+    if num_seqs == 0:
+        return
+    lens = seq_lens.detach().to("cpu", torch.int64)
+    if int(lens.min()) < 1:
+        bad = int(torch.nonzero(lens < 1)[0, 0])
+        raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])}; every sequence needs at least 1 token")
+    used = (lens + block_size - 1) // block_size           # blocks each sequence reads
+    max_blocks = block_tables.shape[1]
+    if int(used.max()) > max_blocks:
+        bad = int(torch.nonzero(used > max_blocks)[0, 0])
+        raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])} needs {int(used[bad])} blocks of "
+                         f"{block_size} slots but block_tables has only {max_blocks} columns")
+    table = block_tables.detach().to("cpu", torch.int64)
+    cols = torch.arange(max_blocks).unsqueeze(0)
+    in_use = cols < used.unsqueeze(1)
+    bad_ids = in_use & ((table < 0) | (table >= num_blocks))
+    if bool(bad_ids.any()):
+        s, j = (int(x) for x in torch.nonzero(bad_ids)[0])
+        raise ValueError(f"block_tables[{s}, {j}] = {int(table[s, j])} is out of range: "
+                         f"the cache has blocks 0..{num_blocks - 1}")
+
+
+# --------------------------------------------------------------------------------------------
+# Triton kernel
+# --------------------------------------------------------------------------------------------
+
+if HAVE_TRITON:
+    @triton.jit
+    def _paged_decode_kernel(
+        out_ptr, q_ptr, k_ptr, v_ptr, block_tables_ptr, seq_lens_ptr,
+        qk_scale,                                        # softmax scale * log2(e)
+        stride_qs, stride_qh, stride_qd,
+        stride_kb, stride_kt, stride_kh, stride_kd,
+        stride_vb, stride_vt, stride_vh, stride_vd,
+        stride_bts, stride_btb,
+        stride_os, stride_oh, stride_od,
+        HEAD_DIM: tl.constexpr, HEAD_DIM_P: tl.constexpr,
+        GROUP: tl.constexpr, GROUP_P: tl.constexpr,
+        BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr,
+        IS_FP32: tl.constexpr,
+    ):
+        """One program = one (sequence, KV head); it serves all GROUP query heads of that KV head."""
+        seq = tl.program_id(0).to(tl.int64)
+        kv_head = tl.program_id(1).to(tl.int64)
+        seq_len = tl.load(seq_lens_ptr + seq)
+
+        offs_g = tl.arange(0, GROUP_P)
+        offs_d = tl.arange(0, HEAD_DIM_P)
+        offs_t = tl.arange(0, TILE)
+        mask_g = offs_g < GROUP
+        mask_d = offs_d < HEAD_DIM
+
+        heads = (kv_head * GROUP + offs_g).to(tl.int64)
+        q_off = seq * stride_qs + heads[:, None] * stride_qh + offs_d[None, :].to(tl.int64) * stride_qd
+        q = tl.load(q_ptr + q_off, mask=mask_g[:, None] & mask_d[None, :], other=0.0)   # [G, D]
+
+        m_i = tl.full([GROUP_P], float("-inf"), tl.float32)
+        l_i = tl.zeros([GROUP_P], tl.float32)
+        acc = tl.zeros([GROUP_P, HEAD_DIM_P], tl.float32)
+
+        d_k = offs_d[None, :].to(tl.int64) * stride_kd
+        d_v = offs_d[None, :].to(tl.int64) * stride_vd
+        table_row = block_tables_ptr + seq * stride_bts
+        for start in range(0, seq_len, TILE):
+            tok = start + offs_t                                    # token positions [T]
+            mask_t = tok < seq_len
+            # The gather: each token's physical block comes from the block table.
+            block_id = tl.load(table_row + (tok // BLOCK_SIZE).to(tl.int64) * stride_btb,
+                               mask=mask_t, other=0).to(tl.int64)
+            slot = (tok % BLOCK_SIZE).to(tl.int64)
+            kv_mask = mask_t[:, None] & mask_d[None, :]
+            k_off = block_id[:, None] * stride_kb + slot[:, None] * stride_kt + kv_head * stride_kh + d_k
+            k = tl.load(k_ptr + k_off, mask=kv_mask, other=0.0)                         # [T, D]
+            if IS_FP32:
+                s = tl.dot(q, tl.trans(k), input_precision="ieee")                     # [G, T]
+            else:
+                s = tl.dot(q, tl.trans(k))
+            s = tl.where(mask_t[None, :], s * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, axis=1))
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            v_off = block_id[:, None] * stride_vb + slot[:, None] * stride_vt + kv_head * stride_vh + d_v
+            v = tl.load(v_ptr + v_off, mask=kv_mask, other=0.0)                         # [T, D]
+            if IS_FP32:
+                acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+            else:
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+
+        out = acc / l_i[:, None]
+        o_off = seq * stride_os + heads[:, None] * stride_oh + offs_d[None, :].to(tl.int64) * stride_od
+        tl.store(out_ptr + o_off, out.to(out_ptr.dtype.element_ty), mask=mask_g[:, None] & mask_d[None, :])
+
+
+def paged_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                           block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                           scale: float | None = None, validate: bool = True,
+                           out: torch.Tensor | None = None, tile: int = TILE_T,
+                           num_warps: int = 4) -> torch.Tensor:
+    """Run the Triton paged-attention decode kernel (compiled on CUDA, interpreted on CPU).
+
+    Args:
+        q, k_cache, v_cache, block_tables, seq_lens: see the module docstring for shapes/dtypes.
+        scale: softmax scale; default ``1 / sqrt(head_dim)``.
+        validate: run :func:`validate_inputs` first (a host sync); timing loops pass False.
+        out: optional preallocated ``[num_seqs, num_heads, head_dim]`` output in q's dtype.
+        tile: tokens per loop iteration (a power of two >= 16).
+        num_warps: warps per program (ignored by the interpreter).
+
+    Returns:
+        ``out`` [num_seqs, num_heads, head_dim], q's dtype.
+
+    Raises:
+        ValueError: from :func:`validate_inputs`; ``head_dim`` above 256; ``tile`` not a power
+            of two >= 16.
+        RuntimeError: if Triton is not installed.
+    """
+    if not HAVE_TRITON:
+        raise RuntimeError("Triton is not installed; use paged_attention_torch")
+    if validate:
+        validate_inputs(q, k_cache, v_cache, block_tables, seq_lens)
+    num_seqs, num_heads, head_dim = q.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    if head_dim > MAX_HEAD_DIM:
+        raise ValueError(f"head_dim {head_dim} is above the kernel's limit of {MAX_HEAD_DIM}")
+    if tile < 16 or tile & (tile - 1):
+        raise ValueError(f"tile must be a power of two >= 16, got {tile}")
+    group = num_heads // num_kv_heads
+    if out is None:
+        out = torch.empty_like(q)
+    if num_seqs == 0:
+        return out
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    grid = (num_seqs, num_kv_heads)
+    _paged_decode_kernel[grid](
+        out, q, k_cache, v_cache, block_tables, seq_lens,
+        scale * 1.4426950408889634,
+        q.stride(0), q.stride(1), q.stride(2),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), k_cache.stride(3),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), v_cache.stride(3),
+        block_tables.stride(0), block_tables.stride(1),
+        out.stride(0), out.stride(1), out.stride(2),
+        HEAD_DIM=head_dim, HEAD_DIM_P=max(16, _next_pow2(head_dim)),
+        GROUP=group, GROUP_P=max(16, _next_pow2(group)),        # tl.dot needs every dim >= 16
+        BLOCK_SIZE=block_size, TILE=tile,
+        IS_FP32=(q.dtype == torch.float32),
+        num_warps=num_warps,
+    )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Torch paths
+# --------------------------------------------------------------------------------------------
+
+def paged_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                          block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                          scale: float | None = None, validate: bool = True) -> torch.Tensor:
+    """The same gather and attention in torch (the "torch-cpu" backend; works on any device).
+
+    Per sequence: ``index_select`` its used blocks from the cache by block table (the gather),
+    flatten to ``[seq_len, num_kv_heads, head_dim]``, then grouped-query attention with batched
+    matmuls and an fp32 softmax. Inputs/outputs as in the module docstring.
+
+    Raises:
+        ValueError: from :func:`validate_inputs` when ``validate`` is True.
+    """
+    if validate:
+        validate_inputs(q, k_cache, v_cache, block_tables, seq_lens)
+    num_seqs, num_heads, head_dim = q.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    group = num_heads // num_kv_heads
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    out = torch.empty_like(q)
+    lens = seq_lens.tolist()
+    tables = block_tables.to(torch.int64)
+    for s, n_tok in enumerate(lens):
+        n_blk = -(-n_tok // block_size)
+        ids = tables[s, :n_blk]
+        k = k_cache.index_select(0, ids).reshape(n_blk * block_size, num_kv_heads, head_dim)[:n_tok]
+        v = v_cache.index_select(0, ids).reshape(n_blk * block_size, num_kv_heads, head_dim)[:n_tok]
+        qs = q[s].reshape(num_kv_heads, group, head_dim).float()
+        scores = torch.bmm(qs, k.permute(1, 2, 0).float()) * scale           # [Hkv, G, T]
+        p = torch.softmax(scores, dim=-1)
+        o = torch.bmm(p, v.permute(1, 0, 2).float())                          # [Hkv, G, D]
+        out[s] = o.reshape(num_heads, head_dim).to(q.dtype)
+    return out
+
+
+def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                              block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                              scale: float | None = None) -> torch.Tensor:
+    """Reference: gather every token to a dense tensor by slot arithmetic, fp32 softmax attention.
+
+    Deliberately simple and independent of the other paths: for each token ``t`` it computes
+    block ``block_tables[s, t // block_size]`` and slot ``t % block_size``, repeats each KV head
+    for its query heads, and runs ``softmax(q k^T * scale) v`` in float32.
+
+    Returns:
+        float32 tensor [num_seqs, num_heads, head_dim] (compare to the kernels' output).
+
+    Raises:
+        ValueError: from :func:`validate_inputs`.
+    """
+    validate_inputs(q, k_cache, v_cache, block_tables, seq_lens)
+    num_seqs, num_heads, head_dim = q.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    group = num_heads // num_kv_heads
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    for s in range(num_seqs):
+        n_tok = int(seq_lens[s])
+        t = torch.arange(n_tok, device=q.device)
+        blocks = block_tables[s].to(torch.int64)[t // block_size]
+        slots = t % block_size
+        k = k_cache[blocks, slots].float()                                  # [T, Hkv, D]
+        v = v_cache[blocks, slots].float()
+        k = k.repeat_interleave(group, dim=1)                                # [T, H, D]
+        v = v.repeat_interleave(group, dim=1)
+        scores = torch.einsum("hd,thd->ht", q[s].float(), k) * scale        # [H, T]
+        p = torch.softmax(scores, dim=-1)
+        out[s] = torch.einsum("ht,thd->hd", p, v)
+    return out
+
+
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                    block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float | None = None,
+                    backend: str | None = None, validate: bool = True) -> torch.Tensor:
+    """Dispatch to the backend: "cuda" / "triton-interpreter" -> Triton, "torch-cpu" -> torch.
+
+    Args:
+        backend: one of :data:`kernels.backend.BACKENDS`, or None for ``detect("check").name``.
+
+    Raises:
+        ValueError: unknown backend, or from :func:`validate_inputs`.
+    """
+    name = backend or detect("check").name
+    if name not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+    if name == "torch-cpu":
+        return paged_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, scale, validate)
+    return paged_attention_triton(q, k_cache, v_cache, block_tables, seq_lens, scale, validate)
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs: paged caches from dense tokens, and the contiguous baseline
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class PagedInputs:
+    """Tensors for one decode step (shapes in the module docstring), plus the dense tokens.
+
+    ``k_dense``/``v_dense`` [num_seqs, max_len, num_kv_heads, head_dim] hold the same tokens the
+    paged cache holds, so the contiguous baseline and the check see identical data.
+    """
+
+    q: torch.Tensor
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+    block_tables: torch.Tensor
+    seq_lens: torch.Tensor
+    k_dense: torch.Tensor
+    v_dense: torch.Tensor
+
+    @property
+    def args(self) -> tuple[torch.Tensor, ...]:
+        """``(q, k_cache, v_cache, block_tables, seq_lens)`` for the kernels."""
+        return self.q, self.k_cache, self.v_cache, self.block_tables, self.seq_lens
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of K and V a decode step must read: 2 x sum(seq_lens) x num_kv_heads x head_dim x itemsize."""
+        _, _, h, d = self.k_dense.shape
+        return 2 * int(self.seq_lens.sum()) * h * d * self.k_dense.element_size()
+
+
+def page_tokens(k_dense: torch.Tensor, v_dense: torch.Tensor, seq_lens: torch.Tensor, block_size: int,
+                fill: float = 0.0, spare_blocks: int = 0, generator: torch.Generator | None = None,
+                table_pad: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scatter dense tokens into a paged cache with randomly permuted block tables.
+
+    Args:
+        k_dense, v_dense: [num_seqs, max_len, num_kv_heads, head_dim].
+        seq_lens: int32 [num_seqs]; only the first ``seq_lens[s]`` tokens of row ``s`` are kept.
+        block_size: slots per block (>= 1).
+        fill: value for every slot holding no token (NaN in tests: any read past seq_len shows).
+        spare_blocks: extra unused blocks in the pool (also filled with ``fill``).
+        generator: torch RNG for the block permutation (CPU).
+        table_pad: value of block-table entries past each sequence's last block.
+
+    Returns:
+        ``(k_cache, v_cache, block_tables)`` with k/v_cache
+        [num_blocks, block_size, num_kv_heads, head_dim] and block_tables int32
+        [num_seqs, ceil(max_len / block_size)], on k_dense's device.
+
+    Raises:
+        ValueError: ``block_size`` < 1.
+    """
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    num_seqs, max_len, h, d = k_dense.shape
+    dev = k_dense.device
+    lens = [int(x) for x in seq_lens.tolist()]
+    per_seq = [-(-n // block_size) for n in lens]
+    num_used = sum(per_seq)
+    num_blocks = num_used + spare_blocks
+    perm = torch.randperm(num_blocks, generator=generator).to(dev)
+    max_blocks = max(1, -(-max_len // block_size))
+    tables = torch.full((num_seqs, max_blocks), table_pad, dtype=torch.int32, device=dev)
+    k_cache = torch.full((num_blocks, block_size, h, d), fill, dtype=k_dense.dtype, device=dev)
+    v_cache = torch.full_like(k_cache, fill)
+    nxt = 0
+    for s, (n, nb) in enumerate(zip(lens, per_seq)):
+        if nb == 0:
+            continue
+        ids = perm[nxt:nxt + nb]
+        nxt += nb
+        tables[s, :nb] = ids.to(torch.int32)
+        full = n // block_size                     # completely filled blocks
+        if full:
+            k_cache[ids[:full]] = k_dense[s, :full * block_size].reshape(full, block_size, h, d)
+            v_cache[ids[:full]] = v_dense[s, :full * block_size].reshape(full, block_size, h, d)
+        rest = n - full * block_size
+        if rest:
+            k_cache[ids[full], :rest] = k_dense[s, full * block_size:n]
+            v_cache[ids[full], :rest] = v_dense[s, full * block_size:n]
+    return k_cache, v_cache, tables
+
+
+def make_paged_inputs(seq_lens: list[int], num_heads: int, num_kv_heads: int, head_dim: int,
+                      block_size: int, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+                      fill: float = 0.0, spare_blocks: int = 0, seed: int = 0,
+                      max_len: int | None = None) -> PagedInputs:
+    """Random q and tokens, paged into a randomly permuted block pool.
+
+    Args:
+        seq_lens: tokens per sequence (each >= 1).
+        num_heads, num_kv_heads, head_dim: attention shape (num_heads a multiple of num_kv_heads).
+        block_size: slots per block.
+        dtype: torch.float16 or torch.float32.
+        device: where the tensors live.
+        fill: value in slots that hold no token (NaN in tests).
+        spare_blocks: unused blocks added to the pool.
+        seed: RNG seed (values ~ N(0, 1), generated on the CPU for reproducibility).
+        max_len: columns of the dense tensors (default max(seq_lens)).
+
+    Returns:
+        :class:`PagedInputs`.
+
+    Raises:
+        ValueError: ``seq_lens`` empty or with a value < 1, ``block_size`` < 1.
+    """
+    if not seq_lens or min(seq_lens) < 1:
+        raise ValueError(f"seq_lens must be a non-empty list of values >= 1, got {seq_lens}")
+    gen = torch.Generator().manual_seed(seed)
+    n = len(seq_lens)
+    max_len = max_len or max(seq_lens)
+    q = torch.randn(n, num_heads, head_dim, generator=gen).to(device=device, dtype=dtype)
+    k_dense = torch.randn(n, max_len, num_kv_heads, head_dim, generator=gen).to(device=device, dtype=dtype)
+    v_dense = torch.randn(n, max_len, num_kv_heads, head_dim, generator=gen).to(device=device, dtype=dtype)
+    lens = torch.tensor(seq_lens, dtype=torch.int32, device=device)
+    k_cache, v_cache, tables = page_tokens(k_dense, v_dense, lens, block_size, fill=fill,
+                                           spare_blocks=spare_blocks, generator=gen)
+    return PagedInputs(q, k_cache, v_cache, tables, lens, k_dense, v_dense)
+
+
+def make_contiguous(inputs: PagedInputs) -> tuple[torch.Tensor, ...]:
+    """The contiguous baseline for the same tokens: each sequence is one block of ``max_len``.
+
+    Returns:
+        ``(q, k_cache, v_cache, block_tables, seq_lens)`` with k/v_cache
+        ``[num_seqs, max_len, num_kv_heads, head_dim]`` (the dense tensors themselves, no copy)
+        and block_tables ``[[0], [1], ...]`` int32 -- ready for the same kernel.
+    """
+    n = inputs.k_dense.shape[0]
+    tables = torch.arange(n, dtype=torch.int32, device=inputs.q.device).reshape(n, 1)
+    return inputs.q, inputs.k_dense, inputs.v_dense, tables, inputs.seq_lens
+
+
+# --------------------------------------------------------------------------------------------
+# Quick correctness check (the page shows it on load)
+# --------------------------------------------------------------------------------------------
+
+def check_correctness(backend: str | None = None, block_size: int = 16, seq_lens: tuple[int, ...] = (1, 32, 45),
+                      num_heads: int = 8, num_kv_heads: int = 2, head_dim: int = 32,
+                      dtype: torch.dtype = torch.float32, seed: int = 0) -> dict:
+    """Run ``backend`` on a tiny random paged case and compare with the reference.
+
+    Slots holding no token are NaN, so any read past a sequence's length shows up as NaN error.
+
+    Returns:
+        dict with ``backend`` (name), ``device``, ``max_abs_error`` (float, same units as the
+        attention output), ``tolerance``, ``passed`` (bool), ``seconds`` (wall time of the
+        kernel call) and ``shape`` (dict of the case's sizes).
+
+    Raises:
+        ValueError: unknown backend or invalid shape.
+    """
+    import time
+
+    chosen = detect("check")
+    name = backend or chosen.name
+    device = "cuda" if name == "cuda" else "cpu"
+    inp = make_paged_inputs(list(seq_lens), num_heads, num_kv_heads, head_dim, block_size, dtype=dtype,
+                            device=device, fill=float("nan"), spare_blocks=2, seed=seed)
+    t0 = time.perf_counter()
+    out = paged_attention(*inp.args, backend=name)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    ref = paged_attention_reference(*inp.args)
+    err = float((out.float() - ref).abs().max())
+    if math.isnan(err):
+        err = float("inf")
+    tol = 2e-3 if dtype == torch.float32 else 2e-2
+    return {"backend": name, "device": chosen.device if name == chosen.name else device,
+            "max_abs_error": err, "tolerance": tol, "passed": err <= tol, "seconds": secs,
+            "shape": {"seq_lens": list(seq_lens), "block_size": block_size, "num_heads": num_heads,
+                      "num_kv_heads": num_kv_heads, "head_dim": head_dim, "dtype": str(dtype).replace("torch.", "")}}
