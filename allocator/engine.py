@@ -23,6 +23,9 @@ import numpy as np
 from .allocators import EMPTY, FREE, HOLE, TOKEN, PagedAllocator, ReserveMaxAllocator
 from .workload import Workload
 
+#: Most memory the pool pictures of one run may take (bytes); past it, every other one is dropped.
+SNAPSHOT_BUDGET_BYTES = 64 * 2**20
+
 #: Per-step metric names, all recorded after step 5 (units: slots unless stated).
 METRICS = (
     "used_slots",             # tokens stored (one slot each)
@@ -63,8 +66,10 @@ class SimulationResult:
         total_slots: pool size in slots.
         block_size: slots per block (None for reserve-max).
         metrics: per-step arrays, one entry per name in ``METRICS``, each of shape [steps].
-        snapshots: per-step pool pictures (see the allocator's ``snapshot``), or None when
-            snapshots were not recorded.
+        snapshots: {step: pool picture} (see the allocator's ``snapshot``), or None when
+            snapshots were not recorded. Every ``snapshot_stride``-th step is kept (1 unless the
+            pictures would exceed ``SNAPSHOT_BUDGET_BYTES``; the stride doubles until they fit).
+        snapshot_stride: steps between kept snapshots (a power of two).
         rejected: list of {"id", "reason"} for requests that can never fit.
         summary: steps, peak_running, mean_utilization_busy, mean_utilization, preemptions,
             mean_tokens_per_step, finished, rejected (and a few more; see ``summarize``).
@@ -79,6 +84,7 @@ class SimulationResult:
     snapshots: list | None
     rejected: list
     summary: dict = field(default_factory=dict)
+    snapshot_stride: int = 1
 
     @property
     def steps(self) -> int:
@@ -110,6 +116,8 @@ class SimulationResult:
             raise ValueError("this result was simulated without snapshots")
         if not 0 <= step < self.steps:
             raise ValueError(f"step must be in 0..{self.steps - 1}, got {step}")
+        if step not in self.snapshots:
+            raise ValueError(f"step {step} was not recorded (snapshots every {self.snapshot_stride} steps)")
         owner = np.full(self.total_slots, -1, dtype=np.int32)
         state = np.zeros(self.total_slots, dtype=np.int8)
         snap = self.snapshots[step]
@@ -172,7 +180,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     lengths: dict[int, int] = {}
     rejected: list[dict] = []
     rec = {name: [] for name in METRICS}
-    snapshots = [] if record_snapshots else None
+    snapshots = {} if record_snapshots else None
+    stride, snap_bytes = 1, 0
     total = allocator.total_slots
     try_admit, grow, free = allocator.try_admit, allocator.grow, allocator.free
     need_of = allocator.admission_need
@@ -253,8 +262,14 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         rec["preemptions"].append(preempted)
         rec["units"].append(allocator.units_in_use)
         rec["next_need"].append(need)
-        if snapshots is not None:
-            snapshots.append(allocator.snapshot(lengths))
+        if snapshots is not None and t % stride == 0:
+            snap = allocator.snapshot(lengths)
+            snapshots[t] = snap
+            snap_bytes += _nbytes(snap)
+            while snap_bytes > SNAPSHOT_BUDGET_BYTES and len(snapshots) > 2:
+                stride *= 2
+                for k in [k for k in snapshots if k % stride]:
+                    snap_bytes -= _nbytes(snapshots.pop(k))
         if check_invariants:
             _check(allocator, lengths, running)
         t += 1
@@ -262,9 +277,13 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     metrics["utilization"] = metrics["used_slots"] / float(total)
     result = SimulationResult(kind=allocator.kind, label=allocator.label, workload=workload.name,
                               total_slots=total, block_size=allocator.block_size, metrics=metrics,
-                              snapshots=snapshots, rejected=rejected)
+                              snapshots=snapshots, rejected=rejected, snapshot_stride=stride)
     result.summary = summarize(result)
     return result
+
+
+def _nbytes(snap) -> int:
+    return sum(a.nbytes for a in snap) if isinstance(snap, tuple) else snap.nbytes
 
 
 def _check(allocator, lengths: dict, running: list) -> None:

@@ -17,11 +17,21 @@ from .engine import SimulationResult
 MAX_CELLS = 2048
 
 
-def slots_per_cell(total_slots: int, max_cells: int = MAX_CELLS) -> int:
-    """Slots drawn by one cell so that a map has at most ``max_cells`` cells (>= 1)."""
+def slots_per_cell(total_slots: int, max_cells: int = MAX_CELLS, block_size: int | None = None) -> int:
+    """Slots drawn by one cell so that a map has at most ``max_cells`` cells (>= 1).
+
+    With a ``block_size``, cells line up with blocks: a cell is a divisor of a block when blocks
+    are bigger than the minimum cell, else a whole number of blocks — so a large pool is drawn
+    block by block rather than slot by slot.
+    """
     if total_slots <= 0 or max_cells <= 0:
         raise ValueError("total_slots and max_cells must be positive")
-    return max(1, math.ceil(total_slots / max_cells))
+    need = max(1, math.ceil(total_slots / max_cells))
+    if not block_size or need == 1:
+        return need
+    if block_size >= need:
+        return next(d for d in range(need, block_size + 1) if block_size % d == 0)
+    return math.ceil(need / block_size) * block_size
 
 
 def grid_shape(n_cells: int) -> tuple[int, int]:
@@ -31,12 +41,15 @@ def grid_shape(n_cells: int) -> tuple[int, int]:
     return math.ceil(n_cells / cols), cols
 
 
-def frame_steps(n_steps: int, max_frames: int) -> np.ndarray:
-    """Evenly spaced step indices 0..n_steps-1 (first and last included), at most ``max_frames``."""
-    if n_steps <= 0:
-        return np.zeros(0, dtype=np.int64)
-    k = max(2, min(int(max_frames), n_steps))
-    return np.unique(np.linspace(0, n_steps - 1, k).round().astype(np.int64))
+def frame_steps(n_steps: int, max_frames: int, stride: int = 1) -> np.ndarray:
+    """Evenly spaced step indices in 0..n_steps-1, multiples of ``stride`` (the snapshot stride),
+    first and last such step included, at most ``max_frames`` of them."""
+    candidates = np.arange(0, max(0, n_steps), max(1, int(stride)), dtype=np.int64)
+    if len(candidates) == 0:
+        return candidates
+    k = max(2, min(int(max_frames), len(candidates)))
+    picks = np.unique(np.linspace(0, len(candidates) - 1, k).round().astype(np.int64))
+    return candidates[picks]
 
 
 def cell_states(result: SimulationResult, step: int, per_cell: int) -> tuple[np.ndarray, np.ndarray]:

@@ -21,6 +21,8 @@ SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: pool is 4x the classroom's: about 4-6 reserve-max reservations fit in it at once.
 DEFAULT_SLOTS = {"classroom-40": 2048, "azure-conv": 8192}
 DEFAULT_MAX_NEW = {"classroom-40": 600, "azure-conv": 1024}
+#: Row cap for a trace uploaded through the page (the CLI accepts up to ``trace.MAX_ROWS``).
+UPLOAD_MAX_ROWS = 20_000
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class Scenario:
         offset, count: which trace rows to replay (0-based offset, number of rows).
         steps_per_second: engine steps per second of trace time.
         metadata_cost: cost per block (or per reservation) in slot equivalents (seed 001's c).
+        trace_bytes: content of an uploaded trace CSV (workload "upload").
+        trace_name: that file's name, for labels.
     """
 
     workload: str = "classroom-40"
@@ -51,6 +55,8 @@ class Scenario:
     count: int = 40
     steps_per_second: float = 20.0
     metadata_cost: float = 0.0
+    trace_bytes: bytes | None = None
+    trace_name: str = ""
 
     @property
     def slots(self) -> int:
@@ -67,6 +73,7 @@ class Scenario:
     def as_dict(self) -> dict:
         """JSON-ready settings, with defaults resolved."""
         d = asdict(self)
+        d["trace_bytes"] = None if self.trace_bytes is None else len(self.trace_bytes)
         d["total_slots"] = self.slots
         d["max_new_tokens"] = self.max_new
         return d
@@ -84,6 +91,11 @@ def build_workload(sc: Scenario) -> Workload:
     if sc.workload == "azure-conv":
         df = shipped_trace()
         name = "azure-conv"
+    elif sc.workload == "upload":
+        if not sc.trace_bytes:
+            raise ValueError("no trace file uploaded yet")
+        df = load_trace(sc.trace_bytes, max_rows=UPLOAD_MAX_ROWS)
+        name = f"upload: {sc.trace_name or 'trace.csv'}"
     else:
         df = load_trace(sc.workload)
         name = sc.workload

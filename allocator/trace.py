@@ -29,10 +29,11 @@ AZURE_ATTRIBUTION = (
     "Ricardo Bianchini. \"Splitwise: Efficient generative LLM inference using phase splitting\", "
     "ISCA 2024. Data: Azure Public Dataset, AzureLLMInferenceDataset2023 (CC-BY 4.0)."
 )
-#: Largest trace accepted (rows) and largest single length (tokens): bounds that keep a bad
-#: file from hanging the app.
+#: Largest trace accepted (rows), largest single length (tokens) and largest file (bytes):
+#: bounds that keep a bad file from hanging the app. The page states a lower row cap.
 MAX_ROWS = 200_000
 MAX_TOKENS = 10_000_000
+MAX_BYTES = 5 * 1024 * 1024
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 PLAIN_COLUMNS = ("prompt_tokens", "output_tokens")
@@ -63,11 +64,13 @@ def _integer_column(df: pd.DataFrame, col: str, minimum: int) -> np.ndarray:
     return values.astype(np.int64)
 
 
-def load_trace(source) -> pd.DataFrame:
+def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) -> pd.DataFrame:
     """Read and validate a trace CSV.
 
     Args:
         source: a path, a file-like object, or bytes.
+        max_rows: most data rows accepted.
+        max_bytes: largest file accepted (bytes; 5 MiB by default, as the app's upload limit).
 
     Returns:
         DataFrame with int64 columns ``prompt_tokens``, ``output_tokens`` and float column
@@ -76,11 +79,19 @@ def load_trace(source) -> pd.DataFrame:
     Raises:
         ValueError: a message naming the row and column (or the problem with the whole file):
             not UTF-8, empty, header only, missing columns, non-numeric, fractional or negative
-            values, zero output tokens, unparseable or decreasing timestamps, too many rows.
+            values, zero output tokens, unparseable, decreasing or duplicate timestamps (Azure
+            schema), too many rows, a file larger than ``max_bytes``.
         FileNotFoundError: the path does not exist.
     """
     if isinstance(source, (bytes, bytearray)):
+        size = len(source)
         source = io.BytesIO(bytes(source))
+    elif isinstance(source, (str, os.PathLike)):
+        size = os.path.getsize(source)
+    else:
+        size = None
+    if size is not None and size > max_bytes:
+        raise ValueError(f"the file is {size / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
     try:
         df = pd.read_csv(source, encoding="utf-8", dtype=str, skipinitialspace=True)
     except UnicodeDecodeError as exc:
@@ -100,8 +111,8 @@ def load_trace(source) -> pd.DataFrame:
             f"prompt_tokens, output_tokens[, arrival_s] (plain schema); found {', '.join(df.columns) or 'none'}")
     if len(df) == 0:
         raise ValueError("the file has a header but no rows")
-    if len(df) > MAX_ROWS:
-        raise ValueError(f"the file has {len(df)} rows; at most {MAX_ROWS} are accepted")
+    if len(df) > max_rows:
+        raise ValueError(f"the file has {len(df)} rows; at most {max_rows:,} are accepted")
     prompts = _integer_column(df, p_col, 1)
     outputs = _integer_column(df, o_col, 1)
     if schema == "azure":
@@ -111,6 +122,11 @@ def load_trace(source) -> pd.DataFrame:
             i = int(np.flatnonzero(bad.to_numpy())[0])
             raise ValueError(f"row {i + 1}, column TIMESTAMP: {df['TIMESTAMP'].iloc[i]!r} is not a timestamp")
         arrival = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
+        dup = np.flatnonzero(np.diff(arrival) == 0)
+        if len(dup):
+            i = int(dup[0]) + 1
+            raise ValueError(f"row {i + 1}, column TIMESTAMP: {df['TIMESTAMP'].iloc[i]!r} repeats the "
+                             f"timestamp of row {i} (each request needs its own arrival time)")
     elif "arrival_s" in df.columns:
         arrival = pd.to_numeric(df["arrival_s"], errors="coerce").to_numpy(dtype=float)
         bad = ~np.isfinite(arrival) | (arrival < 0)

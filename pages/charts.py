@@ -83,23 +83,30 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         row 2 utilisation (%) and running sequences against step, with a cursor at the frame's step.
     """
     total = results["paged"].total_slots
-    per_cell = slots_per_cell(total)
+    block = results["paged"].block_size
+    per_cell = slots_per_cell(total, block_size=block)
     n_cells = -(-total // per_cell)
     rows, cols = grid_shape(n_cells)
     n_steps = max(r.steps for r in results.values())
     xs = np.arange(cols) * per_cell
     ys = np.arange(rows) * cols * per_cell
-    block = results["paged"].block_size
     starts = np.arange(n_cells) * per_cell
     ends = np.minimum(starts + per_cell, total) - 1
     if per_cell == 1:
         where = [f"slot {s:,}" for s in starts]
     else:
         where = [f"slots {s:,}–{e:,}" for s, e in zip(starts, ends)]
+    in_blocks = (total // block) * block
+
+    def block_label(s, e):
+        if s >= in_blocks:
+            return "remainder (no block)"
+        first, last = s // block, min(e, in_blocks - 1) // block
+        return f"block {first:,}" if first == last else f"blocks {first:,}–{last:,}"
+
     text = {"reserve_max": _grid(np.array(where, dtype=object), rows, cols, ""),
-            "paged": _grid(np.array([f"{w} · block {s // block:,}" if s < (total // block) * block
-                                     else f"{w} · remainder (no block)"
-                                     for w, s in zip(where, starts)], dtype=object), rows, cols, "")}
+            "paged": _grid(np.array([f"{w} · {block_label(s, e)}" for w, s, e in zip(where, starts, ends)],
+                                    dtype=object), rows, cols, "")}
     padded = rows * cols != n_cells
     ztype = np.float32 if padded else np.int8
 
@@ -169,10 +176,11 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     base_dict = fig.to_dict()
     base = len(pio.to_json(base_dict, validate=False))
     # probe the busiest step (the longest labels): where the paged pool held the most sequences
-    busy = int(np.argmax(results["paged"].metrics["running"]))
+    stride = max(r.snapshot_stride for r in results.values())
+    busy = int(np.argmax(results["paged"].metrics["running"][::stride])) * stride
     per_frame = len(pio.to_json(frame(busy, map_arrays(busy)), validate=False))
     fit = max(2, int((budget_bytes - base) // max(1, per_frame * 1.12)))
-    steps_shown = frame_steps(n_steps, min(max_frames, fit))
+    steps_shown = frame_steps(n_steps, min(max_frames, fit), stride)
     frames = [frame(step, first if step == 0 else map_arrays(int(step))) for step in steps_shown]
 
     play = dict(label="▶ Play", method="animate",

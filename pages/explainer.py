@@ -7,16 +7,20 @@ import pandas as pd
 import streamlit as st
 
 from allocator import CLASSROOM_40
-from allocator.scenario import (DEFAULT_MAX_NEW, DEFAULT_SLOTS, SWEEP_BLOCK_SIZES, Scenario, block_size_sweep,
-                                build_workload, run_both)
-from allocator.trace import AZURE_ATTRIBUTION, shipped_trace
+from allocator.scenario import (DEFAULT_MAX_NEW, DEFAULT_SLOTS, SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario,
+                                block_size_sweep, build_workload, run_both)
+from allocator.trace import AZURE_ATTRIBUTION, load_trace, shipped_trace
 from pages.charts import explainer_figure, sweep_figure
 from pages.state import current_scenario, remember_scenario
 
 #: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
 BLOCK_SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
 WORKLOAD_LABELS = {"classroom-40": "classroom-40 (forty chat requests, all at once)",
-                   "azure-conv": "Azure conversation trace (real requests, 2023)"}
+                   "azure-conv": "Azure conversation trace (real requests, 2023)",
+                   "upload": "Your own trace (upload a CSV)"}
+UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTokens) or a plain one "
+               f"(prompt_tokens, output_tokens, optional arrival_s in seconds); at most {UPLOAD_MAX_ROWS:,} "
+               "rows and 5 MiB.")
 
 
 @st.cache_resource(max_entries=32, show_spinner="Simulating both allocators…")
@@ -25,6 +29,12 @@ def compute(sc: Scenario):
     workload = build_workload(sc)
     results = run_both(workload, sc.slots, sc.block_size)
     return workload, results, explainer_figure(results)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def uploaded_rows(data: bytes) -> int:
+    """Validate an uploaded trace; its number of rows (ValueError names the row and column)."""
+    return len(load_trace(data, max_rows=UPLOAD_MAX_ROWS))
 
 
 @st.cache_data(max_entries=32, show_spinner="Sweeping block sizes…")
@@ -43,10 +53,10 @@ def controls() -> Scenario:
     block_size = sb.select_slider("Block size (slots per block)", options=BLOCK_SIZES, value=16, key="block_size",
                                   help="Paged allocator only: how many tokens' K and V one block holds.")
     total_slots = sb.number_input("Pool size (slots)", min_value=64, max_value=1 << 20,
-                                  value=DEFAULT_SLOTS[workload], step=256, key=f"slots_{workload}",
+                                  value=DEFAULT_SLOTS.get(workload, 8192), step=256, key=f"slots_{workload}",
                                   help="Slots of KV cache both allocators share; one slot holds one token.")
     max_new = sb.number_input("max_new_tokens (generation cap)", min_value=1, max_value=32768,
-                              value=DEFAULT_MAX_NEW[workload], step=50, key=f"max_new_{workload}",
+                              value=DEFAULT_MAX_NEW.get(workload, 1024), step=50, key=f"max_new_{workload}",
                               help="Reserve-max reserves prompt + this many slots for every request.")
     kw = {}
     if workload == "classroom-40":
@@ -58,13 +68,26 @@ def controls() -> Scenario:
             kw["arrival_rate"] = sb.slider("Arrival rate (requests per step)", 0.01, 2.0, 0.1, 0.01,
                                            key="arrival_rate")
     else:
-        n_rows = len(shipped_trace())
-        kw["offset"] = int(sb.number_input("First row (offset)", min_value=0, max_value=n_rows - 1, value=0,
-                                           key="offset"))
-        kw["count"] = int(sb.slider("Requests to replay", 1, 200, 40, key="count"))
+        n_rows = None
+        if workload == "upload":
+            up = sb.file_uploader("Trace CSV", type=["csv"], key="trace_file", help=UPLOAD_HELP)
+            if up is None:
+                sb.info("Upload a CSV to replay it. " + UPLOAD_HELP)
+            else:
+                kw["trace_bytes"], kw["trace_name"] = up.getvalue(), up.name
+                try:
+                    n_rows = uploaded_rows(kw["trace_bytes"])
+                    sb.success(f"{up.name}: {n_rows:,} requests")
+                except ValueError as exc:
+                    sb.error(f"{up.name}: {exc}")
+        else:
+            n_rows = len(shipped_trace())
+        kw["offset"] = int(sb.number_input("First row (offset)", min_value=0,
+                                           max_value=max(0, (n_rows or 1) - 1), value=0, key=f"offset_{workload}"))
+        kw["count"] = int(sb.slider("Requests to replay", 1, 200, 40, key=f"count_{workload}"))
         kw["steps_per_second"] = float(sb.number_input(
             "Engine steps per second of trace time", min_value=0.5, max_value=200.0, value=20.0, step=5.0,
-            key="steps_per_second", help="One step is one decode iteration; 20 per second is 50 ms each."))
+            key=f"steps_per_second_{workload}", help="One step is one decode iteration; 20 per second is 50 ms each."))
     cost = sb.slider("Metadata cost c (slot equivalents per block)", 0.0, 8.0, 0.0, 0.25, key="metadata_cost",
                      help="What one block-table entry costs, in slots. Raises the price of small blocks.")
     return Scenario(workload=workload, total_slots=int(total_slots), block_size=int(block_size),
@@ -166,11 +189,14 @@ def workload_panel(workload, sc: Scenario) -> None:
                    else f"arriving as a Poisson trickle of {p['arrival_rate']:g} requests per step.")
                 + " In a 2,048-slot pool these settings make reserve-max hold three requests at a time "
                   "and paging about thirty, as the PagedAttention paper's measurements lead one to expect.")
-        else:
-            st.markdown(f"Rows {sc.offset}–{sc.offset + len(workload) - 1} of the shipped slice of the Azure "
+        elif sc.workload == "azure-conv":
+            st.markdown(f"Rows {sc.offset + 1}–{sc.offset + len(workload)} of the shipped slice of the Azure "
                         f"LLM inference trace (conversation service), arrivals from its timestamps at "
                         f"{sc.steps_per_second:g} steps per second.")
             st.caption("Data: " + AZURE_ATTRIBUTION)
+        else:
+            st.markdown(f"Rows {sc.offset + 1}–{sc.offset + len(workload)} of your file "
+                        f"**{sc.trace_name}**, arrivals at {sc.steps_per_second:g} steps per second.")
         for note in workload.notes:
             st.info(note)
         df = pd.DataFrame([{"request": f"r{r.id}", "prompt (tokens)": r.prompt_len,
@@ -190,8 +216,11 @@ try:
     workload, results, fig = compute(scenario)
     remember_scenario(scenario)
 except ValueError as exc:
-    st.sidebar.error(f"These settings cannot run: {exc}")
-    st.error(f"These settings cannot run: {exc}. Showing the last scenario that could.")
+    if scenario.workload == "upload" and not scenario.trace_bytes:
+        st.info("No trace uploaded yet: showing the last scenario that ran. Upload a CSV in the sidebar.")
+    else:
+        st.sidebar.error(f"These settings cannot run: {exc}")
+        st.error(f"These settings cannot run: {exc}. Showing the last scenario that could.")
     scenario = current_scenario()
     workload, results, fig = compute(scenario)
 

@@ -6,6 +6,7 @@ whether it was met; the process exits non-zero only with ``--strict``.
 
 Sections:
     explainer  simulate the default scenario (both allocators) + build the animated figure
+    scale      10,000 trace requests through both allocators on a 2**20-slot pool
     kernels    the paged-attention kernel sweep on this machine's backend (see kernels/)
 """
 from __future__ import annotations
@@ -63,7 +64,34 @@ def bench_explainer(repeat: int = 7) -> list[bool]:
     return [r[3] for r in rows]
 
 
-SECTIONS = {"explainer": bench_explainer}
+def bench_scale() -> list[bool]:
+    """Issue 6's target: 10,000 trace requests on a 2**20-slot pool, paged run <= 5 s and <= 1 GB."""
+    import tracemalloc
+
+    from allocator import PagedAllocator, ReserveMaxAllocator, simulate
+    from allocator.trace import shipped_trace, trace_workload
+
+    w = trace_workload(shipped_trace(), offset=0, count=10_000, steps_per_second=20.0, max_new_tokens=1024)
+    rows, met = [], []
+    for alloc in (PagedAllocator(1 << 20, 16), ReserveMaxAllocator(1 << 20, 1024)):
+        t_run, res = _median_time(lambda: simulate(w, alloc, record_snapshots=False), 3)
+        tracemalloc.start()
+        simulate(w, alloc, record_snapshots=False)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        ok = alloc.kind != "paged" or (t_run <= 5.0 and peak <= 1e9)
+        met.append(ok)
+        s = res.summary
+        rows.append([alloc.label, f"{t_run:.2f}", f"{peak / 1e6:.0f}", s["steps"], s["peak_running"],
+                     s["finished"], len(s["rejected"]), "<= 5 s, <= 1000 MB" if alloc.kind == "paged" else "(info)",
+                     ok])
+    print_table(f"scale: {len(w):,} Azure trace requests, 2**20 slots, block 16 (median of 3; peak traced memory)",
+                ["allocator", "time s", "peak MB", "steps", "peak running", "finished", "rejected", "target", "met"],
+                rows)
+    return met
+
+
+SECTIONS = {"explainer": bench_explainer, "scale": bench_scale}
 
 
 def _kernel_section():

@@ -1,0 +1,107 @@
+"""Uploaded traces and bad input: each case is a file in tests/data/traces/ (or generated when it
+must be large), each gets a message naming the row and column or the problem, and the page keeps
+running with the last good workload on screen."""
+import os
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from allocator.__main__ import main
+from allocator.scenario import UPLOAD_MAX_ROWS, Scenario, run_scenario
+from allocator.trace import MAX_BYTES, load_trace
+from tests.conftest import APP_PATH, ROOT
+
+TRACES = os.path.join(ROOT, "tests", "data", "traces")
+
+#: file -> words the message must contain (row and column where the problem has one)
+BAD = {
+    "empty.csv": "the file is empty",
+    "header_only.csv": "header but no rows",
+    "missing_column.csv": "missing columns",
+    "non_numeric.csv": "row 2, column ContextTokens: 'lots' is not a number",
+    "negative.csv": "row 2, column GeneratedTokens: -5 is below the minimum 1",
+    "fractional.csv": "row 2, column output_tokens: '7.5' is not a whole number",
+    "zero_output.csv": "row 2, column output_tokens: 0 is below the minimum 1",
+    "huge_value.csv": "row 2, column ContextTokens: 99999999999 tokens is larger than any pool",
+    "not_utf8.csv": "not UTF-8",
+    "unsorted.csv": "row 3, column TIMESTAMP: arrivals must not go back in time",
+    "duplicate_timestamp.csv": "row 2, column TIMESTAMP",
+    "negative_arrival.csv": "row 2, column arrival_s",
+}
+
+
+def read(name):
+    with open(os.path.join(TRACES, name), "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("name, message", sorted(BAD.items()))
+def test_core_names_the_problem(name, message):
+    with pytest.raises(ValueError) as err:
+        load_trace(read(name))
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("name, message", sorted(BAD.items()))
+def test_cli_reports_bad_file_without_traceback(capsys, name, message):
+    assert main(["simulate", "--trace", os.path.join(TRACES, name), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_too_many_rows_and_too_big_file(tmp_path):
+    rows = "prompt_tokens,output_tokens\n" + "10,5\n" * (UPLOAD_MAX_ROWS + 1)
+    with pytest.raises(ValueError, match=f"at most {UPLOAD_MAX_ROWS:,} are accepted"):
+        load_trace(rows.encode(), max_rows=UPLOAD_MAX_ROWS)
+    big = tmp_path / "big.csv"
+    big.write_bytes(b"prompt_tokens,output_tokens\n" + b"1000000,5\n" * (MAX_BYTES // 10 + 10))
+    with pytest.raises(ValueError, match="MiB; the limit is 5 MiB"):
+        load_trace(str(big))
+
+
+def test_good_files_in_both_schemas():
+    plain = load_trace(read("good_plain.csv"))
+    assert plain["prompt_tokens"].tolist() == [120, 300, 80, 2000]
+    assert plain["arrival_s"].tolist() == [0.0, 0.5, 0.5, 3.25]
+    azure = load_trace(read("good_azure.csv"))
+    assert len(azure) == 40 and azure["prompt_tokens"].iloc[0] == 374
+
+
+# --- the page ------------------------------------------------------------------------------------
+
+def metrics(at, label):
+    return [m.value for m in at.metric if m.label == label]
+
+
+@pytest.fixture
+def upload_page():
+    at = AppTest.from_file(APP_PATH, default_timeout=60)
+    at.run()
+    at.selectbox(key="workload").set_value("upload").run()
+    assert not at.exception
+    return at
+
+
+@pytest.mark.parametrize("name", ["good_azure.csv", "good_plain.csv"])
+def test_upload_both_schemas(upload_page, name):
+    at = upload_page
+    at.file_uploader(key="trace_file").upload(name, read(name), "text/csv").run()
+    assert not at.exception
+    sc = Scenario(workload="upload", trace_bytes=read(name), trace_name=name, total_slots=8192,
+                  max_new_tokens=1024)
+    res = run_scenario(sc, record_snapshots=False)
+    assert metrics(at, "Steps to drain") == [f"{res['reserve_max'].summary['steps']:,}",
+                                             f"{res['paged'].summary['steps']:,}"]
+    assert any(name in s.value for s in at.success)
+
+
+@pytest.mark.parametrize("name, message", sorted(BAD.items()))
+def test_bad_upload_keeps_last_good_workload(upload_page, name, message):
+    at = upload_page
+    at.file_uploader(key="trace_file").upload("good_plain.csv", read("good_plain.csv"), "text/csv").run()
+    good = metrics(at, "Steps to drain")
+    assert good
+    at.file_uploader(key="trace_file").upload(name, read(name), "text/csv").run()
+    assert not at.exception
+    assert any(message in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
+    assert metrics(at, "Steps to drain") == good          # the last good workload stays on screen
