@@ -14,7 +14,8 @@ import json
 from .scenario import SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep, build_workload, run_both
 
 SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
-                "mean_tokens_per_step", "finished")
+                "mean_tokens_per_step", "finished", "peak_logical_tokens", "peak_used_slots", "swapped_blocks",
+                "recomputed_tokens")
 
 
 def register(sub) -> None:
@@ -38,6 +39,11 @@ def register(sub) -> None:
     p.add_argument("--count", type=int, default=40, help="trace rows to replay")
     p.add_argument("--steps-per-second", type=float, default=20.0, help="engine steps per trace second")
     p.add_argument("--metadata-cost", type=float, default=0.0, help="cost per block in slot equivalents")
+    p.add_argument("--shared-prefix", type=int, default=0, metavar="TOKENS",
+                   help="put one system prompt of this many tokens in front of every prompt; the paged "
+                        "run shares its full blocks and reports logical tokens and physical slots apart")
+    p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
+                   help="paged preemption mode (default recompute)")
     p.add_argument("--sweep", action="store_true", help="also sweep the paged block size 1..256")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
@@ -49,14 +55,15 @@ def scenario_from_args(args) -> Scenario:
     return Scenario(workload=workload, total_slots=args.slots, block_size=args.block_size,
                     max_new_tokens=args.max_new_tokens, seed=args.seed, arrival=args.arrival,
                     arrival_rate=args.arrival_rate, offset=args.offset, count=args.count,
-                    steps_per_second=args.steps_per_second, metadata_cost=args.metadata_cost)
+                    steps_per_second=args.steps_per_second, metadata_cost=args.metadata_cost,
+                    shared_prefix=args.shared_prefix, preemption=args.preemption)
 
 
 def run(args) -> int:
     """Simulate and print; returns the exit status (ValueError propagates to ``__main__``)."""
     sc = scenario_from_args(args)
     workload = build_workload(sc)
-    results = run_both(workload, sc.slots, sc.block_size, record_snapshots=False)
+    results = run_both(workload, sc.slots, sc.block_size, record_snapshots=False, preemption=sc.preemption)
     out = {}
     for key, res in results.items():
         s = dict(res.summary)
@@ -68,7 +75,7 @@ def run(args) -> int:
         out[key] = s
     if args.sweep:
         out["paged_block_size_sweep"] = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES,
-                                                         sc.metadata_cost)
+                                                         sc.metadata_cost, sc.preemption)
     if args.json:
         print(json.dumps(out, indent=2))
         return 0

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .allocators import EMPTY, FREE, HOLE, TOKEN, PagedAllocator, ReserveMaxAllocator
+from .allocators import EMPTY, FREE, HOLE, SHARED, TOKEN, PagedAllocator, ReserveMaxAllocator
 from .workload import Workload
 
 #: Most memory the pool pictures of one run may take (bytes); past it, every other one is dropped.
@@ -28,7 +28,9 @@ SNAPSHOT_BUDGET_BYTES = 64 * 2**20
 
 #: Per-step metric names, all recorded after step 5 (units: slots unless stated).
 METRICS = (
-    "used_slots",             # tokens stored (one slot each)
+    "used_slots",             # distinct slots holding a token (a shared prefix counts once)
+    "logical_tokens",         # tokens the running sequences hold, counting a shared prefix per sequence
+    "allocated_unshared",     # slots the block tables would need if nothing were shared
     "allocated_slots",        # slots held by some sequence
     "internal_fragmentation", # allocated - used: allocated slots holding no token
     "external_fragmentation", # free slots that cannot serve the next request
@@ -41,6 +43,8 @@ METRICS = (
     "preemptions",            # sequences preempted this step (count)
     "units",                  # reservations (reserve-max) or blocks (paged) in use (count)
     "next_need",              # slots the queue head needs to be admitted (0 if none waits)
+    "swapped_blocks",         # blocks copied to or from the host pool this step (swap preemption)
+    "recomputed_tokens",      # tokens prefilled again this step for sequences preempted by recompute
 )
 
 
@@ -85,6 +89,8 @@ class SimulationResult:
     rejected: list
     summary: dict = field(default_factory=dict)
     snapshot_stride: int = 1
+    shared_prefix: int = 0
+    preemption: str | None = None
 
     @property
     def steps(self) -> int:
@@ -107,7 +113,8 @@ class SimulationResult:
 
         Returns:
             owner: int32 [total_slots], the request id holding each slot or -1.
-            state: int8 [total_slots], FREE, TOKEN, EMPTY or HOLE (see ``allocator.allocators``).
+            state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE or SHARED (a token in a block
+                that several sequences' block tables point at; see ``allocator.allocators``).
 
         Raises:
             ValueError: snapshots were not recorded, or ``step`` is outside 0..steps-1.
@@ -123,13 +130,14 @@ class SimulationResult:
         snap = self.snapshots[step]
         if self.kind == "paged":
             bs = self.block_size
-            block_owner, block_fill = snap
+            block_owner, block_fill, refcount = snap
             nb = len(block_owner)
             owner[: nb * bs] = np.repeat(block_owner, bs)
             pos = np.tile(np.arange(bs, dtype=np.int32), nb)
             fill = np.repeat(block_fill.astype(np.int32), bs)
             held = owner[: nb * bs] >= 0
-            state[: nb * bs] = np.where(held, np.where(pos < fill, TOKEN, EMPTY), FREE)
+            token = np.where(np.repeat(refcount > 1, bs), SHARED, TOKEN)
+            state[: nb * bs] = np.where(held, np.where(pos < fill, token, EMPTY), FREE)
             state[nb * bs:] = HOLE
         else:
             need = int(self.metrics["next_need"][step])
@@ -171,7 +179,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             if r.output_len > allocator.max_new_tokens:
                 raise ValueError(f"request {r.id}: output_len {r.output_len} exceeds the allocator's "
                                  f"max_new_tokens {allocator.max_new_tokens}")
-    allocator.reset()
+    allocator.reset(shared_prefix=workload.shared_prefix)
     pending = sorted(workload.requests, key=lambda r: (r.arrival_step, r.id))
     n = len(pending)
     max_steps = (pending[-1].arrival_step + sum(r.output_len for r in pending) + n + 16) * 2
@@ -184,6 +192,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     stride, snap_bytes = 1, 0
     total = allocator.total_slots
     try_admit, grow, free = allocator.try_admit, allocator.grow, allocator.free
+    preempt = allocator.preempt
+    recompute_pending: set[int] = set()        # preempted by recompute, not yet re-admitted
     need_of = allocator.admission_need
     ptr = finished = 0
     t = 0
@@ -201,12 +211,17 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 waiting.append(_Seq(req))
         # 2. admission (FCFS, no skipping)
         n_old = len(running)
+        recomputed = 0
+        swapped_before = getattr(allocator, "swapped_out", 0) + getattr(allocator, "swapped_in", 0)
         while waiting:
             s = waiting[0]
             if not try_admit(s.id, s.prompt_len, s.context_len):
                 break
             waiting.popleft()
             running.append(s)
+            if s.id in recompute_pending:
+                recompute_pending.discard(s.id)
+                recomputed += s.context_len
         # 3. compute: sequences already running grow by one token (oldest first); a sequence
         #    that cannot get memory preempts the youngest running sequence, possibly itself.
         preempted = 0
@@ -216,7 +231,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             new_len = s.context_len + 1
             while not grow(s.id, new_len):
                 victim = running.pop()
-                free(victim.id)
+                if preempt(victim.id) == "recompute":
+                    recompute_pending.add(victim.id)
                 lengths.pop(victim.id, None)
                 victim.context_len = victim.prompt_len + victim.generated
                 waiting.appendleft(victim)
@@ -247,10 +263,14 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 lengths[s.id] = s.context_len
         running = still
         # 5. record
-        used = sum(lengths.values())
+        logical = sum(lengths.values())
+        saving = getattr(allocator, "shared_saving", 0)
+        used = logical - saving
         allocated = allocator.allocated_slots
         need = need_of(waiting[0].prompt_len, waiting[0].context_len) if waiting else 0
         rec["used_slots"].append(used)
+        rec["logical_tokens"].append(logical)
+        rec["allocated_unshared"].append(allocated + saving)
         rec["allocated_slots"].append(allocated)
         rec["internal_fragmentation"].append(allocated - used)
         rec["external_fragmentation"].append(allocator.external_fragmentation(need))
@@ -262,6 +282,9 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         rec["preemptions"].append(preempted)
         rec["units"].append(allocator.units_in_use)
         rec["next_need"].append(need)
+        rec["swapped_blocks"].append(getattr(allocator, "swapped_out", 0) + getattr(allocator, "swapped_in", 0)
+                                     - swapped_before)
+        rec["recomputed_tokens"].append(recomputed)
         if snapshots is not None and t % stride == 0:
             snap = allocator.snapshot(lengths)
             snapshots[t] = snap
@@ -277,7 +300,9 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     metrics["utilization"] = metrics["used_slots"] / float(total)
     result = SimulationResult(kind=allocator.kind, label=allocator.label, workload=workload.name,
                               total_slots=total, block_size=allocator.block_size, metrics=metrics,
-                              snapshots=snapshots, rejected=rejected, snapshot_stride=stride)
+                              snapshots=snapshots, rejected=rejected, snapshot_stride=stride,
+                              shared_prefix=workload.shared_prefix,
+                              preemption=getattr(allocator, "preemption", None))
     result.summary = summarize(result)
     return result
 
@@ -311,7 +336,10 @@ def summarize(result: SimulationResult) -> dict:
     waiting queue was non-empty; None if there were none), mean_utilization (all steps),
     preemptions (total), mean_tokens_per_step, finished, rejected (list of {id, reason}),
     total_slots, block_size, peak_utilization, mean_internal_fragmentation_busy and
-    mean_external_fragmentation_busy (fractions of the pool over busy steps; None if none).
+    mean_external_fragmentation_busy (fractions of the pool over busy steps; None if none),
+    shared_prefix (tokens), peak_logical_tokens and peak_used_slots (logical tokens vs distinct
+    physical slots holding them: they differ only when a prefix is shared), their busy means,
+    preemption_mode, swapped_blocks (moved out + in) and recomputed_tokens (prefilled again).
     """
     m = result.metrics
     busy = result.busy_mask()
@@ -334,4 +362,12 @@ def summarize(result: SimulationResult) -> dict:
         "peak_utilization": round(float(m["utilization"].max()), 6) if result.steps else 0.0,
         "mean_internal_fragmentation_busy": busy_mean(m["internal_fragmentation"] / total),
         "mean_external_fragmentation_busy": busy_mean(m["external_fragmentation"] / total),
+        "shared_prefix": result.shared_prefix,
+        "peak_logical_tokens": int(m["logical_tokens"].max()) if result.steps else 0,
+        "peak_used_slots": int(m["used_slots"].max()) if result.steps else 0,
+        "mean_logical_tokens_busy": busy_mean(m["logical_tokens"].astype(float)),
+        "mean_used_slots_busy": busy_mean(m["used_slots"].astype(float)),
+        "preemption_mode": result.preemption,
+        "swapped_blocks": int(m["swapped_blocks"].sum()),
+        "recomputed_tokens": int(m["recomputed_tokens"].sum()),
     }

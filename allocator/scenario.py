@@ -12,7 +12,7 @@ import numpy as np
 from .allocators import PagedAllocator, ReserveMaxAllocator
 from .engine import SimulationResult, simulate
 from .trace import load_trace, shipped_trace, trace_workload
-from .workload import Workload, classroom_40
+from .workload import Workload, classroom_40, with_shared_prefix
 
 WORKLOADS = ("classroom-40", "azure-conv")
 #: Block sizes of the sweep: powers of two 1..256 (seed 003 asks about 1, 16 and 256).
@@ -42,6 +42,9 @@ class Scenario:
         metadata_cost: cost per block (or per reservation) in slot equivalents (seed 001's c).
         trace_bytes: content of an uploaded trace CSV (workload "upload").
         trace_name: that file's name, for labels.
+        shared_prefix: tokens of one system prompt put in front of every prompt (0: none); the
+            paged allocator shares its full blocks.
+        preemption: the paged allocator's preemption mode, "recompute" or "swap".
     """
 
     workload: str = "classroom-40"
@@ -57,6 +60,8 @@ class Scenario:
     metadata_cost: float = 0.0
     trace_bytes: bytes | None = None
     trace_name: str = ""
+    shared_prefix: int = 0
+    preemption: str = "recompute"
 
     @property
     def slots(self) -> int:
@@ -86,8 +91,8 @@ def build_workload(sc: Scenario) -> Workload:
         ValueError: bad settings or a malformed trace file, naming the field or row.
     """
     if sc.workload == "classroom-40":
-        return classroom_40(seed=sc.seed, max_new_tokens=sc.max_new, arrival=sc.arrival,
-                            arrival_rate=sc.arrival_rate)
+        return with_shared_prefix(classroom_40(seed=sc.seed, max_new_tokens=sc.max_new, arrival=sc.arrival,
+                                               arrival_rate=sc.arrival_rate), sc.shared_prefix)
     if sc.workload == "azure-conv":
         df = shipped_trace()
         name = "azure-conv"
@@ -99,13 +104,16 @@ def build_workload(sc: Scenario) -> Workload:
     else:
         df = load_trace(sc.workload)
         name = sc.workload
-    return trace_workload(df, offset=sc.offset, count=sc.count, steps_per_second=sc.steps_per_second,
-                          max_new_tokens=sc.max_new, name=name)
+    return with_shared_prefix(trace_workload(df, offset=sc.offset, count=sc.count,
+                                             steps_per_second=sc.steps_per_second, max_new_tokens=sc.max_new,
+                                             name=name), sc.shared_prefix)
 
 
-def run_both(workload: Workload, total_slots: int, block_size: int, *, record_snapshots: bool = True
-             ) -> dict[str, SimulationResult]:
+def run_both(workload: Workload, total_slots: int, block_size: int, *, record_snapshots: bool = True,
+             preemption: str = "recompute") -> dict[str, SimulationResult]:
     """Simulate ``workload`` under reserve-max and paged allocation of the same pool.
+
+    ``preemption`` ("recompute" or "swap") is the paged allocator's preemption mode.
 
     Returns:
         {"reserve_max": result, "paged": result}.
@@ -114,18 +122,19 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
         ValueError: a bad pool or block size (e.g. block_size 0), naming the field.
     """
     reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens)
-    paged = PagedAllocator(total_slots, block_size)
+    paged = PagedAllocator(total_slots, block_size, preemption=preemption)
     return {"reserve_max": simulate(workload, reserve, record_snapshots=record_snapshots),
             "paged": simulate(workload, paged, record_snapshots=record_snapshots)}
 
 
 def run_scenario(sc: Scenario, *, record_snapshots: bool = True) -> dict[str, SimulationResult]:
     """Build the scenario's workload and run both allocators (see ``run_both``)."""
-    return run_both(build_workload(sc), sc.slots, sc.block_size, record_snapshots=record_snapshots)
+    return run_both(build_workload(sc), sc.slots, sc.block_size, record_snapshots=record_snapshots,
+                    preemption=sc.preemption)
 
 
 def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLOCK_SIZES,
-                     metadata_cost: float = 0.0) -> list[dict]:
+                     metadata_cost: float = 0.0, preemption: str = "recompute") -> list[dict]:
     """Run the paged allocator at each block size (the reserve-max run does not depend on it).
 
     Returns:
@@ -143,7 +152,7 @@ def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLO
     for bs in block_sizes:
         if bs > total_slots:
             continue
-        res = simulate(workload, PagedAllocator(total_slots, bs), record_snapshots=False)
+        res = simulate(workload, PagedAllocator(total_slots, bs, preemption=preemption), record_snapshots=False)
         m = res.metrics
         mask = res.busy_mask()
         if not mask.any():

@@ -69,9 +69,12 @@ class Workload:
             prompt_len + max_new_tokens slots at admission. Every output_len must be <= it.
         params: the generator's parameters (for documentation on the page and in JSON).
         notes: human-readable remarks (e.g. how many trace rows were clipped).
+        shared_prefix: tokens at the start of every prompt that are one shared system prompt
+            (0: none). Included in each prompt_len.
 
     Raises:
-        ValueError: empty workload, duplicate ids, or an output_len above max_new_tokens.
+        ValueError: empty workload, duplicate ids, an output_len above max_new_tokens, or a
+            shared prefix longer than some prompt.
     """
 
     name: str
@@ -79,6 +82,7 @@ class Workload:
     max_new_tokens: int
     params: dict = field(default_factory=dict)
     notes: tuple = ()
+    shared_prefix: int = 0
 
     def __post_init__(self):
         reqs = tuple(self.requests)
@@ -89,7 +93,11 @@ class Workload:
         ids = [r.id for r in reqs]
         if len(set(ids)) != len(ids):
             raise ValueError("request ids must be unique")
+        object.__setattr__(self, "shared_prefix", _check_int("shared_prefix", self.shared_prefix, 0))
         for r in reqs:
+            if r.prompt_len < self.shared_prefix:
+                raise ValueError(f"request {r.id}: prompt_len {r.prompt_len} is shorter than the shared "
+                                 f"prefix ({self.shared_prefix} tokens)")
             if r.output_len > self.max_new_tokens:
                 raise ValueError(
                     f"request {r.id}: output_len {r.output_len} exceeds max_new_tokens {self.max_new_tokens}")
@@ -193,6 +201,24 @@ def classroom_40(*, seed: int | None = None, max_new_tokens: int | None = None, 
         p["arrival"] = arrival
     p["arrival_rate"] = arrival_rate
     return generate_workload(name="classroom-40", **p)
+
+
+def with_shared_prefix(workload: Workload, tokens: int) -> Workload:
+    """The same requests with one ``tokens``-long system prompt put in front of every prompt.
+
+    Each prompt_len grows by ``tokens``; the result's ``shared_prefix`` records it so a paged
+    allocator can share the prefix's full blocks. ``tokens`` = 0 returns ``workload`` unchanged.
+
+    Raises:
+        ValueError: tokens negative or not a whole number.
+    """
+    tokens = _check_int("shared_prefix", tokens, 0)
+    if tokens == 0:
+        return workload
+    reqs = tuple(Request(r.id, r.prompt_len + tokens, r.output_len, r.arrival_step) for r in workload.requests)
+    return Workload(name=f"{workload.name} + {tokens}-token system prompt", requests=reqs,
+                    max_new_tokens=workload.max_new_tokens, params=dict(workload.params, shared_prefix=tokens),
+                    notes=workload.notes, shared_prefix=tokens + workload.shared_prefix)
 
 
 def workload_from_lengths(name: str, rows: Iterable[tuple], max_new_tokens: int, notes=(),

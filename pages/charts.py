@@ -11,14 +11,14 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from allocator import EMPTY, FREE, HOLE, TOKEN
+from allocator import EMPTY, FREE, HOLE, SHARED
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
-from pages.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX
+from pages.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
 
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
 FIGURE_BUDGET_BYTES = 2_800_000
 MAX_FRAMES = 120
-_CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, *REQUEST_COLOURS]   # z code -> colour
+_CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, *REQUEST_COLOURS]   # z code -> colour
 _ORDER = ("reserve_max", "paged")
 _SERIES_COLOUR = {"reserve_max": RESERVE_MAX, "paged": PAGED}
 
@@ -32,9 +32,10 @@ def _colorscale() -> list:
 
 
 def _codes(owner: np.ndarray, state: np.ndarray) -> np.ndarray:
-    """Heatmap z codes: 0 free, 1 hole, 2 allocated-empty, 3+ token of request (id mod palette)."""
-    return np.select([state == FREE, state == HOLE, state == EMPTY],
-                     [0, 1, 2], default=3 + np.maximum(owner, 0) % len(REQUEST_COLOURS))
+    """Heatmap z codes: 0 free, 1 hole, 2 allocated-empty, 3 shared prefix, 4+ token of a request
+    (id mod palette)."""
+    return np.select([state == FREE, state == HOLE, state == EMPTY, state == SHARED],
+                     [0, 1, 2, 3], default=4 + np.maximum(owner, 0) % len(REQUEST_COLOURS))
 
 
 def _typed(arr: np.ndarray) -> dict:
@@ -66,7 +67,9 @@ def _frame_text(res, step: int) -> str:
             f"external frag {m['external_fragmentation'][step] / total:.0%} · "
             f"tokens this step {int(m['tokens'][step])}<br>"
             f"running {int(m['running'][step])} · waiting {int(m['waiting'][step])} · "
-            f"finished {int(m['finished'][step])} · preemptions so far {int(m['preemptions'][:step + 1].sum())}")
+            f"finished {int(m['finished'][step])} · preemptions so far {int(m['preemptions'][:step + 1].sum())}"
+            + (f"<br>{int(m['logical_tokens'][step]):,} logical tokens in {int(m['used_slots'][step]):,} "
+               f"distinct slots (shared prefix)" if res.shared_prefix and res.block_size else ""))
 
 
 def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_bytes: int = FIGURE_BUDGET_BYTES
@@ -148,9 +151,12 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
                                  hovertemplate="step %{x}<br>%{y} sequences running<extra>"
                                                + res.label + "</extra>"), row=2, col=2)
     # legend entries for the map colours
-    for name, colour in (("slot holds a token (colour = request)", REQUEST_COLOURS[0]),
-                         ("allocated, holding nothing", ORANGE_EMPTY), ("free", GREY_FREE),
-                         ("free but unusable hole", DARK_HOLE)):
+    legend = [("slot holds a token (colour = request)", REQUEST_COLOURS[0]),
+              ("allocated, holding nothing", ORANGE_EMPTY), ("free", GREY_FREE),
+              ("free but unusable hole", DARK_HOLE)]
+    if results["paged"].shared_prefix:
+        legend.insert(1, ("shared system-prompt block (one copy, many block tables)", SHARED_PREFIX))
+    for name, colour in legend:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, legendgroup="map",
                                  marker=dict(symbol="square", size=14, color=colour,
                                              line=dict(color="#888", width=1)), hoverinfo="skip"))

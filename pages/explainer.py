@@ -27,7 +27,7 @@ UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTo
 def compute(sc: Scenario):
     """Workload, both results and the animated figure for one scenario (shared by every session)."""
     workload = build_workload(sc)
-    results = run_both(workload, sc.slots, sc.block_size)
+    results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption)
     return workload, results, explainer_figure(results)
 
 
@@ -40,7 +40,7 @@ def uploaded_rows(data: bytes) -> int:
 @st.cache_data(max_entries=32, show_spinner="Sweeping block sizes…")
 def sweep(sc: Scenario) -> list:
     """Paged runs at every block size for the scenario's workload and pool."""
-    return block_size_sweep(build_workload(sc), sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost)
+    return block_size_sweep(build_workload(sc), sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)
 
 
 def controls() -> Scenario:
@@ -88,6 +88,15 @@ def controls() -> Scenario:
         kw["steps_per_second"] = float(sb.number_input(
             "Engine steps per second of trace time", min_value=0.5, max_value=200.0, value=20.0, step=5.0,
             key=f"steps_per_second_{workload}", help="One step is one decode iteration; 20 per second is 50 ms each."))
+    sb.subheader("Sharing and preemption")
+    kw["shared_prefix"] = int(sb.number_input(
+        "Shared system prompt (tokens)", min_value=0, max_value=4096, value=0, step=16, key="shared_prefix",
+        help="Put the same system prompt in front of every request. Paging stores its full blocks once "
+             "and points every block table at them; reserve-max must copy it into every reservation."))
+    kw["preemption"] = sb.radio("When paged memory runs out", ["recompute", "swap"], horizontal=True,
+                                key="preemption", format_func={"recompute": "recompute", "swap": "swap to host"}.get,
+                                help="Recompute drops the evicted sequence's blocks and prefills its tokens again "
+                                     "later; swap copies them to host memory and back.")
     cost = sb.slider("Metadata cost c (slot equivalents per block)", 0.0, 8.0, 0.0, 0.25, key="metadata_cost",
                      help="What one block-table entry costs, in slots. Raises the price of small blocks.")
     return Scenario(workload=workload, total_slots=int(total_slots), block_size=int(block_size),
@@ -123,13 +132,24 @@ def summary_panel(results, cost: float) -> None:
                      delta=None if key == "reserve_max" else f"{s['steps'] - rm['steps']:,}", delta_color="inverse")
             d.metric("Tokens per step", f"{s['mean_tokens_per_step']:.2f}")
             e, f, g, h = st.columns(4)
-            e.metric("Preemptions", s["preemptions"], help="Sequences evicted to free memory (recompute).")
+            e.metric("Preemptions", s["preemptions"],
+                     help="Sequences evicted to free memory (by recompute or swap, as chosen in the sidebar).")
             f.metric("Internal frag.", fmt_pct(s["mean_internal_fragmentation_busy"]),
                      help="Allocated slots holding no token, mean share of the pool while requests wait.")
             g.metric("External frag.", fmt_pct(s["mean_external_fragmentation_busy"]),
                      help="Free slots too scattered to serve the next request, mean share while requests wait.")
             h.metric(f"Cost (c = {cost:g})", f"{mean_cost:,.0f}",
                      help="Allocated slots + c × blocks (or reservations), mean over steps when requests wait.")
+            if key == "paged" and (s["shared_prefix"] or s["preemption_mode"] == "swap" or s["preemptions"]):
+                i, j, k, l = st.columns(4)
+                i.metric("Logical tokens (peak)", f"{s['peak_logical_tokens']:,}",
+                         help="Tokens the running sequences hold, each counting its own copy of a shared prompt.")
+                j.metric("Distinct slots (peak)", f"{s['peak_used_slots']:,}",
+                         help="Physical slots holding those tokens: a shared prompt block is stored once.")
+                k.metric("Swapped blocks", f"{s['swapped_blocks']:,}",
+                         help="Blocks copied to host memory and back (swap preemption), in and out together.")
+                l.metric("Recomputed tokens", f"{s['recomputed_tokens']:,}",
+                         help="Tokens prefilled a second time because their sequence was preempted by recompute.")
             if s["rejected"]:
                 st.warning(f"{len(s['rejected'])} request(s) can never fit and were rejected:\n\n" +
                            "\n".join(f"- r{r['id']}: {r['reason']}" for r in s["rejected"][:10]))
@@ -163,8 +183,9 @@ NARRATIVE = {
         "Paging admits a request with just the blocks it needs now, so memory can run out halfway "
         "through an answer. When a running sequence needs a block and none is free, the engine evicts "
         "the sequence it admitted last: its blocks return to the pool and it goes back to the head of "
-        "the queue. Here it is **recomputed** later — its prompt and the tokens it had already "
-        "produced are processed again — so a preemption costs time, not correctness."),
+        "the queue. With **recompute** its prompt and the tokens it had already produced are "
+        "processed again when it returns; with **swap** its blocks are copied out to host memory "
+        "and back in before it resumes. Either way a preemption costs time, not correctness."),
 }
 
 

@@ -9,11 +9,13 @@ and "bright" schemes for the request colours.
 ORANGE_EMPTY = "#E69F00"   # allocated, holding nothing (Okabe-Ito orange)
 GREY_FREE = "#DDDDDD"      # free
 DARK_HOLE = "#4D4D4D"      # free but unusable (hole too small / remainder)
+SHARED_PREFIX = "#CC79A7"  # a token in a block several sequences share (Okabe-Ito reddish purple)
 
-#: Colours cycled over request ids for slots that hold a token.
+#: Colours cycled over request ids for slots that hold a token (blues, greens and olive only, so
+#: none is mistaken for orange, grey or the shared-prefix purple).
 REQUEST_COLOURS = (
-    "#332288", "#88CCEE", "#44AA99", "#117733", "#AA4499",
-    "#4477AA", "#882255", "#66CCEE", "#228833", "#999933",
+    "#332288", "#88CCEE", "#44AA99", "#117733", "#1F78B4",
+    "#4477AA", "#B2DF8A", "#66CCEE", "#228833", "#999933",
 )
 
 #: Series colours for the two allocators in line charts.

@@ -135,3 +135,14 @@ def test_impossible_pool_keeps_the_page_alive(app):
     assert not app.exception
     # 64 slots cannot hold any 600-token reservation: every request is rejected, with reasons
     assert any("can never fit" in w.value for w in app.warning)
+
+
+def test_shared_prefix_and_swap_on_the_page(app):
+    app.number_input(key="shared_prefix").set_value(256).run()
+    app.radio(key="preemption").set_value("swap").run()
+    assert not app.exception
+    res = run_scenario(Scenario(shared_prefix=256, preemption="swap"), record_snapshots=False)["paged"].summary
+    assert metric(app, "Logical tokens (peak)") == [f"{res['peak_logical_tokens']:,}"]
+    assert metric(app, "Distinct slots (peak)") == [f"{res['peak_used_slots']:,}"]
+    assert metric(app, "Swapped blocks") == [f"{res['swapped_blocks']:,}"]
+    assert res["peak_logical_tokens"] > res["peak_used_slots"] and res["swapped_blocks"] > 0

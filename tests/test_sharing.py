@@ -1,0 +1,110 @@
+"""Prefix sharing and swap in the step engine (the explainer's paged side).
+
+Seed 001 (001_b60e659497b44204.txt): lengths 20 and 23 sharing an 8-token prefix at page 4 take
+44 slots separately, 36 shared, and hold 43 logical tokens — three quantities kept apart.
+"""
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from allocator import SHARED, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
+from allocator.__main__ import main
+from allocator.accounting import prefix_sharing
+from allocator.workload import classroom_40, with_shared_prefix
+
+
+def seed_001_pair():
+    # prompts of 19 and 22 tokens (the first 8 shared); prefill emits one token each -> 20 and 23 held
+    return Workload("pair", (Request(1, 19, 2), Request(2, 22, 2)), max_new_tokens=2, shared_prefix=8)
+
+
+def test_engine_agrees_with_the_accounting_of_seed_001():
+    res = simulate(seed_001_pair(), PagedAllocator(64, 4), check_invariants=True)
+    m = res.metrics
+    acc = prefix_sharing(20, 23, 8, 4)
+    assert (acc.logical_tokens, acc.slots_unshared, acc.slots_shared) == (43, 44, 36)
+    assert m["logical_tokens"][0] == acc.logical_tokens
+    assert m["allocated_unshared"][0] == acc.slots_unshared
+    assert m["allocated_slots"][0] == acc.slots_shared
+    assert m["used_slots"][0] == 43 - 8                     # the 8 shared tokens are stored once
+    owner, state = res.slot_states(0)
+    assert (state == SHARED).sum() == 8 and (state == TOKEN).sum() == 27
+
+
+def test_only_full_prefix_blocks_are_shared():
+    # a 10-token prefix at block 4: two full blocks (8 tokens) shared, the partial third is private
+    w = Workload("pair", (Request(1, 19, 2), Request(2, 22, 2)), max_new_tokens=2, shared_prefix=10)
+    res = simulate(w, PagedAllocator(64, 4), check_invariants=True)
+    assert res.metrics["allocated_slots"][0] == 44 - 8
+
+
+def test_reserve_max_cannot_share():
+    res = simulate(seed_001_pair(), ReserveMaxAllocator(64, 2), check_invariants=True)
+    m = res.metrics
+    assert m["used_slots"][0] == m["logical_tokens"][0] == 43
+
+
+def test_shared_prefix_fits_more_of_classroom_40():
+    w = with_shared_prefix(classroom_40(), 256)
+    assert all(r.prompt_len >= 256 + 32 for r in w.requests) and w.shared_prefix == 256
+    shared = simulate(w, PagedAllocator(2048, 16), record_snapshots=False, check_invariants=True).summary
+    w_plain = Workload("copies", w.requests, w.max_new_tokens)      # same prompts, nothing shared
+    unshared = simulate(w_plain, PagedAllocator(2048, 16), record_snapshots=False).summary
+    assert shared["peak_running"] > 2 * unshared["peak_running"]
+    assert shared["peak_logical_tokens"] > 2048 >= shared["peak_used_slots"]
+    assert unshared["peak_logical_tokens"] == unshared["peak_used_slots"]
+
+
+def test_cli_reports_logical_and_physical_apart(capsys):
+    assert main(["simulate", "--workload", "classroom-40", "--shared-prefix", "256", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    p = out["paged"]
+    assert p["shared_prefix"] == 256
+    assert p["peak_logical_tokens"] > p["peak_used_slots"]
+    assert p["peak_used_slots"] <= 2048
+    assert p["finished"] == 40
+
+
+def test_swap_moves_blocks_instead_of_recomputing():
+    w = classroom_40()
+    rec = simulate(w, PagedAllocator(2048, 16, preemption="recompute"), record_snapshots=False,
+                   check_invariants=True).summary
+    swp = simulate(w, PagedAllocator(2048, 16, preemption="swap"), record_snapshots=False,
+                   check_invariants=True).summary
+    assert rec["preemptions"] > 0 and rec["recomputed_tokens"] > 0 and rec["swapped_blocks"] == 0
+    assert swp["preemptions"] > 0 and swp["swapped_blocks"] > 0 and swp["recomputed_tokens"] == 0
+    assert swp["finished"] == rec["finished"] == 40
+
+
+def test_full_host_pool_falls_back_to_recompute():
+    w = classroom_40()
+    res = simulate(w, PagedAllocator(2048, 16, preemption="swap", host_blocks=4), record_snapshots=False,
+                   check_invariants=True).summary
+    assert res["recomputed_tokens"] > 0 and res["finished"] == 40
+
+
+def test_bad_preemption_mode():
+    with pytest.raises(ValueError, match="preemption"):
+        PagedAllocator(2048, 16, preemption="evict")
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 12), prefix=st.integers(0, 120), block=st.integers(1, 64), total=st.integers(200, 3000),
+       mode=st.sampled_from(["recompute", "swap"]), host=st.integers(0, 40), data=st.data())
+def test_refcounts_match_block_tables_with_sharing(n, prefix, block, total, mode, host, data):
+    """After every step (check_invariants): each block's refcount equals the number of block
+    tables pointing at it, only prefix blocks are shared, and the host pool stays in bounds."""
+    if block > total:
+        block = total
+    reqs = tuple(Request(i + 1, prefix + data.draw(st.integers(1, 80)), data.draw(st.integers(1, 60)),
+                         data.draw(st.integers(0, 20))) for i in range(n))
+    w = Workload("random", reqs, max_new_tokens=60, shared_prefix=prefix)
+    res = simulate(w, PagedAllocator(total, block, preemption=mode, host_blocks=host), record_snapshots=False,
+                   check_invariants=True)
+    m = res.metrics
+    assert res.summary["finished"] + len(res.rejected) == n
+    assert (m["used_slots"] <= m["logical_tokens"]).all()
+    assert (m["allocated_slots"] <= m["allocated_unshared"]).all()
+    assert (m["used_slots"] <= m["allocated_slots"]).all()
