@@ -18,9 +18,17 @@ PAGES = {
         st.Page("pages/capacity.py", title="Capacity", icon=":material/storage:",
                 url_path="capacity"),
     ],
+    "Sharing": [
+        st.Page("pages/block_tables.py", title="Block tables & sharing", icon=":material/account_tree:",
+                url_path="block-tables"),
+    ],
     "Live kernel": [
         st.Page("pages/kernel.py", title="Paged-attention kernel", icon=":material/speed:",
                 url_path="kernel"),
+    ],
+    "About": [
+        st.Page("pages/about.py", title="Glossary, sources, classroom", icon=":material/info:",
+                url_path="about"),
     ],
 }
 

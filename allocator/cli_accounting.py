@@ -1,0 +1,184 @@
+"""``python -m allocator account ...`` and ``python -m allocator capacity ...``.
+
+Both print the figures the Accounting and Capacity pages show, from the same functions in
+:mod:`allocator.accounting`; ``--json`` prints one JSON object instead of text. Bad input
+raises ValueError naming the field (``__main__`` turns it into one line on stderr, exit 2).
+
+Examples (seed 001 and seed 003)::
+
+    python -m allocator account --lengths 5,9,17 --reserve 32 --metadata-cost 1 --json
+    python -m allocator capacity --model 7b-fp16 --free-gib 66 --max-context 2048 \\
+        --mean-tokens 350 --block-size 16 --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from allocator import accounting as acc
+
+# Defaults are the pages' defaults (allocator.accounting.*_DEFAULTS), so a command with only the
+# required flags prints what the page first shows.
+_A = acc.ACCOUNT_DEFAULTS
+_C = acc.CAPACITY_DEFAULTS
+
+
+def _parse_int_list(text: str, name: str) -> list[int]:
+    """Parse ``"a,b,c"`` into whole numbers >= 1; ValueError naming ``name``."""
+    return acc.parse_lengths(text, name)
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.1f} %"
+
+
+def _cost(value: float) -> str:
+    return f"{value:g}"
+
+
+# --------------------------------------------------------------------------------------------
+# account
+# --------------------------------------------------------------------------------------------
+
+def run_account(args: argparse.Namespace) -> int:
+    """Print reserve-max vs paged slots, the page-size table and, if asked, prefix sharing."""
+    lengths = acc.parse_lengths(args.lengths, "lengths")
+    candidates = _parse_int_list(args.candidates, "candidates")
+    sharing = None
+    if args.share:
+        parts = _parse_int_list(args.share, "share")
+        if len(parts) != 3:
+            raise ValueError("share must be three numbers: length_a,length_b,prefix_tokens")
+        sharing = (parts[0], parts[1], parts[2], args.share_page_size)
+    report = acc.account(lengths, args.reserve, args.metadata_cost, page_size=args.page_size,
+                         candidates=candidates, pool_slots=args.pool_slots, sharing=sharing)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+
+    res, paged = report["reserve_max"], report["paged"]
+    print(f"requests (tokens): {', '.join(map(str, lengths))}  = {res['used_tokens']} tokens")
+    print(f"reserve-max ({res['reserve']} slots each): {res['allocated_slots']} slots allocated, "
+          f"{res['unused_slots']} unused ({_percent(res['waste_fraction'])} waste)")
+    print(f"paged (page {paged['page_size']}): {paged['allocated_slots']} slots in "
+          f"{paged['blocks']} blocks, {paged['unused_slots']} unused "
+          f"({_percent(paged['waste_fraction'])} waste)")
+    if "pool" in report:
+        pool = report["pool"]
+        gain = f" ({pool['paged_gain']:.1f}x)" if pool["paged_gain"] else ""
+        print(f"pool of {pool['pool_slots']} slots fits {pool['fit_reserve']} requests "
+              f"reserve-max vs {pool['fit_paged']} paged{gain}")
+    print(f"\nmetadata cost c = {_cost(report['metadata_cost'])} slot-equivalents per block")
+    print(f"{'page':>6} {'slots':>8} {'unused':>8} {'blocks':>8} {'total cost':>12}")
+    for row in report["page_sizes"]:
+        mark = "  <- best" if row["is_best"] else ""
+        print(f"{row['page_size']:>6} {row['allocated_slots']:>8} {row['unused_slots']:>8} "
+              f"{row['blocks']:>8} {_cost(row['total_cost']):>12}{mark}")
+    if "prefix_sharing" in report:
+        ps = report["prefix_sharing"]
+        print(f"\nprefix sharing: lengths {ps['length_a']} and {ps['length_b']}, "
+              f"{ps['prefix_tokens']}-token prefix, page {ps['page_size']}")
+        print(f"  logical tokens {ps['logical_tokens']} | slots without sharing "
+              f"{ps['slots_unshared']} | distinct physical slots {ps['slots_shared']} "
+              f"({ps['shared_blocks']} shared blocks save {ps['saved_slots']} slots)")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# capacity
+# --------------------------------------------------------------------------------------------
+
+def _model_from_args(args: argparse.Namespace) -> tuple[str, int]:
+    """Return (label, bytes per token) for ``--model`` or the custom ``--layers`` ... flags."""
+    custom = [args.layers, args.kv_heads, args.head_dim]
+    if any(v is not None for v in custom):
+        if any(v is None for v in custom):
+            raise ValueError("layers, kv_heads and head_dim must all be given for a custom model")
+        bpt = acc.kv_bytes_per_token(args.layers, args.kv_heads, args.head_dim,
+                                     args.bytes_per_element)
+        return (f"custom ({args.layers} layers x {args.kv_heads} KV heads x {args.head_dim}, "
+                f"{args.bytes_per_element} bytes per element)", bpt)
+    model = acc.model_config(args.model)
+    return model.label, model.bytes_per_token
+
+
+def run_capacity(args: argparse.Namespace) -> int:
+    """Print per-token and per-sequence bytes, waste and the sequences that fit both ways."""
+    label, bpt = _model_from_args(args)
+    free_bytes = acc.gib_to_bytes(args.free_gib, "free_gib")
+    used: object = (acc.parse_lengths(args.lengths, "lengths") if args.lengths
+                    else args.mean_tokens)
+    cap = acc.capacity(bpt, free_bytes, args.max_context, used, args.block_size)
+    if args.json:
+        out = {"model": args.model if args.layers is None else "custom", "model_label": label,
+               **cap.to_dict()}
+        print(json.dumps(out, indent=2))
+        return 0
+
+    fb = acc.format_bytes
+    print(f"model: {label}")
+    print(f"KV per token: {fb(cap.bytes_per_token)} ({cap.bytes_per_token:,} bytes)")
+    print(f"free memory: {fb(cap.free_bytes)}; max context {cap.max_context} tokens; "
+          f"mean used {cap.mean_tokens:g} tokens; block size {cap.block_size}")
+    print(f"reserve-max: {fb(cap.reserved_bytes)} reserved, {fb(cap.used_bytes)} used per "
+          f"sequence, {_percent(cap.waste_fraction_reserve)} waste -> {cap.fit_reserve} sequences")
+    print(f"paged: {cap.paged_blocks:g} blocks = {cap.paged_slots:g} slots "
+          f"({cap.paged_unused_slots:g} unused) = {fb(cap.paged_bytes)} per sequence, "
+          f"{_percent(cap.waste_fraction_paged)} waste -> {cap.fit_paged} sequences")
+    print(f"twice the memory, reserve-max: {cap.fit_reserve_double} sequences | "
+          f"fix the allocator, same memory: {cap.fit_paged} sequences")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# registration
+# --------------------------------------------------------------------------------------------
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``account`` and ``capacity`` sub-commands to ``subparsers``."""
+    p = subparsers.add_parser(
+        "account", help="slots under reserve-max vs paging, best page size, prefix sharing",
+        description="Slot accounting for a list of request lengths (seed 001, seed 002).")
+    p.add_argument("--lengths", required=True, help="request lengths in tokens, e.g. 5,9,17")
+    p.add_argument("--reserve", type=int, required=True,
+                   help="slots reserved per request under reserve-max (the maximum length)")
+    p.add_argument("--metadata-cost", type=float, default=_A["metadata_cost"],
+                   help="c: cost of one block, in slot-equivalents (default 1)")
+    p.add_argument("--page-size", type=int, default=_A["page_size"],
+                   help="page size (slots per block) for the paged summary (default 4)")
+    p.add_argument("--candidates", default=",".join(map(str, _A["candidates"])),
+                   help="candidate page sizes (default 1,2,4,8,16,32 as in seed 001; "
+                        "1..256 is 1,2,4,8,16,32,64,128,256)")
+    p.add_argument("--pool-slots", type=int, default=_A["pool_slots"],
+                   help="count the requests that fit in a pool of this many slots "
+                        "(default 40960, seed 002)")
+    p.add_argument("--share", default=",".join(map(str, _A["share"][:3])),
+                   help="prefix sharing: length_a,length_b,prefix_tokens (default 20,23,8, "
+                        "seed 001)")
+    p.add_argument("--share-page-size", type=int, default=_A["share"][3],
+                   help="page size for --share (default 4)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run_account)
+
+    q = subparsers.add_parser(
+        "capacity", help="sequences that fit in GPU memory, reserve-max vs paged",
+        description="Capacity arithmetic for a model and a memory budget (seed 003). "
+                    "Memory is in GiB (2**30 bytes); byte figures are binary (KiB, MiB, GiB).")
+    q.add_argument("--model", default=_C["model"], choices=sorted(acc.PRESETS),
+                   help="preset model (default 7b-fp16)")
+    q.add_argument("--layers", type=int, default=None, help="custom model: layers")
+    q.add_argument("--kv-heads", type=int, default=None, help="custom model: K/V heads")
+    q.add_argument("--head-dim", type=int, default=None, help="custom model: head dimension")
+    q.add_argument("--bytes-per-element", type=int, default=2,
+                   help="custom model: bytes per element (2 = fp16/bf16)")
+    q.add_argument("--free-gib", type=float, required=True, help="free KV memory in GiB")
+    q.add_argument("--max-context", type=int, required=True,
+                   help="tokens reserved per sequence under reserve-max")
+    q.add_argument("--mean-tokens", type=float, default=None,
+                   help="mean tokens actually used per sequence")
+    q.add_argument("--lengths", default=None,
+                   help="instead of --mean-tokens: actual lengths, e.g. 512,37,1900,128,4")
+    q.add_argument("--block-size", type=int, default=_C["block_size"],
+                   help="slots per block (default 16)")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.set_defaults(func=run_capacity)

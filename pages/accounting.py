@@ -1,0 +1,421 @@
+"""Accounting page: slots by hand for reserve-max and paging, page-size cost, prefix sharing.
+
+Renders only. Every figure comes from :mod:`allocator.accounting` (the same functions the
+``python -m allocator account`` command prints). Bad input is reported next to its control and
+the rest of the page still renders.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from allocator import accounting as acc
+from pages.theme import ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX
+
+LENGTH_COL = "length (tokens)"
+D = acc.ACCOUNT_DEFAULTS
+EXAMPLES = {
+    "seed001": {"label": "Seed 001: 5, 9, 17 tokens, reserve 32",
+                "lengths": D["lengths"], "reserve": D["reserve"], "page_size": D["page_size"],
+                "candidates": D["candidates"]},
+    "seed002": {"label": "Seed 002: 512, 37, 1900, 128, 4 tokens, max 2048",
+                **acc.SEED_002_PRESET},
+}
+PAGE_SIZE_OPTIONS = list(acc.DEFAULT_CANDIDATES)  # 1..256, for the candidate-range control
+
+
+def _apply_example() -> None:
+    """Callback: load the chosen example's reserve, page size and candidate range."""
+    ex = EXAMPLES[st.session_state["acc_example"]]
+    st.session_state["acc_reserve"] = ex["reserve"]
+    st.session_state["acc_page_size"] = ex["page_size"]
+    st.session_state["acc_cand_max"] = max(ex["candidates"])
+
+
+def _init_state() -> None:
+    defaults = {"acc_example": "seed001", "acc_reserve": D["reserve"],
+                "acc_page_size": D["page_size"], "acc_metadata_cost": D["metadata_cost"],
+                "acc_cand_max": max(D["candidates"]), "acc_pool": D["pool_slots"],
+                "acc_share_a": D["share"][0], "acc_share_b": D["share"][1],
+                "acc_share_prefix": D["share"][2], "acc_share_page": D["share"][3]}
+    for key, value in defaults.items():
+        st.session_state.setdefault(key, value)
+
+
+def _read_lengths(table: pd.DataFrame) -> tuple[list[int] | None, list[str], int]:
+    """Return (lengths or None, error messages, blank rows ignored) from the edited table."""
+    values = table[LENGTH_COL].tolist() if LENGTH_COL in table else []
+    errors: list[str] = []
+    lengths: list[int] = []
+    blanks = 0
+    for row, value in enumerate(values, start=1):
+        if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+            blanks += 1
+            continue
+        try:
+            lengths.append(acc.check_whole_number(value, f"Row {row}: length", 1))
+        except ValueError as exc:
+            errors.append(f"{exc} (a length is a whole number of tokens, at least 1).")
+    if not lengths and not errors:
+        errors.append("The table is empty: add at least one request length (tokens).")
+    return (None if errors else lengths), errors, blanks
+
+
+def _rowify(message: str) -> str:
+    """Name table rows as the user sees them: ``lengths[2]`` -> ``Row 3: length``."""
+    return re.sub(r"lengths\[(\d+)\]", lambda m: f"Row {int(m.group(1)) + 1}: length", message)
+
+
+#: Core field name -> the control's label, so a message reads in the page's words.
+FIELD_LABELS = {"reserve": "Reserve maximum", "page_size": "Page size",
+                "pool_slots": "Pool size", "metadata_cost": "Metadata cost c",
+                "candidates": "Candidate page size", "length_a": "Request A length",
+                "length_b": "Request B length", "prefix_tokens": "Shared prefix"}
+
+
+def _message(exc: ValueError) -> str:
+    """A core ValueError in the page's words: control labels and table rows, full stop."""
+    text = _rowify(str(exc))
+    field = acc.error_field(exc)
+    if field in FIELD_LABELS and text.startswith(field):
+        text = FIELD_LABELS[field] + text[len(field):]
+    return text.replace("raise reserve or", "raise the reserve maximum or") + "."
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:.1f} %"
+
+
+def _allocation_figure(lengths: list[int], reserve: acc.ReserveTally | None,
+                       paged: acc.PagedTally | None) -> go.Figure:
+    """Horizontal stacked bars: each request's tokens (its colour) then its empty slots (orange)."""
+    rows: list[tuple[str, list[int], list[int]]] = []
+    if reserve is not None:
+        rows.append((f"reserve-max ({reserve.reserve} each)", lengths, reserve.unused_per_request))
+    if paged is not None:
+        rows.append((f"paged (page {paged.page_size})", lengths, paged.unused_per_request))
+    fig = go.Figure()
+    for i, n in enumerate(lengths):
+        colour = REQUEST_COLOURS[i % len(REQUEST_COLOURS)]
+        for part, (name, used, unused) in enumerate(rows):
+            fig.add_bar(y=[name], x=[used[i]], orientation="h", marker_color=colour,
+                        name=f"request {i + 1}", legendgroup=f"r{i}", showlegend=part == 0,
+                        hovertemplate=(f"request {i + 1}<br>{used[i]} tokens stored"
+                                       f"<br>{name}<extra></extra>"))
+            fig.add_bar(y=[name], x=[unused[i]], orientation="h", marker_color=ORANGE_EMPTY,
+                        marker_line_color="white", marker_line_width=0.5,
+                        name="allocated, holding nothing", legendgroup="empty", legendrank=2000,
+                        showlegend=(i == 0 and part == 0),
+                        hovertemplate=(f"request {i + 1}<br>{unused[i]} slots allocated, empty"
+                                       f"<br>{name}<extra></extra>"))
+    fig.update_layout(barmode="stack", height=130 + 60 * len(rows),
+                      margin=dict(l=10, r=10, t=30, b=10),
+                      xaxis_title="slots (one slot holds one token's K and V)",
+                      yaxis_title="allocator", yaxis_autorange="reversed",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+                      hoverlabel=dict(namelength=-1))
+    return fig
+
+
+def _cost_figure(rows: list[acc.PageSizeRow], used_tokens: int, c: float) -> go.Figure:
+    """Stacked bars per page size: tokens + empty slots + c x blocks = total cost."""
+    x = [str(r.page_size) for r in rows]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=[used_tokens] * len(rows), name="slots holding tokens", marker_color=PAGED,
+                hovertemplate="page %{x} slots<br>%{y} slots hold tokens<extra></extra>")
+    fig.add_bar(x=x, y=[r.unused_slots for r in rows], name="allocated, holding nothing",
+                marker_color=ORANGE_EMPTY,
+                hovertemplate="page %{x} slots<br>%{y} slots allocated, empty<extra></extra>")
+    fig.add_bar(x=x, y=[r.metadata_cost for r in rows], name=f"block metadata (c = {c:g} x blocks)",
+                marker_color=ACCENT,
+                customdata=[r.blocks for r in rows],
+                hovertemplate=("page %{x} slots<br>%{customdata} blocks x c = %{y:g}"
+                               "<extra></extra>"))
+    fig.add_scatter(x=x, y=[r.total_cost for r in rows], mode="lines+markers+text",
+                    name="total cost", line=dict(color=DARK_HOLE, width=2),
+                    text=["" if r.is_best else f"{r.total_cost:g}" for r in rows],
+                    textposition="top center",
+                    hovertemplate="page %{x} slots<br>total cost %{y:g}<extra></extra>")
+    best_i = next(i for i, r in enumerate(rows) if r.is_best)
+    best = rows[best_i]
+    # On a category axis a numeric position is the category's index, not its label.
+    fig.add_vrect(x0=best_i - 0.5, x1=best_i + 0.5, fillcolor=ACCENT, opacity=0.12,
+                  line_width=0, layer="below")
+    top = max(r.total_cost for r in rows)
+    fig.add_scatter(x=[str(best.page_size)], y=[best.total_cost], mode="markers",
+                    name=f"best: page {best.page_size}, cost {best.total_cost:g}",
+                    marker=dict(symbol="star", size=20, color=ORANGE_EMPTY,
+                                line=dict(color="black", width=1.5)),
+                    hovertemplate=(f"best page size {best.page_size} slots<br>total cost "
+                                   f"{best.total_cost:g}<extra></extra>"))
+    fig.update_layout(barmode="stack", height=380, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis_title="page size (slots per block)",
+                      yaxis_title="cost (token-slot equivalents)",
+                      yaxis_range=[0, top * 1.18 + 1], xaxis_type="category",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0,
+                                  traceorder="normal"))
+    return fig
+
+
+def _sharing_figure(ps: acc.PrefixSharing) -> go.Figure:
+    """Both requests' slots, one heatmap: shared prefix blocks, own tokens, empty tails."""
+    codes = {"shared": 0, "own": 1, "empty": 2, "none": 3}
+    colours = [ACCENT, REQUEST_COLOURS[0], ORANGE_EMPTY, "#FFFFFF"]
+    width = max(math.ceil(n / ps.page_size) * ps.page_size for n in (ps.length_a, ps.length_b))
+    z, text = [], []
+    for name, n in (("A", ps.length_a), ("B", ps.length_b)):
+        alloc = math.ceil(n / ps.page_size) * ps.page_size
+        row_z, row_t = [], []
+        for s in range(width):
+            block = s // ps.page_size
+            if s >= alloc:
+                state, label = "none", "not allocated"
+            elif block < ps.shared_blocks:
+                state = "shared"
+                label = f"shared prefix token {s}, stored once for A and B"
+            elif s < n:
+                state, label = "own", f"token {s} of request {name}"
+            else:
+                state, label = "empty", "allocated, holding nothing"
+            row_z.append(codes[state])
+            row_t.append(f"request {name}<br>block {block}, slot {s}<br>{label}")
+        z.append(row_z)
+        text.append(row_t)
+    scale = []
+    for i, col in enumerate(colours):
+        scale += [[i / 4, col], [(i + 1) / 4, col]]
+    fig = go.Figure(go.Heatmap(z=z, x=list(range(width)), y=["request A", "request B"],
+                               zmin=-0.5, zmax=3.5, colorscale=scale, showscale=False,
+                               xgap=1, ygap=6, text=text, hoverinfo="text"))
+    for label, colour in (("shared full prefix block (stored once)", ACCENT),
+                          ("request's own tokens", REQUEST_COLOURS[0]),
+                          ("allocated, holding nothing", ORANGE_EMPTY)):
+        fig.add_scatter(x=[None], y=[None], mode="markers", name=label,
+                        marker=dict(size=12, symbol="square", color=colour))
+    for b in range(1, math.ceil(width / ps.page_size)):
+        fig.add_vline(x=b * ps.page_size - 0.5, line_color="white", line_width=4)
+    fig.update_layout(height=210, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis_title=f"slot (blocks of {ps.page_size})", yaxis_title="request",
+                      yaxis_autorange="reversed", plot_bgcolor="white",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+_init_state()
+
+st.title("Slot accounting")
+st.markdown(
+    "Two numbers decide how well a KV cache is used: the **tokens** a request has actually "
+    "written, and the **slots** the allocator has set aside for it. Whatever separates them is "
+    "memory that is allocated yet holds nothing (orange below). This page does that sum by "
+    "hand, without any simulation: first for reserving each request's maximum against handing "
+    "out fixed-size pages, then for choosing a page size once every block carries a bookkeeping "
+    "price, and last for two requests that share a prefix."
+)
+
+# --- 1. Requests and allocations --------------------------------------------------------------
+st.header("1 · Reserve the maximum, or allocate pages")
+col_in, col_out = st.columns([1, 2], gap="large")
+
+with col_in:
+    st.selectbox("Example", list(EXAMPLES), key="acc_example",
+                 format_func=lambda k: EXAMPLES[k]["label"], on_change=_apply_example,
+                 help="Loads a worked example from the reference texts (seeds 001 and 002).")
+    example = EXAMPLES[st.session_state["acc_example"]]
+    base = pd.DataFrame({LENGTH_COL: pd.array(list(example["lengths"]), dtype="Float64")})
+    edited = st.data_editor(
+        base, key=f"acc_lengths_{st.session_state['acc_example']}", num_rows="dynamic",
+        hide_index=True, width="stretch",
+        column_config={LENGTH_COL: st.column_config.NumberColumn(
+            LENGTH_COL, help="Tokens the request holds right now (whole number, at least 1).",
+            format="%g")})
+    lengths, length_errors, blank_rows = _read_lengths(edited)
+    for message in length_errors:
+        st.error(message, icon=":material/error:")
+    if blank_rows:
+        st.caption(f"{blank_rows} blank row(s) ignored.")
+
+    st.number_input("Reserve maximum (slots per request)", min_value=1, step=1, key="acc_reserve",
+                    help="Under reserve-max every request is given this many slots on arrival.")
+    reserve_slot = st.empty()
+    st.slider("Page size (slots per block)", min_value=1, max_value=64, step=1,
+              key="acc_page_size",
+              help="Under paging a request holds ceil(length / page size) whole pages.")
+    page_slot = st.empty()
+    st.number_input("Pool size (slots)", min_value=0, step=1024, key="acc_pool",
+                    help="A fixed memory pool, counted in slots: how many such requests fit?")
+    pool_slot = st.empty()
+
+reserve = paged = pool = None
+if lengths is not None:
+    try:
+        reserve = acc.reserve_max_slots(lengths, st.session_state["acc_reserve"])
+    except ValueError as exc:
+        reserve_slot.error(_message(exc), icon=":material/error:")
+    try:
+        paged = acc.paged_slots(lengths, st.session_state["acc_page_size"])
+    except ValueError as exc:
+        page_slot.error(_message(exc), icon=":material/error:")
+    if reserve is not None and paged is not None:
+        try:
+            pool = acc.slot_pool_capacity(lengths, reserve.reserve, paged.page_size,
+                                          st.session_state["acc_pool"])
+        except ValueError as exc:
+            pool_slot.error(_message(exc), icon=":material/error:")
+
+with col_out:
+    if lengths is None:
+        st.info("Fix the request table on the left to see the allocations.",
+                icon=":material/info:")
+    else:
+        used = sum(lengths)
+        m = st.columns(3)
+        m[0].metric("Tokens stored", f"{used:,}", help="Sum of the request lengths.")
+        if reserve is not None:
+            m[1].metric("Reserve-max slots", f"{reserve.allocated_slots:,}",
+                        delta=f"{reserve.unused_slots:,} unused · {_pct(reserve.waste_fraction)}",
+                        delta_color="off", delta_arrow="off",
+                        help="Requests x reserve maximum.")
+        else:
+            m[1].metric("Reserve-max slots", "—")
+        if paged is not None:
+            m[2].metric("Paged slots", f"{paged.allocated_slots:,}",
+                        delta=f"{paged.unused_slots:,} unused · {_pct(paged.waste_fraction)}",
+                        delta_color="off", delta_arrow="off",
+                        help=f"Page size {paged.page_size}: sum over requests of "
+                             "ceil(length / page size) x page size.")
+        if pool is not None:
+            f = st.columns(3)
+            f[0].markdown(f"**In a pool of {pool.free_bytes:,} slots**")
+            f[1].metric("Fit, reserve-max", f"{pool.fit_reserve:,}",
+                        help="floor(pool / reserve maximum) (seed 002's formula).")
+            f[2].metric("Fit, paged", f"{pool.fit_paged:,}",
+                        delta=(f"{pool.paged_gain:.1f}x reserve-max" if pool.paged_gain
+                               else None), delta_color="off", delta_arrow="off",
+                        help="floor(pool / mean paged slots per request) (seed 002's formula).")
+        if reserve is not None or paged is not None:
+            st.plotly_chart(_allocation_figure(lengths, reserve, paged),
+                            key="acc_alloc_chart", config={"displaylogo": False})
+        table = pd.DataFrame({"request": [f"r{i + 1}" for i in range(len(lengths))],
+                              "tokens": lengths})
+        if reserve is not None:
+            table["reserved"] = [reserve.reserve] * len(lengths)
+            table["empty (reserved)"] = reserve.unused_per_request
+        if paged is not None:
+            table["pages"] = paged.blocks_per_request
+            table["paged slots"] = paged.allocated_per_request
+            table["empty (last page)"] = paged.unused_per_request
+        st.dataframe(table, hide_index=True, key="acc_breakdown")
+        st.caption("Paged allocation per request is ceil(length / page size) x page size "
+                   "(seed 001). Waste is unused / allocated. This is a static snapshot of "
+                   "tail slack: it does not model holes between reservations or requests that "
+                   "grow over time — the simulation pages do that.")
+
+# --- 2. Page size with a metadata cost --------------------------------------------------------
+st.header("2 · What page size is best when every block costs something?")
+st.markdown(
+    "If empty slots were the only cost, one-slot pages would always win: nothing is ever left "
+    "over at the end of a request. Real systems also pay per block — a block-table entry, a "
+    "lookup, another scattered read in the attention kernel. Below, that price is a number "
+    "**c**, measured in slots, so the total is *allocated slots + c × blocks*. Raise c and the "
+    "best size moves up."
+)
+ctl, out = st.columns([1, 2], gap="large")
+with ctl:
+    st.slider("Metadata cost c (slot-equivalents per block)", min_value=0.0, max_value=8.0,
+              step=0.25, key="acc_metadata_cost",
+              help="What one block's bookkeeping costs, expressed in token slots.")
+    st.select_slider("Largest candidate page size", options=PAGE_SIZE_OPTIONS,
+                     key="acc_cand_max",
+                     help="Candidates are the powers of two from 1 up to this size "
+                          "(seed 001 tested 1 to 32).")
+    candidates = [p for p in PAGE_SIZE_OPTIONS if p <= st.session_state["acc_cand_max"]]
+    cost_slot = st.empty()
+rows = None
+if lengths is not None:
+    try:
+        rows = acc.page_size_table(lengths, st.session_state["acc_metadata_cost"], candidates)
+    except ValueError as exc:
+        cost_slot.error(_message(exc), icon=":material/error:")
+with ctl:
+    if rows is not None:
+        best = next(r for r in rows if r.is_best)
+        c_now = st.session_state["acc_metadata_cost"]
+        st.metric("Best page size (slots)", f"{best.page_size}",
+                  delta=f"total cost {best.total_cost:g}", delta_color="off", delta_arrow="off",
+                  help="Smallest total cost over the candidates; ties go to the smaller page.")
+        st.caption(f"At c = {c_now:g}: {best.allocated_slots} slots + {c_now:g} × {best.blocks} "
+                   f"blocks = {best.total_cost:g}.")
+with out:
+    if rows is None:
+        st.info("The page-size table needs a valid request table.", icon=":material/info:")
+    else:
+        cost_table = pd.DataFrame({
+            "page size": [r.page_size for r in rows],
+            "slots": [r.allocated_slots for r in rows],
+            "unused": [r.unused_slots for r in rows],
+            "blocks": [r.blocks for r in rows],
+            "c × blocks": [r.metadata_cost for r in rows],
+            "total cost": [r.total_cost for r in rows],
+            "best": ["◀ best" if r.is_best else "" for r in rows],
+        })
+        styled = cost_table.style.apply(
+            lambda row: ["background-color: rgba(0, 158, 115, 0.22); font-weight: bold"
+                         if row["best"] else "" for _ in row], axis=1
+        ).format({"c × blocks": "{:g}", "total cost": "{:g}"})
+        st.dataframe(styled, hide_index=True, key="acc_cost_table")
+        st.caption("Units: page size, slots, unused and blocks are counts; c × blocks and total "
+                   "cost are token-slot equivalents.")
+        st.plotly_chart(_cost_figure(rows, sum(lengths), st.session_state["acc_metadata_cost"]),
+                        key="acc_cost_chart", config={"displaylogo": False})
+        st.caption("Seed 001's worked answer for 5, 9 and 17 tokens over sizes 1–32: best 1 at "
+                   "c = 0 (cost 31), 2 at c = 0.25 (38.25), 4 at c = 1 (50), 8 at c = 4 (72). "
+                   "c is an abstract charge; it stands in for, but does not measure, kernel "
+                   "gather overhead.")
+
+# --- 3. Prefix sharing ------------------------------------------------------------------------
+st.header("3 · Two requests with a shared prefix")
+st.markdown(
+    "When two requests begin with the same tokens, a paged cache can let both block tables "
+    "point at the same physical blocks. Only **complete** blocks of the common prefix can be "
+    "shared this way: a half-filled block will receive each request's own next token, so it "
+    "cannot belong to both. Sharing changes a third number, and the three are kept apart "
+    "here — adding them up would count one saving twice."
+)
+s = st.columns(4)
+s[0].number_input("Request A length (tokens)", min_value=1, step=1, key="acc_share_a")
+s[1].number_input("Request B length (tokens)", min_value=1, step=1, key="acc_share_b")
+s[2].number_input("Shared prefix (tokens)", min_value=0, step=1, key="acc_share_prefix")
+s[3].number_input("Page size (slots per block)", min_value=0, step=1, key="acc_share_page",
+                  help="0 is accepted here only so you can see how it is refused.")
+share_slots = {"length_a": s[0].empty(), "length_b": s[1].empty(),
+               "prefix_tokens": s[2].empty(), "page_size": s[3].empty()}
+try:
+    ps = acc.prefix_sharing(st.session_state["acc_share_a"], st.session_state["acc_share_b"],
+                            st.session_state["acc_share_prefix"],
+                            st.session_state["acc_share_page"])
+except ValueError as exc:
+    ps = None
+    share_slots.get(acc.error_field(exc), share_slots["page_size"]).error(
+        _message(exc), icon=":material/error:")
+if ps is not None:
+    q = st.columns(3)
+    q[0].metric("Logical tokens", f"{ps.logical_tokens:,}",
+                help="Tokens the two requests contain: A + B. Sharing does not change it.")
+    q[1].metric("Slots without sharing", f"{ps.slots_unshared:,}",
+                help="Each request rounded up to whole pages, separately.")
+    q[2].metric("Distinct physical slots (shared)", f"{ps.slots_shared:,}",
+                delta=f"{ps.saved_slots:,} slots saved", delta_color="off", delta_arrow="off",
+                help="Full prefix blocks are stored once.")
+    st.plotly_chart(_sharing_figure(ps), key="acc_share_chart", config={"displaylogo": False})
+    st.caption(f"{ps.shared_blocks} complete prefix block(s) of {ps.page_size} slots are stored "
+               f"once, so each saves {ps.page_size} slots; any prefix tokens in a partly filled "
+               "block are stored twice. Seed 001's case: lengths 20 and 23, an 8-token prefix, "
+               "page 4 → 43 logical tokens, 44 slots separately, 36 shared.")
+else:
+    st.info("Fix the value marked above to see the three quantities.", icon=":material/info:")

@@ -1,0 +1,270 @@
+"""Capacity page: bytes per token and per sequence, and how many sequences fit, both ways.
+
+Renders only. Every figure comes from :mod:`allocator.accounting` (the same functions the
+``python -m allocator capacity`` command prints). Bad input is reported next to its control and
+the rest of the page still renders.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from allocator import accounting as acc
+from pages.theme import ORANGE_EMPTY, PAGED, RESERVE_MAX
+
+D = acc.CAPACITY_DEFAULTS
+CUSTOM = "custom"
+MODEL_OPTIONS = [*acc.PRESETS, CUSTOM]
+DTYPE_BYTES = {1: "1 byte (fp8 / int8)", 2: "2 bytes (fp16 / bf16)", 4: "4 bytes (fp32)"}
+
+
+def _init_state() -> None:
+    defaults = {"cap_model": D["model"], "cap_layers": 32, "cap_kv_heads": 8, "cap_head_dim": 128,
+                "cap_bytes_per_element": 2, "cap_free_gib": D["free_gib"],
+                "cap_max_context": D["max_context"], "cap_mean_tokens": D["mean_tokens"],
+                "cap_block_size": D["block_size"]}
+    for key, value in defaults.items():
+        st.session_state.setdefault(key, value)
+
+
+def _model_label(key: str) -> str:
+    return "Custom shape…" if key == CUSTOM else acc.PRESETS[key].short
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:.1f} %"
+
+
+def _fit_figure(cap: acc.Capacity) -> go.Figure:
+    """Grouped bars: sequences that fit with the memory as given and with twice as much."""
+    free_label = acc.format_bytes(cap.free_bytes)
+    double_label = acc.format_bytes(2 * cap.free_bytes)
+    x = [f"{free_label} (as given)", f"{double_label} (twice the memory)"]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=[cap.fit_reserve, cap.fit_reserve_double], name="reserve-max",
+                marker_color=RESERVE_MAX, text=[cap.fit_reserve, cap.fit_reserve_double],
+                textposition="outside",
+                hovertemplate="reserve-max<br>%{x}<br>%{y} sequences fit<extra></extra>")
+    fig.add_bar(x=x, y=[cap.fit_paged, cap.fit_paged_double], name="paged",
+                marker_color=PAGED, text=[cap.fit_paged, cap.fit_paged_double],
+                textposition="outside",
+                hovertemplate="paged<br>%{x}<br>%{y} sequences fit<extra></extra>")
+    top = max(cap.fit_paged_double, cap.fit_reserve_double, 1)
+    fig.update_layout(barmode="group", height=330, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis_title="KV-cache memory (binary GiB)",
+                      yaxis_title="sequences that fit (count)", yaxis_range=[0, top * 1.15],
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    return fig
+
+
+def _curve_figure(cap: acc.Capacity) -> go.Figure:
+    """Sequences that fit as the mean length varies: reserve-max is flat, paging is not."""
+    n = min(cap.max_context, 400)
+    means = np.unique(np.linspace(1, cap.max_context, n).round())
+    curve = acc.fit_curve(cap.bytes_per_token, cap.free_bytes, cap.max_context, cap.block_size,
+                          means)
+    fig = go.Figure()
+    fig.add_scatter(x=curve["mean_tokens"], y=curve["fit_reserve"], mode="lines",
+                    name="reserve-max", line=dict(color=RESERVE_MAX, width=3),
+                    customdata=100 * curve["waste_reserve"],
+                    hovertemplate=("reserve-max<br>mean %{x:.0f} tokens<br>%{y} sequences fit"
+                                   "<br>%{customdata:.1f} % of reserved memory empty"
+                                   "<extra></extra>"))
+    fig.add_scatter(x=curve["mean_tokens"], y=curve["fit_paged"], mode="lines",
+                    name=f"paged (block {cap.block_size})", line=dict(color=PAGED, width=3),
+                    customdata=100 * curve["waste_paged"],
+                    hovertemplate=("paged<br>mean %{x:.0f} tokens<br>%{y} sequences fit"
+                                   "<br>%{customdata:.1f} % of allocated memory empty"
+                                   "<extra></extra>"))
+    fig.add_scatter(x=[cap.mean_tokens, cap.mean_tokens], y=[cap.fit_reserve, cap.fit_paged],
+                    mode="markers", name="your mean length",
+                    marker=dict(color=ORANGE_EMPTY, size=12, line=dict(color="black", width=1)),
+                    hovertemplate="mean %{x:g} tokens<br>%{y} sequences<extra></extra>")
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis_title="mean tokens actually used per sequence (tokens)",
+                      yaxis_title="sequences that fit (count, log scale)", yaxis_type="log",
+                      yaxis_dtick=1,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+_init_state()
+
+st.title("Capacity: how many sequences fit")
+st.markdown(
+    "Slots are abstract until you price them. One slot stores a token's keys and values in "
+    "every layer, so its size follows from the model's shape. Multiply by the context you "
+    "promise to support and you have what reserve-max sets aside for each sequence — before "
+    "the sequence has produced a single token, and however short it turns out to be. Paging "
+    "charges only for the blocks a sequence really fills."
+)
+
+inp = st.columns([1.4, 1, 1, 1, 1])
+slots: dict[str, object] = {}
+inp[0].selectbox("Model", MODEL_OPTIONS, key="cap_model", format_func=_model_label)
+inp[1].number_input("Free memory (GiB)", min_value=0.0, step=1.0, format="%g",
+                    key="cap_free_gib",
+                    help="Memory left for the KV cache, in binary gibibytes: 1 GiB = 2^30 bytes.")
+slots["free_gib"] = slots["free_bytes"] = inp[1].empty()
+inp[2].number_input("Max context (tokens)", min_value=1, step=128, key="cap_max_context",
+                    help="What reserve-max sets aside for every sequence on admission.")
+slots["max_context"] = inp[2].empty()
+inp[3].number_input("Mean tokens used", min_value=0.0, step=10.0, format="%g",
+                    key="cap_mean_tokens",
+                    help="Average length a sequence really reaches (tokens).")
+slots["mean_tokens"] = inp[3].empty()
+inp[4].number_input("Block size (slots)", min_value=0, step=1, key="cap_block_size",
+                    help="Paging hands out memory in blocks of this many slots.")
+slots["block_size"] = inp[4].empty()
+if st.session_state["cap_model"] == CUSTOM:
+    c = st.columns(4)
+    c[0].number_input("Layers", min_value=1, step=1, key="cap_layers")
+    slots["layers"] = c[0].empty()
+    c[1].number_input("K/V heads", min_value=1, step=1, key="cap_kv_heads",
+                      help="Key/value heads; fewer than query heads under grouped-query "
+                           "attention (GQA).")
+    slots["kv_heads"] = c[1].empty()
+    c[2].number_input("Head dimension", min_value=1, step=1, key="cap_head_dim")
+    slots["head_dim"] = c[2].empty()
+    c[3].selectbox("Bytes per element", list(DTYPE_BYTES), key="cap_bytes_per_element",
+                   format_func=DTYPE_BYTES.get)
+    slots["bytes_per_element"] = c[3].empty()
+kv_box = st.container()
+
+
+#: Core field name -> the control's label, so a message reads in the page's words.
+FIELD_LABELS = {"free_gib": "Free memory (GiB)", "free_bytes": "Free memory",
+                "max_context": "Max context", "mean_tokens": "Mean tokens used",
+                "block_size": "Block size", "layers": "Layers", "kv_heads": "K/V heads",
+                "head_dim": "Head dimension", "bytes_per_element": "Bytes per element"}
+
+
+def _report(exc: ValueError) -> None:
+    """Show a core ValueError next to the control holding the field it names."""
+    field = acc.error_field(exc)
+    place = slots.get(field) or slots["block_size"]
+    text = str(exc)
+    if field in FIELD_LABELS:
+        text = FIELD_LABELS[field] + text[len(field):]
+        text = text.replace("max_context", "max context")
+    place.error(f"{text}.", icon=":material/error:")  # type: ignore[attr-defined]
+
+
+bpt = free_bytes = fixed = cap = None
+model_text = ""
+try:
+    if st.session_state["cap_model"] == CUSTOM:
+        bpt = acc.kv_bytes_per_token(st.session_state["cap_layers"],
+                                     st.session_state["cap_kv_heads"],
+                                     st.session_state["cap_head_dim"],
+                                     st.session_state["cap_bytes_per_element"])
+        model_text = (f"{st.session_state['cap_layers']} layers × "
+                      f"{st.session_state['cap_kv_heads']} K/V heads × "
+                      f"{st.session_state['cap_head_dim']} dims × "
+                      f"{st.session_state['cap_bytes_per_element']} bytes × 2 (K and V)")
+    else:
+        model = acc.model_config(st.session_state["cap_model"])
+        bpt = model.bytes_per_token
+        model_text = (f"{model.layers} layers × {model.kv_heads} K/V heads × {model.head_dim} "
+                      f"dims × {model.bytes_per_element} bytes ({model.dtype}) × 2 (K and V). "
+                      f"Source: {model.source}.")
+except ValueError as exc:
+    _report(exc)
+try:
+    free_bytes = acc.gib_to_bytes(st.session_state["cap_free_gib"], "free_gib")
+except ValueError as exc:
+    _report(exc)
+if bpt is not None and free_bytes is not None:
+    try:
+        fixed = acc.reserve_max_capacity(bpt, free_bytes, st.session_state["cap_max_context"])
+        cap = acc.capacity(bpt, free_bytes, st.session_state["cap_max_context"],
+                           st.session_state["cap_mean_tokens"],
+                           st.session_state["cap_block_size"])
+    except ValueError as exc:
+        _report(exc)
+
+fb = acc.format_bytes
+with kv_box:
+    if bpt is not None:
+        k = st.columns([1, 3], vertical_alignment="center")
+        k[0].metric("KV cache per token", fb(bpt), help=f"{bpt:,} bytes")
+        k[1].caption(f"{bpt:,} bytes = {model_text}")
+
+# Results, full width below the inputs.
+st.subheader("Reserve the maximum")
+if fixed is None:
+    st.info("Fix the value marked above to see these figures.", icon=":material/info:")
+else:
+    r = st.columns(3)
+    r[0].metric("Reserved per sequence", fb(fixed["reserved_bytes"]),
+                delta=(f"{fb(cap.used_bytes)} used" if cap is not None else None),
+                delta_color="off", delta_arrow="off",
+                help=f"{fixed['reserved_slots']:,} tokens × {fb(bpt)} = "
+                     f"{fixed['reserved_bytes']:,} bytes")
+    if cap is not None:
+        r[1].metric("Reserved but empty", _pct(cap.waste_fraction_reserve),
+                    help=f"1 − {cap.mean_tokens:g} / {cap.max_context:,} "
+                         "(mean tokens / maximum context)")
+    else:
+        r[1].metric("Reserved but empty", "—")
+    r[2].metric("Sequences, reserve-max", f"{fixed['fit_reserve']:,}",
+                help="floor(free memory / reserved per sequence). It does not depend "
+                     "on how long sequences really are.")
+
+st.subheader("Allocate blocks as sequences grow")
+if cap is None:
+    st.info("Paged figures need valid inputs: see the message by the control above.",
+            icon=":material/info:")
+else:
+    p = st.columns(3)
+    p[0].metric("Blocks per sequence", f"{cap.paged_blocks:g}",
+                delta=f"= {cap.paged_slots:g} slots, {cap.paged_unused_slots:g} empty",
+                delta_color="off", delta_arrow="off",
+                help=f"ceil({cap.mean_tokens:g} / {cap.block_size}) blocks of "
+                     f"{cap.block_size} slots")
+    p[1].metric("Allocated per sequence", fb(cap.paged_bytes),
+                delta=f"{_pct(cap.waste_fraction_paged)} empty", delta_color="off",
+                delta_arrow="off", help=f"{cap.paged_slots:g} slots × {fb(bpt)}")
+    p[2].metric("Sequences, paged", f"{cap.fit_paged:,}",
+                delta=(f"{cap.paged_gain:.1f}× reserve-max" if cap.paged_gain
+                       else None), delta_color="off", delta_arrow="off",
+                help="floor(free memory / allocated per sequence)")
+
+if cap is not None:
+    st.header("Twice the memory, or a better allocator?")
+    left, right = st.columns(2, gap="large")
+    kept = 1 - cap.waste_fraction_reserve
+    with left.container(border=True):
+        st.markdown("**Buy twice the memory** (keep reserve-max)")
+        st.metric(f"Sequences in {fb(2 * cap.free_bytes)}, reserve-max",
+                  f"{cap.fit_reserve_double:,}")
+        st.markdown(
+            f"Doubling the card doubles the count, but the new memory is reserved the same way: "
+            f"{_pct(cap.waste_fraction_reserve)} of it still sits empty. Each GiB bought stores "
+            f"only {kept:.2f} GiB of tokens.")
+    with right.container(border=True):
+        st.markdown("**Fix the allocator** (page the cache, same memory)")
+        st.metric(f"Sequences in {fb(cap.free_bytes)}, paged", f"{cap.fit_paged:,}")
+        st.markdown(
+            f"Same hardware, but each sequence now holds {cap.paged_blocks:g} blocks instead of "
+            f"a {cap.max_context:,}-token reservation; at most one block's tail per sequence is "
+            f"empty ({_pct(cap.waste_fraction_paged)} here).")
+    st.plotly_chart(_fit_figure(cap), key="cap_fit_chart", config={"displaylogo": False})
+
+    st.header("The reservation does not notice short requests")
+    st.markdown(
+        "Change the mean length above and watch where the markers land. Reserve-max admits "
+        "the same number of sequences whatever they turn out to need, because it pays for the "
+        "maximum up front. Paging's count rises as sequences get shorter.")
+    st.plotly_chart(_curve_figure(cap), key="cap_curve_chart", config={"displaylogo": False})
+
+st.caption(
+    "Units: every memory figure on this page is binary — 1 KiB = 1,024 bytes, 1 MiB = 1,024 "
+    "KiB, 1 GiB = 1,024 MiB. The reference texts write KB, MB and GB for these same amounts "
+    "(the 7B model's \"512 KB\" per token is 524,288 bytes), and the PagedAttention paper's "
+    "\"800 KB\" per OPT-13B token is 819,200 bytes, i.e. 800 KiB. Paging a *mean* length, as "
+    "here and in seed 003, gives one block tail per sequence exactly; a real mix of lengths "
+    "wastes about half a block per sequence on average."
+)
