@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench install clean
+.PHONY: run test bench load install clean
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,13 +15,17 @@ $(STAMP): requirements.txt
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/streamlit run app.py --server.port 8501 --server.headless true
+	$(BIN)/python app.py --server.port 8501 --server.headless true
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench
+
+# Classroom load: one local server, 40 concurrent sessions (LOAD_ARGS="--sessions 60 --stagger 20")
+load: $(STAMP)
+	$(BIN)/python -m tests.load $(LOAD_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -2,8 +2,38 @@
 
 Builds the navigation over ``pages/``, the shared sidebar (what the app is, data attribution)
 and the page configuration. Pages only render what ``allocator/`` and ``kernels/`` return.
+
+Start the server with ``python app.py [streamlit options]`` (``make run`` does): a plain
+``streamlit run app.py`` also works, except that on a freshly started server the *first* visit
+to a page's own URL (say a shared link to /accounting) would meet Streamlit's legacy handling of
+a ``pages/`` folder — it runs the page file alone, with every module in ``pages/`` listed as a
+page — until some visitor has opened the app once. ``python app.py`` switches that legacy mode
+off before the server starts.
 """
+import sys
+
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+
+def serve(argv: list[str]) -> int:
+    """Run the Streamlit server on this file with ``argv`` as extra ``streamlit run`` options."""
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.web import cli
+
+    # Our pages/ folder holds st.Page scripts for st.navigation, not legacy multipage-app pages.
+    PagesManager.uses_pages_directory = False
+    try:  # build the default scenario before the first visitor: a class arrives all at once
+        from pages.cache import warm_default
+        warm_default()
+    except Exception as exc:  # never keep the server from starting; the page computes on demand
+        print(f"warning: could not pre-build the default scenario: {exc}", file=sys.stderr)
+    sys.argv = ["streamlit", "run", __file__, *argv]
+    return cli.main()
+
+
+if __name__ == "__main__" and get_script_run_ctx(suppress_warning=True) is None:
+    sys.exit(serve(sys.argv[1:]))
 
 st.set_page_config(page_title="KV Cache Paging Lab", page_icon=":material/memory:", layout="wide")
 
