@@ -11,7 +11,7 @@ import importlib
 import sys
 
 #: Modules (inside this package) that register sub-commands, in help order.
-CLI_MODULES = ["cli_simulate", "cli_accounting"]
+CLI_MODULES = ["cli_simulate", "cli_accounting", "cli_export"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,102 @@
+"""``python -m allocator export-html``: the explainer's animation as one offline HTML file.
+
+The file carries plotly.js and every frame, so it plays from a USB stick in any browser with no
+server and no network. It takes the same scenario options as ``simulate`` (the parser is built
+from ``cli_simulate``'s own, so the two never drift apart).
+
+Examples::
+
+    python -m allocator export-html --workload classroom-40 --block-size 16 -o lesson.html
+    python -m allocator export-html --workload azure-conv --sweep -o trace.html --handout handout.html
+    python -m allocator export-html --workload classroom-40 --csv metrics.csv -o lesson.html --json
+
+The figures are drawn by ``pages.charts`` and written by ``pages.exports`` (neither imports
+streamlit), the same functions the app uses.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from . import cli_simulate
+from .scenario import SWEEP_BLOCK_SIZES, block_size_sweep, build_workload, run_both
+
+
+def _scenario_parser() -> argparse.ArgumentParser:
+    """``simulate``'s parser (built by ``cli_simulate.register`` on a scratch parser), to inherit from."""
+    scratch = argparse.ArgumentParser(add_help=False)
+    sub = scratch.add_subparsers()
+    cli_simulate.register(sub)
+    return sub.choices["simulate"]
+
+
+def register(sub) -> None:
+    """Add the ``export-html`` sub-command to ``sub`` (an argparse sub-parsers object)."""
+    p = sub.add_parser(
+        "export-html", parents=[_scenario_parser()], conflict_handler="resolve",
+        help="write the animated reserve-max vs paged figure as one offline HTML file",
+        description="Simulate a scenario (same options as `simulate`) and write the explainer's animated "
+                    "figure as a self-contained HTML file: plotly.js inline, no server or network needed.")
+    p.add_argument("-o", "--out", required=True, metavar="FILE", help="HTML file to write")
+    p.add_argument("--handout", metavar="FILE", help="also write a one-page printable handout (HTML)")
+    p.add_argument("--csv", metavar="FILE", help="also write the per-step metrics of both allocators (CSV)")
+    p.add_argument("--title", default=None, help="heading of the HTML page")
+    # inherited from simulate, with the meaning they have here
+    p.add_argument("--sweep", action="store_true", help="also include the block-size sweep chart")
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
+    p.set_defaults(func=run)
+
+
+def _write(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path``; an OSError becomes a ValueError naming the file."""
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise ValueError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def run(args) -> int:
+    """Simulate, draw and write the file(s); returns the exit status.
+
+    Raises:
+        ValueError: bad scenario settings (e.g. block size 0, a block larger than the pool), naming
+            the field; ``python -m allocator`` turns it into one line on stderr and exit status 2.
+        The same ValueError (naming the file) when an output file cannot be written.
+    """
+    from pages.charts import explainer_figure, sweep_figure
+    from pages.exports import animation_html, handout_html, metrics_csv
+
+    sc = cli_simulate.scenario_from_args(args)
+    for path in (args.out, args.handout, args.csv):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise ValueError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    workload = build_workload(sc)
+    results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption)
+    fig = explainer_figure(results)
+    extra = []
+    if args.sweep:
+        rows = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)
+        extra.append(sweep_figure(rows, sc.block_size, sc.metadata_cost,
+                                  results["reserve_max"].summary["mean_utilization_busy"]))
+    doc = animation_html(sc, workload, results, fig, title=args.title, extra_figures=extra)
+    written = {}
+    _write(args.out, doc)
+    written["html"] = {"path": args.out, "bytes": len(doc.encode("utf-8")), "frames": len(fig.frames)}
+    if args.handout:
+        text = handout_html(sc, results, workload)
+        _write(args.handout, text)
+        written["handout"] = {"path": args.handout, "bytes": len(text.encode("utf-8"))}
+    if args.csv:
+        text = metrics_csv(results)
+        _write(args.csv, text)
+        written["csv"] = {"path": args.csv, "bytes": len(text.encode("utf-8")),
+                          "rows": max(r.steps for r in results.values())}
+    if args.json:
+        print(json.dumps({"scenario": sc.as_dict(), "written": written}, indent=2))
+    else:
+        for kind, info in written.items():
+            extra_info = f", {info['frames']} frames" if "frames" in info else ""
+            print(f"wrote {info['path']} ({kind}, {info['bytes']:,} bytes{extra_info})")
+    return 0

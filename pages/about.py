@@ -1,0 +1,177 @@
+"""About: the words the app uses, where every figure comes from, and how to run it for a class.
+
+Renders only static text and one table; no allocation logic.
+"""
+import pandas as pd
+import streamlit as st
+
+from allocator.trace import AZURE_ATTRIBUTION
+
+#: (term, meaning in the app's own words, where the app shows it). Keep in step with DESIGN.md "Words".
+GLOSSARY = [
+    ("slot", "Room for the keys and values of one token, across every layer and head of the model. "
+     "The app counts memory in slots so the arithmetic does not depend on the model; one slot is about "
+     "512 KB for a 7B model in fp16 and 320 KiB for Llama 3 70B.",
+     "every page"),
+    ("block (page)", "A fixed group of consecutive slots that the paged allocator hands out as one unit. "
+     "The paper and vLLM say block; operating-system texts say page. They are the same idea here.",
+     "Reserve vs paged, Slot accounting"),
+    ("block size", "How many slots one block holds (vLLM's default is 16). Small blocks waste less at the "
+     "end of each sequence but need longer block tables and more scattered reads.",
+     "Reserve vs paged (slider), Paged-attention kernel"),
+    ("block table", "A sequence's list of physical block numbers, one entry per logical block: entry i "
+     "says where tokens i·B to i·B + B − 1 live. The attention kernel looks it up to find the keys and values.",
+     "Block tables & sharing, Paged-attention kernel"),
+    ("reserve-max", "The pre-2023 policy: when a request is admitted, reserve one unbroken run of "
+     "prompt + max_new_tokens slots for it, and keep it all until the request ends.",
+     "Reserve vs paged, Capacity"),
+    ("internal fragmentation", "Memory a request holds but does not fill: the unwritten tail of a "
+     "reservation, or the unfilled end of a sequence's last block. Drawn in orange.",
+     "Reserve vs paged, Slot accounting"),
+    ("external fragmentation", "Memory nobody holds that is still useless: free gaps between reservations "
+     "that are each too short for the next waiting request. Paging has none, because any free block will do. "
+     "Drawn in dark grey.",
+     "Reserve vs paged"),
+    ("prefill", "The first step of a request: the whole prompt is processed at once and its keys and values "
+     "are written to the cache, and the first answer token comes out.",
+     "Reserve vs paged"),
+    ("decode", "Every later step: the model produces one more token per running sequence, reading the whole "
+     "cache of that sequence and appending one slot to it.",
+     "Reserve vs paged, Paged-attention kernel"),
+    ("preemption", "Evicting a running sequence because another needs memory that is not there. Paging admits "
+     "requests without reserving their future, so this can happen halfway through an answer.",
+     "Reserve vs paged"),
+    ("recompute", "One way to bring a preempted sequence back: throw its cache away and, when it is re-admitted, "
+     "process its prompt and the tokens it had already produced again. Costs compute, not memory. "
+     "The explainer's default.",
+     "Reserve vs paged (sidebar: when paged memory runs out)"),
+    ("swap", "The other way: copy the evicted sequence's blocks to host (CPU) memory and copy them back when "
+     "it resumes. Costs transfers over the bus instead of recomputation, and host memory to hold them.",
+     "Reserve vs paged (sidebar), Block tables & sharing"),
+    ("refcount", "A count kept per physical block of how many sequences' block tables point at it. A block is "
+     "free again only when its count drops to zero.",
+     "Block tables & sharing"),
+    ("copy-on-write", "Sequences may share a block only while none of them changes it. The first one to write "
+     "something different gets a private copy of the block, and the shared block's refcount drops by one.",
+     "Block tables & sharing"),
+    ("prefix caching", "Reusing the cached keys and values of a prompt beginning that an earlier request already "
+     "computed (a system prompt, a shared document), instead of computing and storing it again.",
+     "Block tables & sharing, Slot accounting (shared prefix)"),
+    ("block hash", "How an engine finds a reusable full block: a hash of the block's tokens together with the "
+     "hash of everything before it, so two blocks match only when their whole preceding text matches too.",
+     "Block tables & sharing"),
+    ("metadata cost", "A price c, in slot equivalents, charged for every block (or reservation) to stand for "
+     "block-table entries and bookkeeping. With c > 0, one-slot blocks stop looking free and a middle block "
+     "size wins.",
+     "Reserve vs paged (sweep), Slot accounting"),
+    ("utilisation", "Slots holding a token divided by all slots in the pool. The explainer averages it over the "
+     "steps when requests were waiting, the moments when unused memory actually hurts.",
+     "Reserve vs paged"),
+    ("gather overhead", "How much longer the attention kernel takes when it reads keys and values through a "
+     "block table than when each sequence lies in one contiguous run (paged time ÷ contiguous time).",
+     "Paged-attention kernel"),
+]
+
+#: (figure, where it comes from). The sources of every headline number the app shows or quotes.
+SOURCES = [
+    ("20–40 % of KV-cache memory actually holding tokens in pre-paging systems; 60–80 % of it wasted",
+     "Kwon et al., PagedAttention (SOSP 2023), their measurement of existing serving systems."),
+    ("2–4× higher throughput than FasterTransformer and Orca at the same latency",
+     "Kwon et al., PagedAttention (SOSP 2023), end-to-end evaluation of vLLM."),
+    ("Block size 16 as the usual choice; block tables, copy-on-write, prefix caching by block hash, "
+     "recompute and swap preemption",
+     "The vLLM engine (github.com/vllm-project/vllm) and its documentation."),
+    ("5, 9 and 17 tokens reserved 32 each: 96 slots, 65 unused; pages of 4/8/16: 40/48/64 slots",
+     "Arithmetic of the lesson's reference explainers, recomputed by the app (Slot accounting)."),
+    ("Best page size for a metadata cost c: 1, 2, 4, 8 at c = 0, 0.25, 1, 4",
+     "Reference explainer's cost model (allocated slots + c × blocks), recomputed (Slot accounting)."),
+    ("Lengths 20 and 23 sharing 8 tokens at page 4: 44 slots apart, 36 shared",
+     "Reference explainer, recomputed (Slot accounting, shared prefix)."),
+    ("512, 37, 1900, 128, 4 tokens with max 2048: 74.8 % waste reserved, 1.0 % paged, 20 vs 78 requests",
+     "Reference explainer, recomputed (Slot accounting)."),
+    ("7B fp16: 512 KB per token, 66 sequences in 66 GB reserved vs about 384 paged; Llama 3 70B: 320 KiB per slot",
+     "Reference explainers, recomputed from the model configuration (Capacity)."),
+    ("Forty requests in 2,048 slots: about 3 running reserved vs about 30 paged",
+     "The app's own simulation (classroom-40, calibrated to land in the paper's measured range)."),
+    ("Real request lengths and arrival times",
+     "Azure LLM inference trace 2023 (conversation), first 10,000 rows, CC-BY 4.0: " + AZURE_ATTRIBUTION),
+    ("Kernel timings", "Measured live on the machine serving the app (labelled with its backend), or recorded on "
+                       "a GPU and labelled with the device, date and versions."),
+]
+
+
+st.title("About this lab")
+st.markdown(
+    "This lab simulates one question: what happens to an LLM server's memory when every request's "
+    "KV cache is reserved for the worst case, and what changes when it is handed out in blocks instead. "
+    "Everything on the pages is computed by the app from its inputs; the figures it quotes from "
+    "elsewhere are listed below with their sources."
+)
+
+st.header("Glossary")
+st.markdown("The app uses the field's standard words. Here is what each one means on these pages.")
+for term, meaning, _ in GLOSSARY:
+    st.markdown(f"**{term}** — {meaning}")
+st.dataframe(pd.DataFrame(GLOSSARY, columns=["term", "meaning", "where in the app"]), hide_index=True,
+             width="stretch", key="glossary_table")
+
+st.header("Where the figures come from")
+st.dataframe(pd.DataFrame(SOURCES, columns=["figure", "source"]), hide_index=True, width="stretch",
+             key="sources_table")
+st.markdown(
+    "- Woosuk Kwon, Zhuohan Li, Siyuan Zhuang, Ying Sheng, Lianmin Zheng, Cody Hao Yu, Joseph E. Gonzalez, "
+    "Hao Zhang, Ion Stoica. *Efficient Memory Management for Large Language Model Serving with "
+    "PagedAttention.* SOSP 2023.\n"
+    "- vLLM, the serving engine built on that paper: https://github.com/vllm-project/vllm\n"
+    f"- Trace data: {AZURE_ATTRIBUTION} Licensed CC-BY 4.0; the app ships the first 10,000 rows of the "
+    "conversation trace unchanged.\n"
+    "- The lesson's worked examples come from four reference explainers on the same idea; the app "
+    "recomputes their arithmetic and writes every explanation afresh."
+)
+
+st.header("Running it for a class")
+st.markdown(
+    """
+**On the teacher's machine.** In the project folder run `make run`. It creates a virtual environment,
+installs what is needed and serves the app on port 8501. Open http://localhost:8501 to check it.
+
+**For students on the same network.** Find the teacher machine's address (`hostname -I` on Linux,
+`ipconfig` on Windows) and share `http://<teacher-ip>:8501`. Every student gets their own session:
+their sliders move only their own view. Simulations are cached per setting, so a class on the same
+settings costs the server one simulation, but drawing the page still costs the server a fraction of a
+second per student. On a small 2-core laptop, forty students opening the page in the same second wait
+several seconds; letting them join over half a minute keeps each page under about a second
+(`make load` measures this on your machine). The network must allow port 8501 from the students'
+machines.
+
+**Without a network.** Export the animation as one HTML file and give it out on a USB stick or by
+mail; it plays in any browser with no server and no internet, because plotly.js and every frame are
+inside the file. On *Reserve vs paged*, open **Export** above the figures (CSV, the animation, a
+printable handout), or from the command line:
+
+```
+.venv/bin/python -m allocator export-html --workload classroom-40 --block-size 16 -o lesson.html \\
+    --sweep --handout handout.html --csv metrics.csv
+```
+
+`--handout` also writes a one-page printable summary of the run (settings, both allocators' figures,
+the take-aways); `--csv` writes every step's numbers for a spreadsheet exercise. Any option of
+`python -m allocator simulate` works here too (`--block-size`, `--slots`, `--workload azure-conv`, …).
+
+**Presenting.**
+- Turn on **Presentation mode** in the sidebar for a projector: large type, no sidebar, and the
+  keyboard steps the animation (→ / ←, space to play or pause, Esc to leave). Otherwise zoom the
+  browser to 125–150 %.
+- **Start the guided lesson** on *Reserve vs paged* walks the class through the argument in short
+  steps that move the visuals for you.
+- Start on *Reserve vs paged* with the defaults: press **▶ Play** and let the class watch the left
+  side stall at three requests while the right side runs about thirty.
+- Then drag the block size to 256 and back to 1: utilisation and the batch change, and the sweep chart
+  below shows the whole curve. Raise the metadata cost to see why nobody uses one-slot blocks.
+- *Slot accounting* and *Capacity* redo the same argument with pencil-and-paper numbers;
+  *Block tables & sharing* shows block tables, refcounts, copy-on-write, prefix caching and swap one
+  click at a time; the *Paged-attention kernel* page shows the price paging pays in the kernel (press
+  **Run sweep**; the tiny shape takes seconds).
+- A copied link (**Copy link to this scenario**) reopens the same settings on every student's machine.
+"""
+)

@@ -1,0 +1,24 @@
+"""The About page: glossary (text and table), sources, classroom instructions."""
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import APP_PATH
+
+TERMS = ("slot", "block (page)", "block table", "block size", "reserve-max", "internal fragmentation",
+         "external fragmentation", "prefill", "decode", "preemption", "recompute", "swap", "refcount",
+         "copy-on-write", "prefix caching", "block hash", "metadata cost")
+
+
+def test_about_page_renders_glossary_sources_and_classroom_notes():
+    at = AppTest.from_file(APP_PATH, default_timeout=60)
+    at.switch_page("pages/about.py")
+    at.run()
+    assert not at.exception, at.exception
+    glossary = at.dataframe[0].value
+    assert set(TERMS) <= set(glossary["term"])
+    assert glossary["meaning"].str.len().min() > 40
+    text = "\n".join(m.value for m in at.markdown)
+    for needle in ("SOSP 2023", "Splitwise", "AzureLLMInferenceDataset2023", "CC-BY 4.0", "make run",
+                   "http://<teacher-ip>:8501", "export-html"):
+        assert needle in text, needle
+    sources = at.dataframe[1].value
+    assert any("20–40 %" in f for f in sources["figure"]) and any("2–4×" in f for f in sources["figure"])

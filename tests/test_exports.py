@@ -1,0 +1,146 @@
+"""Classroom exports: per-step CSV, the offline HTML animation, the handout, and ``export-html``."""
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from allocator.__main__ import main
+from allocator.scenario import Scenario, build_workload, run_both
+from pages.charts import explainer_figure
+from pages.exports import (KINDS, METRIC_UNITS, handout_html, handout_rows, metrics_csv,
+                           standalone_html, takeaways)
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def run():
+    sc = Scenario(workload="classroom-40", block_size=16)
+    workload = build_workload(sc)
+    return sc, workload, run_both(workload, sc.slots, sc.block_size)
+
+
+def test_csv_one_row_per_step_with_the_core_values(run):
+    _, _, results = run
+    df = pd.read_csv(io.StringIO(metrics_csv(results)))
+    n = max(r.steps for r in results.values())
+    assert len(df) == n and df["step"].tolist() == list(range(n))
+    # units are in the header names, columns are prefixed by allocator kind
+    assert "paged used_slots (slots)" in df.columns
+    assert "reserve_max utilization (fraction of pool)" in df.columns
+    assert "paged units (blocks in use)" in df.columns and "reserve_max units (reservations in use)" in df.columns
+    assert len(df.columns) == 1 + sum(len(results[k].metrics) for k in KINDS)
+    assert not [c for c in df.columns if "see allocator.engine" in c]      # every metric has its unit
+    for kind in KINDS:
+        res = results[kind]
+        m = res.metrics
+        k = res.steps
+        for name, col in (("used_slots", f"{kind} used_slots (slots)"),
+                          ("running", f"{kind} running (sequences)"),
+                          ("internal_fragmentation", f"{kind} internal_fragmentation (slots)"),
+                          ("preemptions", f"{kind} preemptions (sequences this step)")):
+            assert (df[col].iloc[:k].to_numpy() == m[name]).all(), col
+            assert df[col].iloc[k:].isna().all()          # nothing invented after the run drained
+        util = df[f"{kind} utilization (fraction of pool)"].iloc[:k].to_numpy()
+        assert np.array_equal(util, m["utilization"])     # full precision, reads back exactly
+        assert df[f"{kind} preemptions (sequences this step)"].sum() == res.summary["preemptions"]
+    # the shorter run (paged drains first on classroom-40) leaves blanks, not zeros
+    assert results["paged"].steps < n
+
+
+def test_every_engine_metric_has_a_unit():
+    from allocator.engine import METRICS
+    assert set(METRICS) <= set(METRIC_UNITS), set(METRICS) - set(METRIC_UNITS)
+
+
+def test_csv_rejects_a_half_result(run):
+    _, _, results = run
+    with pytest.raises(ValueError, match="reserve_max"):
+        metrics_csv({"paged": results["paged"]})
+
+
+def test_standalone_html_is_offline_and_carries_the_frames(run):
+    _, _, results = run
+    fig = explainer_figure(results)
+    doc = standalone_html(fig, title="Lesson <1>", caption="forty requests")
+    assert doc.lstrip().lower().startswith("<!doctype html>") and doc.rstrip().endswith("</html>")
+    assert "<title>Lesson &lt;1&gt;</title>" in doc
+    # plotly.js inline, nothing fetched from the network
+    assert not re.search(r"<script[^>]*\bsrc\s*=", doc, re.I)
+    assert "plotly.js" in doc.lower() and len(doc) > 3_000_000
+    # every frame travels in the file, and the Play button is there
+    assert "addFrames" in doc
+    for f in (fig.frames[0], fig.frames[len(fig.frames) // 2], fig.frames[-1]):
+        assert f'"name":"{f.name}"' in doc
+    assert "▶ Play" in doc or "\\u25b6 Play" in doc
+    assert "PagedAttention" in doc                        # attribution footer
+    with pytest.raises(ValueError, match="Figure"):
+        standalone_html({"data": []})
+
+
+def test_handout_lists_both_allocators_and_takeaways(run):
+    sc, workload, results = run
+    doc = handout_html(sc, results, workload)
+    assert "<script" not in doc.lower() and "http://" not in doc
+    rm, pg = results["reserve_max"].summary, results["paged"].summary
+    rows = {r[0]: r[1:] for r in handout_rows(results)}
+    assert rows["Peak running (sequences in memory at once)"] == (str(rm["peak_running"]), str(pg["peak_running"]))
+    assert rows["Steps to drain (engine steps)"] == (f"{rm['steps']:,}", f"{pg['steps']:,}")
+    assert f"{100 * pg['mean_utilization_busy']:.0f} %" in doc
+    points = takeaways(results)
+    assert 3 <= len(points) <= 4
+    assert all(p.replace("'", "&#x27;") in doc for p in points)
+    assert "classroom-40" in doc and "block size 16" in doc.lower()
+
+
+def test_cli_export_html_writes_the_files(tmp_path, capsys):
+    out, hand, csv = tmp_path / "lesson.html", tmp_path / "handout.html", tmp_path / "m.csv"
+    rc = main(["export-html", "--workload", "classroom-40", "--block-size", "16", "-o", str(out),
+               "--handout", str(hand), "--csv", str(csv), "--json"])
+    assert rc == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["written"]["html"]["path"] == str(out) and info["written"]["html"]["frames"] >= 30
+    assert info["scenario"]["block_size"] == 16
+    doc = out.read_text(encoding="utf-8")
+    assert "addFrames" in doc and not re.search(r"<script[^>]*\bsrc\s*=", doc, re.I)
+    assert "Peak running" in hand.read_text(encoding="utf-8")
+    assert len(pd.read_csv(csv)) == info["written"]["csv"]["rows"]
+
+
+def test_cli_export_html_swap_scenario(tmp_path, capsys):
+    hand = tmp_path / "h.html"
+    rc = main(["export-html", "--preemption", "swap", "--block-size", "32", "-o", str(tmp_path / "s.html"),
+               "--handout", str(hand)])
+    assert rc == 0 and "wrote" in capsys.readouterr().out
+    text = hand.read_text(encoding="utf-8")
+    assert "swap to host memory" in text and "block 32" in text
+
+
+def test_cli_export_html_bad_block_size_exits_2(tmp_path):
+    out = tmp_path / "x.html"
+    proc = subprocess.run([sys.executable, "-m", "allocator", "export-html", "--block-size", "0", "-o", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: block_size must be at least 1, got 0"
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_cli_export_html_missing_directory_exits_2(tmp_path, capsys):
+    rc = main(["export-html", "-o", str(tmp_path / "no" / "such" / "x.html")])
+    assert rc == 2
+    assert "output directory does not exist" in capsys.readouterr().err
+
+
+def test_cli_export_shares_simulate_options():
+    """export-html inherits every scenario option of simulate (one definition, no drift)."""
+    from allocator.__main__ import build_parser
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    sim = {o for a in sub.choices["simulate"]._actions for o in a.option_strings}
+    exp = {o for a in sub.choices["export-html"]._actions for o in a.option_strings}
+    assert sim <= exp and {"-o", "--out", "--handout", "--csv"} <= exp
