@@ -5,7 +5,7 @@ explainer print the same numbers.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -74,6 +74,21 @@ class Scenario:
         if self.max_new_tokens is not None:
             return self.max_new_tokens
         return DEFAULT_MAX_NEW.get(self.workload, 1024)
+
+    def canonical(self) -> "Scenario":
+        """The same scenario with defaults resolved and settings that do not apply reset, so two
+        scenarios that simulate the same thing compare (and hash) equal — a cache key."""
+        from .workload import CLASSROOM_40
+        classroom = self.workload == "classroom-40"
+        return replace(
+            self, total_slots=self.slots, max_new_tokens=self.max_new,
+            seed=(CLASSROOM_40["seed"] if self.seed is None else self.seed) if classroom else None,
+            arrival=self.arrival if classroom else "burst",
+            arrival_rate=self.arrival_rate if classroom and self.arrival == "trickle" else 1.0,
+            offset=0 if classroom else self.offset, count=40 if classroom else self.count,
+            steps_per_second=20.0 if classroom else self.steps_per_second,
+            trace_bytes=self.trace_bytes if self.workload == "upload" else None,
+            trace_name=self.trace_name if self.workload == "upload" else "")
 
     def as_dict(self) -> dict:
         """JSON-ready settings, with defaults resolved."""

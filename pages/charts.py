@@ -5,6 +5,7 @@ Every number drawn here comes from ``allocator`` results; this module only lays 
 from __future__ import annotations
 
 import base64
+import json
 
 import numpy as np
 import plotly.graph_objects as go
@@ -17,10 +18,31 @@ from pages.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED, REQUEST_COLOU
 
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
 FIGURE_BUDGET_BYTES = 2_800_000
-MAX_FRAMES = 120
+MAX_FRAMES = 90
 _CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, *REQUEST_COLOURS]   # z code -> colour
 _ORDER = ("reserve_max", "paged")
 _SERIES_COLOUR = {"reserve_max": RESERVE_MAX, "paged": PAGED}
+
+
+class FrozenFigure(go.Figure):
+    """A finished figure whose plain-dict form is computed once.
+
+    ``st.plotly_chart`` calls ``to_dict()`` on every script run, which deep-copies and re-encodes
+    every frame (about 50 ms for the explainer's 120 frames): with forty students on one server
+    that dominated each rerun. ``freeze()`` stores the JSON-ready dict; later ``to_dict()`` calls
+    return it. Call ``freeze()`` only when the figure is complete: changes made after it are not
+    seen by ``to_dict()``.
+    """
+
+    def freeze(self) -> "FrozenFigure":
+        """Compute and keep the plain-dict form (plain JSON types only); returns self."""
+        self._frozen = json.loads(pio.to_json(super().to_dict(), validate=False))
+        return self
+
+    def to_dict(self) -> dict:
+        """The frozen dict when ``freeze()`` was called, else plotly's usual conversion."""
+        frozen = getattr(self, "_frozen", None)
+        return frozen if frozen is not None else super().to_dict()
 
 
 def _colorscale() -> list:
@@ -210,7 +232,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     fig.update_yaxes(title_text="sequences running", rangemode="tozero", row=2, col=2, gridcolor="#eee")
     base_dict["layout"] = fig.layout
     base_dict["frames"] = frames
-    fig = go.Figure(base_dict)
+    fig = FrozenFigure(base_dict)
     fig.update_layout(
         height=900, margin=dict(l=60, r=20, t=110, b=110), plot_bgcolor="white",
         annotations=annotations(0), shapes=cursors(0),

@@ -7,10 +7,12 @@ import pandas as pd
 import streamlit as st
 
 from allocator import CLASSROOM_40
-from allocator.scenario import (DEFAULT_MAX_NEW, DEFAULT_SLOTS, SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario,
-                                block_size_sweep, build_workload, run_both)
-from allocator.trace import AZURE_ATTRIBUTION, load_trace, shipped_trace
-from pages.charts import explainer_figure, sweep_figure
+from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
+from allocator.trace import AZURE_ATTRIBUTION, shipped_trace
+from pages.cache import compute, metrics_table, sweep, sweep_chart, uploaded_rows
+from pages.exports_ui import exports_menu
+from pages.guided import guided_lesson
+from pages.present import keyboard_shortcuts, presentation_mode, share_link
 from pages.state import current_scenario, remember_scenario
 
 #: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
@@ -23,50 +25,33 @@ UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTo
                "rows and 5 MiB.")
 
 
-@st.cache_resource(max_entries=32, show_spinner="Simulating both allocators…")
-def compute(sc: Scenario):
-    """Workload, both results and the animated figure for one scenario (shared by every session)."""
-    workload = build_workload(sc)
-    results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption)
-    return workload, results, explainer_figure(results)
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def uploaded_rows(data: bytes) -> int:
-    """Validate an uploaded trace; its number of rows (ValueError names the row and column)."""
-    return len(load_trace(data, max_rows=UPLOAD_MAX_ROWS))
-
-
-@st.cache_data(max_entries=32, show_spinner="Sweeping block sizes…")
-def sweep(sc: Scenario) -> list:
-    """Paged runs at every block size for the scenario's workload and pool."""
-    return block_size_sweep(build_workload(sc), sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)
-
-
 def controls() -> Scenario:
-    """Sidebar controls -> Scenario (widgets bound to session state by key)."""
+    """Sidebar controls -> Scenario. Every widget is keyed and bound to a URL query parameter
+    (``bind="query-params"``), so a copied link reproduces the scenario."""
     sb = st.sidebar
+    url = dict(bind="query-params")
     sb.header("Scenario")
     workload = sb.selectbox("Workload", list(WORKLOAD_LABELS), format_func=WORKLOAD_LABELS.get, key="workload",
                             help="classroom-40 is synthetic and calibrated for the lesson; the trace replays "
-                                 "real request lengths and arrival times.")
+                                 "real request lengths and arrival times.", **url)
     block_size = sb.select_slider("Block size (slots per block)", options=BLOCK_SIZES, value=16, key="block_size",
-                                  help="Paged allocator only: how many tokens' K and V one block holds.")
+                                  help="Paged allocator only: how many tokens' K and V one block holds.", **url)
     total_slots = sb.number_input("Pool size (slots)", min_value=64, max_value=1 << 20,
                                   value=DEFAULT_SLOTS.get(workload, 8192), step=256, key=f"slots_{workload}",
-                                  help="Slots of KV cache both allocators share; one slot holds one token.")
+                                  help="Slots of KV cache both allocators share; one slot holds one token.", **url)
     max_new = sb.number_input("max_new_tokens (generation cap)", min_value=1, max_value=32768,
                               value=DEFAULT_MAX_NEW.get(workload, 1024), step=50, key=f"max_new_{workload}",
-                              help="Reserve-max reserves prompt + this many slots for every request.")
+                              help="Reserve-max reserves prompt + this many slots for every request.", **url)
     kw = {}
     if workload == "classroom-40":
         kw["seed"] = int(sb.number_input("Seed", min_value=0, max_value=10_000, value=CLASSROOM_40["seed"],
-                                         key="seed", help="Draws a different forty requests of the same kind."))
+                                         key="seed", help="Draws a different forty requests of the same kind.",
+                                         **url))
         kw["arrival"] = sb.radio("Arrivals", ["burst", "trickle"], horizontal=True, key="arrival",
-                                 format_func={"burst": "all at step 0", "trickle": "trickle"}.get)
+                                 format_func={"burst": "all at step 0", "trickle": "trickle"}.get, **url)
         if kw["arrival"] == "trickle":
             kw["arrival_rate"] = sb.slider("Arrival rate (requests per step)", 0.01, 2.0, 0.1, 0.01,
-                                           key="arrival_rate")
+                                           key="arrival_rate", **url)
     else:
         n_rows = None
         if workload == "upload":
@@ -82,23 +67,24 @@ def controls() -> Scenario:
                     sb.error(f"{up.name}: {exc}")
         else:
             n_rows = len(shipped_trace())
-        kw["offset"] = int(sb.number_input("First row (offset)", min_value=0,
-                                           max_value=max(0, (n_rows or 1) - 1), value=0, key=f"offset_{workload}"))
-        kw["count"] = int(sb.slider("Requests to replay", 1, 200, 40, key=f"count_{workload}"))
+        kw["offset"] = int(sb.number_input("First row (offset)", min_value=0, max_value=max(0, (n_rows or 1) - 1),
+                                           value=0, key=f"offset_{workload}", **url))
+        kw["count"] = int(sb.slider("Requests to replay", 1, 200, 40, key=f"count_{workload}", **url))
         kw["steps_per_second"] = float(sb.number_input(
             "Engine steps per second of trace time", min_value=0.5, max_value=200.0, value=20.0, step=5.0,
-            key=f"steps_per_second_{workload}", help="One step is one decode iteration; 20 per second is 50 ms each."))
+            key=f"steps_per_second_{workload}",
+            help="One step is one decode iteration; 20 per second is 50 ms each.", **url))
     sb.subheader("Sharing and preemption")
     kw["shared_prefix"] = int(sb.number_input(
         "Shared system prompt (tokens)", min_value=0, max_value=4096, value=0, step=16, key="shared_prefix",
         help="Put the same system prompt in front of every request. Paging stores its full blocks once "
-             "and points every block table at them; reserve-max must copy it into every reservation."))
+             "and points every block table at them; reserve-max must copy it into every reservation.", **url))
     kw["preemption"] = sb.radio("When paged memory runs out", ["recompute", "swap"], horizontal=True,
                                 key="preemption", format_func={"recompute": "recompute", "swap": "swap to host"}.get,
                                 help="Recompute drops the evicted sequence's blocks and prefills its tokens again "
-                                     "later; swap copies them to host memory and back.")
+                                     "later; swap copies them to host memory and back.", **url)
     cost = sb.slider("Metadata cost c (slot equivalents per block)", 0.0, 8.0, 0.0, 0.25, key="metadata_cost",
-                     help="What one block-table entry costs, in slots. Raises the price of small blocks.")
+                     help="What one block-table entry costs, in slots. Raises the price of small blocks.", **url)
     return Scenario(workload=workload, total_slots=int(total_slots), block_size=int(block_size),
                     max_new_tokens=int(max_new), metadata_cost=float(cost), **kw)
 
@@ -142,10 +128,11 @@ def summary_panel(results, cost: float) -> None:
                      help="Allocated slots + c × blocks (or reservations), mean over steps when requests wait.")
             if key == "paged" and (s["shared_prefix"] or s["preemption_mode"] == "swap" or s["preemptions"]):
                 i, j, k, l = st.columns(4)
-                i.metric("Logical tokens (peak)", f"{s['peak_logical_tokens']:,}",
-                         help="Tokens the running sequences hold, each counting its own copy of a shared prompt.")
-                j.metric("Distinct slots (peak)", f"{s['peak_used_slots']:,}",
-                         help="Physical slots holding those tokens: a shared prompt block is stored once.")
+                i.metric("Logical tokens", f"{s['peak_logical_tokens']:,}",
+                         help="Peak tokens the running sequences hold, each counting its own copy of a shared "
+                              "prompt.")
+                j.metric("Distinct slots", f"{s['peak_used_slots']:,}",
+                         help="Peak physical slots holding those tokens: a shared prompt block is stored once.")
                 k.metric("Swapped blocks", f"{s['swapped_blocks']:,}",
                          help="Blocks copied to host memory and back (swap preemption), in and out together.")
                 l.metric("Recomputed tokens", f"{s['recomputed_tokens']:,}",
@@ -227,6 +214,7 @@ def workload_panel(workload, sc: Scenario) -> None:
         st.dataframe(df, hide_index=True, height=260)
 
 
+presenting = presentation_mode()
 st.title("Reserve for the worst case, or page?")
 st.markdown("The same requests run against the same KV-cache pool twice: **reserve-max** on the left "
             "holds a contiguous run of prompt + `max_new_tokens` slots per request; **paged** on the right "
@@ -245,19 +233,27 @@ except ValueError as exc:
     scenario = current_scenario()
     workload, results, fig = compute(scenario)
 
+keyboard_shortcuts()
+tools = st.columns([2, 2, 5])
+with tools[0]:
+    share_link()
+with tools[1]:
+    exports_menu(scenario, workload, results, fig)
+guided_lesson(results)
 summary_panel(results, scenario.metadata_cost)
 st.plotly_chart(fig, width="stretch", config={"displaylogo": False}, key="maps")
 st.caption("Each cell is one slot (or, for large pools, a group of slots shown by what most of them hold). "
            "Colours: a request's tokens; **orange** allocated but empty; **light grey** free; **dark grey** "
            "free but unusable. The dashed line below marks the frame's step.")
+if st.toggle("Show the numbers behind the animation, frame by frame", key="show_numbers"):
+    st.dataframe(metrics_table(results, fig, key=scenario), hide_index=True, height=320)
 narrative()
 
 st.subheader("Which block size?")
 rows = sweep(scenario)
 left, right = st.columns([3, 1])
 with left:
-    st.plotly_chart(sweep_figure(rows, scenario.block_size, scenario.metadata_cost,
-                                 results["reserve_max"].summary["mean_utilization_busy"]),
+    st.plotly_chart(sweep_chart(scenario, results["reserve_max"].summary["mean_utilization_busy"]),
                     width="stretch", config={"displaylogo": False}, key="sweep")
 with right:
     best = min(rows, key=lambda r: r["cost_per_token_busy"])
@@ -268,7 +264,7 @@ with right:
                 f"**{best['block_size']}**. Raise c and tiny blocks stop looking free.")
     if here is None:
         st.caption(f"Block size {scenario.block_size} is not on the sweep's powers of two; the maps above use it.")
-with st.expander("The sweep as a table"):
+if st.toggle("Show the sweep as a table", key="show_sweep_table"):
     table = pd.DataFrame([{"block size (slots)": r["block_size"], "blocks in pool": r["blocks"],
                            "utilisation while waiting (%)": round(100 * r["mean_utilization_busy"], 1),
                            "internal frag. (% of pool)": round(100 * r["mean_internal_fragmentation_busy"], 1),

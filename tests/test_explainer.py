@@ -142,7 +142,35 @@ def test_shared_prefix_and_swap_on_the_page(app):
     app.radio(key="preemption").set_value("swap").run()
     assert not app.exception
     res = run_scenario(Scenario(shared_prefix=256, preemption="swap"), record_snapshots=False)["paged"].summary
-    assert metric(app, "Logical tokens (peak)") == [f"{res['peak_logical_tokens']:,}"]
-    assert metric(app, "Distinct slots (peak)") == [f"{res['peak_used_slots']:,}"]
+    assert metric(app, "Logical tokens") == [f"{res['peak_logical_tokens']:,}"]
+    assert metric(app, "Distinct slots") == [f"{res['peak_used_slots']:,}"]
     assert metric(app, "Swapped blocks") == [f"{res['swapped_blocks']:,}"]
     assert res["peak_logical_tokens"] > res["peak_used_slots"] and res["swapped_blocks"] > 0
+
+
+def test_guided_lesson_moves_the_controls_and_reveals_core_numbers(app):
+    next(b for b in app.button if b.label == "Start the guided lesson").click().run()
+    for _ in range(3):
+        app.button(key="lesson_next").click().run()
+    assert not app.exception
+    assert app.select_slider(key="block_size").value == 256            # step 4 set the slider
+    app.radio(key="lesson_guess_3").set_value("down").run()
+    app.toggle(key="lesson_reveal_3").set_value(True).run()
+    res = run_scenario(Scenario(block_size=256), record_snapshots=False)["paged"].summary
+    shown = " ".join(s.value for s in app.success)
+    assert f"to {res['mean_utilization_busy']:.0%}" in shown and "The class predicted: *down*" in shown
+    app.button(key="lesson_next").click().run()                      # step 5: shared prompt
+    assert app.number_input(key="shared_prefix").value == 256
+    assert app.select_slider(key="block_size").value == 16
+
+
+def test_url_query_parameters_set_the_scenario():
+    at = AppTest.from_file(APP_PATH, default_timeout=60)
+    at.query_params["block_size"] = "64"
+    at.query_params["shared_prefix"] = "128"
+    at.run()
+    assert not at.exception
+    assert at.select_slider(key="block_size").value == 64
+    res = run_scenario(Scenario(block_size=64, shared_prefix=128), record_snapshots=False)
+    assert metric(at, "Peak running") == [str(res["reserve_max"].summary["peak_running"]),
+                                          str(res["paged"].summary["peak_running"])]

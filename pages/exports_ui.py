@@ -1,0 +1,32 @@
+"""The explainer's export menu: per-step CSV, standalone animation HTML, printable handout.
+
+The files themselves come from ``pages.exports`` (pure functions shared with the CLI); this
+module only offers them as downloads, built lazily and cached per scenario.
+"""
+import streamlit as st
+
+from pages.exports import animation_html, handout_html, metrics_csv
+
+
+@st.cache_data(max_entries=16, show_spinner="Preparing the files…")
+def _files(_results, _fig, _workload, scenario) -> dict:
+    """CSV, standalone HTML and handout for one scenario (``scenario`` is the cache key)."""
+    return {"csv": metrics_csv(_results), "html": animation_html(scenario, _workload, _results, _fig),
+            "handout": handout_html(scenario, _results, _workload)}
+
+
+def exports_menu(scenario, workload, results, fig) -> None:
+    """A popover with three download buttons; nothing is built until it is opened and asked for."""
+    with st.popover("Export", icon=":material/download:"):
+        st.caption("Per-step numbers as CSV, the animation as one HTML file that plays with no server "
+                   "(for a USB stick or a room without network), and a one-page handout. Figures as PNG: "
+                   "use the camera icon on any chart.")
+        if not st.toggle("Prepare the files", key="export_prepare"):
+            return
+        files = _files(results, fig, workload, scenario)
+        st.download_button("Per-step metrics (CSV)", files["csv"], file_name="kv_paging_metrics.csv",
+                           mime="text/csv", on_click="ignore", icon=":material/table:")
+        st.download_button("Animation (standalone HTML)", files["html"], file_name="kv_paging_animation.html",
+                           mime="text/html", on_click="ignore", icon=":material/movie:")
+        st.download_button("Handout (HTML, print to PDF)", files["handout"], file_name="kv_paging_handout.html",
+                           mime="text/html", on_click="ignore", icon=":material/description:")

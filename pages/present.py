@@ -1,0 +1,108 @@
+"""Classroom helpers for the explainer: presentation mode, keyboard shortcuts, a copyable link.
+
+Keyboard shortcuts (installed once per browser tab, ignored while typing in a field):
+    → / ←      next / previous animation frame
+    space, k   play / pause
+    Esc        leave presentation mode
+They drive the memory-map figure through plotly.js's own ``Plotly.animate``.
+"""
+from urllib.parse import urlencode
+
+import streamlit as st
+
+_KEYS_JS = """
+<script>
+(function () {
+  const w = window.parent && window.parent.document ? window.parent : window;
+  if (w.__kvlabKeys) return;
+  w.__kvlabKeys = true;
+  let playing = false;
+  function maps() {
+    for (const gd of w.document.querySelectorAll('.js-plotly-plot')) {
+      if (gd._fullLayout && gd._fullLayout.sliders && gd._fullLayout.sliders.length) return gd;
+    }
+    return null;
+  }
+  function show(gd, i) {
+    const steps = gd._fullLayout.sliders[0].steps;
+    i = Math.max(0, Math.min(steps.length - 1, i));
+    w.Plotly.animate(gd, [steps[i].args[0][0]],
+      {frame: {duration: 0, redraw: true}, mode: 'immediate', transition: {duration: 0}});
+  }
+  w.document.addEventListener('keydown', function (ev) {
+    const t = ev.target;
+    if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable ||
+              t.getAttribute('role') === 'slider')) return;
+    if (ev.key === 'Escape') {
+      for (const b of w.document.querySelectorAll('button')) {
+        if (b.innerText.trim().startsWith('Leave presentation mode')) { b.click(); return; }
+      }
+      return;
+    }
+    const gd = maps();
+    if (!gd || !w.Plotly) return;
+    const active = gd._fullLayout.sliders[0].active || 0;
+    if (ev.key === 'ArrowRight') { ev.preventDefault(); playing = false; show(gd, active + 1); }
+    else if (ev.key === 'ArrowLeft') { ev.preventDefault(); playing = false; show(gd, active - 1); }
+    else if (ev.key === ' ' || ev.key === 'k') {
+      ev.preventDefault();
+      if (playing) {
+        w.Plotly.animate(gd, [null], {frame: {duration: 0, redraw: false}, mode: 'immediate',
+                                      transition: {duration: 0}});
+      } else {
+        w.Plotly.animate(gd, null, {frame: {duration: 140, redraw: true}, fromcurrent: true,
+                                    transition: {duration: 0}});
+      }
+      playing = !playing;
+    }
+  });
+})();
+</script>
+"""
+
+_PRESENT_CSS = """
+<style>
+section[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
+[data-testid="stExpandSidebarButton"] { display: none !important; }
+.stMainBlockContainer { max-width: 100% !important; padding-left: 2rem; padding-right: 2rem; }
+.stMainBlockContainer p, .stMainBlockContainer li { font-size: 1.25rem; }
+[data-testid="stMetricValue"] p { font-size: 2.8rem !important; line-height: 1.2; }
+[data-testid="stMetricLabel"] p { font-size: 1.15rem !important; }
+[data-testid="stMetricDelta"] p { font-size: 1.1rem !important; }
+h1 { font-size: 3rem !important; }
+</style>
+"""
+
+
+def keyboard_shortcuts() -> None:
+    """Install the frame-stepping and play/pause keys (see the module docstring)."""
+    st.html(_KEYS_JS, unsafe_allow_javascript=True)
+
+
+def presentation_mode() -> bool:
+    """The sidebar's presentation toggle (bound to the URL as ``present``); when on, enlarge the type,
+    hide the sidebar and offer a way back. Returns whether presentation mode is on."""
+    on = st.sidebar.toggle("Presentation mode", key="present", bind="query-params",
+                           help="Large type and no sidebar, for a projector. Keys: → ← step the animation, "
+                                "space plays or pauses, Esc leaves.")
+    if on:
+        st.html(_PRESENT_CSS)
+        left, right = st.columns([4, 1])
+        left.caption("Presentation mode · → / ← step the animation · space plays or pauses · Esc leaves")
+        right.button("Leave presentation mode", on_click=_leave, width="stretch")
+    return on
+
+
+def _leave() -> None:
+    st.session_state["present"] = False
+
+
+def share_link() -> None:
+    """A popover with the current page's URL, query parameters included (st.code has a copy button)."""
+    base = (st.context.url or "").split("?")[0]
+    params = {k: v for k, v in st.query_params.to_dict().items()}
+    link = base + ("?" + urlencode(params) if params else "")
+    with st.popover("Copy link to this scenario", icon=":material/link:"):
+        st.caption("Everything in the sidebar is in this link: a student who opens it sees the same "
+                   "scenario. (An uploaded file is not part of a link.)")
+        st.code(link or "(open the app in a browser to get its address)", language=None, wrap_lines=True)

@@ -1,0 +1,300 @@
+"""Real-browser tests: the app served as ``make run`` serves it (``python app.py``, i.e. ``streamlit
+run app.py``) and driven by headless Chromium through Playwright.
+
+What AppTest cannot see: the pages render in a browser without an error box, the sidebar
+slider reacts to the keyboard, the Plotly animation plays client-side, and the kernel tab's
+button runs a sweep end to end. Screenshots go to ``test-artifacts/`` (gitignored).
+
+Needs Debian's Chromium at /usr/bin/chromium (``apt-get install chromium`` as root; ``.ci/run``
+does it). Without it every test here skips. Never run ``playwright install``: this suite drives
+the system browser on purpose.
+
+Every wait is bounded; the server is started once per module and always terminated.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.conftest import APP_PATH, ROOT
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")   # overridable, e.g. to try the skip path
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = os.path.join(ROOT, "test-artifacts")
+SERVER_START_S = 60          # until /_stcore/health answers
+PAGE_S = 90                  # one page's script run, first visit included (seconds)
+ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} not found: browser tests skipped. Enable them with `apt-get install chromium` "
+                "as root (.ci/run does this); never `playwright install`.", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (Python package) not installed; "
+                               "`make install` installs requirements.txt")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def app_url_paths() -> list[str]:
+    """``url_path`` values declared in app.py's navigation, in order (the default page first)."""
+    with open(APP_PATH, encoding="utf-8") as fh:
+        return re.findall(r'url_path="([^"]+)"', fh.read())
+
+
+@pytest.fixture(scope="module")
+def server():
+    """Base URL of the app (``python app.py``) on a free loopback port; terminated after the module."""
+    port = free_port()
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    log_path = os.path.join(ARTIFACTS, "streamlit-server.log")
+    log = open(log_path, "w", encoding="utf-8")
+    proc = subprocess.Popen(
+        # ``python app.py`` is ``streamlit run app.py`` with Streamlit's legacy pages/ handling off
+        # (see app.py), the way ``make run`` starts it
+        [sys.executable, APP_PATH, "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if proc.poll() is not None:
+                log.flush()
+                with open(log_path, encoding="utf-8") as fh:
+                    pytest.fail(f"streamlit exited with {proc.returncode}:\n{fh.read()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not answer /_stcore/health within {SERVER_START_S} s")
+            time.sleep(0.3)
+        yield base
+    finally:
+        # the server runs in its own session: end exactly that process group
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless system Chromium for the module."""
+    pw = sync_api.sync_playwright().start()
+    try:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=60_000)
+        try:
+            yield b
+        finally:
+            b.close()
+    finally:
+        pw.stop()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh browser context (its own Streamlit session) with a projector-like viewport."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx.set_default_timeout(30_000)
+    pg = ctx.new_page()
+    try:
+        yield pg
+    finally:
+        ctx.close()
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+STATE_JS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const main = document.querySelector('[data-testid="stMain"]');
+    const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
+    const h = document.querySelector('[data-testid="stMain"] h1');
+    return {
+        script: app ? app.dataset.testScriptState : null,
+        connection: app ? app.dataset.testConnectionState : null,
+        stale: document.querySelectorAll('[data-stale="true"]').length,
+        spinners: document.querySelectorAll('[data-testid="stSpinner"]').length,
+        charts: charts.length,
+        drawn: charts.filter(c => c.querySelector('.js-plotly-plot .main-svg')).length,
+        nodes: main ? main.getElementsByTagName('*').length : 0,
+        title: h ? h.innerText : '',
+    };
+}"""
+
+
+def settle(pg, old_title: str | None = None, timeout_s: float = PAGE_S, quiet_s: float = 1.0) -> str:
+    """Wait until the page is done: script not running, connected, nothing stale, no spinner, every
+    Plotly chart drawn, a title other than ``old_title``, and the DOM unchanged for ``quiet_s``
+    seconds of a responsive main thread (a poll that takes longer than 0.3 s restarts the quiet
+    time: the browser is still digesting a large message). Returns the page title (h1).
+
+    Streamlit flips its script state to "notRunning" before the browser has rendered every element
+    of a large run, so the script state alone is not enough.
+    """
+    deadline = time.monotonic() + timeout_s
+    last, quiet_since = None, None
+    while True:
+        t0 = time.monotonic()
+        st = pg.evaluate(STATE_JS)
+        slow = time.monotonic() - t0 > 0.3
+        done = (st["script"] == "notRunning" and st["connection"] in (None, "CONNECTED") and not st["stale"]
+                and not st["spinners"] and st["drawn"] == st["charts"] and st["title"]
+                and st["title"] != old_title)
+        if done and st == last and not slow:
+            if quiet_since is not None and time.monotonic() - quiet_since >= quiet_s:
+                return st["title"]
+            quiet_since = quiet_since or time.monotonic()
+        else:
+            quiet_since = None
+        last = st
+        if time.monotonic() > deadline:
+            shot(pg, "unsettled")
+            pytest.fail(f"{pg.url} did not settle within {timeout_s:.0f} s; last state {st} "
+                        f"(screenshot test-artifacts/unsettled.png)")
+        time.sleep(0.2)
+
+
+def errors(pg) -> list[str]:
+    """Texts of every exception / error box on the page."""
+    return pg.locator(ERROR_SELECTOR).all_inner_texts()
+
+
+def metric_values(pg, label: str) -> list[str]:
+    """Values of every st.metric whose label is ``label``, in page order."""
+    out = []
+    for m in pg.locator('[data-testid="stMetric"]').all():
+        if m.locator('[data-testid="stMetricLabel"]').inner_text().strip() == label:
+            out.append(m.locator('[data-testid="stMetricValue"]').inner_text().strip())
+    return out
+
+
+def shot(pg, name: str, locator=None) -> None:
+    """Save a PNG of the viewport (or of ``locator``) as test-artifacts/``name``.png."""
+    path = os.path.join(ARTIFACTS, f"{name}.png")
+    (locator if locator is not None else pg).screenshot(path=path)
+
+
+def wait_until(fn, timeout_s: float, what: str, interval: float = 0.25):
+    """Poll ``fn()`` until it returns a truthy value; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+# -------------------------------------------------------------------------------------- tests
+
+def test_every_page_loads_without_an_error(server, page):
+    page.goto(server + "/", wait_until="domcontentloaded")
+    title = settle(page)
+    assert not errors(page), errors(page)
+    shot(page, "page_home")
+    links = page.locator('[data-testid="stSidebarNav"] a')
+    hrefs = [h.rstrip("/") for h in links.evaluate_all("els => els.map(e => e.href)")]
+    paths = app_url_paths()
+    # the default page lives at "/", every other page at its url_path
+    expected = [server] + [f"{server}/{p}" for p in paths[1:]]
+    assert sorted(hrefs) == sorted(expected), (hrefs, paths)
+    seen = {server: title}
+    for href in hrefs[1:]:
+        name = href.rsplit("/", 1)[-1]
+        page.locator(f'[data-testid="stSidebarNav"] a[href="{href}"]').click()
+        page.wait_for_url(href, timeout=30_000)
+        title = settle(page, old_title=title)
+        errs = errors(page)
+        shot(page, f"page_{name}")
+        assert not errs, f"{name}: {errs}"
+        seen[href] = title
+    assert len(set(seen.values())) == len(seen), seen         # each page shows its own title
+
+
+def test_block_size_slider_changes_paged_utilisation(server, page):
+    from allocator.scenario import Scenario, run_scenario
+
+    page.goto(server + "/", wait_until="domcontentloaded")
+    settle(page)
+    before = metric_values(page, "Utilisation")
+    assert len(before) == 2, before                            # reserve-max, paged
+    slider = page.locator('[data-testid="stSlider"]').filter(has_text="Block size (slots per block)")
+    # react-aria renders an <input type=range> (implicit role), older builds a div[role=slider]
+    thumb = slider.get_by_role("slider")
+    assert thumb.get_attribute("aria-valuetext") == "16"
+    thumb.focus()
+    page.keyboard.press("ArrowRight")                          # 16 -> 24, the next option
+    expected = run_scenario(Scenario(block_size=24), record_snapshots=False)
+    want = f"{expected['paged'].summary['mean_utilization_busy']:.0%}"
+    wait_until(lambda: metric_values(page, "Utilisation")[1:] == [want], PAGE_S,
+               f"the paged Utilisation metric to read {want} at block size 24 (was {before[1]})")
+    settle(page)
+    after = metric_values(page, "Utilisation")
+    assert thumb.get_attribute("aria-valuetext") == "24"
+    assert after[0] == before[0] and after[1] != before[1], (before, after)   # reserve-max does not move
+    assert metric_values(page, "Peak running")[1] == str(expected["paged"].summary["peak_running"])
+    assert not errors(page), errors(page)
+    shot(page, "explainer_block_24")
+
+
+def test_play_button_advances_the_animation(server, page):
+    page.goto(server + "/", wait_until="domcontentloaded")
+    settle(page)
+    plot = page.locator(".js-plotly-plot").filter(has=page.locator(".updatemenu-button")).first
+    plot.wait_for(timeout=30_000)
+    label = plot.locator("text.slider-label").first
+    assert label.text_content().strip() == "engine step 0"
+    plot.locator(".updatemenu-button").first.click()           # ▶ Play
+    moved = wait_until(lambda: (t := label.text_content().strip()) != "engine step 0" and t, 20,
+                       "the animation to leave engine step 0")
+    assert re.fullmatch(r"engine step \d+", moved), moved
+    time.sleep(1.0)
+    plot.locator(".updatemenu-button").nth(1).click()          # ❚❚ Pause
+    later = label.text_content().strip()
+    assert int(later.split()[-1]) >= int(moved.split()[-1]) > 0
+    shot(page, "explainer_playing", plot)
+    assert not errors(page)
+
+
+def test_kernel_tab_runs_a_tiny_sweep_on_cpu(server, page):
+    page.goto(server + "/kernel", wait_until="domcontentloaded")
+    settle(page)
+    assert not errors(page), errors(page)
+    radio = page.locator('[data-testid="stRadio"]').filter(has_text="tiny")
+    radio.locator("label").filter(has_text=re.compile(r"^\s*tiny")).first.click()
+    wait_until(lambda: radio.locator("input[type=radio]:checked").count() == 1 and
+               "tiny" in radio.locator("label:has(input:checked)").inner_text(), 30, "the tiny shape to be selected")
+    settle(page)
+    page.get_by_role("button", name="Run sweep").click()
+    # the live result names its shape; recorded GPU results (if shipped) never use the tiny one
+    page.get_by_text("2 sequences × 64 tokens").first.wait_for(timeout=PAGE_S * 1000)
+    settle(page)
+    table = page.locator('[data-testid="stDataFrame"]').first
+    assert page.locator(".js-plotly-plot").count() >= 3       # latency, overhead, two costs
+    assert not errors(page), errors(page)
+    table.scroll_into_view_if_needed()
+    shot(page, "kernel_sweep")
