@@ -328,11 +328,11 @@ class PagedAllocator:
         """Free slots that can never serve a request: only the remainder that forms no block."""
         return self.remainder_slots
 
-    def snapshot(self, lengths: dict) -> tuple[np.ndarray, np.ndarray]:
-        """Per-block owner (int32 [num_blocks], -1 free; for a shared block, one of its holders),
-        tokens held (int16 [num_blocks]) and refcount (int16 [num_blocks])."""
-        return (np.array(self.block_owner, dtype=np.int32), np.array(self.block_fill, dtype=np.int16),
-                np.array(self.refcount, dtype=np.int16))
+    def snapshot(self, lengths: dict) -> tuple[list, list, list]:
+        """Per-block owner (-1 free; for a shared block, one of its holders), tokens held and
+        refcount, each a list of num_blocks ints. Plain list copies: taken every step, they cost a
+        fraction of a numpy conversion; ``SimulationResult.slot_states`` converts them when drawn."""
+        return (self.block_owner.copy(), self.block_fill.copy(), self.refcount.copy())
 
     def check_invariants(self, lengths: dict) -> None:
         """Assert the block bookkeeping is consistent with the sequences' lengths (tokens).

@@ -130,7 +130,7 @@ class SimulationResult:
         snap = self.snapshots[step]
         if self.kind == "paged":
             bs = self.block_size
-            block_owner, block_fill, refcount = snap
+            block_owner, block_fill, refcount = (np.asarray(a, dtype=np.int32) for a in snap)
             nb = len(block_owner)
             owner[: nb * bs] = np.repeat(block_owner, bs)
             pos = np.tile(np.arange(bs, dtype=np.int32), nb)
@@ -308,7 +308,10 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
 
 
 def _nbytes(snap) -> int:
-    return sum(a.nbytes for a in snap) if isinstance(snap, tuple) else snap.nbytes
+    """Approximate memory of one pool picture (a list of ints costs a pointer per entry)."""
+    if isinstance(snap, tuple):
+        return sum(8 * len(a) for a in snap)
+    return snap.nbytes
 
 
 def _check(allocator, lengths: dict, running: list) -> None:

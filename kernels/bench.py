@@ -14,7 +14,8 @@ CHECK_BUDGET_S = 2.0
 CPU_SWEEP_BUDGET_PER_BLOCK_S = 5.0
 
 
-def _table(title: str, header: list[str], rows: list[list]) -> None:
+def print_table(title: str, header: list[str], rows: list[list]) -> None:
+    """Print a plain aligned table under a ``== title`` line (the format of every ``make bench`` table)."""
     cells = [header] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     print(f"\n== {title}")
@@ -58,9 +59,9 @@ def bench_kernels(full: bool = True) -> list[bool]:
                      f"<= {CPU_SWEEP_BUDGET_PER_BLOCK_S:.1f}", per_block <= CPU_SWEEP_BUDGET_PER_BLOCK_S])
     worst = max(r["max_abs_diff"] for r in res.rows)
     rows.append(["sweep: max |paged - contiguous| over block sizes", f"{worst:.1e}", "<= 1e-02", worst <= 1e-2])
-    _table(f"kernels: targets ({backend} on {res.meta['device']})", ["measure", "value", "target", "met"], rows)
+    print_table(f"kernels: targets ({backend} on {res.meta['device']})", ["measure", "value", "target", "met"], rows)
     peak = res.meta.get("peak_GBps")
-    _table(f"kernels: sweep, {res.meta['shape']}, timer: {res.meta['timer']}",
+    print_table(f"kernels: sweep, {res.meta['shape']}, timer: {res.meta['timer']}",
            ["block size", "paged ms", "contiguous ms", "overhead x", "paged GB/s", "contiguous GB/s", "% of peak"],
            [[r["block_size"], f"{r['paged_ms']:.3f}", f"{r['contiguous_ms']:.3f}", f"{r['overhead']:.3f}",
              f"{r['paged_GBps']:.2f}", f"{r['contiguous_GBps']:.2f}",

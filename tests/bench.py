@@ -16,6 +16,8 @@ import statistics
 import sys
 import time
 
+from kernels.bench import print_table
+
 
 def _median_time(fn, repeat: int) -> tuple[float, object]:
     times, out = [], None
@@ -24,17 +26,6 @@ def _median_time(fn, repeat: int) -> tuple[float, object]:
         out = fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times), out
-
-
-def print_table(title: str, header: list[str], rows: list[list]) -> None:
-    """Print a plain aligned table with a title line."""
-    cells = [header] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    print(f"\n== {title}")
-    for i, r in enumerate(cells):
-        print("  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
 
 
 def bench_explainer(repeat: int = 7) -> list[bool]:
