@@ -93,8 +93,8 @@ def run(args) -> int:
         for r in out[key]["rejected"]:
             print(f"{key} rejected request {r['id']}: {r['reason']}")
     if args.sweep:
-        print("\nblock_size  mean_util_busy  peak_running  steps  preemptions")
+        print(f"\nblock_size  mean_util_busy  peak_running  steps  preemptions  cost_per_token(c={sc.metadata_cost:g})")
         for row in out["paged_block_size_sweep"]:
             print(f"{row['block_size']:>10}  {row['mean_utilization_busy']:>14.3f}  {row['peak_running']:>12}"
-                  f"  {row['steps']:>5}  {row['preemptions']:>11}")
+                  f"  {row['steps']:>5}  {row['preemptions']:>11}  {row['cost_per_token_busy']:>18.3f}")
     return 0

@@ -36,7 +36,8 @@ METRICS = (
     "external_fragmentation", # free slots that cannot serve the next request
     "free_slots",             # total - allocated
     "utilization",            # used / total (fraction)
-    "running",                # sequences holding memory after the step (count)
+    "running",                # the step's batch: sequences that computed (emitted a token) this step,
+                              # including any that finished in it (count)
     "waiting",                # arrived, not admitted (count)
     "finished",               # finished so far (count)
     "tokens",                 # tokens emitted this step (count)
@@ -107,6 +108,22 @@ class SimulationResult:
         Source: the metadata-cost objective of seed 001 (001_b60e659497b44204.txt).
         """
         return self.metrics["allocated_slots"] + float(metadata_cost) * self.metrics["units"]
+
+    def cost_per_token_busy(self, metadata_cost: float) -> float | None:
+        """Mean over busy steps (all steps if none) of total cost / tokens stored: slot equivalents
+        paid per stored token (1.0 = no waste, no metadata). None when nothing was ever stored.
+
+        Source: seed 001's objective (allocated + c x blocks), divided by the useful tokens so
+        allocators that store different amounts compare fairly.
+        """
+        mask = self.busy_mask()
+        if not mask.any():
+            mask = np.ones(self.steps, dtype=bool)
+        used = self.metrics["used_slots"][mask]
+        ok = used > 0
+        if not ok.any():
+            return None
+        return float((self.total_cost(metadata_cost)[mask][ok] / used[ok]).mean())
 
     def slot_states(self, step: int) -> tuple[np.ndarray, np.ndarray]:
         """The pool at ``step``, slot by slot.
@@ -275,7 +292,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         rec["internal_fragmentation"].append(allocated - used)
         rec["external_fragmentation"].append(allocator.external_fragmentation(need))
         rec["free_slots"].append(total - allocated)
-        rec["running"].append(len(running))
+        rec["running"].append(tokens)
         rec["waiting"].append(len(waiting))
         rec["finished"].append(finished)
         rec["tokens"].append(tokens)
@@ -340,8 +357,10 @@ def summarize(result: SimulationResult) -> dict:
     preemptions (total), mean_tokens_per_step, finished, rejected (list of {id, reason}),
     total_slots, block_size, peak_utilization, mean_internal_fragmentation_busy and
     mean_external_fragmentation_busy (fractions of the pool over busy steps; None if none),
-    shared_prefix (tokens), peak_logical_tokens and peak_used_slots (logical tokens vs distinct
-    physical slots holding them: they differ only when a prefix is shared), their busy means,
+    shared_prefix (tokens), peak_logical_tokens with its step (peak_logical_step) and the distinct
+    physical slots holding them at that same step (used_slots_at_peak_logical: they differ only
+    when a prefix is shared), peak_used_slots (the peak of distinct slots, at its own step), the
+    busy means of logical tokens and used slots,
     preemption_mode, swapped_blocks (moved out + in) and recomputed_tokens (prefilled again).
     """
     m = result.metrics
@@ -367,6 +386,8 @@ def summarize(result: SimulationResult) -> dict:
         "mean_external_fragmentation_busy": busy_mean(m["external_fragmentation"] / total),
         "shared_prefix": result.shared_prefix,
         "peak_logical_tokens": int(m["logical_tokens"].max()) if result.steps else 0,
+        "peak_logical_step": int(m["logical_tokens"].argmax()) if result.steps else 0,
+        "used_slots_at_peak_logical": int(m["used_slots"][m["logical_tokens"].argmax()]) if result.steps else 0,
         "peak_used_slots": int(m["used_slots"].max()) if result.steps else 0,
         "mean_logical_tokens_busy": busy_mean(m["logical_tokens"].astype(float)),
         "mean_used_slots_busy": busy_mean(m["used_slots"].astype(float)),

@@ -173,14 +173,13 @@ def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLO
         if not mask.any():
             mask = np.ones(res.steps, dtype=bool)
         cost = res.total_cost(metadata_cost)[mask]
-        used = np.maximum(m["used_slots"][mask], 1)
         rows.append({
             "block_size": bs,
             "blocks": total_slots // bs,
             "mean_utilization_busy": float(m["utilization"][mask].mean()),
             "mean_internal_fragmentation_busy": float((m["internal_fragmentation"][mask] / total_slots).mean()),
             "mean_total_cost_busy": float(cost.mean()),
-            "cost_per_token_busy": float((cost / used).mean()),
+            "cost_per_token_busy": res.cost_per_token_busy(metadata_cost),
             "peak_running": res.summary["peak_running"],
             "steps": res.steps,
             "preemptions": res.summary["preemptions"],

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from allocator import accounting as acc
-from pages.theme import ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX
+from pages.theme import ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
 
 LENGTH_COL = "length (tokens)"
 D = acc.ACCOUNT_DEFAULTS
@@ -148,7 +148,7 @@ def _cost_figure(rows: list[acc.PageSizeRow], used_tokens: int, c: float) -> go.
     top = max(r.total_cost for r in rows)
     fig.add_scatter(x=[str(best.page_size)], y=[best.total_cost], mode="markers",
                     name=f"best: page {best.page_size}, cost {best.total_cost:g}",
-                    marker=dict(symbol="star", size=20, color=ORANGE_EMPTY,
+                    marker=dict(symbol="star", size=20, color="#000000",
                                 line=dict(color="black", width=1.5)),
                     hovertemplate=(f"best page size {best.page_size} slots<br>total cost "
                                    f"{best.total_cost:g}<extra></extra>"))
@@ -164,7 +164,7 @@ def _cost_figure(rows: list[acc.PageSizeRow], used_tokens: int, c: float) -> go.
 def _sharing_figure(ps: acc.PrefixSharing) -> go.Figure:
     """Both requests' slots, one heatmap: shared prefix blocks, own tokens, empty tails."""
     codes = {"shared": 0, "own": 1, "empty": 2, "none": 3}
-    colours = [ACCENT, REQUEST_COLOURS[0], ORANGE_EMPTY, "#FFFFFF"]
+    colours = [SHARED_PREFIX, REQUEST_COLOURS[0], ORANGE_EMPTY, "#FFFFFF"]
     width = max(math.ceil(n / ps.page_size) * ps.page_size for n in (ps.length_a, ps.length_b))
     z, text = [], []
     for name, n in (("A", ps.length_a), ("B", ps.length_b)):
@@ -191,7 +191,7 @@ def _sharing_figure(ps: acc.PrefixSharing) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=z, x=list(range(width)), y=["request A", "request B"],
                                zmin=-0.5, zmax=3.5, colorscale=scale, showscale=False,
                                xgap=1, ygap=6, text=text, hoverinfo="text"))
-    for label, colour in (("shared full prefix block (stored once)", ACCENT),
+    for label, colour in (("shared full prefix block (stored once)", SHARED_PREFIX),
                           ("request's own tokens", REQUEST_COLOURS[0]),
                           ("allocated, holding nothing", ORANGE_EMPTY)):
         fig.add_scatter(x=[None], y=[None], mode="markers", name=label,

@@ -101,7 +101,7 @@ def _add_sequence(seq_id: str, words: list[str], tenant: str, sample: int) -> No
                  f"points at existing block(s) {shared} instead of computing them again "
                  f"({res.num_cached_tokens} leading tokens served from cache).")
         if res.num_cached_tokens < len(res.reused) * BLOCK_SIZE:
-            text += " A reused block is not at the start of the prompt: look at the warning below."
+            text += " A reused block is not at the start of the prompt: look at the warning above."
     elif mgr.enable_prefix_caching:
         text += " None of its full blocks was in the cache."
     if res.evicted:
@@ -526,23 +526,23 @@ with st.container(border=True):
         b = st.columns(4)
         b[0].button("Append a token", key="bt_append", on_click=_do, args=("append",),
                     icon=":material/add:", width="stretch")
-        b[1].button("Fork (second sample)", key="bt_fork", on_click=_do, args=("fork",),
+        b[1].button("Fork", key="bt_fork", on_click=_do, args=("fork",),
                     icon=":material/call_split:", width="stretch")
-        b[2].button("Write into shared block", key="bt_write", on_click=_do,
+        b[2].button("Write shared", key="bt_write", on_click=_do,
                     args=("write_shared",), icon=":material/content_copy:", width="stretch",
                     help="Appends a token to a sequence whose last block is shared (after a fork): "
                          "copy-on-write.")
         b[3].button("Finish", key="bt_finish", on_click=_do, args=("finish",),
                     icon=":material/done:", width="stretch")
         b2 = st.columns(4)
-        b2[0].button("New request (same prompt)", key="bt_new_same", on_click=_do,
+        b2[0].button("Same prompt", key="bt_new_same", on_click=_do,
                      args=("new_same",), icon=":material/cached:", width="stretch",
-                     help="The same system prompt with a new question: its full system-prompt "
-                          "blocks are found by hash.")
-        b2[1].button("New request (other opening)", key="bt_new_other", on_click=_do,
+                     help="A new request: the same system prompt with a new question. Its full "
+                          "system-prompt blocks are found by hash.")
+        b2[1].button("Other prompt", key="bt_new_other", on_click=_do,
                      args=("new_other",), icon=":material/help:", width="stretch",
-                     help="A different system prompt followed by A's question: its third block "
-                          "holds the same four words as A's third block.")
+                     help="A new request: a different system prompt followed by A's question. Its "
+                          "third block holds the same four words as A's third block.")
         b2[2].button("Swap out", key="bt_swap_out", on_click=_do, args=("swap_out",),
                      icon=":material/download:", width="stretch")
         b2[3].button("Swap in", key="bt_swap_in", on_click=_do, args=("swap_in",),
@@ -556,7 +556,8 @@ wrong = mgr.wrong_shares()
 if wrong:
     listed = ", ".join(f"{s}'s logical block {i} (physical {b})" for s, i, b in wrong)
     st.error(
-        f"Wrong share: {listed}. The words in that block match, but the words before it do not. "
+        f"Wrong share: {listed}. The words in that block match, but it was found without checking "
+        "what came before it — the earlier words, or the tenant's salt, differ. "
         "A token's K and V depend on every token before it (attention mixes them in, and "
         "positions differ), so these cached values belong to another context: the model would "
         "silently continue someone else's text. With a salt this is also a leak between tenants. "

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from allocator import accounting as acc
-from pages.theme import ORANGE_EMPTY, PAGED, RESERVE_MAX
+from pages.theme import PAGED, RESERVE_MAX
 
 D = acc.CAPACITY_DEFAULTS
 CUSTOM = "custom"
@@ -79,7 +79,7 @@ def _curve_figure(cap: acc.Capacity) -> go.Figure:
                                    "<extra></extra>"))
     fig.add_scatter(x=[cap.mean_tokens, cap.mean_tokens], y=[cap.fit_reserve, cap.fit_paged],
                     mode="markers", name="your mean length",
-                    marker=dict(color=ORANGE_EMPTY, size=12, line=dict(color="black", width=1)),
+                    marker=dict(color="#FFFFFF", size=12, line=dict(color="black", width=2)),
                     hovertemplate="mean %{x:g} tokens<br>%{y} sequences<extra></extra>")
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis_title="mean tokens actually used per sequence (tokens)",

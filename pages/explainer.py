@@ -93,53 +93,69 @@ def fmt_pct(x):
     return "—" if x is None else f"{x:.0%}"
 
 
+def _delta(value, fmt="{:+,}"):
+    """A metric delta, or None when there is no difference to show."""
+    return None if value in (None, 0) else fmt.format(value)
+
+
 def summary_panel(results, cost: float) -> None:
-    """Two columns of headline numbers, one per allocator."""
+    """Three headline numbers per allocator, side by side, then every other figure in one table."""
     cols = st.columns(2, border=True)
     rm = results["reserve_max"].summary
     for col, key in zip(cols, ("reserve_max", "paged")):
         res = results[key]
         s = res.summary
-        busy = res.busy_mask()
-        mean_cost = res.total_cost(cost)[busy].mean() if busy.any() else res.total_cost(cost).mean()
+        other = key != "reserve_max" and rm["finished"] > 0
         with col:
-            title = res.label + (f" · blocks of {res.block_size} slots" if res.block_size else " · contiguous")
-            st.subheader(title)
-            a, b, c, d = st.columns(4)
-            delta = None if key == "reserve_max" else s["peak_running"] - rm["peak_running"]
-            a.metric("Peak running", s["peak_running"], delta=delta,
-                     help="Largest running batch: sequences holding memory at once.")
-            u = s["mean_utilization_busy"]
-            du = None if key == "reserve_max" or u is None or rm["mean_utilization_busy"] is None else \
-                f"{(u - rm['mean_utilization_busy']) * 100:+.0f} pts"
-            b.metric("Utilisation", fmt_pct(u), delta=du,
+            st.subheader(res.label + (f" · blocks of {res.block_size}" if res.block_size else " · contiguous"))
+            a, b, c = st.columns(3)
+            a.metric("Peak running", s["peak_running"],
+                     delta=_delta(s["peak_running"] - rm["peak_running"]) if other else None,
+                     help="Largest batch: sequences that computed a token in the same step.")
+            u, ur = s["mean_utilization_busy"], rm["mean_utilization_busy"]
+            b.metric("Utilisation", fmt_pct(u),
+                     delta=_delta(None if u is None or ur is None else round((u - ur) * 100), "{:+} pts")
+                     if other else None,
                      help="Slots holding a token ÷ all slots, mean over the steps when requests were waiting.")
             c.metric("Steps to drain", f"{s['steps']:,}",
-                     delta=None if key == "reserve_max" else f"{s['steps'] - rm['steps']:,}", delta_color="inverse")
-            d.metric("Tokens per step", f"{s['mean_tokens_per_step']:.2f}")
-            e, f, g, h = st.columns(4)
-            e.metric("Preemptions", s["preemptions"],
-                     help="Sequences evicted to free memory (by recompute or swap, as chosen in the sidebar).")
-            f.metric("Internal frag.", fmt_pct(s["mean_internal_fragmentation_busy"]),
-                     help="Allocated slots holding no token, mean share of the pool while requests wait.")
-            g.metric("External frag.", fmt_pct(s["mean_external_fragmentation_busy"]),
-                     help="Free slots too scattered to serve the next request, mean share while requests wait.")
-            h.metric(f"Cost (c = {cost:g})", f"{mean_cost:,.0f}",
-                     help="Allocated slots + c × blocks (or reservations), mean over steps when requests wait.")
-            if key == "paged" and (s["shared_prefix"] or s["preemption_mode"] == "swap" or s["preemptions"]):
-                i, j, k, l = st.columns(4)
-                i.metric("Logical tokens", f"{s['peak_logical_tokens']:,}",
-                         help="Peak tokens the running sequences hold, each counting its own copy of a shared "
-                              "prompt.")
-                j.metric("Distinct slots", f"{s['peak_used_slots']:,}",
-                         help="Peak physical slots holding those tokens: a shared prompt block is stored once.")
-                k.metric("Swapped blocks", f"{s['swapped_blocks']:,}",
-                         help="Blocks copied to host memory and back (swap preemption), in and out together.")
-                l.metric("Recomputed tokens", f"{s['recomputed_tokens']:,}",
-                         help="Tokens prefilled a second time because their sequence was preempted by recompute.")
+                     delta=_delta(s["steps"] - rm["steps"]) if other else None, delta_color="inverse",
+                     help="Engine steps until every request has finished (or been rejected).")
             if s["rejected"]:
                 st.warning(f"{len(s['rejected'])} request(s) can never fit and were rejected:\n\n" +
                            "\n".join(f"- r{r['id']}: {r['reason']}" for r in s["rejected"][:10]))
+    st.dataframe(details_table(results, cost), hide_index=True, width="stretch")
+
+
+def details_table(results, cost: float) -> pd.DataFrame:
+    """Every summary figure of both allocators as rows (measure, reserve-max, paged, what it means)."""
+    rows = []
+
+    def add(name, fn, meaning):
+        rows.append({"measure": name, "reserve-max": fn(results["reserve_max"]), "paged": fn(results["paged"]),
+                     "what it means": meaning})
+
+    add("tokens per step", lambda r: f"{r.summary['mean_tokens_per_step']:.2f}",
+        "mean tokens emitted per engine step (throughput)")
+    add("internal fragmentation", lambda r: fmt_pct(r.summary["mean_internal_fragmentation_busy"]),
+        "allocated slots holding no token, share of the pool while requests wait (orange)")
+    add("external fragmentation", lambda r: fmt_pct(r.summary["mean_external_fragmentation_busy"]),
+        "free slots in gaps too small for the next request, share of the pool while requests wait (dark grey)")
+    add(f"cost per stored token (c = {cost:g})",
+        lambda r: "—" if r.cost_per_token_busy(cost) is None else f"{r.cost_per_token_busy(cost):.3f}",
+        "(allocated slots + c × blocks or reservations) ÷ tokens stored; 1.000 means nothing wasted")
+    add("preemptions", lambda r: f"{r.summary['preemptions']:,}",
+        "sequences evicted to make room (recompute or swap, as chosen in the sidebar)")
+    add("logical tokens, at their peak", lambda r: f"{r.summary['peak_logical_tokens']:,}",
+        "tokens the running sequences hold, each counting its own copy of a shared prompt")
+    add("distinct slots holding them (same step)", lambda r: f"{r.summary['used_slots_at_peak_logical']:,}",
+        "physical slots at that same step: a shared prompt block is stored once")
+    add("swapped blocks", lambda r: f"{r.summary['swapped_blocks']:,}",
+        "blocks copied to host memory and back (swap), out and in together")
+    add("recomputed tokens", lambda r: f"{r.summary['recomputed_tokens']:,}",
+        "tokens prefilled a second time after a recompute preemption")
+    add("finished / rejected", lambda r: f"{r.summary['finished']:,} / {len(r.rejected):,}",
+        "requests served, and requests that can never fit this pool")
+    return pd.DataFrame(rows)
 
 
 NARRATIVE = {
@@ -158,8 +174,9 @@ NARRATIVE = {
         "The paged allocator cuts the pool into blocks of a few slots. A request gets a block only "
         "when its last one fills, from anywhere in the pool, and a small **block table** records which "
         "physical block holds each stretch of its tokens. Nothing has to be contiguous, so every free "
-        "block can serve anyone — external fragmentation disappears — and the only slack left is the "
-        "unfilled end of each request's last block."),
+        "block can serve anyone — external fragmentation disappears (all but a pool remainder too "
+        "small to form a block) — and the only slack left is the unfilled end of each request's last "
+        "block."),
     "Why bigger blocks waste more": (
         "A request's last block is, on average, about half empty, so the slack grows with the block "
         "size: under one slot per request at block size 1, up to 255 at 256. Big blocks also mean few "
@@ -229,17 +246,21 @@ except ValueError as exc:
         st.info("No trace uploaded yet: showing the last scenario that ran. Upload a CSV in the sidebar.")
     else:
         st.sidebar.error(f"These settings cannot run: {exc}")
-        st.error(f"These settings cannot run: {exc}. Showing the last scenario that could.")
+        last = current_scenario()
+        st.error(f"These settings cannot run: {exc}. Showing the last scenario that could: "
+                 f"{last.workload}, {last.slots:,} slots, block size {last.block_size}.")
     scenario = current_scenario()
     workload, results, fig = compute(scenario)
 
 keyboard_shortcuts()
-tools = st.columns([2, 2, 5])
+tools = st.columns([3, 2, 4])
 with tools[0]:
     share_link()
 with tools[1]:
     exports_menu(scenario, workload, results, fig)
 guided_lesson(results)
+for note in workload.notes:
+    st.info(f"{workload.name}: {note}.")
 summary_panel(results, scenario.metadata_cost)
 st.plotly_chart(fig, width="stretch", config={"displaylogo": False}, key="maps")
 st.caption("Each cell is one slot (or, for large pools, a group of slots shown by what most of them hold). "

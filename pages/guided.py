@@ -25,7 +25,7 @@ def _reveal_reserve(res):
 def _reveal_waste(res):
     s = res["reserve_max"].summary
     return (f"**{_pct(s['mean_utilization_busy'])}** of the pool holds tokens while requests wait. "
-            f"{_pct(s['mean_internal_fragmentation_busy'])} is reserved but never reached (orange), and "
+            f"{_pct(s['mean_internal_fragmentation_busy'])} is reserved but not yet written (orange), and "
             f"{_pct(s['mean_external_fragmentation_busy'])} is free yet in gaps too short to use (dark grey). "
             "The PagedAttention paper measured 20–40 % for the engines of the day.")
 
@@ -45,14 +45,16 @@ def _reveal_big_blocks(res):
 
 def _reveal_prefix(res):
     s = res["paged"].summary
-    return (f"**Once.** At the peak, {s['peak_logical_tokens']:,} logical tokens sat in {s['peak_used_slots']:,} "
-            "distinct slots: every block table points at the same full prompt blocks (refcount > 1, purple). "
+    return (f"**Once.** At step {s['peak_logical_step']:,}, {s['peak_logical_tokens']:,} logical tokens sat in "
+            f"{s['used_slots_at_peak_logical']:,} distinct slots: every block table points at the same full "
+            "prompt blocks (refcount > 1, drawn pink). "
             "Reserve-max must copy the prompt into every reservation, so it now fits even fewer requests.")
 
 
 STEPS = [
     dict(title="1 · Reserve the worst case", settings={},
-         text="Reserve-max gives each request one unbroken run: its prompt plus `max_new_tokens` = 600 slots.",
+         text="Reserve-max gives each request one unbroken run: its prompt plus another 600 slots "
+              "(`max_new_tokens`) for the longest answer allowed.",
          question="In a 2,048-slot pool, how many requests can run at once?",
          choices=["3", "10", "30", "all 40"], reveal=_reveal_reserve),
     dict(title="2 · Watch the waste", settings={},

@@ -70,6 +70,13 @@ section[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
 [data-testid="stMetricLabel"] p { font-size: 1.15rem !important; }
 [data-testid="stMetricDelta"] p { font-size: 1.1rem !important; }
 h1 { font-size: 3rem !important; }
+/* plotly draws its own text: enlarge readouts, ticks, legends and buttons for the back row */
+.js-plotly-plot .annotation-text { font-size: 17px !important; }
+.js-plotly-plot .xtick text, .js-plotly-plot .ytick text { font-size: 14px !important; }
+.js-plotly-plot .legendtext, .js-plotly-plot .g-xtitle text, .js-plotly-plot .g-ytitle text,
+.js-plotly-plot .g-x3title text, .js-plotly-plot .g-y3title text, .js-plotly-plot .g-x4title text,
+.js-plotly-plot .g-y4title text { font-size: 16px !important; }
+.js-plotly-plot .updatemenu-item-text, .js-plotly-plot .slider-label { font-size: 16px !important; }
 </style>
 """
 
@@ -100,9 +107,14 @@ def _leave() -> None:
 def share_link() -> None:
     """A popover with the current page's URL, query parameters included (st.code has a copy button)."""
     base = (st.context.url or "").split("?")[0]
-    params = {k: v for k, v in st.query_params.to_dict().items()}
+    params = {k: v for k, v in st.query_params.to_dict().items() if k != "present"}
     link = base + ("?" + urlencode(params) if params else "")
     with st.popover("Copy link to this scenario", icon=":material/link:"):
         st.caption("Everything in the sidebar is in this link: a student who opens it sees the same "
-                   "scenario. (An uploaded file is not part of a link.)")
+                   "scenario (presentation mode and an uploaded file are not part of it).")
         st.code(link or "(open the app in a browser to get its address)", language=None, wrap_lines=True)
+        host = base.split("//")[-1].split("/")[0].split(":")[0]
+        if host in ("localhost", "127.0.0.1", "[::1]", "::1"):
+            st.warning("This address only works on this computer. For students, replace "
+                       f"**{host}** with this computer's address on the classroom network "
+                       "(e.g. from `hostname -I`), or open the app by that address before copying.")

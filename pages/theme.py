@@ -9,16 +9,16 @@ and "bright" schemes for the request colours.
 ORANGE_EMPTY = "#E69F00"   # allocated, holding nothing (Okabe-Ito orange)
 GREY_FREE = "#DDDDDD"      # free
 DARK_HOLE = "#4D4D4D"      # free but unusable (hole too small / remainder)
-SHARED_PREFIX = "#CC79A7"  # a token in a block several sequences share (Okabe-Ito reddish purple)
+SHARED_PREFIX = "#CC79A7"  # a token in a block several sequences share (Okabe-Ito reddish purple: "pink")
 
-#: Colours cycled over request ids for slots that hold a token (blues, greens and olive only, so
-#: none is mistaken for orange, grey or the shared-prefix purple).
+#: Colours cycled over request ids for slots that hold a token (blues and greens only, so none is
+#: mistaken for orange, grey or the shared-prefix pink).
 REQUEST_COLOURS = (
     "#332288", "#88CCEE", "#44AA99", "#117733", "#1F78B4",
-    "#4477AA", "#B2DF8A", "#66CCEE", "#228833", "#999933",
+    "#4477AA", "#B2DF8A", "#66CCEE", "#228833", "#5AAE61",
 )
 
 #: Series colours for the two allocators in line charts.
-RESERVE_MAX = "#D55E00"    # vermillion (Okabe-Ito), distinct from the orange above in hue+lightness
+RESERVE_MAX = "#000000"    # black: no orange anywhere but "allocated, holding nothing"
 PAGED = "#0072B2"          # blue (Okabe-Ito)
 ACCENT = "#009E73"         # bluish green (Okabe-Ito), for a third series

@@ -87,11 +87,12 @@ def test_paged_tiny_run_step_by_step():
     assert m["used_slots"].tolist() == [7, 5, 0, 0]
     assert m["allocated_slots"].tolist() == [8, 8, 0, 0]
     assert m["internal_fragmentation"].tolist() == [1, 3, 0, 0]
-    assert m["running"].tolist() == [2, 1, 0, 0]
+    assert m["running"].tolist() == [2, 1, 1, 1]       # the batch, including one that finishes
     assert m["waiting"].tolist() == [0, 1, 1, 0]
     assert m["preemptions"].tolist() == [0, 1, 0, 0]
     assert m["tokens"].tolist() == [2, 1, 1, 1]
     assert m["finished"].tolist() == [0, 0, 1, 2]
+    assert (m["running"] == m["tokens"]).all()
     assert m["next_need"].tolist() == [0, 4, 4, 0]
     assert res.summary["preemptions"] == 1
     assert res.summary["mean_utilization_busy"] == pytest.approx((5 / 8 + 0) / 2)
@@ -108,7 +109,7 @@ def test_reserve_max_tiny_run_step_by_step():
     assert m["allocated_slots"].tolist() == [6, 6, 0, 5, 0]
     assert m["used_slots"].tolist() == [4, 5, 0, 3, 0]
     assert m["external_fragmentation"].tolist() == [2, 2, 0, 0, 0]
-    assert m["running"].tolist() == [1, 1, 0, 1, 0]
+    assert m["running"].tolist() == [1, 1, 1, 1, 1]
     assert m["waiting"].tolist() == [1, 1, 1, 0, 0]
     owner, state = res.slot_states(0)
     assert owner.tolist() == [1] * 6 + [-1, -1]
@@ -140,6 +141,14 @@ def test_paged_block_table_is_exact_and_physical_order_scrambles():
 
 
 # --- rejection, invariants, determinism --------------------------------------------------------
+
+def test_one_token_answers_still_count_as_running():
+    """A request admitted and finished in the same step was in that step's batch."""
+    w = Workload("short", tuple(Request(i, 10, 1) for i in range(1, 6)), max_new_tokens=1)
+    res = simulate(w, PagedAllocator(64, 16), check_invariants=True)
+    assert res.summary["peak_running"] == 4 and res.metrics["running"].tolist() == [4, 1]
+    assert res.summary["finished"] == 5
+
 
 def test_request_that_can_never_fit_is_rejected_with_reason():
     w = Workload("big", (Request(1, 10, 5), Request(2, 5000, 5), Request(3, 20, 5)), max_new_tokens=10)

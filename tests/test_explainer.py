@@ -142,10 +142,29 @@ def test_shared_prefix_and_swap_on_the_page(app):
     app.radio(key="preemption").set_value("swap").run()
     assert not app.exception
     res = run_scenario(Scenario(shared_prefix=256, preemption="swap"), record_snapshots=False)["paged"].summary
-    assert metric(app, "Logical tokens") == [f"{res['peak_logical_tokens']:,}"]
-    assert metric(app, "Distinct slots") == [f"{res['peak_used_slots']:,}"]
-    assert metric(app, "Swapped blocks") == [f"{res['swapped_blocks']:,}"]
-    assert res["peak_logical_tokens"] > res["peak_used_slots"] and res["swapped_blocks"] > 0
+    table = details(app)
+    assert table["logical tokens, at their peak"] == f"{res['peak_logical_tokens']:,}"
+    assert table["distinct slots holding them (same step)"] == f"{res['used_slots_at_peak_logical']:,}"
+    assert table["swapped blocks"] == f"{res['swapped_blocks']:,}"
+    assert res["peak_logical_tokens"] > res["used_slots_at_peak_logical"] and res["swapped_blocks"] > 0
+
+
+def details(at, column="paged"):
+    """The explainer's details table as {measure: value shown in ``column``}."""
+    df = next(d.value for d in at.dataframe if "measure" in d.value.columns)
+    return dict(zip(df["measure"], df[column]))
+
+
+def test_details_table_reads_the_core(app):
+    res = run_scenario(Scenario(), record_snapshots=False)
+    for column, key in (("reserve-max", "reserve_max"), ("paged", "paged")):
+        table = details(app, column)
+        s = res[key].summary
+        assert table["tokens per step"] == f"{s['mean_tokens_per_step']:.2f}"
+        assert table["preemptions"] == f"{s['preemptions']:,}"
+        assert table["cost per stored token (c = 0)"] == f"{res[key].cost_per_token_busy(0):.3f}"
+    # paging stores more tokens per slot paid for: its cost per stored token is lower
+    assert res["paged"].cost_per_token_busy(0) < res["reserve_max"].cost_per_token_busy(0)
 
 
 def test_guided_lesson_moves_the_controls_and_reveals_core_numbers(app):

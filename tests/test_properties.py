@@ -40,7 +40,8 @@ def check_run(res, workload):
     served = sum(r.output_len for r in workload.requests if r.id not in rejected)
     assert int(m["tokens"].sum()) == served
     if res.steps:
-        assert m["running"][-1] == 0 and m["waiting"][-1] == 0
+        assert m["allocated_slots"][-1] == 0 and m["waiting"][-1] == 0
+    assert (m["running"] == m["tokens"]).all()
 
 
 @SETTINGS
