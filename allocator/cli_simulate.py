@@ -8,7 +8,6 @@ Examples::
 """
 from __future__ import annotations
 
-import argparse
 import json
 
 from .scenario import SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep, build_workload, run_both

@@ -269,8 +269,8 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         paged_out = run(*paged_args, validate=False)
         diff = float((paged_out.float() - contig_out.float()).abs().max())
         report((i + 0.3) / len(sizes), f"block size {bs}: timing paged and contiguous")
-        paged_s, contig_s, ratio = time_pair(lambda: run(*paged_args, validate=False),
-                                      lambda: run(*contig_args, validate=False))
+        paged_s, contig_s, ratio = time_pair(lambda a=paged_args: run(*a, validate=False),
+                                             lambda: run(*contig_args, validate=False))
         row = {
             "block_size": bs,
             "paged_s": paged_s, "contiguous_s": contig_s,

@@ -176,7 +176,7 @@ def _append(seq_id: str) -> None:
     elif res.new_block:
         _log(f"**{seq_id}**'s last block was full, so \u201c{w}\u201d opens block {res.block_id} "
              f"(slot 0); its other {BLOCK_SIZE - 1} slots are allocated but empty."
-             + (f" That block came from the cache and its old contents were evicted." if res.evicted is not None else ""))
+             + (" That block came from the cache and its old contents were evicted." if res.evicted is not None else ""))
         st.session_state["bt_highlight"] = {res.block_id: "new"}
     else:
         _log(f"**{seq_id}** writes \u201c{w}\u201d into slot {res.slot} of block {res.block_id} "
@@ -353,7 +353,6 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
     legend_entry("cached: refcount 0, findable by hash", "#FFFFFF", DARK_HOLE)
 
     # ---- the physical pool
-    host_of = {}
     for b in range(mgr.num_blocks):
         x0 = b * pitch
         rc = mgr.refcount(b)

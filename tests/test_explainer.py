@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from allocator import EMPTY, FREE, HOLE, TOKEN
+from allocator import EMPTY, FREE, TOKEN
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
 from allocator.scenario import Scenario, run_scenario
 from pages.charts import explainer_figure, figure_json_bytes, sweep_figure
