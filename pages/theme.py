@@ -15,7 +15,7 @@ SHARED_PREFIX = "#CC79A7"  # a token in a block several sequences share (Okabe-I
 #: mistaken for orange, grey or the shared-prefix pink).
 REQUEST_COLOURS = (
     "#332288", "#88CCEE", "#44AA99", "#117733", "#1F78B4",
-    "#4477AA", "#B2DF8A", "#66CCEE", "#228833", "#5AAE61",
+    "#4477AA", "#2166AC", "#66CCEE", "#228833", "#5AAE61",
 )
 
 #: Series colours for the two allocators in line charts.
