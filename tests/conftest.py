@@ -8,3 +8,8 @@ if ROOT not in sys.path:
 
 #: Absolute path of the Streamlit entry point (AppTest resolves relative paths against the caller).
 APP_PATH = os.path.join(ROOT, "app.py")
+
+
+def metric(at, label):
+    """Values of every ``st.metric`` with this label in an AppTest run, in page order."""
+    return [m.value for m in at.metric if m.label == label]

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from allocator.__main__ import main
 from allocator.scenario import UPLOAD_MAX_ROWS, Scenario, run_scenario
 from allocator.trace import MAX_BYTES, load_trace
-from tests.conftest import APP_PATH, ROOT
+from tests.conftest import APP_PATH, metric, ROOT
 
 TRACES = os.path.join(ROOT, "tests", "data", "traces")
 
@@ -69,10 +69,6 @@ def test_good_files_in_both_schemas():
 
 # --- the page ------------------------------------------------------------------------------------
 
-def metrics(at, label):
-    return [m.value for m in at.metric if m.label == label]
-
-
 @pytest.fixture
 def upload_page():
     at = AppTest.from_file(APP_PATH, default_timeout=60)
@@ -90,7 +86,7 @@ def test_upload_both_schemas(upload_page, name):
     sc = Scenario(workload="upload", trace_bytes=read(name), trace_name=name, total_slots=8192,
                   max_new_tokens=1024)
     res = run_scenario(sc, record_snapshots=False)
-    assert metrics(at, "Steps to drain") == [f"{res['reserve_max'].summary['steps']:,}",
+    assert metric(at, "Steps to drain") == [f"{res['reserve_max'].summary['steps']:,}",
                                              f"{res['paged'].summary['steps']:,}"]
     assert any(name in s.value for s in at.success)
 
@@ -99,9 +95,9 @@ def test_upload_both_schemas(upload_page, name):
 def test_bad_upload_keeps_last_good_workload(upload_page, name, message):
     at = upload_page
     at.file_uploader(key="trace_file").upload("good_plain.csv", read("good_plain.csv"), "text/csv").run()
-    good = metrics(at, "Steps to drain")
+    good = metric(at, "Steps to drain")
     assert good
     at.file_uploader(key="trace_file").upload(name, read(name), "text/csv").run()
     assert not at.exception
     assert any(message in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
-    assert metrics(at, "Steps to drain") == good          # the last good workload stays on screen
+    assert metric(at, "Steps to drain") == good          # the last good workload stays on screen

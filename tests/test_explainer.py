@@ -10,7 +10,7 @@ from allocator import EMPTY, FREE, TOKEN
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
 from allocator.scenario import Scenario, run_scenario
 from pages.charts import explainer_figure, figure_json_bytes, sweep_figure
-from tests.conftest import APP_PATH
+from tests.conftest import APP_PATH, metric
 
 
 def decode(spec):
@@ -91,10 +91,6 @@ def test_sweep_figure_marks_current_block_size():
 
 
 # --- the page -----------------------------------------------------------------------------------
-
-def metric(at, label):
-    return [m.value for m in at.metric if m.label == label]
-
 
 @pytest.fixture
 def app():
