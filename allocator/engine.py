@@ -102,6 +102,11 @@ class SimulationResult:
         """Boolean [steps]: True on steps whose waiting queue was non-empty after admission."""
         return self.metrics["waiting"] > 0
 
+    def busy_or_all_mask(self) -> np.ndarray:
+        """``busy_mask``, or every step when the queue was never non-empty (nothing ever waited)."""
+        mask = self.busy_mask()
+        return mask if mask.any() else np.ones(self.steps, dtype=bool)
+
     def total_cost(self, metadata_cost: float) -> np.ndarray:
         """Per-step allocated slots + c x units (blocks or reservations), in slot equivalents [steps].
 
@@ -116,9 +121,7 @@ class SimulationResult:
         Source: seed 001's objective (allocated + c x blocks), divided by the useful tokens so
         allocators that store different amounts compare fairly.
         """
-        mask = self.busy_mask()
-        if not mask.any():
-            mask = np.ones(self.steps, dtype=bool)
+        mask = self.busy_or_all_mask()
         used = self.metrics["used_slots"][mask]
         ok = used > 0
         if not ok.any():

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-import numpy as np
 
 from .allocators import PagedAllocator, ReserveMaxAllocator
 from .engine import SimulationResult, simulate
@@ -169,9 +168,7 @@ def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLO
             continue
         res = simulate(workload, PagedAllocator(total_slots, bs, preemption=preemption), record_snapshots=False)
         m = res.metrics
-        mask = res.busy_mask()
-        if not mask.any():
-            mask = np.ones(res.steps, dtype=bool)
+        mask = res.busy_or_all_mask()
         cost = res.total_cost(metadata_cost)[mask]
         rows.append({
             "block_size": bs,

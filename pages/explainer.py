@@ -126,6 +126,10 @@ def summary_panel(results, cost: float) -> None:
     st.dataframe(details_table(results, cost), hide_index=True, width="stretch")
 
 
+def _fmt_cost(x):
+    return "—" if x is None else f"{x:.3f}"
+
+
 def details_table(results, cost: float) -> pd.DataFrame:
     """Every summary figure of both allocators as rows (measure, reserve-max, paged, what it means)."""
     rows = []
@@ -141,7 +145,7 @@ def details_table(results, cost: float) -> pd.DataFrame:
     add("external fragmentation", lambda r: fmt_pct(r.summary["mean_external_fragmentation_busy"]),
         "free slots in gaps too small for the next request, share of the pool while requests wait (dark grey)")
     add(f"cost per stored token (c = {cost:g})",
-        lambda r: "—" if r.cost_per_token_busy(cost) is None else f"{r.cost_per_token_busy(cost):.3f}",
+        lambda r: _fmt_cost(r.cost_per_token_busy(cost)),
         "(allocated slots + c × blocks or reservations) ÷ tokens stored; 1.000 means nothing wasted")
     add("preemptions", lambda r: f"{r.summary['preemptions']:,}",
         "sequences evicted to make room (recompute or swap, as chosen in the sidebar)")
