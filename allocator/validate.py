@@ -66,7 +66,11 @@ class OutOfBlocksError(FieldError):
         self.available = available
 
     def __reduce__(self):
-        return (OutOfBlocksError, (self.field, self.problem), {"needed": self.needed, "available": self.available})
+        return (_rebuild_out_of_blocks, (self.field, self.problem, self.needed, self.available))
+
+
+def _rebuild_out_of_blocks(field, problem, needed, available):
+    return OutOfBlocksError(field, problem, needed=needed, available=available)
 
 
 def _show(value: object) -> str:
