@@ -1,30 +1,22 @@
-"""A standalone block manager: refcounted blocks, copy-on-write, prefix caching and swap.
+"""A token-level block manager: refcounted blocks, copy-on-write, prefix caching and swap.
 
 The simulation engine (:mod:`allocator.engine`) only needs to know *how many* blocks each
 sequence holds. This module keeps the finer picture the "Block tables" page draws: which token
 ids sit in which physical block, how many block tables point at each block (its refcount), which
-full blocks can be found again by their hash, and which sequences wait in host memory.
+full blocks can be found again by their hash, and which sequences wait in host memory. Its
+blocks live in the same :class:`allocator.block_pool.BlockPool` as the engine's paged allocator,
+so refcounts, the LRU free queue, the block-hash map and the release order are shared code.
 
 Model
 -----
-* The GPU pool has ``num_blocks`` blocks of ``block_size`` slots (one token's K and V each).
-  A sequence's *block table* maps logical block ``i`` (its tokens ``i*block_size`` to
+* A sequence's *block table* maps logical block ``i`` (its tokens ``i*block_size`` to
   ``(i+1)*block_size - 1``) to a physical block id.
-* A block's *refcount* is the number of block tables of running sequences that point at it.
-  A fork (parallel sampling) shares every block of the parent; prefix caching shares full blocks
-  of a common prompt prefix. Full blocks are never written again; only a sequence's last,
-  partly filled block receives new tokens, so that is the only block copy-on-write ever copies.
-* Prefix caching identifies a full block by a hash chained over everything before it:
-  ``h_i = sha256(h_{i-1}, tokens of block i, extra keys of block i)``. Extra keys are *tagged*
-  pairs such as ``("salt", "tenant-a")`` or ``("lora", "adapter-x")``, so a LoRA named like a
-  salt string hashes differently. As in vLLM, the cache salt enters block 0 only (the chain
-  carries it to every later block) and the LoRA name enters every block.
-* Every block is in exactly one of three states: **free** (refcount 0, not cached),
-  **cached** (refcount 0 but still findable by its hash) or **in use** (refcount >= 1, possibly
-  also findable). Unreferenced blocks (free and cached) wait in one queue, least recently used
-  at the front; a new block is taken from the front, and taking a cached block evicts its hash.
-  Freed blocks join the back, a sequence's last block first, so a prompt's tail is evicted
-  before its head. Invariant: ``free + cached + in use == num_blocks``.
+* A fork (parallel sampling) shares every block of the parent; prefix caching shares full blocks
+  of a common prompt prefix, found by a chained hash (:mod:`allocator.block_hash`). Full blocks
+  are never written again; only a sequence's last, partly filled block receives new tokens, so
+  that is the only block copy-on-write ever copies.
+* Every block is **free**, **cached** (refcount 0 but findable by hash) or **in use**; see
+  :mod:`allocator.block_pool` for the queue and eviction order.
 * Preemption: :meth:`BlockManager.swap_out` copies a sequence's blocks to a host pool of
   ``num_host_blocks`` blocks and releases them on the GPU; :meth:`BlockManager.swap_in` copies
   them back into any free GPU blocks. :meth:`BlockManager.preempt_recompute` drops the blocks
@@ -35,181 +27,46 @@ All ids are plain ints: token ids (>= 0) and block ids (0 .. num_blocks - 1, hos
 
 Errors
 ------
-Bad input raises ``ValueError`` whose message starts with the offending field: ``block_size``,
+Bad input raises :class:`allocator.validate.FieldError` with ``.field`` one of ``block_size``,
 ``num_blocks``, ``num_host_blocks``, ``seq_id``, ``parent_id``, ``child_id``, ``token_ids``,
-``token_id``, ``cache_salt``, ``lora``, ``block_id``. A refused operation changes nothing.
+``token_id``, ``cache_salt``, ``lora``, ``block_id``, ``cow_order``, ``free_order``. Running out of
+GPU blocks or host blocks raises its subclass :class:`allocator.validate.OutOfBlocksError`
+(field ``num_blocks`` / ``num_host_blocks``). A refused operation changes nothing.
 
 Sources
 -------
 Kwon et al., "Efficient Memory Management for Large Language Model Serving with
 PagedAttention", SOSP 2023: section 4.2 (block tables), 4.4 (parallel sampling: fork shares
 blocks by refcount, copy-on-write at block granularity, shared prefix), 4.5 (preemption by swap
-and by recompute, CPU block allocator). vLLM's automatic prefix caching design (docs, "Automatic
-Prefix Caching" / "Prefix caching" design pages): chained block hash over parent hash, block
-tokens and extra keys (LoRA id, multimodal hashes, cache salt in the first block), only full
-blocks cached, free queue evicting the least recently used block. Seed 003
+and by recompute, CPU block allocator). vLLM's automatic prefix caching design. Seed 003
 (``shared/seeds/003_49f236d33f1525f6.txt``), section 10.5 and challenges 3 and 4.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .workload import _check_int
+from .block_hash import (EXTRA_KEY_TAGS, block_hash, check_key, check_token, check_tokens, extra_keys,
+                         prompt_block_hashes)
+from .block_pool import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE, BlockPool, HostPool
+from .validate import FieldError, OutOfBlocksError, one_of, whole_number
 
-#: Tags accepted in extra keys. Every extra key is hashed as a (tag, value) pair.
-EXTRA_KEY_TAGS = ("salt", "lora", "mm")
+__all__ = ["BLOCK_CACHED", "BLOCK_FREE", "BLOCK_IN_USE", "COW_ORDERS", "EXTRA_KEY_TAGS", "Allocation",
+           "AppendResult", "BlockManager", "SlotCounts", "block_hash", "extra_keys", "prompt_block_hashes"]
 
 #: Copy-on-write orders accepted by :meth:`BlockManager.append_token` (the second is the bug
 #: of seed 003's challenge 3, kept only so a test can show what it breaks).
 COW_ORDERS = ("safe", "decrement_after_copy")
 
-#: Block states reported by :meth:`BlockManager.block_state`.
-BLOCK_FREE, BLOCK_CACHED, BLOCK_IN_USE = "free", "cached", "in use"
-
-
-# --------------------------------------------------------------------------------------------
-# Hashing
-# --------------------------------------------------------------------------------------------
 
 def _check_seq_id(name: str, value) -> int | str:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, str)):
-        raise ValueError(f"{name} must be an int or a string, got {value!r}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, str)):
+        raise FieldError(name, f" must be an int or a string, got {value!r}")
     if isinstance(value, str) and not value.strip():
-        raise ValueError(f"{name} must not be blank")
+        raise FieldError(name, " must not be blank")
     return int(value) if isinstance(value, np.integer) else value
 
-
-def _check_token(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer token id, got {value!r}")
-    value = int(value)
-    if value < 0:
-        raise ValueError(f"{name} must be a token id >= 0, got {value}")
-    return value
-
-
-def _check_tokens(token_ids) -> list[int]:
-    if token_ids is None or isinstance(token_ids, (str, bytes)):
-        raise ValueError(f"token_ids must be a list of integer token ids, got {token_ids!r}")
-    try:
-        items = list(token_ids)
-    except TypeError:
-        raise ValueError(f"token_ids must be a list of integer token ids, got {token_ids!r}") from None
-    if not items:
-        raise ValueError("token_ids is empty: a sequence needs at least one token")
-    return [_check_token(f"token_ids[{i}]", t) for i, t in enumerate(items)]
-
-
-def _check_key(name: str, value) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string or None, got {value!r}")
-    return value or None
-
-
-def extra_keys(block_index: int, cache_salt: str | None = None,
-               lora: str | None = None) -> tuple[tuple[str, str], ...]:
-    """The tagged extra keys hashed into logical block ``block_index`` of a sequence.
-
-    ``("salt", cache_salt)`` goes into block 0 only (the chained hash carries it to every later
-    block, as in vLLM); ``("lora", lora)`` goes into every block. Tags keep kinds apart: a LoRA
-    called ``"tenant-a"`` never matches a salt ``"tenant-a"``.
-
-    Returns:
-        tuple of (tag, value) string pairs, possibly empty.
-
-    Raises:
-        ValueError: ``block_index`` below 0, or ``cache_salt`` / ``lora`` not a string or None.
-    """
-    block_index = _check_int("block_index", block_index, 0)
-    cache_salt = _check_key("cache_salt", cache_salt)
-    lora = _check_key("lora", lora)
-    keys = []
-    if cache_salt is not None and block_index == 0:
-        keys.append(("salt", cache_salt))
-    if lora is not None:
-        keys.append(("lora", lora))
-    return tuple(keys)
-
-
-def block_hash(parent_hash: bytes | None, token_ids, extra: tuple = ()) -> bytes:
-    """Stable hash of one block: sha256 over a canonical, tagged encoding (32 bytes).
-
-    The encoding is the JSON text of ``["kv-block", parent hex or null, [token ids...],
-    [[tag, value], ...]]`` with fixed separators, so it is the same in every process and Python
-    version (unlike the built-in ``hash()``, which is salted per process for strings). Passing
-    ``parent_hash=None`` for every block gives the *unchained* scheme ("hash a block's own tokens
-    only") that seed 003's challenge 4 warns about.
-
-    Args:
-        parent_hash: the previous block's hash (32 bytes), or None for the first block.
-        token_ids: the block's token ids, shape (block_size,), ints >= 0.
-        extra: tagged extra keys, each a (tag, value) pair with tag in :data:`EXTRA_KEY_TAGS`
-            and value a string or int (see :func:`extra_keys`).
-
-    Returns:
-        32 bytes.
-
-    Raises:
-        ValueError: a token id that is not an int >= 0 (``token_ids[i]``), an extra key that is
-            not a (tag, value) pair with a known tag (``extra``), or a parent hash that is not
-            bytes (``parent_hash``).
-
-    Source: vLLM prefix caching design (hash of parent hash, block tokens and extra keys).
-    """
-    if parent_hash is not None and not isinstance(parent_hash, (bytes, bytearray)):
-        raise ValueError(f"parent_hash must be bytes or None, got {parent_hash!r}")
-    tokens = [_check_token(f"token_ids[{i}]", t) for i, t in enumerate(token_ids)]
-    pairs = []
-    for key in extra:
-        if not (isinstance(key, tuple) and len(key) == 2 and key[0] in EXTRA_KEY_TAGS
-                and isinstance(key[1], (str, int)) and not isinstance(key[1], bool)):
-            raise ValueError(f"extra must hold (tag, value) pairs with tag in {EXTRA_KEY_TAGS}, "
-                             f"got {key!r}")
-        pairs.append([key[0], key[1]])
-    payload = ["kv-block", None if parent_hash is None else bytes(parent_hash).hex(), tokens, pairs]
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).digest()
-
-
-def prompt_block_hashes(token_ids, block_size: int, *, cache_salt: str | None = None,
-                        lora: str | None = None, chained: bool = True) -> list[bytes]:
-    """Hashes of every *full* block of ``token_ids`` (a trailing partial block has none).
-
-    Args:
-        token_ids: shape (n,), ints >= 0.
-        block_size: tokens per block (>= 1).
-        cache_salt, lora: extra keys (see :func:`extra_keys`).
-        chained: True chains each hash over the previous one (correct); False hashes each
-            block's own tokens and extra keys only (the flawed scheme).
-
-    Returns:
-        list of floor(n / block_size) 32-byte hashes.
-
-    Raises:
-        ValueError naming ``token_ids``, ``block_size``, ``cache_salt`` or ``lora``.
-    """
-    block_size = _check_int("block_size", block_size, 1)
-    tokens = [_check_token(f"token_ids[{i}]", t) for i, t in enumerate(token_ids)]
-    hashes: list[bytes] = []
-    parent = None
-    for i in range(len(tokens) // block_size):
-        h = block_hash(parent if chained else None, tokens[i * block_size:(i + 1) * block_size],
-                       extra_keys(i, cache_salt, lora))
-        hashes.append(h)
-        parent = h
-    return hashes
-
-
-# --------------------------------------------------------------------------------------------
-# The manager
-# --------------------------------------------------------------------------------------------
 
 @dataclass
 class _Seq:
@@ -278,7 +135,8 @@ class SlotCounts:
 
 
 class BlockManager:
-    """GPU block pool with refcounts, copy-on-write, prefix caching and a host swap pool.
+    """Token-level block tables over one :class:`~allocator.block_pool.BlockPool`, with
+    copy-on-write, prefix caching and a host swap pool.
 
     Args:
         num_blocks: GPU blocks in the pool (>= 1).
@@ -294,7 +152,7 @@ class BlockManager:
             order visibly differs from logical order.
 
     Raises:
-        ValueError: naming ``num_blocks``, ``block_size``, ``num_host_blocks`` or ``free_order``.
+        FieldError: naming ``num_blocks``, ``block_size``, ``num_host_blocks`` or ``free_order``.
 
     Source: PagedAttention (Kwon et al., SOSP 2023) sections 4.4-4.5; vLLM prefix caching design.
     """
@@ -302,32 +160,22 @@ class BlockManager:
     def __init__(self, num_blocks: int, block_size: int, num_host_blocks: int = 0, *,
                  enable_prefix_caching: bool = True, chain_hashes: bool = True,
                  free_order=None):
-        self.num_blocks = _check_int("num_blocks", num_blocks, 1)
-        self.block_size = _check_int("block_size", block_size, 1)
-        if self.block_size > 4096:
-            raise ValueError(f"block_size must be at most 4096, got {self.block_size}")
-        self.num_host_blocks = _check_int("num_host_blocks", num_host_blocks, 0)
+        self.block_size = whole_number("block_size", block_size, 1, 4096)
+        self.pool = BlockPool(num_blocks, free_order=free_order, cache_freed=True)
+        self.num_blocks = self.pool.num_blocks
+        self.host = HostPool(num_host_blocks)
+        self.num_host_blocks = self.host.num_blocks
         self.enable_prefix_caching = bool(enable_prefix_caching)
         self.chain_hashes = bool(chain_hashes)
-        order = list(range(self.num_blocks)) if free_order is None else list(free_order)
-        if sorted(int(b) for b in order) != list(range(self.num_blocks)):
-            raise ValueError(f"free_order must be a permutation of 0..{self.num_blocks - 1}")
-        # Per GPU block.
-        self._refcount = [0] * self.num_blocks
+        # Per GPU block: the tokens written into it, and the chained hash (with salt and LoRA)
+        # of the sequence that computed it -- the true identity of its K/V, for wrong_shares().
         self._contents: list[list[int]] = [[] for _ in range(self.num_blocks)]
-        self._hash: list[bytes | None] = [None] * self.num_blocks        # lookup key if cached
-        self._true_hash: list[bytes | None] = [None] * self.num_blocks   # chained identity of K/V
-        # Unreferenced blocks (free or cached), least recently used first.
-        self._free: OrderedDict[int, None] = OrderedDict((int(b), None) for b in order)
-        self._cache: dict[bytes, int] = {}
-        # Host pool.
+        self._true_hash: list[bytes | None] = [None] * self.num_blocks
         self._host_contents: list[list[int]] = [[] for _ in range(self.num_host_blocks)]
-        self._host_free: deque[int] = deque(range(self.num_host_blocks))
         self._seqs: dict[int | str, _Seq] = {}
         # Counters.
         self.cow_copies = 0
         self.cache_hit_blocks = 0
-        self.evictions = 0
         self.swapped_out_blocks = 0
         self.swapped_in_blocks = 0
         self.swap_preemptions = 0
@@ -339,31 +187,32 @@ class BlockManager:
         seq_id = _check_seq_id(name, seq_id)
         seq = self._seqs.get(seq_id)
         if seq is None:
-            raise ValueError(f"{name}: no sequence {seq_id!r} (known: {sorted(map(str, self._seqs))})")
+            raise FieldError(name, f": no sequence {seq_id!r} (known: {sorted(map(str, self._seqs))})")
         if running and seq.swapped:
-            raise ValueError(f"{name}: sequence {seq_id!r} is swapped out to host memory; "
-                             "swap it in first")
+            raise FieldError(name, f": sequence {seq_id!r} is swapped out to host memory; swap it in first")
         return seq
 
-    def _check_block(self, block_id) -> int:
-        block_id = _check_int("block_id", block_id, 0)
-        if block_id >= self.num_blocks:
-            raise ValueError(f"block_id must be below num_blocks = {self.num_blocks}, got {block_id}")
-        return block_id
+    def _check_host_block(self, host_block_id) -> int:
+        return whole_number("block_id", host_block_id, 0, self.num_host_blocks - 1)
+
+    @property
+    def evictions(self) -> int:
+        """Cached blocks whose hash was dropped because the free queue handed them out again."""
+        return self.pool.evictions
 
     def sequences(self) -> list:
         """Ids of every known sequence (running and swapped), in the order they were added."""
         return list(self._seqs)
 
     def is_swapped(self, seq_id) -> bool:
-        """True if the sequence currently lives in host memory. Raises ValueError (``seq_id``)."""
+        """True if the sequence currently lives in host memory. Raises FieldError (``seq_id``)."""
         return self._seq(seq_id, running=False).swapped
 
     def block_table(self, seq_id) -> list[int]:
         """Physical block ids of the sequence's logical blocks 0, 1, ... (empty while swapped).
 
         Raises:
-            ValueError: unknown ``seq_id``.
+            FieldError: unknown ``seq_id``.
         """
         return list(self._seq(seq_id, running=False).block_table)
 
@@ -371,85 +220,79 @@ class BlockManager:
         """Host block ids holding a swapped-out sequence (empty while it runs on the GPU).
 
         Raises:
-            ValueError: unknown ``seq_id``.
+            FieldError: unknown ``seq_id``.
         """
         return list(self._seq(seq_id, running=False).host_table)
 
     def token_ids(self, seq_id) -> list[int]:
-        """The sequence's token ids, shape (n,). Raises ValueError (``seq_id``) if unknown."""
+        """The sequence's token ids, shape (n,). Raises FieldError (``seq_id``) if unknown."""
         return list(self._seq(seq_id, running=False).token_ids)
 
     def refcount(self, block_id) -> int:
         """Block tables of running sequences that point at this GPU block (0 when unreferenced).
 
         Raises:
-            ValueError: ``block_id`` outside 0 .. num_blocks - 1.
+            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
         """
-        return self._refcount[self._check_block(block_id)]
+        return self.pool.refcount(block_id)
 
     def block_tokens(self, block_id) -> list[int]:
         """Token ids written into a GPU block, shape (k,), k <= block_size (empty when free).
 
         A cached-but-unreferenced block keeps its tokens until it is reused.
         """
-        return list(self._contents[self._check_block(block_id)])
+        return list(self._contents[self.pool.check_block(block_id)])
 
     def host_block_tokens(self, host_block_id) -> list[int]:
-        """Token ids held by a host block (empty when free). Raises ValueError (``block_id``)."""
-        b = _check_int("block_id", host_block_id, 0)
-        if b >= self.num_host_blocks:
-            raise ValueError(f"block_id must be below num_host_blocks = {self.num_host_blocks}, got {b}")
-        return list(self._host_contents[b])
+        """Token ids held by a host block (empty when free). Raises FieldError (``block_id``)."""
+        return list(self._host_contents[self._check_host_block(host_block_id)])
 
     def block_hash_of(self, block_id) -> bytes | None:
         """The hash under which a GPU block can be found, or None if it is not cached."""
-        return self._hash[self._check_block(block_id)]
+        return self.pool.hash_of(block_id)
 
     def block_state(self, block_id) -> str:
         """``"free"``, ``"cached"`` (unreferenced but findable) or ``"in use"`` (refcount >= 1)."""
-        b = self._check_block(block_id)
-        if self._refcount[b] > 0:
-            return BLOCK_IN_USE
-        return BLOCK_CACHED if self._hash[b] is not None else BLOCK_FREE
+        return self.pool.state(block_id)
 
     def holders(self, block_id) -> list:
         """Running sequences whose block table points at this block (a sequence may repeat)."""
-        b = self._check_block(block_id)
+        b = self.pool.check_block(block_id)
         return [sid for sid, s in self._seqs.items() for x in s.block_table if x == b]
 
     @property
     def num_free_blocks(self) -> int:
         """Unreferenced blocks holding no cached content (refcount 0, no hash)."""
-        return sum(1 for b in self._free if self._hash[b] is None)
+        return self.pool.num_plain_free
 
     @property
     def num_cached_free_blocks(self) -> int:
         """Unreferenced blocks that are still findable by hash (cached-but-unreferenced)."""
-        return sum(1 for b in self._free if self._hash[b] is not None)
+        return self.pool.num_cached_free
 
     @property
     def num_in_use_blocks(self) -> int:
         """Blocks with refcount >= 1."""
-        return sum(1 for rc in self._refcount if rc > 0)
+        return self.pool.num_in_use
 
     @property
     def num_available_blocks(self) -> int:
         """Blocks a new allocation can take: free + cached-but-unreferenced."""
-        return len(self._free)
+        return self.pool.num_free
 
     @property
     def num_cached_blocks(self) -> int:
         """Blocks findable by hash, referenced or not."""
-        return len(self._cache)
+        return self.pool.num_cached
 
     @property
     def num_host_free_blocks(self) -> int:
         """Host blocks not holding a swapped-out block."""
-        return len(self._host_free)
+        return self.host.num_free
 
     def free_queue(self) -> list[int]:
         """Unreferenced block ids in eviction order (least recently used first)."""
-        return list(self._free)
+        return self.pool.free_queue()
 
     def slot_counts(self) -> SlotCounts:
         """Logical tokens, slots without sharing and distinct physical slots of running sequences.
@@ -463,7 +306,7 @@ class BlockManager:
         logical = sum(len(s.token_ids) for s in running)
         unshared = sum(-(-len(s.token_ids) // bs) * bs for s in running)
         in_use = self.num_in_use_blocks
-        shared = sum(1 for rc in self._refcount if rc >= 2)
+        shared = sum(1 for b in range(self.num_blocks) if self.pool.refcount(b) >= 2)
         return SlotCounts(logical_tokens=logical, slots_unshared=unshared,
                           physical_slots=in_use * bs, blocks_in_use=in_use,
                           shared_blocks=shared, saved_slots=unshared - in_use * bs)
@@ -480,14 +323,11 @@ class BlockManager:
         teaching model does not apply that rule.
 
         Raises:
-            ValueError naming ``token_ids``, ``cache_salt`` or ``lora``.
+            FieldError naming ``token_ids``, ``cache_salt`` or ``lora``.
         """
-        tokens = _check_tokens(token_ids)
-        hits = self._lookup(tokens, _check_key("cache_salt", cache_salt), _check_key("lora", lora))
-        leading = 0
-        while leading < len(hits) and hits[leading] is not None:
-            leading += 1
-        return leading * self.block_size
+        tokens = check_tokens(token_ids)
+        hits = self._lookup(tokens, check_key("cache_salt", cache_salt), check_key("lora", lora))
+        return _leading(hits) * self.block_size
 
     def _lookup(self, tokens: list[int], salt, lora) -> list[int | None]:
         """Per full block: the cached block that would serve it, or None."""
@@ -497,7 +337,7 @@ class BlockManager:
                                      chained=self.chain_hashes)
         hits: list[int | None] = []
         for h in hashes:
-            b = self._cache.get(h)
+            b = self.pool.lookup(h)
             if b is None and self.chain_hashes:
                 # A chained hash cannot match after a miss: stop, keeping hits a prefix.
                 hits.extend([None] * (len(hashes) - len(hits)))
@@ -527,31 +367,21 @@ class BlockManager:
 
     # ---------------------------------------------------------------- internals
 
-    def _take_block(self) -> tuple[int, int | None]:
-        """Pop the least recently used unreferenced block; evict its hash. Returns (block, evicted)."""
-        b, _ = self._free.popitem(last=False)
-        evicted = None
-        if self._hash[b] is not None:
-            if self._cache.get(self._hash[b]) == b:
-                del self._cache[self._hash[b]]
-            self._hash[b] = None
-            self.evictions += 1
-            evicted = b
-        self._contents[b] = []
-        self._true_hash[b] = None
-        self._refcount[b] = 1
-        return b, evicted
+    def _take(self, n: int, evicted: list) -> list[int]:
+        """``n`` fresh blocks from the pool (empty contents); evicted cached blocks go to ``evicted``."""
+        blocks = self.pool.allocate(n, evicted)
+        for b in blocks:
+            self._contents[b] = []
+            self._true_hash[b] = None
+        return blocks
 
     def _release(self, blocks) -> None:
-        """Drop one reference to each block, last block first; unreferenced ones join the queue."""
-        for b in reversed(blocks):
-            self._refcount[b] -= 1
-            if self._refcount[b] == 0:
-                self._free[b] = None
-                self._free.move_to_end(b)
-                if self._hash[b] is None:
-                    self._contents[b] = []
-                    self._true_hash[b] = None
+        """Drop one reference to each block, last block first (the pool's one release order);
+        a block that becomes plain free (no hash) forgets its contents."""
+        for b in self.pool.release(blocks):
+            if self.pool.hash_of(b) is None:
+                self._contents[b] = []
+                self._true_hash[b] = None
 
     def _seal(self, seq: _Seq, index: int) -> None:
         """Logical block ``index`` of ``seq`` just became full: record its hashes, cache it."""
@@ -566,9 +396,11 @@ class BlockManager:
             key = truth[index]
         else:
             key = block_hash(None, tokens[index * bs:], extra_keys(index, seq.cache_salt, seq.lora))
-        if key not in self._cache and self._hash[b] is None:
-            self._cache[key] = b
-            self._hash[b] = key
+        self.pool.register(b, key)
+
+    def _out_of_blocks(self, needed: int, text: str) -> OutOfBlocksError:
+        return OutOfBlocksError("num_blocks", f": out of blocks: {text}", needed=needed,
+                                available=self.pool.num_free)
 
     # ---------------------------------------------------------------- operations
 
@@ -586,57 +418,45 @@ class BlockManager:
             :class:`Allocation` (cached tokens, reused logical blocks, new block ids, evictions).
 
         Raises:
-            ValueError: ``seq_id`` already exists; bad ``token_ids`` / ``cache_salt`` / ``lora``;
-                ``num_blocks`` when the pool cannot supply ceil(n / block_size) blocks
-                (nothing is allocated then).
+            FieldError: ``seq_id`` already exists; bad ``token_ids`` / ``cache_salt`` / ``lora``.
+            OutOfBlocksError: the pool cannot supply ceil(n / block_size) blocks (nothing is
+                allocated then).
         """
         seq_id = _check_seq_id("seq_id", seq_id)
         if seq_id in self._seqs:
-            raise ValueError(f"seq_id: sequence {seq_id!r} already exists")
-        tokens = _check_tokens(token_ids)
-        salt = _check_key("cache_salt", cache_salt)
-        lora = _check_key("lora", lora)
+            raise FieldError("seq_id", f": sequence {seq_id!r} already exists")
+        tokens = check_tokens(token_ids)
+        salt = check_key("cache_salt", cache_salt)
+        lora = check_key("lora", lora)
         bs = self.block_size
         n_blocks = -(-len(tokens) // bs)
         hits = self._lookup(tokens, salt, lora)
         hits += [None] * (n_blocks - len(hits))
         hit_blocks = [b for b in hits if b is not None]
-        idle_hits = len({b for b in hit_blocks if self._refcount[b] == 0})
+        idle_hits = len({b for b in hit_blocks if self.pool.refcount(b) == 0})
         need_new = n_blocks - len(hit_blocks)
-        if need_new + idle_hits > len(self._free):
-            raise ValueError(
-                f"num_blocks: out of blocks: {len(tokens)} tokens need {need_new} new blocks "
-                f"(+{len(hit_blocks)} from cache) but only {len(self._free) - idle_hits} of "
-                f"{self.num_blocks} can be taken")
+        if need_new > self.pool.num_free - idle_hits:
+            raise self._out_of_blocks(
+                need_new, f"{len(tokens)} tokens need {need_new} new blocks (+{len(hit_blocks)} from cache) "
+                          f"but only {self.pool.num_free - idle_hits} of {self.num_blocks} can be taken")
         # Claim the cache hits first so that taking new blocks cannot evict them.
-        for b in hit_blocks:
-            if self._refcount[b] == 0:
-                del self._free[b]
-            self._refcount[b] += 1
+        self.pool.touch(hit_blocks)
         self.cache_hit_blocks += len(hit_blocks)
-        table, new, evicted = [], [], []
-        for i in range(n_blocks):
-            if hits[i] is not None:
-                table.append(hits[i])
-                continue
-            b, ev = self._take_block()
-            self._contents[b] = tokens[i * bs:(i + 1) * bs]
-            table.append(b)
-            new.append(b)
-            if ev is not None:
-                evicted.append(ev)
+        evicted: list[int] = []
+        new = iter(self._take(need_new, evicted))
+        table = [b if b is not None else next(new) for b in hits]
+        for i, b in enumerate(table):
+            if hits[i] is None:
+                self._contents[b] = tokens[i * bs:(i + 1) * bs]
         seq = _Seq(token_ids=tokens, block_table=table, cache_salt=salt, lora=lora)
         self._seqs[seq_id] = seq
         for i in range(len(tokens) // bs):
             if hits[i] is None:
                 self._seal(seq, i)
-        leading = 0
-        while leading < n_blocks and hits[leading] is not None:
-            leading += 1
-        leading = min(leading * bs, len(tokens))
-        return Allocation(num_cached_tokens=leading,
+        return Allocation(num_cached_tokens=min(_leading(hits) * bs, len(tokens)),
                           reused=tuple(i for i, b in enumerate(hits) if b is not None),
-                          new_blocks=tuple(new), evicted=tuple(evicted))
+                          new_blocks=tuple(b for i, b in enumerate(table) if hits[i] is None),
+                          evicted=tuple(evicted))
 
     def append_token(self, seq_id, token_id, *, cow_order: str = "safe") -> AppendResult:
         """Write one generated token at the end of a running sequence.
@@ -652,10 +472,10 @@ class BlockManager:
         3. take a new block and copy the shared block's tokens into it;
         4. point the table entry at the copy, then write the token into the copy.
 
-        ``cow_order="decrement_after_copy"`` re-points the table first and decrements the
-        refcount of whatever the table names afterwards, which is now the copy. The original
-        keeps a refcount that never reaches zero (leaked) and the copy drops to 0 while in use.
-        It exists only so a test can show that bug (seed 003, challenge 3).
+        ``cow_order="decrement_after_copy"`` re-points the table first and releases whatever the
+        table names afterwards, which is now the copy. The original keeps a refcount that never
+        reaches zero (leaked) and the copy returns to the free queue while in use. It exists only
+        so a test can show that bug (seed 003, challenge 3).
 
         Args:
             seq_id: a running sequence.
@@ -666,40 +486,40 @@ class BlockManager:
             :class:`AppendResult`.
 
         Raises:
-            ValueError: unknown or swapped ``seq_id``, bad ``token_id`` or ``cow_order``,
-                ``num_blocks`` when a new block or a copy is needed and none is free.
+            FieldError: unknown or swapped ``seq_id``, bad ``token_id`` or ``cow_order``.
+            OutOfBlocksError: a new block or a copy is needed and none is free.
         """
         seq = self._seq(seq_id)
-        token = _check_token("token_id", token_id)
-        if cow_order not in COW_ORDERS:
-            raise ValueError(f"cow_order must be one of {COW_ORDERS}, got {cow_order!r}")
+        token = check_token("token_id", token_id)
+        one_of("cow_order", cow_order, COW_ORDERS)
         bs = self.block_size
         n = len(seq.token_ids)
+        evicted: list[int] = []
+        cow_from, new_block = None, False
         if n % bs == 0:
-            if not self._free:
-                raise ValueError(f"num_blocks: out of blocks: sequence {seq_id!r} needs a new "
-                                 f"block for token {n} and none of {self.num_blocks} is free")
-            b, evicted = self._take_block()
+            if not self.pool.num_free:
+                raise self._out_of_blocks(1, f"sequence {seq_id!r} needs a new block for token {n} and "
+                                             f"none of {self.num_blocks} is free")
+            b = self._take(1, evicted)[0]
             seq.block_table.append(b)
-            cow_from, new_block = None, True
+            new_block = True
         else:
             index = len(seq.block_table) - 1
             b = seq.block_table[index]
-            cow_from, evicted, new_block = None, None, False
-            if self._refcount[b] > 1:
-                if not self._free:
-                    raise ValueError(f"num_blocks: out of blocks: sequence {seq_id!r} must copy "
-                                     f"shared block {b} before writing and no block is free")
+            if self.pool.refcount(b) > 1:
+                if not self.pool.num_free:
+                    raise self._out_of_blocks(1, f"sequence {seq_id!r} must copy shared block {b} before "
+                                                 "writing and no block is free")
                 if cow_order == "safe":
-                    self._refcount[b] -= 1                 # 2. drop our reference first
-                    copy, evicted = self._take_block()     # 3. new block + copy
+                    self._release([b])                     # 2. drop our reference first
+                    copy = self._take(1, evicted)[0]       # 3. new block + copy
                     self._contents[copy] = list(self._contents[b])
                     seq.block_table[index] = copy          # 4. re-point
                 else:
-                    copy, evicted = self._take_block()
+                    copy = self._take(1, evicted)[0]
                     self._contents[copy] = list(self._contents[b])
                     seq.block_table[index] = copy
-                    self._refcount[seq.block_table[index]] -= 1   # the bug: hits the copy
+                    self.pool.release([seq.block_table[index]])   # the bug: hits the copy
                 cow_from, b = b, copy
                 self.cow_copies += 1
         self._contents[b].append(token)
@@ -707,7 +527,7 @@ class BlockManager:
         if len(seq.token_ids) % bs == 0:
             self._seal(seq, len(seq.block_table) - 1)
         return AppendResult(block_id=b, slot=len(self._contents[b]) - 1, new_block=new_block,
-                            cow_from=cow_from, evicted=evicted)
+                            cow_from=cow_from, evicted=evicted[0] if evicted else None)
 
     def fork(self, parent_id, child_id) -> list[int]:
         """Start ``child_id`` as a copy of a running parent that shares every one of its blocks.
@@ -720,16 +540,14 @@ class BlockManager:
             the child's block table (the parent's block ids).
 
         Raises:
-            ValueError: unknown or swapped ``parent_id``; ``child_id`` already exists or invalid.
+            FieldError: unknown or swapped ``parent_id``; ``child_id`` already exists or invalid.
         """
         parent = self._seq(parent_id, "parent_id")
         child_id = _check_seq_id("child_id", child_id)
         if child_id in self._seqs:
-            raise ValueError(f"child_id: sequence {child_id!r} already exists")
-        for b in parent.block_table:
-            self._refcount[b] += 1
-        self._seqs[child_id] = _Seq(token_ids=list(parent.token_ids),
-                                    block_table=list(parent.block_table),
+            raise FieldError("child_id", f": sequence {child_id!r} already exists")
+        self.pool.touch(parent.block_table)
+        self._seqs[child_id] = _Seq(token_ids=list(parent.token_ids), block_table=list(parent.block_table),
                                     cache_salt=parent.cache_salt, lora=parent.lora)
         return list(parent.block_table)
 
@@ -740,13 +558,13 @@ class BlockManager:
         full block that was cached stays findable by its hash until the queue hands it out.
 
         Raises:
-            ValueError: unknown ``seq_id``.
+            FieldError: unknown ``seq_id``.
         """
         seq = self._seq(seq_id, running=False)
         if seq.swapped:
             for h in seq.host_table:
                 self._host_contents[h] = []
-                self._host_free.append(h)
+            self.host.give_back(seq.host_table)
         else:
             self._release(seq.block_table)
         del self._seqs[_check_seq_id("seq_id", seq_id)]
@@ -758,7 +576,7 @@ class BlockManager:
         be found in the cache then). PagedAttention section 4.5.
 
         Raises:
-            ValueError: unknown or swapped ``seq_id``.
+            FieldError: unknown or swapped ``seq_id``.
         """
         seq = self._seq(seq_id)
         tokens = list(seq.token_ids)
@@ -776,24 +594,22 @@ class BlockManager:
             (gpu_block, host_block) pairs, in logical order.
 
         Raises:
-            ValueError: unknown or already swapped ``seq_id``; ``num_host_blocks`` when the host
-                pool has fewer free blocks than the sequence holds (nothing moves then).
+            FieldError: unknown or already swapped ``seq_id``.
+            OutOfBlocksError: the host pool has fewer free blocks than the sequence holds (field
+                ``num_host_blocks``; nothing moves then).
         """
         seq = self._seq(seq_id)
         need = len(seq.block_table)
-        if need > len(self._host_free):
-            raise ValueError(f"num_host_blocks: host pool is full: sequence {seq_id!r} needs "
-                             f"{need} host blocks but only {len(self._host_free)} of "
-                             f"{self.num_host_blocks} are free")
-        mapping = []
-        for b in seq.block_table:
-            h = self._host_free.popleft()
+        if need > self.host.num_free:
+            raise OutOfBlocksError("num_host_blocks", f": host pool is full: sequence {seq_id!r} needs {need} "
+                                   f"host blocks but only {self.host.num_free} of {self.num_host_blocks} are free",
+                                   needed=need, available=self.host.num_free)
+        host_blocks = self.host.take(need)
+        for b, h in zip(seq.block_table, host_blocks):
             self._host_contents[h] = list(self._contents[b])
-            mapping.append((b, h))
+        mapping = list(zip(seq.block_table, host_blocks))
         self._release(seq.block_table)
-        seq.host_table = [h for _, h in mapping]
-        seq.block_table = []
-        seq.swapped = True
+        seq.host_table, seq.block_table, seq.swapped = host_blocks, [], True
         self.swapped_out_blocks += need
         self.swap_preemptions += 1
         return mapping
@@ -805,26 +621,23 @@ class BlockManager:
             (host_block, gpu_block) pairs, in logical order.
 
         Raises:
-            ValueError: unknown ``seq_id`` or one that is not swapped out; ``num_blocks`` when
-                too few GPU blocks can be taken (nothing moves then).
+            FieldError: unknown ``seq_id`` or one that is not swapped out.
+            OutOfBlocksError: too few GPU blocks can be taken (nothing moves then).
         """
         seq = self._seq(seq_id, running=False)
         if not seq.swapped:
-            raise ValueError(f"seq_id: sequence {seq_id!r} is not swapped out")
+            raise FieldError("seq_id", f": sequence {seq_id!r} is not swapped out")
         need = len(seq.host_table)
-        if need > len(self._free):
-            raise ValueError(f"num_blocks: out of blocks: sequence {seq_id!r} needs {need} GPU "
-                             f"blocks to swap in but only {len(self._free)} can be taken")
-        mapping = []
-        for h in seq.host_table:
-            b, _ = self._take_block()
+        if need > self.pool.num_free:
+            raise self._out_of_blocks(need, f"sequence {seq_id!r} needs {need} GPU blocks to swap in but only "
+                                            f"{self.pool.num_free} can be taken")
+        gpu_blocks = self._take(need, [])
+        for h, b in zip(seq.host_table, gpu_blocks):
             self._contents[b] = self._host_contents[h]
             self._host_contents[h] = []
-            self._host_free.append(h)
-            seq.block_table.append(b)
-            mapping.append((h, b))
-        seq.host_table = []
-        seq.swapped = False
+        mapping = list(zip(seq.host_table, gpu_blocks))
+        self.host.give_back(seq.host_table)
+        seq.block_table, seq.host_table, seq.swapped = gpu_blocks, [], False
         for i in range(len(seq.token_ids) // self.block_size):
             self._seal(seq, i)
         self.swapped_in_blocks += need
@@ -835,37 +648,21 @@ class BlockManager:
     def check_invariants(self) -> None:
         """Assert the bookkeeping is consistent.
 
-        Checks: every refcount equals the number of running block tables pointing at the block;
-        free + cached-but-unreferenced + in use == num_blocks, with the queue holding exactly the
-        unreferenced blocks once each; every cached hash points back at its block; each running
-        sequence's blocks hold its tokens in order (ceil(n / block_size) of them); host blocks
-        in use + free == num_host_blocks.
+        Checks (besides the pool's own, :meth:`BlockPool.check_invariants`): every refcount
+        equals the number of running block tables pointing at the block; every cached block is
+        full; each sequence's blocks hold its tokens in order (ceil(n / block_size) of them);
+        host blocks in use + free == num_host_blocks.
 
         Raises:
             AssertionError naming the first inconsistency.
         """
-        pointing = [0] * self.num_blocks
         for sid, s in self._seqs.items():
             if s.swapped:
                 assert not s.block_table, f"swapped sequence {sid!r} still has GPU blocks"
-                continue
-            for b in s.block_table:
-                pointing[b] += 1
+        self.pool.check_invariants([s.block_table for s in self._seqs.values()])
         for b in range(self.num_blocks):
-            assert self._refcount[b] == pointing[b], (
-                f"block {b}: refcount {self._refcount[b]} but {pointing[b]} block tables point at it")
-        queued = list(self._free)
-        assert len(set(queued)) == len(queued), "a block is queued twice"
-        unreferenced = {b for b in range(self.num_blocks) if self._refcount[b] == 0}
-        assert set(queued) == unreferenced, "the free queue does not hold exactly the unreferenced blocks"
-        total = self.num_free_blocks + self.num_cached_free_blocks + self.num_in_use_blocks
-        assert total == self.num_blocks, (
-            f"free {self.num_free_blocks} + cached {self.num_cached_free_blocks} + in use "
-            f"{self.num_in_use_blocks} = {total} != {self.num_blocks} blocks")
-        for h, b in self._cache.items():
-            assert self._hash[b] == h, f"cache entry for block {b} does not match its hash"
-            assert len(self._contents[b]) == self.block_size, f"cached block {b} is not full"
-        assert sum(1 for h in self._hash if h is not None) == len(self._cache), "stray block hash"
+            if self.pool.hash_of(b) is not None:
+                assert len(self._contents[b]) == self.block_size, f"cached block {b} is not full"
         bs = self.block_size
         used_host = 0
         for sid, s in self._seqs.items():
@@ -877,4 +674,12 @@ class BlockManager:
             for i, b in enumerate(table):
                 want = s.token_ids[i * bs:(i + 1) * bs]
                 assert contents[b] == want, f"sequence {sid!r}: block {b} does not hold tokens of block {i}"
-        assert used_host + len(self._host_free) == self.num_host_blocks, "host blocks lost"
+        self.host.check_invariants(used_host)
+
+
+def _leading(hits: list) -> int:
+    """How many entries at the start of ``hits`` are not None."""
+    n = 0
+    while n < len(hits) and hits[n] is not None:
+        n += 1
+    return n

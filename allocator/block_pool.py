@@ -1,0 +1,436 @@
+"""The one pool of KV-cache blocks that every paged model in the project uses.
+
+Both the step engine's paged allocator (:class:`allocator.allocators.PagedAllocator`) and the
+token-level block manager of the Block tables page (:class:`allocator.block_manager.BlockManager`)
+keep their blocks here, so refcounts, the free block queue, the block-hash map and the order in
+which a finished sequence's blocks are released are the same code for both.
+
+Model
+-----
+* ``num_blocks`` physical blocks, ids ``0 .. num_blocks - 1``. A block's *refcount* is the
+  number of block tables that point at it.
+* Every block with refcount 0 waits in one **free block queue**, least recently used at the
+  front. Allocation takes blocks from the front; released blocks join the back. A sequence's
+  blocks are released **last block first**, so the tail of a prompt is reused (and, with prefix
+  caching, evicted) before its head -- a later request with the same prefix finds the head.
+* The **block-hash map** finds a full block again by its hash (see :mod:`allocator.block_hash`).
+  A block in use can be registered under a hash; with ``cache_freed=True`` it stays findable
+  after its refcount falls to 0, until the queue hands it out again (that *evicts* its hash);
+  with ``cache_freed=False`` its hash is dropped the moment it is released.
+* Touching a cached block that waits in the queue takes it out of the queue (a cache hit).
+  Invariant: ``free (no hash) + cached (refcount 0, hashed) + in use == num_blocks``.
+
+A host (CPU) pool for swapped-out sequences is :class:`HostPool`.
+
+Sources: Kwon et al., "Efficient Memory Management for Large Language Model Serving with
+PagedAttention", SOSP 2023, sections 4.2-4.5 (block tables, refcounts, swap); vLLM's free block
+queue and automatic prefix caching design (LRU eviction order, blocks freed in reverse order).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from .validate import FieldError, OutOfBlocksError, whole_number
+
+#: Block states reported by :meth:`BlockPool.state`.
+BLOCK_FREE, BLOCK_CACHED, BLOCK_IN_USE = "free", "cached", "in use"
+
+_TOMBSTONE = -1          # a queue entry whose block left the queue early (a cache hit)
+_COMPACT_AFTER = 4096    # queue entries consumed before the queue list is trimmed
+
+
+class BlockPool:
+    """Refcounted GPU blocks, an LRU free block queue and a block-hash map.
+
+    Args:
+        num_blocks: blocks in the pool (>= 1).
+        free_order: optional permutation of ``range(num_blocks)``: the order the free queue
+            starts in (default ascending ids). The Block tables page passes a shuffled order so
+            that physical order visibly differs from logical order.
+        cache_freed: keep a released block findable by its hash until it is reused (prefix
+            caching, True) or forget its hash on release (False: blocks are shared only while
+            some sequence holds them).
+
+    Raises:
+        FieldError: ``num_blocks`` not a whole number >= 1, or ``free_order`` not a permutation.
+
+    All operations are O(blocks touched); a refused operation changes nothing.
+    """
+
+    def __init__(self, num_blocks: int, *, free_order=None, cache_freed: bool = True):
+        self.num_blocks = whole_number("num_blocks", num_blocks, 1)
+        order = list(range(self.num_blocks)) if free_order is None else [int(b) for b in free_order]
+        if sorted(order) != list(range(self.num_blocks)):
+            raise FieldError("free_order", f" must be a permutation of 0..{self.num_blocks - 1}")
+        self.cache_freed = bool(cache_freed)
+        self._ref = [0] * self.num_blocks
+        self._queue = order                 # live entries: self._queue[self._head:], minus tombstones
+        self._head = 0
+        self._tombstones = 0
+        #: Blocks an allocation can take: refcount 0, hashed or not (the free queue's length).
+        #: Read it; only the pool's own operations change it.
+        self.num_free = self.num_blocks
+        self._pos = list(range(self.num_blocks)) if self.cache_freed else None
+        if self._pos is not None:
+            for i, b in enumerate(order):
+                self._pos[b] = i
+        self._hash: list[bytes | None] = [None] * self.num_blocks
+        self._cache: dict[bytes, int] = {}
+        self._cached_free = 0               # blocks with refcount 0 that still have a hash
+        #: Cached blocks whose hash was dropped because the queue handed them out again.
+        self.evictions = 0
+
+    def __eq__(self, other) -> bool:
+        """Two pools are equal when every piece of their state is (tests compare before and
+        after a refused operation)."""
+        return type(other) is type(self) and vars(self) == vars(other)
+
+    __hash__ = None
+
+    # ------------------------------------------------------------------ queries
+
+    def refcount(self, block_id: int) -> int:
+        """Block tables pointing at ``block_id`` (0 when it waits in the free queue).
+
+        Raises:
+            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
+        """
+        return self._ref[self.check_block(block_id)]
+
+    @property
+    def refcounts(self) -> list[int]:
+        """Every block's refcount, shape (num_blocks,). The pool's own list, for fast reads in
+        allocators' inner loops: read it, never write it."""
+        return self._ref
+
+    def check_block(self, block_id) -> int:
+        """Return ``block_id`` as an int in 0 .. num_blocks - 1, else raise FieldError (``block_id``)."""
+        return whole_number("block_id", block_id, 0, self.num_blocks - 1)
+
+    @property
+    def num_cached_free(self) -> int:
+        """Blocks with refcount 0 that are still findable by hash (cached, unreferenced)."""
+        return self._cached_free
+
+    @property
+    def num_plain_free(self) -> int:
+        """Blocks with refcount 0 and no hash."""
+        return self.num_free - self._cached_free
+
+    @property
+    def num_in_use(self) -> int:
+        """Blocks with refcount >= 1."""
+        return self.num_blocks - self.num_free
+
+    @property
+    def num_cached(self) -> int:
+        """Blocks findable by hash, referenced or not."""
+        return len(self._cache)
+
+    def free_queue(self) -> list[int]:
+        """Block ids with refcount 0, in the order allocation takes them (least recently used first)."""
+        return [b for b in self._queue[self._head:] if b != _TOMBSTONE]
+
+    def hash_of(self, block_id: int) -> bytes | None:
+        """The hash a block can be found by, or None."""
+        return self._hash[self.check_block(block_id)]
+
+    def lookup(self, block_hash: bytes) -> int | None:
+        """The block registered under ``block_hash`` (in use or cached), or None."""
+        return self._cache.get(block_hash)
+
+    def state(self, block_id: int) -> str:
+        """``"free"``, ``"cached"`` (refcount 0 but findable by hash) or ``"in use"``."""
+        b = self.check_block(block_id)
+        if self._ref[b] > 0:
+            return BLOCK_IN_USE
+        return BLOCK_CACHED if self._hash[b] is not None else BLOCK_FREE
+
+    # ------------------------------------------------------------------ operations
+
+    def allocate(self, n: int, evicted: list | None = None) -> list[int]:
+        """Take ``n`` blocks from the front of the free queue, each with refcount 1.
+
+        A taken block that was still findable by hash loses its hash (an eviction); its id is
+        appended to ``evicted`` when a list is given.
+
+        Returns:
+            the block ids, in the order they left the queue (shape (n,)).
+
+        Raises:
+            OutOfBlocksError: fewer than ``n`` blocks are free (field ``num_blocks``; nothing taken).
+        """
+        if n > self.num_free:
+            raise OutOfBlocksError("num_blocks", f": out of blocks: {n} needed, {self.num_free} of "
+                                   f"{self.num_blocks} free", needed=n, available=self.num_free)
+        if n <= 0:
+            return []
+        q, h = self._queue, self._head
+        if not self._tombstones:
+            blocks = q[h:h + n]
+            h += n
+        else:
+            blocks = []
+            while len(blocks) < n:
+                b = q[h]
+                h += 1
+                if b == _TOMBSTONE:
+                    self._tombstones -= 1
+                else:
+                    blocks.append(b)
+        self._head = h
+        self.num_free -= n
+        ref = self._ref
+        for b in blocks:
+            ref[b] = 1
+        pos = self._pos
+        if pos is not None:
+            for b in blocks:
+                pos[b] = -1
+        if self._cached_free:
+            self._evict(blocks, evicted)
+        if h >= _COMPACT_AFTER and 2 * h >= len(q):
+            self._compact()
+        return blocks
+
+    def allocate_one(self) -> int | None:
+        """Take one block from the front of the free queue (refcount 1), or None if none is free.
+
+        The engine's fast path for a sequence whose last block filled; same rules as :meth:`allocate`.
+        """
+        if not self.num_free:
+            return None
+        q, h = self._queue, self._head
+        b = q[h]
+        while b == _TOMBSTONE:
+            self._tombstones -= 1
+            h += 1
+            b = q[h]
+        self._head = h + 1
+        self.num_free -= 1
+        self._ref[b] = 1
+        if self._pos is not None:
+            self._pos[b] = -1
+        if self._cached_free and self._hash[b] is not None:
+            self._evict((b,), None)
+        if h >= _COMPACT_AFTER and 2 * h >= len(q):
+            self._compact()
+        return b
+
+    def touch(self, blocks) -> None:
+        """Add one reference to each block (sharing it); a block at refcount 0 leaves the free
+        queue first (a prefix-cache hit on a cached block).
+
+        Raises:
+            FieldError: a block at refcount 0 without a hash (``block_id``): only a cached block
+                can be found and reused; nothing is changed.
+        """
+        ref, hashes = self._ref, self._hash
+        for b in blocks:
+            if ref[b] == 0 and hashes[b] is None:
+                raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
+        for b in blocks:
+            if ref[b] == 0:
+                self._queue[self._pos[b]] = _TOMBSTONE
+                self._pos[b] = -1
+                self._tombstones += 1
+                self.num_free -= 1
+                self._cached_free -= 1
+            ref[b] += 1
+
+    def register(self, block_id: int, block_hash: bytes) -> bool:
+        """Make an in-use block findable under ``block_hash``.
+
+        Returns:
+            True if registered; False if the hash already names another block or this block
+            already has a hash (the first registration wins, as in vLLM).
+        """
+        if block_hash in self._cache or self._hash[block_id] is not None:
+            return False
+        self._cache[block_hash] = block_id
+        self._hash[block_id] = block_hash
+        return True
+
+    def release(self, blocks) -> list[int]:
+        """Drop one reference to each block, the **last block first**.
+
+        Blocks whose refcount reaches 0 join the back of the free queue in that order; with
+        ``cache_freed=False`` their hashes are forgotten.
+
+        Args:
+            blocks: a block table (logical order), shape (k,).
+
+        Returns:
+            the blocks that reached refcount 0, in the order they joined the queue.
+
+        Raises:
+            RuntimeError: a block already at refcount 0 (a bookkeeping bug such as the wrong
+                copy-on-write order); nothing is changed.
+        """
+        ref = self._ref
+        freed = []
+        for b in reversed(blocks):
+            r = ref[b] - 1
+            if r < 0:
+                for undo in reversed(blocks):      # roll back what this call did so far
+                    if undo == b:
+                        break
+                    ref[undo] += 1
+                raise RuntimeError(f"block {b} released while its refcount is already 0")
+            ref[b] = r
+            if not r:
+                freed.append(b)
+        if not freed:
+            return freed
+        self.num_free += len(freed)
+        q = self._queue
+        if self._pos is not None:
+            pos, hashes = self._pos, self._hash
+            for b in freed:
+                pos[b] = len(q)
+                q.append(b)
+                if hashes[b] is not None:
+                    self._cached_free += 1
+        else:
+            q.extend(freed)
+            if self._cache:
+                hashes, cache = self._hash, self._cache
+                for b in freed:
+                    h = hashes[b]
+                    if h is not None:
+                        del cache[h]
+                        hashes[b] = None
+        return freed
+
+    def release_exclusive(self, blocks) -> None:
+        """:meth:`release` for a table whose every block has refcount 1 and no hash (a sequence
+        that shares nothing): the same order and the same queue, without per-block checks.
+        The engine's fast path; :meth:`check_invariants` verifies what it assumes."""
+        ref = self._ref
+        for b in blocks:
+            ref[b] = 0
+        self.num_free += len(blocks)
+        if self._pos is None:
+            self._queue.extend(reversed(blocks))
+        else:
+            q, pos = self._queue, self._pos
+            for b in reversed(blocks):
+                pos[b] = len(q)
+                q.append(b)
+
+    # ------------------------------------------------------------------ internals
+
+    def _evict(self, blocks, evicted: list | None) -> None:
+        hashes, cache = self._hash, self._cache
+        for b in blocks:
+            h = hashes[b]
+            if h is not None:
+                if cache.get(h) == b:
+                    del cache[h]
+                hashes[b] = None
+                self._cached_free -= 1
+                self.evictions += 1
+                if evicted is not None:
+                    evicted.append(b)
+
+    def _compact(self) -> None:
+        """Drop consumed entries and tombstones from the queue list (amortised O(1) per entry)."""
+        live = self._queue[self._head:]
+        if self._tombstones:
+            live = [b for b in live if b != _TOMBSTONE]
+        self._queue, self._head, self._tombstones = live, 0, 0
+        if self._pos is not None:
+            for i, b in enumerate(live):
+                self._pos[b] = i
+
+    # ------------------------------------------------------------------ checks
+
+    def check_invariants(self, tables=()) -> None:
+        """Assert the pool is consistent, and, given every block table, that refcounts match.
+
+        Args:
+            tables: every block table that holds blocks (iterables of block ids); when given,
+                each block's refcount must equal the number of tables listing it.
+
+        Raises:
+            AssertionError naming the first inconsistency: a block both queued and referenced,
+            a block queued twice, refcount != tables pointing at it, free + cached + in use !=
+            num_blocks, a stale hash entry.
+        """
+        queued = self.free_queue()
+        assert len(set(queued)) == len(queued), "a block is queued twice"
+        assert len(queued) == self.num_free, f"{len(queued)} queued but {self.num_free} counted free"
+        unreferenced = {b for b in range(self.num_blocks) if self._ref[b] == 0}
+        assert set(queued) == unreferenced, "the free queue does not hold exactly the blocks with refcount 0"
+        if self._pos is not None:
+            for i, b in enumerate(self._queue):
+                if b != _TOMBSTONE and i >= self._head:
+                    assert self._pos[b] == i, f"block {b}: queue position {self._pos[b]} != {i}"
+        tables = list(tables)
+        if tables:
+            pointing = [0] * self.num_blocks
+            for table in tables:
+                for b in table:
+                    pointing[b] += 1
+            for b in range(self.num_blocks):
+                assert pointing[b] == self._ref[b], (
+                    f"block {b}: refcount {self._ref[b]} but {pointing[b]} block tables point at it")
+        cached_free = sum(1 for b in queued if self._hash[b] is not None)
+        assert cached_free == self._cached_free, f"{cached_free} cached free blocks, {self._cached_free} counted"
+        assert self.num_plain_free + self.num_cached_free + self.num_in_use == self.num_blocks, (
+            f"free {self.num_plain_free} + cached {self.num_cached_free} + in use {self.num_in_use} "
+            f"!= {self.num_blocks} blocks")
+        for h, b in self._cache.items():
+            assert self._hash[b] == h, f"cache entry for block {b} does not match its hash"
+        assert sum(1 for h in self._hash if h is not None) == len(self._cache), "stray block hash"
+        if not self.cache_freed:
+            assert not cached_free, "a released block kept its hash although cache_freed is False"
+
+
+class HostPool:
+    """Host (CPU) blocks that hold swapped-out sequences' blocks until they come back.
+
+    Args:
+        num_blocks: host blocks (>= 0).
+
+    Raises:
+        FieldError: ``num_host_blocks`` not a whole number >= 0.
+
+    Source: PagedAttention (SOSP 2023) section 4.5: swapped blocks go to a CPU block allocator
+    and must return to GPU blocks before the sequence runs again.
+    """
+
+    def __init__(self, num_blocks: int):
+        self.num_blocks = whole_number("num_host_blocks", num_blocks, 0)
+        self._free: deque[int] = deque(range(self.num_blocks))
+
+    def __eq__(self, other) -> bool:
+        """Equal when both hold the same free host blocks in the same order."""
+        return type(other) is type(self) and vars(self) == vars(other)
+
+    __hash__ = None
+
+    @property
+    def num_free(self) -> int:
+        """Host blocks not holding anything."""
+        return len(self._free)
+
+    def take(self, n: int) -> list[int]:
+        """Take ``n`` host blocks (oldest freed first).
+
+        Raises:
+            OutOfBlocksError: fewer than ``n`` are free (field ``num_host_blocks``; nothing taken).
+        """
+        if n > len(self._free):
+            raise OutOfBlocksError("num_host_blocks", f": host pool is full: {n} needed, {len(self._free)} "
+                                   f"of {self.num_blocks} free", needed=n, available=len(self._free))
+        return [self._free.popleft() for _ in range(n)]
+
+    def give_back(self, host_blocks) -> None:
+        """Return host blocks to the pool (they join the back of its free list)."""
+        self._free.extend(host_blocks)
+
+    def check_invariants(self, held: int) -> None:
+        """Assert that ``held`` blocks in use plus the free ones make up the pool."""
+        assert held + len(self._free) == self.num_blocks, "host blocks lost"
+        assert len(set(self._free)) == len(self._free), "a host block is free twice"
