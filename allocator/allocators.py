@@ -1,120 +1,237 @@
-"""The two KV-cache allocators the lesson compares.
+"""The KV-cache allocators the lesson compares, behind one protocol the engine uses.
 
-Both manage one pool of ``total_slots`` slots (a slot holds one token's K and V for every
-layer). The engine (``allocator.engine.simulate``) drives them through a common interface:
+Every allocator manages one pool of ``total_slots`` slots (a slot holds one token's K and V
+for every layer) and implements :class:`Allocator`; the engine (``allocator.engine.simulate``)
+touches nothing else. Two families:
 
-* ``never_fits(prompt_len, output_len) -> str | None`` — why a request can never be served.
-* ``admission_need(prompt_len, context_len) -> int`` — slots the queue head needs to be admitted.
-* ``try_admit(seq_id, prompt_len, context_len) -> bool`` — allocate for admission, or refuse.
-* ``grow(seq_id, new_len) -> bool`` — make room for a sequence that now holds ``new_len`` tokens.
-* ``free(seq_id)`` — return everything the sequence holds (finish).
-* ``preempt(seq_id) -> "recompute" | "swap"`` — evict a running sequence to make room.
-* ``allocated_slots``, ``units_in_use`` (reservations or blocks), ``external_fragmentation(need)``.
-* ``snapshot(lengths)`` — a compact picture of the pool for the memory map.
+* **Reservation** (:class:`ReserveMaxAllocator`): one contiguous run per request, sized at
+  admission by a policy -- ``max`` (prompt + max_new_tokens, how pre-2023 engines such as
+  FasterTransformer and Orca held the cache), ``pow2`` (prompt + the next power of two >= the
+  output length) or ``oracle`` (prompt + the exact output length). These are the PagedAttention
+  paper's baselines ("Orca (Max)", "Orca (Pow2)", "Orca (Oracle)").
+* **Paged** (:class:`PagedAllocator`): the pool cut into fixed blocks held in the project's one
+  :class:`~allocator.block_pool.BlockPool`; a block table per sequence maps logical to physical
+  blocks, and a sequence takes one more block only when its last block is full.
 
-Sources: reserve-max is how pre-2023 engines such as FasterTransformer and Orca held the cache
-(Kwon et al., "Efficient Memory Management for Large Language Model Serving with
-PagedAttention", SOSP 2023, section 3); the paged allocator follows the same paper's block
-manager and vLLM's free-block queue (freed blocks go to the back, allocation takes the front).
+Sources: Kwon et al., "Efficient Memory Management for Large Language Model Serving with
+PagedAttention", SOSP 2023, sections 3 (reservation waste), 4 (paging, sharing, preemption)
+and 6 (the Orca baselines); vLLM's block manager and free block queue.
 """
 from __future__ import annotations
 
 from bisect import insort
-from collections import deque
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .workload import _check_int
+from .block_hash import prompt_block_hashes
+from .block_pool import BlockPool, HostPool
+from .validate import FieldError, one_of, whole_number
 
 #: Slot states used by memory maps (small integers so a heatmap can colour them).
 FREE, TOKEN, EMPTY, HOLE, SHARED = 0, 1, 2, 3, 4
 STATE_NAMES = {FREE: "free", TOKEN: "holds a token", EMPTY: "allocated, empty", HOLE: "unusable hole",
                SHARED: "shared prefix token (refcount > 1)"}
 
+#: Reservation policies of :class:`ReserveMaxAllocator` (the PagedAttention paper's baselines).
+RESERVATION_POLICIES = ("max", "pow2", "oracle")
+#: Largest block size accepted (slots).
+MAX_BLOCK_SIZE = 4096
+
+
+@runtime_checkable
+class Allocator(Protocol):
+    """What the engine needs from an allocator (all lengths in tokens, sizes in slots).
+
+    Attributes:
+        kind: ``"reserve_max"`` or ``"paged"`` (how results are drawn).
+        label: display name.
+        total_slots: pool size in slots.
+        block_size: slots per block, or None for a contiguous allocator.
+        preemption: ``"recompute"`` or ``"swap"`` for an allocator that can preempt, else None.
+        allocated_slots: slots currently held by sequences.
+        units_in_use: reservations or blocks currently held (one metadata entry each).
+        shared_saving: slots saved right now by sharing blocks (0 if it cannot share).
+        swap_traffic: blocks moved to or from host memory so far (0 if it never swaps).
+    """
+
+    kind: str
+    label: str
+    total_slots: int
+    block_size: int | None
+    preemption: str | None
+    allocated_slots: int
+    units_in_use: int
+    shared_saving: int
+    swap_traffic: int
+
+    def reset(self, shared_prefix: int = 0) -> None:
+        """Empty the pool; ``shared_prefix`` leading prompt tokens are one common system prompt."""
+
+    def validate_workload(self, workload) -> None:
+        """Raise FieldError if some request could never be served under this allocator's rules."""
+
+    def never_fits(self, prompt_len: int, output_len: int) -> str | None:
+        """Why a request can never be served in this pool (a sentence), or None."""
+
+    def admission_need(self, prompt_len: int, context_len: int, output_len: int) -> int:
+        """Slots of new memory the queue head needs to be admitted now."""
+
+    def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
+        """Allocate for a sequence holding ``context_len`` tokens that is about to emit one more.
+
+        Returns:
+            the tokens the sequence can hold before it needs more memory (its room, at least
+            ``context_len + 1``), or None if it does not fit now (nothing is allocated then).
+        """
+
+    def grow(self, seq_id: int) -> int | None:
+        """More room for a running sequence that has filled its room; the new room, or None."""
+
+    def grow_all(self, seq_ids: list) -> list[int] | None:
+        """:meth:`grow` for several sequences at once: their new rooms, in order, or None -- and
+        nothing allocated -- if they cannot all grow now (the engine then serves them one by one)."""
+
+    def free(self, seq_id: int) -> None:
+        """Release everything the sequence holds (it finished)."""
+
+    def preempt(self, seq_id: int) -> str:
+        """Evict a running sequence; returns ``"recompute"`` or ``"swap"`` (how it will come back)."""
+
+    def external_fragmentation(self, need: int) -> int:
+        """Free slots that cannot serve a request needing ``need`` slots."""
+
+    def snapshot(self, lengths: dict) -> tuple:
+        """A compact picture of the pool (``lengths``: tokens held per running sequence id)."""
+
+    def check_invariants(self, lengths: dict) -> None:
+        """Assert the bookkeeping agrees with the running sequences' lengths (tests)."""
+
+
+def _next_pow2(n: int) -> int:
+    """Smallest power of two >= n (n >= 1)."""
+    return 1 << (n - 1).bit_length()
+
 
 class ReserveMaxAllocator:
-    """Contiguous reservation of prompt_len + max_new_tokens slots per request, first fit.
+    """Contiguous reservation per request, first fit (lowest address), held until the request ends.
 
     Args:
         total_slots: pool size in slots (>= 1).
-        max_new_tokens: the server's cap on generated tokens (>= 1); every reservation is
-            prompt_len + max_new_tokens slots, taken at admission and held until the request ends.
+        max_new_tokens: the server's cap on generated tokens (>= 1).
+        policy: how big a reservation is (the PagedAttention paper's Orca baselines):
+            ``"max"`` prompt + max_new_tokens (default); ``"pow2"`` prompt + the next power of
+            two >= the output length; ``"oracle"`` prompt + the exact output length.
 
     Raises:
-        ValueError: total_slots or max_new_tokens not a positive whole number.
+        FieldError: ``total_slots`` or ``max_new_tokens`` not a whole number >= 1, or an unknown
+            ``policy``.
 
-    The allocator never needs to grow a reservation, so it never preempts. Its waste is the
+    A reservation never needs to grow, so this allocator never preempts. Its waste is the
     unreached tail of each reservation (internal fragmentation) and the free runs between
     reservations that are too short for the next reservation (external fragmentation).
     """
 
     kind = "reserve_max"
-    label = "Reserve-max"
+    block_size = None
+    preemption = None
+    shared_saving = 0
+    swap_traffic = 0
+    LABELS = {"max": "Reserve-max", "pow2": "Reserve-pow2", "oracle": "Reserve-oracle"}
 
-    def __init__(self, total_slots: int, max_new_tokens: int):
-        self.total_slots = _check_int("total_slots", total_slots, 1)
-        self.max_new_tokens = _check_int("max_new_tokens", max_new_tokens, 1)
-        self.block_size = None
+    def __init__(self, total_slots: int, max_new_tokens: int, policy: str = "max"):
+        self.total_slots = whole_number("total_slots", total_slots, 1)
+        self.max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 1)
+        self.policy = one_of("policy", policy, RESERVATION_POLICIES)
+        self.label = self.LABELS[self.policy]
         self.reset()
 
     def reset(self, shared_prefix: int = 0) -> None:
         """Forget every reservation (an empty pool). Contiguous runs cannot share blocks, so a
         shared prefix changes nothing here: each reservation stores its own copy."""
-        self._starts: list[tuple[int, int, int]] = []   # sorted (start, length, seq_id)
+        self._runs: list[tuple[int, int, int]] = []     # sorted (start, length, seq_id)
         self._by_seq: dict[int, tuple[int, int]] = {}    # seq_id -> (start, length)
         self.allocated_slots = 0
+        self._version = 0                                # bumped whenever the runs change
+        self._ext_key: tuple | None = None
+        self._ext_value = 0
 
     @property
     def units_in_use(self) -> int:
         """Number of reservations held (one metadata entry each)."""
         return len(self._by_seq)
 
-    def reservation(self, prompt_len: int) -> int:
-        """Slots reserved for a request with this prompt: prompt_len + max_new_tokens."""
-        return prompt_len + self.max_new_tokens
+    def reservation(self, prompt_len: int, output_len: int | None = None) -> int:
+        """Slots reserved for a request (see ``policy``); ``output_len`` is needed for pow2/oracle."""
+        if self.policy == "max":
+            return prompt_len + self.max_new_tokens
+        if output_len is None:
+            raise FieldError("output_len", f" is needed by the {self.policy!r} reservation policy")
+        return prompt_len + (output_len if self.policy == "oracle" else _next_pow2(output_len))
+
+    def validate_workload(self, workload) -> None:
+        """Every output must fit the cap the reservation is sized by.
+
+        Raises:
+            FieldError (``max_new_tokens``): an output_len above this allocator's max_new_tokens.
+        """
+        for r in workload.requests:
+            if r.output_len > self.max_new_tokens:
+                raise FieldError("max_new_tokens", f" = {self.max_new_tokens} is below request {r.id}'s "
+                                 f"output_len {r.output_len}: a reservation could not hold its answer")
 
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Reason the request can never be admitted (its reservation exceeds the pool), else None."""
-        need = self.reservation(prompt_len)
+        need = self.reservation(prompt_len, output_len)
         if need > self.total_slots:
-            return (f"needs a contiguous reservation of {need} slots (prompt {prompt_len} + "
-                    f"max_new_tokens {self.max_new_tokens}) but the pool has only {self.total_slots} slots")
+            what = {"max": f"max_new_tokens {self.max_new_tokens}", "oracle": f"output {output_len}",
+                    "pow2": f"{_next_pow2(output_len)} for its {output_len}-token output"}[self.policy]
+            return (f"needs a contiguous reservation of {need} slots (prompt {prompt_len} + {what}) "
+                    f"but the pool has only {self.total_slots} slots")
         return None
 
-    def admission_need(self, prompt_len: int, context_len: int) -> int:
-        """Contiguous slots the request needs to be admitted."""
-        return self.reservation(prompt_len)
+    def admission_need(self, prompt_len: int, context_len: int, output_len: int) -> int:
+        """Contiguous slots the request needs to be admitted (its whole reservation)."""
+        return self.reservation(prompt_len, output_len)
 
     def _gaps(self):
         """Yield (start, length) of every free run, in address order."""
         pos = 0
-        for start, length, _ in self._starts:
+        for start, length, _ in self._runs:
             if start > pos:
                 yield pos, start - pos
             pos = start + length
         if pos < self.total_slots:
             yield pos, self.total_slots - pos
 
-    def try_admit(self, seq_id: int, prompt_len: int, context_len: int) -> bool:
-        """Reserve the first (lowest-address) free run long enough; False if there is none."""
-        need = self.reservation(prompt_len)
+    def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
+        """Reserve the first (lowest-address) free run long enough; its length is the room, or
+        None if no run is long enough."""
+        need = self.reservation(prompt_len, output_len)
         for start, length in self._gaps():
             if length >= need:
-                insort(self._starts, (start, need, seq_id))
+                insort(self._runs, (start, need, seq_id))
                 self._by_seq[seq_id] = (start, need)
                 self.allocated_slots += need
-                return True
-        return False
+                self._version += 1
+                return need
+        return None
 
-    def grow(self, seq_id: int, new_len: int) -> bool:
-        """Growth always lands inside the reservation (output_len <= max_new_tokens): True."""
-        return True
+    def grow(self, seq_id: int) -> int | None:
+        """A contiguous reservation cannot grow: None. (The engine never asks, since a reservation
+        holds the whole answer; :meth:`validate_workload` makes sure of that.)"""
+        return None
+
+    def grow_all(self, seq_ids: list) -> list[int] | None:
+        """Reservations cannot grow: None."""
+        return None
 
     def free(self, seq_id: int) -> None:
         """Release the sequence's reservation."""
         start, length = self._by_seq.pop(seq_id)
-        self._starts.remove((start, length, seq_id))
+        self._runs.remove((start, length, seq_id))
         self.allocated_slots -= length
+        self._version += 1
 
     def preempt(self, seq_id: int) -> str:
         """Release the sequence's reservation for recompute (never needed: reservations never grow)."""
@@ -122,15 +239,16 @@ class ReserveMaxAllocator:
         return "recompute"
 
     def external_fragmentation(self, need: int) -> int:
-        """Free slots lying in runs shorter than ``need`` slots (0 when nothing is waiting)."""
+        """Free slots lying in runs shorter than ``need`` slots (0 when nothing is waiting).
+
+        Cached until the reservations or ``need`` change, so the engine can ask every step."""
         if need <= 0:
             return 0
-        return sum(length for _, length in self._gaps() if length < need)
-
-    def snapshot(self, lengths: dict) -> np.ndarray:
-        """Reservations as an int32 array [k, 4]: owner id, start slot, reserved slots, tokens held."""
-        rows = [(seq_id, start, length, lengths[seq_id]) for start, length, seq_id in self._starts]
-        return np.array(rows, dtype=np.int32).reshape(-1, 4)
+        key = (self._version, need)
+        if key != self._ext_key:
+            self._ext_key = key
+            self._ext_value = sum(length for _, length in self._gaps() if length < need)
+        return self._ext_value
 
     def holes(self, need: int) -> list[tuple[int, int]]:
         """Free runs (start, length) shorter than ``need`` slots: the holes the map marks."""
@@ -138,36 +256,68 @@ class ReserveMaxAllocator:
             return []
         return [(s, n) for s, n in self._gaps() if n < need]
 
+    def run_of(self, seq_id: int) -> tuple[int, int]:
+        """(start slot, length in slots) of a sequence's reservation."""
+        return self._by_seq[seq_id]
+
+    def snapshot(self, lengths: dict) -> tuple:
+        """Reservations as a tuple of (owner id, start slot, reserved slots, tokens held), by address."""
+        return tuple((seq_id, start, length, lengths[seq_id]) for start, length, seq_id in self._runs)
+
+    def check_invariants(self, lengths: dict) -> None:
+        """Assert reservations never overlap, never hold more tokens than reserved, and add up.
+
+        Raises:
+            AssertionError naming the first inconsistency.
+        """
+        pos = held = 0
+        for start, length, seq_id in self._runs:
+            assert start >= pos, f"reservations overlap at slot {start}"
+            assert lengths[seq_id] <= length, f"seq {seq_id} holds more tokens than it reserved"
+            pos = start + length
+            held += length
+        assert pos <= self.total_slots, "a reservation runs past the pool"
+        assert held == self.allocated_slots, "allocated slots do not add up"
+        assert {s for _, _, s in self._runs} == set(lengths), "reservations and running sequences differ"
+
+
+#: Token id of position ``i`` of the synthetic shared system prompt (any fixed ids will do: the
+#: engine only needs every request's prefix to hash alike).
+def _system_prompt_tokens(n: int) -> list[int]:
+    return list(range(n))
+
 
 class PagedAllocator:
-    """The pool cut into fixed blocks; each sequence maps logical blocks to physical ones.
+    """The pool cut into fixed blocks, kept in the project's one :class:`BlockPool`.
 
     Args:
         total_slots: pool size in slots (>= 1). ``total_slots // block_size`` blocks are made;
             the remainder (``total_slots % block_size`` slots) cannot form a block and is
             counted as an unusable hole.
-        block_size: slots per block (1..4096).
-        preemption: "recompute" (a preempted sequence's blocks are dropped and its tokens are
-            prefilled again later) or "swap" (its private blocks are copied to a host pool and
+        block_size: slots per block (1 .. 4096).
+        preemption: ``"recompute"`` (a preempted sequence's blocks are dropped and its tokens are
+            prefilled again later) or ``"swap"`` (its private blocks are copied to a host pool and
             copied back before it resumes; when the host pool is full it falls back to recompute).
         host_blocks: capacity of the host (CPU) swap pool in blocks (default: as many as the GPU pool).
 
     Raises:
-        ValueError: block_size or total_slots not a positive whole number, a block larger than
-            the pool, an unknown preemption mode or a negative host pool.
+        FieldError: ``block_size`` or ``total_slots`` not a whole number >= 1, a block larger than
+            the pool, an unknown ``preemption`` mode or a negative ``host_blocks``.
 
-    A sequence is admitted with ceil((context_len + 1) / block_size) blocks — room for its
-    context and the token prefill emits — and takes one more block only when its last block is
-    full. Blocks come from the front of a free-block queue and return to its back, so physical
-    order soon stops matching logical order, as in vLLM. The only waste is the unfilled end of
-    each sequence's last block.
+    A sequence is admitted with ceil((context_len + 1) / block_size) blocks -- room for its
+    context and the token prefill emits -- and takes one more block only when its last block is
+    full. Blocks come from the front of the free block queue and return to its back, last block
+    first, so physical order soon stops matching logical order, as in vLLM. The only waste is
+    the unfilled end of each sequence's last block.
 
     Prefix sharing (``reset(shared_prefix=N)``): every request's prompt starts with the same N
     tokens, so its first N // block_size blocks are full and identical. The first sequence to be
-    admitted fills them; later ones point their block tables at the same physical blocks and
-    raise their refcount, and the blocks return to the free queue when the refcount reaches 0.
-    Only full blocks are shared and writes always land after them, so no copy-on-write is needed
-    here (``allocator.block_manager`` shows copy-on-write). Source: PagedAttention (SOSP 2023) §4.4.
+    admitted fills them and registers them in the pool's block-hash map; later ones find them by
+    hash, point their block tables at the same physical blocks and raise their refcount. With
+    ``cache_freed=False`` the hashes are forgotten when the last holder releases the blocks, so
+    sharing lasts while some sequence holds the prompt. Only full blocks are shared and writes
+    always land after them, so no copy-on-write is needed here (``allocator.block_manager``
+    shows copy-on-write). Source: PagedAttention (SOSP 2023) section 4.4.
     """
 
     kind = "paged"
@@ -176,17 +326,14 @@ class PagedAllocator:
 
     def __init__(self, total_slots: int, block_size: int, preemption: str = "recompute",
                  host_blocks: int | None = None):
-        self.total_slots = _check_int("total_slots", total_slots, 1)
-        self.block_size = _check_int("block_size", block_size, 1)
-        if self.block_size > 4096:
-            raise ValueError(f"block_size must be at most 4096, got {self.block_size}")
+        self.total_slots = whole_number("total_slots", total_slots, 1)
+        self.block_size = whole_number("block_size", block_size, 1, MAX_BLOCK_SIZE)
         self.num_blocks = self.total_slots // self.block_size
         if self.num_blocks == 0:
-            raise ValueError(f"block_size {self.block_size} is larger than the pool ({self.total_slots} slots)")
-        if preemption not in self.PREEMPTION_MODES:
-            raise ValueError(f"preemption must be one of {self.PREEMPTION_MODES}, got {preemption!r}")
-        self.preemption = preemption
-        self.host_blocks = self.num_blocks if host_blocks is None else _check_int("host_blocks", host_blocks, 0)
+            raise FieldError("block_size", f" = {self.block_size} is larger than the pool "
+                                           f"({self.total_slots} slots)")
+        self.preemption = one_of("preemption", preemption, self.PREEMPTION_MODES)
+        self.host_blocks = self.num_blocks if host_blocks is None else whole_number("host_blocks", host_blocks, 0)
         self.remainder_slots = self.total_slots - self.num_blocks * self.block_size
         self.reset()
 
@@ -197,32 +344,38 @@ class PagedAllocator:
             shared_prefix: tokens at the start of every prompt that are the same system prompt
                 (0: no sharing). Its full blocks are shared between sequences.
         """
-        self.free_blocks: deque[int] = deque(range(self.num_blocks))
+        self.pool = BlockPool(self.num_blocks, cache_freed=False)
+        self.host = HostPool(self.host_blocks)
         self.block_tables: dict[int, list[int]] = {}
-        self.block_owner: list[int] = [-1] * self.num_blocks
-        self.block_fill: list[int] = [0] * self.num_blocks
-        self.refcount: list[int] = [0] * self.num_blocks
-        self.shared_prefix = _check_int("shared_prefix", shared_prefix, 0)
-        self.prefix_blocks: list[int] = []          # physical ids of the shared prefix blocks
-        self.n_prefix = self.shared_prefix // self.block_size
-        self.host_used = 0                          # blocks held in the host pool
-        self.swapped: dict[int, int] = {}           # seq_id -> private blocks it has on the host
-        self.swapped_out = self.swapped_in = 0      # blocks moved, totals
+        self.swapped: dict[int, list[int]] = {}     # seq_id -> host blocks it holds
+        self.swap_traffic = 0                       # blocks moved out + in, total
         self.shared_saving = 0                      # slots saved by sharing right now
+        self.shared_prefix = whole_number("shared_prefix", shared_prefix, 0)
+        n_prefix = self.shared_prefix // self.block_size
+        self._prefix_hashes = (prompt_block_hashes(_system_prompt_tokens(n_prefix * self.block_size),
+                                                   self.block_size) if n_prefix else [])
 
     @property
     def allocated_slots(self) -> int:
         """Distinct slots in blocks that belong to some sequence."""
-        return (self.num_blocks - len(self.free_blocks)) * self.block_size
+        return (self.num_blocks - self.pool.num_free) * self.block_size
 
     @property
     def units_in_use(self) -> int:
         """Distinct blocks held by sequences (block-table entries pointing at them may be more)."""
-        return self.num_blocks - len(self.free_blocks)
+        return self.num_blocks - self.pool.num_free
+
+    @property
+    def refcounts(self) -> list[int]:
+        """Refcount of every block, shape (num_blocks,)."""
+        return list(self.pool.refcounts)
 
     def blocks_for(self, tokens: int) -> int:
         """Blocks needed to hold ``tokens`` tokens: ceil(tokens / block_size)."""
         return -(-tokens // self.block_size)
+
+    def validate_workload(self, workload) -> None:
+        """Nothing to check: a paged sequence grows block by block, whatever its output cap."""
 
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Reason the request can never finish (its longest context needs more blocks than exist)."""
@@ -232,94 +385,90 @@ class PagedAllocator:
                     f"({prompt_len + output_len} tokens) but the pool has only {self.num_blocks} blocks")
         return None
 
-    def _shares(self, prompt_len: int) -> int:
-        """Prefix blocks this request can share (0 when sharing is off or its prompt is shorter)."""
-        return self.n_prefix if self.n_prefix and prompt_len >= self.shared_prefix else 0
+    def _prefix_hits(self, prompt_len: int) -> list[int]:
+        """The shared prompt's blocks already in the pool, if this request starts with the prompt."""
+        if not self._prefix_hashes or prompt_len < self.shared_prefix:
+            return []
+        hits = []
+        for h in self._prefix_hashes:
+            b = self.pool.lookup(h)
+            if b is None:
+                break
+            hits.append(b)
+        return hits
 
-    def admission_need(self, prompt_len: int, context_len: int) -> int:
+    def admission_need(self, prompt_len: int, context_len: int, output_len: int) -> int:
         """Slots of new blocks needed to admit: ceil((context_len + 1) / block_size) blocks, less
         the shared prefix blocks already in the pool."""
-        need = self.blocks_for(context_len + 1)
-        if self.prefix_blocks and self._shares(prompt_len):
-            need -= len(self.prefix_blocks)
+        return (self.blocks_for(context_len + 1) - len(self._prefix_hits(prompt_len))) * self.block_size
+
+    def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
+        """Give the sequence ceil((context_len + 1) / block_size) blocks (pointing at the shared
+        prefix blocks where it can), or None if too few are free. A sequence coming back from the
+        host pool is swapped in here. Returns the room in tokens (blocks x block_size)."""
+        need = -(-(context_len + 1) // self.block_size)
+        hits = self._prefix_hits(prompt_len) if self._prefix_hashes else []
+        pool = self.pool
+        if need - len(hits) > pool.num_free:
+            return None
+        if hits:
+            pool.touch(hits)
+            self.shared_saving += len(hits) * self.block_size
+        table = hits + pool.allocate(need - len(hits))
+        if not hits and self._prefix_hashes and prompt_len >= self.shared_prefix:
+            for b, h in zip(table, self._prefix_hashes):     # the first holder fills the prompt blocks
+                pool.register(b, h)
+        self.block_tables[seq_id] = table
+        host = self.swapped.pop(seq_id, None)
+        if host is not None:
+            self.host.give_back(host)
+            self.swap_traffic += len(host)
         return need * self.block_size
 
-    def try_admit(self, seq_id: int, prompt_len: int, context_len: int) -> bool:
-        """Give the sequence ceil((context_len + 1) / block_size) blocks (pointing at the shared
-        prefix blocks where it can), or refuse if too few are free. A sequence coming back from
-        the host pool is swapped in here."""
-        tokens = context_len + 1
-        need = self.blocks_for(tokens)
-        share = self._shares(prompt_len)
-        reuse = self.prefix_blocks if (share and self.prefix_blocks) else []
-        if need - len(reuse) > len(self.free_blocks):
-            return False
-        bs = self.block_size
-        pop = self.free_blocks.popleft
-        table = list(reuse) + [pop() for _ in range(need - len(reuse))]
-        owner, fill, ref = self.block_owner, self.block_fill, self.refcount
-        for b in table[len(reuse):]:
-            owner[b] = seq_id
-            fill[b] = bs
-        for b in table:
-            ref[b] += 1
-        fill[table[-1]] = tokens - (need - 1) * bs
-        if share and not reuse:
-            self.prefix_blocks = table[:share]
-        if reuse:
-            self.shared_saving += len(reuse) * bs
-        self.block_tables[seq_id] = table
-        if seq_id in self.swapped:
-            n = self.swapped.pop(seq_id)
-            self.host_used -= n
-            self.swapped_in += n
-        return True
-
-    def grow(self, seq_id: int, new_len: int) -> bool:
-        """Record one more token; take a new block if the last one is full. False if none is free."""
+    def grow(self, seq_id: int) -> int | None:
+        """One more block at the end of the sequence's table (its last block is full); the new
+        room in tokens, or None if no block is free."""
+        b = self.pool.allocate_one()
+        if b is None:
+            return None
         table = self.block_tables[seq_id]
-        last = table[-1]
-        if self.block_fill[last] < self.block_size:
-            self.block_fill[last] += 1
-            return True
-        if not self.free_blocks:
-            return False
-        b = self.free_blocks.popleft()
         table.append(b)
-        self.block_owner[b] = seq_id
-        self.block_fill[b] = 1
-        self.refcount[b] = 1
-        return True
+        return len(table) * self.block_size
+
+    def grow_all(self, seq_ids: list) -> list[int] | None:
+        """One more block for each listed sequence (in order), or None -- nothing taken -- if
+        fewer blocks are free than sequences listed. The new rooms, in tokens."""
+        if len(seq_ids) > self.pool.num_free:
+            return None
+        tables, bs, rooms = self.block_tables, self.block_size, []
+        for seq_id, b in zip(seq_ids, self.pool.allocate(len(seq_ids))):
+            table = tables[seq_id]
+            table.append(b)
+            rooms.append(len(table) * bs)
+        return rooms
 
     def free(self, seq_id: int) -> None:
-        """Drop the sequence's block table: private blocks go to the back of the free queue,
-        shared prefix blocks lose one reference (and are freed with their last one)."""
+        """Drop the sequence's block table: its blocks lose one reference each, last block first;
+        blocks nobody else holds go to the back of the free queue."""
         table = self.block_tables.pop(seq_id)
-        ref, freed = self.refcount, []
-        for b in table:
-            ref[b] -= 1
-            if ref[b] == 0:
-                self.block_owner[b] = -1
-                self.block_fill[b] = 0
-                freed.append(b)
-            elif b in self.prefix_blocks:
-                self.shared_saving -= self.block_size
-                if self.block_owner[b] == seq_id:     # hand the drawing to a remaining holder
-                    self.block_owner[b] = next(s for s, t in self.block_tables.items() if b in t)
-        if self.prefix_blocks and ref[self.prefix_blocks[0]] == 0:
-            self.prefix_blocks = []
-        self.free_blocks.extend(freed)
+        if self._prefix_hashes:
+            ref = self.pool.refcounts
+            shared = sum(1 for b in table[:len(self._prefix_hashes)] if ref[b] > 1)
+            self.shared_saving -= shared * self.block_size
+            self.pool.release(table)
+        else:                                  # nothing is ever shared: every block is exclusive
+            self.pool.release_exclusive(table)
 
     def preempt(self, seq_id: int) -> str:
         """Evict a running sequence. Returns "swap" when its private blocks went to the host pool
-        (counted in ``swapped_out``), else "recompute"; either way its GPU blocks are released."""
+        (counted in ``swap_traffic``), else "recompute"; either way its GPU blocks are released."""
         mode = "recompute"
         if self.preemption == "swap":
-            private = sum(1 for b in self.block_tables[seq_id] if self.refcount[b] == 1)
-            if self.host_used + private <= self.host_blocks:
-                self.host_used += private
-                self.swapped[seq_id] = private
-                self.swapped_out += private
+            ref = self.pool.refcounts
+            private = sum(1 for b in self.block_tables[seq_id] if ref[b] == 1)
+            if private <= self.host.num_free:
+                self.swapped[seq_id] = self.host.take(private)
+                self.swap_traffic += private
                 mode = "swap"
         self.free(seq_id)
         return mode
@@ -328,37 +477,83 @@ class PagedAllocator:
         """Free slots that can never serve a request: only the remainder that forms no block."""
         return self.remainder_slots
 
-    def snapshot(self, lengths: dict) -> tuple[list, list, list]:
-        """Per-block owner (-1 free; for a shared block, one of its holders), tokens held and
-        refcount, each a list of num_blocks ints. Plain list copies: taken every step, they cost a
-        fraction of a numpy conversion; ``SimulationResult.slot_states`` converts them when drawn."""
-        return (self.block_owner.copy(), self.block_fill.copy(), self.refcount.copy())
+    def snapshot(self, lengths: dict) -> tuple:
+        """The pool's block tables: a tuple of (seq_id, tokens held, block table) per running
+        sequence, in admission order. Cheap to take every step (tables are copied, not expanded);
+        ``SimulationResult.slot_states`` turns it into a per-slot picture when one is drawn."""
+        return tuple((sid, lengths[sid], tuple(table)) for sid, table in self.block_tables.items())
 
     def check_invariants(self, lengths: dict) -> None:
-        """Assert the block bookkeeping is consistent with the sequences' lengths (tokens).
+        """Assert the block bookkeeping agrees with the sequences' lengths (tokens).
 
         Raises:
-            AssertionError: a block's refcount differing from the number of block tables that
-                point at it, a private block in two tables, a block both free and held,
-                allocated + free != total, a block table not exactly ceil(tokens / block_size)
-                long, or a host pool over capacity.
+            AssertionError: a block table not exactly ceil(tokens / block_size) long, a block
+                listed twice in one table, a private block in two tables, refcounts that differ
+                from the tables pointing at them (the pool's own check), a shared saving that does
+                not match the refcounts, or a host pool over capacity.
         """
-        pointing = [0] * self.num_blocks
+        assert set(self.block_tables) == set(lengths), "block tables and running sequences differ"
         for seq_id, table in self.block_tables.items():
             assert len(table) == self.blocks_for(lengths[seq_id]), (
                 f"seq {seq_id}: {len(table)} blocks for {lengths[seq_id]} tokens")
             assert len(set(table)) == len(table), f"seq {seq_id} lists a block twice"
-            for b in table:
-                pointing[b] += 1
+        self.pool.check_invariants(self.block_tables.values())
+        prefix = {self.pool.lookup(h) for h in self._prefix_hashes} - {None}
         for b in range(self.num_blocks):
-            assert pointing[b] == self.refcount[b], f"block {b}: refcount {self.refcount[b]}, {pointing[b]} tables"
-            assert pointing[b] <= 1 or b in self.prefix_blocks, f"private block {b} in {pointing[b]} tables"
-        free = set(self.free_blocks)
-        held = {b for b in range(self.num_blocks) if pointing[b]}
-        assert len(free) == len(self.free_blocks), "a block is queued as free twice"
-        assert not (free & held), "a block is both free and held"
-        assert len(held) + len(free) == self.num_blocks, "allocated + free != total blocks"
-        saving = sum((self.refcount[b] - 1) * self.block_size for b in self.prefix_blocks if self.refcount[b])
+            assert self.pool.refcount(b) <= 1 or b in prefix, f"private block {b} in several tables"
+        saving = sum((self.pool.refcount(b) - 1) * self.block_size for b in prefix)
         assert saving == self.shared_saving, f"shared saving {self.shared_saving} != {saving}"
-        assert 0 <= self.host_used <= self.host_blocks, "host pool over capacity"
-        assert self.host_used == sum(self.swapped.values())
+        self.host.check_invariants(sum(len(h) for h in self.swapped.values()))
+
+
+def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A pool snapshot (see the allocators' ``snapshot``) as per-slot arrays.
+
+    Args:
+        snapshot: a reservation snapshot (tuple of (owner, start, reserved, tokens)) when
+            ``block_size`` is None, else a paged one (tuple of (owner, tokens, block table)).
+        total_slots: pool size in slots.
+        block_size: slots per block, or None for a reservation pool.
+        need: slots the queue head needed at that step (reservations: free runs shorter than
+            this are drawn as holes).
+
+    Returns:
+        owner: int32 [total_slots], the request id holding each slot or -1 (for a shared block,
+            the first sequence in admission order that points at it).
+        state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE or SHARED (a token in a block that
+            several block tables point at).
+    """
+    owner = np.full(total_slots, -1, dtype=np.int32)
+    state = np.zeros(total_slots, dtype=np.int8)
+    if block_size:
+        bs = block_size
+        nb = total_slots // bs
+        block_owner = np.full(nb, -1, dtype=np.int32)
+        block_fill = np.zeros(nb, dtype=np.int32)
+        refs = np.zeros(nb, dtype=np.int32)
+        for sid, tokens, table in reversed(snapshot):     # earliest holder written last: it wins
+            idx = np.asarray(table, dtype=np.int64)
+            block_owner[idx] = sid
+            fills = np.full(len(idx), bs, dtype=np.int32)
+            fills[-1] = tokens - (len(idx) - 1) * bs
+            block_fill[idx] = np.maximum(block_fill[idx], fills)
+            refs[idx] += 1
+        owner[: nb * bs] = np.repeat(block_owner, bs)
+        pos = np.tile(np.arange(bs, dtype=np.int32), nb)
+        fill = np.repeat(block_fill, bs)
+        held = owner[: nb * bs] >= 0
+        token = np.where(np.repeat(refs > 1, bs), SHARED, TOKEN)
+        state[: nb * bs] = np.where(held, np.where(pos < fill, token, EMPTY), FREE)
+        state[nb * bs:] = HOLE
+    else:
+        pos = 0
+        for seq_id, start, length, used in snapshot:
+            if need and 0 < start - pos < need:
+                state[pos:start] = HOLE
+            owner[start:start + length] = seq_id
+            state[start:start + used] = TOKEN
+            state[start + used:start + length] = EMPTY
+            pos = start + length
+        if need and 0 < total_slots - pos < need:
+            state[pos:] = HOLE
+    return owner, state

@@ -1,32 +1,59 @@
-"""The discrete-step serving engine every page shares (DESIGN.md, "Simulation semantics").
+"""The serving engine every page shares (DESIGN.md, "Simulation semantics").
 
-One call to ``simulate`` runs a workload against one allocator:
+One call to :func:`simulate` runs a workload against one allocator (anything implementing
+:class:`allocator.allocators.Allocator`), in discrete steps t = 0, 1, 2, ... (one engine
+iteration each), in vLLM's scheduler order -- running sequences are served before new ones
+are admitted:
 
-1. Arrivals: requests with arrival_step <= t join the waiting queue (FCFS, ties by id).
-2. Admission: while the queue's head fits, admit it; stop at the first that does not.
-3. Compute: admitted requests prefill and emit their first token; running ones emit one token.
-   A sequence whose memory cannot grow preempts the running sequence admitted last (recompute:
-   its memory is freed, it returns to the head of the queue, and on re-admission its prompt and
-   the tokens it had generated are prefilled again).
-4. Finish: a request that has emitted output_len tokens frees its memory.
-5. Record: per-step metrics and a snapshot of the pool.
+1. Arrivals: requests with arrival_step <= t join the waiting queue (FCFS, ties by id). A
+   request that can never fit the pool is rejected with a reason and never retried.
+2. Serve the running: each running sequence needs room for this step's token. One whose room is
+   full asks the allocator for more (a paged sequence takes one block); if there is none, the
+   running sequence admitted last is preempted -- recompute (its memory is freed and it returns
+   to the head of the queue; on re-admission its prompt and generated tokens are prefilled
+   again) or swap (its blocks go to host memory and come back on re-admission) -- until the
+   request fits or it was itself preempted.
+3. Admission: unless a sequence was preempted in this step, admit the queue's head while it
+   fits; stop at the first that does not (no skipping). Admission makes room for the context
+   and the token prefill emits.
+4. Compute: admitted requests prefill and emit their first token; running ones emit one.
+5. Finish: a request that has emitted output_len tokens frees its memory.
+6. Record: the step's metrics (and a picture of the pool, if asked).
 
-A request that can never fit is rejected on arrival with a reason and never retried.
+Work is counted only where it happened: a recompute counts the tokens the preempted sequence
+had actually computed, when it is prefilled again; swap traffic counts blocks that existed.
+
+Events, not steps: the engine never walks a sequence token by token. A running sequence is
+described by when it was admitted and how much room it has, so its token count at any step is
+``base + t``; the engine wakes it only at the step its room fills (a block boundary) and the
+step it finishes. A stretch in which nothing runs and nothing waits is skipped to the next
+arrival and recorded as **one** record spanning the whole gap, so the cost of a run grows with
+its events (arrivals, admissions, block boundaries, finishes, busy steps), not with the length
+of the trace's clock.
+
+Records: every metric of a record holds for each of the ``span`` steps it covers (a busy step
+is a record with span 1; an idle gap has span >= 1, nothing running, waiting or flowing).
 """
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
-from .allocators import EMPTY, FREE, HOLE, SHARED, TOKEN, PagedAllocator, ReserveMaxAllocator
+from .allocators import FREE, HOLE, slot_picture
+from .validate import FieldError
 from .workload import Workload
 
-#: Most memory the pool pictures of one run may take (bytes); past it, every other one is dropped.
+#: Most memory the pool pictures of one run may take (bytes); past it, every other busy step's
+#: picture is dropped (the stride doubles) until they fit.
 SNAPSHOT_BUDGET_BYTES = 64 * 2**20
 
-#: Per-step metric names, all recorded after step 5 (units: slots unless stated).
+#: Columns that place a record on the step axis.
+RECORD_COLUMNS = ("step", "span")
+
+#: Per-step metric names (units: slots unless stated). Each holds for every step of its record.
 METRICS = (
     "used_slots",             # distinct slots holding a token (a shared prefix counts once)
     "logical_tokens",         # tokens the running sequences hold, counting a shared prefix per sequence
@@ -50,14 +77,26 @@ METRICS = (
 
 
 class _Seq:
-    __slots__ = ("id", "prompt_len", "output_len", "generated", "context_len")
+    """A request inside the engine. While running, it holds ``base + t`` tokens at the end of step t."""
+
+    __slots__ = ("id", "prompt_len", "output_len", "generated", "context_len", "base", "order",
+                 "finish_step", "grow_step", "recompute", "running")
 
     def __init__(self, req):
         self.id = req.id
         self.prompt_len = req.prompt_len
         self.output_len = req.output_len
-        self.generated = 0
-        self.context_len = req.prompt_len
+        self.generated = 0                 # tokens emitted before the current admission
+        self.context_len = req.prompt_len  # tokens to (re)compute at admission: prompt + generated
+        self.base = 0
+        self.order = 0                     # admission counter: the youngest running has the largest
+        self.finish_step = -1
+        self.grow_step = -1                # the step its room fills (-1: it finishes first)
+        self.recompute = False             # preempted by recompute, not yet re-admitted
+        self.running = False
+
+
+_BY_ORDER = attrgetter("order")
 
 
 @dataclass
@@ -69,15 +108,18 @@ class SimulationResult:
         label: display name of the allocator.
         workload: name of the workload.
         total_slots: pool size in slots.
-        block_size: slots per block (None for reserve-max).
-        metrics: per-step arrays, one entry per name in ``METRICS``, each of shape [steps].
-        snapshots: {step: pool picture} (see the allocator's ``snapshot``), or None when
-            snapshots were not recorded. Every ``snapshot_stride``-th step is kept (1 unless the
-            pictures would exceed ``SNAPSHOT_BUDGET_BYTES``; the stride doubles until they fit).
-        snapshot_stride: steps between kept snapshots (a power of two).
+        block_size: slots per block (None for a reservation allocator).
+        metrics: per-record arrays, shape [records] each: ``step`` (first engine step of the
+            record), ``span`` (steps it covers, >= 1) and one entry per name in ``METRICS``,
+            whose value holds for each step of the record.
+        snapshots: {record start step: pool picture} (see the allocator's ``snapshot``), or None
+            when snapshots were not recorded. Busy steps are kept when ``step % snapshot_stride
+            == 0`` (the stride doubles past ``SNAPSHOT_BUDGET_BYTES``); idle gaps always are.
+        snapshot_stride: the stride (a power of two).
         rejected: list of {"id", "reason"} for requests that can never fit.
-        summary: steps, peak_running, mean_utilization_busy, mean_utilization, preemptions,
-            mean_tokens_per_step, finished, rejected (and a few more; see ``summarize``).
+        summary: see :func:`summarize`.
+        shared_prefix: tokens of the common system prompt (0: none).
+        preemption: the paged allocator's preemption mode, or None.
     """
 
     kind: str
@@ -86,7 +128,7 @@ class SimulationResult:
     total_slots: int
     block_size: int | None
     metrics: dict
-    snapshots: list | None
+    snapshots: dict | None
     rejected: list
     summary: dict = field(default_factory=dict)
     snapshot_stride: int = 1
@@ -94,21 +136,53 @@ class SimulationResult:
     preemption: str | None = None
 
     @property
+    def records(self) -> int:
+        """Number of records (busy steps plus idle gaps)."""
+        return len(self.metrics["step"])
+
+    @property
     def steps(self) -> int:
-        """Number of steps simulated (step 0 to the step the last request finished)."""
-        return len(self.metrics["used_slots"])
+        """Engine steps simulated: step 0 to the step the last request finished (idle gaps included)."""
+        if not self.records:
+            return 0
+        return int(self.metrics["step"][-1] + self.metrics["span"][-1])
+
+    def record_index(self, step: int) -> int:
+        """Index of the record that covers ``step``.
+
+        Raises:
+            FieldError (``step``): a step outside 0 .. steps - 1.
+        """
+        if not 0 <= step < self.steps:
+            raise FieldError("step", f" = {step} must be in 0..{self.steps - 1}")
+        return int(np.searchsorted(self.metrics["step"], step, side="right") - 1)
+
+    def value_at(self, name: str, step: int):
+        """The value of metric ``name`` at engine step ``step`` (see :meth:`record_index`)."""
+        return self.metrics[name][self.record_index(step)]
 
     def busy_mask(self) -> np.ndarray:
-        """Boolean [steps]: True on steps whose waiting queue was non-empty after admission."""
+        """Boolean [records]: True on records whose waiting queue was non-empty after admission
+        (these are always single busy steps)."""
         return self.metrics["waiting"] > 0
 
     def busy_or_all_mask(self) -> np.ndarray:
-        """``busy_mask``, or every step when the queue was never non-empty (nothing ever waited)."""
+        """``busy_mask``, or every record when the queue was never non-empty (nothing ever waited)."""
         mask = self.busy_mask()
-        return mask if mask.any() else np.ones(self.steps, dtype=bool)
+        return mask if mask.any() else np.ones(self.records, dtype=bool)
+
+    def mean(self, values, mask: np.ndarray | None = None) -> float | None:
+        """Mean over steps of a per-record array (each record weighted by its span), optionally
+        over the records in ``mask`` only; None when no step is selected."""
+        values = np.asarray(values, dtype=float)
+        weights = self.metrics["span"].astype(float)
+        if mask is not None:
+            values, weights = values[mask], weights[mask]
+        total = weights.sum()
+        return float((values * weights).sum() / total) if total else None
 
     def total_cost(self, metadata_cost: float) -> np.ndarray:
-        """Per-step allocated slots + c x units (blocks or reservations), in slot equivalents [steps].
+        """Per-record allocated slots + c x units (blocks or reservations), in slot equivalents [records].
 
         Source: the metadata-cost objective of seed 001 (001_b60e659497b44204.txt).
         """
@@ -121,105 +195,98 @@ class SimulationResult:
         Source: seed 001's objective (allocated + c x blocks), divided by the useful tokens so
         allocators that store different amounts compare fairly.
         """
-        mask = self.busy_or_all_mask()
-        used = self.metrics["used_slots"][mask]
-        ok = used > 0
-        if not ok.any():
+        mask = self.busy_or_all_mask() & (self.metrics["used_slots"] > 0)
+        if not mask.any():
             return None
-        return float((self.total_cost(metadata_cost)[mask][ok] / used[ok]).mean())
+        ratio = np.divide(self.total_cost(metadata_cost), self.metrics["used_slots"],
+                          out=np.zeros(self.records), where=self.metrics["used_slots"] > 0)
+        return self.mean(ratio, mask)
 
     def slot_states(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """The pool at ``step``, slot by slot.
+        """The pool at ``step``, slot by slot (see :func:`allocator.allocators.slot_picture`).
 
         Returns:
             owner: int32 [total_slots], the request id holding each slot or -1.
-            state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE or SHARED (a token in a block
-                that several sequences' block tables point at; see ``allocator.allocators``).
+            state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE or SHARED.
 
         Raises:
-            ValueError: snapshots were not recorded, or ``step`` is outside 0..steps-1.
+            FieldError: snapshots were not recorded (``snapshots``), ``step`` is outside
+                0..steps-1, or its picture was thinned away (``step``).
         """
         if self.snapshots is None:
-            raise ValueError("this result was simulated without snapshots")
-        if not 0 <= step < self.steps:
-            raise ValueError(f"step must be in 0..{self.steps - 1}, got {step}")
-        if step not in self.snapshots:
-            raise ValueError(f"step {step} was not recorded (snapshots every {self.snapshot_stride} steps)")
+            raise FieldError("snapshots", ": this result was simulated without snapshots")
+        r = self.record_index(step)
+        start = int(self.metrics["step"][r])
+        if start not in self.snapshots:
+            raise FieldError("step", f" = {step} was not recorded (pictures every {self.snapshot_stride} steps)")
+        return slot_picture(self.snapshots[start], self.total_slots, self.block_size,
+                            int(self.metrics["next_need"][r]))
+
+    def empty_picture(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pool with nothing in it (after the run drained): owner all -1, state FREE, with the
+        remainder that forms no block drawn as a HOLE."""
         owner = np.full(self.total_slots, -1, dtype=np.int32)
-        state = np.zeros(self.total_slots, dtype=np.int8)
-        snap = self.snapshots[step]
-        if self.kind == "paged":
-            bs = self.block_size
-            block_owner, block_fill, refcount = (np.asarray(a, dtype=np.int32) for a in snap)
-            nb = len(block_owner)
-            owner[: nb * bs] = np.repeat(block_owner, bs)
-            pos = np.tile(np.arange(bs, dtype=np.int32), nb)
-            fill = np.repeat(block_fill.astype(np.int32), bs)
-            held = owner[: nb * bs] >= 0
-            token = np.where(np.repeat(refcount > 1, bs), SHARED, TOKEN)
-            state[: nb * bs] = np.where(held, np.where(pos < fill, token, EMPTY), FREE)
-            state[nb * bs:] = HOLE
-        else:
-            need = int(self.metrics["next_need"][step])
-            pos = 0
-            for seq_id, start, length, used in snap:
-                if need and 0 < start - pos < need:
-                    state[pos:start] = HOLE
-                owner[start:start + length] = seq_id
-                state[start:start + used] = TOKEN
-                state[start + used:start + length] = EMPTY
-                pos = start + length
-            if need and 0 < self.total_slots - pos < need:
-                state[pos:] = HOLE
+        state = np.full(self.total_slots, FREE, dtype=np.int8)
+        if self.block_size:
+            state[(self.total_slots // self.block_size) * self.block_size:] = HOLE
         return owner, state
 
 
 def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
              check_invariants: bool = False) -> SimulationResult:
-    """Run ``workload`` against ``allocator`` step by step until every request finishes or is rejected.
+    """Run ``workload`` against ``allocator`` until every request finishes or is rejected.
 
     Args:
         workload: the requests (lengths in tokens, arrivals in steps).
-        allocator: a ``ReserveMaxAllocator`` or ``PagedAllocator``; it is reset first, so one
-            instance can be reused. A reserve-max allocator must use max_new_tokens >= every
-            request's output_len.
-        record_snapshots: keep a picture of the pool at every step (needed for memory maps).
+        allocator: an :class:`allocator.allocators.Allocator`; it is reset first, so one instance
+            can be reused.
+        record_snapshots: keep a picture of the pool at every busy step and idle gap (memory maps).
         check_invariants: after every step, assert the allocator's bookkeeping (tests use this).
 
     Returns:
-        SimulationResult with per-step metrics, snapshots and summary.
+        SimulationResult with per-record metrics, snapshots and summary.
 
     Raises:
-        ValueError: an output_len larger than the reserve-max allocator's max_new_tokens.
+        FieldError: the allocator cannot serve this workload (e.g. an output_len above a
+            reservation allocator's max_new_tokens).
         RuntimeError: the loop ran past a bound it can never legitimately reach (a bug guard,
             so a fault shows as an error rather than a hang).
     """
-    if isinstance(allocator, ReserveMaxAllocator):
-        for r in workload.requests:
-            if r.output_len > allocator.max_new_tokens:
-                raise ValueError(f"request {r.id}: output_len {r.output_len} exceeds the allocator's "
-                                 f"max_new_tokens {allocator.max_new_tokens}")
+    allocator.validate_workload(workload)
     allocator.reset(shared_prefix=workload.shared_prefix)
     pending = sorted(workload.requests, key=lambda r: (r.arrival_step, r.id))
     n = len(pending)
-    max_steps = (pending[-1].arrival_step + sum(r.output_len for r in pending) + n + 16) * 2
+    # Every busy step emits a token, or preempts everything that ran (and the next one admits).
+    busy_limit = 2 * (sum(r.output_len for r in pending) + n) + 16
     waiting: deque[_Seq] = deque()
-    running: list[_Seq] = []
-    lengths: dict[int, int] = {}
+    running: dict[int, _Seq] = {}              # admission order: the last one is the youngest
+    grow_at: dict[int, list[_Seq]] = {}        # step -> sequences whose room fills then
+    finish_at: dict[int, list[_Seq]] = {}      # step -> sequences that emit their last token then
     rejected: list[dict] = []
-    rec = {name: [] for name in METRICS}
+    cols = {name: [] for name in ("step", "span", "logical", "saving", "allocated", "ext", "running",
+                                  "waiting", "finished", "preemptions", "units", "need", "swapped",
+                                  "recomputed")}
+    (a_step, a_span, a_logical, a_saving, a_alloc, a_ext, a_running, a_waiting, a_finished, a_pre,
+     a_units, a_need, a_swapped, a_recomputed) = (c.append for c in cols.values())
     snapshots = {} if record_snapshots else None
     stride, snap_bytes = 1, 0
-    total = allocator.total_slots
-    try_admit, grow, free = allocator.try_admit, allocator.grow, allocator.free
-    preempt = allocator.preempt
-    recompute_pending: set[int] = set()        # preempted by recompute, not yet re-admitted
-    need_of = allocator.admission_need
-    ptr = finished = 0
+    admit, grow, grow_all = allocator.admit, allocator.grow, allocator.grow_all
+    free, preempt = allocator.free, allocator.preempt
+    need_of, ext_of = allocator.admission_need, allocator.external_fragmentation
+    ptr = finished = order = busy = 0
+    base_sum = 0                               # sum of base over running: they hold base_sum + len * t
     t = 0
+
     while finished + len(rejected) < n:
-        if t >= max_steps:
-            raise RuntimeError(f"simulation did not drain within {max_steps} steps ({allocator.label})")
+        if not running and not waiting and pending[ptr].arrival_step > t:
+            # Nothing in flight: skip to the next arrival; the whole gap is one record.
+            a_step(t); a_span(pending[ptr].arrival_step - t); a_logical(0); a_saving(allocator.shared_saving)
+            a_alloc(allocator.allocated_slots); a_ext(ext_of(0)); a_running(0); a_waiting(0)
+            a_finished(finished); a_pre(0); a_units(allocator.units_in_use); a_need(0); a_swapped(0)
+            a_recomputed(0)
+            if snapshots is not None:
+                snapshots[t] = ()
+            t = pending[ptr].arrival_step
         # 1. arrivals
         while ptr < n and pending[ptr].arrival_step <= t:
             req = pending[ptr]
@@ -229,131 +296,165 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 rejected.append({"id": req.id, "reason": reason})
             else:
                 waiting.append(_Seq(req))
-        # 2. admission (FCFS, no skipping)
-        n_old = len(running)
-        recomputed = 0
-        swapped_before = getattr(allocator, "swapped_out", 0) + getattr(allocator, "swapped_in", 0)
-        while waiting:
-            s = waiting[0]
-            if not try_admit(s.id, s.prompt_len, s.context_len):
-                break
-            waiting.popleft()
-            running.append(s)
-            if s.id in recompute_pending:
-                recompute_pending.discard(s.id)
-                recomputed += s.context_len
-        # 3. compute: sequences already running grow by one token (oldest first); a sequence
-        #    that cannot get memory preempts the youngest running sequence, possibly itself.
+        if not running and not waiting:
+            continue                           # every arrival was rejected: nothing happens at t
+        swap_before = allocator.swap_traffic
+        # 2. serve the running: a sequence whose room is full needs more (oldest first)
         preempted = 0
-        i = 0
-        while i < n_old and i < len(running):
-            s = running[i]
-            new_len = s.context_len + 1
-            while not grow(s.id, new_len):
-                victim = running.pop()
-                if preempt(victim.id) == "recompute":
-                    recompute_pending.add(victim.id)
-                lengths.pop(victim.id, None)
-                victim.context_len = victim.prompt_len + victim.generated
-                waiting.appendleft(victim)
-                preempted += 1
-                if victim is s:
+        needs = grow_at.pop(t, None)
+        if needs:
+            if len(needs) > 1:
+                needs.sort(key=_BY_ORDER)
+            rooms = grow_all([s.id for s in needs])
+            if rooms is not None:              # the usual case: enough memory for all of them
+                for s, room in zip(needs, rooms):
+                    nxt = room - s.base + 1
+                    if nxt <= s.finish_step:
+                        s.grow_step = nxt
+                        bucket = grow_at.get(nxt)
+                        if bucket is None:
+                            grow_at[nxt] = [s]
+                        else:
+                            bucket.append(s)
+                    else:
+                        s.grow_step = -1
+                needs = ()
+            for s in needs:
+                if not s.running:
+                    continue                   # preempted earlier in this step
+                room = grow(s.id)
+                while room is None:
+                    victim = running[next(reversed(running))]
+                    # its KV holds everything it computed up to the previous step
+                    victim.context_len = victim.base + t - 1
+                    victim.generated = victim.context_len - victim.prompt_len
+                    victim.running = False
+                    del running[victim.id]
+                    base_sum -= victim.base
+                    finish_at[victim.finish_step].remove(victim)
+                    if victim.grow_step > t:
+                        grow_at[victim.grow_step].remove(victim)
+                    victim.recompute = preempt(victim.id) == "recompute"
+                    waiting.appendleft(victim)
+                    preempted += 1
+                    if victim is s:
+                        break
+                    room = grow(s.id)
+                else:
+                    nxt = room - s.base + 1
+                    if nxt <= s.finish_step:
+                        s.grow_step = nxt
+                        bucket = grow_at.get(nxt)
+                        if bucket is None:
+                            grow_at[nxt] = [s]
+                        else:
+                            bucket.append(s)
+                    else:
+                        s.grow_step = -1
+        # 3. admission (FCFS, no skipping; none in a step that preempted)
+        recomputed = 0
+        if not preempted:
+            while waiting:
+                s = waiting[0]
+                room = admit(s.id, s.prompt_len, s.context_len, s.output_len)
+                if room is None:
                     break
-                if len(running) <= n_old:
-                    n_old = len(running)
-            else:
-                s.context_len = new_len
-                s.generated += 1
-            i += 1
-        # newly admitted sequences (those not preempted above) prefill and emit their first token:
-        # their admission already made room for context_len + 1 tokens.
-        for s in running[n_old:]:
-            s.context_len += 1
-            s.generated += 1
-        tokens = 0
-        still = []
-        for s in running:
-            tokens += 1
-            if s.generated >= s.output_len:
+                waiting.popleft()
+                order += 1
+                s.order = order
+                s.running = True
+                running[s.id] = s
+                c = s.context_len
+                s.base = c + 1 - t
+                base_sum += s.base
+                if s.recompute:
+                    recomputed += c
+                    s.recompute = False
+                fin = t + s.output_len - s.generated - 1
+                s.finish_step = fin
+                bucket = finish_at.get(fin)
+                if bucket is None:
+                    finish_at[fin] = [s]
+                else:
+                    bucket.append(s)
+                nxt = t + room - c
+                if nxt <= fin:
+                    s.grow_step = nxt
+                    bucket = grow_at.get(nxt)
+                    if bucket is None:
+                        grow_at[nxt] = [s]
+                    else:
+                        bucket.append(s)
+                else:
+                    s.grow_step = -1
+        # 4. compute: everything running now emits one token (admitted ones after their prefill)
+        batch = len(running)
+        # 5. finish
+        done = finish_at.pop(t, None)
+        if done:
+            for s in done:
                 free(s.id)
-                lengths.pop(s.id, None)
-                finished += 1
-            else:
-                still.append(s)
-                lengths[s.id] = s.context_len
-        running = still
-        # 5. record
-        logical = sum(lengths.values())
-        saving = getattr(allocator, "shared_saving", 0)
-        used = logical - saving
-        allocated = allocator.allocated_slots
-        need = need_of(waiting[0].prompt_len, waiting[0].context_len) if waiting else 0
-        rec["used_slots"].append(used)
-        rec["logical_tokens"].append(logical)
-        rec["allocated_unshared"].append(allocated + saving)
-        rec["allocated_slots"].append(allocated)
-        rec["internal_fragmentation"].append(allocated - used)
-        rec["external_fragmentation"].append(allocator.external_fragmentation(need))
-        rec["free_slots"].append(total - allocated)
-        rec["running"].append(tokens)
-        rec["waiting"].append(len(waiting))
-        rec["finished"].append(finished)
-        rec["tokens"].append(tokens)
-        rec["preemptions"].append(preempted)
-        rec["units"].append(allocator.units_in_use)
-        rec["next_need"].append(need)
-        rec["swapped_blocks"].append(getattr(allocator, "swapped_out", 0) + getattr(allocator, "swapped_in", 0)
-                                     - swapped_before)
-        rec["recomputed_tokens"].append(recomputed)
-        if snapshots is not None and t % stride == 0:
-            snap = allocator.snapshot(lengths)
-            snapshots[t] = snap
-            snap_bytes += _nbytes(snap)
-            while snap_bytes > SNAPSHOT_BUDGET_BYTES and len(snapshots) > 2:
-                stride *= 2
-                for k in [k for k in snapshots if k % stride]:
-                    snap_bytes -= _nbytes(snapshots.pop(k))
-        if check_invariants:
-            _check(allocator, lengths, running)
+                del running[s.id]
+                s.running = False
+                base_sum -= s.base
+            finished += len(done)
+        # 6. record
+        if waiting:
+            head = waiting[0]
+            need = need_of(head.prompt_len, head.context_len, head.output_len)
+        else:
+            need = 0
+        a_step(t); a_span(1); a_logical(base_sum + len(running) * t); a_saving(allocator.shared_saving)
+        a_alloc(allocator.allocated_slots); a_ext(ext_of(need)); a_running(batch); a_waiting(len(waiting))
+        a_finished(finished); a_pre(preempted); a_units(allocator.units_in_use); a_need(need)
+        a_swapped(allocator.swap_traffic - swap_before); a_recomputed(recomputed)
+        if snapshots is not None or check_invariants:
+            lengths = {s.id: s.base + t for s in running.values()}
+            if snapshots is not None and t % stride == 0:
+                snap = allocator.snapshot(lengths)
+                snapshots[t] = snap
+                snap_bytes += _snapshot_bytes(snap)
+                while snap_bytes > SNAPSHOT_BUDGET_BYTES and len(snapshots) > 2:
+                    stride *= 2
+                    for k in [k for k, v in snapshots.items() if v and k % stride]:
+                        snap_bytes -= _snapshot_bytes(snapshots.pop(k))
+            if check_invariants:
+                assert sum(lengths.values()) == base_sum + len(running) * t, "token count drifted"
+                assert all(s.running for s in running.values()), "a stopped sequence is listed as running"
+                allocator.check_invariants(lengths)
+        busy += 1
+        if busy > busy_limit:
+            raise RuntimeError(f"simulation did not drain within {busy_limit} busy steps ({allocator.label})")
         t += 1
-    metrics = {k: np.asarray(v, dtype=np.int64) for k, v in rec.items() if k != "utilization"}
-    metrics["utilization"] = metrics["used_slots"] / float(total)
+
+    total = allocator.total_slots
+    arr = {k: np.asarray(v, dtype=np.int64) for k, v in cols.items()}
+    used = arr["logical"] - arr["saving"]
+    metrics = {
+        "step": arr["step"], "span": arr["span"],
+        "used_slots": used, "logical_tokens": arr["logical"], "allocated_unshared": arr["allocated"] + arr["saving"],
+        "allocated_slots": arr["allocated"], "internal_fragmentation": arr["allocated"] - used,
+        "external_fragmentation": arr["ext"], "free_slots": total - arr["allocated"],
+        "utilization": used / float(total), "running": arr["running"], "waiting": arr["waiting"],
+        "finished": arr["finished"], "tokens": arr["running"].copy(), "preemptions": arr["preemptions"],
+        "units": arr["units"], "next_need": arr["need"], "swapped_blocks": arr["swapped"],
+        "recomputed_tokens": arr["recomputed"],
+    }
     result = SimulationResult(kind=allocator.kind, label=allocator.label, workload=workload.name,
                               total_slots=total, block_size=allocator.block_size, metrics=metrics,
                               snapshots=snapshots, rejected=rejected, snapshot_stride=stride,
-                              shared_prefix=workload.shared_prefix,
-                              preemption=getattr(allocator, "preemption", None))
+                              shared_prefix=workload.shared_prefix, preemption=allocator.preemption)
     result.summary = summarize(result)
     return result
 
 
-def _nbytes(snap) -> int:
-    """Approximate memory of one pool picture (a list of ints costs a pointer per entry)."""
-    if isinstance(snap, tuple):
-        return sum(8 * len(a) for a in snap)
-    return snap.nbytes
-
-
-def _check(allocator, lengths: dict, running: list) -> None:
-    """Invariants after a step (used by tests through ``check_invariants=True``)."""
-    assert set(lengths) == {s.id for s in running}
-    if isinstance(allocator, PagedAllocator):
-        allocator.check_invariants(lengths)
-    else:
-        pos = 0
-        held = 0
-        for start, length, seq_id in allocator._starts:
-            assert start >= pos, f"reservations overlap at slot {start}"
-            assert lengths[seq_id] <= length, f"seq {seq_id} holds more tokens than it reserved"
-            pos = start + length
-            held += length
-        assert pos <= allocator.total_slots
-        assert held == allocator.allocated_slots
-        assert len(allocator._starts) == len(lengths)
+def _snapshot_bytes(snap) -> int:
+    """Approximate memory of one pool picture (a tuple of ints costs a pointer per entry)."""
+    return sum(8 * (len(e[-1]) + 3) if isinstance(e[-1], tuple) else 40 for e in snap)
 
 
 def summarize(result: SimulationResult) -> dict:
-    """Summary figures of a run (JSON-ready).
+    """Summary figures of a run (JSON-ready). Means over steps weight each record by its span.
 
     Keys: steps, peak_running, mean_utilization_busy (mean of used/total over steps whose
     waiting queue was non-empty; None if there were none), mean_utilization (all steps),
@@ -363,38 +464,45 @@ def summarize(result: SimulationResult) -> dict:
     shared_prefix (tokens), peak_logical_tokens with its step (peak_logical_step) and the distinct
     physical slots holding them at that same step (used_slots_at_peak_logical: they differ only
     when a prefix is shared), peak_used_slots (the peak of distinct slots, at its own step), the
-    busy means of logical tokens and used slots,
-    preemption_mode, swapped_blocks (moved out + in) and recomputed_tokens (prefilled again).
+    busy means of logical tokens and used slots, preemption_mode, swapped_blocks (moved out +
+    in), recomputed_tokens (prefilled again) and records (busy steps plus idle gaps).
     """
     m = result.metrics
     busy = result.busy_mask()
     total = float(result.total_slots)
+    has = result.records > 0
 
     def busy_mean(arr):
-        return round(float(arr[busy].mean()), 6) if busy.any() else None
+        value = result.mean(arr, busy) if busy.any() else None
+        return None if value is None else round(value, 6)
 
+    def total_of(name):
+        return int((m[name] * m["span"]).sum())
+
+    peak = int(m["logical_tokens"].argmax()) if has else 0
     return {
         "steps": result.steps,
-        "peak_running": int(m["running"].max()) if result.steps else 0,
+        "peak_running": int(m["running"].max()) if has else 0,
         "mean_utilization_busy": busy_mean(m["utilization"]),
-        "mean_utilization": round(float(m["utilization"].mean()), 6) if result.steps else 0.0,
-        "preemptions": int(m["preemptions"].sum()),
-        "mean_tokens_per_step": round(float(m["tokens"].mean()), 4) if result.steps else 0.0,
-        "finished": int(m["finished"][-1]) if result.steps else 0,
+        "mean_utilization": round(result.mean(m["utilization"]), 6) if has else 0.0,
+        "preemptions": total_of("preemptions"),
+        "mean_tokens_per_step": round(result.mean(m["tokens"]), 4) if has else 0.0,
+        "finished": int(m["finished"][-1]) if has else 0,
         "rejected": list(result.rejected),
         "total_slots": result.total_slots,
         "block_size": result.block_size,
-        "peak_utilization": round(float(m["utilization"].max()), 6) if result.steps else 0.0,
+        "peak_utilization": round(float(m["utilization"].max()), 6) if has else 0.0,
         "mean_internal_fragmentation_busy": busy_mean(m["internal_fragmentation"] / total),
         "mean_external_fragmentation_busy": busy_mean(m["external_fragmentation"] / total),
         "shared_prefix": result.shared_prefix,
-        "peak_logical_tokens": int(m["logical_tokens"].max()) if result.steps else 0,
-        "peak_logical_step": int(m["logical_tokens"].argmax()) if result.steps else 0,
-        "used_slots_at_peak_logical": int(m["used_slots"][m["logical_tokens"].argmax()]) if result.steps else 0,
-        "peak_used_slots": int(m["used_slots"].max()) if result.steps else 0,
-        "mean_logical_tokens_busy": busy_mean(m["logical_tokens"].astype(float)),
-        "mean_used_slots_busy": busy_mean(m["used_slots"].astype(float)),
+        "peak_logical_tokens": int(m["logical_tokens"][peak]) if has else 0,
+        "peak_logical_step": int(m["step"][peak]) if has else 0,
+        "used_slots_at_peak_logical": int(m["used_slots"][peak]) if has else 0,
+        "peak_used_slots": int(m["used_slots"].max()) if has else 0,
+        "mean_logical_tokens_busy": busy_mean(m["logical_tokens"]),
+        "mean_used_slots_busy": busy_mean(m["used_slots"]),
         "preemption_mode": result.preemption,
-        "swapped_blocks": int(m["swapped_blocks"].sum()),
-        "recomputed_tokens": int(m["recomputed_tokens"].sum()),
+        "swapped_blocks": total_of("swapped_blocks"),
+        "recomputed_tokens": total_of("recomputed_tokens"),
+        "records": result.records,
     }

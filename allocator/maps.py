@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .allocators import EMPTY, FREE, HOLE, TOKEN
+from .allocators import EMPTY, FREE, HOLE, SHARED, TOKEN
 from .engine import SimulationResult
 
 #: Most cells one map draws (per allocator). 2,048 slots draw one slot per cell.
@@ -41,12 +41,26 @@ def grid_shape(n_cells: int) -> tuple[int, int]:
     return math.ceil(n_cells / cols), cols
 
 
-def frame_steps(n_steps: int, max_frames: int, stride: int = 1) -> np.ndarray:
-    """Evenly spaced step indices in 0..n_steps-1, multiples of ``stride`` (the snapshot stride),
-    first and last such step included, at most ``max_frames`` of them."""
-    candidates = np.arange(0, max(0, n_steps), max(1, int(stride)), dtype=np.int64)
-    if len(candidates) == 0:
-        return candidates
+def frame_steps(results, max_frames: int) -> np.ndarray:
+    """Engine steps to draw as animation frames, shared by results drawn side by side.
+
+    Candidates are the first steps of every record of any of the results (busy steps and the
+    start of each idle gap), kept only where every result has a picture (multiples of the
+    largest snapshot stride); at most ``max_frames`` of them are taken, evenly spaced *by record*
+    rather than by step, so a long idle gap costs one frame, not most of them. The first and
+    last candidates are always included.
+
+    Args:
+        results: SimulationResults with snapshots (one or more).
+        max_frames: most frames (>= 2).
+
+    Returns:
+        int64 array of steps, ascending.
+    """
+    results = list(results)
+    stride = max(r.snapshot_stride for r in results)
+    steps = np.unique(np.concatenate([r.metrics["step"] for r in results] + [np.zeros(1, np.int64)]))
+    candidates = steps[steps % stride == 0]
     k = max(2, min(int(max_frames), len(candidates)))
     picks = np.unique(np.linspace(0, len(candidates) - 1, k).round().astype(np.int64))
     return candidates[picks]
@@ -62,22 +76,18 @@ def cell_states(result: SimulationResult, step: int, per_cell: int) -> tuple[np.
 
     Returns:
         owner: int32 [n_cells], request id of the cell's majority-state slots (-1 none).
-        state: int8 [n_cells], the majority state (FREE, TOKEN, EMPTY, HOLE) of the cell's slots.
+        state: int8 [n_cells], the majority state (FREE, TOKEN, EMPTY, HOLE, SHARED) of the
+            cell's slots.
     """
-    if step < result.steps:
-        owner, state = result.slot_states(step)
-    else:
-        owner = np.full(result.total_slots, -1, dtype=np.int32)
-        state = np.full(result.total_slots, FREE, dtype=np.int8)
-        if result.block_size:
-            state[(result.total_slots // result.block_size) * result.block_size:] = HOLE
+    owner, state = result.slot_states(step) if step < result.steps else result.empty_picture()
     if per_cell == 1:
         return owner, state
     n_cells = math.ceil(result.total_slots / per_cell)
     pad = n_cells * per_cell - result.total_slots
     owner = np.concatenate([owner, np.full(pad, -1, np.int32)]).reshape(n_cells, per_cell)
     state = np.concatenate([state, np.full(pad, FREE, np.int8)]).reshape(n_cells, per_cell)
-    counts = np.stack([(state == s).sum(axis=1) for s in (FREE, TOKEN, EMPTY, HOLE)], axis=1)
-    cell_state = np.array([FREE, TOKEN, EMPTY, HOLE], dtype=np.int8)[counts.argmax(axis=1)]
-    held = (cell_state == TOKEN) | (cell_state == EMPTY)
+    kinds = (FREE, TOKEN, EMPTY, HOLE, SHARED)
+    counts = np.stack([(state == s).sum(axis=1) for s in kinds], axis=1)
+    cell_state = np.array(kinds, dtype=np.int8)[counts.argmax(axis=1)]
+    held = (cell_state == TOKEN) | (cell_state == EMPTY) | (cell_state == SHARED)
     return np.where(held, owner.max(axis=1), -1).astype(np.int32), cell_state

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from .allocators import PagedAllocator, ReserveMaxAllocator
 from .engine import SimulationResult, simulate
 from .trace import load_trace, shipped_trace, trace_workload
+from .validate import FieldError
 from .workload import Workload, classroom_40, with_shared_prefix
 
 WORKLOADS = ("classroom-40", "azure-conv")
@@ -102,7 +103,7 @@ def build_workload(sc: Scenario) -> Workload:
     """The workload a scenario names (classroom-40, the shipped trace, or a trace file).
 
     Raises:
-        ValueError: bad settings or a malformed trace file, naming the field or row.
+        FieldError: bad settings or a malformed trace file, naming the field or row.
     """
     if sc.workload == "classroom-40":
         return with_shared_prefix(classroom_40(seed=sc.seed, max_new_tokens=sc.max_new, arrival=sc.arrival,
@@ -112,7 +113,7 @@ def build_workload(sc: Scenario) -> Workload:
         name = "azure-conv"
     elif sc.workload == "upload":
         if not sc.trace_bytes:
-            raise ValueError("no trace file uploaded yet")
+            raise FieldError("trace_file", ": no trace file uploaded yet", subject="trace_file")
         df = load_trace(sc.trace_bytes, max_rows=UPLOAD_MAX_ROWS)
         name = f"upload: {sc.trace_name or 'trace.csv'}"
     else:
@@ -133,7 +134,7 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
         {"reserve_max": result, "paged": result}.
 
     Raises:
-        ValueError: a bad pool or block size (e.g. block_size 0), naming the field.
+        FieldError: a bad pool or block size (e.g. block_size 0), naming the field.
     """
     reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens)
     paged = PagedAllocator(total_slots, block_size, preemption=preemption)
@@ -169,13 +170,12 @@ def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLO
         res = simulate(workload, PagedAllocator(total_slots, bs, preemption=preemption), record_snapshots=False)
         m = res.metrics
         mask = res.busy_or_all_mask()
-        cost = res.total_cost(metadata_cost)[mask]
         rows.append({
             "block_size": bs,
             "blocks": total_slots // bs,
-            "mean_utilization_busy": float(m["utilization"][mask].mean()),
-            "mean_internal_fragmentation_busy": float((m["internal_fragmentation"][mask] / total_slots).mean()),
-            "mean_total_cost_busy": float(cost.mean()),
+            "mean_utilization_busy": res.mean(m["utilization"], mask),
+            "mean_internal_fragmentation_busy": res.mean(m["internal_fragmentation"] / total_slots, mask),
+            "mean_total_cost_busy": res.mean(res.total_cost(metadata_cost), mask),
             "cost_per_token_busy": res.cost_per_token_busy(metadata_cost),
             "peak_running": res.summary["peak_running"],
             "steps": res.steps,

@@ -120,24 +120,54 @@ def test_reserve_max_tiny_run_step_by_step():
 
 def test_first_fit_takes_the_lowest_address_hole():
     a = ReserveMaxAllocator(100, 10)
-    assert a.try_admit(0, 10, 10) and a.try_admit(1, 10, 10) and a.try_admit(2, 10, 10)  # 0-19, 20-39, 40-59
+    # admit(seq_id, prompt_len, context_len, output_len) returns the room: the whole reservation
+    assert [a.admit(s, 10, 10, 5) for s in range(3)] == [20, 20, 20]       # 0-19, 20-39, 40-59
     a.free(1)
-    assert a.try_admit(3, 5, 5)          # 15 slots: fits the 20-slot hole at 20
-    assert a._by_seq[3] == (20, 15)
+    assert a.admit(3, 5, 5, 5) == 15      # 15 slots: fits the 20-slot hole at 20
+    assert a.run_of(3) == (20, 15)
     assert a.external_fragmentation(20) == 5          # the 5-slot hole left at 35..39
     assert a.holes(20) == [(35, 5)]
+    assert a.admit(4, 80, 80, 5) is None and a.allocated_slots == 55   # refused: nothing changes
 
 
 def test_paged_block_table_is_exact_and_physical_order_scrambles():
     a = PagedAllocator(64, 4)
-    assert a.try_admit(0, 5, 5)                        # 6 tokens -> 2 blocks
+    assert a.admit(0, 5, 5, 1) == 8                    # 6 tokens -> 2 blocks, room for 8
     assert a.block_tables[0] == [0, 1]
-    assert a.try_admit(1, 1, 1)                        # 2 tokens -> 1 block
-    a.free(0)                                          # blocks 0, 1 go to the back of the queue
-    for n in range(3, 3 + 16):
-        assert a.grow(1, n)
+    assert a.admit(1, 1, 1, 1) == 4                    # 2 tokens -> 1 block
+    a.free(0)                                          # last block first: 1, then 0, join the back
+    assert a.pool.free_queue()[-2:] == [1, 0]
+    assert [a.grow(1) for _ in range(4)] == [8, 12, 16, 20]
     a.check_invariants({1: 18})
-    assert a.block_tables[1][0] == 2 and len(a.block_tables[1]) == 5
+    assert a.block_tables[1] == [2, 3, 4, 5, 6] and a.units_in_use == 5
+
+
+def test_preempting_the_newcomer_before_it_ran_is_impossible():
+    """The issue's smallest case: 16 slots in blocks of 4; r1 (prompt 3, output 10, at step 0) and
+    r2 (prompt 7, output 2, at step 5). At step 5 r1 needs its third block and r2 needs two.
+    Serving the running first, r1 takes the block and r2 waits: no preemption, no phantom work."""
+    w = Workload("smallest", (Request(1, 3, 10, 0), Request(2, 7, 2, 5)), max_new_tokens=10)
+    for mode in ("recompute", "swap"):
+        res = simulate(w, PagedAllocator(16, 4, preemption=mode), check_invariants=True)
+        s = res.summary
+        assert (s["preemptions"], s["recomputed_tokens"], s["swapped_blocks"]) == (0, 0, 0), mode
+        # r1 holds 13 tokens at step 9 (its 4th block) and finishes; r2 is admitted at step 10
+        assert res.metrics["waiting"].tolist() == [0] * 5 + [1] * 5 + [0, 0]
+        assert res.metrics["units"].tolist() == [1, 2, 2, 2, 2, 3, 3, 3, 3, 0, 2, 0]
+        assert s["steps"] == 12 and s["finished"] == 2
+
+
+def test_no_admission_in_a_step_that_preempted():
+    """vLLM's rule: a step that evicted a running sequence admits nobody, even if room appeared."""
+    # r1 and r2 fill the 4 blocks; at step 4 r1 needs a block -> r2 is preempted (recompute);
+    # r3, waiting since step 1, must not be admitted at step 4.
+    w = Workload("rule", (Request(1, 3, 9, 0), Request(2, 3, 9, 0), Request(3, 1, 1, 1)), max_new_tokens=9)
+    res = simulate(w, PagedAllocator(16, 4), check_invariants=True)
+    m = res.metrics
+    step = int(np.flatnonzero(m["preemptions"])[0])
+    assert m["running"][step] == 1 and m["waiting"][step] >= 1
+    assert m["recomputed_tokens"][step] == 0               # nothing is prefilled again in that step
+    assert res.summary["finished"] == 3
 
 
 # --- rejection, invariants, determinism --------------------------------------------------------
@@ -204,7 +234,7 @@ def test_output_above_max_new_tokens_is_refused():
 def test_cli_bad_block_size_is_a_clear_error(capsys):
     assert main(["simulate", "--block-size", "0", "--json"]) == 2
     err = capsys.readouterr().err
-    assert "block_size must be at least 1" in err and "Traceback" not in err
+    assert "block_size = 0 must be at least 1" in err and "Traceback" not in err
 
 
 def test_block_size_sweep_rows():
