@@ -19,6 +19,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from .validate import FieldError, real_number, whole_number
 from .workload import Workload, workload_from_lengths
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
@@ -39,27 +40,38 @@ AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 PLAIN_COLUMNS = ("prompt_tokens", "output_tokens")
 
 
+def _cell_error(col: str, row: int, problem: str) -> FieldError:
+    """A FieldError about one cell: field = the column, index = the 0-based data row; the message
+    names it as a spreadsheet user reads it (``"row 2, column ContextTokens: ..."``, 1-based rows)."""
+    return FieldError(col, f": {problem}", index=row, subject=f"row {row + 1}, column {col}")
+
+
+def _file_error(problem: str) -> FieldError:
+    """A FieldError about the trace file as a whole (field ``trace``)."""
+    return FieldError("trace", problem, subject="")
+
+
 def _integer_column(df: pd.DataFrame, col: str, minimum: int) -> np.ndarray:
-    """Column ``col`` as int64, or ValueError naming the first bad row (1-based data row) and column."""
+    """Column ``col`` as int64, or FieldError naming the first bad row (1-based data row) and column."""
     raw = df[col]
     num = pd.to_numeric(raw, errors="coerce")
     bad = num.isna()
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise ValueError(f"row {i + 1}, column {col}: {raw.iloc[i]!r} is not a number")
+        raise _cell_error(col, i, f"{raw.iloc[i]!r} is not a number")
     values = num.to_numpy(dtype=float)
     frac = values != np.floor(values)
     if frac.any():
         i = int(np.flatnonzero(frac)[0])
-        raise ValueError(f"row {i + 1}, column {col}: {raw.iloc[i]!r} is not a whole number of tokens")
+        raise _cell_error(col, i, f"{raw.iloc[i]!r} is not a whole number of tokens")
     low = values < minimum
     if low.any():
         i = int(np.flatnonzero(low)[0])
-        raise ValueError(f"row {i + 1}, column {col}: {int(values[i])} is below the minimum {minimum}")
+        raise _cell_error(col, i, f"{int(values[i])} is below the minimum {minimum}")
     high = values > MAX_TOKENS
     if high.any():
         i = int(np.flatnonzero(high)[0])
-        raise ValueError(f"row {i + 1}, column {col}: {int(values[i])} tokens is larger than any pool "
+        raise _cell_error(col, i, f"{int(values[i])} tokens is larger than any pool "
                          f"could hold (limit {MAX_TOKENS})")
     return values.astype(np.int64)
 
@@ -77,7 +89,8 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
         ``arrival_s`` (seconds since the first request; 0 for every row when the file has none).
 
     Raises:
-        ValueError: a message naming the row and column (or the problem with the whole file):
+        FieldError: a message naming the row and column (field = the column, index = the 0-based
+            data row) or the problem with the whole file (field ``trace``):
             not UTF-8, empty, header only, missing columns, non-numeric, fractional or negative
             values, zero output tokens, unparseable, decreasing or duplicate timestamps (Azure
             schema), too many rows, a file larger than ``max_bytes``.
@@ -91,28 +104,28 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
     else:
         size = None
     if size is not None and size > max_bytes:
-        raise ValueError(f"the file is {size / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
+        raise _file_error(f"the file is {size / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
     try:
         df = pd.read_csv(source, encoding="utf-8", dtype=str, skipinitialspace=True)
     except UnicodeDecodeError as exc:
-        raise ValueError(f"the file is not UTF-8 text (bad byte at position {exc.start})") from None
+        raise _file_error(f"the file is not UTF-8 text (bad byte at position {exc.start})") from None
     except pd.errors.EmptyDataError:
-        raise ValueError("the file is empty") from None
+        raise _file_error("the file is empty") from None
     except pd.errors.ParserError as exc:
-        raise ValueError(f"the file is not a readable CSV: {str(exc).splitlines()[0]}") from None
+        raise _file_error(f"the file is not a readable CSV: {str(exc).splitlines()[0]}") from None
     df.columns = [str(c).strip() for c in df.columns]
     if all(c in df.columns for c in AZURE_COLUMNS):
         schema, p_col, o_col = "azure", "ContextTokens", "GeneratedTokens"
     elif all(c in df.columns for c in PLAIN_COLUMNS):
         schema, p_col, o_col = "plain", "prompt_tokens", "output_tokens"
     else:
-        raise ValueError(
+        raise _file_error(
             "missing columns: expected TIMESTAMP, ContextTokens, GeneratedTokens (Azure schema) or "
             f"prompt_tokens, output_tokens[, arrival_s] (plain schema); found {', '.join(df.columns) or 'none'}")
     if len(df) == 0:
-        raise ValueError("the file has a header but no rows")
+        raise _file_error("the file has a header but no rows")
     if len(df) > max_rows:
-        raise ValueError(f"the file has {len(df)} rows; at most {max_rows:,} are accepted")
+        raise _file_error(f"the file has {len(df)} rows; at most {max_rows:,} are accepted")
     prompts = _integer_column(df, p_col, 1)
     outputs = _integer_column(df, o_col, 1)
     if schema == "azure":
@@ -120,19 +133,19 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
         bad = ts.isna()
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ValueError(f"row {i + 1}, column TIMESTAMP: {df['TIMESTAMP'].iloc[i]!r} is not a timestamp")
+            raise _cell_error("TIMESTAMP", i, f"{df['TIMESTAMP'].iloc[i]!r} is not a timestamp")
         arrival = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
         dup = np.flatnonzero(np.diff(arrival) == 0)
         if len(dup):
             i = int(dup[0]) + 1
-            raise ValueError(f"row {i + 1}, column TIMESTAMP: {df['TIMESTAMP'].iloc[i]!r} repeats the "
+            raise _cell_error("TIMESTAMP", i, f"{df['TIMESTAMP'].iloc[i]!r} repeats the "
                              f"timestamp of row {i} (each request needs its own arrival time)")
     elif "arrival_s" in df.columns:
         arrival = pd.to_numeric(df["arrival_s"], errors="coerce").to_numpy(dtype=float)
         bad = ~np.isfinite(arrival) | (arrival < 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"row {i + 1}, column arrival_s: {df['arrival_s'].iloc[i]!r} is not a "
+            raise _cell_error("arrival_s", i, f"{df['arrival_s'].iloc[i]!r} is not a "
                              "non-negative number of seconds")
     else:
         arrival = np.zeros(len(df))
@@ -140,7 +153,7 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
     if len(back):
         i = int(back[0]) + 1
         col = "TIMESTAMP" if schema == "azure" else "arrival_s"
-        raise ValueError(f"row {i + 1}, column {col}: arrivals must not go back in time "
+        raise _cell_error(col, i, f"arrivals must not go back in time "
                          "(sort the file by arrival)")
     return pd.DataFrame({"prompt_tokens": prompts, "output_tokens": outputs,
                          "arrival_s": arrival - (arrival[0] if len(arrival) else 0.0)})
@@ -156,16 +169,13 @@ def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_
     them there) and the number clipped is reported in ``Workload.notes``.
 
     Raises:
-        ValueError: offset/count outside the trace, steps_per_second not positive.
+        FieldError: ``offset`` outside the trace, ``count`` below 1, ``steps_per_second`` not a
+            positive finite number.
     """
     n = len(df)
-    if not isinstance(offset, (int, np.integer)) or not 0 <= offset < n:
-        raise ValueError(f"offset must be in 0..{n - 1}, got {offset}")
-    if not isinstance(count, (int, np.integer)) or count < 1:
-        raise ValueError(f"count must be a positive whole number, got {count}")
-    if not (isinstance(steps_per_second, (int, float)) and math.isfinite(steps_per_second)
-            and steps_per_second > 0):
-        raise ValueError(f"steps_per_second must be positive, got {steps_per_second}")
+    offset = whole_number("offset", offset, 0, n - 1)
+    count = whole_number("count", count, 1)
+    steps_per_second = real_number("steps_per_second", steps_per_second, above=0)
     part = df.iloc[offset: offset + count]
     notes = []
     if len(part) < count:

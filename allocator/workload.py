@@ -10,18 +10,7 @@ from typing import Iterable
 
 import numpy as np
 
-
-def _check_int(name: str, value, minimum: int) -> int:
-    """Return ``value`` as an int, or raise ValueError naming ``name`` if it is not an integer >= minimum."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, (float, np.floating)) and float(value).is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name} must be a whole number, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
-    return value
+from .validate import FieldError, one_of, real_number, whole_number
 
 
 @dataclass(frozen=True)
@@ -37,7 +26,8 @@ class Request:
         arrival_step: engine step at which the request joins the waiting queue (>= 0).
 
     Raises:
-        ValueError: a field that is not a whole number or is below its minimum, naming the field.
+        FieldError: a field that is not a whole number or is below its minimum, naming the field
+            (subject ``"request <id>: <field>"``).
     """
 
     id: int
@@ -46,11 +36,10 @@ class Request:
     arrival_step: int = 0
 
     def __post_init__(self):
-        object.__setattr__(self, "id", _check_int("id", self.id, 1))
-        object.__setattr__(self, "prompt_len", _check_int(f"request {self.id}: prompt_len", self.prompt_len, 1))
-        object.__setattr__(self, "output_len", _check_int(f"request {self.id}: output_len", self.output_len, 1))
-        object.__setattr__(self, "arrival_step",
-                           _check_int(f"request {self.id}: arrival_step", self.arrival_step, 0))
+        object.__setattr__(self, "id", whole_number("id", self.id, 1))
+        for name, minimum in (("prompt_len", 1), ("output_len", 1), ("arrival_step", 0)):
+            object.__setattr__(self, name, whole_number(name, getattr(self, name), minimum,
+                                                        subject=f"request {self.id}: {name}"))
 
     @property
     def total_len(self) -> int:
@@ -73,8 +62,9 @@ class Workload:
             (0: none). Included in each prompt_len.
 
     Raises:
-        ValueError: empty workload, duplicate ids, an output_len above max_new_tokens, or a
-            shared prefix longer than some prompt.
+        FieldError: empty workload (``requests``), duplicate ids (``id``), an output_len above
+            max_new_tokens (``output_len``), or a shared prefix longer than some prompt
+            (``shared_prefix``).
     """
 
     name: str
@@ -87,20 +77,20 @@ class Workload:
     def __post_init__(self):
         reqs = tuple(self.requests)
         object.__setattr__(self, "requests", reqs)
-        object.__setattr__(self, "max_new_tokens", _check_int("max_new_tokens", self.max_new_tokens, 1))
+        object.__setattr__(self, "max_new_tokens", whole_number("max_new_tokens", self.max_new_tokens, 1))
         if not reqs:
-            raise ValueError("workload has no requests")
+            raise FieldError("requests", ": the workload has no requests")
         ids = [r.id for r in reqs]
         if len(set(ids)) != len(ids):
-            raise ValueError("request ids must be unique")
-        object.__setattr__(self, "shared_prefix", _check_int("shared_prefix", self.shared_prefix, 0))
+            raise FieldError("id", ": request ids must be unique")
+        object.__setattr__(self, "shared_prefix", whole_number("shared_prefix", self.shared_prefix, 0))
         for r in reqs:
             if r.prompt_len < self.shared_prefix:
-                raise ValueError(f"request {r.id}: prompt_len {r.prompt_len} is shorter than the shared "
-                                 f"prefix ({self.shared_prefix} tokens)")
+                raise FieldError("shared_prefix", f" is {self.shared_prefix} tokens, longer than request "
+                                 f"{r.id}'s prompt ({r.prompt_len} tokens)")
             if r.output_len > self.max_new_tokens:
-                raise ValueError(
-                    f"request {r.id}: output_len {r.output_len} exceeds max_new_tokens {self.max_new_tokens}")
+                raise FieldError("output_len", f" = {r.output_len} exceeds max_new_tokens {self.max_new_tokens}",
+                                 subject=f"request {r.id}: output_len")
 
     def __len__(self) -> int:
         return len(self.requests)
@@ -136,24 +126,20 @@ def generate_workload(*, seed: int = 0, num_requests: int = 40, prompt_len_range
         Workload with ids 1..num_requests in arrival order.
 
     Raises:
-        ValueError: naming the argument that is out of range or unknown.
+        FieldError: naming the argument that is out of range or unknown.
     """
-    num_requests = _check_int("num_requests", num_requests, 1)
-    if num_requests > 100_000:
-        raise ValueError(f"num_requests must be at most 100000, got {num_requests}")
-    max_new_tokens = _check_int("max_new_tokens", max_new_tokens, 1)
-    lo = _check_int("prompt_len_range low", prompt_len_range[0], 1)
-    hi = _check_int("prompt_len_range high", prompt_len_range[1], 1)
+    seed = whole_number("seed", seed, 0)
+    num_requests = whole_number("num_requests", num_requests, 1, 100_000)
+    max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 1)
+    lo = whole_number("prompt_len_range", prompt_len_range[0], 1, subject="prompt_len_range low")
+    hi = whole_number("prompt_len_range", prompt_len_range[1], 1, subject="prompt_len_range high")
     if hi < lo:
-        raise ValueError(f"prompt_len_range high ({hi}) is below low ({lo})")
-    if not output_mean > 0:
-        raise ValueError(f"output_mean must be positive, got {output_mean}")
-    if output_distribution not in OUTPUT_DISTRIBUTIONS:
-        raise ValueError(f"output_distribution must be one of {OUTPUT_DISTRIBUTIONS}, got {output_distribution!r}")
-    if arrival not in ARRIVAL_PATTERNS:
-        raise ValueError(f"arrival must be one of {ARRIVAL_PATTERNS}, got {arrival!r}")
-    if arrival == "trickle" and not arrival_rate > 0:
-        raise ValueError(f"arrival_rate must be positive, got {arrival_rate}")
+        raise FieldError("prompt_len_range", f" high ({hi}) is below low ({lo})")
+    output_mean = real_number("output_mean", output_mean, above=0)
+    one_of("output_distribution", output_distribution, OUTPUT_DISTRIBUTIONS)
+    one_of("arrival", arrival, ARRIVAL_PATTERNS)
+    if arrival == "trickle":
+        arrival_rate = real_number("arrival_rate", arrival_rate, above=0)
 
     rng = np.random.default_rng(int(seed))
     prompts = rng.integers(lo, hi + 1, size=num_requests)
@@ -210,9 +196,9 @@ def with_shared_prefix(workload: Workload, tokens: int) -> Workload:
     allocator can share the prefix's full blocks. ``tokens`` = 0 returns ``workload`` unchanged.
 
     Raises:
-        ValueError: tokens negative or not a whole number.
+        FieldError: ``shared_prefix`` negative or not a whole number.
     """
-    tokens = _check_int("shared_prefix", tokens, 0)
+    tokens = whole_number("shared_prefix", tokens, 0)
     if tokens == 0:
         return workload
     reqs = tuple(Request(r.id, r.prompt_len + tokens, r.output_len, r.arrival_step) for r in workload.requests)
