@@ -3,7 +3,7 @@
 Examples::
 
     python -m allocator simulate --workload classroom-40 --slots 2048 --block-size 16 --json
-    python -m allocator simulate --trace assets/azure_llm_conv_2023_first10k.csv --offset 0 --count 40 --json
+    python -m allocator simulate --trace assets/azure_llm_conv_2023.csv --offset 0 --count 40 --json
     python -m allocator simulate --workload classroom-40 --sweep --json
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ def register(sub) -> None:
                        description="Simulate the same workload under reserve-max and paged allocation.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--workload", choices=WORKLOADS, default=None,
-                     help="named workload (default classroom-40; azure-conv is the shipped trace slice)")
+                     help="named workload (default classroom-40; azure-conv is the shipped Azure conversation trace)")
     src.add_argument("--trace", metavar="FILE", help="a trace CSV (Azure or plain schema) to replay")
     p.add_argument("--slots", type=int, default=None, help="pool size in slots (default: 2048 for "
                    "classroom-40, 8192 for a trace)")

@@ -6,8 +6,8 @@ Two CSV schemas are accepted (read with pandas):
   (TIMESTAMP as ``YYYY-MM-DD HH:MM:SS.fffffff``).
 * Plain: ``prompt_tokens, output_tokens`` and optionally ``arrival_s`` (seconds from the start).
 
-The shipped slice is the first 10,000 rows of the conversation trace of the Azure LLM inference
-trace 2023 (CC-BY 4.0): Patel et al., "Splitwise: Efficient generative LLM inference using phase
+The shipped file is the whole conversation trace of the Azure LLM inference trace 2023 (19,366
+requests over one hour; CC-BY 4.0): Patel et al., "Splitwise: Efficient generative LLM inference using phase
 splitting", ISCA 2024. Data: Azure Public Dataset, AzureLLMInferenceDataset2023.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ from .validate import FieldError, real_number, whole_number
 from .workload import Workload, workload_from_lengths
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
-#: The shipped slice of the Azure conversation trace.
-AZURE_SLICE = os.path.join(ASSETS, "azure_llm_conv_2023_first10k.csv")
+#: The shipped Azure conversation trace (all 19,366 rows).
+AZURE_TRACE = os.path.join(ASSETS, "azure_llm_conv_2023.csv")
 AZURE_ATTRIBUTION = (
     "Pratyush Patel, Esha Choukse, Chaojie Zhang, Aashaka Shah, Íñigo Goiri, Saeed Maleki, "
     "Ricardo Bianchini. \"Splitwise: Efficient generative LLM inference using phase splitting\", "
@@ -196,7 +196,7 @@ _CACHE: dict = {}
 
 
 def shipped_trace() -> pd.DataFrame:
-    """The shipped Azure slice, loaded once per process (see ``AZURE_ATTRIBUTION``)."""
+    """The shipped Azure conversation trace, loaded once per process (see ``AZURE_ATTRIBUTION``)."""
     if "azure" not in _CACHE:
-        _CACHE["azure"] = load_trace(AZURE_SLICE)
+        _CACHE["azure"] = load_trace(AZURE_TRACE)
     return _CACHE["azure"]

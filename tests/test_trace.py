@@ -1,16 +1,16 @@
-"""Trace loading and replay: the shipped Azure slice, both schemas, and malformed files."""
+"""Trace loading and replay: the shipped Azure trace, both schemas, and malformed files."""
 import json
 
 import pytest
 
 from allocator.__main__ import main
-from allocator.trace import AZURE_SLICE, load_trace, shipped_trace, trace_workload
+from allocator.trace import AZURE_TRACE, load_trace, shipped_trace, trace_workload
 from allocator.scenario import Scenario, run_scenario
 
 
-def test_shipped_slice_loads():
+def test_shipped_trace_loads():
     df = shipped_trace()
-    assert len(df) == 10_000
+    assert len(df) == 19_366
     assert df["prompt_tokens"].iloc[:4].tolist() == [374, 396, 879, 91]
     assert df["output_tokens"].iloc[:4].tolist() == [44, 109, 55, 16]
     assert df["arrival_s"].iloc[0] == 0.0
@@ -26,7 +26,7 @@ def test_trace_replay_arrivals_from_timestamps():
 
 
 def test_forty_trace_requests_replay_through_both_allocators(capsys):
-    assert main(["simulate", "--trace", AZURE_SLICE, "--offset", "100", "--count", "40", "--json"]) == 0
+    assert main(["simulate", "--trace", AZURE_TRACE, "--offset", "100", "--count", "40", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("reserve_max", "paged"):
         s = out[key]
@@ -73,7 +73,7 @@ def test_malformed_traces_name_the_problem(content, message):
 def test_bad_replay_window():
     df = shipped_trace()
     with pytest.raises(ValueError, match="offset"):
-        trace_workload(df, offset=10_000)
+        trace_workload(df, offset=19_366)
     with pytest.raises(ValueError, match="count"):
         trace_workload(df, count=0)
     with pytest.raises(ValueError, match="steps_per_second"):
