@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from allocator import accounting as acc
-from pages.theme import ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, SHARED_PREFIX
+from allocator.viz.theme import ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, SHARED_PREFIX
 
 LENGTH_COL = "length (tokens)"
 D = acc.ACCOUNT_DEFAULTS

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from allocator import accounting as acc
-from pages.theme import PAGED, RESERVE_MAX
+from allocator.viz.theme import PAGED, RESERVE_MAX
 
 D = acc.CAPACITY_DEFAULTS
 CUSTOM = "custom"
