@@ -24,7 +24,7 @@ def serve(argv: list[str]) -> int:
     # Our pages/ folder holds st.Page scripts for st.navigation, not legacy multipage-app pages.
     PagesManager.uses_pages_directory = False
     try:  # build the default scenario before the first visitor: a class arrives all at once
-        from pages.cache import warm_default
+        from pages._ui.cache import warm_default
         warm_default()
     except Exception as exc:  # never keep the server from starting; the page computes on demand
         print(f"warning: could not pre-build the default scenario: {exc}", file=sys.stderr)

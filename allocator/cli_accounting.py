@@ -2,7 +2,8 @@
 
 Both print the figures the Accounting and Capacity pages show, from the same functions in
 :mod:`allocator.accounting`; ``--json`` prints one JSON object instead of text. Bad input
-raises ValueError naming the field (``__main__`` turns it into one line on stderr, exit 2).
+raises :class:`allocator.validate.FieldError` naming the field (``__main__`` turns it into one
+line on stderr, exit 2).
 
 Examples (seed 001 and seed 003)::
 
@@ -16,6 +17,7 @@ import argparse
 import json
 
 from allocator import accounting as acc
+from allocator.validate import FieldError
 
 # Defaults are the pages' defaults (allocator.accounting.*_DEFAULTS), so a command with only the
 # required flags prints what the page first shows.
@@ -24,7 +26,7 @@ _C = acc.CAPACITY_DEFAULTS
 
 
 def _parse_int_list(text: str, name: str) -> list[int]:
-    """Parse ``"a,b,c"`` into whole numbers >= 1; ValueError naming ``name``."""
+    """Parse ``"a,b,c"`` into whole numbers >= 1; FieldError with field ``name`` (and ``.index``)."""
     return acc.parse_lengths(text, name)
 
 
@@ -48,7 +50,7 @@ def run_account(args: argparse.Namespace) -> int:
     if args.share:
         parts = _parse_int_list(args.share, "share")
         if len(parts) != 3:
-            raise ValueError("share must be three numbers: length_a,length_b,prefix_tokens")
+            raise FieldError("share", " must be three numbers: length_a,length_b,prefix_tokens")
         sharing = (parts[0], parts[1], parts[2], args.share_page_size)
     report = acc.account(lengths, args.reserve, args.metadata_cost, page_size=args.page_size,
                          candidates=candidates, pool_slots=args.pool_slots, sharing=sharing)
@@ -92,8 +94,10 @@ def _model_from_args(args: argparse.Namespace) -> tuple[str, int]:
     """Return (label, bytes per token) for ``--model`` or the custom ``--layers`` ... flags."""
     custom = [args.layers, args.kv_heads, args.head_dim]
     if any(v is not None for v in custom):
-        if any(v is None for v in custom):
-            raise ValueError("layers, kv_heads and head_dim must all be given for a custom model")
+        missing = [name for name, v in zip(("layers", "kv_heads", "head_dim"), custom) if v is None]
+        if missing:
+            raise FieldError(missing[0], " must all be given for a custom model",
+                             subject="layers, kv_heads and head_dim")
         bpt = acc.kv_bytes_per_token(args.layers, args.kv_heads, args.head_dim,
                                      args.bytes_per_element)
         return (f"custom ({args.layers} layers x {args.kv_heads} KV heads x {args.head_dim}, "

@@ -10,8 +10,8 @@ Examples::
     python -m allocator export-html --workload azure-conv --sweep -o trace.html --handout handout.html
     python -m allocator export-html --workload classroom-40 --csv metrics.csv -o lesson.html --json
 
-The figures are drawn by ``pages.charts`` and written by ``pages.exports`` (neither imports
-streamlit), the same functions the app uses.
+The figures are drawn by ``allocator.viz.charts`` and written by ``allocator.viz.exports`` (neither
+imports streamlit or ``pages``), the same functions the app uses.
 """
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def run(args) -> int:
             the field; ``python -m allocator`` turns it into one line on stderr and exit status 2.
         The same ValueError (naming the file) when an output file cannot be written.
     """
-    from pages.charts import explainer_figure, sweep_figure
-    from pages.exports import animation_html, handout_html, metrics_csv
+    from .viz.charts import explainer_figure, sweep_figure   # plotly: imported only when exporting
+    from .viz.exports import animation_html, handout_html, metrics_csv
 
     sc = cli_simulate.scenario_from_args(args)
     for path in (args.out, args.handout, args.csv):

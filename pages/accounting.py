@@ -7,14 +7,14 @@ the rest of the page still renders.
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from allocator import accounting as acc
-from pages.theme import ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, SHARED_PREFIX
+from allocator.validate import FieldError, whole_number
+from allocator.viz.theme import ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, SHARED_PREFIX
 
 LENGTH_COL = "length (tokens)"
 D = acc.ACCOUNT_DEFAULTS
@@ -46,28 +46,35 @@ def _init_state() -> None:
         st.session_state.setdefault(key, value)
 
 
-def _read_lengths(table: pd.DataFrame) -> tuple[list[int] | None, list[str], int]:
-    """Return (lengths or None, error messages, blank rows ignored) from the edited table."""
+def _row_label(row: int) -> str:
+    """How the page names a table row (1-based, as the user counts them)."""
+    return f"Row {row}: length"
+
+
+def _read_lengths(table: pd.DataFrame) -> tuple[list[int] | None, list[int], list[str], int]:
+    """Return (lengths or None, their table rows, error messages, blank rows ignored).
+
+    Blank rows are skipped, so entry ``i`` of the lengths is table row ``rows[i]`` (1-based);
+    :func:`_message` uses that to name the row of a core error about ``lengths[i]``.
+    """
     values = table[LENGTH_COL].tolist() if LENGTH_COL in table else []
     errors: list[str] = []
     lengths: list[int] = []
+    rows: list[int] = []
     blanks = 0
     for row, value in enumerate(values, start=1):
         if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
             blanks += 1
             continue
         try:
-            lengths.append(acc.check_whole_number(value, f"Row {row}: length", 1))
-        except ValueError as exc:
-            errors.append(f"{exc} (a length is a whole number of tokens, at least 1).")
+            lengths.append(whole_number("lengths", value, 1, index=row - 1))
+            rows.append(row)
+        except FieldError as exc:
+            errors.append(f"{exc.reworded(_row_label(row))} "
+                          "(a length is a whole number of tokens, at least 1).")
     if not lengths and not errors:
         errors.append("The table is empty: add at least one request length (tokens).")
-    return (None if errors else lengths), errors, blanks
-
-
-def _rowify(message: str) -> str:
-    """Name table rows as the user sees them: ``lengths[2]`` -> ``Row 3: length``."""
-    return re.sub(r"lengths\[(\d+)\]", lambda m: f"Row {int(m.group(1)) + 1}: length", message)
+    return (None if errors else lengths), rows, errors, blanks
 
 
 #: Core field name -> the control's label, so a message reads in the page's words.
@@ -76,14 +83,33 @@ FIELD_LABELS = {"reserve": "Reserve maximum", "page_size": "Page size",
                 "candidates": "Candidate page size", "length_a": "Request A length",
                 "length_b": "Request B length", "prefix_tokens": "Shared prefix"}
 
+#: Another field's code name where a core message mentions it in its advice -> the page's words.
+ADVICE_WORDS = {"raise reserve or": "raise the reserve maximum or"}
 
-def _message(exc: ValueError) -> str:
-    """A core ValueError in the page's words: control labels and table rows, full stop."""
-    text = _rowify(str(exc))
-    field = acc.error_field(exc)
-    if field in FIELD_LABELS and text.startswith(field):
-        text = FIELD_LABELS[field] + text[len(field):]
-    return text.replace("raise reserve or", "raise the reserve maximum or") + "."
+
+def _message(exc: ValueError, rows: list[int] | None = None) -> str:
+    """A core error in the page's words, full stop.
+
+    A :class:`FieldError` is reworded with the label of the control holding ``exc.field``, or
+    for an entry of ``lengths`` with its table row (``rows[exc.index]``, 1-based); any other
+    ValueError is shown as it is.
+    """
+    if not isinstance(exc, FieldError):
+        return f"{exc}."
+    if exc.field == "lengths" and exc.index is not None:
+        label = _row_label(rows[exc.index] if rows and exc.index < len(rows) else exc.index + 1)
+    else:
+        label = FIELD_LABELS.get(exc.field)
+    text = exc.reworded(label) if label else str(exc)
+    for code_words, page_words in ADVICE_WORDS.items():
+        text = text.replace(code_words, page_words)
+    return text + "."
+
+
+def _report(exc: ValueError, places: dict, default, rows: list[int] | None = None) -> None:
+    """Show ``exc`` in the placeholder of ``places`` for its ``.field``, else in ``default``."""
+    place = places.get(getattr(exc, "field", None), default)
+    place.error(_message(exc, rows), icon=":material/error:")
 
 
 def _pct(fraction: float) -> str:
@@ -234,9 +260,10 @@ with col_in:
         column_config={LENGTH_COL: st.column_config.NumberColumn(
             LENGTH_COL, help="Tokens the request holds right now (whole number, at least 1).",
             format="%g")})
-    lengths, length_errors, blank_rows = _read_lengths(edited)
+    lengths, length_rows, length_errors, blank_rows = _read_lengths(edited)
     for message in length_errors:
         st.error(message, icon=":material/error:")
+    table_slot = st.container()   # core errors about a row of the table (e.g. above reserve)
     if blank_rows:
         st.caption(f"{blank_rows} blank row(s) ignored.")
 
@@ -252,21 +279,23 @@ with col_in:
     pool_slot = st.empty()
 
 reserve = paged = pool = None
+requests_slots = {"lengths": table_slot, "reserve": reserve_slot, "page_size": page_slot,
+                  "pool_slots": pool_slot}
 if lengths is not None:
     try:
         reserve = acc.reserve_max_slots(lengths, st.session_state["acc_reserve"])
     except ValueError as exc:
-        reserve_slot.error(_message(exc), icon=":material/error:")
+        _report(exc, requests_slots, reserve_slot, length_rows)
     try:
         paged = acc.paged_slots(lengths, st.session_state["acc_page_size"])
     except ValueError as exc:
-        page_slot.error(_message(exc), icon=":material/error:")
+        _report(exc, requests_slots, page_slot, length_rows)
     if reserve is not None and paged is not None:
         try:
             pool = acc.slot_pool_capacity(lengths, reserve.reserve, paged.page_size,
                                           st.session_state["acc_pool"])
         except ValueError as exc:
-            pool_slot.error(_message(exc), icon=":material/error:")
+            _report(exc, requests_slots, pool_slot, length_rows)
 
 with col_out:
     if lengths is None:
@@ -341,7 +370,7 @@ if lengths is not None:
     try:
         rows = acc.page_size_table(lengths, st.session_state["acc_metadata_cost"], candidates)
     except ValueError as exc:
-        cost_slot.error(_message(exc), icon=":material/error:")
+        _report(exc, {"lengths": table_slot}, cost_slot, length_rows)
 with ctl:
     if rows is not None:
         best = next(r for r in rows if r.is_best)
@@ -401,8 +430,7 @@ try:
                             st.session_state["acc_share_page"])
 except ValueError as exc:
     ps = None
-    share_slots.get(acc.error_field(exc), share_slots["page_size"]).error(
-        _message(exc), icon=":material/error:")
+    _report(exc, share_slots, share_slots["page_size"])
 if ps is not None:
     q = st.columns(3)
     q[0].metric("Logical tokens", f"{ps.logical_tokens:,}",

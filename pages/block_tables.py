@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from allocator.block_manager import BLOCK_CACHED, BLOCK_FREE, BlockManager
-from pages.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, REQUEST_COLOURS
+from allocator.viz.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, REQUEST_COLOURS
 
 BLOCK_SIZE = 4
 NUM_BLOCKS = 16

@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from allocator import accounting as acc
-from pages.theme import PAGED, RESERVE_MAX
+from allocator.validate import FieldError
+from allocator.viz.theme import PAGED, RESERVE_MAX
 
 D = acc.CAPACITY_DEFAULTS
 CUSTOM = "custom"
@@ -104,6 +105,7 @@ st.markdown(
 inp = st.columns([1.4, 1, 1, 1, 1])
 slots: dict[str, object] = {}
 inp[0].selectbox("Model", MODEL_OPTIONS, key="cap_model", format_func=_model_label)
+slots["model"] = inp[0].empty()
 inp[1].number_input("Free memory (GiB)", min_value=0.0, step=1.0, format="%g",
                     key="cap_free_gib",
                     help="Memory left for the KV cache, in binary gibibytes: 1 GiB = 2^30 bytes.")
@@ -131,24 +133,34 @@ if st.session_state["cap_model"] == CUSTOM:
     c[3].selectbox("Bytes per element", list(DTYPE_BYTES), key="cap_bytes_per_element",
                    format_func=DTYPE_BYTES.get)
     slots["bytes_per_element"] = c[3].empty()
+general_box = st.container()   # errors about no control on this page
 kv_box = st.container()
 
 
 #: Core field name -> the control's label, so a message reads in the page's words.
-FIELD_LABELS = {"free_gib": "Free memory (GiB)", "free_bytes": "Free memory",
+FIELD_LABELS = {"model": "Model", "free_gib": "Free memory (GiB)", "free_bytes": "Free memory",
                 "max_context": "Max context", "mean_tokens": "Mean tokens used",
                 "block_size": "Block size", "layers": "Layers", "kv_heads": "K/V heads",
                 "head_dim": "Head dimension", "bytes_per_element": "Bytes per element"}
 
+#: Another field's code name where a core message mentions it (``"is above max_context"``) ->
+#: the page's words.
+ADVICE_WORDS = {"max_context": "max context"}
+
 
 def _report(exc: ValueError) -> None:
-    """Show a core ValueError next to the control holding the field it names."""
-    field = acc.error_field(exc)
-    place = slots.get(field) or slots["block_size"]
+    """Show a core error next to the control holding ``exc.field``, in the page's words.
+
+    A :class:`FieldError` is reworded with that control's label; an error for a field without a
+    control here, or any other ValueError, is shown as it is under the inputs.
+    """
+    field = getattr(exc, "field", None)
+    place = slots.get(field, general_box)
     text = str(exc)
-    if field in FIELD_LABELS:
-        text = FIELD_LABELS[field] + text[len(field):]
-        text = text.replace("max_context", "max context")
+    if isinstance(exc, FieldError) and field in FIELD_LABELS:
+        text = exc.reworded(FIELD_LABELS[field])
+        for code_words, page_words in ADVICE_WORDS.items():
+            text = text.replace(code_words, page_words)
     place.error(f"{text}.", icon=":material/error:")  # type: ignore[attr-defined]
 
 

@@ -1,7 +1,7 @@
 """Home page: the same requests, the same pool, reserve-max on the left and paged on the right.
 
 Renders only: the simulation, the frames and the sweep come from ``allocator`` (via
-``pages.charts`` for layout), cached so a class on the same settings simulates once.
+``allocator.viz.charts`` for layout), cached so a class on the same settings simulates once.
 """
 import pandas as pd
 import streamlit as st
@@ -9,11 +9,11 @@ import streamlit as st
 from allocator import CLASSROOM_40
 from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
 from allocator.trace import AZURE_ATTRIBUTION, shipped_trace
-from pages.cache import compute, metrics_table, sweep, sweep_chart, uploaded_rows
-from pages.exports_ui import exports_menu
-from pages.guided import guided_lesson
-from pages.present import keyboard_shortcuts, presentation_mode, share_link
-from pages.state import current_scenario, remember_scenario
+from pages._ui.cache import compute, metrics_table, sweep, sweep_chart, uploaded_rows
+from pages._ui.exports_ui import exports_menu
+from pages._ui.guided import guided_lesson
+from pages._ui.present import keyboard_shortcuts, presentation_mode, share_link
+from pages._ui.state import current_scenario, remember_scenario
 
 #: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
 BLOCK_SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]

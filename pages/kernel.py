@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from pages.state import current_scenario
-from pages.theme import ACCENT, ORANGE_EMPTY, PAGED
+from pages._ui.state import current_scenario
+from allocator.viz.theme import ACCENT, ORANGE_EMPTY, PAGED
 
 SWEEP_KEY = "kernel_sweep_result"
 

@@ -32,7 +32,7 @@ def bench_explainer(repeat: int = 7) -> list[bool]:
     """Issue 2's targets: scenario + figure <= 0.3 s, figure <= 3 MB, paged classroom-40 <= 40 ms."""
     from allocator import PagedAllocator, classroom_40, simulate
     from allocator.scenario import Scenario, run_scenario
-    from pages.charts import explainer_figure, figure_json_bytes
+    from allocator.viz.charts import explainer_figure, figure_json_bytes
 
     sc = Scenario()
     explainer_figure(run_scenario(sc))         # warm imports (plotly loads its validators lazily)

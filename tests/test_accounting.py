@@ -1,4 +1,4 @@
-"""Exact tests of the lesson's arithmetic (allocator/accounting.py) and its CLI.
+"""Exact tests of the lesson's arithmetic (the allocator/accounting/ package) and its CLI.
 
 Every figure is checked against the seed text it comes from (shared/seeds/):
 seed 000 = 000_b2d5125a0ea162ff.txt, seed 001 = 001_b60e659497b44204.txt,
@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import accounting as acc
+from allocator.validate import FieldError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED_001_LENGTHS = [5, 9, 17]
@@ -209,47 +210,208 @@ def test_units_are_binary():
 
 
 # ---------------------------------------------------------------------------------------------
-# Errors: ValueError naming the field
+# Errors: every bad input is a FieldError with the input's .field (and .index for a list entry)
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("call, field", [
-    (lambda: acc.paged_slots([], 4), "lengths"),
-    (lambda: acc.paged_slots([5, -9], 4), "lengths[1]"),
-    (lambda: acc.paged_slots([5, 2.5], 4), "lengths[1]"),
-    (lambda: acc.paged_slots([5, None], 4), "lengths[1]"),
-    (lambda: acc.paged_slots([5, "x"], 4), "lengths[1]"),
-    (lambda: acc.paged_slots([5, True], 4), "lengths[1]"),
-    (lambda: acc.paged_slots([5, 9], 0), "page_size"),
-    (lambda: acc.paged_slots([5, 9], 1.5), "page_size"),
-    (lambda: acc.reserve_max_slots([5, 40], 32), "lengths[1]"),
-    (lambda: acc.reserve_max_slots([5], 0), "reserve"),
-    (lambda: acc.page_size_table([5], -1), "metadata_cost"),
-    (lambda: acc.page_size_table([5], float("nan")), "metadata_cost"),
-    (lambda: acc.page_size_table([5], 1, []), "candidates"),
-    (lambda: acc.page_size_table([5], 1, [4, 0]), "candidates[1]"),
-    (lambda: acc.prefix_sharing(20, 23, 24, 4), "prefix_tokens"),
-    (lambda: acc.prefix_sharing(0, 23, 8, 4), "length_a"),
-    (lambda: acc.prefix_sharing(20, 23, 8, 0), "page_size"),
-    (lambda: acc.kv_bytes_per_token(0, 8, 128, 2), "layers"),
-    (lambda: acc.kv_bytes_per_token(80, 8, 128, 0), "bytes_per_element"),
-    (lambda: acc.model_config("gpt-9"), "model"),
-    (lambda: acc.capacity(1, 100, 2048, 3000, 16), "mean_tokens"),
-    (lambda: acc.capacity(1, 100, 2048, 0, 16), "mean_tokens"),
-    (lambda: acc.capacity(1, 100, 2048, 350, 0), "block_size"),
-    (lambda: acc.capacity(1, -1, 2048, 350, 16), "free_bytes"),
-    (lambda: acc.capacity(1, 100, 0, 350, 16), "max_context"),
-    (lambda: acc.capacity(1, 100, 2048, [5, 3000], 16), "lengths[1]"),
-    (lambda: acc.capacity(1, 100, 2048, None, 16), "mean_tokens"),
-    (lambda: acc.gib_to_bytes(-1), "free_gib"),
-    (lambda: acc.parse_lengths("5,,17"), "lengths[1]"),
-    (lambda: acc.parse_lengths("5,abc"), "lengths[1]"),
-    (lambda: acc.parse_lengths(""), "lengths"),
-])
-def test_bad_input_raises_value_error_naming_field(call, field):
-    with pytest.raises(ValueError) as info:
+NAN, INF = float("nan"), float("inf")
+
+#: (call, field, index, exact message) for every bad-input path of the accounting package.
+BAD_INPUTS = [
+    # units
+    (lambda: acc.format_bytes(1, "kB"), "unit", None,
+     "unit = 'kB' must be one of bytes, KiB, MiB, GiB"),
+    # slots: the lengths list and its entries
+    (lambda: acc.validate_lengths(None), "lengths", None,
+     "lengths must be a list of whole numbers of tokens"),
+    (lambda: acc.validate_lengths("5,9"), "lengths", None,
+     "lengths must be a list of whole numbers of tokens"),
+    (lambda: acc.validate_lengths(5), "lengths", None,
+     "lengths must be a list of whole numbers of tokens"),
+    (lambda: acc.paged_slots([], 4), "lengths", None,
+     "lengths is empty: give at least one request length (tokens)"),
+    (lambda: acc.paged_slots([5, -9], 4), "lengths", 1, "lengths[1] = -9 must be at least 1"),
+    (lambda: acc.paged_slots([5, 9, 0], 4), "lengths", 2, "lengths[2] = 0 must be at least 1"),
+    (lambda: acc.paged_slots([5, 2.5], 4), "lengths", 1, "lengths[1] = 2.5 is not a whole number"),
+    (lambda: acc.paged_slots([5, INF], 4), "lengths", 1, "lengths[1] = inf is not a whole number"),
+    (lambda: acc.paged_slots([5, None], 4), "lengths", 1,
+     "lengths[1] is empty: enter a whole number (at least 1)"),
+    (lambda: acc.paged_slots([NAN], 4), "lengths", 0,
+     "lengths[0] is empty: enter a whole number (at least 1)"),
+    (lambda: acc.paged_slots([5, "x"], 4), "lengths", 1, "lengths[1] = 'x' is not a number"),
+    (lambda: acc.paged_slots([5, True], 4), "lengths", 1, "lengths[1] = True is not a number"),
+    (lambda: acc.validate_lengths([1, 0], "share"), "share", 1, "share[1] = 0 must be at least 1"),
+    (lambda: acc.parse_lengths(""), "lengths", None,
+     "lengths is empty: give at least one request length (tokens)"),
+    (lambda: acc.parse_lengths("5,,17"), "lengths", 1,
+     "lengths[1] is empty: enter a whole number (at least 1)"),
+    (lambda: acc.parse_lengths("5,abc"), "lengths", 1, "lengths[1] = 'abc' is not a number"),
+    (lambda: acc.parse_lengths("5,9,2.5"), "lengths", 2, "lengths[2] = 2.5 is not a whole number"),
+    (lambda: acc.parse_lengths("4,x", "candidates"), "candidates", 1,
+     "candidates[1] = 'x' is not a number"),
+    (lambda: acc.blocks_for(5, 0), "page_size", None, "page_size = 0 must be at least 1"),
+    (lambda: acc.blocks_for(-1, 4), "length", None, "length = -1 must be at least 0"),
+    (lambda: acc.paged_slots([5, 9], 0), "page_size", None, "page_size = 0 must be at least 1"),
+    (lambda: acc.paged_slots([5, 9], 1.5), "page_size", None,
+     "page_size = 1.5 is not a whole number"),
+    (lambda: acc.reserve_max_slots([5, 9, 40], 32), "lengths", 2,
+     "lengths[2] = 40 is above the reserve maximum (32 slots): raise reserve or shorten the "
+     "request"),
+    (lambda: acc.reserve_max_slots([5], 0), "reserve", None, "reserve = 0 must be at least 1"),
+    (lambda: acc.reserve_max_slots([5], "x"), "reserve", None, "reserve = 'x' is not a number"),
+    # page size and its metadata cost
+    (lambda: acc.page_size_table([5], -1), "metadata_cost", None,
+     "metadata_cost = -1 must not be negative"),
+    (lambda: acc.page_size_table([5], NAN), "metadata_cost", None,
+     "metadata_cost = nan is not a finite number"),
+    (lambda: acc.page_size_table([5], INF), "metadata_cost", None,
+     "metadata_cost = inf is not a finite number"),
+    (lambda: acc.best_page_size([5], "c"), "metadata_cost", None,
+     "metadata_cost = 'c' is not a number"),
+    (lambda: acc.page_size_table([5], 1, None), "candidates", None,
+     "candidates must be a list of page sizes (slots per block)"),
+    (lambda: acc.page_size_table([5], 1, []), "candidates", None,
+     "candidates is empty: give at least one page size (slots per block)"),
+    (lambda: acc.page_size_table([5], 1, [4, 0]), "candidates", 1,
+     "candidates[1] = 0 must be at least 1"),
+    (lambda: acc.validate_candidates([4, 2.5]), "candidates", 1,
+     "candidates[1] = 2.5 is not a whole number"),
+    # prefix sharing
+    (lambda: acc.prefix_sharing(20, 23, 24, 4), "prefix_tokens", None,
+     "prefix_tokens = 24 is longer than the shorter request (20 tokens)"),
+    (lambda: acc.prefix_sharing(20, 23, -1, 4), "prefix_tokens", None,
+     "prefix_tokens = -1 must be at least 0"),
+    (lambda: acc.prefix_sharing(0, 23, 8, 4), "length_a", None, "length_a = 0 must be at least 1"),
+    (lambda: acc.prefix_sharing(20, 2.5, 8, 4), "length_b", None,
+     "length_b = 2.5 is not a whole number"),
+    (lambda: acc.prefix_sharing(20, 23, 8, 0), "page_size", None,
+     "page_size = 0 must be at least 1"),
+    # bytes per token and presets
+    (lambda: acc.kv_bytes_per_token(0, 8, 128, 2), "layers", None, "layers = 0 must be at least 1"),
+    (lambda: acc.kv_bytes_per_token(80, 0, 128, 2), "kv_heads", None,
+     "kv_heads = 0 must be at least 1"),
+    (lambda: acc.kv_bytes_per_token(80, 8, None, 2), "head_dim", None,
+     "head_dim is empty: enter a whole number (at least 1)"),
+    (lambda: acc.kv_bytes_per_token(80, 8, 128, 0), "bytes_per_element", None,
+     "bytes_per_element = 0 must be at least 1"),
+    (lambda: acc.model_config("gpt-9"), "model", None,
+     "model = 'gpt-9' is not a preset; choose one of 7b-fp16, llama3-70b, opt-13b"),
+    (lambda: acc.model_config(["7b-fp16"]), "model", None,
+     "model = ['7b-fp16'] is not a preset; choose one of 7b-fp16, llama3-70b, opt-13b"),
+    # capacity
+    (lambda: acc.gib_to_bytes(-1), "free_gib", None, "free_gib = -1 must not be negative"),
+    (lambda: acc.gib_to_bytes(INF), "free_gib", None, "free_gib = inf is not a finite number"),
+    (lambda: acc.gib_to_bytes("x", "memory"), "memory", None, "memory = 'x' is not a number"),
+    (lambda: acc.gib_to_bytes(1e300), "free_gib", None,
+     "free_gib = 1e+300 is too large to count in bytes"),
+    (lambda: acc.reserve_max_capacity(0, 100, 2048), "bytes_per_token", None,
+     "bytes_per_token = 0 must be at least 1"),
+    (lambda: acc.reserve_max_capacity(1, -1, 2048), "free_bytes", None,
+     "free_bytes = -1 must be at least 0"),
+    (lambda: acc.reserve_max_capacity(1, 100, 0), "max_context", None,
+     "max_context = 0 must be at least 1"),
+    (lambda: acc.capacity(0, 100, 2048, 350, 16), "bytes_per_token", None,
+     "bytes_per_token = 0 must be at least 1"),
+    (lambda: acc.capacity(1, -1, 2048, 350, 16), "free_bytes", None,
+     "free_bytes = -1 must be at least 0"),
+    (lambda: acc.capacity(1, 100, 0, 350, 16), "max_context", None,
+     "max_context = 0 must be at least 1"),
+    (lambda: acc.capacity(1, 100, 2048, 3000, 16), "mean_tokens", None,
+     "mean_tokens = 3000 is above max_context (2048 tokens): no sequence can use more than it "
+     "reserves"),
+    (lambda: acc.capacity(1, 100, 2048, 3000.0, 16), "mean_tokens", None,
+     "mean_tokens = 3000.0 is above max_context (2048 tokens): no sequence can use more than "
+     "it reserves"),
+    (lambda: acc.capacity(1, 100, 2048, 0, 16), "mean_tokens", None,
+     "mean_tokens = 0 must be more than 0"),
+    (lambda: acc.capacity(1, 100, 2048, -3.0, 16), "mean_tokens", None,
+     "mean_tokens = -3.0 must not be negative"),
+    (lambda: acc.capacity(1, 100, 2048, NAN, 16), "mean_tokens", None,
+     "mean_tokens = nan is not a finite number"),
+    (lambda: acc.capacity(1, 100, 2048, None, 16), "mean_tokens", None,
+     "mean_tokens = None is not a number"),
+    (lambda: acc.capacity(1, 100, 2048, True, 16), "mean_tokens", None,
+     "mean_tokens = True is not a number"),
+    (lambda: acc.capacity(1, 100, 2048, 350, 0), "block_size", None,
+     "block_size = 0 must be at least 1"),
+    (lambda: acc.capacity(1, 100, 2048, [5, 9], 0), "block_size", None,
+     "block_size = 0 must be at least 1"),
+    (lambda: acc.capacity(1, 100, 2048, [5, 3000], 16), "lengths", 1,
+     "lengths[1] = 3000 is above max_context (2048 tokens)"),
+    (lambda: acc.capacity(1, 100, 2048, [5, 0], 16), "lengths", 1,
+     "lengths[1] = 0 must be at least 1"),
+    (lambda: acc.capacity(1, 100, 2048, "350", 16), "lengths", None,
+     "lengths must be a list of whole numbers of tokens"),
+    (lambda: acc.slot_pool_capacity([5], 2048, 16, -1), "pool_slots", None,
+     "pool_slots = -1 must be at least 0"),
+    (lambda: acc.slot_pool_capacity(None, 2048, 16, 100), "lengths", None,
+     "lengths must be a list of whole numbers of tokens"),
+    (lambda: acc.slot_pool_capacity([5, 4096], 2048, 16, 100), "lengths", 1,
+     "lengths[1] = 4096 is above max_context (2048 tokens)"),
+    (lambda: acc.fit_curve(0, 100, 2048, 16, [350]), "bytes_per_token", None,
+     "bytes_per_token = 0 must be at least 1"),
+    (lambda: acc.fit_curve(1, 100, 2048, 0, [350]), "block_size", None,
+     "block_size = 0 must be at least 1"),
+    (lambda: acc.fit_curve(1, 100, 2048, 16, []), "mean_tokens", None, "mean_tokens is empty"),
+    (lambda: acc.fit_curve(1, 100, 2048, 16, [350, 0, 3000]), "mean_tokens", 1,
+     "mean_tokens must lie in (0, max_context = 2048]"),
+    (lambda: acc.fit_curve(1, 100, 2048, 16, [350, NAN]), "mean_tokens", 1,
+     "mean_tokens must lie in (0, max_context = 2048]"),
+    (lambda: acc.fit_curve(1, 100, 2048, 16, ["x"]), "mean_tokens", None,
+     "mean_tokens must be an array of numbers (tokens)"),
+    # the account() report
+    (lambda: acc.account([5, 9], 0, 1), "reserve", None, "reserve = 0 must be at least 1"),
+    (lambda: acc.account([5, 9], 32, 1, page_size=0), "page_size", None,
+     "page_size = 0 must be at least 1"),
+    (lambda: acc.account([5, 9], 32, 1, pool_slots=-5), "pool_slots", None,
+     "pool_slots = -5 must be at least 0"),
+    (lambda: acc.account([5, 9], 32, 1, sharing=(20, 23, 30, 4)), "prefix_tokens", None,
+     "prefix_tokens = 30 is longer than the shorter request (20 tokens)"),
+]
+
+
+@pytest.mark.parametrize("call, field, index, message", BAD_INPUTS,
+                         ids=[f"{i}-{row[1]}" for i, row in enumerate(BAD_INPUTS)])
+def test_bad_input_raises_field_error(call, field, index, message):
+    with pytest.raises(FieldError) as info:
         call()
-    assert str(info.value).startswith(field), str(info.value)
-    assert acc.error_field(info.value) == field.split("[")[0]
+    error = info.value
+    assert isinstance(error, ValueError)                     # callers catching ValueError still do
+    assert (error.field, error.index) == (field, index)
+    assert str(error) == message
+    assert error.reworded("Label") == "Label" + message[len(error.subject):]
+
+
+def test_list_entry_errors_reword_by_row():
+    """Pages name a table row, not lengths[i]: entry 2 is the user's row 3."""
+    with pytest.raises(FieldError) as info:
+        acc.reserve_max_slots([5, 9, 40], 32)
+    assert info.value.reworded(f"Row {info.value.index + 1}: length").startswith(
+        "Row 3: length = 40 is above the reserve maximum (32 slots)")
+
+
+junk = st.one_of(st.none(), st.booleans(), st.integers(-10, 5000), st.floats(),
+                 st.text(max_size=3), st.lists(st.integers(-3, 3000), max_size=4),
+                 st.lists(st.one_of(st.none(), st.floats(), st.text(max_size=2)), max_size=3),
+                 st.dictionaries(st.text(max_size=2), st.integers(), max_size=2))
+
+
+@settings(max_examples=150, deadline=None)
+@given(args=st.tuples(junk, junk, junk, junk, junk))
+def test_any_rejected_input_is_a_field_error(args):
+    """Whatever junk reaches the public functions, what they raise is a FieldError."""
+    a, b, c, d, e = args
+    calls = [lambda: acc.paged_slots(a, b), lambda: acc.reserve_max_slots(a, b),
+             lambda: acc.page_size_table(a, b, c), lambda: acc.prefix_sharing(a, b, c, d),
+             lambda: acc.kv_bytes_per_token(a, b, c, d), lambda: acc.gib_to_bytes(a),
+             lambda: acc.capacity(a, b, c, d, e), lambda: acc.slot_pool_capacity(a, b, c, d),
+             lambda: acc.fit_curve(a, b, c, d, e), lambda: acc.account(a, b, c, d, e),
+             lambda: acc.validate_lengths(a), lambda: acc.validate_candidates(a),
+             lambda: acc.blocks_for(a, b), lambda: acc.reserve_max_capacity(a, b, c)]
+    for call in calls:
+        try:
+            call()
+        except FieldError as exc:
+            assert exc.field and str(exc).startswith(exc.subject)
 
 
 def test_integral_floats_are_accepted():
@@ -388,3 +550,23 @@ def test_cli_bad_input_exit_2_naming_field(argv, field, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"error: {field}"), err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, field, index", [
+    (["account", "--lengths", "5,9,17", "--reserve", "32", "--share", "20,23"], "share", None),
+    (["account", "--lengths", "5,9,17", "--reserve", "32", "--share", "20,x,8"], "share", 1),
+    (["account", "--lengths", "5,9,17", "--reserve", "32", "--candidates", "4,0"],
+     "candidates", 1),
+    (["account", "--lengths", "5,9,40", "--reserve", "32"], "lengths", 2),
+    (["capacity", "--free-gib", "66", "--max-context", "2048", "--mean-tokens", "3",
+      "--layers", "32", "--kv-heads", "8"], "head_dim", None),
+    (["capacity", "--free-gib", "66", "--max-context", "2048", "--lengths", "5,9999"],
+     "lengths", 1),
+])
+def test_cli_bad_input_is_a_field_error(argv, field, index):
+    """The sub-commands raise FieldError too (``__main__`` prints it and exits 2)."""
+    from allocator.__main__ import build_parser
+    args = build_parser().parse_args(argv)
+    with pytest.raises(FieldError) as info:
+        args.func(args)
+    assert (info.value.field, info.value.index) == (field, index)

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from allocator import EMPTY, FREE, TOKEN
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
 from allocator.scenario import Scenario, run_scenario
-from pages.charts import explainer_figure, figure_json_bytes, sweep_figure
+from allocator.viz.charts import explainer_figure, figure_json_bytes, sweep_figure
 from tests.conftest import APP_PATH, metric
 
 

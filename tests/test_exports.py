@@ -13,8 +13,8 @@ import pytest
 
 from allocator.__main__ import main
 from allocator.scenario import Scenario, build_workload, run_both
-from pages.charts import explainer_figure
-from pages.exports import (KINDS, METRIC_UNITS, handout_html, handout_rows, metrics_csv,
+from allocator.viz.charts import explainer_figure
+from allocator.viz.exports import (KINDS, METRIC_UNITS, handout_html, handout_rows, metrics_csv,
                            standalone_html, takeaways)
 from tests.conftest import ROOT
 

@@ -154,15 +154,40 @@ def test_accounting_bad_table_is_reported_by_the_table(edit, needle):
     assert "Reserve-max slots" not in m
 
 
-def test_accounting_length_above_maximum_is_reported_by_reserve():
+def _before(column, key: str) -> list[str]:
+    """The error texts in ``column`` that come before the widget with ``key`` (page order)."""
+    texts = []
+    for node in column:
+        if getattr(node, "key", None) == key:
+            return texts
+        if node.type == "error":
+            texts.append(node.value)
+    raise AssertionError(f"no widget {key} in the column")
+
+
+def test_accounting_length_above_maximum_is_reported_by_the_table():
+    """The error is about lengths[2] (FieldError field "lengths", index 2): it is shown under
+    the table, naming row 3, and the reserve-max figures are left out."""
     at = _page("pages/accounting.py", {"acc_lengths_seed001": _edit(rows={2: {LENGTH_COL: 40}})})
     column = _column_holding(at, "number_input", "acc_reserve")
-    assert any("Row 3: length = 40 is above the reserve maximum (32 slots)" in e
-               for e in _errors(column)), _errors(column)
+    assert any("Row 3: length = 40 is above the reserve maximum (32 slots): raise the reserve "
+               "maximum or shorten the request." in e
+               for e in _before(column, "acc_reserve")), _errors(column)
     m = _metrics(at)
     assert m["Reserve-max slots"][0] == "—"
     assert m["Paged slots"][0] == "60"                 # 8 + 12 + 40: paging still computed
     assert m["Best page size (slots)"][0] == "8"       # 64 slots + 8 blocks = 72 beats 75
+
+
+def test_accounting_core_error_names_the_table_row_past_blank_rows():
+    """Blank rows are skipped before the core sees the lengths, so lengths[1] is table row 3."""
+    at = _page("pages/accounting.py", {"acc_lengths_seed001": _edit(
+        rows={1: {LENGTH_COL: None}, 2: {LENGTH_COL: 40}})})
+    column = _column_holding(at, "number_input", "acc_reserve")
+    assert any(e.startswith("Row 3: length = 40 is above the reserve maximum")
+               for e in _before(column, "acc_reserve")), _errors(column)
+    assert not any(e.startswith("Row 2") for e in _errors(column))
+    assert any("1 blank row(s) ignored." in c.value for c in column.caption)
 
 
 def test_accounting_prefix_panel_changed_and_bad():

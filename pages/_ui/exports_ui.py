@@ -1,11 +1,11 @@
 """The explainer's export menu: per-step CSV, standalone animation HTML, printable handout.
 
-The files themselves come from ``pages.exports`` (pure functions shared with the CLI); this
+The files themselves come from ``allocator.viz.exports`` (pure functions shared with the CLI); this
 module only offers them as downloads, built lazily and cached per scenario.
 """
 import streamlit as st
 
-from pages.exports import animation_html, handout_html, metrics_csv
+from allocator.viz.exports import animation_html, handout_html, metrics_csv
 
 
 @st.cache_data(max_entries=16, show_spinner="Preparing the files…")

@@ -181,7 +181,7 @@ def standalone_html(fig: go.Figure, *, title: str = "Reserve for the worst case,
     button and the step slider work exactly as in the app.
 
     Args:
-        fig: a Plotly figure, normally ``pages.charts.explainer_figure(results)`` (with frames).
+        fig: a Plotly figure, normally ``allocator.viz.charts.explainer_figure(results)`` (with frames).
         title: page title and heading (plain text; escaped).
         caption: one or two sentences under the heading (plain text; escaped).
         attribution: HTML fragment for the footer (trusted; default: ``default_attribution()``).

@@ -11,8 +11,8 @@ import streamlit as st
 from allocator.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, block_size_sweep, build_workload,
                                 run_both)
 from allocator.trace import load_trace
-from pages.charts import FrozenFigure, explainer_figure, sweep_figure
-from pages.exports import metrics_frame
+from allocator.viz.charts import FrozenFigure, explainer_figure, sweep_figure
+from allocator.viz.exports import metrics_frame
 
 
 def compute(sc: Scenario):

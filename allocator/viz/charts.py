@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 
 from allocator import EMPTY, FREE, HOLE, SHARED
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
-from pages.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
+from allocator.viz.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
 
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
 FIGURE_BUDGET_BYTES = 2_800_000

@@ -1,0 +1,96 @@
+"""Bytes per token (one slot) from a model's KV-cache shape, and the lesson's preset models.
+
+One slot holds one token's K and V in every layer: layers x kv_heads x head_dim x
+bytes_per_element x 2 bytes. Sources: Kwon et al., "Efficient Memory Management for Large
+Language Model Serving with PagedAttention", SOSP 2023, section 3 (OPT-13B: "800 KB" = 819,200
+bytes = 800 KiB per token); seed 003 = ``shared/seeds/003_49f236d33f1525f6.txt`` (7B fp16:
+"512 KB" = 512 KiB per token); seed 000 = ``shared/seeds/000_b2d5125a0ea162ff.txt`` (Llama 3
+70B: 320 KiB per slot). Byte units are binary (see :mod:`allocator.accounting.units`).
+
+Bad input raises :class:`allocator.validate.FieldError` with ``.field`` ``"layers"``,
+``"kv_heads"``, ``"head_dim"``, ``"bytes_per_element"`` or ``"model"``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from allocator.validate import FieldError, whole_number
+
+
+def kv_bytes_per_token(layers: object, kv_heads: object, head_dim: object,
+                       bytes_per_element: object) -> int:
+    """Bytes of KV cache for one token (one slot): layers x kv_heads x head_dim x bytes x 2.
+
+    The factor 2 counts K and V. Source: Kwon et al. 2023 (PagedAttention), section 3;
+    seed 003 (7B fp16: 512 KiB), seed 000 (Llama 3 70B: 320 KiB).
+
+    Parameters
+    ----------
+    layers, kv_heads, head_dim : whole numbers >= 1 (kv_heads is the number of K/V heads,
+        smaller than the query heads under grouped-query attention).
+    bytes_per_element : whole number >= 1 (2 for fp16/bf16, 1 for fp8, 4 for fp32).
+
+    Returns
+    -------
+    int, bytes (binary units elsewhere: divide by :data:`~allocator.accounting.units.KIB` for
+    KiB).
+
+    Raises
+    ------
+    FieldError with field ``layers``, ``kv_heads``, ``head_dim`` or ``bytes_per_element``.
+    """
+    return (whole_number("layers", layers, 1) * whole_number("kv_heads", kv_heads, 1)
+            * whole_number("head_dim", head_dim, 1)
+            * whole_number("bytes_per_element", bytes_per_element, 1) * 2)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A model's KV-cache shape: ``layers``, ``kv_heads``, ``head_dim``, ``bytes_per_element``
+    (2 = fp16/bf16), plus a display ``label`` (long) and ``short`` name, and the ``source`` of
+    its figure."""
+
+    key: str
+    label: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    bytes_per_element: int
+    dtype: str
+    source: str = ""
+    short: str = ""
+
+    @property
+    def bytes_per_token(self) -> int:
+        """KV bytes per token (slot), K and V across all layers; see :func:`kv_bytes_per_token`."""
+        return kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim,
+                                  self.bytes_per_element)
+
+
+#: Preset models (keys are the CLI's ``--model`` values).
+PRESETS: dict[str, ModelConfig] = {
+    "7b-fp16": ModelConfig("7b-fp16", "7B, fp16, no GQA (32 layers x 32 heads x 128)",
+                           32, 32, 128, 2, "fp16",
+                           "seed 003: 512 KB (= 512 KiB) per token", "7B fp16, no GQA"),
+    "llama3-70b": ModelConfig("llama3-70b", "Llama 3 70B, bf16, GQA (80 layers x 8 KV heads x 128)",
+                              80, 8, 128, 2, "bf16", "seed 000: 320 KiB per slot",
+                              "Llama 3 70B bf16, GQA"),
+    "opt-13b": ModelConfig("opt-13b", "OPT-13B, fp16 (40 layers x 40 heads x 128)",
+                           40, 40, 128, 2, "fp16",
+                           "Kwon et al. 2023: 800 KB (= 819,200 bytes = 800 KiB) per token",
+                           "OPT-13B fp16"),
+}
+
+
+def model_config(key: str) -> ModelConfig:
+    """Return the preset named ``key`` (one of :data:`PRESETS`).
+
+    Raises
+    ------
+    FieldError with field ``model`` for any other key.
+    """
+    try:
+        return PRESETS[key]
+    except (KeyError, TypeError):
+        raise FieldError("model", f" = {key!r} is not a preset; choose one of "
+                         f"{', '.join(PRESETS)}") from None

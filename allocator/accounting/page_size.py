@@ -1,0 +1,119 @@
+"""Which page size is best once every block carries a metadata cost (seed 001).
+
+The objective is allocated slots + c x blocks, in token-slot equivalents, where ``c`` (the
+metadata cost of one block, in slots) stands in for a block-table entry, a lookup and a
+scattered read. Source: seed 001 = ``shared/seeds/001_b60e659497b44204.txt`` (5, 9, 17 tokens
+over page sizes 1..32: best 1 at c = 0, 2 at c = 0.25, 4 at c = 1, 8 at c = 4).
+
+Bad input raises :class:`allocator.validate.FieldError`: ``.field`` is ``"lengths"`` (with
+``.index``), ``"metadata_cost"`` or ``"candidates"`` (with ``.index`` for a bad entry).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from allocator.validate import FieldError, real_number, whole_numbers
+
+from .slots import paged_slots, validate_lengths
+
+#: Candidate page sizes (slots per block) tried by :func:`best_page_size`: powers of two 1..256.
+DEFAULT_CANDIDATES: tuple[int, ...] = tuple(2 ** k for k in range(9))
+
+#: The candidate sizes seed 001 tests: powers of two 1..32.
+SEED_001_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+
+
+def validate_candidates(candidates: object) -> list[int]:
+    """Check candidate page sizes (slots per block): non-empty, whole numbers >= 1; sorted, unique.
+
+    A thin wrapper over :func:`allocator.validate.whole_numbers` with the lesson's wording.
+
+    Returns
+    -------
+    list[int], shape (k,), sorted ascending without repeats (slots per block).
+
+    Raises
+    ------
+    FieldError with field ``candidates`` (``.index`` = i for a bad entry i).
+    """
+    if (candidates is None or isinstance(candidates, (str, bytes))
+            or not isinstance(candidates, Iterable)):
+        raise FieldError("candidates", " must be a list of page sizes (slots per block)")
+    return sorted(set(whole_numbers("candidates", candidates, 1,
+                                    what="page size (slots per block)")))
+
+
+@dataclass(frozen=True)
+class PageSizeRow:
+    """One candidate page size: ``page_size`` (slots per block), ``allocated_slots``,
+    ``unused_slots``, ``blocks``, ``metadata_cost`` (= c x blocks, slot-equivalents) and
+    ``total_cost`` = allocated_slots + c x blocks (slot-equivalents), ``is_best``."""
+
+    page_size: int
+    allocated_slots: int
+    unused_slots: int
+    blocks: int
+    metadata_cost: float
+    total_cost: float
+    is_best: bool = False
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form."""
+        return asdict(self)
+
+
+def page_size_table(lengths: object, metadata_cost: object,
+                    candidates: object = DEFAULT_CANDIDATES) -> list[PageSizeRow]:
+    """Cost of every candidate page size; the best one is flagged ``is_best``.
+
+    Objective (seed 001): total_cost(p) = allocated_slots(p) + c x blocks(p), in token-slot
+    equivalents, where c is the metadata cost of one block expressed in slots. The best size
+    minimises it; on a tie the *smallest* page size wins (less tail slack for the same cost).
+
+    Parameters
+    ----------
+    lengths : shape (n,) whole numbers >= 1 (tokens).
+    metadata_cost : c >= 0, slot-equivalents per block.
+    candidates : page sizes to try (slots per block), default powers of two 1..256.
+
+    Returns
+    -------
+    list of :class:`PageSizeRow`, one per unique candidate, sorted by page size.
+
+    Raises
+    ------
+    FieldError with field ``lengths`` (and ``.index``), ``metadata_cost`` or ``candidates``
+    (and ``.index``).
+    """
+    lengths = validate_lengths(lengths)
+    c = real_number("metadata_cost", metadata_cost, 0)
+    sizes = validate_candidates(candidates)
+    rows = []
+    for p in sizes:
+        tally = paged_slots(lengths, p)
+        meta = c * tally.blocks
+        rows.append(PageSizeRow(page_size=p, allocated_slots=tally.allocated_slots,
+                                unused_slots=tally.unused_slots, blocks=tally.blocks,
+                                metadata_cost=meta, total_cost=tally.allocated_slots + meta))
+    best = min(rows, key=lambda r: (r.total_cost, r.page_size))
+    return [PageSizeRow(**{**asdict(r), "is_best": r is best}) for r in rows]
+
+
+def best_page_size(lengths: object, metadata_cost: object,
+                   candidates: object = DEFAULT_CANDIDATES) -> tuple[int, float]:
+    """The page size minimising allocated slots + c x blocks, and that minimal cost.
+
+    Seed 001 (5, 9, 17 tokens, candidates 1..32): c = 0 -> (1, 31); c = 0.25 -> (2, 38.25);
+    c = 1 -> (4, 50); c = 4 -> (8, 72). Ties go to the smallest page size.
+
+    Returns
+    -------
+    (page_size in slots per block, total cost in token-slot equivalents)
+
+    Raises
+    ------
+    FieldError as :func:`page_size_table`.
+    """
+    best = next(r for r in page_size_table(lengths, metadata_cost, candidates) if r.is_best)
+    return best.page_size, best.total_cost
