@@ -2,17 +2,20 @@
 run app.py``) and driven by headless Chromium through Playwright.
 
 What AppTest cannot see: the pages render in a browser without an error box, the sidebar
-slider reacts to the keyboard, the Plotly animation plays client-side, and the kernel tab's
-button runs a sweep end to end. Screenshots go to ``test-artifacts/`` (gitignored).
+slider reacts to the keyboard, the Plotly animation plays client-side, the kernel tab's button
+runs a sweep end to end, and a shared page link works as the first visit to a cold server.
+Screenshots go to ``test-artifacts/`` (gitignored).
 
 Needs Debian's Chromium at /usr/bin/chromium (``apt-get install chromium`` as root; ``.ci/run``
 does it). Without it every test here skips. Never run ``playwright install``: this suite drives
 the system browser on purpose.
 
-Every wait is bounded; the server is started once per module and always terminated.
+Every wait is bounded; the server is started once per module (plus one fresh, cold server for the
+shared-link test) and always terminated.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -54,12 +57,14 @@ def app_url_paths() -> list[str]:
         return re.findall(r'url_path="([^"]+)"', fh.read())
 
 
-@pytest.fixture(scope="module")
-def server():
-    """Base URL of the app (``python app.py``) on a free loopback port; terminated after the module."""
+@contextlib.contextmanager
+def serve_app(log_name: str = "streamlit-server"):
+    """Start ``python app.py`` (as ``make run`` does) on a free loopback port, wait until
+    /_stcore/health answers, yield the base URL, and always terminate the server's process group.
+    The server's output goes to test-artifacts/``log_name``.log."""
     port = free_port()
     os.makedirs(ARTIFACTS, exist_ok=True)
-    log_path = os.path.join(ARTIFACTS, "streamlit-server.log")
+    log_path = os.path.join(ARTIFACTS, f"{log_name}.log")
     log = open(log_path, "w", encoding="utf-8")
     proc = subprocess.Popen(
         # ``python app.py`` is ``streamlit run app.py`` with Streamlit's legacy pages/ handling off
@@ -97,6 +102,13 @@ def server():
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    """Base URL of the app (``python app.py``) on a free loopback port; terminated after the module."""
+    with serve_app() as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -298,3 +310,22 @@ def test_kernel_tab_runs_a_tiny_sweep_on_cpu(server, page):
     assert not errors(page), errors(page)
     table.scroll_into_view_if_needed()
     shot(page, "kernel_sweep")
+
+
+def test_first_visit_to_a_shared_page_url_on_a_cold_server(page):
+    """A shared link (/accounting) is the very first request a freshly started server sees.
+
+    With Streamlit's legacy handling of a ``pages/`` folder still on, that first visit would run
+    the page file alone with every module in ``pages/`` listed as a page; ``python app.py`` turns
+    it off before the server starts. The page must render under app.py's own navigation.
+    """
+    with serve_app("streamlit-cold-server") as base:
+        page.goto(base + "/accounting", wait_until="domcontentloaded")     # nothing visited before
+        title = settle(page)
+        shot(page, "cold_first_visit_accounting")
+        assert title == "Slot accounting", title
+        assert page.url.rstrip("/") == base + "/accounting", page.url
+        assert not errors(page), errors(page)
+        hrefs = page.locator('[data-testid="stSidebarNav"] a').evaluate_all("els => els.map(e => e.href)")
+        paths = app_url_paths()
+        assert sorted(h.rstrip("/") for h in hrefs) == sorted([base] + [f"{base}/{p}" for p in paths[1:]]), hrefs
