@@ -1,6 +1,7 @@
 """Memory-map frames, the animated figure, and the explainer page (AppTest)."""
 import base64
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,8 +21,16 @@ def decode(spec):
 
 
 def test_frame_steps_and_cells():
-    assert frame_steps(10, 4).tolist() == [0, 3, 6, 9]
-    assert frame_steps(3, 100).tolist() == [0, 1, 2]
+    dense = SimpleNamespace(metrics={"step": np.arange(10)}, snapshot_stride=1)
+    assert frame_steps([dense], 4).tolist() == [0, 3, 6, 9]
+    assert frame_steps([dense], 100).tolist() == list(range(10))
+    # frames are spread over records, not over steps: a long idle gap costs one frame
+    gappy = SimpleNamespace(metrics={"step": np.array([0, 1, 2, 5, 1_000_000, 1_000_001])}, snapshot_stride=1)
+    assert frame_steps([gappy], 6).tolist() == [0, 1, 2, 5, 1_000_000, 1_000_001]
+    assert frame_steps([dense, gappy], 100).tolist() == list(range(10)) + [1_000_000, 1_000_001]
+    # only steps every result has a picture of (multiples of the largest snapshot stride)
+    thinned = SimpleNamespace(metrics={"step": np.arange(10)}, snapshot_stride=4)
+    assert frame_steps([dense, thinned], 100).tolist() == [0, 4, 8]
     assert slots_per_cell(2048) == 1 and slots_per_cell(8192) == 4 and slots_per_cell(2049) == 2
     assert grid_shape(2048) == (32, 64)
 
@@ -59,8 +68,8 @@ def test_figure_fits_its_payload_and_animates(sc):
     step = int(mid.name)
     text = mid.layout.annotations[0].text
     if step < rm.steps:
-        assert f"running {int(rm.metrics['running'][step])}" in text
-        assert f"{rm.metrics['utilization'][step]:.0%} of slots hold a token" in text
+        assert f"running {int(rm.value_at('running', step))}" in text
+        assert f"{rm.value_at('utilization', step):.0%} of slots hold a token" in text
     spec = json.loads(fig.to_json())
     assert spec["layout"]["xaxis3"]["title"]["text"] == "engine step"
     assert spec["layout"]["yaxis3"]["title"]["text"] == "slots holding a token (%)"

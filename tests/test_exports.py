@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from allocator.__main__ import main
+from allocator import Request, Workload
 from allocator.scenario import Scenario, build_workload, run_both
 from allocator.viz.charts import explainer_figure
 from allocator.viz.exports import (KINDS, METRIC_UNITS, handout_html, handout_rows, metrics_csv,
@@ -35,7 +36,9 @@ def test_csv_one_row_per_step_with_the_core_values(run):
     assert "paged used_slots (slots)" in df.columns
     assert "reserve_max utilization (fraction of pool)" in df.columns
     assert "paged units (blocks in use)" in df.columns and "reserve_max units (reservations in use)" in df.columns
-    assert len(df.columns) == 1 + sum(len(results[k].metrics) for k in KINDS)
+    from allocator.engine import METRICS
+    assert list(df.columns[:2]) == ["step", "steps covered"] and (df["steps covered"] == 1).all()
+    assert len(df.columns) == 2 + len(KINDS) * len(METRICS)
     assert not [c for c in df.columns if "see allocator.engine" in c]      # every metric has its unit
     for kind in KINDS:
         res = results[kind]
@@ -52,6 +55,17 @@ def test_csv_one_row_per_step_with_the_core_values(run):
         assert df[f"{kind} preemptions (sequences this step)"].sum() == res.summary["preemptions"]
     # the shorter run (paged drains first on classroom-40) leaves blanks, not zeros
     assert results["paged"].steps < n
+
+
+def test_csv_writes_an_idle_gap_as_one_row():
+    """Two requests a million steps apart: the CSV has one row for the whole gap, not a million."""
+    w = Workload("gap", (Request(1, 10, 5, 0), Request(2, 20, 3, 1_000_000)), max_new_tokens=5)
+    results = run_both(w, 64, 4)
+    df = pd.read_csv(io.StringIO(metrics_csv(results)))
+    assert len(df) <= 20 and int(df["steps covered"].sum()) == max(r.steps for r in results.values())
+    gap = df[df["steps covered"] > 1].iloc[0]
+    assert gap["step"] == 5 and gap["steps covered"] == 999_995
+    assert gap["paged running (sequences)"] == 0 and gap["paged finished (requests)"] == 1
 
 
 def test_every_engine_metric_has_a_unit():
@@ -127,7 +141,7 @@ def test_cli_export_html_bad_block_size_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "allocator", "export-html", "--block-size", "0", "-o", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "error: block_size must be at least 1, got 0"
+    assert proc.stderr.strip() == "error: block_size = 0 must be at least 1"
     assert "Traceback" not in proc.stderr and not out.exists()
 
 

@@ -78,20 +78,36 @@ def _grid(values: np.ndarray, rows: int, cols: int, fill):
 
 
 def _frame_text(res, step: int) -> str:
+    """The readout above a map at ``step`` (every number read from the record covering it)."""
     m = res.metrics
     total = res.total_slots
     if step >= res.steps:
+        finished = int(m["finished"][-1]) if res.records else 0
         return (f"<b>{res.label}</b> · drained after {res.steps:,} steps<br>"
-                f"all {int(m['finished'][-1])} finished · {len(res.rejected)} rejected")
+                f"{finished} finished · {len(res.rejected)} rejected")
+    r = res.record_index(step)
     title = res.label + (f" (block {res.block_size})" if res.block_size else "")
-    return (f"<b>{title}</b> · step {step:,}: {m['utilization'][step]:.0%} of slots hold a token<br>"
-            f"internal frag {m['internal_fragmentation'][step] / total:.0%} · "
-            f"external frag {m['external_fragmentation'][step] / total:.0%} · "
-            f"tokens this step {int(m['tokens'][step])}<br>"
-            f"running {int(m['running'][step])} · waiting {int(m['waiting'][step])} · "
-            f"finished {int(m['finished'][step])} · preemptions so far {int(m['preemptions'][:step + 1].sum())}"
-            + (f"<br>{int(m['logical_tokens'][step]):,} logical tokens in {int(m['used_slots'][step]):,} "
-               f"distinct slots (shared prefix)" if res.shared_prefix and res.block_size else ""))
+    preempted = int((m["preemptions"][:r + 1] * m["span"][:r + 1]).sum())
+    idle = (f"<br>idle: nothing runs or waits for {int(m['span'][r]):,} steps (to step "
+            f"{int(m['step'][r] + m['span'][r]):,})" if m["span"][r] > 1 else "")
+    return (f"<b>{title}</b> · step {step:,}: {m['utilization'][r]:.0%} of slots hold a token<br>"
+            f"internal frag {m['internal_fragmentation'][r] / total:.0%} · "
+            f"external frag {m['external_fragmentation'][r] / total:.0%} · "
+            f"tokens this step {int(m['tokens'][r])}<br>"
+            f"running {int(m['running'][r])} · waiting {int(m['waiting'][r])} · "
+            f"finished {int(m['finished'][r])} · preemptions so far {preempted}"
+            + (f"<br>{int(m['logical_tokens'][r]):,} logical tokens in {int(m['used_slots'][r]):,} "
+               f"distinct slots (shared prefix)" if res.shared_prefix and res.block_size else "")
+            + idle)
+
+
+def _series(res, name: str, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """A metric as a step-wise line: x = each record's first step plus the end of the run, y =
+    the record's value (repeated at the end so the last record is drawn to its last step)."""
+    if not res.records:
+        return np.zeros(0, np.int64), np.zeros(0)
+    y = res.metrics[name] * scale
+    return np.append(res.metrics["step"], res.steps), np.append(y, y[-1:])
 
 
 def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_bytes: int = FIGURE_BUDGET_BYTES
@@ -158,19 +174,20 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
             hovertemplate=("<b>%{text}</b><br>held by request %{customdata} (0 = none)<extra>"
                            + results[key].label + "</extra>"),
             name=results[key].label), row=1, col=c)
-    # time series (row 2)
+    # time series (row 2): one point per record, drawn as steps (an idle gap is one flat stretch)
     for key in _ORDER:
         res = results[key]
-        steps = np.arange(res.steps)
-        fig.add_trace(go.Scatter(x=steps, y=res.metrics["utilization"] * 100, mode="lines",
+        x, y = _series(res, "utilization", 100)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
                                  name=f"{res.label}: utilisation", line=dict(color=_SERIES_COLOUR[key]),
                                  legendgroup=key,
-                                 hovertemplate="step %{x}<br>%{y:.1f} % of slots hold a token<extra>"
+                                 hovertemplate="from step %{x}<br>%{y:.1f} % of slots hold a token<extra>"
                                                + res.label + "</extra>"), row=2, col=1)
-        fig.add_trace(go.Scatter(x=steps, y=res.metrics["running"], mode="lines",
+        x, y = _series(res, "running")
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
                                  name=f"{res.label}: running", legendgroup=key,
                                  line=dict(color=_SERIES_COLOUR[key], dash="dot"),
-                                 hovertemplate="step %{x}<br>%{y} sequences running<extra>"
+                                 hovertemplate="from step %{x}<br>%{y} sequences running<extra>"
                                                + res.label + "</extra>"), row=2, col=2)
     # legend entries for the map colours
     legend = [("slot holds a token (colour = request)", REQUEST_COLOURS[0]),
@@ -203,12 +220,16 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     # Measure the bytes of the figure without frames and of one frame, then thin the frames to fit.
     base_dict = fig.to_dict()
     base = len(pio.to_json(base_dict, validate=False))
-    # probe the busiest step (the longest labels): where the paged pool held the most sequences
-    stride = max(r.snapshot_stride for r in results.values())
-    busy = int(np.argmax(results["paged"].metrics["running"][::stride])) * stride
+    # probe the busiest drawable step (the longest labels): where the paged pool held the most sequences
+    candidates = frame_steps(results.values(), max(2, n_steps))
+    paged = results["paged"].metrics
+    at = np.searchsorted(paged["step"], candidates, side="right") - 1
+    running = np.where((at >= 0) & (candidates < results["paged"].steps), paged["running"][np.maximum(at, 0)]
+                       if len(paged["running"]) else 0, 0)
+    busy = int(candidates[int(np.argmax(running))])
     per_frame = len(pio.to_json(frame(busy, map_arrays(busy)), validate=False))
     fit = max(2, int((budget_bytes - base) // max(1, per_frame * 1.12)))
-    steps_shown = frame_steps(n_steps, min(max_frames, fit), stride)
+    steps_shown = frame_steps(results.values(), min(max_frames, fit))
     frames = [frame(step, first if step == 0 else map_arrays(int(step))) for step in steps_shown]
 
     play = dict(label="▶ Play", method="animate",

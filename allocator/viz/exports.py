@@ -61,39 +61,48 @@ def _check_results(results: dict) -> None:
 
 
 def metrics_frame(results: dict) -> pd.DataFrame:
-    """Per-step metrics of both allocators side by side, one row per engine step.
+    """Per-step metrics of both allocators side by side, one row per record of either run.
+
+    A row starts at engine step ``step`` and holds for ``steps covered`` steps: a busy step is one
+    row, and a stretch in which neither allocator runs or holds anything (an idle gap) is one
+    row, so a trace with hours between two requests stays a short table. Every value holds for
+    each step the row covers (per-step flows such as tokens are per step, not per row).
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}, as returned by
             ``allocator.scenario.run_both`` (snapshots not needed).
 
     Returns:
-        DataFrame with ``max(steps)`` rows. Column ``step`` (engine step, 0-based), then for each
-        allocator kind and each per-step metric the engine recorded (``allocator.engine.METRICS``
-        order, units from ``METRIC_UNITS``) a column named
+        DataFrame. Columns ``step`` (first engine step of the row, 0-based) and ``steps covered``,
+        then for each allocator kind and each per-step metric the engine recorded
+        (``allocator.engine.METRICS`` order, units from ``METRIC_UNITS``) a column named
         ``"<kind> <metric> (<unit>)"``, e.g. ``"paged used_slots (slots)"``. Integer metrics are
         nullable integers; ``utilization`` is a float fraction of the pool (0..1). The allocator
-        that drains first has empty cells for the steps after its last one (nothing is invented).
+        that drains first has empty cells after its last step (nothing is invented).
 
     Raises:
         ValueError: ``results`` lacks one of the two allocators.
     """
     _check_results(results)
-    n_steps = max(results[k].steps for k in KINDS)
-    cols = {"step": pd.array(np.arange(n_steps), dtype="Int64")}
+    starts = np.unique(np.concatenate([np.asarray(results[k].metrics["step"], dtype=np.int64) for k in KINDS]))
+    end = max(results[k].steps for k in KINDS)
+    cols = {"step": pd.array(starts, dtype="Int64"),
+            "steps covered": pd.array(np.diff(np.append(starts, end)), dtype="Int64")}
     for kind in KINDS:
         res = results[kind]
-        names = [n for n in METRICS if n in res.metrics] + [n for n in res.metrics if n not in METRICS]
+        at = np.searchsorted(res.metrics["step"], starts, side="right") - 1
+        inside = (at >= 0) & (starts < res.steps)
+        at = np.maximum(at, 0)
+        names = [n for n in METRICS if n in res.metrics]
         for name in names:
             unit = _UNIT_OVERRIDES.get((kind, name), METRIC_UNITS.get(name, UNKNOWN_UNIT))
             values = np.asarray(res.metrics[name])
+            picked = values[at] if len(values) else np.zeros(len(starts), dtype=values.dtype)
             if name == "utilization":
-                col = np.full(n_steps, np.nan)
-                col[:len(values)] = values.astype(float)
-                cols[f"{kind} {name} ({unit})"] = col
+                cols[f"{kind} {name} ({unit})"] = np.where(inside, picked.astype(float), np.nan)
             else:
-                col = pd.array([pd.NA] * n_steps, dtype="Int64")
-                col[:len(values)] = values.astype(np.int64)
+                col = pd.array(picked.astype(np.int64), dtype="Int64")
+                col[~inside] = pd.NA
                 cols[f"{kind} {name} ({unit})"] = col
     return pd.DataFrame(cols)
 
@@ -105,7 +114,8 @@ def metrics_csv(results: dict) -> str:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
 
     Returns:
-        CSV text (``\\n`` line ends, header row first, one row per engine step, no index column).
+        CSV text (``\\n`` line ends, header row first, one row per record -- a busy step or an
+        idle gap -- no index column).
         Utilisation is a fraction written at full precision (it reads back to the same float);
         counts are integers; cells after an allocator drained are empty.
 

@@ -61,7 +61,8 @@ def _metrics_table(_results, _fig, key=None):
     """The metrics at the animation's frames, both allocators side by side (the chart's numbers as a
     table; the Export menu's CSV has every step). Cached per scenario (``key``)."""
     frames = [int(f.name) for f in _fig.frames]
-    table = metrics_frame(_results).iloc[frames]
+    table = metrics_frame(_results)
+    table = table[table["step"].isin(frames)]          # every frame starts a row (see frame_steps)
     return table.drop(columns=[c for c in table.columns if "next_need" in c or " units " in c])
 
 
