@@ -1,7 +1,7 @@
 """Command line: ``python -m allocator <command> ...`` prints the app's figures (JSON with --json).
 
-Each sub-command lives in a ``cli_*`` module exposing ``register(subparsers)``; the module adds a
-parser whose ``func(args) -> int`` does the work. Bad input (ValueError) is reported on stderr as
+Each sub-command lives in a module of :mod:`allocator.cli` exposing ``register(subparsers)``; the
+module adds a parser whose ``func(args) -> int`` does the work. Bad input (ValueError) is reported on stderr as
 one line naming the field, with exit status 2 — never a traceback.
 """
 from __future__ import annotations
@@ -10,8 +10,7 @@ import argparse
 import importlib
 import sys
 
-#: Modules (inside this package) that register sub-commands, in help order.
-CLI_MODULES = ["cli_simulate", "cli_accounting", "cli_export"]
+from allocator.cli import MODULES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,8 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m allocator",
                                      description="KV Cache Paging Lab figures, as the app computes them.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in CLI_MODULES:
-        importlib.import_module(f"allocator.{name}").register(sub)
+    for name in MODULES:
+        importlib.import_module(f"allocator.cli.{name}").register(sub)
     return parser
 
 

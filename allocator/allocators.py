@@ -22,8 +22,6 @@ from __future__ import annotations
 from bisect import insort
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-
 from .block_hash import prompt_block_hashes
 from .block_pool import BlockPool, HostPool
 from .validate import FieldError, one_of, whole_number
@@ -504,56 +502,3 @@ class PagedAllocator:
         saving = sum((self.pool.refcount(b) - 1) * self.block_size for b in prefix)
         assert saving == self.shared_saving, f"shared saving {self.shared_saving} != {saving}"
         self.host.check_invariants(sum(len(h) for h in self.swapped.values()))
-
-
-def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """A pool snapshot (see the allocators' ``snapshot``) as per-slot arrays.
-
-    Args:
-        snapshot: a reservation snapshot (tuple of (owner, start, reserved, tokens)) when
-            ``block_size`` is None, else a paged one (tuple of (owner, tokens, block table)).
-        total_slots: pool size in slots.
-        block_size: slots per block, or None for a reservation pool.
-        need: slots the queue head needed at that step (reservations: free runs shorter than
-            this are drawn as holes).
-
-    Returns:
-        owner: int32 [total_slots], the request id holding each slot or -1 (for a shared block,
-            the first sequence in admission order that points at it).
-        state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE or SHARED (a token in a block that
-            several block tables point at).
-    """
-    owner = np.full(total_slots, -1, dtype=np.int32)
-    state = np.zeros(total_slots, dtype=np.int8)
-    if block_size:
-        bs = block_size
-        nb = total_slots // bs
-        block_owner = np.full(nb, -1, dtype=np.int32)
-        block_fill = np.zeros(nb, dtype=np.int32)
-        refs = np.zeros(nb, dtype=np.int32)
-        for sid, tokens, table in reversed(snapshot):     # earliest holder written last: it wins
-            idx = np.asarray(table, dtype=np.int64)
-            block_owner[idx] = sid
-            fills = np.full(len(idx), bs, dtype=np.int32)
-            fills[-1] = tokens - (len(idx) - 1) * bs
-            block_fill[idx] = np.maximum(block_fill[idx], fills)
-            refs[idx] += 1
-        owner[: nb * bs] = np.repeat(block_owner, bs)
-        pos = np.tile(np.arange(bs, dtype=np.int32), nb)
-        fill = np.repeat(block_fill, bs)
-        held = owner[: nb * bs] >= 0
-        token = np.where(np.repeat(refs > 1, bs), SHARED, TOKEN)
-        state[: nb * bs] = np.where(held, np.where(pos < fill, token, EMPTY), FREE)
-        state[nb * bs:] = HOLE
-    else:
-        pos = 0
-        for seq_id, start, length, used in snapshot:
-            if need and 0 < start - pos < need:
-                state[pos:start] = HOLE
-            owner[start:start + length] = seq_id
-            state[start:start + used] = TOKEN
-            state[start + used:start + length] = EMPTY
-            pos = start + length
-        if need and 0 < total_slots - pos < need:
-            state[pos:] = HOLE
-    return owner, state

@@ -42,7 +42,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from .allocators import FREE, HOLE, slot_picture
+from .allocators import FREE, HOLE
+from .maps import slot_picture
 from .validate import FieldError
 from .workload import Workload
 
@@ -203,7 +204,7 @@ class SimulationResult:
         return self.mean(ratio, mask)
 
     def slot_states(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """The pool at ``step``, slot by slot (see :func:`allocator.allocators.slot_picture`).
+        """The pool at ``step``, slot by slot (see :func:`allocator.maps.slot_picture`).
 
         Returns:
             owner: int32 [total_slots], the request id holding each slot or -1.

@@ -2,7 +2,7 @@
 
 The file carries plotly.js and every frame, so it plays from a USB stick in any browser with no
 server and no network. It takes the same scenario options as ``simulate`` (the parser is built
-from ``cli_simulate``'s own, so the two never drift apart).
+from ``simulate``'s own, so the two never drift apart).
 
 Examples::
 
@@ -19,12 +19,12 @@ import argparse
 import json
 import os
 
-from . import cli_simulate
-from .scenario import SWEEP_BLOCK_SIZES, block_size_sweep, build_workload, run_both
+from . import simulate as cli_simulate
+from ..scenario import SWEEP_BLOCK_SIZES, block_size_sweep, build_workload, run_both
 
 
 def _scenario_parser() -> argparse.ArgumentParser:
-    """``simulate``'s parser (built by ``cli_simulate.register`` on a scratch parser), to inherit from."""
+    """``simulate``'s parser (built by ``allocator.cli.simulate.register`` on a scratch parser), to inherit from."""
     scratch = argparse.ArgumentParser(add_help=False)
     sub = scratch.add_subparsers()
     cli_simulate.register(sub)
@@ -65,8 +65,8 @@ def run(args) -> int:
             the field; ``python -m allocator`` turns it into one line on stderr and exit status 2.
         The same ValueError (naming the file) when an output file cannot be written.
     """
-    from .viz.charts import explainer_figure, sweep_figure   # plotly: imported only when exporting
-    from .viz.exports import animation_html, handout_html, metrics_csv
+    from ..viz.charts import explainer_figure, sweep_figure   # plotly: imported only when exporting
+    from ..viz.exports import animation_html, handout_html, metrics_csv
 
     sc = cli_simulate.scenario_from_args(args)
     for path in (args.out, args.handout, args.csv):

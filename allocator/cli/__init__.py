@@ -1,0 +1,13 @@
+"""The command line, ``python -m allocator <command>``: one module per group of sub-commands.
+
+Each module exposes ``register(subparsers)``, which adds its parsers; a parser's ``func(args)``
+does the work and returns the exit status. The commands print the same figures the pages show,
+because both call the same functions of :mod:`allocator`.
+
+* :mod:`.simulate` -- ``simulate``: both allocators on one workload (and the block-size sweep).
+* :mod:`.accounting` -- ``account`` and ``capacity``: the lesson's arithmetic.
+* :mod:`.export` -- ``export-html``: the animated figure, handout and CSV as files.
+"""
+
+#: Sub-command modules, in help order.
+MODULES = ("simulate", "accounting", "export")
