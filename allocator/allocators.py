@@ -86,9 +86,10 @@ class Allocator(Protocol):
     def grow(self, seq_id: int) -> int | None:
         """More room for a running sequence that has filled its room; the new room, or None."""
 
-    def grow_all(self, seq_ids: list) -> list[int] | None:
-        """:meth:`grow` for several sequences at once: their new rooms, in order, or None -- and
-        nothing allocated -- if they cannot all grow now (the engine then serves them one by one)."""
+    def grow_all(self, seq_ids: list) -> int | None:
+        """:meth:`grow` for several sequences at once: the room (tokens) added to each -- the same
+        for all -- or None, with nothing allocated, if they cannot all grow now (the engine then
+        serves them one by one, preempting as it must)."""
 
     def free(self, seq_id: int) -> None:
         """Release everything the sequence holds (it finished)."""
@@ -220,7 +221,7 @@ class ReserveMaxAllocator:
         holds the whole answer; :meth:`validate_workload` makes sure of that.)"""
         return None
 
-    def grow_all(self, seq_ids: list) -> list[int] | None:
+    def grow_all(self, seq_ids: list) -> int | None:
         """Reservations cannot grow: None."""
         return None
 
@@ -405,8 +406,13 @@ class PagedAllocator:
         prefix blocks where it can), or None if too few are free. A sequence coming back from the
         host pool is swapped in here. Returns the room in tokens (blocks x block_size)."""
         need = -(-(context_len + 1) // self.block_size)
-        hits = self._prefix_hits(prompt_len) if self._prefix_hashes else []
         pool = self.pool
+        if not self._prefix_hashes and not self.swapped:      # the common case, kept short
+            if need > pool.num_free:
+                return None
+            self.block_tables[seq_id] = pool.allocate(need)
+            return need * self.block_size
+        hits = self._prefix_hits(prompt_len) if self._prefix_hashes else []
         if need - len(hits) > pool.num_free:
             return None
         if hits:
@@ -433,17 +439,16 @@ class PagedAllocator:
         table.append(b)
         return len(table) * self.block_size
 
-    def grow_all(self, seq_ids: list) -> list[int] | None:
-        """One more block for each listed sequence (in order), or None -- nothing taken -- if
-        fewer blocks are free than sequences listed. The new rooms, in tokens."""
+    def grow_all(self, seq_ids: list) -> int | None:
+        """One more block for each listed sequence, taken from the free queue in the order listed;
+        returns block_size (the room each gained), or None -- nothing taken -- if fewer blocks are
+        free than sequences listed."""
         if len(seq_ids) > self.pool.num_free:
             return None
-        tables, bs, rooms = self.block_tables, self.block_size, []
+        tables = self.block_tables
         for seq_id, b in zip(seq_ids, self.pool.allocate(len(seq_ids))):
-            table = tables[seq_id]
-            table.append(b)
-            rooms.append(len(table) * bs)
-        return rooms
+            tables[seq_id].append(b)
+        return self.block_size
 
     def free(self, seq_id: int) -> None:
         """Drop the sequence's block table: its blocks lose one reference each, last block first;

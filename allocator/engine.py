@@ -306,19 +306,18 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         if needs:
             if len(needs) > 1:
                 needs.sort(key=_BY_ORDER)
-            rooms = grow_all([s.id for s in needs])
-            if rooms is not None:              # the usual case: enough memory for all of them
-                for s, room in zip(needs, rooms):
-                    nxt = room - s.base + 1
-                    if nxt <= s.finish_step:
-                        s.grow_step = nxt
-                        bucket = grow_at.get(nxt)
-                        if bucket is None:
-                            grow_at[nxt] = [s]
-                        else:
-                            bucket.append(s)
+            added = grow_all([s.id for s in needs])
+            if added is not None:              # the usual case: enough memory for all of them
+                nxt = t + added                # each had exactly filled its room, and gained `added`
+                keep = [s for s in needs if s.finish_step >= nxt]
+                for s in keep:
+                    s.grow_step = nxt          # the others finish first; their grow_step (t) is past
+                if keep:
+                    bucket = grow_at.get(nxt)
+                    if bucket is None:
+                        grow_at[nxt] = keep
                     else:
-                        s.grow_step = -1
+                        bucket.extend(keep)
                 needs = ()
             for s in needs:
                 if not s.running:
