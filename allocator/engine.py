@@ -341,16 +341,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                         break
                     room = grow(s.id)
                 else:
-                    nxt = room - s.base + 1
-                    if nxt <= s.finish_step:
-                        s.grow_step = nxt
-                        bucket = grow_at.get(nxt)
-                        if bucket is None:
-                            grow_at[nxt] = [s]
-                        else:
-                            bucket.append(s)
-                    else:
-                        s.grow_step = -1
+                    _wake_when_full(grow_at, s, room - s.base + 1)
         # 3. admission (FCFS, no skipping; none in a step that preempted)
         recomputed = 0
         if not preempted:
@@ -370,23 +361,9 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 if s.recompute:
                     recomputed += c
                     s.recompute = False
-                fin = t + s.output_len - s.generated - 1
-                s.finish_step = fin
-                bucket = finish_at.get(fin)
-                if bucket is None:
-                    finish_at[fin] = [s]
-                else:
-                    bucket.append(s)
-                nxt = t + room - c
-                if nxt <= fin:
-                    s.grow_step = nxt
-                    bucket = grow_at.get(nxt)
-                    if bucket is None:
-                        grow_at[nxt] = [s]
-                    else:
-                        bucket.append(s)
-                else:
-                    s.grow_step = -1
+                s.finish_step = t + s.output_len - s.generated - 1
+                _add(finish_at, s.finish_step, s)
+                _wake_when_full(grow_at, s, t + room - c)
         # 4. compute: everything running now emits one token (admitted ones after their prefill)
         batch = len(running)
         # 5. finish
@@ -446,6 +423,24 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                               shared_prefix=workload.shared_prefix, preemption=allocator.preemption)
     result.summary = summarize(result)
     return result
+
+
+def _add(buckets: dict, step: int, s: _Seq) -> None:
+    """Put ``s`` in the bucket of sequences woken at ``step``."""
+    bucket = buckets.get(step)
+    if bucket is None:
+        buckets[step] = [s]
+    else:
+        bucket.append(s)
+
+
+def _wake_when_full(grow_at: dict, s: _Seq, step: int) -> None:
+    """Wake ``s`` at ``step``, the step its room fills, unless it finishes before then."""
+    if step <= s.finish_step:
+        s.grow_step = step
+        _add(grow_at, step, s)
+    else:
+        s.grow_step = -1
 
 
 def _snapshot_bytes(snap) -> int:
