@@ -219,7 +219,7 @@ def workload_panel(workload, sc: Scenario) -> None:
                 + " In a 2,048-slot pool these settings make reserve-max hold three requests at a time "
                   "and paging about thirty, as the PagedAttention paper's measurements lead one to expect.")
         elif sc.workload == "azure-conv":
-            st.markdown(f"Rows {sc.offset + 1}–{sc.offset + len(workload)} of the shipped slice of the Azure "
+            st.markdown(f"Rows {sc.offset + 1}–{sc.offset + len(workload)} of the shipped Azure "
                         f"LLM inference trace (conversation service), arrivals from its timestamps at "
                         f"{sc.steps_per_second:g} steps per second.")
             st.caption("Data: " + AZURE_ATTRIBUTION)
