@@ -1,0 +1,182 @@
+"""The one block pool: LRU free queue, release order, block-hash map, refusals that change nothing.
+
+Both paged models keep their blocks here (the engine's PagedAllocator and the Block tables page's
+BlockManager), so its rules are tested once, against a plain-list model of the same rules.
+"""
+import copy
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from allocator import BlockPool, HostPool, PagedAllocator
+from allocator.allocators import Allocator, ReserveMaxAllocator
+from allocator.block_manager import BlockManager
+from allocator.validate import FieldError, OutOfBlocksError
+
+
+def test_both_paged_models_use_the_one_pool():
+    assert type(PagedAllocator(64, 4).pool) is BlockPool
+    assert type(BlockManager(16, 4).pool) is BlockPool
+
+
+def test_allocation_takes_the_front_and_release_returns_last_block_first():
+    pool = BlockPool(6)
+    a = pool.allocate(3)
+    b = pool.allocate(2)
+    assert (a, b) == ([0, 1, 2], [3, 4]) and pool.free_queue() == [5]
+    assert pool.release(a) == [2, 1, 0]               # the tail of a table is reused first
+    assert pool.free_queue() == [5, 2, 1, 0]
+    assert pool.allocate(2) == [5, 2]
+    assert [pool.refcount(x) for x in range(6)] == [0, 0, 1, 1, 1, 1]
+    pool.check_invariants([[5, 2], b])
+
+
+def test_cached_blocks_stay_findable_until_the_queue_hands_them_out():
+    pool = BlockPool(4, cache_freed=True)
+    a = pool.allocate(2)
+    assert pool.register(a[0], b"h0") and pool.register(a[1], b"h1")
+    assert not pool.register(a[1], b"other")          # first registration wins
+    pool.release(a)
+    assert pool.num_cached_free == 2 and pool.num_plain_free == 2 and pool.lookup(b"h0") == a[0]
+    pool.touch([a[0]])                                # a cache hit takes it out of the queue
+    assert pool.refcount(a[0]) == 1 and a[0] not in pool.free_queue() and pool.num_free == 3
+    evicted = []
+    assert pool.allocate(3, evicted) == [2, 3, a[1]] and evicted == [a[1]]
+    assert pool.lookup(b"h1") is None and pool.evictions == 1
+    pool.check_invariants([[a[0]], [2, 3, a[1]]])
+
+
+def test_without_caching_a_released_block_forgets_its_hash():
+    pool = BlockPool(4, cache_freed=False)
+    a = pool.allocate(1)
+    pool.register(a[0], b"h")
+    pool.touch(a)                                     # shared while someone holds it
+    pool.release(a)
+    assert pool.lookup(b"h") == a[0]
+    pool.release(a)
+    assert pool.lookup(b"h") is None and pool.num_cached_free == 0
+    with pytest.raises(FieldError) as err:            # a free, unhashed block cannot be shared
+        pool.touch(a)
+    assert err.value.field == "block_id"
+    pool.check_invariants()
+
+
+def test_refusals_change_nothing():
+    pool = BlockPool(4)
+    held = pool.allocate(3)
+    before = copy.deepcopy(pool)
+    with pytest.raises(OutOfBlocksError) as err:
+        pool.allocate(2)
+    assert (err.value.field, err.value.needed, err.value.available) == ("num_blocks", 2, 1)
+    pool.release(held)
+    assert pool.allocate(1) == [3]
+    before2 = copy.deepcopy(pool)
+    with pytest.raises(RuntimeError):                 # block 0 is held by nobody: a bookkeeping bug;
+        pool.release([0, 3])                          # block 3 (released first) is rolled back
+    assert pool == before2 and pool.refcount(3) == 1
+    assert before != pool                             # (and equality does compare state)
+    host = HostPool(2)
+    with pytest.raises(OutOfBlocksError) as err:
+        host.take(3)
+    assert err.value.field == "num_host_blocks" and host.num_free == 2
+
+
+class ListModel:
+    """The same rules with plain lists: the free queue is a list, hashes a dict."""
+
+    def __init__(self, n, cache_freed):
+        self.queue, self.ref, self.hash, self.cache_freed = list(range(n)), [0] * n, {}, cache_freed
+
+    def allocate(self, k):
+        taken, self.queue = self.queue[:k], self.queue[k:]
+        for b in taken:
+            self.ref[b] = 1
+            self.hash.pop(b, None)
+        return taken
+
+    def touch(self, blocks):
+        for b in blocks:
+            if self.ref[b] == 0:
+                self.queue.remove(b)
+            self.ref[b] += 1
+
+    def release(self, blocks):
+        for b in reversed(blocks):
+            self.ref[b] -= 1
+            if self.ref[b] == 0:
+                self.queue.append(b)
+                if not self.cache_freed:
+                    self.hash.pop(b, None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(1, 12), cache_freed=st.booleans(), ops=st.lists(
+    st.tuples(st.sampled_from(["alloc", "release", "share", "hash"]), st.integers(0, 12), st.integers(0, 50)),
+    max_size=60))
+def test_pool_matches_a_plain_list_model(n, cache_freed, ops):
+    pool, model = BlockPool(n, cache_freed=cache_freed), ListModel(n, cache_freed)
+    tables = []
+    for op, k, h in ops:
+        if op == "alloc":
+            if k > pool.num_free:
+                with pytest.raises(OutOfBlocksError):
+                    pool.allocate(k)
+                continue
+            t = pool.allocate(k)
+            assert t == model.allocate(k)
+            if t:
+                tables.append(t)
+        elif op == "release" and tables:
+            t = tables.pop(k % len(tables))
+            pool.release(t)
+            model.release(t)
+        elif op == "share" and tables:
+            t = tables[k % len(tables)]
+            pool.touch(t)
+            model.touch(t)
+            tables.append(list(t))
+        elif op == "hash" and tables:
+            b = tables[k % len(tables)][0]
+            key = h.to_bytes(2, "big")
+            if pool.register(b, key):
+                model.hash[b] = key
+        elif op == "hash":
+            key = h.to_bytes(2, "big")                 # a cache hit on a released block, if it is cached
+            b = pool.lookup(key)
+            if b is not None and pool.refcount(b) == 0:
+                pool.touch([b])
+                model.touch([b])
+                tables.append([b])
+        assert pool.free_queue() == model.queue
+        assert [pool.refcount(b) for b in range(n)] == model.ref
+        assert {b: pool.hash_of(b) for b in range(n) if pool.hash_of(b)} == model.hash
+        pool.check_invariants(tables)
+
+
+PROTOCOL = {name for name in Allocator.__annotations__} | {
+    name for name, value in vars(Allocator).items() if callable(value) and not name.startswith("_")}
+
+
+class OnlyTheProtocol:
+    """Hands the engine an allocator's protocol members and nothing else."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        if name not in PROTOCOL:
+            raise AttributeError(f"the engine used {name!r}, which is not part of the Allocator protocol")
+        return getattr(self._inner, name)
+
+
+@pytest.mark.parametrize("make", [lambda: PagedAllocator(600, 8, preemption="swap", host_blocks=4),
+                                  lambda: ReserveMaxAllocator(600, 60, policy="pow2")])
+def test_the_engine_uses_only_the_allocator_protocol(make):
+    from allocator import generate_workload, simulate
+    w = generate_workload(seed=4, num_requests=25, prompt_len_range=(5, 60), output_mean=30, max_new_tokens=60,
+                          arrival="trickle", arrival_rate=0.2)
+    assert isinstance(make(), Allocator)
+    direct = simulate(w, make(), record_snapshots=True)
+    wrapped = simulate(w, OnlyTheProtocol(make()), record_snapshots=True)
+    assert direct.summary == wrapped.summary and direct.summary["finished"] == 25
