@@ -399,7 +399,7 @@ class BlockManager:
         self.pool.register(b, key)
 
     def _out_of_blocks(self, needed: int, text: str) -> OutOfBlocksError:
-        return OutOfBlocksError("num_blocks", f": out of blocks: {text}", needed=needed,
+        return OutOfBlocksError("num_blocks", text, needed=needed,
                                 available=self.pool.num_free)
 
     # ---------------------------------------------------------------- operations
@@ -601,7 +601,7 @@ class BlockManager:
         seq = self._seq(seq_id)
         need = len(seq.block_table)
         if need > self.host.num_free:
-            raise OutOfBlocksError("num_host_blocks", f": host pool is full: sequence {seq_id!r} needs {need} "
+            raise OutOfBlocksError("num_host_blocks", f"sequence {seq_id!r} needs {need} "
                                    f"host blocks but only {self.host.num_free} of {self.num_host_blocks} are free",
                                    needed=need, available=self.host.num_free)
         host_blocks = self.host.take(need)

@@ -161,7 +161,7 @@ class BlockPool:
             OutOfBlocksError: fewer than ``n`` blocks are free (field ``num_blocks``; nothing taken).
         """
         if n > self.num_free:
-            raise OutOfBlocksError("num_blocks", f": out of blocks: {n} needed, {self.num_free} of "
+            raise OutOfBlocksError("num_blocks", f"{n} needed, {self.num_free} of "
                                    f"{self.num_blocks} free", needed=n, available=self.num_free)
         if n <= 0:
             return []
@@ -422,7 +422,7 @@ class HostPool:
             OutOfBlocksError: fewer than ``n`` are free (field ``num_host_blocks``; nothing taken).
         """
         if n > len(self._free):
-            raise OutOfBlocksError("num_host_blocks", f": host pool is full: {n} needed, {len(self._free)} "
+            raise OutOfBlocksError("num_host_blocks", f"{n} needed, {len(self._free)} "
                                    f"of {self.num_blocks} free", needed=n, available=len(self._free))
         return [self._free.popleft() for _ in range(n)]
 

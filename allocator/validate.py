@@ -46,6 +46,12 @@ class FieldError(ValueError):
         """The message with the subject replaced by ``label`` (a control's caption or a table row)."""
         return label + self.problem
 
+    @property
+    def detail(self) -> str:
+        """``problem`` without its joining ``": "`` (for a sentence of one's own):
+        ``"sequence 'A' is not swapped out"`` for the problem ``": sequence 'A' is not swapped out"``."""
+        return self.problem[2:] if self.problem.startswith(": ") else self.problem.lstrip()
+
     def __reduce__(self):  # keep .field and friends across pickling (streamlit caches, multiprocessing)
         return (_rebuild, (self.field, self.problem, self.index, self.subject))
 
@@ -57,20 +63,34 @@ def _rebuild(field, problem, index, subject):
 class OutOfBlocksError(FieldError):
     """An operation needs more free blocks than the pool (GPU or host) has; nothing was changed.
 
-    Attributes (besides :class:`FieldError`'s): ``needed`` and ``available`` (blocks).
+    Args:
+        field: ``"num_blocks"`` (the GPU pool) or ``"num_host_blocks"`` (the host swap pool).
+        detail: what was asked for and what was free, in words.
+        needed, available: blocks.
+
+    The message is ``"num_blocks: out of blocks: <detail>"`` or ``"num_host_blocks: host pool is
+    full: <detail>"``; ``.detail``, ``.needed`` and ``.available`` carry the parts.
     """
 
-    def __init__(self, field: str, problem: str, *, needed: int, available: int):
-        super().__init__(field, problem)
+    KINDS = {"num_blocks": "out of blocks", "num_host_blocks": "host pool is full"}
+
+    def __init__(self, field: str, detail: str, *, needed: int, available: int):
+        super().__init__(field, f": {self.KINDS.get(field, 'out of blocks')}: {detail}")
+        self.out_of_blocks_detail = detail
         self.needed = needed
         self.available = available
 
+    @property
+    def detail(self) -> str:
+        """What was asked for and what was free (the message after its kind)."""
+        return self.out_of_blocks_detail
+
     def __reduce__(self):
-        return (_rebuild_out_of_blocks, (self.field, self.problem, self.needed, self.available))
+        return (_rebuild_out_of_blocks, (self.field, self.detail, self.needed, self.available))
 
 
-def _rebuild_out_of_blocks(field, problem, needed, available):
-    return OutOfBlocksError(field, problem, needed=needed, available=available)
+def _rebuild_out_of_blocks(field, detail, needed, available):
+    return OutOfBlocksError(field, detail, needed=needed, available=available)
 
 
 def _show(value: object) -> str:

@@ -402,16 +402,17 @@ def test_sequence_refusals_read_without_the_field_name():
 
 
 def test_refusal_text_routes_by_type_and_field_never_by_the_words():
-    gpu = OutOfBlocksError("num_blocks", ": out of blocks: sequence 'A' needs a new block for token 8 and "
+    gpu = OutOfBlocksError("num_blocks", "sequence 'A' needs a new block for token 8 and "
                                          "none of 16 is free", needed=1, available=0)
+    assert str(gpu) == "num_blocks: out of blocks: sequence 'A' needs a new block for token 8 and none of 16 is free"
     assert refusal_text(gpu) == ("The GPU pool is out of blocks: sequence 'A' needs a new block for token 8 "
                                  "and none of 16 is free. Finish or swap out a sequence first.")
-    host = OutOfBlocksError("num_host_blocks", ": host pool is full: sequence 'C' needs 4 host blocks but only "
+    host = OutOfBlocksError("num_host_blocks", "sequence 'C' needs 4 host blocks but only "
                                                "1 of 8 are free", needed=4, available=1)
     assert refusal_text(host) == ("The host pool is full: sequence 'C' needs 4 host blocks but only 1 of 8 "
                                   "are free. Swap a sequence in or finish one.")
     # other words, same type and field: still the GPU text; same words, another type: not
-    reworded = OutOfBlocksError("num_blocks", ": 3 more needed", needed=3, available=0)
+    reworded = OutOfBlocksError("num_blocks", "3 more needed", needed=3, available=0)
     assert refusal_text(reworded) == "The GPU pool is out of blocks: 3 more needed. Finish or swap out a sequence first."
     lookalike = FieldError("block_size", ": out of blocks: not really")
     assert refusal_text(lookalike) == "Block_size: out of blocks: not really."

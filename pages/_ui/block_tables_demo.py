@@ -103,18 +103,12 @@ def _sentence(text: str) -> str:
     return text if text.endswith(".") else text + "."
 
 
-def _lead_removed(problem: str, lead: str) -> str:
-    """``problem`` without its leading ``": "`` separator and ``lead`` (the kind of refusal, which the
-    friendly text already says in its own words); unchanged where they are absent."""
-    return problem.removeprefix(": ").removeprefix(lead)
-
-
 def refusal_text(exc: ValueError) -> str:
     """What the page shows for a refused operation, chosen by exception type and ``.field``.
 
     * :class:`OutOfBlocksError` on ``num_blocks``: "The GPU pool is out of blocks: <detail>. Finish
       or swap out a sequence first."; on ``num_host_blocks``: "The host pool is full: <detail>. Swap a
-      sequence in or finish one." (``<detail>`` is the manager's ``problem`` after its lead words).
+      sequence in or finish one." (``<detail>`` is the error's ``detail``).
     * another :class:`FieldError` about a sequence id (``seq_id``, ``parent_id``, ``child_id``): its
       ``problem`` as a sentence ("Sequence 'A' is not swapped out."); any other field: the whole
       message as a sentence.
@@ -122,12 +116,12 @@ def refusal_text(exc: ValueError) -> str:
     """
     if isinstance(exc, OutOfBlocksError):
         if exc.field == "num_host_blocks":
-            return ("The host pool is full: " + _lead_removed(exc.problem, "host pool is full: ")
+            return ("The host pool is full: " + exc.detail
                     + ". Swap a sequence in or finish one.")
-        return ("The GPU pool is out of blocks: " + _lead_removed(exc.problem, "out of blocks: ")
+        return ("The GPU pool is out of blocks: " + exc.detail
                 + ". Finish or swap out a sequence first.")
     if isinstance(exc, FieldError) and exc.field in _SEQUENCE_FIELDS:
-        return _sentence(exc.problem.removeprefix(": "))
+        return _sentence(exc.detail)
     return _sentence(str(exc))
 
 
