@@ -27,9 +27,10 @@ from .block_pool import BlockPool, HostPool
 from .validate import FieldError, one_of, whole_number
 
 #: Slot states used by memory maps (small integers so a heatmap can colour them).
-FREE, TOKEN, EMPTY, HOLE, SHARED = 0, 1, 2, 3, 4
+FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE = 0, 1, 2, 3, 4, 5
 STATE_NAMES = {FREE: "free", TOKEN: "holds a token", EMPTY: "allocated, empty", HOLE: "unusable hole",
-               SHARED: "shared prefix token (refcount > 1)"}
+               SHARED: "shared prefix token (refcount > 1)",
+               DUPLICATE: "duplicate copy of a shared-prompt token"}
 
 #: Reservation policies of :class:`ReserveMaxAllocator` (the PagedAttention paper's baselines).
 RESERVATION_POLICIES = ("max", "pow2", "oracle")

@@ -56,11 +56,14 @@ RECORD_COLUMNS = ("step", "span")
 
 #: Per-step metric names (units: slots unless stated). Each holds for every step of its record.
 METRICS = (
-    "used_slots",             # distinct slots holding a token (a shared prefix counts once)
+    "used_slots",             # distinct tokens stored: a shared system prompt counts once, however many
+                              # copies of it the pool holds (the utilisation numerator)
+    "duplicate_slots",        # slots holding an extra copy of a shared-prompt token (each reserve-max
+                              # reservation's own copy; paged: the prompt's partly filled last block)
     "logical_tokens",         # tokens the running sequences hold, counting a shared prefix per sequence
     "allocated_unshared",     # slots the block tables would need if nothing were shared
     "allocated_slots",        # slots held by some sequence
-    "internal_fragmentation", # allocated - used: allocated slots holding no token
+    "internal_fragmentation", # allocated - used - duplicate: allocated slots holding no token
     "external_fragmentation", # free slots that cannot serve the next request
     "free_slots",             # total - allocated
     "utilization",            # used / total (fraction)
@@ -208,7 +211,7 @@ class SimulationResult:
 
         Returns:
             owner: int32 [total_slots], the request id holding each slot or -1.
-            state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE or SHARED.
+            state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE, SHARED or DUPLICATE.
 
         Raises:
             FieldError: snapshots were not recorded (``snapshots``), ``step`` is outside
@@ -221,7 +224,7 @@ class SimulationResult:
         if start not in self.snapshots:
             raise FieldError("step", f" = {step} was not recorded (pictures every {self.snapshot_stride} steps)")
         return slot_picture(self.snapshots[start], self.total_slots, self.block_size,
-                            int(self.metrics["next_need"][r]))
+                            int(self.metrics["next_need"][r]), self.shared_prefix)
 
     def empty_picture(self) -> tuple[np.ndarray, np.ndarray]:
         """The pool with nothing in it (after the run drained): owner all -1, state FREE, with the
@@ -264,10 +267,10 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     grow_at: dict[int, list[_Seq]] = {}        # step -> sequences whose room fills then
     finish_at: dict[int, list[_Seq]] = {}      # step -> sequences that emit their last token then
     rejected: list[dict] = []
-    cols = {name: [] for name in ("step", "span", "logical", "saving", "allocated", "ext", "running",
+    cols = {name: [] for name in ("step", "span", "logical", "holders", "saving", "allocated", "ext", "running",
                                   "waiting", "finished", "preemptions", "units", "need", "swapped",
                                   "recomputed")}
-    (a_step, a_span, a_logical, a_saving, a_alloc, a_ext, a_running, a_waiting, a_finished, a_pre,
+    (a_step, a_span, a_logical, a_holders, a_saving, a_alloc, a_ext, a_running, a_waiting, a_finished, a_pre,
      a_units, a_need, a_swapped, a_recomputed) = (c.append for c in cols.values())
     snapshots = {} if record_snapshots else None
     stride, snap_bytes = 1, 0
@@ -281,7 +284,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     while finished + len(rejected) < n:
         if not running and not waiting and pending[ptr].arrival_step > t:
             # Nothing in flight: skip to the next arrival; the whole gap is one record.
-            a_step(t); a_span(pending[ptr].arrival_step - t); a_logical(0); a_saving(allocator.shared_saving)
+            a_step(t); a_span(pending[ptr].arrival_step - t); a_logical(0); a_holders(0)
+            a_saving(allocator.shared_saving)
             a_alloc(allocator.allocated_slots); a_ext(ext_of(0)); a_running(0); a_waiting(0)
             a_finished(finished); a_pre(0); a_units(allocator.units_in_use); a_need(0); a_swapped(0)
             a_recomputed(0)
@@ -381,7 +385,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             need = need_of(head.prompt_len, head.context_len, head.output_len)
         else:
             need = 0
-        a_step(t); a_span(1); a_logical(base_sum + len(running) * t); a_saving(allocator.shared_saving)
+        a_step(t); a_span(1); a_logical(base_sum + len(running) * t); a_holders(len(running))
+        a_saving(allocator.shared_saving)
         a_alloc(allocator.allocated_slots); a_ext(ext_of(need)); a_running(batch); a_waiting(len(waiting))
         a_finished(finished); a_pre(preempted); a_units(allocator.units_in_use); a_need(need)
         a_swapped(allocator.swap_traffic - swap_before); a_recomputed(recomputed)
@@ -406,11 +411,15 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
 
     total = allocator.total_slots
     arr = {k: np.asarray(v, dtype=np.int64) for k, v in cols.items()}
-    used = arr["logical"] - arr["saving"]
+    # Every running sequence's prompt starts with the shared prefix (Workload checks it), so with
+    # k running, k - 1 of the prefix copies are redundant: distinct tokens = logical - (k-1) x P.
+    stored = arr["logical"] - arr["saving"]                   # slots holding a token, any copy
+    used = arr["logical"] - np.maximum(arr["holders"] - 1, 0) * workload.shared_prefix
     metrics = {
         "step": arr["step"], "span": arr["span"],
-        "used_slots": used, "logical_tokens": arr["logical"], "allocated_unshared": arr["allocated"] + arr["saving"],
-        "allocated_slots": arr["allocated"], "internal_fragmentation": arr["allocated"] - used,
+        "used_slots": used, "duplicate_slots": stored - used, "logical_tokens": arr["logical"],
+        "allocated_unshared": arr["allocated"] + arr["saving"],
+        "allocated_slots": arr["allocated"], "internal_fragmentation": arr["allocated"] - stored,
         "external_fragmentation": arr["ext"], "free_slots": total - arr["allocated"],
         "utilization": used / float(total), "running": arr["running"], "waiting": arr["waiting"],
         "finished": arr["finished"], "tokens": arr["running"].copy(), "preemptions": arr["preemptions"],
@@ -455,7 +464,8 @@ def summarize(result: SimulationResult) -> dict:
     waiting queue was non-empty; None if there were none), mean_utilization (all steps),
     preemptions (total), mean_tokens_per_step, finished, rejected (list of {id, reason}),
     total_slots, block_size, peak_utilization, mean_internal_fragmentation_busy and
-    mean_external_fragmentation_busy (fractions of the pool over busy steps; None if none),
+    mean_external_fragmentation_busy and mean_duplicate_fraction_busy (fractions of the pool
+    over busy steps; None if none),
     shared_prefix (tokens), peak_logical_tokens with its step (peak_logical_step) and the distinct
     physical slots holding them at that same step (used_slots_at_peak_logical: they differ only
     when a prefix is shared), peak_used_slots (the peak of distinct slots, at its own step), the
@@ -488,6 +498,7 @@ def summarize(result: SimulationResult) -> dict:
         "block_size": result.block_size,
         "peak_utilization": round(float(m["utilization"].max()), 6) if has else 0.0,
         "mean_internal_fragmentation_busy": busy_mean(m["internal_fragmentation"] / total),
+        "mean_duplicate_fraction_busy": busy_mean(m["duplicate_slots"] / total),
         "mean_external_fragmentation_busy": busy_mean(m["external_fragmentation"] / total),
         "shared_prefix": result.shared_prefix,
         "peak_logical_tokens": int(m["logical_tokens"][peak]) if has else 0,

@@ -12,7 +12,7 @@ import numpy as np
 
 from typing import TYPE_CHECKING
 
-from .allocators import EMPTY, FREE, HOLE, SHARED, TOKEN
+from .allocators import DUPLICATE, EMPTY, FREE, HOLE, SHARED, TOKEN
 
 if TYPE_CHECKING:                      # the engine imports this module for slot_picture
     from .engine import SimulationResult
@@ -80,8 +80,8 @@ def cell_states(result: "SimulationResult", step: int, per_cell: int) -> tuple[n
 
     Returns:
         owner: int32 [n_cells], request id of the cell's majority-state slots (-1 none).
-        state: int8 [n_cells], the majority state (FREE, TOKEN, EMPTY, HOLE, SHARED) of the
-            cell's slots.
+        state: int8 [n_cells], the majority state (FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE)
+            of the cell's slots.
     """
     owner, state = result.slot_states(step) if step < result.steps else result.empty_picture()
     if per_cell == 1:
@@ -90,29 +90,35 @@ def cell_states(result: "SimulationResult", step: int, per_cell: int) -> tuple[n
     pad = n_cells * per_cell - result.total_slots
     owner = np.concatenate([owner, np.full(pad, -1, np.int32)]).reshape(n_cells, per_cell)
     state = np.concatenate([state, np.full(pad, FREE, np.int8)]).reshape(n_cells, per_cell)
-    kinds = (FREE, TOKEN, EMPTY, HOLE, SHARED)
+    kinds = (FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE)
     counts = np.stack([(state == s).sum(axis=1) for s in kinds], axis=1)
     cell_state = np.array(kinds, dtype=np.int8)[counts.argmax(axis=1)]
-    held = (cell_state == TOKEN) | (cell_state == EMPTY) | (cell_state == SHARED)
+    held = np.isin(cell_state, (TOKEN, EMPTY, SHARED, DUPLICATE))
     return np.where(held, owner.max(axis=1), -1).astype(np.int32), cell_state
 
 
-def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int = 0,
+                 shared_prefix: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A pool snapshot (see the allocators' ``snapshot``) as per-slot arrays.
 
     Args:
         snapshot: a reservation snapshot (tuple of (owner, start, reserved, tokens)) when
-            ``block_size`` is None, else a paged one (tuple of (owner, tokens, block table)).
+            ``block_size`` is None, else a paged one (tuple of (owner, tokens, block table), in
+            admission order).
         total_slots: pool size in slots.
         block_size: slots per block, or None for a reservation pool.
         need: slots the queue head needed at that step (reservations: free runs shorter than
             this are drawn as holes).
+        shared_prefix: tokens of the system prompt every request starts with (0: none). One copy
+            of it is the real thing; every other copy is drawn DUPLICATE: each reservation's own
+            copy after the lowest-addressed one, and, paged, the prompt tokens in the partly
+            filled block that each sequence after the first (in admission order) holds privately.
 
     Returns:
         owner: int32 [total_slots], the request id holding each slot or -1 (for a shared block,
             the first sequence in admission order that points at it).
-        state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE or SHARED (a token in a block that
-            several block tables point at).
+        state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE, SHARED (a token in a block that
+            several block tables point at) or DUPLICATE.
     """
     owner = np.full(total_slots, -1, dtype=np.int32)
     state = np.zeros(total_slots, dtype=np.int8)
@@ -136,14 +142,21 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
         token = np.where(np.repeat(refs > 1, bs), SHARED, TOKEN)
         state[: nb * bs] = np.where(held, np.where(pos < fill, token, EMPTY), FREE)
         state[nb * bs:] = HOLE
+        partial = shared_prefix % bs
+        if partial:
+            for _, _, table in snapshot[1:]:
+                b = table[shared_prefix // bs]
+                state[b * bs: b * bs + partial] = DUPLICATE
     else:
         pos = 0
-        for seq_id, start, length, used in snapshot:
+        for i, (seq_id, start, length, used) in enumerate(snapshot):
             if need and 0 < start - pos < need:
                 state[pos:start] = HOLE
             owner[start:start + length] = seq_id
             state[start:start + used] = TOKEN
             state[start + used:start + length] = EMPTY
+            if i and shared_prefix:
+                state[start:start + min(shared_prefix, used)] = DUPLICATE
             pos = start + length
         if need and 0 < total_slots - pos < need:
             state[pos:] = HOLE

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator import SHARED, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
+from allocator import DUPLICATE, EMPTY, SHARED, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
 from allocator.__main__ import main
 from allocator.accounting import prefix_sharing
 from allocator.workload import classroom_40, with_shared_prefix
@@ -41,9 +41,47 @@ def test_only_full_prefix_blocks_are_shared():
 
 
 def test_reserve_max_cannot_share():
+    """Each reservation stores its own copy of the prompt: 43 tokens in the pool, of which 35 are
+    distinct; the second copy of the 8-token prefix is duplicate, counted as waste, not utilisation."""
     res = simulate(seed_001_pair(), ReserveMaxAllocator(64, 2), check_invariants=True)
     m = res.metrics
-    assert m["used_slots"][0] == m["logical_tokens"][0] == 43
+    assert m["logical_tokens"][0] == 43 and m["used_slots"][0] == 35 and m["duplicate_slots"][0] == 8
+    assert m["allocated_slots"][0] == (19 + 2) + (22 + 2)
+    assert m["internal_fragmentation"][0] == m["allocated_slots"][0] - 43
+    owner, state = res.slot_states(0)
+    assert (state == DUPLICATE).sum() == 8 and (state == TOKEN).sum() == 35
+
+
+def test_a_shared_prompt_no_longer_flatters_reserve_max():
+    """Finding 4 of the lesson-truth issue: with copies counted as useful, adding a 256-token system
+    prompt raised reserve-max's utilisation from 31 % to 46 %. Counted once, duplicates are waste."""
+    w = classroom_40()
+    plain = simulate(w, ReserveMaxAllocator(2048, 600), record_snapshots=False).summary
+    shared = simulate(with_shared_prefix(w, 256), ReserveMaxAllocator(2048, 600), record_snapshots=False).summary
+    assert shared["peak_running"] < plain["peak_running"]
+    assert shared["mean_duplicate_fraction_busy"] > 0.05 and plain["mean_duplicate_fraction_busy"] == 0
+    assert shared["mean_utilization_busy"] < 0.40          # was 0.46 when every copy counted
+    paged = simulate(with_shared_prefix(w, 256), PagedAllocator(2048, 16), record_snapshots=False).summary
+    assert paged["mean_duplicate_fraction_busy"] == 0      # 256 = 16 full blocks: stored once
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 10), prefix=st.integers(0, 40), block=st.integers(1, 16), total=st.integers(150, 900),
+       data=st.data())
+def test_the_map_draws_exactly_what_the_metrics_count(n, prefix, block, total, data):
+    """At every step, for both allocators: duplicate cells = duplicate_slots, token cells (shared
+    counted once per slot) = distinct tokens, allocated-empty cells = internal fragmentation."""
+    reqs = tuple(Request(i + 1, prefix + data.draw(st.integers(1, 30)), data.draw(st.integers(1, 30)),
+                         data.draw(st.integers(0, 8))) for i in range(n))
+    w = Workload("random", reqs, max_new_tokens=30, shared_prefix=prefix)
+    for alloc in (ReserveMaxAllocator(total, 30), PagedAllocator(total, block)):
+        res = simulate(w, alloc)
+        m = res.metrics
+        for r in range(res.records):
+            owner, state = res.slot_states(int(m["step"][r]))
+            assert (state == DUPLICATE).sum() == m["duplicate_slots"][r]
+            assert (state == TOKEN).sum() + (state == SHARED).sum() == m["used_slots"][r]
+            assert (state == EMPTY).sum() == m["internal_fragmentation"][r]
 
 
 def test_shared_prefix_fits_more_of_classroom_40():

@@ -12,14 +12,15 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from allocator import EMPTY, FREE, HOLE, SHARED
+from allocator import DUPLICATE, EMPTY, FREE, HOLE, SHARED
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
-from allocator.viz.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
+from allocator.viz.theme import (DARK_HOLE, DUPLICATE as DUPLICATE_COLOUR, GREY_FREE, ORANGE_EMPTY, PAGED,
+                                 REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
 
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
 FIGURE_BUDGET_BYTES = 2_800_000
 MAX_FRAMES = 90
-_CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, *REQUEST_COLOURS]   # z code -> colour
+_CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, DUPLICATE_COLOUR, *REQUEST_COLOURS]  # z code -> colour
 _ORDER = ("reserve_max", "paged")
 _SERIES_COLOUR = {"reserve_max": RESERVE_MAX, "paged": PAGED}
 
@@ -54,10 +55,10 @@ def _colorscale() -> list:
 
 
 def _codes(owner: np.ndarray, state: np.ndarray) -> np.ndarray:
-    """Heatmap z codes: 0 free, 1 hole, 2 allocated-empty, 3 shared prefix, 4+ token of a request
-    (id mod palette)."""
-    return np.select([state == FREE, state == HOLE, state == EMPTY, state == SHARED],
-                     [0, 1, 2, 3], default=4 + np.maximum(owner, 0) % len(REQUEST_COLOURS))
+    """Heatmap z codes: 0 free, 1 hole, 2 allocated-empty, 3 shared prefix, 4 duplicate copy of the
+    shared prompt, 5+ token of a request (id mod palette)."""
+    return np.select([state == FREE, state == HOLE, state == EMPTY, state == SHARED, state == DUPLICATE],
+                     [0, 1, 2, 3, 4], default=5 + np.maximum(owner, 0) % len(REQUEST_COLOURS))
 
 
 def _typed(arr: np.ndarray) -> dict:
@@ -195,6 +196,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
               ("free but unusable hole", DARK_HOLE)]
     if results["paged"].shared_prefix:
         legend.insert(1, ("shared system-prompt block (one copy, many block tables)", SHARED_PREFIX))
+        legend.insert(2, ("duplicate copy of the shared prompt", DUPLICATE_COLOUR))
     for name, colour in legend:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, legendgroup="map",
                                  marker=dict(symbol="square", size=14, color=colour,

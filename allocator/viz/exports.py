@@ -25,6 +25,7 @@ KINDS = ("reserve_max", "paged")
 #: tests/test_exports.py checks that every engine metric has a unit here.
 METRIC_UNITS = {
     "used_slots": "slots",
+    "duplicate_slots": "slots",
     "logical_tokens": "tokens",
     "allocated_unshared": "slots",
     "allocated_slots": "slots",

@@ -1,24 +1,41 @@
 """One colour-blind-safe palette for the whole app (no streamlit import: charts and tests share it).
 
-Convention (DESIGN.md): orange always means "allocated, holding nothing"; grey means free;
-dark grey means an unusable hole. Request colours avoid orange, red and grey so the three
-state colours stay unambiguous. Sources: Okabe & Ito (2008) for orange, Paul Tol's "muted"
-and "bright" schemes for the request colours.
+One meaning per colour, on every page:
+
+* **State colours** (memory maps, block pools, accounting bars): light grey = free; dark grey =
+  free but unusable (a hole, or a pool remainder that forms no block); orange = allocated,
+  holding nothing; deep pink = a token in a block several block tables share (refcount > 1);
+  dark brown = a duplicate copy of a shared-prompt token (stored again although it is the same).
+* **Request colours**: the tokens of one request, cycled over request ids (blues and greens
+  only, so a request is never mistaken for a state).
+* **Series colours** in line charts: black = reserve-max, blue = paged, green = a third series.
+
+Chosen by computation, not by eye: tests/test_palette.py checks, in the CAM02-UCS colour space
+(colorspacious), that the state colours stay apart from each other and from every request colour
+for normal vision and under simulated deuteranopia, protanopia and tritanopia, and that the
+request colours stay apart from each other for normal vision. Sources: Okabe & Ito (2008) for
+the orange, blue and green; Paul Tol's schemes for the request colours; ColorBrewer PiYG and
+BrBG for the pink and the brown.
 """
 
 ORANGE_EMPTY = "#E69F00"   # allocated, holding nothing (Okabe-Ito orange)
 GREY_FREE = "#DDDDDD"      # free
 DARK_HOLE = "#4D4D4D"      # free but unusable (hole too small / remainder)
-SHARED_PREFIX = "#CC79A7"  # a token in a block several sequences share (Okabe-Ito reddish purple: "pink")
+SHARED_PREFIX = "#C51B7D"  # a token in a block several sequences share (ColorBrewer PiYG pink)
+DUPLICATE = "#7F3B08"      # a duplicate copy of a shared-prompt token (ColorBrewer BrBG brown)
 
-#: Colours cycled over request ids for slots that hold a token (blues and greens only, so none is
-#: mistaken for orange, grey or the shared-prefix pink).
-REQUEST_COLOURS = (
-    "#332288", "#88CCEE", "#44AA99", "#117733", "#1F78B4",
-    "#4477AA", "#2166AC", "#66CCEE", "#228833", "#5AAE61",
-)
+#: State name -> colour, for tests and legends.
+STATE_COLOURS = {"free": GREY_FREE, "hole": DARK_HOLE, "allocated, holding nothing": ORANGE_EMPTY,
+                 "shared": SHARED_PREFIX, "duplicate": DUPLICATE}
+
+#: Colours cycled over request ids for slots that hold a token (blues and greens only). Five, so
+#: that every pair is clearly different for normal vision; neighbouring ids never share one.
+REQUEST_COLOURS = ("#77AADD", "#332288", "#74C476", "#228833", "#44AA99")
 
 #: Series colours for the two allocators in line charts.
 RESERVE_MAX = "#000000"    # black: no orange anywhere but "allocated, holding nothing"
 PAGED = "#0072B2"          # blue (Okabe-Ito)
 ACCENT = "#009E73"         # bluish green (Okabe-Ito), for a third series
+
+#: Series name -> colour, for tests.
+SERIES_COLOURS = {"reserve-max": RESERVE_MAX, "paged": PAGED, "third series": ACCENT}
