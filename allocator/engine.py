@@ -460,8 +460,11 @@ def _snapshot_bytes(snap) -> int:
 def summarize(result: SimulationResult) -> dict:
     """Summary figures of a run (JSON-ready). Means over steps weight each record by its span.
 
-    Keys: steps, peak_running, mean_utilization_busy (mean of used/total over steps whose
-    waiting queue was non-empty; None if there were none), mean_utilization (all steps),
+    Keys: steps, peak_running (the largest batch, a single instant) and peak_running_step (the
+    first step it happened), mean_running_busy (the sustained batch: mean running over steps whose
+    waiting queue was non-empty; None if none) and mean_running (all steps), busy_steps (how many
+    steps had a non-empty queue), mean_utilization_busy (mean of distinct tokens / total over busy
+    steps; None if there were none), mean_utilization (all steps),
     preemptions (total), mean_tokens_per_step, finished, rejected (list of {id, reason}),
     total_slots, block_size, peak_utilization, mean_internal_fragmentation_busy and
     mean_external_fragmentation_busy and mean_duplicate_fraction_busy (fractions of the pool
@@ -488,6 +491,10 @@ def summarize(result: SimulationResult) -> dict:
     return {
         "steps": result.steps,
         "peak_running": int(m["running"].max()) if has else 0,
+        "peak_running_step": int(m["step"][int(m["running"].argmax())]) if has else 0,
+        "mean_running_busy": busy_mean(m["running"]),
+        "mean_running": round(result.mean(m["running"]), 4) if has else 0.0,
+        "busy_steps": int((m["span"] * busy).sum()),
         "mean_utilization_busy": busy_mean(m["utilization"]),
         "mean_utilization": round(result.mean(m["utilization"]), 6) if has else 0.0,
         "preemptions": total_of("preemptions"),

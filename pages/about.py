@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from allocator.trace import AZURE_ATTRIBUTION
+from pages._ui.texts import COPY_ON_WRITE_SHORT
 
 #: (term, meaning in the app's own words, where the app shows it). Keep in step with DESIGN.md "Words".
 GLOSSARY = [
@@ -51,9 +52,7 @@ GLOSSARY = [
     ("refcount", "A count kept per physical block of how many sequences' block tables point at it. A block is "
      "free again only when its count drops to zero.",
      "Block tables & sharing"),
-    ("copy-on-write", "Sequences may share a block only while none of them changes it. The first one to write "
-     "something different gets a private copy of the block, and the shared block's refcount drops by one.",
-     "Block tables & sharing"),
+    ("copy-on-write", COPY_ON_WRITE_SHORT, "Block tables & sharing"),
     ("prefix caching", "Reusing the cached keys and values of a prompt beginning that an earlier request already "
      "computed (a system prompt, a shared document), instead of computing and storing it again.",
      "Block tables & sharing, Slot accounting (shared prefix)"),

@@ -17,6 +17,7 @@ import streamlit as st
 
 from pages._ui.block_tables_demo import BLOCK_SIZE, TENANTS, BlockTablesDemo, words_of
 from pages._ui.block_tables_figure import block_table_figure
+from pages._ui.texts import COPY_ON_WRITE
 
 # -------------------------------------------------------------------------------- state
 
@@ -186,12 +187,7 @@ with st.expander("How the pieces fit"):
     st.markdown(
         "- **Refcount.** A block is shared by listing it in several block tables; its refcount "
         "counts those tables. It returns to the pool only when the count falls to zero.\n"
-        "- **Copy-on-write.** Full blocks are never written again, so only a shared *last* block "
-        "(after a fork) needs care. The writer first drops its own reference — while its table "
-        "still names the shared block — then takes a free block, copies the shared tokens into it, "
-        "re-points its table and writes. Decrementing *after* re-pointing would hit the copy "
-        "instead of the original: the original could never reach zero (a leak) and the copy could "
-        "be handed to someone else while still in use.\n"
+        f"- **Copy-on-write.** {COPY_ON_WRITE}\n"
         "- **Prefix caching.** A full block is found again by a hash of its parent block's hash, "
         "its own tokens and tagged extra keys (a tenant's salt in the first block, a LoRA name in "
         "every block). A partly filled block is never cached. A finished sequence's full blocks "

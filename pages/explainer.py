@@ -9,6 +9,7 @@ import streamlit as st
 from allocator import CLASSROOM_40
 from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
 from allocator.trace import AZURE_ATTRIBUTION, shipped_trace
+from allocator.viz.claims import details_rows, headline, plural, sweep_summary, sweep_table
 from pages._ui.cache import compute, metrics_table, sweep, sweep_chart, uploaded_rows
 from pages._ui.exports_ui import exports_menu
 from pages._ui.guided import guided_lesson
@@ -89,77 +90,25 @@ def controls() -> Scenario:
                     max_new_tokens=int(max_new), metadata_cost=float(cost), **kw)
 
 
-def fmt_pct(x):
-    return "—" if x is None else f"{x:.0%}"
-
-
-def _delta(value, fmt="{:+,}"):
-    """A metric delta, or None when there is no difference to show."""
-    return None if value in (None, 0) else fmt.format(value)
-
-
 def summary_panel(results, cost: float) -> None:
-    """Three headline numbers per allocator, side by side, then every other figure in one table."""
+    """Three headline numbers per allocator, side by side, then every other figure in one table
+    (both built by ``allocator.viz.claims`` from the results)."""
     cols = st.columns(2, border=True)
-    rm = results["reserve_max"].summary
+    panels = headline(results)
     for col, key in zip(cols, ("reserve_max", "paged")):
-        res = results[key]
-        s = res.summary
-        other = key != "reserve_max" and rm["finished"] > 0
+        panel = panels[key]
+        s = results[key].summary
         with col:
-            st.subheader(res.label + (f" · blocks of {res.block_size}" if res.block_size else " · contiguous"))
-            a, b, c = st.columns(3)
-            a.metric("Peak running", s["peak_running"],
-                     delta=_delta(s["peak_running"] - rm["peak_running"]) if other else None,
-                     help="Largest batch: sequences that computed a token in the same step.")
-            u, ur = s["mean_utilization_busy"], rm["mean_utilization_busy"]
-            b.metric("Utilisation", fmt_pct(u),
-                     delta=_delta(None if u is None or ur is None else round((u - ur) * 100), "{:+} pts")
-                     if other else None,
-                     help="Slots holding a token ÷ all slots, mean over the steps when requests were waiting.")
-            c.metric("Steps to drain", f"{s['steps']:,}",
-                     delta=_delta(s["steps"] - rm["steps"]) if other else None, delta_color="inverse",
-                     help="Engine steps until every request has finished (or been rejected).")
+            st.subheader(panel["title"])
+            for slot, card in zip(st.columns(3), panel["cards"]):
+                slot.metric(card["label"], card["value"], delta=card["delta"], delta_color=card["delta_color"],
+                            help=card["help"])
+            st.caption(panel["line"])
             if s["rejected"]:
-                st.warning(f"{len(s['rejected'])} request(s) can never fit and were rejected:\n\n" +
+                st.warning(f"{plural(len(s['rejected']), 'request')} can never fit and "
+                           f"{'was' if len(s['rejected']) == 1 else 'were'} rejected:\n\n" +
                            "\n".join(f"- r{r['id']}: {r['reason']}" for r in s["rejected"][:10]))
-    st.dataframe(details_table(results, cost), hide_index=True, width="stretch")
-
-
-def _fmt_cost(x):
-    return "—" if x is None else f"{x:.3f}"
-
-
-def details_table(results, cost: float) -> pd.DataFrame:
-    """Every summary figure of both allocators as rows (measure, reserve-max, paged, what it means)."""
-    rows = []
-
-    def add(name, fn, meaning):
-        rows.append({"measure": name, "reserve-max": fn(results["reserve_max"]), "paged": fn(results["paged"]),
-                     "what it means": meaning})
-
-    add("tokens per step", lambda r: f"{r.summary['mean_tokens_per_step']:.2f}",
-        "mean tokens emitted per engine step (throughput)")
-    add("internal fragmentation", lambda r: fmt_pct(r.summary["mean_internal_fragmentation_busy"]),
-        "allocated slots holding no token, share of the pool while requests wait (orange)")
-    add("external fragmentation", lambda r: fmt_pct(r.summary["mean_external_fragmentation_busy"]),
-        "free slots in gaps too small for the next request, share of the pool while requests wait (dark grey)")
-    add(f"cost per stored token (c = {cost:g})",
-        lambda r: _fmt_cost(r.cost_per_token_busy(cost)),
-        "(allocated slots + c × blocks or reservations) ÷ tokens stored; 1.000 means nothing wasted")
-    add("preemptions", lambda r: f"{r.summary['preemptions']:,}",
-        "sequences evicted to make room (recompute or swap, as chosen in the sidebar)")
-    add("logical tokens, at their peak", lambda r: f"{r.summary['peak_logical_tokens']:,}",
-        "tokens the running sequences hold, each counting its own copy of a shared prompt")
-    add("distinct slots holding them (same step)", lambda r: f"{r.summary['used_slots_at_peak_logical']:,}",
-        "physical slots at that same step: a shared prompt block is stored once")
-    add("swapped blocks", lambda r: f"{r.summary['swapped_blocks']:,}",
-        "blocks copied to host memory and back (swap), out and in together")
-    add("recomputed tokens", lambda r: f"{r.summary['recomputed_tokens']:,}",
-        "tokens prefilled a second time after a recompute preemption")
-    add("finished / rejected", lambda r: f"{r.summary['finished']:,} / {len(r.rejected):,}",
-        "requests served, and requests that can never fit this pool")
-    return pd.DataFrame(rows)
+    st.dataframe(pd.DataFrame(details_rows(results, cost)), hide_index=True, width="stretch")
 
 
 NARRATIVE = {
@@ -193,7 +142,9 @@ NARRATIVE = {
         "the sequence it admitted last: its blocks return to the pool and it goes back to the head of "
         "the queue. With **recompute** its prompt and the tokens it had already produced are "
         "processed again when it returns; with **swap** its blocks are copied out to host memory "
-        "and back in before it resumes. Either way a preemption costs time, not correctness."),
+        "and back in before it resumes. Either way the answer is unaffected but work is repeated or "
+        "copied: the table above counts it (recomputed tokens, swapped blocks). This page counts that "
+        "work in tokens and blocks; it does not turn it into seconds."),
 }
 
 
@@ -281,21 +232,8 @@ with left:
     st.plotly_chart(sweep_chart(scenario, results["reserve_max"].summary["mean_utilization_busy"]),
                     width="stretch", config={"displaylogo": False}, key="sweep")
 with right:
-    best = min(rows, key=lambda r: r["cost_per_token_busy"])
-    here = next((r for r in rows if r["block_size"] == scenario.block_size), None)
-    st.markdown(f"Utilisation falls as blocks grow: each sequence's last block is on average half empty, "
-                f"and a big block leaves few blocks to go round.\n\nWith c = **{scenario.metadata_cost:g}** "
-                f"slot equivalents per block, the cheapest block size per stored token is "
-                f"**{best['block_size']}**. Raise c and tiny blocks stop looking free.")
-    if here is None:
-        st.caption(f"Block size {scenario.block_size} is not on the sweep's powers of two; the maps above use it.")
+    st.markdown(sweep_summary(rows, scenario.block_size, scenario.metadata_cost))
 if st.toggle("Show the sweep as a table", key="show_sweep_table"):
-    table = pd.DataFrame([{"block size (slots)": r["block_size"], "blocks in pool": r["blocks"],
-                           "utilisation while waiting (%)": round(100 * r["mean_utilization_busy"], 1),
-                           "internal frag. (% of pool)": round(100 * r["mean_internal_fragmentation_busy"], 1),
-                           "peak running": r["peak_running"], "steps to drain": r["steps"],
-                           "preemptions": r["preemptions"], "tokens per step": r["mean_tokens_per_step"],
-                           "cost per stored token": round(r["cost_per_token_busy"], 3)} for r in rows])
-    st.dataframe(table, hide_index=True)
+    st.dataframe(sweep_table(rows), hide_index=True)
 
 workload_panel(workload, scenario)

@@ -11,6 +11,7 @@ from allocator import EMPTY, FREE, TOKEN
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
 from allocator.scenario import Scenario, run_scenario
 from allocator.viz.charts import explainer_figure, figure_json_bytes, sweep_figure
+from allocator.viz.claims import pct
 from tests.conftest import APP_PATH, metric
 
 
@@ -111,20 +112,25 @@ def app():
 
 def test_page_renders_the_core_figures(app):
     res = run_scenario(Scenario(), record_snapshots=False)
-    assert metric(app, "Peak running") == [str(res["reserve_max"].summary["peak_running"]),
-                                           str(res["paged"].summary["peak_running"])]
-    assert metric(app, "Utilisation")[1] == f"{res['paged'].summary['mean_utilization_busy']:.0%}"
-    assert metric(app, "Steps to drain")[0] == f"{res['reserve_max'].summary['steps']:,}"
+    rm, pg = res["reserve_max"].summary, res["paged"].summary
+    assert metric(app, "Running while requests wait") == [f"{rm['mean_running_busy']:.1f}",
+                                                          f"{pg['mean_running_busy']:.1f}"]
+    assert metric(app, "Utilisation while requests wait")[1] == pct(pg["mean_utilization_busy"])
+    assert metric(app, "Steps to drain")[0] == f"{rm['steps']:,}"
+    # the peak is named as a peak, at its step, and never as "the batch"
+    lines = [c.value for c in app.caption if c.value.startswith("Peak:")]
+    assert lines == [f"Peak: {rm['peak_running']} running at once, at step {rm['peak_running_step']:,} (one instant).",
+                     f"Peak: {pg['peak_running']} running at once, at step {pg['peak_running_step']:,} (one instant)."]
     assert len(app.get("plotly_chart")) == 2
 
 
 def test_block_size_slider_changes_the_paged_side(app):
-    before = metric(app, "Utilisation")[1]
+    before = metric(app, "Utilisation while requests wait")[1]
     app.select_slider(key="block_size").set_value(256).run()
     assert not app.exception
-    res = run_scenario(Scenario(block_size=256), record_snapshots=False)
-    assert metric(app, "Utilisation")[1] == f"{res['paged'].summary['mean_utilization_busy']:.0%}" != before
-    assert metric(app, "Peak running")[1] == str(res["paged"].summary["peak_running"])
+    res = run_scenario(Scenario(block_size=256), record_snapshots=False)["paged"].summary
+    assert metric(app, "Utilisation while requests wait")[1] == pct(res["mean_utilization_busy"]) != before
+    assert metric(app, "Running while requests wait")[1] == f"{res['mean_running_busy']:.1f}"
 
 
 def test_trace_workload_on_the_page(app):
@@ -149,7 +155,7 @@ def test_shared_prefix_and_swap_on_the_page(app):
     res = run_scenario(Scenario(shared_prefix=256, preemption="swap"), record_snapshots=False)["paged"].summary
     table = details(app)
     assert table["logical tokens, at their peak"] == f"{res['peak_logical_tokens']:,}"
-    assert table["distinct slots holding them (same step)"] == f"{res['used_slots_at_peak_logical']:,}"
+    assert table["distinct tokens at that step"] == f"{res['used_slots_at_peak_logical']:,}"
     assert table["swapped blocks"] == f"{res['swapped_blocks']:,}"
     assert res["peak_logical_tokens"] > res["used_slots_at_peak_logical"] and res["swapped_blocks"] > 0
 
@@ -196,5 +202,5 @@ def test_url_query_parameters_set_the_scenario():
     assert not at.exception
     assert at.select_slider(key="block_size").value == 64
     res = run_scenario(Scenario(block_size=64, shared_prefix=128), record_snapshots=False)
-    assert metric(at, "Peak running") == [str(res["reserve_max"].summary["peak_running"]),
-                                          str(res["paged"].summary["peak_running"])]
+    assert metric(at, "Running while requests wait") == [f"{res[k].summary['mean_running_busy']:.1f}"
+                                                         for k in ("reserve_max", "paged")]

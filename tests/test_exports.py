@@ -104,7 +104,11 @@ def test_handout_lists_both_allocators_and_takeaways(run):
     assert "<script" not in doc.lower() and "http://" not in doc
     rm, pg = results["reserve_max"].summary, results["paged"].summary
     rows = {r[0]: r[1:] for r in handout_rows(results)}
-    assert rows["Peak running (sequences in memory at once)"] == (str(rm["peak_running"]), str(pg["peak_running"]))
+    assert rows["Running while requests wait (mean sequences per step)"] == (
+        f"{rm['mean_running_busy']:,.2f}", f"{pg['mean_running_busy']:,.2f}")
+    assert rows["Peak running (one instant)"] == (f"{rm['peak_running']} at step {rm['peak_running_step']:,}",
+                                                  f"{pg['peak_running']} at step {pg['peak_running_step']:,}")
+    assert "the batch" not in doc and "x the batch" not in " ".join(takeaways(results))
     assert rows["Steps to drain (engine steps)"] == (f"{rm['steps']:,}", f"{pg['steps']:,}")
     assert f"{100 * pg['mean_utilization_busy']:.0f} %" in doc
     points = takeaways(results)

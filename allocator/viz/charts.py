@@ -281,8 +281,12 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
     """
     bs = [r["block_size"] for r in rows]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
+    if not bs:                              # no block size fits the pool: say so on the chart itself
+        fig.add_annotation(text="No block size of the sweep fits this pool.", showarrow=False,
+                           xref="paper", yref="paper", x=0.5, y=0.5, font=dict(size=16))
+        bs = [current_block_size]
     fig.add_trace(go.Scatter(
-        x=bs, y=[r["mean_utilization_busy"] * 100 for r in rows], mode="lines+markers",
+        x=bs, y=[_times(r["mean_utilization_busy"], 100) for r in rows], mode="lines+markers",
         name="paged: mean utilisation while requests wait (%)", line=dict(color=PAGED, width=3),
         customdata=[[r["peak_running"], r["steps"], r["preemptions"]] for r in rows],
         hovertemplate=("block size %{x} slots<br>utilisation %{y:.1f} %<br>peak running %{customdata[0]}"
@@ -315,6 +319,11 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
     fig.update_layout(height=430, margin=dict(l=60, r=60, t=40, b=40), plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hoverlabel=dict(font_size=14))
     return fig
+
+
+def _times(value, factor):
+    """``value * factor``, or None (a gap in a line) when there is no value (nothing ran)."""
+    return None if value is None else value * factor
 
 
 def figure_json_bytes(fig: go.Figure) -> int:

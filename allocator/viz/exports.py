@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from allocator.engine import METRICS
 from allocator.trace import AZURE_ATTRIBUTION
+from allocator.viz.claims import pct, plural
 
 #: Order of the allocators in every export (left to right, as on the explainer page).
 KINDS = ("reserve_max", "paged")
@@ -168,10 +169,17 @@ def animation_caption(scenario, workload, results: dict) -> str:
     """One-paragraph caption of an exported animation: workload, pool and both allocators' headline
     figures (plain text), shared by the CLI's export-html and the explainer's Export menu."""
     rm, pg = results["reserve_max"].summary, results["paged"].summary
+
+    def side(s):
+        if not s["finished"]:
+            return "nothing ran (every request rejected)"
+        running = (f"{s['mean_running_busy']:.1f} running on average while requests waited"
+                   if s["mean_running_busy"] is not None else f"{s['mean_running']:.1f} running on average")
+        return f"{running} (peak {s['peak_running']} at step {s['peak_running_step']:,}), {s['steps']:,} steps"
+
     return (f"{workload.name}: {len(workload)} requests in a {scenario.slots:,}-slot pool, max_new_tokens "
-            f"{workload.max_new_tokens:,}. Left: reserve-max (prompt + max_new_tokens, contiguous) — "
-            f"peak {rm['peak_running']} running, {rm['steps']:,} steps. Right: paged, blocks of "
-            f"{scenario.block_size} slots — peak {pg['peak_running']} running, {pg['steps']:,} steps.")
+            f"{workload.max_new_tokens:,}. Left: reserve-max (prompt + max_new_tokens, contiguous): "
+            f"{side(rm)}. Right: paged, blocks of {scenario.block_size} slots: {side(pg)}.")
 
 
 def animation_html(scenario, workload, results: dict, fig: go.Figure, *, title: str | None = None,
@@ -224,10 +232,6 @@ def standalone_html(fig: go.Figure, *, title: str = "Reserve for the worst case,
 
 # ----------------------------------------------------------------------------------- handout
 
-def _pct(x) -> str:
-    return "—" if x is None else f"{100 * float(x):.0f} %"
-
-
 def _fmt(x) -> str:
     if x is None:
         return "—"
@@ -243,30 +247,41 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
 
     Returns:
-        Rows in display order: peak running (sequences), utilisation while requests wait (% of
-        pool), internal and external fragmentation while requests wait (% of pool), steps to
-        drain, tokens per step, preemptions, finished, rejected (requests).
+        Rows in display order: running while requests wait (mean sequences per step), the peak
+        (one instant, with its step), utilisation, internal and external fragmentation and
+        duplicate prompt copies while requests wait (% of pool), steps to drain, tokens per step,
+        preemptions, finished, rejected (requests). "—" marks a figure that does not exist
+        (nothing waited, or nothing ran); the table's last row says so when it appears.
 
     Raises:
         ValueError: ``results`` lacks one of the two allocators.
     """
     _check_results(results)
     s = {k: results[k].summary for k in KINDS}
+
+    def peak(x):
+        return f"{x['peak_running']} at step {x['peak_running_step']:,}" if x["finished"] else "—"
+
     spec = [
-        ("Peak running (sequences in memory at once)", "peak_running", _fmt),
-        ("Utilisation while requests wait (% of slots holding a token)", "mean_utilization_busy", _pct),
+        ("Running while requests wait (mean sequences per step)", lambda x: _fmt(x["mean_running_busy"])),
+        ("Peak running (one instant)", peak),
+        ("Utilisation while requests wait (% of slots holding a distinct token)",
+         lambda x: pct(x["mean_utilization_busy"])),
         ("Internal fragmentation while requests wait (% of pool allocated but empty)",
-         "mean_internal_fragmentation_busy", _pct),
+         lambda x: pct(x["mean_internal_fragmentation_busy"])),
         ("External fragmentation while requests wait (% of pool free but unusable)",
-         "mean_external_fragmentation_busy", _pct),
-        ("Steps to drain (engine steps)", "steps", _fmt),
-        ("Tokens per step (mean)", "mean_tokens_per_step", _fmt),
-        ("Preemptions (sequences evicted to free memory)", "preemptions", _fmt),
-        ("Finished (requests)", "finished", _fmt),
+         lambda x: pct(x["mean_external_fragmentation_busy"])),
+        ("Duplicate copies of a shared prompt while requests wait (% of pool)",
+         lambda x: pct(x["mean_duplicate_fraction_busy"])),
+        ("Steps to drain (engine steps)", lambda x: _fmt(x["steps"])),
+        ("Tokens per step (mean over all steps)", lambda x: _fmt(x["mean_tokens_per_step"])),
+        ("Preemptions (sequences evicted to free memory)", lambda x: _fmt(x["preemptions"])),
+        ("Finished (requests)", lambda x: _fmt(x["finished"])),
+        ("Rejected, can never fit (requests)", lambda x: str(len(x["rejected"]))),
     ]
-    rows = [(label, fn(s["reserve_max"].get(key)), fn(s["paged"].get(key))) for label, key, fn in spec]
-    rows.append(("Rejected, can never fit (requests)", str(len(s["reserve_max"]["rejected"])),
-                 str(len(s["paged"]["rejected"]))))
+    rows = [(label, fn(s["reserve_max"]), fn(s["paged"])) for label, fn in spec]
+    if any("—" in (a, b) for _, a, b in rows):
+        rows.append(("— means", "no such figure: nothing waited (or nothing ran) in that run", ""))
     return rows
 
 
@@ -277,7 +292,8 @@ def takeaways(results: dict) -> list[str]:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
 
     Returns:
-        A list of plain-text sentences (no markup).
+        A list of plain-text sentences (no markup). Batch sizes are the sustained ones (mean
+        running while requests wait); a peak is called a peak and given its step.
 
     Raises:
         ValueError: ``results`` lacks one of the two allocators.
@@ -285,35 +301,41 @@ def takeaways(results: dict) -> list[str]:
     _check_results(results)
     rm, pg = results["reserve_max"].summary, results["paged"].summary
     bs = results["paged"].block_size
+    if not rm["finished"] or not pg["finished"]:
+        return ["Nothing could run on at least one side: every request was rejected because it can never "
+                "fit this pool (the reasons are listed on the page). Enlarge the pool or shorten the requests."]
     out = []
     u_rm, u_pg = rm["mean_utilization_busy"], pg["mean_utilization_busy"]
     if u_rm is not None and u_pg is not None:
-        out.append(f"Reserving prompt + max_new_tokens for every request left only {_pct(u_rm)} of the "
-                   f"pool holding real tokens while requests queued; handing out blocks of {bs} slots "
-                   f"on demand raised that to {_pct(u_pg)}.")
+        out.append(f"Reserving prompt + max_new_tokens for every request left only {pct(u_rm)} of the "
+                   f"pool holding distinct tokens while requests queued; handing out blocks of {bs} slots "
+                   f"on demand raised that to {pct(u_pg)}.")
     else:
-        out.append("No request ever had to wait in this run, so both allocators kept up; shrink the pool "
-                   "or add requests to see them differ.")
-    ratio = pg["peak_running"] / rm["peak_running"] if rm["peak_running"] else None
-    out.append(f"The same memory held {rm['peak_running']} sequences at once when reserved for the worst case "
-               f"and {pg['peak_running']} when paged"
-               + (f" ({ratio:.1f}x the batch)." if ratio else "."))
+        out.append("No request ever had to wait on at least one side, so there are no waiting-step averages to "
+                   "compare; shrink the pool or add requests to see the allocators differ.")
+    b_rm, b_pg = rm["mean_running_busy"], pg["mean_running_busy"]
+    if b_rm is not None and b_pg is not None:
+        out.append(f"While requests waited, the same memory ran {b_rm:.1f} sequences per step on average when "
+                   f"reserved for the worst case and {b_pg:.1f} when paged ({b_pg / b_rm:.1f}x). The peaks, "
+                   f"{rm['peak_running']} and {pg['peak_running']}, were single instants (steps "
+                   f"{rm['peak_running_step']:,} and {pg['peak_running_step']:,}).")
     if pg["steps"] < rm["steps"]:
-        out[-1] += (f" The bigger batch is why the paged run finished everything in {pg['steps']:,} steps "
+        out[-1] += (f" Running more at a time is why the paged run finished everything in {pg['steps']:,} steps "
                     f"instead of {rm['steps']:,}.")
     elif pg["steps"] > rm["steps"]:
         out[-1] += (f" Here the paged run took longer all the same ({pg['steps']:,} steps against "
-                    f"{rm['steps']:,})" + (": recomputing preempted sequences cost more than the bigger "
-                                           "batch won." if pg["preemptions"] else "."))
+                    f"{rm['steps']:,}).")
     out.append(f"Paging leaves one kind of slack: the unfilled end of each sequence's last block, under "
                f"{bs} slots per sequence here. Bigger blocks waste more of it; smaller blocks make the "
                f"block table longer and the attention kernel's reads more scattered.")
     if pg["preemptions"]:
-        how = ("its blocks were copied to host memory and back" if pg.get("preemption_mode") == "swap"
-               else "it was later recomputed")
-        out.append(f"Admitting requests without reserving their future costs something: the paged run "
-                   f"ran out of blocks {pg['preemptions']} time(s) and evicted a sequence each time; "
-                   f"{how}. Time is lost, answers are not.")
+        work = (f"{pg['swapped_blocks']:,} blocks were copied to host memory and back"
+                if pg.get("preemption_mode") == "swap" and pg["swapped_blocks"]
+                else f"{pg['recomputed_tokens']:,} tokens had to be prefilled again")
+        out.append(f"Admitting requests without reserving their future has a price: the paged run ran out "
+                   f"of blocks and evicted a sequence {plural(pg['preemptions'], 'time')}; {work}. The "
+                   "answers are unaffected; this simulation counts that extra work in tokens and blocks but "
+                   "does not turn it into seconds.")
     return out
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._ui.texts import COPY_ON_WRITE
+
 BASE = {"workload": "classroom-40", "block_size": 16, "slots_classroom-40": 2048, "max_new_classroom-40": 600,
         "shared_prefix": 0, "preemption": "recompute", "metadata_cost": 0.0, "arrival": "burst", "seed": 25}
 
@@ -85,9 +87,7 @@ CHALLENGES = [
      "It can need a block when none is free. The engine must evict someone — the preemptions counted on this "
      "page — and either recompute that sequence later or swap its blocks to host memory."),
     ("Two sequences share a block (refcount 2) and one of them writes into it. What must happen, in what order?",
-     "The writer gets a fresh block, the contents are copied, its block table is pointed at the copy, and the "
-     "old block's refcount drops by one. Get the order wrong and a block is freed while still in use, or never "
-     "freed at all. Try it on the Block tables page."),
+     COPY_ON_WRITE + " Try both orders on the Block tables page."),
     ("Prefix caching finds shared blocks by hashing. Why is hashing a block's own tokens not enough?",
      "Two prompts can have an identical third block after different first blocks: the cached keys and values "
      "differ because attention saw different context. The hash must chain over everything before the block "

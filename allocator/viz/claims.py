@@ -1,0 +1,190 @@
+"""The sentences the lesson says about a simulation, built from its results (no streamlit).
+
+Every number a headline, a lesson step, a chart caption or an export quotes is computed here
+from the result it sits beside, so the pages, the exports and the tests (tests/test_claims.py)
+read one source and a claim can never drift from the figure next to it.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+
+def pct(fraction: float | None, digits: int = 0) -> str:
+    """A fraction as a percentage (``0.314 -> "31 %"``), or "—" when there is none."""
+    return "—" if fraction is None else f"{100 * fraction:.{digits}f} %"
+
+
+def sweep_summary(rows: list[dict], block_size: int, metadata_cost: float) -> str:
+    """What the block-size sweep shows, in numbers taken from its rows (markdown).
+
+    Args:
+        rows: ``allocator.scenario.block_size_sweep`` output, ascending block sizes.
+        block_size: the block size on the slider (slots).
+        metadata_cost: c, slot equivalents per block.
+
+    Returns:
+        Sentences naming the utilisation at the smallest and largest block size that ran, the
+        cheapest block size per stored token at this c, and why a block size is missing.
+    """
+    ran = [r for r in rows if r["cost_per_token_busy"] is not None]
+    if not ran:
+        return ("No block size of the sweep could run this workload: every request was rejected at "
+                "every size (see the reasons above), so there is nothing to compare.")
+    lo, hi = ran[0], ran[-1]
+    trend = ("falls" if hi["mean_utilization_busy"] < lo["mean_utilization_busy"] else
+             "does not fall" if hi["mean_utilization_busy"] == lo["mean_utilization_busy"] else "rises")
+    best = min(ran, key=lambda r: (r["cost_per_token_busy"], r["block_size"]))
+    text = (f"Here utilisation {trend} from **{pct(lo['mean_utilization_busy'])}** at block size "
+            f"{lo['block_size']} to **{pct(hi['mean_utilization_busy'])}** at {hi['block_size']}: a "
+            "sequence's last block is on average half empty, and big blocks leave few blocks to go round."
+            f"\\n\\nWith c = **{metadata_cost:g}** slot equivalents per block, the cheapest block size per "
+            f"stored token is **{best['block_size']}** ({best['cost_per_token_busy']:.3f} slot equivalents "
+            "per token). Raise c and tiny blocks stop looking free.")
+    if not any(r["block_size"] == block_size for r in rows):
+        text += (f"\\n\\nBlock size {block_size} is not one of the sweep's powers of two; the maps above "
+                 "use it.")
+    return text
+
+
+def sweep_table(rows: list[dict]) -> pd.DataFrame:
+    """The sweep as a table; a block size that ran nothing shows "—" with the reason in a column."""
+    def cell(value, scale=1.0, digits=1):
+        return "—" if value is None else f"{value * scale:.{digits}f}"
+
+    return pd.DataFrame([{
+        "block size (slots)": r["block_size"], "blocks in pool": r["blocks"],
+        "utilisation while waiting (%)": cell(r["mean_utilization_busy"], 100),
+        "internal frag. (% of pool)": cell(r["mean_internal_fragmentation_busy"], 100),
+        "peak running": r["peak_running"], "steps to drain": r["steps"], "preemptions": r["preemptions"],
+        "tokens per step": cell(r["mean_tokens_per_step"], 1, 2),
+        "cost per stored token": cell(r["cost_per_token_busy"], 1, 3),
+        "note": "" if r["cost_per_token_busy"] is not None else "every request rejected: nothing ran",
+    } for r in rows])
+
+
+# --------------------------------------------------------------------------------------------
+# The explainer's headline cards and details table
+# --------------------------------------------------------------------------------------------
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``"1 token"``, ``"2 tokens"``, ``"1,024 steps"`` (counts always as integers)."""
+    n = int(n)
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
+
+
+def _waited(s: dict) -> bool:
+    return s["mean_running_busy"] is not None
+
+
+def headline(results: dict) -> dict:
+    """The three headline cards of each allocator, and a line under them (plain data).
+
+    Cards: the **sustained** batch (mean running while requests wait -- the peak is one instant
+    and is named as such in the line below), utilisation while requests wait, steps to drain.
+    When nothing ever waited, the busy-step figures do not exist: the cards show the all-steps
+    figures instead and say so in their label.
+
+    Args:
+        results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
+
+    Returns:
+        {kind: {"title": str, "cards": [{"label", "value", "delta", "delta_color", "help"}],
+        "line": str}}; ``delta`` compares paged with reserve-max (None on the reserve-max side).
+    """
+    rm = results["reserve_max"].summary
+    out = {}
+    for key in ("reserve_max", "paged"):
+        res = results[key]
+        s = res.summary
+        compare = key != "reserve_max" and rm["finished"] > 0 and s["finished"] > 0
+        waited = _waited(s)
+        running = s["mean_running_busy"] if waited else s["mean_running"]
+        running_rm = rm["mean_running_busy"] if _waited(rm) else rm["mean_running"]
+        util = s["mean_utilization_busy"] if waited else s["mean_utilization"]
+        util_rm = rm["mean_utilization_busy"] if _waited(rm) else rm["mean_utilization"]
+        same_basis = waited == _waited(rm)
+        cards = [
+            {"label": "Running while requests wait" if waited else "Running (mean, all steps)",
+             "value": f"{running:.1f}",
+             "delta": f"{running - running_rm:+.1f}" if compare and same_basis else None, "delta_color": "normal",
+             "help": ("The sustained batch: sequences computing a token per step, averaged over the "
+                      f"{plural(s['busy_steps'], 'step')} when at least one request was waiting."
+                      if waited else "Nothing ever waited, so this is the mean over every step.")
+                     + f" The peak, {s['peak_running']}, is a single instant (step {s['peak_running_step']:,})."},
+            {"label": "Utilisation while requests wait" if waited else "Utilisation (all steps)",
+             "value": pct(util),
+             "delta": (f"{round((util - util_rm) * 100):+d} pts" if compare and same_basis and util is not None
+                       and util_rm is not None and round((util - util_rm) * 100) else None), "delta_color": "normal",
+             "help": "Distinct tokens stored ÷ all slots (a shared prompt counts once), "
+                     + ("averaged over the steps when requests were waiting." if waited else "averaged over every step.")},
+            {"label": "Steps to drain", "value": f"{s['steps']:,}",
+             "delta": f"{s['steps'] - rm['steps']:+,}" if compare and s["steps"] != rm["steps"] else None,
+             "delta_color": "inverse",
+             "help": "Engine steps until every request has finished or been rejected."},
+        ]
+        if s["finished"] == 0:
+            line = (f"Nothing ran: all {plural(len(s['rejected']), 'request')} can never fit this pool "
+                    "(reasons below).")
+        else:
+            line = (f"Peak: {s['peak_running']} running at once, at step {s['peak_running_step']:,} (one instant)."
+                    + ("" if waited else " No request ever had to wait, so there are no waiting-step averages."))
+        out[key] = {"title": res.label + (f" · blocks of {res.block_size}" if res.block_size else " · contiguous"),
+                    "cards": cards, "line": line}
+    return out
+
+
+def details_rows(results: dict, metadata_cost: float) -> list[dict]:
+    """Every other summary figure of both allocators: rows of measure, reserve-max, paged, meaning.
+
+    Averages "while requests wait" fall back to every step, and say so in the measure's name,
+    when nothing ever waited in that run; "—" appears only where a figure does not exist (nothing
+    ran), and the row's meaning says why.
+    """
+    rows = []
+
+    def add(name, fn, meaning):
+        rows.append({"measure": name, "reserve-max": fn(results["reserve_max"]), "paged": fn(results["paged"]),
+                     "what it means": meaning})
+
+    def waiting_avg(r, key):
+        s = r.summary
+        value = s[f"{key}_busy"]
+        if value is None and s["finished"]:
+            m = r.metrics
+            return pct(r.mean(m[{"mean_internal_fragmentation": "internal_fragmentation",
+                                 "mean_external_fragmentation": "external_fragmentation",
+                                 "mean_duplicate_fraction": "duplicate_slots"}[key]] / r.total_slots)) + " (all steps)"
+        return pct(value)
+
+    add("peak running (one instant)", lambda r: (f"{r.summary['peak_running']} at step {r.summary['peak_running_step']:,}"
+                                                  if r.summary["finished"] else "—"),
+        "the most sequences that computed a token in the same step, and when")
+    add("mean running, all steps", lambda r: f"{r.summary['mean_running']:.2f}",
+        "sequences computing per step over the whole run (equals tokens per step)")
+    add("tokens per step", lambda r: f"{r.summary['mean_tokens_per_step']:.2f}",
+        "mean tokens emitted per engine step (throughput)")
+    add("internal fragmentation", lambda r: waiting_avg(r, "mean_internal_fragmentation"),
+        "allocated slots holding no token, share of the pool while requests wait (orange)")
+    add("external fragmentation", lambda r: waiting_avg(r, "mean_external_fragmentation"),
+        "free slots in gaps too small for the next request, share of the pool while requests wait (dark grey)")
+    add("duplicate copies of the shared prompt", lambda r: waiting_avg(r, "mean_duplicate_fraction"),
+        "slots holding a second copy of the shared system prompt, share of the pool while requests wait (brown)")
+    add(f"cost per stored token (c = {metadata_cost:g})",
+        lambda r: "—" if r.cost_per_token_busy(metadata_cost) is None else f"{r.cost_per_token_busy(metadata_cost):.3f}",
+        "(allocated slots + c × blocks or reservations) ÷ distinct tokens stored; 1.000 means nothing wasted")
+    add("preemptions", lambda r: f"{r.summary['preemptions']:,}",
+        "sequences evicted to make room (recompute or swap, as chosen in the sidebar)")
+    add("logical tokens, at their peak", lambda r: f"{r.summary['peak_logical_tokens']:,}",
+        "tokens the running sequences hold, each counting its own copy of a shared prompt")
+    add("distinct tokens at that step", lambda r: f"{r.summary['used_slots_at_peak_logical']:,}",
+        "the same tokens with a shared prompt counted once")
+    add("swapped blocks", lambda r: f"{r.summary['swapped_blocks']:,}",
+        "blocks copied to host memory and back (swap), out and in together")
+    add("recomputed tokens", lambda r: f"{r.summary['recomputed_tokens']:,}",
+        "tokens prefilled a second time after a recompute preemption")
+    add("finished / rejected", lambda r: f"{r.summary['finished']:,} / {len(r.rejected):,}",
+        "requests served, and requests that can never fit this pool")
+    if any(r.summary["finished"] == 0 for r in results.values()):
+        rows.append({"measure": "why “—”", "reserve-max": "", "paged": "",
+                     "what it means": "a dash marks a figure that does not exist because nothing ran"})
+    return rows
