@@ -45,7 +45,7 @@ def grid_shape(n_cells: int) -> tuple[int, int]:
     return math.ceil(n_cells / cols), cols
 
 
-def frame_steps(results, max_frames: int) -> np.ndarray:
+def frame_steps(results, max_frames: int, include=()) -> np.ndarray:
     """Engine steps to draw as animation frames, shared by results drawn side by side.
 
     Candidates are the first steps of every record of any of the results (busy steps and the
@@ -57,9 +57,10 @@ def frame_steps(results, max_frames: int) -> np.ndarray:
     Args:
         results: SimulationResults with snapshots (one or more).
         max_frames: most frames (>= 2).
+        include: steps that must be frames as well (steps a text quotes), where they are candidates.
 
     Returns:
-        int64 array of steps, ascending.
+        int64 array of steps, ascending (at most ``max_frames`` plus the included steps).
     """
     results = list(results)
     stride = max(r.snapshot_stride for r in results)
@@ -67,7 +68,8 @@ def frame_steps(results, max_frames: int) -> np.ndarray:
     candidates = steps[steps % stride == 0]
     k = max(2, min(int(max_frames), len(candidates)))
     picks = np.unique(np.linspace(0, len(candidates) - 1, k).round().astype(np.int64))
-    return candidates[picks]
+    wanted = np.intersect1d(np.asarray(list(include), dtype=np.int64), candidates)
+    return np.union1d(candidates[picks], wanted)
 
 
 def cell_states(result: "SimulationResult", step: int, per_cell: int) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from allocator.trace import AZURE_ATTRIBUTION, shipped_trace
 from allocator.viz.claims import details_rows, headline, plural, sweep_summary, sweep_table
 from pages._ui.cache import compute, metrics_table, sweep, sweep_chart, uploaded_rows
 from pages._ui.exports_ui import exports_menu
-from pages._ui.guided import guided_lesson
+from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections
 from pages._ui.present import keyboard_shortcuts, presentation_mode, share_link
 from pages._ui.state import current_scenario, remember_scenario
 
@@ -122,7 +122,9 @@ NARRATIVE = {
         "**Internal fragmentation** (orange) is reserved memory the request never writes: the tail "
         "of its run beyond the tokens it has produced so far. **External fragmentation** (dark grey) "
         "is memory nobody holds that is still useless: gaps between reservations shorter than the "
-        "reservation the next waiting request needs. Both sit idle while requests queue."),
+        "reservation the next waiting request needs. Both sit idle while requests queue. With a shared "
+        "system prompt there is a third kind: **duplicate copies** (brown) of a prompt that is the same "
+        "in every request — each reservation stores its own."),
     "What paging changes": (
         "The paged allocator cuts the pool into blocks of a few slots. A request gets a block only "
         "when its last one fills, from anywhere in the pool, and a small **block table** records which "
@@ -132,8 +134,8 @@ NARRATIVE = {
         "block."),
     "Why bigger blocks waste more": (
         "A request's last block is, on average, about half empty, so the slack grows with the block "
-        "size: under one slot per request at block size 1, up to 255 at 256. Big blocks also mean few "
-        "blocks: a 2,048-slot pool has only eight blocks of 256, so at most eight requests can run. "
+        "size: none at block size 1, up to 255 slots at 256. Big blocks also mean few blocks: this "
+        "{slots:,}-slot pool has only {blocks_256} of 256 slots, so at most {blocks_256_n} requests could run. "
         "Tiny blocks have their own price, which utilisation does not show: a longer block table, and "
         "an attention kernel that has to chase more pointers (see the live kernel tab)."),
     "What preemption is": (
@@ -148,12 +150,26 @@ NARRATIVE = {
 }
 
 
-def narrative() -> None:
+def narrative(sc: Scenario) -> None:
+    """The five short explanations under the maps (the pool-size example uses the scenario's pool)."""
     cols = st.columns(len(NARRATIVE))
+    blocks = sc.slots // 256
+    fill = {"slots": sc.slots, "blocks_256": plural(blocks, "block"), "blocks_256_n": f"{blocks:,}"}
     for col, (title, body) in zip(cols, NARRATIVE.items()):
         with col:
             st.markdown(f"**{title}**")
-            st.markdown(body)
+            st.markdown(body.format(**fill) if "{" in body else body)
+
+
+def map_caption(shared: bool) -> str:
+    """What the map colours mean (the legend in words), with the shared-prompt colours when they appear."""
+    text = ("Each cell is one slot (or, for large pools, a group of slots shown by what most of them hold). "
+            "Colours: a request's tokens (blues and greens); **orange** allocated but empty; **light grey** "
+            "free; **dark grey** free but unusable.")
+    if shared:
+        text += (" **Pink**: a shared system-prompt block, stored once for many block tables; **brown**: a "
+                 "duplicate copy of the shared prompt.")
+    return text + " The dashed line below marks the frame's step."
 
 
 def workload_panel(workload, sc: Scenario) -> None:
@@ -213,27 +229,36 @@ with tools[0]:
     share_link()
 with tools[1]:
     exports_menu(scenario, workload, results, fig)
-guided_lesson(results)
+rows = sweep(scenario)
+guided_lesson(results, scenario, rows)
+hidden = hidden_sections()
+HIDDEN_NOTE = "Hidden until the class has predicted: press **Reveal** in the lesson box above."
 for note in workload.notes:
     st.info(f"{workload.name}: {note}.")
-summary_panel(results, scenario.metadata_cost)
-st.plotly_chart(fig, width="stretch", config={"displaylogo": False}, key="maps")
-st.caption("Each cell is one slot (or, for large pools, a group of slots shown by what most of them hold). "
-           "Colours: a request's tokens; **orange** allocated but empty; **light grey** free; **dark grey** "
-           "free but unusable. The dashed line below marks the frame's step.")
-if st.toggle("Show the numbers behind the animation, frame by frame", key="show_numbers"):
-    st.dataframe(metrics_table(results, fig, key=scenario), hide_index=True, height=320)
-narrative()
+if CARDS in hidden:
+    st.info(f"The headline numbers: {HIDDEN_NOTE}", icon=":material/visibility_off:")
+else:
+    summary_panel(results, scenario.metadata_cost)
+if MAPS in hidden:
+    st.info(f"The memory maps: {HIDDEN_NOTE}", icon=":material/visibility_off:")
+else:
+    st.plotly_chart(fig, width="stretch", config={"displaylogo": False}, key="maps")
+    st.caption(map_caption(scenario.shared_prefix > 0))
+    if st.toggle("Show the numbers behind the animation, frame by frame", key="show_numbers"):
+        st.dataframe(metrics_table(results, fig, key=scenario), hide_index=True, height=320)
+narrative(scenario)
 
 st.subheader("Which block size?")
-rows = sweep(scenario)
-left, right = st.columns([3, 1])
-with left:
-    st.plotly_chart(sweep_chart(scenario, results["reserve_max"].summary["mean_utilization_busy"]),
-                    width="stretch", config={"displaylogo": False}, key="sweep")
-with right:
-    st.markdown(sweep_summary(rows, scenario.block_size, scenario.metadata_cost))
-if st.toggle("Show the sweep as a table", key="show_sweep_table"):
-    st.dataframe(sweep_table(rows), hide_index=True)
+if SWEEP in hidden:
+    st.info(f"The block-size sweep: {HIDDEN_NOTE}", icon=":material/visibility_off:")
+else:
+    left, right = st.columns([3, 1])
+    with left:
+        st.plotly_chart(sweep_chart(scenario, results["reserve_max"].summary["mean_utilization_busy"]),
+                        width="stretch", config={"displaylogo": False}, key="sweep")
+    with right:
+        st.markdown(sweep_summary(rows, scenario.block_size, scenario.metadata_cost))
+    if st.toggle("Show the sweep as a table", key="show_sweep_table"):
+        st.dataframe(sweep_table(rows), hide_index=True)
 
 workload_panel(workload, scenario)

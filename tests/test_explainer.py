@@ -11,7 +11,7 @@ from allocator import EMPTY, FREE, TOKEN
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
 from allocator.scenario import Scenario, run_scenario
 from allocator.viz.charts import explainer_figure, figure_json_bytes, sweep_figure
-from allocator.viz.claims import pct
+from allocator.viz.claims import lesson_key_steps, pct, reveal
 from tests.conftest import APP_PATH, metric
 
 
@@ -187,11 +187,55 @@ def test_guided_lesson_moves_the_controls_and_reveals_core_numbers(app):
     app.radio(key="lesson_guess_3").set_value("down").run()
     app.toggle(key="lesson_reveal_3").set_value(True).run()
     res = run_scenario(Scenario(block_size=256), record_snapshots=False)["paged"].summary
+    at16 = run_scenario(Scenario(block_size=16), record_snapshots=False)["paged"].summary
     shown = " ".join(s.value for s in app.success)
-    assert f"to {res['mean_utilization_busy']:.0%}" in shown and "The class predicted: *down*" in shown
+    assert (f"**Down**, to {pct(res['mean_utilization_busy'])} from {pct(at16['mean_utilization_busy'])}" in shown
+            and "The class predicted: *down*" in shown)
     app.button(key="lesson_next").click().run()                      # step 5: shared prompt
     assert app.number_input(key="shared_prefix").value == 256
     assert app.select_slider(key="block_size").value == 16
+
+
+def test_a_question_hides_its_answer_until_revealed(app):
+    """Step 1 asks how many run at once: the cards and the maps would say it, so they wait."""
+    def charts():
+        return sorted(c.key for c in app.get("plotly_chart"))
+
+    next(b for b in app.button if b.label == "Start the guided lesson").click().run()
+    assert not metric(app, "Running while requests wait") and charts() == ["sweep"]
+    assert sum("Hidden until the class has predicted" in i.value for i in app.info) == 2
+    app.toggle(key="lesson_reveal_0").set_value(True).run()
+    assert metric(app, "Running while requests wait") and charts() == ["maps", "sweep"]
+    app.button(key="lesson_next").click().run()                      # step 2 shows the maps: watch them
+    assert not metric(app, "Running while requests wait") and charts() == ["maps", "sweep"]
+
+
+def test_ending_the_lesson_restores_the_lecturers_scenario():
+    at = AppTest.from_file(APP_PATH, default_timeout=60)
+    at.query_params["block_size"] = "64"
+    at.query_params["seed"] = "3"
+    at.run()
+    next(b for b in at.button if b.label == "Start the guided lesson").click().run()
+    assert at.select_slider(key="block_size").value == 16 and at.number_input(key="seed").value == 25
+    for _ in range(4):
+        at.button(key="lesson_next").click().run()
+    assert at.number_input(key="shared_prefix").value == 256
+    at.button(key="lesson_end").click().run()
+    assert not at.exception
+    assert at.select_slider(key="block_size").value == 64 and at.number_input(key="seed").value == 3
+    assert at.number_input(key="shared_prefix").value == 0
+
+
+def test_the_prefix_reveal_quotes_a_step_the_animation_shows():
+    sc = Scenario(shared_prefix=256)
+    results = run_scenario(sc)
+    text = reveal("prefix", results, slots=sc.slots, max_new=sc.max_new)
+    s = results["paged"].summary
+    assert f"At step {s['peak_logical_step']:,}, {s['peak_logical_tokens']:,} logical tokens" in text
+    frames = [int(f.name) for f in explainer_figure(results).frames]
+    assert s["peak_logical_step"] in frames
+    for step in lesson_key_steps(results):
+        assert step in frames
 
 
 def test_url_query_parameters_set_the_scenario():

@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 
 from allocator import DUPLICATE, EMPTY, FREE, HOLE, SHARED
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
+from allocator.viz.claims import lesson_key_steps
 from allocator.viz.theme import (DARK_HOLE, DUPLICATE as DUPLICATE_COLOUR, GREY_FREE, ORANGE_EMPTY, PAGED,
                                  REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
 
@@ -231,7 +232,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     busy = int(candidates[int(np.argmax(running))])
     per_frame = len(pio.to_json(frame(busy, map_arrays(busy)), validate=False))
     fit = max(2, int((budget_bytes - base) // max(1, per_frame * 1.12)))
-    steps_shown = frame_steps(results.values(), min(max_frames, fit))
+    steps_shown = frame_steps(results.values(), min(max_frames, fit), include=lesson_key_steps(results))
     frames = [frame(step, first if step == 0 else map_arrays(int(step))) for step in steps_shown]
 
     play = dict(label="▶ Play", method="animate",

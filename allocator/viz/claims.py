@@ -188,3 +188,81 @@ def details_rows(results: dict, metadata_cost: float) -> list[dict]:
         rows.append({"measure": "why “—”", "reserve-max": "", "paged": "",
                      "what it means": "a dash marks a figure that does not exist because nothing ran"})
     return rows
+
+
+# --------------------------------------------------------------------------------------------
+# The guided lesson's reveals
+# --------------------------------------------------------------------------------------------
+
+def lesson_key_steps(results: dict) -> list[int]:
+    """Steps the lesson quotes (the peaks it names): the animation must have a frame at each."""
+    steps = set()
+    for res in results.values():
+        if res.summary["finished"]:
+            steps.update((res.summary["peak_running_step"], res.summary["peak_logical_step"]))
+    return sorted(steps)
+
+
+def _sweep_row(rows, block_size):
+    return next((r for r in rows if r["block_size"] == block_size and r["mean_utilization_busy"] is not None), None)
+
+
+def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: list[dict] = ()) -> str:
+    """The answer a lesson step reveals, every number read from ``results`` (markdown).
+
+    Args:
+        step: "reserve", "waste", "paged", "big_blocks" or "prefix".
+        results: the run on screen ({"reserve_max", "paged"}).
+        slots, max_new: the scenario's pool size (slots) and max_new_tokens (tokens).
+        sweep_rows: the block-size sweep of the same workload and pool (step "big_blocks"
+            compares block 256 with block 16 from it).
+
+    Raises:
+        KeyError: an unknown step.
+    """
+    rm, pg = results["reserve_max"], results["paged"]
+    r, p = rm.summary, pg.summary
+    if not r["finished"] or not p["finished"]:
+        return "Nothing ran in this scenario: every request was rejected (see the reasons above)."
+    if step == "reserve":
+        held = rm.value_at("allocated_slots", r["peak_running_step"])
+        return (f"**{r['peak_running']}.** Every reservation is its prompt plus {max_new:,} slots, so at step "
+                f"{r['peak_running_step']:,} {plural(r['peak_running'], 'reservation')} took {held:,} of the "
+                f"{slots:,} slots and no free run was long enough for another: the other requests queued. "
+                f"On average {r['mean_running_busy'] or r['mean_running']:.1f} ran while requests waited.")
+    if step == "waste":
+        return (f"**{pct(r['mean_utilization_busy'])}** of the pool holds tokens while requests wait. "
+                f"{pct(r['mean_internal_fragmentation_busy'])} is reserved but not yet written (orange), and "
+                f"{pct(r['mean_external_fragmentation_busy'])} is free yet in gaps too short to use (dark grey). "
+                "The PagedAttention paper measured 20–40 % for the engines of the day.")
+    if step == "paged":
+        text = (f"**{p['mean_running_busy'] or p['mean_running']:.1f}** on average while requests wait, against "
+                f"{r['mean_running_busy'] or r['mean_running']:.1f} for reserve-max, at "
+                f"{pct(p['mean_utilization_busy'])} utilisation; everything is done in {p['steps']:,} steps "
+                f"instead of {r['steps']:,}. The peak, {p['peak_running']} at step {p['peak_running_step']:,}, "
+                "is one instant")
+        if p["preemptions"]:
+            text += (f": as answers grow the pool runs dry, and {plural(p['preemptions'], 'preemption')} "
+                     "send sequences back to the queue.")
+        return text + "."
+    if step == "big_blocks":
+        at16, here = _sweep_row(sweep_rows, 16), p["mean_utilization_busy"]
+        direction = ("" if at16 is None or here is None else
+                     "**Down**" if here < at16["mean_utilization_busy"] else
+                     "**Up**" if here > at16["mean_utilization_busy"] else "**The same**")
+        return (f"{direction}, to {pct(here)}" + (f" from {pct(at16['mean_utilization_busy'])} at block size 16"
+                                                  if at16 else "")
+                + f". A {slots:,}-slot pool holds only {plural(slots // pg.block_size, 'block')} of "
+                f"{pg.block_size}, so at most {p['peak_running']} sequences ever run at once, and each one's "
+                "last block is mostly empty.")
+    if step == "prefix":
+        at = p["peak_logical_step"]
+        dup = pg.value_at("duplicate_slots", at)
+        copies = ("**Once.**" if dup == 0 else
+                  f"**Once for its full blocks**, plus {plural(dup, 'duplicate slot')} for the partly filled one.")
+        return (f"{copies} At step {at:,}, {p['peak_logical_tokens']:,} logical tokens were {p['used_slots_at_peak_logical']:,} "
+                "distinct tokens: every block table points at the same full prompt blocks (refcount > 1, drawn "
+                f"pink). Reserve-max must copy the prompt into every reservation: {pct(r['mean_duplicate_fraction_busy'])} "
+                f"of its pool held duplicate copies (brown) while requests waited, and at most {r['peak_running']} "
+                "requests fit at once.")
+    raise KeyError(step)
