@@ -6,89 +6,15 @@ Renders only: the simulation, the frames and the sweep come from ``allocator`` (
 import pandas as pd
 import streamlit as st
 
-from allocator import CLASSROOM_40
-from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
-from allocator.trace import AZURE_ATTRIBUTION, shipped_trace
+from allocator.scenario import Scenario
+from allocator.trace import AZURE_ATTRIBUTION
 from allocator.viz.claims import details_rows, headline, plural, sweep_summary, sweep_table
-from pages._ui.cache import compute, metrics_table, sweep, sweep_chart, uploaded_rows
+from pages._ui.cache import compute, metrics_table, sweep, sweep_chart
+from pages._ui.controls import controls, read_url
 from pages._ui.exports_ui import exports_menu
 from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections
 from pages._ui.present import keyboard_shortcuts, presentation_mode, share_link
 from pages._ui.state import current_scenario, remember_scenario
-
-#: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
-BLOCK_SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
-WORKLOAD_LABELS = {"classroom-40": "classroom-40 (forty chat requests, all at once)",
-                   "azure-conv": "Azure conversation trace (real requests, 2023)",
-                   "upload": "Your own trace (upload a CSV)"}
-UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTokens) or a plain one "
-               f"(prompt_tokens, output_tokens, optional arrival_s in seconds); at most {UPLOAD_MAX_ROWS:,} "
-               "rows and 5 MiB.")
-
-
-def controls() -> Scenario:
-    """Sidebar controls -> Scenario. Every widget is keyed and bound to a URL query parameter
-    (``bind="query-params"``), so a copied link reproduces the scenario."""
-    sb = st.sidebar
-    url = dict(bind="query-params")
-    sb.header("Scenario")
-    workload = sb.selectbox("Workload", list(WORKLOAD_LABELS), format_func=WORKLOAD_LABELS.get, key="workload",
-                            help="classroom-40 is synthetic and calibrated for the lesson; the trace replays "
-                                 "real request lengths and arrival times.", **url)
-    block_size = sb.select_slider("Block size (slots per block)", options=BLOCK_SIZES, value=16, key="block_size",
-                                  help="Paged allocator only: how many tokens' K and V one block holds.", **url)
-    total_slots = sb.number_input("Pool size (slots)", min_value=64, max_value=1 << 20,
-                                  value=DEFAULT_SLOTS.get(workload, 8192), step=256, key=f"slots_{workload}",
-                                  help="Slots of KV cache both allocators share; one slot holds one token.", **url)
-    max_new = sb.number_input("max_new_tokens (generation cap)", min_value=1, max_value=32768,
-                              value=DEFAULT_MAX_NEW.get(workload, 1024), step=50, key=f"max_new_{workload}",
-                              help="Reserve-max reserves prompt + this many slots for every request.", **url)
-    kw = {}
-    if workload == "classroom-40":
-        kw["seed"] = int(sb.number_input("Seed", min_value=0, max_value=10_000, value=CLASSROOM_40["seed"],
-                                         key="seed", help="Draws a different forty requests of the same kind.",
-                                         **url))
-        kw["arrival"] = sb.radio("Arrivals", ["burst", "trickle"], horizontal=True, key="arrival",
-                                 format_func={"burst": "all at step 0", "trickle": "trickle"}.get, **url)
-        if kw["arrival"] == "trickle":
-            kw["arrival_rate"] = sb.slider("Arrival rate (requests per step)", 0.01, 2.0, 0.1, 0.01,
-                                           key="arrival_rate", **url)
-    else:
-        n_rows = None
-        if workload == "upload":
-            up = sb.file_uploader("Trace CSV", type=["csv"], key="trace_file", help=UPLOAD_HELP)
-            if up is None:
-                sb.info("Upload a CSV to replay it. " + UPLOAD_HELP)
-            else:
-                kw["trace_bytes"], kw["trace_name"] = up.getvalue(), up.name
-                try:
-                    n_rows = uploaded_rows(kw["trace_bytes"])
-                    sb.success(f"{up.name}: {n_rows:,} requests")
-                except ValueError as exc:
-                    sb.error(f"{up.name}: {exc}")
-        else:
-            n_rows = len(shipped_trace())
-        kw["offset"] = int(sb.number_input("First row (offset)", min_value=0, max_value=max(0, (n_rows or 1) - 1),
-                                           value=0, key=f"offset_{workload}", **url))
-        kw["count"] = int(sb.slider("Requests to replay", 1, 200, 40, key=f"count_{workload}", **url))
-        kw["steps_per_second"] = float(sb.number_input(
-            "Engine steps per second of trace time", min_value=0.5, max_value=200.0, value=20.0, step=5.0,
-            key=f"steps_per_second_{workload}",
-            help="One step is one decode iteration; 20 per second is 50 ms each.", **url))
-    sb.subheader("Sharing and preemption")
-    kw["shared_prefix"] = int(sb.number_input(
-        "Shared system prompt (tokens)", min_value=0, max_value=4096, value=0, step=16, key="shared_prefix",
-        help="Put the same system prompt in front of every request. Paging stores its full blocks once "
-             "and points every block table at them; reserve-max must copy it into every reservation.", **url))
-    kw["preemption"] = sb.radio("When paged memory runs out", ["recompute", "swap"], horizontal=True,
-                                key="preemption", format_func={"recompute": "recompute", "swap": "swap to host"}.get,
-                                help="Recompute drops the evicted sequence's blocks and prefills its tokens again "
-                                     "later; swap copies them to host memory and back.", **url)
-    cost = sb.slider("Metadata cost c (slot equivalents per block)", 0.0, 8.0, 0.0, 0.25, key="metadata_cost",
-                     help="What one block-table entry costs, in slots. Raises the price of small blocks.", **url)
-    return Scenario(workload=workload, total_slots=int(total_slots), block_size=int(block_size),
-                    max_new_tokens=int(max_new), metadata_cost=float(cost), **kw)
-
 
 def summary_panel(results, cost: float) -> None:
     """Three headline numbers per allocator, side by side, then every other figure in one table
@@ -208,6 +134,9 @@ st.markdown("The same requests run against the same KV-cache pool twice: **reser
             "holds a contiguous run of prompt + `max_new_tokens` slots per request; **paged** on the right "
             "hands out fixed blocks as sequences grow. Press **▶ Play**, or drag the step slider.")
 
+url_messages = read_url()
+for message in url_messages:
+    st.warning(message, icon=":material/link_off:")
 scenario = controls()
 try:
     workload, results, fig = compute(scenario)

@@ -249,10 +249,11 @@ def test_every_page_loads_without_an_error(server, page):
 
 def test_block_size_slider_changes_paged_utilisation(server, page):
     from allocator.scenario import Scenario, run_scenario
+    from allocator.viz.claims import pct
 
     page.goto(server + "/", wait_until="domcontentloaded")
     settle(page)
-    before = metric_values(page, "Utilisation")
+    before = metric_values(page, "Utilisation while requests wait")
     assert len(before) == 2, before                            # reserve-max, paged
     slider = page.locator('[data-testid="stSlider"]').filter(has_text="Block size (slots per block)")
     # react-aria renders an <input type=range> (implicit role), older builds a div[role=slider]
@@ -261,14 +262,15 @@ def test_block_size_slider_changes_paged_utilisation(server, page):
     thumb.focus()
     page.keyboard.press("ArrowRight")                          # 16 -> 24, the next option
     expected = run_scenario(Scenario(block_size=24), record_snapshots=False)
-    want = f"{expected['paged'].summary['mean_utilization_busy']:.0%}"
-    wait_until(lambda: metric_values(page, "Utilisation")[1:] == [want], PAGE_S,
+    want = pct(expected['paged'].summary['mean_utilization_busy'])
+    wait_until(lambda: metric_values(page, "Utilisation while requests wait")[1:] == [want], PAGE_S,
                f"the paged Utilisation metric to read {want} at block size 24 (was {before[1]})")
     settle(page)
-    after = metric_values(page, "Utilisation")
+    after = metric_values(page, "Utilisation while requests wait")
     assert thumb.get_attribute("aria-valuetext") == "24"
     assert after[0] == before[0] and after[1] != before[1], (before, after)   # reserve-max does not move
-    assert metric_values(page, "Peak running")[1] == str(expected["paged"].summary["peak_running"])
+    assert (metric_values(page, "Running while requests wait")[1]
+            == f"{expected['paged'].summary['mean_running_busy']:.1f}")
     assert not errors(page), errors(page)
     shot(page, "explainer_block_24")
 

@@ -1,0 +1,117 @@
+"""The explainer's sidebar: every scenario setting as a widget, and the URL that carries them.
+
+Numbers are bound to the URL by Streamlit (``bind="query-params"``). The three choices (workload,
+arrivals, preemption) are written to the URL by this module as short stable values, because
+Streamlit would write their display labels. A link is checked once, when a session opens it
+(``pages._ui.url_params.check_params``): a value the sidebar does not offer is dropped with a
+message that names it and says what is used instead.
+"""
+import streamlit as st
+
+from allocator import CLASSROOM_40
+from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
+from allocator.trace import shipped_trace
+from pages._ui.cache import uploaded_rows
+from pages._ui.url_params import BLOCK_SIZES, CHOICE_DEFAULTS, CHOICES, check_params
+
+UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTokens) or a plain one "
+               f"(prompt_tokens, output_tokens, optional arrival_s in seconds); at most {UPLOAD_MAX_ROWS:,} "
+               "rows and 5 MiB.")
+_READ = "url_checked"
+
+
+def read_url() -> list[str]:
+    """Once per session, before the widgets are drawn: check the URL's parameters, drop the ones the
+    sidebar cannot take, and put the choices into the widgets' state. Returns the messages about
+    dropped parameters on that first run (an empty list afterwards)."""
+    if st.session_state.get(_READ):
+        return []
+    st.session_state[_READ] = True
+    params = st.query_params.to_dict()
+    accepted, messages = check_params(params)
+    for name in params:
+        if name not in accepted:
+            del st.query_params[name]
+    for name in CHOICES:
+        if name in accepted:
+            st.session_state[name] = accepted[name]
+    return messages
+
+
+def _choice(container, name: str, label: str, **kwargs):
+    """A choice widget whose URL value is its short value (written back after every run)."""
+    options = list(CHOICES[name])
+    st.session_state.setdefault(name, CHOICE_DEFAULTS[name])
+    widget = container.selectbox if name == "workload" else container.radio
+    value = widget(label, options, format_func=CHOICES[name].get, key=name, **kwargs)
+    st.query_params[name] = value
+    return value
+
+
+def controls() -> Scenario:
+    """Sidebar controls -> Scenario. Every widget is keyed and carried by the URL, so a copied link
+    reproduces the scenario (see the module docstring)."""
+    sb = st.sidebar
+    url = dict(bind="query-params")
+    sb.header("Scenario")
+    workload = _choice(sb, "workload", "Workload",
+                       help="classroom-40 is synthetic and calibrated for the lesson; the trace replays "
+                            "real request lengths and arrival times.")
+    block_size = sb.select_slider("Block size (slots per block)", options=list(BLOCK_SIZES), value=16,
+                                  key="block_size",
+                                  help="Paged allocator only: how many tokens' K and V one block holds.", **url)
+    total_slots = sb.number_input("Pool size (slots)", min_value=64, max_value=1 << 20,
+                                  value=DEFAULT_SLOTS.get(workload, 8192), step=256, key=f"slots_{workload}",
+                                  help="Slots of KV cache both allocators share; one slot holds one token.", **url)
+    max_new = sb.number_input("max_new_tokens (generation cap)", min_value=1, max_value=32768,
+                              value=DEFAULT_MAX_NEW.get(workload, 1024), step=50, key=f"max_new_{workload}",
+                              help="Reserve-max reserves prompt + this many slots for every request.", **url)
+    kw = {}
+    if workload == "classroom-40":
+        kw["seed"] = int(sb.number_input("Seed", min_value=0, max_value=10_000, value=CLASSROOM_40["seed"],
+                                         key="seed", help="Draws a different forty requests of the same kind.",
+                                         **url))
+        kw["arrival"] = _choice(sb, "arrival", "Arrivals", horizontal=True)
+        if kw["arrival"] == "trickle":
+            kw["arrival_rate"] = sb.slider("Arrival rate (requests per step)", 0.01, 2.0, 0.1, 0.01,
+                                           key="arrival_rate", **url)
+    else:
+        n_rows = None
+        if workload == "upload":
+            up = sb.file_uploader("Trace CSV", type=["csv"], key="trace_file", help=UPLOAD_HELP)
+            if up is None:
+                sb.info("Upload a CSV to replay it. " + UPLOAD_HELP)
+            else:
+                kw["trace_bytes"], kw["trace_name"] = up.getvalue(), up.name
+                try:
+                    n_rows = uploaded_rows(kw["trace_bytes"])
+                    sb.success(f"{up.name}: {n_rows:,} requests")
+                except ValueError as exc:
+                    sb.error(f"{up.name}: {exc}")
+        else:
+            n_rows = len(shipped_trace())
+        last_row = max(0, (n_rows or 1) - 1)
+        key = f"offset_{workload}"
+        if key in st.query_params and st.query_params[key].isdigit() and int(st.query_params[key]) > last_row:
+            st.warning(f"URL parameter {key}={st.query_params[key]!r} is past the trace's last row "
+                       f"({last_row:,}, counting from 0); using 0.")
+            del st.query_params[key]
+        kw["offset"] = int(sb.number_input("First row (offset)", min_value=0, max_value=last_row,
+                                           value=0, key=key, **url))
+        kw["count"] = int(sb.slider("Requests to replay", 1, 200, 40, key=f"count_{workload}", **url))
+        kw["steps_per_second"] = float(sb.number_input(
+            "Engine steps per second of trace time", min_value=0.5, max_value=200.0, value=20.0, step=5.0,
+            key=f"steps_per_second_{workload}",
+            help="One step is one decode iteration; 20 per second is 50 ms each.", **url))
+    sb.subheader("Sharing and preemption")
+    kw["shared_prefix"] = int(sb.number_input(
+        "Shared system prompt (tokens)", min_value=0, max_value=4096, value=0, step=16, key="shared_prefix",
+        help="Put the same system prompt in front of every request. Paging stores its full blocks once "
+             "and points every block table at them; reserve-max must copy it into every reservation.", **url))
+    kw["preemption"] = _choice(sb, "preemption", "When paged memory runs out", horizontal=True,
+                               help="Recompute drops the evicted sequence's blocks and prefills its tokens "
+                                    "again later; swap copies them to host memory and back.")
+    cost = sb.slider("Metadata cost c (slot equivalents per block)", 0.0, 8.0, 0.0, 0.25, key="metadata_cost",
+                     help="What one block-table entry costs, in slots. Raises the price of small blocks.", **url)
+    return Scenario(workload=workload, total_slots=int(total_slots), block_size=int(block_size),
+                    max_new_tokens=int(max_new), metadata_cost=float(cost), **kw)

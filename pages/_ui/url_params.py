@@ -1,0 +1,158 @@
+"""What the explainer's URL query parameters may hold, and what to say when one is wrong.
+
+A shared link carries every sidebar setting. Streamlit ignores a value its widget cannot take
+(``?block_size=7``) without a word, and writes the *display label* of a choice into the URL
+(``workload=Azure+conversation+trace+%28real…``). This module (no streamlit import, so it is
+tested directly) checks each parameter against the same ranges and choices the sidebar offers,
+maps choices to short stable values (``workload=classroom-40|azure-conv|upload``,
+``arrival=burst|trickle``, ``preemption=recompute|swap``; the old labels are still accepted),
+and words a message naming the parameter, the value and what is used instead.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from allocator import CLASSROOM_40
+from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS
+
+#: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
+BLOCK_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+#: Short stable value -> the label the sidebar shows, per choice widget.
+CHOICES = {
+    "workload": {"classroom-40": "classroom-40 (forty chat requests, all at once)",
+                 "azure-conv": "Azure conversation trace (real requests, 2023)",
+                 "upload": "Your own trace (upload a CSV)"},
+    "arrival": {"burst": "all at step 0", "trickle": "trickle"},
+    "preemption": {"recompute": "recompute", "swap": "swap to host"},
+}
+#: Default of each choice.
+CHOICE_DEFAULTS = {"workload": "classroom-40", "arrival": "burst", "preemption": "recompute"}
+
+WORKLOADS = tuple(CHOICES["workload"])
+
+
+@dataclass(frozen=True)
+class NumberRule:
+    """A numeric sidebar setting: inclusive range, step (values must lie on it), default, unit."""
+
+    low: float
+    high: float
+    step: float
+    default: float
+    unit: str = ""
+    integer: bool = True
+
+    def describe(self) -> str:
+        """The allowed values in words, e.g. ``"a whole number from 64 to 1,048,576"``."""
+        if self.integer:
+            return f"a whole number from {self.low:,.0f} to {self.high:,.0f}"
+        return f"a number from {self.low:g} to {self.high:g} in steps of {self.step:g}"
+
+
+def number_rules(workload: str) -> dict[str, NumberRule]:
+    """The numeric settings the sidebar shows for ``workload``, by URL parameter (= widget key)."""
+    rules = {
+        f"slots_{workload}": NumberRule(64, 1 << 20, 1, DEFAULT_SLOTS.get(workload, 8192), "slots"),
+        f"max_new_{workload}": NumberRule(1, 32768, 1, DEFAULT_MAX_NEW.get(workload, 1024), "tokens"),
+        "shared_prefix": NumberRule(0, 4096, 1, 0, "tokens"),
+        "metadata_cost": NumberRule(0.0, 8.0, 0.25, 0.0, "slot equivalents per block", integer=False),
+    }
+    if workload == "classroom-40":
+        rules["seed"] = NumberRule(0, 10_000, 1, CLASSROOM_40["seed"])
+        rules["arrival_rate"] = NumberRule(0.01, 2.0, 0.01, 0.1, "requests per step", integer=False)
+    else:
+        rules[f"offset_{workload}"] = NumberRule(0, 10 ** 9, 1, 0, "rows")
+        rules[f"count_{workload}"] = NumberRule(1, 200, 1, 40, "requests")
+        rules[f"steps_per_second_{workload}"] = NumberRule(0.5, 200.0, 0.5, 20.0, "steps per second",
+                                                           integer=False)
+    return rules
+
+
+def _number(raw: str, rule: NumberRule):
+    """The value ``raw`` stands for, or None if it is not one the widget offers."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(value) or not rule.low <= value <= rule.high:
+        return None
+    if rule.integer:
+        return int(value) if value.is_integer() else None
+    steps = (value - rule.low) / rule.step
+    return value if abs(steps - round(steps)) < 1e-9 else None
+
+
+def _choice(name: str, raw: str) -> str | None:
+    """The short value a choice parameter names (its short value or its old display label), or None."""
+    options = CHOICES[name]
+    if raw in options:
+        return raw
+    for short, label in options.items():
+        if raw == label:
+            return short
+    return None
+
+
+def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
+    """Check a URL's query parameters against what the sidebar offers.
+
+    Args:
+        params: the query string as {name: value} (strings).
+
+    Returns:
+        (accepted, messages): ``accepted`` maps every good parameter to its value (choices as
+        short values, numbers as int/float); ``messages`` has one sentence per parameter that was
+        not used, naming it, its value and what is used instead. ``present`` (presentation mode)
+        and the page's own bookkeeping parameters are passed through unchecked.
+    """
+    accepted, messages = {}, []
+    workload = CHOICE_DEFAULTS["workload"]
+    raw_workload = params.get("workload")
+    if raw_workload is not None:
+        short = _choice("workload", raw_workload)
+        if short is None:
+            messages.append(f"URL parameter workload={raw_workload!r} is not a workload of this page "
+                            f"(one of {', '.join(WORKLOADS)}); using {workload}.")
+        else:
+            accepted["workload"] = workload = short
+    rules = number_rules(workload)
+    for name, raw in params.items():
+        if name in ("workload", "present"):
+            if name == "present":
+                accepted[name] = raw
+            continue
+        if name in CHOICES:
+            short = _choice(name, raw)
+            if short is None:
+                messages.append(f"URL parameter {name}={raw!r} is not one of {', '.join(CHOICES[name])}; "
+                                f"using {CHOICE_DEFAULTS[name]}.")
+            else:
+                accepted[name] = short
+        elif name == "block_size":
+            value = _number(raw, NumberRule(1, 256, 1, 16))
+            if value not in BLOCK_SIZES:
+                messages.append(f"URL parameter block_size={raw!r} is not a block size the slider offers "
+                                f"({', '.join(map(str, BLOCK_SIZES))}); using 16.")
+            else:
+                accepted[name] = value
+        elif name in rules:
+            rule = rules[name]
+            value = _number(raw, rule)
+            if value is None:
+                default = f"{rule.default:,.0f}" if rule.integer else f"{rule.default:g}"
+                messages.append(f"URL parameter {name}={raw!r} must be {rule.describe()}"
+                                + (f" ({rule.unit})" if rule.unit else "") + f"; using {default}.")
+            else:
+                accepted[name] = value
+        else:
+            messages.append(f"URL parameter {name}={raw!r} is not a setting of this page"
+                            + (f" for the {workload} workload" if _other_workload(name, workload) else "")
+                            + "; it was ignored.")
+    return accepted, messages
+
+
+def _other_workload(name: str, workload: str) -> bool:
+    """True when ``name`` is a setting of another workload (e.g. ``seed`` on a trace)."""
+    return any(name in number_rules(w) for w in WORKLOADS if w != workload)

@@ -1,0 +1,52 @@
+"""Shared links: every URL parameter is checked, a bad one is named, choices travel as short values."""
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from pages._ui.url_params import check_params
+from tests.conftest import APP_PATH
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"block_size": "7"}, "URL parameter block_size='7' is not a block size the slider offers"),
+    ({"block_size": "0"}, "URL parameter block_size='0' is not a block size the slider offers"),
+    ({"slots_classroom-40": "abc"}, "URL parameter slots_classroom-40='abc' must be a whole number from 64 to "
+                                    "1,048,576 (slots); using 2,048."),
+    ({"seed": "-1"}, "URL parameter seed='-1' must be a whole number from 0 to 10,000; using 25."),
+    ({"metadata_cost": "100"}, "URL parameter metadata_cost='100' must be a number from 0 to 8 in steps of 0.25"),
+    ({"metadata_cost": "0.3"}, "in steps of 0.25"),
+    ({"workload": "bogus"}, "URL parameter workload='bogus' is not a workload of this page (one of classroom-40, "
+                            "azure-conv, upload); using classroom-40."),
+    ({"preemption": "evict"}, "URL parameter preemption='evict' is not one of recompute, swap; using recompute."),
+    ({"shared_prefix": "99999"}, "URL parameter shared_prefix='99999' must be a whole number from 0 to 4,096"),
+    ({"colour": "red"}, "URL parameter colour='red' is not a setting of this page; it was ignored."),
+    ({"seed": "3", "workload": "azure-conv"}, "URL parameter seed='3' is not a setting of this page for the "
+                                              "azure-conv workload; it was ignored."),
+])
+def test_a_bad_parameter_is_named_with_what_is_used_instead(params, message):
+    accepted, messages = check_params(params)
+    assert len(messages) == 1 and message in messages[0], messages
+    assert not (set(params) - {"workload"}) & set(accepted)
+
+
+def test_good_parameters_and_old_labels_are_accepted():
+    accepted, messages = check_params({
+        "workload": "Azure conversation trace (real requests, 2023)", "preemption": "swap to host",
+        "block_size": "64", "metadata_cost": "1.25", "count_azure-conv": "12", "present": "true"})
+    assert messages == []
+    assert accepted == {"workload": "azure-conv", "preemption": "swap", "block_size": 64, "metadata_cost": 1.25,
+                        "count_azure-conv": 12, "present": "true"}
+
+
+def test_the_page_shows_the_message_and_keeps_short_values_in_the_url():
+    at = AppTest.from_file(APP_PATH, default_timeout=60)
+    at.query_params["block_size"] = "7"
+    at.query_params["workload"] = "azure-conv"
+    at.query_params["preemption"] = "swap to host"
+    at.run()
+    assert not at.exception
+    assert any("block_size='7'" in w.value and "using 16" in w.value for w in at.warning)
+    assert at.select_slider(key="block_size").value == 16
+    assert at.selectbox(key="workload").value == "azure-conv"
+    assert at.radio(key="preemption").value == "swap"
+    assert at.query_params["workload"] == "azure-conv" and at.query_params["preemption"] == "swap"
+    assert "block_size" not in at.query_params
