@@ -14,6 +14,7 @@ import streamlit as st
 
 from allocator import accounting as acc
 from allocator.validate import FieldError, whole_number
+from allocator.viz.claims import plural
 from allocator.viz.theme import ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, SHARED_PREFIX
 
 LENGTH_COL = "length (tokens)"
@@ -63,6 +64,12 @@ def _read_lengths(table: pd.DataFrame) -> tuple[list[int] | None, list[int], lis
     rows: list[int] = []
     blanks = 0
     for row, value in enumerate(values, start=1):
+        if isinstance(value, str):            # a text cell: parse it here, so "abc" is named, never 0
+            text = value.strip()
+            try:
+                value = float(text) if text else None
+            except ValueError:
+                value = text
         if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
             blanks += 1
             continue
@@ -253,28 +260,27 @@ with col_in:
                  format_func=lambda k: EXAMPLES[k]["label"], on_change=_apply_example,
                  help="Loads a worked example from the reference texts (seeds 001 and 002).")
     example = EXAMPLES[st.session_state["acc_example"]]
-    base = pd.DataFrame({LENGTH_COL: pd.array(list(example["lengths"]), dtype="Float64")})
-    edited = st.data_editor(
+    base = pd.DataFrame({LENGTH_COL: [str(n) for n in example["lengths"]]})
+    edited = st.data_editor(   # a text column: whatever is typed reaches the check, and is named if wrong
         base, key=f"acc_lengths_{st.session_state['acc_example']}", num_rows="dynamic",
         hide_index=True, width="stretch",
-        column_config={LENGTH_COL: st.column_config.NumberColumn(
-            LENGTH_COL, help="Tokens the request holds right now (whole number, at least 1).",
-            format="%g")})
+        column_config={LENGTH_COL: st.column_config.TextColumn(
+            LENGTH_COL, help="Tokens the request holds right now (whole number, at least 1).")})
     lengths, length_rows, length_errors, blank_rows = _read_lengths(edited)
     for message in length_errors:
         st.error(message, icon=":material/error:")
     table_slot = st.container()   # core errors about a row of the table (e.g. above reserve)
     if blank_rows:
-        st.caption(f"{blank_rows} blank row(s) ignored.")
+        st.caption(f"{plural(blank_rows, 'blank row')} ignored.")
 
-    st.number_input("Reserve maximum (slots per request)", min_value=1, step=1, key="acc_reserve",
+    st.number_input("Reserve maximum (slots per request)", step=1, key="acc_reserve",
                     help="Under reserve-max every request is given this many slots on arrival.")
     reserve_slot = st.empty()
     st.slider("Page size (slots per block)", min_value=1, max_value=64, step=1,
               key="acc_page_size",
               help="Under paging a request holds ceil(length / page size) whole pages.")
     page_slot = st.empty()
-    st.number_input("Pool size (slots)", min_value=0, step=1024, key="acc_pool",
+    st.number_input("Pool size (slots)", step=1024, key="acc_pool",
                     help="A fixed memory pool, counted in slots: how many such requests fit?")
     pool_slot = st.empty()
 
@@ -417,11 +423,12 @@ st.markdown(
     "here — adding them up would count one saving twice."
 )
 s = st.columns(4)
-s[0].number_input("Request A length (tokens)", min_value=1, step=1, key="acc_share_a")
-s[1].number_input("Request B length (tokens)", min_value=1, step=1, key="acc_share_b")
-s[2].number_input("Shared prefix (tokens)", min_value=0, step=1, key="acc_share_prefix")
-s[3].number_input("Page size (slots per block)", min_value=0, step=1, key="acc_share_page",
-                  help="0 is accepted here only so you can see how it is refused.")
+# No widget minimums: whatever is typed reaches the core's check, and an invalid value replaces
+# the results with its message instead of leaving the last valid results on screen.
+s[0].number_input("Request A length (tokens)", step=1, key="acc_share_a")
+s[1].number_input("Request B length (tokens)", step=1, key="acc_share_b")
+s[2].number_input("Shared prefix (tokens)", step=1, key="acc_share_prefix")
+s[3].number_input("Page size (slots per block)", step=1, key="acc_share_page")
 share_slots = {"length_a": s[0].empty(), "length_b": s[1].empty(),
                "prefix_tokens": s[2].empty(), "page_size": s[3].empty()}
 try:
@@ -441,7 +448,8 @@ if ps is not None:
                 delta=f"{ps.saved_slots:,} slots saved", delta_color="off", delta_arrow="off",
                 help="Full prefix blocks are stored once.")
     st.plotly_chart(_sharing_figure(ps), key="acc_share_chart", config={"displaylogo": False})
-    st.caption(f"{ps.shared_blocks} complete prefix block(s) of {ps.page_size} slots are stored "
+    st.caption(f"{plural(ps.shared_blocks, 'complete prefix block')} of {ps.page_size} slots "
+               f"{'is' if ps.shared_blocks == 1 else 'are'} stored "
                f"once, so each saves {ps.page_size} slots; any prefix tokens in a partly filled "
                "block are stored twice. Seed 001's case: lengths 20 and 23, an 8-token prefix, "
                "page 4 → 43 logical tokens, 44 slots separately, 36 shared.")

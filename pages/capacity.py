@@ -106,29 +106,29 @@ inp = st.columns([1.4, 1, 1, 1, 1])
 slots: dict[str, object] = {}
 inp[0].selectbox("Model", MODEL_OPTIONS, key="cap_model", format_func=_model_label)
 slots["model"] = inp[0].empty()
-inp[1].number_input("Free memory (GiB)", min_value=0.0, step=1.0, format="%g",
+inp[1].number_input("Free memory (GiB)", step=1.0, format="%g",
                     key="cap_free_gib",
                     help="Memory left for the KV cache, in binary gibibytes: 1 GiB = 2^30 bytes.")
 slots["free_gib"] = slots["free_bytes"] = inp[1].empty()
-inp[2].number_input("Max context (tokens)", min_value=1, step=128, key="cap_max_context",
+inp[2].number_input("Max context (tokens)", step=128, key="cap_max_context",
                     help="What reserve-max sets aside for every sequence on admission.")
 slots["max_context"] = inp[2].empty()
-inp[3].number_input("Mean tokens used", min_value=0.0, step=10.0, format="%g",
+inp[3].number_input("Mean tokens used", step=10.0, format="%g",
                     key="cap_mean_tokens",
                     help="Average length a sequence really reaches (tokens).")
 slots["mean_tokens"] = inp[3].empty()
-inp[4].number_input("Block size (slots)", min_value=0, step=1, key="cap_block_size",
+inp[4].number_input("Block size (slots)", step=1, key="cap_block_size",
                     help="Paging hands out memory in blocks of this many slots.")
 slots["block_size"] = inp[4].empty()
 if st.session_state["cap_model"] == CUSTOM:
     c = st.columns(4)
-    c[0].number_input("Layers", min_value=1, step=1, key="cap_layers")
+    c[0].number_input("Layers", step=1, key="cap_layers")
     slots["layers"] = c[0].empty()
-    c[1].number_input("K/V heads", min_value=1, step=1, key="cap_kv_heads",
+    c[1].number_input("K/V heads", step=1, key="cap_kv_heads",
                       help="Key/value heads; fewer than query heads under grouped-query "
                            "attention (GQA).")
     slots["kv_heads"] = c[1].empty()
-    c[2].number_input("Head dimension", min_value=1, step=1, key="cap_head_dim")
+    c[2].number_input("Head dimension", step=1, key="cap_head_dim")
     slots["head_dim"] = c[2].empty()
     c[3].selectbox("Bytes per element", list(DTYPE_BYTES), key="cap_bytes_per_element",
                    format_func=DTYPE_BYTES.get)

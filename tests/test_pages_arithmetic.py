@@ -73,7 +73,7 @@ def test_accounting_defaults_show_seed001_figures():
     assert m["Distinct physical slots (shared)"] == ("36", "8 slots saved")
 
     editor = at.data_editor(key="acc_lengths_seed001")
-    assert editor.value[LENGTH_COL].tolist() == [5, 9, 17]
+    assert editor.value[LENGTH_COL].tolist() == ["5", "9", "17"]
     cost = _table(at, "total cost")
     assert cost["page size"].tolist() == [1, 2, 4, 8, 16, 32]
     assert cost["slots"].tolist() == [31, 34, 40, 48, 64, 96]
@@ -122,7 +122,7 @@ def test_accounting_seed002_preset():
     assert m["Fit, reserve-max"][0] == "20"
     assert m["Fit, paged"] == ("78", "3.9x reserve-max")
     assert at.data_editor(key="acc_lengths_seed002").value[LENGTH_COL].tolist() == [
-        512, 37, 1900, 128, 4]
+        "512", "37", "1900", "128", "4"]
     breakdown = _table(at, "pages")
     assert breakdown["paged slots"].tolist() == [512, 48, 1904, 128, 16]
     assert breakdown["empty (last page)"].tolist() == [0, 11, 4, 0, 12]
@@ -187,7 +187,7 @@ def test_accounting_core_error_names_the_table_row_past_blank_rows():
     assert any(e.startswith("Row 3: length = 40 is above the reserve maximum")
                for e in _before(column, "acc_reserve")), _errors(column)
     assert not any(e.startswith("Row 2") for e in _errors(column))
-    assert any("1 blank row(s) ignored." in c.value for c in column.caption)
+    assert any("1 blank row ignored." in c.value for c in column.caption)
 
 
 def test_accounting_prefix_panel_changed_and_bad():
@@ -323,3 +323,28 @@ def test_cost_chart_follows_metadata_cost():
     assert total["y"] == [155, 102, 80, 72, 80, 108]
     best = next(t for t in spec["data"] if t.get("name", "").startswith("best:"))
     assert best["name"] == "best: page 8, cost 72"
+
+
+# ---------------------------------------------------------------------------------------------
+# An invalid input replaces what depends on it; nothing stale stays on screen
+# ---------------------------------------------------------------------------------------------
+
+def test_an_invalid_request_length_replaces_the_sharing_figures():
+    """Request A = 0 used to keep showing "43 logical tokens" from A = 20 beside a red field."""
+    at = _page("pages/accounting.py", {"acc_share_a": 0})
+    assert "Logical tokens" not in _metrics(at)
+    column = _column_holding(at, "number_input", "acc_share_a")
+    assert any("Request A length = 0 must be at least 1" in e for e in _errors(column)), _errors(column)
+    assert any("Fix the value marked above" in i.value for i in at.info)
+
+
+def test_a_word_in_a_length_cell_is_named_not_read_as_zero():
+    at = _page("pages/accounting.py", {"acc_lengths_seed001": _edit(rows={0: {LENGTH_COL: "abc"}})})
+    assert any("Row 1: length = 'abc' is not a number" in e.value for e in at.error), [e.value for e in at.error]
+    assert "Tokens stored" not in _metrics(at) or _metrics(at)["Tokens stored"][0] != "26"
+
+
+def test_an_invalid_capacity_input_replaces_the_capacity_figures():
+    at = _page("pages/capacity.py", {"cap_max_context": 0})
+    assert not [k for k in _metrics(at) if k.startswith("Sequences")]
+    assert any("Max context = 0 must be at least 1" in e.value for e in at.error), [e.value for e in at.error]

@@ -244,15 +244,18 @@ class BlockTablesDemo:
                 f"{len(table)} blocks, table {table}.")
         if res.reused:
             shared = [table[i] for i in res.reused]
-            text += (f" The hashes of logical block(s) {list(res.reused)} were found in the cache, so it "
-                     f"points at existing block(s) {shared} instead of computing them again "
+            one = len(res.reused) == 1
+            text += (f" The hash{'' if one else 'es'} of logical block{'' if one else 's'} {list(res.reused)} "
+                     f"{'was' if one else 'were'} found in the cache, so it points at existing "
+                     f"block{'' if one else 's'} {shared} instead of computing {'it' if one else 'them'} again "
                      f"({res.num_cached_tokens} leading tokens served from cache).")
             if res.num_cached_tokens < len(res.reused) * BLOCK_SIZE:
                 text += " A reused block is not at the start of the prompt: look at the warning above."
         elif mgr.enable_prefix_caching:
             text += " None of its full blocks was in the cache."
         if res.evicted:
-            text += f" Taking fresh blocks evicted cached block(s) {list(res.evicted)}."
+            text += (f" Taking fresh blocks evicted cached block{'' if len(res.evicted) == 1 else 's'} "
+                     f"{list(res.evicted)}.")
         self.log.append(text)
         hl = {b: "new" for b in res.new_blocks}
         hl.update({table[i]: "from cache" for i in res.reused})
