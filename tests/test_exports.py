@@ -128,7 +128,7 @@ def test_cli_export_html_writes_the_files(tmp_path, capsys):
     doc = out.read_text(encoding="utf-8")
     assert "addFrames" in doc and not re.search(r"<script[^>]*\bsrc\s*=", doc, re.I)
     assert "Peak running" in hand.read_text(encoding="utf-8")
-    assert len(pd.read_csv(csv)) == info["written"]["csv"]["rows"]
+    assert len(pd.read_csv(csv, comment="#")) == info["written"]["csv"]["rows"]
 
 
 def test_cli_export_html_swap_scenario(tmp_path, capsys):
@@ -162,3 +162,27 @@ def test_cli_export_shares_simulate_options():
     sim = {o for a in sub.choices["simulate"]._actions for o in a.option_strings}
     exp = {o for a in sub.choices["export-html"]._actions for o in a.option_strings}
     assert sim <= exp and {"-o", "--out", "--handout", "--csv"} <= exp
+
+
+def test_every_export_names_its_scenario(run, tmp_path, capsys):
+    from allocator.viz.exports import scenario_slug, scenario_summary
+    sc, workload, results = run
+    text = metrics_csv(results, sc, workload)
+    assert text.splitlines()[0] == f"# KV Cache Paging Lab: {scenario_summary(sc, workload)}"
+    assert scenario_summary(sc, workload).startswith("classroom-40, 2,048 slots, block size 16, max_new_tokens 600")
+    df = pd.read_csv(io.StringIO(text), comment="#")
+    assert list(df.columns[:2]) == ["step", "steps covered"]
+    assert scenario_slug(sc) == "classroom-40_2048slots_block16_maxnew600_seed25"
+    assert scenario_slug(Scenario(shared_prefix=256, preemption="swap", metadata_cost=0.25)) == (
+        "classroom-40_2048slots_block16_maxnew600_seed25_prefix256_swap_c0p25")
+    doc = handout_html(sc, results, workload)
+    assert f"Scenario: {scenario_summary(sc, workload)}." in doc
+
+
+def test_the_handout_quotes_bytes_per_slot_from_the_capacity_presets(run):
+    from allocator.accounting import PRESETS, format_bytes
+    sc, workload, results = run
+    doc = handout_html(sc, results, workload)
+    big = PRESETS["llama3-70b"]
+    assert f"{format_bytes(big.bytes_per_token)} for Llama 3 70B in {big.dtype}" in doc
+    assert "320 KiB for Llama 3 70B in bf16" in doc and " KB" not in doc and "fp16, 512 KB" not in doc

@@ -66,7 +66,7 @@ def run(args) -> int:
         The same ValueError (naming the file) when an output file cannot be written.
     """
     from ..viz.charts import explainer_figure, sweep_figure   # plotly: imported only when exporting
-    from ..viz.exports import animation_html, handout_html, metrics_csv
+    from ..viz.exports import animation_html, handout_html, metrics_csv, metrics_frame
 
     sc = cli_simulate.scenario_from_args(args)
     for path in (args.out, args.handout, args.csv):
@@ -89,10 +89,10 @@ def run(args) -> int:
         _write(args.handout, text)
         written["handout"] = {"path": args.handout, "bytes": len(text.encode("utf-8"))}
     if args.csv:
-        text = metrics_csv(results)
+        text = metrics_csv(results, sc, workload)
         _write(args.csv, text)
         written["csv"] = {"path": args.csv, "bytes": len(text.encode("utf-8")),
-                          "rows": max(r.steps for r in results.values())}
+                          "rows": len(metrics_frame(results))}
     if args.json:
         print(json.dumps({"scenario": sc.as_dict(), "written": written}, indent=2))
     else:

@@ -16,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from allocator.engine import METRICS
+from allocator.accounting import PRESETS, format_bytes
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.viz.claims import pct, plural
 
@@ -109,22 +110,68 @@ def metrics_frame(results: dict) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def metrics_csv(results: dict) -> str:
+def scenario_summary(scenario, workload=None) -> str:
+    """The scenario in one line, as every export names it: workload, pool, block size, max_new_tokens
+    and any non-default setting (seed, arrivals, trace window, shared prompt, preemption, c)."""
+    sc = scenario.canonical()
+    parts = [workload.name if workload is not None else sc.workload, f"{sc.slots:,} slots",
+             f"block size {sc.block_size}", f"max_new_tokens {sc.max_new:,}"]
+    if sc.workload == "classroom-40":
+        parts.append(f"seed {sc.seed}")
+        if sc.arrival == "trickle":
+            parts.append(f"trickle {sc.arrival_rate:g} requests/step")
+    else:
+        parts.append(f"rows {sc.offset + 1:,}-{sc.offset + sc.count:,} at {sc.steps_per_second:g} steps/s")
+    if sc.shared_prefix:
+        parts.append(f"shared prompt {sc.shared_prefix:,} tokens")
+    if sc.preemption != "recompute":
+        parts.append(f"{sc.preemption} preemption")
+    if sc.metadata_cost:
+        parts.append(f"c = {sc.metadata_cost:g}")
+    return ", ".join(parts)
+
+
+def scenario_slug(scenario) -> str:
+    """A file-name-safe name of the scenario, e.g. ``classroom-40_2048slots_block16_seed25``."""
+    sc = scenario.canonical()
+    name = sc.workload if sc.workload in ("classroom-40", "azure-conv") else "trace"
+    parts = [name, f"{sc.slots}slots", f"block{sc.block_size}", f"maxnew{sc.max_new}"]
+    if sc.workload == "classroom-40":
+        parts.append(f"seed{sc.seed}")
+        if sc.arrival == "trickle":
+            parts.append(f"trickle{sc.arrival_rate:g}")
+    else:
+        parts.append(f"rows{sc.offset + 1}-{sc.offset + sc.count}")
+    if sc.shared_prefix:
+        parts.append(f"prefix{sc.shared_prefix}")
+    if sc.preemption != "recompute":
+        parts.append(sc.preemption)
+    if sc.metadata_cost:
+        parts.append(f"c{sc.metadata_cost:g}")
+    return "_".join(parts).replace(".", "p")
+
+
+def metrics_csv(results: dict, scenario=None, workload=None) -> str:
     """The per-step metrics of both allocators as one CSV text (see ``metrics_frame`` for columns).
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
+        scenario, workload: what was run; when given, the file opens with one comment line naming
+            it (``# KV Cache Paging Lab: <scenario_summary>``). Read it back with
+            ``pandas.read_csv(..., comment="#")``.
 
     Returns:
-        CSV text (``\\n`` line ends, header row first, one row per record -- a busy step or an
-        idle gap -- no index column).
-        Utilisation is a fraction written at full precision (it reads back to the same float);
-        counts are integers; cells after an allocator drained are empty.
+        CSV text (``\\n`` line ends, the comment line, the header row, then one row per record --
+        a busy step or an idle gap -- no index column). Utilisation is a fraction written at full
+        precision (it reads back to the same float); counts are integers; cells after an
+        allocator drained are empty.
 
     Raises:
         ValueError: ``results`` lacks one of the two allocators.
     """
     buf = io.StringIO()
+    if scenario is not None:
+        buf.write(f"# KV Cache Paging Lab: {scenario_summary(scenario, workload)}\n")
     metrics_frame(results).to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
 
@@ -396,7 +443,7 @@ def handout_html(scenario, results: dict, workload) -> str:
         settings.append(("Arrivals", "all at step 0" if scenario.arrival == "burst"
                          else f"trickle, {scenario.arrival_rate:g} requests per step"))
     elif scenario is not None:
-        settings.append(("Trace rows replayed", f"{scenario.offset:,} to {scenario.offset + len(reqs) - 1:,} "
+        settings.append(("Trace rows replayed", f"{scenario.offset + 1:,} to {scenario.offset + len(reqs):,} "
                                                 f"at {scenario.steps_per_second:g} steps per second"))
     settings_html = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in settings)
     rows_html = "".join(f"<tr><td>{e(a)}</td><td class=num>{e(b)}</td><td class=num>{e(c)}</td></tr>"
@@ -404,12 +451,17 @@ def handout_html(scenario, results: dict, workload) -> str:
     points = "".join(f"<li>{e(t)}</li>" for t in takeaways(results))
     attribution = default_attribution(getattr(scenario, "workload", None) or workload.name)
     today = _dt.date.today().isoformat()
+    big, small = PRESETS["llama3-70b"], PRESETS["7b-fp16"]
+    slot_sizes = (f"{format_bytes(big.bytes_per_token)} for Llama 3 70B in {big.dtype}, "
+                  f"{format_bytes(small.bytes_per_token)} for a 7B model in {small.dtype}")
+    named = e(scenario_summary(scenario, workload)) if scenario is not None else e(workload.name)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>KV cache paging — handout: {e(workload.name)}, block size {results['paged'].block_size}</title>
 <style>{_HANDOUT_CSS}</style></head>
 <body>
 <h1>Reserve for the worst case, or page?</h1>
+<p class=muted>Scenario: {named}.</p>
 <p>An LLM server keeps every token's keys and values (its KV cache) until the request ends, and it
 cannot know in advance how long an answer will be. The same requests ran against the same memory
 twice: <b>reserve-max</b> sets aside prompt + max_new_tokens slots in one contiguous run per
@@ -423,8 +475,8 @@ request; <b>paged</b> hands out fixed-size blocks as each sequence grows.</p>
 was queued for memory — the moments the allocator's choices matter.</p>
 <h2>Take-aways</h2>
 <ol>{points}</ol>
-<p class=muted>One slot holds one token's keys and values across all layers (about 320 KiB for
-Llama 3 70B in fp16, 512 KB for a 7B model), so real pools have hundreds of thousands of slots; the
+<p class=muted>One slot holds one token's keys and values across all layers ({e(slot_sizes)}, as on the
+Capacity page), so real pools have hundreds of thousands of slots; the
 proportions carry over, the counts do not. The PagedAttention paper measured 20–40 % of KV memory
 holding tokens in earlier systems and 2–4x higher throughput with paging.</p>
 <p class=muted>{attribution} Generated {today}.</p>

@@ -5,13 +5,13 @@ module only offers them as downloads, built lazily and cached per scenario.
 """
 import streamlit as st
 
-from allocator.viz.exports import animation_html, handout_html, metrics_csv
+from allocator.viz.exports import animation_html, handout_html, metrics_csv, scenario_slug
 
 
 @st.cache_data(max_entries=16, show_spinner="Preparing the files…")
 def _files(_results, _fig, _workload, scenario) -> dict:
     """CSV, standalone HTML and handout for one scenario (``scenario`` is the cache key)."""
-    return {"csv": metrics_csv(_results), "html": animation_html(scenario, _workload, _results, _fig),
+    return {"csv": metrics_csv(_results, scenario, _workload), "html": animation_html(scenario, _workload, _results, _fig),
             "handout": handout_html(scenario, _results, _workload)}
 
 
@@ -24,9 +24,11 @@ def exports_menu(scenario, workload, results, fig) -> None:
         if not st.toggle("Prepare the files", key="export_prepare"):
             return
         files = _files(results, fig, workload, scenario)
-        st.download_button("Per-step metrics (CSV)", files["csv"], file_name="kv_paging_metrics.csv",
+        name = scenario_slug(scenario)               # every file names its scenario
+        st.download_button("Per-step metrics (CSV)", files["csv"], file_name=f"kv_paging_metrics_{name}.csv",
                            mime="text/csv", on_click="ignore", icon=":material/table:")
-        st.download_button("Animation (standalone HTML)", files["html"], file_name="kv_paging_animation.html",
+        st.download_button("Animation (standalone HTML)", files["html"],
+                           file_name=f"kv_paging_animation_{name}.html",
                            mime="text/html", on_click="ignore", icon=":material/movie:")
-        st.download_button("Handout (HTML, print to PDF)", files["handout"], file_name="kv_paging_handout.html",
+        st.download_button("Handout (HTML, print to PDF)", files["handout"], file_name=f"kv_paging_handout_{name}.html",
                            mime="text/html", on_click="ignore", icon=":material/description:")
