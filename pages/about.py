@@ -5,14 +5,17 @@ Renders only static text and one table; no allocation logic.
 import pandas as pd
 import streamlit as st
 
+from allocator.accounting import PRESETS, format_bytes
 from allocator.trace import AZURE_ATTRIBUTION
 from pages._ui.texts import COPY_ON_WRITE_SHORT
 
 #: (term, meaning in the app's own words, where the app shows it). Keep in step with DESIGN.md "Words".
 GLOSSARY = [
     ("slot", "Room for the keys and values of one token, across every layer and head of the model. "
-     "The app counts memory in slots so the arithmetic does not depend on the model; one slot is about "
-     "512 KB for a 7B model in fp16 and 320 KiB for Llama 3 70B.",
+     "The app counts memory in slots so the arithmetic does not depend on the model; one slot is "
+     f"{format_bytes(PRESETS['7b-fp16'].bytes_per_token)} for a 7B model in {PRESETS['7b-fp16'].dtype} and "
+     f"{format_bytes(PRESETS['llama3-70b'].bytes_per_token)} for Llama 3 70B in {PRESETS['llama3-70b'].dtype} "
+     "(the Capacity page's presets).",
      "every page"),
     ("block (page)", "A fixed group of consecutive slots that the paged allocator hands out as one unit. "
      "The paper and vLLM say block; operating-system texts say page. They are the same idea here.",

@@ -127,8 +127,12 @@ if wrong:
         "A hash chained over every earlier token cannot make this mistake.",
         icon=":material/warning:")
 
-st.plotly_chart(block_table_figure(mgr, demo.meta, demo.highlight, demo.colours(), demo.salt),
+st.plotly_chart(block_table_figure(mgr, demo.meta, demo.highlight, demo.colours(), demo.salt,
+                                   selected=st.session_state.get("bt_seq")),
                 key="bt_figure", width="stretch", config={"displaylogo": False})
+st.caption("Arrows follow the block table of the sequence chosen in the **Sequence** box; every entry also "
+           "prints the physical block it points at. **Pink** slots are in a block several block tables "
+           "share (refcount 2 or more), as on every page of the lab.")
 
 free_n, cached_n, used_n = mgr.num_free_blocks, mgr.num_cached_free_blocks, mgr.num_in_use_blocks
 counts = mgr.slot_counts()

@@ -9,23 +9,22 @@ import streamlit as st
 from allocator.scenario import Scenario
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.viz.claims import details_rows, headline, plural, sweep_summary, sweep_table
-from pages._ui.cache import compute, metrics_table, sweep, sweep_chart
+from pages._ui.cache import compute, metrics_table, presentation_figure, sweep, sweep_chart
 from pages._ui.controls import controls, read_url
 from pages._ui.exports_ui import exports_menu
 from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections
 from pages._ui.present import keyboard_shortcuts, presentation_mode, share_link
 from pages._ui.state import current_scenario, remember_scenario
 
-def summary_panel(results, cost: float) -> None:
-    """Three headline numbers per allocator, side by side, then every other figure in one table
-    (both built by ``allocator.viz.claims`` from the results)."""
+def cards_panel(results) -> None:
+    """Three headline numbers per allocator, side by side (built by ``allocator.viz.claims.headline``)."""
     cols = st.columns(2, border=True)
     panels = headline(results)
     for col, key in zip(cols, ("reserve_max", "paged")):
         panel = panels[key]
         s = results[key].summary
         with col:
-            st.subheader(panel["title"])
+            st.markdown(f"**{panel['title']}**")
             for slot, card in zip(st.columns(3), panel["cards"]):
                 slot.metric(card["label"], card["value"], delta=card["delta"], delta_color=card["delta_color"],
                             help=card["help"])
@@ -34,7 +33,16 @@ def summary_panel(results, cost: float) -> None:
                 st.warning(f"{plural(len(s['rejected']), 'request')} can never fit and "
                            f"{'was' if len(s['rejected']) == 1 else 'were'} rejected:\n\n" +
                            "\n".join(f"- r{r['id']}: {r['reason']}" for r in s["rejected"][:10]))
-    st.dataframe(pd.DataFrame(details_rows(results, cost)), hide_index=True, width="stretch")
+
+
+def details_panel(results, cost: float, presenting: bool = False) -> None:
+    """Every other figure of both allocators in one table (``allocator.viz.claims.details_rows``); on a
+    projector a plain table, whose text follows the page's large type."""
+    frame = pd.DataFrame(details_rows(results, cost))
+    if presenting:
+        st.table(frame.set_index("measure"))
+    else:
+        st.dataframe(frame, hide_index=True, width="stretch")
 
 
 NARRATIVE = {
@@ -130,9 +138,10 @@ def workload_panel(workload, sc: Scenario) -> None:
 
 presenting = presentation_mode()
 st.title("Reserve for the worst case, or page?")
-st.markdown("The same requests run against the same KV-cache pool twice: **reserve-max** on the left "
-            "holds a contiguous run of prompt + `max_new_tokens` slots per request; **paged** on the right "
-            "hands out fixed blocks as sequences grow. Press **▶ Play**, or drag the step slider.")
+if not presenting:
+    st.markdown("The same requests run against the same KV-cache pool twice: **reserve-max** on the left "
+                "holds a contiguous run of prompt + `max_new_tokens` slots per request; **paged** on the right "
+                "hands out fixed blocks as sequences grow. Press **▶ Play**, or drag the step slider.")
 
 url_messages = read_url()
 for message in url_messages:
@@ -153,28 +162,43 @@ except ValueError as exc:
     workload, results, fig = compute(scenario)
 
 keyboard_shortcuts()
-tools = st.columns([3, 2, 4])
-with tools[0]:
-    share_link()
-with tools[1]:
-    exports_menu(scenario, workload, results, fig)
 rows = sweep(scenario)
-guided_lesson(results, scenario, rows)
+if presenting:                 # a projector: the lesson box, then straight to the maps
+    guided_lesson(results, scenario, rows)
+else:
+    tools = st.columns([2, 2, 1, 3], vertical_alignment="center")
+    with tools[0]:
+        share_link()
+    with tools[2]:
+        exports_menu(scenario, workload, results, fig)
+    guided_lesson(results, scenario, rows, button_place=tools[1])
 hidden = hidden_sections()
 HIDDEN_NOTE = "Hidden until the class has predicted: press **Reveal** in the lesson box above."
 for note in workload.notes:
     st.info(f"{workload.name}: {note}.")
+
+
+def maps_section() -> None:
+    if MAPS in hidden:
+        st.info(f"The memory maps: {HIDDEN_NOTE}", icon=":material/visibility_off:")
+        return
+    st.plotly_chart(presentation_figure(fig, scenario) if presenting else fig, width="stretch",
+                    config={"displaylogo": False}, key="maps")
+    st.caption(map_caption(scenario.shared_prefix > 0))
+
+
+if presenting:
+    maps_section()
 if CARDS in hidden:
     st.info(f"The headline numbers: {HIDDEN_NOTE}", icon=":material/visibility_off:")
 else:
-    summary_panel(results, scenario.metadata_cost)
-if MAPS in hidden:
-    st.info(f"The memory maps: {HIDDEN_NOTE}", icon=":material/visibility_off:")
-else:
-    st.plotly_chart(fig, width="stretch", config={"displaylogo": False}, key="maps")
-    st.caption(map_caption(scenario.shared_prefix > 0))
-    if st.toggle("Show the numbers behind the animation, frame by frame", key="show_numbers"):
-        st.dataframe(metrics_table(results, fig, key=scenario), hide_index=True, height=320)
+    cards_panel(results)
+if not presenting:
+    maps_section()
+if CARDS not in hidden:
+    details_panel(results, scenario.metadata_cost, presenting)
+if MAPS not in hidden and st.toggle("Show the numbers behind the animation, frame by frame", key="show_numbers"):
+    st.dataframe(metrics_table(results, fig, key=scenario), hide_index=True, height=320)
 narrative(scenario)
 
 st.subheader("Which block size?")

@@ -46,7 +46,8 @@ def test_request_colours_are_not_near_duplicates():
 
 
 def test_one_meaning_per_colour():
-    everything = [*theme.STATE_COLOURS.values(), *theme.REQUEST_COLOURS, *theme.SERIES_COLOURS.values()]
+    everything = [*theme.STATE_COLOURS.values(), *theme.REQUEST_COLOURS, *theme.SERIES_COLOURS.values(),
+                  *theme.HIGHLIGHT_COLOURS.values()]
     assert len(set(c.upper() for c in everything)) == len(everything)
 
 

@@ -263,11 +263,62 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         legend=dict(orientation="h", yanchor="top", y=-0.1, x=0, font=dict(size=13)),
         updatemenus=[dict(type="buttons", direction="left", buttons=[play, pause], x=0, y=1.19,
                           xanchor="left", yanchor="bottom", showactive=False, pad=dict(r=8, t=0))],
-        sliders=[dict(active=0, steps=slider_steps, x=0.16, len=0.84, y=1.2, yanchor="bottom",
-                      currentvalue=dict(prefix="engine step ", font=dict(size=14)), pad=dict(t=0, b=0))],
+        # one tick per frame; their labels would run into each other, so the frame's step is shown
+        # once, as the slider's current value, and the tick labels are left transparent
+        sliders=[dict(active=0, steps=slider_steps, x=0.17, len=0.83, y=1.2, yanchor="bottom",
+                      font=dict(color="rgba(0,0,0,0)"),
+                      currentvalue=dict(prefix="engine step ", font=dict(size=14, color="#333333")),
+                      pad=dict(t=0, b=0))],
         hoverlabel=dict(font_size=14),
     )
     return fig
+
+
+#: Text sizes (px) of the explainer figure on a projector, and the room its readouts need.
+PROJECTOR_FONTS = {"base": 15, "readout": 16, "legend": 15, "axis_title": 15, "ticks": 13, "current": 20,
+                   "buttons": 16}
+
+
+def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
+    """The explainer figure with text sized for the back row of a classroom (presentation mode).
+
+    Plotly lays out larger text itself, so nothing overlaps (enlarging it with page CSS would not
+    move anything). The frames share the original's data; only layouts are copied.
+
+    Args:
+        fig: the figure ``explainer_figure`` returned (frozen or not).
+
+    Returns:
+        A new, frozen FrozenFigure.
+    """
+    d = fig.to_dict()
+    f = PROJECTOR_FONTS
+
+    def readouts(annotations):
+        return [dict(a, font=dict(a.get("font", {}), size=f["readout"])) for a in annotations]
+
+    layout = json.loads(json.dumps(d["layout"]))
+    layout["font"] = dict(layout.get("font", {}), size=f["base"])
+    layout["annotations"] = readouts(layout.get("annotations", []))
+    layout["legend"] = dict(layout.get("legend", {}), font=dict(size=f["legend"]), y=-0.09)
+    layout["margin"] = dict(layout.get("margin", {}), t=140, b=150)
+    layout["height"] = 960
+    for key, axis in layout.items():
+        if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+            axis["tickfont"] = dict(size=f["ticks"])
+            if isinstance(axis.get("title"), dict):
+                axis["title"] = dict(axis["title"], font=dict(size=f["axis_title"]))
+    for menu in layout.get("updatemenus", []):
+        menu["font"] = dict(size=f["buttons"])
+        menu["y"] = 1.17
+    for slider in layout.get("sliders", []):
+        slider["currentvalue"] = dict(slider.get("currentvalue", {}), font=dict(size=f["current"], color="#333333"))
+        slider["y"] = 1.18
+    frames = [dict(fr, layout=dict(fr.get("layout", {}), annotations=readouts(fr.get("layout", {}).get("annotations", []))))
+              for fr in d.get("frames", [])]
+    out = FrozenFigure()          # not re-validated: the original was, and only sizes changed
+    out._frozen = dict(data=d["data"], layout=layout, frames=frames)
+    return out
 
 
 def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float,

@@ -104,14 +104,14 @@ def headline(results: dict) -> dict:
         util_rm = rm["mean_utilization_busy"] if _waited(rm) else rm["mean_utilization"]
         same_basis = waited == _waited(rm)
         cards = [
-            {"label": "Running while requests wait" if waited else "Running (mean, all steps)",
+            {"label": "Mean running",
              "value": f"{running:.1f}",
              "delta": f"{running - running_rm:+.1f}" if compare and same_basis else None, "delta_color": "normal",
              "help": ("The sustained batch: sequences computing a token per step, averaged over the "
                       f"{plural(s['busy_steps'], 'step')} when at least one request was waiting."
                       if waited else "Nothing ever waited, so this is the mean over every step.")
                      + f" The peak, {s['peak_running']}, is a single instant (step {s['peak_running_step']:,})."},
-            {"label": "Utilisation while requests wait" if waited else "Utilisation (all steps)",
+            {"label": "Mean utilisation",
              "value": pct(util),
              "delta": (f"{round((util - util_rm) * 100):+d} pts" if compare and same_basis and util is not None
                        and util_rm is not None and round((util - util_rm) * 100) else None), "delta_color": "normal",
@@ -126,8 +126,9 @@ def headline(results: dict) -> dict:
             line = (f"Nothing ran: all {plural(len(s['rejected']), 'request')} can never fit this pool "
                     "(reasons below).")
         else:
-            line = (f"Peak: {s['peak_running']} running at once, at step {s['peak_running_step']:,} (one instant)."
-                    + ("" if waited else " No request ever had to wait, so there are no waiting-step averages."))
+            line = ((f"Means over the {plural(s['busy_steps'], 'step')} when requests waited. " if waited else
+                     "Means over every step: no request ever had to wait. ")
+                    + f"Peak: {s['peak_running']} running at once, at step {s['peak_running_step']:,} (one instant).")
         out[key] = {"title": res.label + (f" · blocks of {res.block_size}" if res.block_size else " · contiguous"),
                     "cards": cards, "line": line}
     return out

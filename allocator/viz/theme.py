@@ -32,6 +32,9 @@ STATE_COLOURS = {"free": GREY_FREE, "hole": DARK_HOLE, "allocated, holding nothi
 #: that every pair is clearly different for normal vision; neighbouring ids never share one.
 REQUEST_COLOURS = ("#77AADD", "#332288", "#74C476", "#228833", "#44AA99")
 
+#: Outline of a block shared by mistake (the flawed block hash of the Block tables page).
+WRONG_SHARE = "#CC3311"    # Paul Tol "vibrant" red
+
 #: Series colours for the two allocators in line charts.
 RESERVE_MAX = "#000000"    # black: no orange anywhere but "allocated, holding nothing"
 PAGED = "#0072B2"          # blue (Okabe-Ito)
@@ -39,3 +42,6 @@ ACCENT = "#009E73"         # bluish green (Okabe-Ito), for a third series
 
 #: Series name -> colour, for tests.
 SERIES_COLOURS = {"reserve-max": RESERVE_MAX, "paged": PAGED, "third series": ACCENT}
+
+#: Highlight colours (outlines only), each with one meaning.
+HIGHLIGHT_COLOURS = {"wrong share": WRONG_SHARE}

@@ -1,30 +1,34 @@
 """The Block tables page's figure, without streamlit: block tables above the GPU pool and host pool.
 
-One row per sequence lists its block table (logical block index left to right); arrows run from
-each entry to the physical block it names in the GPU pool below; the host (swap) pool sits under
-that. Every box has hover text naming the sequence, block and slot. Colours follow the app's
-palette (:mod:`allocator.viz.theme`): a sequence's own colour for its tokens, orange for allocated
-slots holding nothing, grey for free, a dashed dark outline for a cached block (refcount 0 but
-findable by hash), red for a wrong share.
+One row per sequence lists its block table (logical block index left to right), each entry
+naming the physical block it points at; arrows run from the *selected* sequence's entries to
+those blocks in the GPU pool below (arrows for every row would cross the rows beneath them); the
+host (swap) pool sits under that. Every box has hover text naming the sequence, block and slot.
+Colours follow the app's palette (:mod:`allocator.viz.theme`), with the meanings they have on
+every page: a sequence's own colour for the tokens of a block only it holds, pink for a block
+several block tables share (refcount 2 or more), orange for allocated slots holding nothing,
+grey for free, a dashed dark outline for a cached block (refcount 0 but findable by hash), red
+for a wrong share.
 """
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
 from allocator.block_manager import BLOCK_CACHED, BLOCK_FREE, BlockManager
-from allocator.viz.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY
+from allocator.viz.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, SHARED_PREFIX, WRONG_SHARE
 from pages._ui.block_tables_demo import word, words_of
 
-WARN = "#CC3311"             # Paul Tol "vibrant" red: wrong shares and the copy highlight
+WARN = WRONG_SHARE            # wrong shares
 HIGHLIGHT = "#000000"
 LABEL_W = 11.0               # x units left of the pool kept for row labels
 
 
 def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: dict,
-                       salt: bool) -> go.Figure:
+                       salt: bool, selected=None) -> go.Figure:
     """Block tables (rows of entries) above the physical pool (blocks of slots) and host pool.
 
-    Every box carries hover text; arrows run from each table entry to the block it names.
+    Every box carries hover text; arrows run from the selected sequence's table entries to the
+    blocks they name (every entry also prints its block id).
 
     Args:
         mgr: the pool to draw (every number drawn is read from it).
@@ -33,6 +37,7 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
         highlight: ``{block_id: label}``: blocks outlined in black, the label written under them.
         colours: ``{seq_id: "#RRGGBB"}`` for every sequence ``mgr`` holds.
         salt: whether each tenant has its own cache salt (rows then name their tenant).
+        selected: the sequence whose arrows are drawn (None: none).
 
     Returns:
         a Plotly figure, ``330 + 95 * len(sequences)`` pixels high; x and y are layout units.
@@ -71,6 +76,7 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
 
     for s in seqs:
         legend_entry(f"{s}'s tokens", colours[s])
+    legend_entry("shared: refcount 2 or more", SHARED_PREFIX)
     legend_entry("allocated, holding nothing", ORANGE_EMPTY)
     legend_entry("free", GREY_FREE)
     legend_entry("cached: refcount 0, findable by hash", "#FFFFFF", DARK_HOLE)
@@ -99,8 +105,9 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
                 fill = "#FFFFFF"
                 hover = f"block {b}, slot {k}: \u201c{word(toks[k])}\u201d (token {toks[k]}), cached, refcount 0"
             elif k < len(toks):
-                fill = colours[owner]
-                hover = f"block {b}, slot {k}: \u201c{word(toks[k])}\u201d (token {toks[k]})"
+                fill = SHARED_PREFIX if rc >= 2 else colours[owner]
+                hover = (f"block {b}, slot {k}: \u201c{word(toks[k])}\u201d (token {toks[k]})"
+                         + (f", shared by {', '.join(map(str, holders))}" if rc >= 2 else ""))
             else:
                 fill = ORANGE_EMPTY
                 hover = f"block {b}, slot {k}: allocated to {', '.join(map(str, holders))}, holding nothing"
@@ -182,7 +189,7 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
             label_x.append(x0 + entry_w / 2)
             label_y.append((y0 + y1) / 2)
             label_t.append(f"<b>{'h' if swapped else ''}{b}</b><br><span style='font-size:10px'>{short}</span>")
-            if not swapped:
+            if not swapped and s == selected:
                 annotations.append(dict(
                     x=b * pitch + block_w / 2, y=pool_y0 + pool_h + 0.95, ax=x0 + entry_w / 2, ay=y0,
                     xref="x", yref="y", axref="x", ayref="y", showarrow=True, arrowhead=2,

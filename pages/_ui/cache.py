@@ -11,7 +11,7 @@ import streamlit as st
 from allocator.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, block_size_sweep, build_workload,
                                 run_both)
 from allocator.trace import load_trace
-from allocator.viz.charts import FrozenFigure, explainer_figure, sweep_figure
+from allocator.viz.charts import FrozenFigure, explainer_figure, for_projector, sweep_figure
 from allocator.viz.exports import metrics_frame
 
 
@@ -64,6 +64,18 @@ def _metrics_table(_results, _fig, key=None):
     table = metrics_frame(_results)
     table = table[table["step"].isin(frames)]          # every frame starts a row (see frame_steps)
     return table.drop(columns=[c for c in table.columns if "next_need" in c or " units " in c])
+
+
+def presentation_figure(fig, scenario: Scenario):
+    """The explainer figure sized for a projector (``allocator.viz.charts.for_projector``), built
+    once per scenario and shared by every session."""
+    return _presentation_figure(fig, scenario.canonical())
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _presentation_figure(_fig, key: Scenario):
+    """``presentation_figure`` cached per canonical scenario (``key``)."""
+    return for_projector(_fig)
 
 
 def sweep_chart(scenario: Scenario, reserve_util):

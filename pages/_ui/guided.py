@@ -106,16 +106,18 @@ def hidden_sections() -> frozenset:
     return frozenset(STEPS[i]["hides"])
 
 
-def guided_lesson(results, scenario, sweep_rows) -> None:
+def guided_lesson(results, scenario, sweep_rows, button_place=None) -> None:
     """Render the current lesson step (if the lesson is on) with its question and reveal.
 
     Args:
         results: the run on screen; every revealed number is read from it (``allocator.viz.claims.reveal``).
         scenario: the scenario on screen (pool size and max_new_tokens for the texts).
         sweep_rows: the block-size sweep of the same workload (step 4 compares with block size 16).
+        button_place: where the "Start the guided lesson" button goes while the lesson is off (a
+            column of the tool row); the lesson box itself always spans the page.
     """
     if not st.session_state.get("lesson_on"):
-        st.button("Start the guided lesson", icon=":material/school:", on_click=start_lesson,
+        (button_place or st).button("Start the guided lesson", icon=":material/school:", on_click=start_lesson,
                   help="Six short steps that move the controls for you and ask the class to predict first. "
                        "Ending the lesson puts your own settings back.")
         return

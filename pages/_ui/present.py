@@ -64,19 +64,15 @@ _PRESENT_CSS = """
 <style>
 section[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
 [data-testid="stExpandSidebarButton"] { display: none !important; }
-.stMainBlockContainer { max-width: 100% !important; padding-left: 2rem; padding-right: 2rem; }
+.stMainBlockContainer { max-width: 100% !important; padding: 0.6rem 2rem 2rem 2rem !important; }
+header[data-testid="stHeader"] { display: none !important; }
 .stMainBlockContainer p, .stMainBlockContainer li { font-size: 1.25rem; }
-[data-testid="stMetricValue"] p { font-size: 2.8rem !important; line-height: 1.2; }
+[data-testid="stMetricValue"] p { font-size: 2.6rem !important; line-height: 1.2; }
 [data-testid="stMetricLabel"] p { font-size: 1.15rem !important; }
 [data-testid="stMetricDelta"] p { font-size: 1.1rem !important; }
-h1 { font-size: 3rem !important; }
-/* plotly draws its own text: enlarge readouts, ticks, legends and buttons for the back row */
-.js-plotly-plot .annotation-text { font-size: 17px !important; }
-.js-plotly-plot .xtick text, .js-plotly-plot .ytick text { font-size: 14px !important; }
-.js-plotly-plot .legendtext, .js-plotly-plot .g-xtitle text, .js-plotly-plot .g-ytitle text,
-.js-plotly-plot .g-x3title text, .js-plotly-plot .g-y3title text, .js-plotly-plot .g-x4title text,
-.js-plotly-plot .g-y4title text { font-size: 16px !important; }
-.js-plotly-plot .updatemenu-item-text, .js-plotly-plot .slider-label { font-size: 16px !important; }
+h1 { font-size: 2.2rem !important; padding: 0.2rem 0 0.4rem 0 !important; }
+/* tables: the page's own text size, so the back row can read them too */
+[data-testid="stDataFrame"] { font-size: 1.05rem; }
 </style>
 """
 

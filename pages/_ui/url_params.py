@@ -21,12 +21,17 @@ BLOCK_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 
 #: Short stable value -> the label the sidebar shows, per choice widget.
 CHOICES = {
-    "workload": {"classroom-40": "classroom-40 (forty chat requests, all at once)",
-                 "azure-conv": "Azure conversation trace (real requests, 2023)",
-                 "upload": "Your own trace (upload a CSV)"},
+    "workload": {"classroom-40": "classroom-40 (synthetic)",
+                 "azure-conv": "Azure trace (real, 2023)",
+                 "upload": "Your own trace (CSV)"},
     "arrival": {"burst": "all at step 0", "trickle": "trickle"},
     "preemption": {"recompute": "recompute", "swap": "swap to host"},
 }
+#: Labels earlier versions wrote into shared links, still accepted.
+OLD_LABELS = {"workload": {"classroom-40 (forty chat requests, all at once)": "classroom-40",
+                           "Azure conversation trace (real requests, 2023)": "azure-conv",
+                           "Your own trace (upload a CSV)": "upload"}}
+
 #: Default of each choice.
 CHOICE_DEFAULTS = {"workload": "classroom-40", "arrival": "burst", "preemption": "recompute"}
 
@@ -92,7 +97,7 @@ def _choice(name: str, raw: str) -> str | None:
     for short, label in options.items():
         if raw == label:
             return short
-    return None
+    return OLD_LABELS.get(name, {}).get(raw)
 
 
 def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
