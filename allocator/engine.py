@@ -120,7 +120,7 @@ class SimulationResult:
             when snapshots were not recorded. Busy steps are kept when ``step % snapshot_stride
             == 0`` (the stride doubles past ``SNAPSHOT_BUDGET_BYTES``); idle gaps always are.
         snapshot_stride: the stride (a power of two).
-        rejected: list of {"id", "reason"} for requests that can never fit.
+        rejected: list of {"id", "reason", "arrival_step"} for requests that can never fit.
         summary: see :func:`summarize`.
         shared_prefix: tokens of the common system prompt (0: none).
         preemption: the paged allocator's preemption mode, or None.
@@ -170,11 +170,6 @@ class SimulationResult:
         (these are always single busy steps)."""
         return self.metrics["waiting"] > 0
 
-    def busy_or_all_mask(self) -> np.ndarray:
-        """``busy_mask``, or every record when the queue was never non-empty (nothing ever waited)."""
-        mask = self.busy_mask()
-        return mask if mask.any() else np.ones(self.records, dtype=bool)
-
     def mean(self, values, mask: np.ndarray | None = None) -> float | None:
         """Mean over steps of a per-record array (each record weighted by its span), optionally
         over the records in ``mask`` only; None when no step is selected."""
@@ -192,18 +187,21 @@ class SimulationResult:
         """
         return self.metrics["allocated_slots"] + float(metadata_cost) * self.metrics["units"]
 
-    def cost_per_token_busy(self, metadata_cost: float) -> float | None:
-        """Mean over busy steps (all steps if none) of total cost / tokens stored: slot equivalents
-        paid per stored token (1.0 = no waste, no metadata). None when nothing was ever stored.
+    def cost_per_token(self, metadata_cost: float, busy: bool = True) -> float | None:
+        """Mean of total cost / distinct tokens stored -- slot equivalents paid per stored token (1.0 = no
+        waste, no metadata) -- over the steps when requests waited (``busy``) or over every step.
+
+        Returns:
+            the mean, or None when no such step stored a token (nothing ran, or nothing waited).
 
         Source: seed 001's objective (allocated + c x blocks), divided by the useful tokens so
         allocators that store different amounts compare fairly.
         """
-        mask = self.busy_or_all_mask() & (self.metrics["used_slots"] > 0)
+        used = self.metrics["used_slots"]
+        mask = (self.busy_mask() if busy else np.ones(self.records, dtype=bool)) & (used > 0)
         if not mask.any():
             return None
-        ratio = np.divide(self.total_cost(metadata_cost), self.metrics["used_slots"],
-                          out=np.zeros(self.records), where=self.metrics["used_slots"] > 0)
+        ratio = np.divide(self.total_cost(metadata_cost), used, out=np.zeros(self.records), where=used > 0)
         return self.mean(ratio, mask)
 
     def slot_states(self, step: int) -> tuple[np.ndarray, np.ndarray]:
@@ -298,7 +296,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             ptr += 1
             reason = allocator.never_fits(req.prompt_len, req.output_len)
             if reason:
-                rejected.append({"id": req.id, "reason": reason})
+                rejected.append({"id": req.id, "reason": reason, "arrival_step": req.arrival_step})
             else:
                 waiting.append(_Seq(req))
         if not running and not waiting:
@@ -409,6 +407,14 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             raise RuntimeError(f"simulation did not drain within {busy_limit} busy steps ({allocator.label})")
         t += 1
 
+    # An idle stretch that only led up to arrivals which were all rejected is no part of the run:
+    # the run ends with its last piece of work (the rejections keep their arrival steps).
+    while cols["step"] and cols["running"][-1] == 0 and cols["waiting"][-1] == 0 and cols["span"][-1] > 1:
+        start = cols["step"][-1]
+        for values in cols.values():
+            values.pop()
+        if snapshots is not None:
+            snapshots.pop(start, None)
     total = allocator.total_slots
     arr = {k: np.asarray(v, dtype=np.int64) for k, v in cols.items()}
     # Every running sequence's prompt starts with the shared prefix (Workload checks it), so with

@@ -51,8 +51,9 @@ def frame_steps(results, max_frames: int, include=()) -> np.ndarray:
     Candidates are the first steps of every record of any of the results (busy steps and the
     start of each idle gap), kept only where every result has a picture (multiples of the
     largest snapshot stride); at most ``max_frames`` of them are taken, evenly spaced *by record*
-    rather than by step, so a long idle gap costs one frame, not most of them. The first and
-    last candidates are always included.
+    rather than by step, so a long idle gap costs one frame, not most of them -- and every idle
+    gap gets that one frame (up to a third of the frames), since evenly spaced picks would skip
+    the few records that stand for whole stretches. The first and last candidates are included.
 
     Args:
         results: SimulationResults with snapshots (one or more).
@@ -66,10 +67,19 @@ def frame_steps(results, max_frames: int, include=()) -> np.ndarray:
     stride = max(r.snapshot_stride for r in results)
     steps = np.unique(np.concatenate([r.metrics["step"] for r in results] + [np.zeros(1, np.int64)]))
     candidates = steps[steps % stride == 0]
-    k = max(2, min(int(max_frames), len(candidates)))
-    picks = np.unique(np.linspace(0, len(candidates) - 1, k).round().astype(np.int64))
+    # Idle gaps are the records evenly spaced picks would skip (there are few of them): each gets
+    # a frame at its first step, up to a third of the frames (spread evenly if there are more).
+    idle = np.unique(np.concatenate([r.metrics["step"][r.metrics["span"] > 1] for r in results]
+                                    + [np.zeros(0, np.int64)]))
+    idle = np.intersect1d(idle, candidates)
+    room = max(1, int(max_frames) // 3)
+    if len(idle) > room:
+        idle = idle[np.unique(np.linspace(0, len(idle) - 1, room).round().astype(np.int64))]
+    others = np.setdiff1d(candidates, idle)
+    k = max(2, min(int(max_frames) - len(idle), len(others)))
+    picks = np.unique(np.linspace(0, len(others) - 1, k).round().astype(np.int64)) if len(others) else []
     wanted = np.intersect1d(np.asarray(list(include), dtype=np.int64), candidates)
-    return np.union1d(candidates[picks], wanted)
+    return np.union1d(np.union1d(others[picks], wanted), idle).astype(np.int64)
 
 
 def cell_states(result: "SimulationResult", step: int, per_cell: int) -> tuple[np.ndarray, np.ndarray]:

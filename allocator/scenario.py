@@ -154,11 +154,12 @@ def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLO
 
     Returns:
         One dict per block size that fits the pool, with keys block_size, blocks (in the pool),
-        mean_utilization_busy, mean_internal_fragmentation_busy (fraction of the pool),
-        mean_total_cost_busy (allocated slots + c x blocks in use, slot equivalents, mean over
-        busy steps), cost_per_token_busy (that cost divided by tokens stored), peak_running,
-        steps, preemptions, mean_tokens_per_step. Busy steps are those with a non-empty queue;
-        where a run has none, the busy means fall back to all steps.
+        waited (some request had to wait), each mean twice -- over the steps when requests waited
+        (``*_busy``; None when none did) and over every step -- for utilisation,
+        internal fragmentation (fractions of the pool), total cost (allocated slots + c x blocks
+        in use, slot equivalents: mean_total_cost*) and cost per stored token
+        (cost_per_token*), and peak_running, steps, preemptions, mean_tokens_per_step.
+        Charts and texts compare rows on one basis (``allocator.viz.claims.sweep_basis``).
 
     Source: total cost = allocated slots + c x blocks is seed 001's objective
     (001_b60e659497b44204.txt), applied here to the running engine instead of a snapshot.
@@ -169,17 +170,25 @@ def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLO
             continue
         res = simulate(workload, PagedAllocator(total_slots, bs, preemption=preemption), record_snapshots=False)
         m = res.metrics
-        mask = res.busy_or_all_mask()
         rows.append({
             "block_size": bs,
             "blocks": total_slots // bs,
-            "mean_utilization_busy": res.mean(m["utilization"], mask),
-            "mean_internal_fragmentation_busy": res.mean(m["internal_fragmentation"] / total_slots, mask),
-            "mean_total_cost_busy": res.mean(res.total_cost(metadata_cost), mask),
-            "cost_per_token_busy": res.cost_per_token_busy(metadata_cost),
+            "waited": bool(res.busy_mask().any()),
+            **_both_bases(res, "mean_utilization", m["utilization"]),
+            **_both_bases(res, "mean_internal_fragmentation", m["internal_fragmentation"] / total_slots),
+            **_both_bases(res, "mean_total_cost", res.total_cost(metadata_cost)),
+            "cost_per_token_busy": res.cost_per_token(metadata_cost, busy=True),
+            "cost_per_token": res.cost_per_token(metadata_cost, busy=False),
             "peak_running": res.summary["peak_running"],
             "steps": res.steps,
             "preemptions": res.summary["preemptions"],
             "mean_tokens_per_step": res.summary["mean_tokens_per_step"],
         })
     return rows
+
+
+def _both_bases(res: SimulationResult, name: str, values) -> dict:
+    """``{name + "_busy": mean over the steps when requests waited (None if none), name: mean over
+    every step}`` of a per-record array."""
+    busy = res.busy_mask()
+    return {f"{name}_busy": res.mean(values, busy) if busy.any() else None, name: res.mean(values)}

@@ -207,11 +207,12 @@ if SWEEP in hidden:
 else:
     left, right = st.columns([3, 1])
     with left:
-        st.plotly_chart(sweep_chart(scenario, results["reserve_max"].summary["mean_utilization_busy"]),
+        st.plotly_chart(sweep_chart(scenario, results["reserve_max"].summary),
                         width="stretch", config={"displaylogo": False}, key="sweep")
     with right:
-        st.markdown(sweep_summary(rows, scenario.block_size, scenario.metadata_cost))
+        st.markdown(sweep_summary(rows, scenario.block_size, scenario.metadata_cost,
+                                  results["reserve_max"].summary))
     if st.toggle("Show the sweep as a table", key="show_sweep_table"):
-        st.dataframe(sweep_table(rows), hide_index=True)
+        st.dataframe(sweep_table(rows, results["reserve_max"].summary), hide_index=True)
 
 workload_panel(workload, scenario)

@@ -13,8 +13,9 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from pages._ui.state import current_scenario
+from allocator.viz.claims import sweep_basis, sweep_value
 from allocator.viz.theme import ACCENT, ORANGE_EMPTY, PAGED
+from pages._ui.state import current_scenario
 
 SWEEP_KEY = "kernel_sweep_result"
 
@@ -274,12 +275,13 @@ def two_costs_figure(waste_rows: list[dict], waste_label: str,
     against block size. ``overheads`` holds (sweep, legend label) pairs: live first, then recorded."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     w = pd.DataFrame(waste_rows)
-    waste = 100 * (1 - w["mean_utilization_busy"])
+    basis, words = sweep_basis(waste_rows)
+    waste = [None if (u := sweep_value(r, "mean_utilization", basis)) is None else 100 * (1 - u) for r in waste_rows]
     fig.add_trace(go.Scatter(
         x=w["block_size"], y=waste, name=f"memory holding no token (%) — allocator, {waste_label}",
         mode="lines+markers", line=dict(color=ORANGE_EMPTY),
         hovertemplate="block size %{x} slots<br>%{y:.1f} % of the pool holds no token "
-                      "(mean over busy steps)<extra></extra>"), secondary_y=False)
+                      f"(mean {words})<extra></extra>"), secondary_y=False)
     sizes = set(w["block_size"])
     top = 1.5
     for (res, label), colour, dash in zip(overheads, (PAGED, ACCENT, "#777777"), ("dash", "dot", "dashdot")):

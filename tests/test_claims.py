@@ -69,7 +69,7 @@ def allowed_numbers(sc: Scenario, results: dict, rows: list[dict]) -> set[str]:
             if step < res.steps:
                 for name in res.metrics:
                     nums |= _forms(res.value_at(name, step))
-        nums |= _forms(res.cost_per_token_busy(sc.metadata_cost))
+        nums |= _forms(res.cost_per_token(sc.metadata_cost, busy=True)) | _forms(res.cost_per_token(sc.metadata_cost, busy=False))
         if res.summary["finished"] and res.summary["mean_running_busy"] is None:
             for name in ("internal_fragmentation", "external_fragmentation", "duplicate_slots"):
                 nums |= _forms(res.mean(res.metrics[name] / res.total_slots))

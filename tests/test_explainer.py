@@ -22,16 +22,21 @@ def decode(spec):
 
 
 def test_frame_steps_and_cells():
-    dense = SimpleNamespace(metrics={"step": np.arange(10)}, snapshot_stride=1)
+    dense = SimpleNamespace(metrics={"step": np.arange(10), "span": np.ones(10, int)}, snapshot_stride=1)
     assert frame_steps([dense], 4).tolist() == [0, 3, 6, 9]
     assert frame_steps([dense], 100).tolist() == list(range(10))
     # frames are spread over records, not over steps: a long idle gap costs one frame
-    gappy = SimpleNamespace(metrics={"step": np.array([0, 1, 2, 5, 1_000_000, 1_000_001])}, snapshot_stride=1)
+    gappy = SimpleNamespace(metrics={"step": np.array([0, 1, 2, 5, 1_000_000, 1_000_001]),
+                                     "span": np.array([1, 1, 3, 999_995, 1, 1])}, snapshot_stride=1)
     assert frame_steps([gappy], 6).tolist() == [0, 1, 2, 5, 1_000_000, 1_000_001]
     assert frame_steps([dense, gappy], 100).tolist() == list(range(10)) + [1_000_000, 1_000_001]
     # only steps every result has a picture of (multiples of the largest snapshot stride)
-    thinned = SimpleNamespace(metrics={"step": np.arange(10)}, snapshot_stride=4)
+    thinned = SimpleNamespace(metrics={"step": np.arange(10), "span": np.ones(10, int)}, snapshot_stride=4)
     assert frame_steps([dense, thinned], 100).tolist() == [0, 4, 8]
+    # an idle gap is a frame even when evenly spaced picks would step over it
+    long = SimpleNamespace(metrics={"step": np.array(list(range(100)) + [1_000_000]),
+                                    "span": np.array([1] * 99 + [999_901, 1])}, snapshot_stride=1)
+    assert 99 in frame_steps([long], 10).tolist() and len(frame_steps([long], 10)) <= 11
     assert slots_per_cell(2048) == 1 and slots_per_cell(8192) == 4 and slots_per_cell(2049) == 2
     assert grid_shape(2048) == (32, 64)
 
@@ -91,13 +96,31 @@ def test_figure_cells_match_slot_states():
     assert (held_by[state == TOKEN] >= 1).all()
 
 
+def _row(b, waited=True):
+    busy = 0.9 if waited else None
+    return {"block_size": b, "waited": waited, "mean_utilization_busy": busy, "mean_utilization": 0.5,
+            "peak_running": 3, "steps": 9, "preemptions": 0, "cost_per_token_busy": busy and 1.0,
+            "cost_per_token": 1.2, "mean_total_cost_busy": busy and 10.0, "mean_total_cost": 12.0}
+
+
 def test_sweep_figure_marks_current_block_size():
-    fig = sweep_figure([{"block_size": b, "mean_utilization_busy": 0.9, "peak_running": 3, "steps": 9,
-                         "preemptions": 0, "cost_per_token_busy": 1.0, "mean_total_cost_busy": 10.0}
-                        for b in (1, 16, 256)], 16, 0.5, 0.3)
+    reserve = {"mean_utilization_busy": 0.3, "mean_utilization": 0.2, "mean_running_busy": 2.5, "finished": 40}
+    fig = sweep_figure([_row(b) for b in (1, 16, 256)], 16, 0.5, reserve)
     current = [t for t in fig.data if t.name.startswith("current block size")]
     assert current and list(current[0].x) == [16, 16]
     assert fig.layout.xaxis.title.text.startswith("block size")
+    util, line = fig.data[0], fig.data[1]
+    assert list(util.y) == [90.0] * 3 and list(line.y) == [30.0] * 2 and "while requests wait" in util.name
+
+
+def test_sweep_figure_never_mixes_two_kinds_of_average():
+    """When some block size never made a request wait, every point and the reserve-max line are
+    all-step means (helper report: 47 % over all steps next to a 29 % waiting-time reserve line)."""
+    reserve = {"mean_utilization_busy": 0.3, "mean_utilization": 0.2, "mean_running_busy": 2.5, "finished": 40}
+    fig = sweep_figure([_row(1, waited=False), _row(16), _row(256)], 16, 0.5, reserve)
+    util, line = fig.data[0], fig.data[1]
+    assert list(util.y) == [50.0] * 3 and list(line.y) == [20.0] * 2
+    assert "over all steps" in util.name and "over all steps" in line.name
 
 
 # --- the page -----------------------------------------------------------------------------------
@@ -175,9 +198,9 @@ def test_details_table_reads_the_core(app):
         s = res[key].summary
         assert table["tokens per step"] == f"{s['mean_tokens_per_step']:.2f}"
         assert table["preemptions"] == f"{s['preemptions']:,}"
-        assert table["cost per stored token (c = 0)"] == f"{res[key].cost_per_token_busy(0):.3f}"
+        assert table["cost per stored token (c = 0)"] == f"{res[key].cost_per_token(0):.3f}"
     # paging stores more tokens per slot paid for: its cost per stored token is lower
-    assert res["paged"].cost_per_token_busy(0) < res["reserve_max"].cost_per_token_busy(0)
+    assert res["paged"].cost_per_token(0) < res["reserve_max"].cost_per_token(0)
 
 
 def test_guided_lesson_moves_the_controls_and_reveals_core_numbers(app):

@@ -78,8 +78,7 @@ def run(args) -> int:
     extra = []
     if args.sweep:
         rows = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)
-        extra.append(sweep_figure(rows, sc.block_size, sc.metadata_cost,
-                                  results["reserve_max"].summary["mean_utilization_busy"]))
+        extra.append(sweep_figure(rows, sc.block_size, sc.metadata_cost, results["reserve_max"].summary))
     doc = animation_html(sc, workload, results, fig, title=args.title, extra_figures=extra)
     written = {}
     _write(args.out, doc)

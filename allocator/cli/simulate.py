@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from ..scenario import SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep, build_workload, run_both
+from ..viz.claims import sweep_basis, sweep_value
 
 SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
                 "mean_tokens_per_step", "finished", "peak_logical_tokens", "peak_used_slots", "swapped_blocks",
@@ -92,8 +93,15 @@ def run(args) -> int:
         for r in out[key]["rejected"]:
             print(f"{key} rejected request {r['id']}: {r['reason']}")
     if args.sweep:
-        print(f"\nblock_size  mean_util_busy  peak_running  steps  preemptions  cost_per_token(c={sc.metadata_cost:g})")
+        basis, words = sweep_basis(out["paged_block_size_sweep"], results["reserve_max"].summary)
+
+        def num(value, spec):
+            return "-" if value is None else format(value, spec)
+
+        print(f"\nblock-size sweep, averages {words}")
+        print(f"block_size  mean_util  peak_running  steps  preemptions  cost_per_token(c={sc.metadata_cost:g})")
         for row in out["paged_block_size_sweep"]:
-            print(f"{row['block_size']:>10}  {row['mean_utilization_busy']:>14.3f}  {row['peak_running']:>12}"
-                  f"  {row['steps']:>5}  {row['preemptions']:>11}  {row['cost_per_token_busy']:>18.3f}")
+            print(f"{row['block_size']:>10}  {num(sweep_value(row, 'mean_utilization', basis), '>9.3f')}"
+                  f"  {row['peak_running']:>12}  {row['steps']:>5}  {row['preemptions']:>11}"
+                  f"  {num(sweep_value(row, 'cost_per_token', basis), '>18.3f')}")
     return 0

@@ -14,9 +14,9 @@ from plotly.subplots import make_subplots
 
 from allocator import DUPLICATE, EMPTY, FREE, HOLE, SHARED
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
-from allocator.viz.claims import lesson_key_steps
-from allocator.viz.theme import (DARK_HOLE, DUPLICATE as DUPLICATE_COLOUR, GREY_FREE, ORANGE_EMPTY, PAGED,
-                                 REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
+from allocator.viz.claims import lesson_key_steps, sweep_basis, sweep_value
+from allocator.viz.theme import (ACCENT, DARK_HOLE, DUPLICATE as DUPLICATE_COLOUR, GREY_FREE, ORANGE_EMPTY,
+                                 PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
 
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
 FIGURE_BUDGET_BYTES = 2_800_000
@@ -322,15 +322,20 @@ def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
 
 
 def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float,
-                 reserve_util_busy: float | None = None) -> go.Figure:
-    """Mean busy utilisation and total cost against block size (log2 axis), current size marked.
+                 reserve: dict | None = None) -> go.Figure:
+    """Mean utilisation and cost per stored token against block size (log2 axis), current size marked.
+
+    Every point, and reserve-max's reference line, is the same kind of average
+    (``allocator.viz.claims.sweep_basis``): over the steps when requests waited if every run had
+    such steps, else over all steps; the legend says which.
 
     Args:
         rows: ``allocator.scenario.block_size_sweep`` output.
         current_block_size: the block size on the slider (slots); drawn as a dashed line.
         metadata_cost: c, the cost per block in slot equivalents, used for the cost curve.
-        reserve_util_busy: reserve-max's mean busy utilisation (fraction), drawn for reference.
+        reserve: reserve-max's summary (its utilisation is drawn for reference), or None.
     """
+    basis, words = sweep_basis(rows, reserve)
     bs = [r["block_size"] for r in rows]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     if not bs:                              # no block size fits the pool: say so on the chart itself
@@ -338,22 +343,24 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
                            xref="paper", yref="paper", x=0.5, y=0.5, font=dict(size=16))
         bs = [current_block_size]
     fig.add_trace(go.Scatter(
-        x=bs, y=[_times(r["mean_utilization_busy"], 100) for r in rows], mode="lines+markers",
-        name="paged: mean utilisation while requests wait (%)", line=dict(color=PAGED, width=3),
+        x=bs, y=[_times(sweep_value(r, "mean_utilization", basis), 100) for r in rows], mode="lines+markers",
+        name=f"paged: mean utilisation {words} (%)", line=dict(color=PAGED, width=3),
         customdata=[[r["peak_running"], r["steps"], r["preemptions"]] for r in rows],
         hovertemplate=("block size %{x} slots<br>utilisation %{y:.1f} %<br>peak running %{customdata[0]}"
                        "<br>steps to drain %{customdata[1]}<br>preemptions %{customdata[2]}<extra></extra>")),
         secondary_y=False)
-    if reserve_util_busy is not None:
-        fig.add_trace(go.Scatter(x=[bs[0], bs[-1]], y=[reserve_util_busy * 100] * 2, mode="lines",
-                                 name="reserve-max utilisation (%) — does not depend on block size",
+    reserve_util = None if reserve is None else (
+        reserve["mean_utilization_busy"] if basis == "busy" else reserve["mean_utilization"])
+    if reserve_util is not None and reserve["finished"]:
+        fig.add_trace(go.Scatter(x=[bs[0], bs[-1]], y=[reserve_util * 100] * 2, mode="lines",
+                                 name=f"reserve-max utilisation {words} (%) — does not depend on block size",
                                  line=dict(color=RESERVE_MAX, dash="dash"),
                                  hovertemplate="reserve-max: %{y:.1f} %<extra></extra>"), secondary_y=False)
     fig.add_trace(go.Scatter(
-        x=bs, y=[r["cost_per_token_busy"] for r in rows], mode="lines+markers",
-        name=f"paged: cost per stored token, allocated + {metadata_cost:g} × blocks (slot equivalents)",
-        line=dict(color="#009E73", dash="dot", width=2.5), marker=dict(symbol="diamond"),
-        customdata=[[r["mean_total_cost_busy"]] for r in rows],
+        x=bs, y=[sweep_value(r, "cost_per_token", basis) for r in rows], mode="lines+markers",
+        name=f"paged: cost per stored token {words}, allocated + {metadata_cost:g} × blocks (slot equivalents)",
+        line=dict(color=ACCENT, dash="dot", width=2.5), marker=dict(symbol="diamond"),
+        customdata=[[sweep_value(r, "mean_total_cost", basis)] for r in rows],
         hovertemplate=("block size %{x} slots<br>cost per stored token %{y:.3f}<br>"
                        "total cost %{customdata[0]:,.0f} slot equivalents<extra></extra>")),
         secondary_y=True)
@@ -367,7 +374,7 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
     fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], secondary_y=False,
                      gridcolor="#eee")
     fig.update_yaxes(title_text="slot equivalents per stored token", rangemode="tozero", secondary_y=True,
-                     showgrid=False)
+                     showgrid=False, tickformat=".2f")
     fig.update_layout(height=430, margin=dict(l=60, r=60, t=40, b=40), plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hoverlabel=dict(font_size=14))
     return fig

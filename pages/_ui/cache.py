@@ -78,16 +78,18 @@ def _presentation_figure(_fig, key: Scenario):
     return for_projector(_fig)
 
 
-def sweep_chart(scenario: Scenario, reserve_util):
-    """The block-size sweep figure for one scenario (built once, shared by every session)."""
-    return _sweep_chart(scenario.canonical(), reserve_util)
+def sweep_chart(scenario: Scenario, reserve: dict):
+    """The block-size sweep figure for one scenario (built once, shared by every session);
+    ``reserve`` is reserve-max's summary for the same scenario (it follows from the scenario, so the
+    scenario alone is the cache key)."""
+    return _sweep_chart(scenario.canonical(), reserve)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _sweep_chart(scenario: Scenario, reserve_util):
+def _sweep_chart(scenario: Scenario, _reserve: dict):
     """``sweep_chart`` for a canonical scenario."""
     return FrozenFigure(sweep_figure(sweep(scenario), scenario.block_size, scenario.metadata_cost,
-                                     reserve_util)).freeze()
+                                     _reserve)).freeze()
 
 
 def warm_default() -> None:
@@ -95,4 +97,4 @@ def warm_default() -> None:
     sc = Scenario()
     _, results, fig = compute(sc)
     metrics_table(results, fig, key=sc)
-    sweep_chart(sc, results["reserve_max"].summary["mean_utilization_busy"])
+    sweep_chart(sc, results["reserve_max"].summary)
