@@ -36,6 +36,9 @@ STATE_NAMES = {FREE: "free", TOKEN: "holds a token", EMPTY: "allocated, empty", 
 RESERVATION_POLICIES = ("max", "pow2", "oracle")
 #: Largest block size accepted (slots).
 MAX_BLOCK_SIZE = 4096
+#: Largest pool simulated (slots): 4x the explainer's largest, and small enough that a pool of
+#: one-slot blocks keeps its per-block lists in a few hundred MB.
+MAX_POOL_SLOTS = 1 << 22
 
 
 @runtime_checkable
@@ -140,7 +143,7 @@ class ReserveMaxAllocator:
     LABELS = {"max": "Reserve-max", "pow2": "Reserve-pow2", "oracle": "Reserve-oracle"}
 
     def __init__(self, total_slots: int, max_new_tokens: int, policy: str = "max"):
-        self.total_slots = whole_number("total_slots", total_slots, 1)
+        self.total_slots = whole_number("total_slots", total_slots, 1, MAX_POOL_SLOTS)
         self.max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 1)
         self.policy = one_of("policy", policy, RESERVATION_POLICIES)
         self.label = self.LABELS[self.policy]
@@ -326,7 +329,7 @@ class PagedAllocator:
 
     def __init__(self, total_slots: int, block_size: int, preemption: str = "recompute",
                  host_blocks: int | None = None):
-        self.total_slots = whole_number("total_slots", total_slots, 1)
+        self.total_slots = whole_number("total_slots", total_slots, 1, MAX_POOL_SLOTS)
         self.block_size = whole_number("block_size", block_size, 1, MAX_BLOCK_SIZE)
         self.num_blocks = self.total_slots // self.block_size
         if self.num_blocks == 0:
@@ -351,7 +354,8 @@ class PagedAllocator:
         self.swap_traffic = 0                       # blocks moved out + in, total
         self.shared_saving = 0                      # slots saved by sharing right now
         self.shared_prefix = whole_number("shared_prefix", shared_prefix, 0)
-        n_prefix = self.shared_prefix // self.block_size
+        # blocks of the prompt that can ever be shared (a longer prompt than the pool is rejected anyway)
+        n_prefix = min(self.shared_prefix // self.block_size, self.num_blocks)
         self._prefix_hashes = (prompt_block_hashes(_system_prompt_tokens(n_prefix * self.block_size),
                                                    self.block_size) if n_prefix else [])
 

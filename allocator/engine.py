@@ -44,7 +44,7 @@ import numpy as np
 
 from .allocators import FREE, HOLE
 from .maps import slot_picture
-from .validate import FieldError
+from .validate import FieldError, real_number
 from .workload import Workload
 
 #: Most memory the pool pictures of one run may take (bytes); past it, every other busy step's
@@ -183,9 +183,13 @@ class SimulationResult:
     def total_cost(self, metadata_cost: float) -> np.ndarray:
         """Per-record allocated slots + c x units (blocks or reservations), in slot equivalents [records].
 
+        Raises:
+            FieldError (``metadata_cost``): c not a finite number in 0 .. 1,000,000.
+
         Source: the metadata-cost objective of seed 001 (001_b60e659497b44204.txt).
         """
-        return self.metrics["allocated_slots"] + float(metadata_cost) * self.metrics["units"]
+        c = real_number("metadata_cost", metadata_cost, 0, 1e6)
+        return self.metrics["allocated_slots"] + c * self.metrics["units"]
 
     def cost_per_token(self, metadata_cost: float, busy: bool = True) -> float | None:
         """Mean of total cost / distinct tokens stored -- slot equivalents paid per stored token (1.0 = no

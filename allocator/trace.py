@@ -12,6 +12,7 @@ splitting", ISCA 2024. Data: Azure Public Dataset, AzureLLMInferenceDataset2023.
 """
 from __future__ import annotations
 
+import csv
 import io
 import math
 import os
@@ -35,6 +36,8 @@ AZURE_ATTRIBUTION = (
 MAX_ROWS = 200_000
 MAX_TOKENS = 10_000_000
 MAX_BYTES = 5 * 1024 * 1024
+#: Latest arrival step a replay may produce: 2**53, below which steps are exact in a float.
+MAX_ARRIVAL_STEP = 2 ** 53
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 PLAIN_COLUMNS = ("prompt_tokens", "output_tokens")
@@ -44,6 +47,69 @@ def _cell_error(col: str, row: int, problem: str) -> FieldError:
     """A FieldError about one cell: field = the column, index = the 0-based data row; the message
     names it as a spreadsheet user reads it (``"row 2, column ContextTokens: ..."``, 1-based rows)."""
     return FieldError(col, f": {problem}", index=row, subject=f"row {row + 1}, column {col}")
+
+
+def _shown(value, limit: int = 40) -> str:
+    """A cell's text as a message quotes it: repr, cut to ``limit`` characters (a 3 MB cell is not
+    echoed back)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _read_bytes(source, max_bytes: int) -> bytes:
+    """The file's bytes (a path, bytes, or a binary/text file object), refused past ``max_bytes``.
+
+    Raises:
+        FieldError (``trace``): a directory, an unreadable file, or one too large.
+        FileNotFoundError: the path does not exist.
+    """
+    if isinstance(source, (bytes, bytearray)):
+        data = bytes(source)
+    elif isinstance(source, (str, os.PathLike)):
+        if os.path.isdir(source):
+            raise _file_error(f"{os.fspath(source)} is a directory, not a CSV file")
+        if not os.path.exists(source):
+            raise FileNotFoundError(f"no such trace file: {os.fspath(source)}")
+        size = os.path.getsize(source)
+        if size > max_bytes:
+            raise _file_error(f"the file is {size / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
+        try:
+            with open(source, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise _file_error(f"{os.fspath(source)} cannot be read: {exc.strerror or exc}") from None
+    else:
+        data = source.read(max_bytes + 1)
+        data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if len(data) > max_bytes:
+        raise _file_error(f"the file is {len(data) / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
+    return data
+
+
+def _check_structure(text: str) -> None:
+    """The file's shape before its values: one header of distinct names, every row as wide as it.
+
+    Raises:
+        FieldError: the first row (counted as a spreadsheet shows data rows, from 1) with more or
+            fewer fields than the header (field ``trace``), or a column named twice (that column).
+    """
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, None)
+    if header is None or not any(h.strip() for h in header):
+        return                                   # empty: pandas' check below says so
+    names = [h.strip() for h in header]
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise FieldError(name, " appears twice in the header: each column must be named once",
+                             subject=f"column {name}")
+        seen.add(name)
+    for i, row in enumerate(rows):
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue                             # a blank line
+        if len(row) != len(names):
+            raise FieldError("trace", f"row {i + 1} has {len(row)} fields but the header has {len(names)} "
+                             f"({', '.join(names)}): a field is missing or extra", index=i, subject="")
 
 
 def _file_error(problem: str) -> FieldError:
@@ -58,12 +124,12 @@ def _integer_column(df: pd.DataFrame, col: str, minimum: int) -> np.ndarray:
     bad = num.isna()
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise _cell_error(col, i, f"{raw.iloc[i]!r} is not a number")
+        raise _cell_error(col, i, f"{_shown(raw.iloc[i])} is not a number")
     values = num.to_numpy(dtype=float)
     frac = values != np.floor(values)
     if frac.any():
         i = int(np.flatnonzero(frac)[0])
-        raise _cell_error(col, i, f"{raw.iloc[i]!r} is not a whole number of tokens")
+        raise _cell_error(col, i, f"{_shown(raw.iloc[i])} is not a whole number of tokens")
     low = values < minimum
     if low.any():
         i = int(np.flatnonzero(low)[0])
@@ -96,19 +162,14 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
             schema), too many rows, a file larger than ``max_bytes``.
         FileNotFoundError: the path does not exist.
     """
-    if isinstance(source, (bytes, bytearray)):
-        size = len(source)
-        source = io.BytesIO(bytes(source))
-    elif isinstance(source, (str, os.PathLike)):
-        size = os.path.getsize(source)
-    else:
-        size = None
-    if size is not None and size > max_bytes:
-        raise _file_error(f"the file is {size / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
+    data = _read_bytes(source, max_bytes)
     try:
-        df = pd.read_csv(source, encoding="utf-8", dtype=str, skipinitialspace=True)
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise _file_error(f"the file is not UTF-8 text (bad byte at position {exc.start})") from None
+    _check_structure(text)
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, skipinitialspace=True, index_col=False)
     except pd.errors.EmptyDataError:
         raise _file_error("the file is empty") from None
     except pd.errors.ParserError as exc:
@@ -129,23 +190,27 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
     prompts = _integer_column(df, p_col, 1)
     outputs = _integer_column(df, o_col, 1)
     if schema == "azure":
-        ts = pd.to_datetime(df["TIMESTAMP"], errors="coerce", format="mixed")
+        try:
+            ts = pd.to_datetime(df["TIMESTAMP"], errors="coerce", format="mixed")
+        except (ValueError, TypeError):             # pandas refuses to mix time zones in one column
+            raise FieldError("TIMESTAMP", ": the timestamps mix time zones (or zoned and unzoned times); "
+                             "write every row in one time zone", subject="column TIMESTAMP") from None
         bad = ts.isna()
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise _cell_error("TIMESTAMP", i, f"{df['TIMESTAMP'].iloc[i]!r} is not a timestamp")
+            raise _cell_error("TIMESTAMP", i, f"{_shown(df['TIMESTAMP'].iloc[i])} is not a timestamp")
         arrival = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
         dup = np.flatnonzero(np.diff(arrival) == 0)
         if len(dup):
             i = int(dup[0]) + 1
-            raise _cell_error("TIMESTAMP", i, f"{df['TIMESTAMP'].iloc[i]!r} repeats the "
+            raise _cell_error("TIMESTAMP", i, f"{_shown(df['TIMESTAMP'].iloc[i])} repeats the "
                              f"timestamp of row {i} (each request needs its own arrival time)")
     elif "arrival_s" in df.columns:
         arrival = pd.to_numeric(df["arrival_s"], errors="coerce").to_numpy(dtype=float)
         bad = ~np.isfinite(arrival) | (arrival < 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise _cell_error("arrival_s", i, f"{df['arrival_s'].iloc[i]!r} is not a "
+            raise _cell_error("arrival_s", i, f"{_shown(df['arrival_s'].iloc[i])} is not a "
                              "non-negative number of seconds")
     else:
         arrival = np.zeros(len(df))
@@ -181,7 +246,15 @@ def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_
     if len(part) < count:
         notes.append(f"only {len(part)} rows remain after offset {offset}")
     t0 = float(part["arrival_s"].iloc[0])
-    steps = np.floor((part["arrival_s"].to_numpy() - t0) * steps_per_second).astype(np.int64)
+    exact = (part["arrival_s"].to_numpy() - t0) * steps_per_second
+    late = np.flatnonzero(~np.isfinite(exact) | (exact > MAX_ARRIVAL_STEP))
+    if len(late):
+        i = int(late[0])
+        raise FieldError("arrival_s", f": {part['arrival_s'].iloc[i]:g} s after the first request is step "
+                         f"{exact[i]:.3g} at {steps_per_second:g} steps per second, past the engine's "
+                         f"clock ({MAX_ARRIVAL_STEP:,} steps); lower steps_per_second",
+                         index=offset + i, subject=f"row {offset + i + 1}, column arrival_s")
+    steps = np.floor(exact).astype(np.int64)
     outputs = part["output_tokens"].to_numpy()
     clipped = int((outputs > max_new_tokens).sum())
     if clipped:

@@ -100,6 +100,9 @@ class Workload:
         return sum(r.total_len for r in self.requests)
 
 
+#: Longest shared system prompt accepted (tokens): far past any pool the app simulates.
+MAX_PROMPT_TOKENS = 1 << 22
+
 OUTPUT_DISTRIBUTIONS = ("exponential", "uniform", "lognormal")
 ARRIVAL_PATTERNS = ("burst", "trickle")
 
@@ -198,7 +201,7 @@ def with_shared_prefix(workload: Workload, tokens: int) -> Workload:
     Raises:
         FieldError: ``shared_prefix`` negative or not a whole number.
     """
-    tokens = whole_number("shared_prefix", tokens, 0)
+    tokens = whole_number("shared_prefix", tokens, 0, MAX_PROMPT_TOKENS)
     if tokens == 0:
         return workload
     reqs = tuple(Request(r.id, r.prompt_len + tokens, r.output_len, r.arrival_step) for r in workload.requests)

@@ -157,7 +157,8 @@ printable handout), or from the command line:
 ```
 
 `--handout` also writes a one-page printable summary of the run (settings, both allocators' figures,
-the take-aways); `--csv` writes every step's numbers for a spreadsheet exercise. Any option of
+the take-aways); `--csv` writes the numbers behind the animation for a spreadsheet exercise: one row per busy step, and
+one row for each idle stretch (its "steps covered" column says how long), so weight averages by it. Any option of
 `python -m allocator simulate` works here too (`--block-size`, `--slots`, `--workload azure-conv`, …).
 
 **Presenting.**

@@ -14,7 +14,7 @@ import streamlit as st
 
 from allocator import accounting as acc
 from allocator.validate import FieldError, whole_number
-from allocator.viz.claims import plural
+from allocator.viz.claims import plural, ratio
 from allocator.viz.theme import ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, SHARED_PREFIX
 
 LENGTH_COL = "length (tokens)"
@@ -330,7 +330,7 @@ with col_out:
             f[1].metric("Fit, reserve-max", f"{pool.fit_reserve:,}",
                         help="floor(pool / reserve maximum) (seed 002's formula).")
             f[2].metric("Fit, paged", f"{pool.fit_paged:,}",
-                        delta=(f"{pool.paged_gain:.1f}x reserve-max" if pool.paged_gain
+                        delta=(f"{ratio(pool.paged_gain)} reserve-max" if pool.paged_gain
                                else None), delta_color="off", delta_arrow="off",
                         help="floor(pool / mean paged slots per request) (seed 002's formula).")
         if reserve is not None or paged is not None:

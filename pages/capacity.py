@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from allocator import accounting as acc
+from allocator.viz.claims import ratio
 from allocator.validate import FieldError
 from allocator.viz.theme import PAGED, RESERVE_MAX
 
@@ -240,7 +241,7 @@ else:
                 delta=f"{_pct(cap.waste_fraction_paged)} empty", delta_color="off",
                 delta_arrow="off", help=f"{cap.paged_slots:g} slots × {fb(bpt)}")
     p[2].metric("Sequences, paged", f"{cap.fit_paged:,}",
-                delta=(f"{cap.paged_gain:.1f}× reserve-max" if cap.paged_gain
+                delta=(f"{ratio(cap.paged_gain)} reserve-max" if cap.paged_gain
                        else None), delta_color="off", delta_arrow="off",
                 help="floor(free memory / allocated per sequence)")
 

@@ -8,7 +8,7 @@ import streamlit as st
 
 from allocator.scenario import Scenario
 from allocator.trace import AZURE_ATTRIBUTION
-from allocator.viz.claims import details_rows, headline, plural, sweep_summary, sweep_table
+from allocator.viz.claims import details_rows, headline, plural, sweep_summary, sweep_table, workload_outcome
 from pages._ui.cache import compute, metrics_table, presentation_figure, sweep, sweep_chart
 from pages._ui.controls import controls, read_url
 from pages._ui.exports_ui import exports_menu
@@ -106,8 +106,9 @@ def map_caption(shared: bool) -> str:
     return text + " The dashed line below marks the frame's step."
 
 
-def workload_panel(workload, sc: Scenario) -> None:
-    with st.expander(f"The workload: {workload.name}, {len(workload)} requests", expanded=False):
+def workload_panel(workload, sc: Scenario, results) -> None:
+    """The workload's parameters and requests, and what this run did with them (from ``results``)."""
+    with st.expander(f"The workload: {workload.name}, {plural(len(workload), 'request')}", expanded=False):
         if sc.workload == "classroom-40":
             p = workload.params
             st.markdown(
@@ -117,8 +118,7 @@ def workload_panel(workload, sc: Scenario) -> None:
                 f"replies, a few long ones), capped at **max_new_tokens = {p['max_new_tokens']}**; "
                 + ("all arriving at step 0." if p["arrival"] == "burst"
                    else f"arriving as a Poisson trickle of {p['arrival_rate']:g} requests per step.")
-                + " In a 2,048-slot pool these settings make reserve-max hold three requests at a time "
-                  "and paging about thirty, as the PagedAttention paper's measurements lead one to expect.")
+                + " " + workload_outcome(results, sc.slots))
         elif sc.workload == "azure-conv":
             st.markdown(f"Rows {sc.offset + 1}–{sc.offset + len(workload)} of the shipped Azure "
                         f"LLM inference trace (conversation service), arrivals from its timestamps at "
@@ -215,4 +215,4 @@ else:
     if st.toggle("Show the sweep as a table", key="show_sweep_table"):
         st.dataframe(sweep_table(rows, results["reserve_max"].summary), hide_index=True)
 
-workload_panel(workload, scenario)
+workload_panel(workload, scenario, results)

@@ -101,3 +101,71 @@ def test_bad_upload_keeps_last_good_workload(upload_page, name, message):
     assert not at.exception
     assert any(message in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
     assert metric(at, "Steps to drain") == good          # the last good workload stays on screen
+
+
+# --- kinds a new user's session found (the file's structure before its values; clocks; sizes) ---
+
+STRUCTURE = {
+    "extra_field.csv": "row 1 has 4 fields but the header has 3 (prompt_tokens, output_tokens, arrival_s)",
+    "missing_field.csv": "row 2 has 2 fields but the header has 3",
+    "duplicate_header.csv": "column prompt_tokens appears twice in the header",
+    "mixed_timezones.csv": "column TIMESTAMP: the timestamps mix time zones",
+}
+
+
+@pytest.mark.parametrize("name, message", sorted(STRUCTURE.items()))
+def test_a_misshapen_file_is_refused_never_read_shifted(name, message):
+    """One extra field per row used to shift every column (prompt 500 read as 100)."""
+    with pytest.raises(ValueError) as err:
+        load_trace(read(name))
+    assert message in str(err.value) and "utc=True" not in str(err.value)
+
+
+def test_a_huge_cell_is_not_echoed_back():
+    data = b"prompt_tokens,output_tokens\n" + b"0" * 100_000 + b"x,5\n"
+    with pytest.raises(ValueError) as err:
+        load_trace(data)
+    assert len(str(err.value)) < 200 and "…" in str(err.value)
+
+
+def test_an_arrival_past_the_engines_clock_is_named(capsys):
+    assert main(["simulate", "--trace", os.path.join(TRACES, "far_arrival.csv"), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "row 2, column arrival_s" in err and "past the engine's clock" in err and "Traceback" not in err
+    assert main(["simulate", "--workload", "azure-conv", "--steps-per-second", "1e300", "--json"]) == 2
+    assert "past the engine's clock" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--trace", "/tmp"], "/tmp is a directory, not a CSV file"),
+    (["--slots", "10000000000"], "total_slots = 10000000000 must be at most 4194304"),
+    (["--shared-prefix", "99999999999999999999"], "shared_prefix = 99999999999999999999 must be at most"),
+    (["--shared-prefix", "100000000"], "shared_prefix = 100000000 must be at most 4194304"),
+    (["--metadata-cost", "nan", "--sweep"], "metadata_cost = nan is not a finite number"),
+    (["--metadata-cost", "-1", "--sweep"], "metadata_cost = -1.0 must not be negative"),
+])
+def test_the_cli_refuses_what_it_cannot_run(capsys, argv, message):
+    """Tracebacks, a 5 GB hang and silent NaN costs before: a one-line message now, at once."""
+    assert main(["simulate", *argv, "--json"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_an_everything_rejected_sweep_prints_dashes(capsys):
+    assert main(["simulate", "--shared-prefix", "4096", "--sweep"]) == 0
+    out = capsys.readouterr().out
+    assert "averages over all steps" in out and out.rstrip().endswith("-")
+
+
+def test_export_refuses_to_write_one_file_twice(tmp_path, capsys):
+    same = str(tmp_path / "s.html")
+    assert main(["export-html", "-o", same, "--csv", same]) == 2
+    assert "must be different files" in capsys.readouterr().err and not os.path.exists(same)
+
+
+def test_a_closed_pipe_ends_the_cli_quietly():
+    import subprocess
+    import sys
+    proc = subprocess.run(f"{sys.executable} -m allocator simulate --sweep --json | head -c 10",
+                          shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout == '{\n  "reserv'[:10] and "Traceback" not in proc.stderr and "Broken" not in proc.stderr

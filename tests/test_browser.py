@@ -357,3 +357,20 @@ def test_the_animation_starts_on_the_first_screen(server, browser, width, height
         assert not errors(pg), errors(pg)
     finally:
         ctx.close()
+
+
+def test_space_pauses_an_animation_started_with_the_play_button(server, page):
+    """The key handler follows Plotly's own animation events: space after ▶ Play pauses it (a helper
+    found it kept playing, because the handler only counted its own presses)."""
+    page.goto(server + "/", wait_until="domcontentloaded")
+    settle(page)
+    plot = page.locator(".js-plotly-plot").filter(has=page.locator(".updatemenu-button")).first
+    label = plot.locator("text.slider-label").first
+    plot.locator(".updatemenu-button").first.click()           # ▶ Play
+    wait_until(lambda: label.text_content().strip() != "engine step 0", 20, "the animation to start")
+    page.locator("h1").first.click()                           # focus the page, not a widget
+    page.keyboard.press(" ")
+    time.sleep(0.6)
+    stopped = label.text_content().strip()
+    time.sleep(1.5)
+    assert label.text_content().strip() == stopped, "space did not pause the animation started by ▶ Play"

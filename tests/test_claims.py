@@ -50,6 +50,8 @@ def _forms(value) -> set[str]:
     if -1 <= value <= 1:
         for d in (0, 1):
             out.add(f"{100 * value:.{d}f}")
+        out.add(f"{100 * value:.2g}")
+    out.add(f"{value:.2g}")
     out.add(f"{value:g}")
     return out
 

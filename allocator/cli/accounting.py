@@ -17,6 +17,7 @@ import argparse
 import json
 
 from allocator import accounting as acc
+from allocator.viz.claims import ratio
 from allocator.validate import FieldError
 
 # Defaults are the pages' defaults (allocator.accounting.*_DEFAULTS), so a command with only the
@@ -67,7 +68,7 @@ def run_account(args: argparse.Namespace) -> int:
           f"({_percent(paged['waste_fraction'])} waste)")
     if "pool" in report:
         pool = report["pool"]
-        gain = f" ({pool['paged_gain']:.1f}x)" if pool["paged_gain"] else ""
+        gain = f" ({ratio(pool['paged_gain'])})" if pool["paged_gain"] else ""
         print(f"pool of {pool['pool_slots']} slots fits {pool['fit_reserve']} requests "
               f"reserve-max vs {pool['fit_paged']} paged{gain}")
     print(f"\nmetadata cost c = {_cost(report['metadata_cost'])} slot-equivalents per block")

@@ -69,9 +69,14 @@ def run(args) -> int:
     from ..viz.exports import animation_html, handout_html, metrics_csv, metrics_frame
 
     sc = cli_simulate.scenario_from_args(args)
-    for path in (args.out, args.handout, args.csv):
-        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+    outputs = [p for p in (args.out, args.handout, args.csv) if p]
+    for path in outputs:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise ValueError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+        if os.path.isdir(path):
+            raise ValueError(f"output {path} is a directory; give a file name")
+    if len({os.path.realpath(p) for p in outputs}) < len(outputs):
+        raise ValueError("the HTML, handout and CSV outputs must be different files (one would overwrite another)")
     workload = build_workload(sc)
     results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption)
     fig = explainer_figure(results)

@@ -96,7 +96,8 @@ def run(args) -> int:
         basis, words = sweep_basis(out["paged_block_size_sweep"], results["reserve_max"].summary)
 
         def num(value, spec):
-            return "-" if value is None else format(value, spec)
+            width = spec.split(".")[0]                      # ">9" of ">9.3f"
+            return format("-", width) if value is None else format(value, spec)
 
         print(f"\nblock-size sweep, averages {words}")
         print(f"block_size  mean_util  peak_running  steps  preemptions  cost_per_token(c={sc.metadata_cost:g})")

@@ -206,7 +206,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     def annotations(step):
         return [dict(text=_frame_text(results[key], step), xref=f"x{'' if c == 1 else c} domain",
                      yref=f"y{'' if c == 1 else c} domain", x=0, y=1.02, xanchor="left", yanchor="bottom",
-                     showarrow=False, align="left", font=dict(size=13))
+                     showarrow=False, align="left", font=dict(size=13, color="#222222"))
                 for c, key in enumerate(_ORDER, start=1)]
 
     def cursors(step):

@@ -10,8 +10,26 @@ import pandas as pd
 
 
 def pct(fraction: float | None, digits: int = 0) -> str:
-    """A fraction as a percentage (``0.314 -> "31 %"``), or "—" when there is none."""
-    return "—" if fraction is None else f"{100 * fraction:.{digits}f} %"
+    """A fraction as a percentage with enough figures to stay true: ``0.314 -> "31 %"``,
+    ``0.034 -> "3.4 %"``, ``0.0012 -> "0.12 %"``, ``0 -> "0 %"``; "—" when there is none."""
+    if fraction is None:
+        return "—"
+    v = 100 * fraction
+    if v and abs(v) < 1:
+        return f"{v:.2g} %"
+    if abs(v) < 10 and round(v, digits) != round(v, 1):
+        return f"{v:.1f} %"
+    return f"{v:.{digits}f} %"
+
+
+def ratio(x: float) -> str:
+    """A ratio such as a speed-up with enough figures to stay true: ``3.04 -> "3.0x"``,
+    ``0.253 -> "0.25x"``, ``38.4 -> "38x"``."""
+    if x >= 10:
+        return f"{x:.0f}x"
+    if x >= 1:
+        return f"{x:.1f}x"
+    return f"{x:.2g}x"
 
 
 def sweep_basis(rows: list[dict], reserve: dict | None = None) -> tuple[str, str]:
@@ -300,3 +318,18 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
                 f"of its pool held duplicate copies (brown) while requests waited, and at most {r['peak_running']} "
                 "requests fit at once.")
     raise KeyError(step)
+
+
+def workload_outcome(results: dict, slots: int) -> str:
+    """One sentence on what this run did with the workload (peaks and sustained batches), from
+    ``results``; the classroom-40 defaults were chosen so that, at 2,048 slots, it echoes the
+    PagedAttention paper (a few reservations at once against dozens of paged sequences)."""
+    r, p = results["reserve_max"].summary, results["paged"].summary
+    if not r["finished"] or not p["finished"]:
+        return "In this pool at least one allocator could run none of them (see the rejections above)."
+
+    def side(s):
+        sustained = s["mean_running_busy"] if s["mean_running_busy"] is not None else s["mean_running"]
+        return f"at most {s['peak_running']} at once ({sustained:.1f} on average)"
+
+    return (f"In this {slots:,}-slot pool, reserve-max held {side(r)} and paging {side(p)}.")

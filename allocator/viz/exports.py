@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from allocator.engine import METRICS
 from allocator.accounting import PRESETS, format_bytes
 from allocator.trace import AZURE_ATTRIBUTION
-from allocator.viz.claims import pct, plural
+from allocator.viz.claims import pct, plural, ratio
 
 #: Order of the allocators in every export (left to right, as on the explainer page).
 KINDS = ("reserve_max", "paged")
@@ -194,6 +194,13 @@ def _footer_block(attribution: str) -> str:
     )
 
 
+def _data_name(scenario) -> str:
+    """What an export calls the scenario's data: a named workload, or an uploaded file's own name."""
+    if scenario.workload == "upload":
+        return scenario.trace_name or "an uploaded CSV"
+    return scenario.workload
+
+
 def default_attribution(workload_name: str | None = None) -> str:
     """HTML attribution line for an export: the app, the paper and, for the Azure trace, its citation.
 
@@ -234,7 +241,7 @@ def animation_html(scenario, workload, results: dict, fig: go.Figure, *, title: 
     """``standalone_html`` with the scenario's title, caption and data attribution filled in."""
     title = title or f"Reserve for the worst case, or page? ({workload.name}, block size {scenario.block_size})"
     return standalone_html(fig, title=title, caption=animation_caption(scenario, workload, results),
-                           attribution=default_attribution(scenario.workload), extra_figures=extra_figures)
+                           attribution=default_attribution(_data_name(scenario)), extra_figures=extra_figures)
 
 
 def standalone_html(fig: go.Figure, *, title: str = "Reserve for the worst case, or page?",
@@ -354,18 +361,28 @@ def takeaways(results: dict) -> list[str]:
     out = []
     u_rm, u_pg = rm["mean_utilization_busy"], pg["mean_utilization_busy"]
     if u_rm is not None and u_pg is not None:
-        out.append(f"Reserving prompt + max_new_tokens for every request left only {pct(u_rm)} of the "
+        verb = "raised" if u_pg > u_rm else "lowered" if u_pg < u_rm else "kept"
+        out.append(f"Reserving prompt + max_new_tokens for every request left {pct(u_rm)} of the "
                    f"pool holding distinct tokens while requests queued; handing out blocks of {bs} slots "
-                   f"on demand raised that to {pct(u_pg)}.")
+                   f"on demand {verb} that {'at' if verb == 'kept' else 'to'} {pct(u_pg)}.")
+    elif u_rm is None and u_pg is None:
+        out.append("No request ever had to wait under either allocator: the pool was big enough for both, "
+                   f"so they differ only in how full it was ({pct(rm['mean_utilization'])} reserved-max against "
+                   f"{pct(pg['mean_utilization'])} paged, over all steps). Shrink the pool or add requests to see "
+                   "the allocators compete.")
     else:
-        out.append("No request ever had to wait on at least one side, so there are no waiting-step averages to "
-                   "compare; shrink the pool or add requests to see the allocators differ.")
+        waited, kept = ("reserve-max", "paged") if u_rm is not None else ("paged", "reserve-max")
+        out.append(f"Requests had to queue under {waited} but never under {kept}: in the same pool "
+                   f"{kept} admitted every request as it arrived ({pct(rm['mean_utilization'])} of the pool "
+                   f"held distinct tokens under reserve-max and {pct(pg['mean_utilization'])} paged, over all steps).")
     b_rm, b_pg = rm["mean_running_busy"], pg["mean_running_busy"]
-    if b_rm is not None and b_pg is not None:
-        out.append(f"While requests waited, the same memory ran {b_rm:.1f} sequences per step on average when "
-                   f"reserved for the worst case and {b_pg:.1f} when paged ({b_pg / b_rm:.1f}x). The peaks, "
-                   f"{rm['peak_running']} and {pg['peak_running']}, were single instants (steps "
-                   f"{rm['peak_running_step']:,} and {pg['peak_running_step']:,}).")
+    when = "While requests waited" if b_rm is not None and b_pg is not None else "Over the whole run"
+    if when == "Over the whole run":
+        b_rm, b_pg = rm["mean_running"], pg["mean_running"]
+    out.append(f"{when}, the same memory ran {b_rm:.1f} sequences per step on average when reserved for the "
+               f"worst case and {b_pg:.1f} when paged" + (f" ({ratio(b_pg / b_rm)})" if b_rm else "")
+               + f". The peaks, {rm['peak_running']} and {pg['peak_running']}, were single instants (steps "
+               f"{rm['peak_running_step']:,} and {pg['peak_running_step']:,}).")
     if pg["steps"] < rm["steps"]:
         out[-1] += (f" Running more at a time is why the paged run finished everything in {pg['steps']:,} steps "
                     f"instead of {rm['steps']:,}.")
@@ -449,7 +466,7 @@ def handout_html(scenario, results: dict, workload) -> str:
     rows_html = "".join(f"<tr><td>{e(a)}</td><td class=num>{e(b)}</td><td class=num>{e(c)}</td></tr>"
                         for a, b, c in handout_rows(results))
     points = "".join(f"<li>{e(t)}</li>" for t in takeaways(results))
-    attribution = default_attribution(getattr(scenario, "workload", None) or workload.name)
+    attribution = default_attribution(_data_name(scenario) if scenario is not None else workload.name)
     today = _dt.date.today().isoformat()
     big, small = PRESETS["llama3-70b"], PRESETS["7b-fp16"]
     slot_sizes = (f"{format_bytes(big.bytes_per_token)} for Llama 3 70B in {big.dtype}, "

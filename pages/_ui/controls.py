@@ -11,6 +11,7 @@ import streamlit as st
 from allocator import CLASSROOM_40
 from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
 from allocator.trace import shipped_trace
+from allocator.viz.claims import plural
 from pages._ui.cache import uploaded_rows
 from pages._ui.url_params import BLOCK_SIZES, CHOICE_DEFAULTS, CHOICES, check_params
 
@@ -85,7 +86,7 @@ def controls() -> Scenario:
                 kw["trace_bytes"], kw["trace_name"] = up.getvalue(), up.name
                 try:
                     n_rows = uploaded_rows(kw["trace_bytes"])
-                    sb.success(f"{up.name}: {n_rows:,} requests")
+                    sb.success(f"{up.name}: {plural(n_rows, 'request')}")
                 except ValueError as exc:
                     sb.error(f"{up.name}: {exc}")
         else:

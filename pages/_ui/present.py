@@ -16,13 +16,25 @@ _KEYS_JS = """
   const w = window.parent && window.parent.document ? window.parent : window;
   if (w.__kvlabKeys) return;
   w.__kvlabKeys = true;
+  // Whether the animation is playing, as Plotly itself reports it: the Play button, the slider
+  // and these keys all start and stop the same animation, so the state is read from its events.
   let playing = false;
   function maps() {
     for (const gd of w.document.querySelectorAll('.js-plotly-plot')) {
-      if (gd._fullLayout && gd._fullLayout.sliders && gd._fullLayout.sliders.length) return gd;
+      if (gd._fullLayout && gd._fullLayout.sliders && gd._fullLayout.sliders.length) {
+        if (!gd.__kvlabEvents && gd.on) {
+          gd.__kvlabEvents = true;
+          gd.on('plotly_animating', function () { playing = true; });
+          gd.on('plotly_animated', function () { playing = false; });
+          gd.on('plotly_animationinterrupted', function () { playing = false; });
+        }
+        return gd;
+      }
     }
     return null;
   }
+  // bind the events as soon as the chart exists, so a click on Play is seen before any key press
+  const watcher = setInterval(function () { if (maps()) clearInterval(watcher); }, 500);
   function show(gd, i) {
     const steps = gd._fullLayout.sliders[0].steps;
     i = Math.max(0, Math.min(steps.length - 1, i));
@@ -49,11 +61,11 @@ _KEYS_JS = """
       if (playing) {
         w.Plotly.animate(gd, [null], {frame: {duration: 0, redraw: false}, mode: 'immediate',
                                       transition: {duration: 0}});
+        playing = false;
       } else {
         w.Plotly.animate(gd, null, {frame: {duration: 140, redraw: true}, fromcurrent: true,
                                     transition: {duration: 0}});
       }
-      playing = !playing;
     }
   });
 })();
