@@ -129,7 +129,8 @@ if wrong:
 
 st.plotly_chart(block_table_figure(mgr, demo.meta, demo.highlight, demo.colours(), demo.salt,
                                    selected=st.session_state.get("bt_seq")),
-                key="bt_figure", width="stretch", config={"displaylogo": False})
+                key="bt_figure", width="stretch",
+                config={"displaylogo": False, "displayModeBar": False})   # its tool bar covered the legend
 st.caption("Arrows follow the block table of the sequence chosen in the **Sequence** box; every entry also "
            "prints the physical block it points at. **Pink** slots are in a block several block tables "
            "share (refcount 2 or more), as on every page of the lab.")

@@ -35,14 +35,11 @@ def cards_panel(results) -> None:
                            "\n".join(f"- r{r['id']}: {r['reason']}" for r in s["rejected"][:10]))
 
 
-def details_panel(results, cost: float, presenting: bool = False) -> None:
-    """Every other figure of both allocators in one table (``allocator.viz.claims.details_rows``); on a
-    projector a plain table, whose text follows the page's large type."""
-    frame = pd.DataFrame(details_rows(results, cost))
-    if presenting:
-        st.table(frame.set_index("measure"))
-    else:
-        st.dataframe(frame, hide_index=True, width="stretch")
+def details_panel(results, cost: float) -> None:
+    """Every other figure of both allocators in one table (``allocator.viz.claims.details_rows``): a
+    plain table, so every row shows, long meanings wrap instead of being cut, and on a projector
+    its text follows the page's large type."""
+    st.table(pd.DataFrame(details_rows(results, cost)).set_index("measure"))
 
 
 NARRATIVE = {
@@ -196,7 +193,7 @@ else:
 if not presenting:
     maps_section()
 if CARDS not in hidden:
-    details_panel(results, scenario.metadata_cost, presenting)
+    details_panel(results, scenario.metadata_cost)
 if MAPS not in hidden and st.toggle("Show the numbers behind the animation, frame by frame", key="show_numbers"):
     st.dataframe(metrics_table(results, fig, key=scenario), hide_index=True, height=320)
 narrative(scenario)

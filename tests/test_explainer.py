@@ -186,9 +186,9 @@ def test_shared_prefix_and_swap_on_the_page(app):
 
 
 def details(at, column="paged"):
-    """The explainer's details table as {measure: value shown in ``column``}."""
-    df = next(d.value for d in at.dataframe if "measure" in d.value.columns)
-    return dict(zip(df["measure"], df[column]))
+    """The explainer's details table (a plain st.table indexed by measure) as {measure: value in ``column``}."""
+    df = next(t.value for t in at.table if t.value.index.name == "measure")
+    return dict(zip(df.index, df[column]))
 
 
 def test_details_table_reads_the_core(app):
