@@ -77,6 +77,12 @@ METRICS = (
     "next_need",              # slots the queue head needs to be admitted (0 if none waits)
     "swapped_blocks",         # blocks copied to or from the host pool this step (swap preemption)
     "recomputed_tokens",      # tokens prefilled again this step for sequences preempted by recompute
+    "admitted",               # sequences admitted this step: each prefilled its context and emitted a token (count)
+    "prefill_tokens",         # tokens prefilled this step: the admitted sequences' contexts, recomputed ones
+                              # included (tokens; what the cost model charges 2 x parameters FLOPs each)
+    "prefill_pairs",          # causal attention query-key pairs of those prefills: c(c+1)/2 per context of c
+    "decode_pairs",           # query-key pairs of this step's decodes: each decoding sequence's query attends
+                              # to every token it holds at the end of the step (= KV tokens read)
 )
 
 
@@ -84,10 +90,12 @@ class _Seq:
     """A request inside the engine. While running, it holds ``base + t`` tokens at the end of step t."""
 
     __slots__ = ("id", "prompt_len", "output_len", "generated", "context_len", "base", "order",
-                 "finish_step", "grow_step", "recompute", "running")
+                 "finish_step", "grow_step", "recompute", "running", "arrival", "first_step")
 
-    def __init__(self, req):
+    def __init__(self, req, arrival):
         self.id = req.id
+        self.arrival = arrival             # arrival step, or seconds on the seconds clock
+        self.first_step = -1               # the step that emitted its first token (its first admission)
         self.prompt_len = req.prompt_len
         self.output_len = req.output_len
         self.generated = 0                 # tokens emitted before the current admission
@@ -115,7 +123,8 @@ class SimulationResult:
         block_size: slots per block (None for a reservation allocator).
         metrics: per-record arrays, shape [records] each: ``step`` (first engine step of the
             record), ``span`` (steps it covers, >= 1) and one entry per name in ``METRICS``,
-            whose value holds for each step of the record.
+            whose value holds for each step of the record; a run on the seconds clock also has
+            ``seconds`` (float [records], the record's duration: see :func:`simulate`).
         snapshots: {record start step: pool picture} (see the allocator's ``snapshot``), or None
             when snapshots were not recorded. Busy steps are kept when ``step % snapshot_stride
             == 0`` (the stride doubles past ``SNAPSHOT_BUDGET_BYTES``); idle gaps always are.
@@ -124,6 +133,13 @@ class SimulationResult:
         summary: see :func:`summarize`.
         shared_prefix: tokens of the common system prompt (0: none).
         preemption: the paged allocator's preemption mode, or None.
+        requests: per finished request, arrays of shape [finished] sorted by id: ``id``,
+            ``prompt_len`` and ``output_len`` (tokens), ``arrival_step``, ``first_token_step``
+            (the step whose prefill emitted its first token), ``finish_step`` (the step that
+            emitted its last token) and, in a run on the seconds clock, ``arrival_s`` (seconds).
+            Rejected requests are not in it (see ``rejected``).
+        clock: None for a run on the step clock (arrivals in steps); for a run on the seconds
+            clock, the cost model that timed it (see :func:`simulate`).
     """
 
     kind: str
@@ -138,6 +154,8 @@ class SimulationResult:
     snapshot_stride: int = 1
     shared_prefix: int = 0
     preemption: str | None = None
+    requests: dict = field(default_factory=dict)
+    clock: object = None
 
     @property
     def records(self) -> int:
@@ -238,29 +256,66 @@ class SimulationResult:
         return owner, state
 
 
+#: Arrivals on the seconds clock count as due within this many seconds of the clock (1 ns), so the
+#: request an idle gap was skipped to is due whatever the rounding of the gap's length.
+ARRIVAL_TOLERANCE_S = 1e-9
+
+
 def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
-             check_invariants: bool = False) -> SimulationResult:
+             check_invariants: bool = False, clock=None, seconds_per_step: float | None = None
+             ) -> SimulationResult:
     """Run ``workload`` against ``allocator`` until every request finishes or is rejected.
 
     Args:
-        workload: the requests (lengths in tokens, arrivals in steps).
+        workload: the requests (lengths in tokens, arrivals in steps, or in seconds).
         allocator: an :class:`allocator.allocators.Allocator`; it is reset first, so one instance
             can be reused.
         record_snapshots: keep a picture of the pool at every busy step and idle gap (memory maps).
         check_invariants: after every step, assert the allocator's bookkeeping (tests use this).
+        clock: None (the default) runs on the **step clock**: a request joins the queue at step
+            ``arrival_step``, and an idle gap is one record spanning the steps to the next arrival.
+            A cost model (anything with ``step_seconds(prefill_tokens, prefill_pairs,
+            decode_tokens, decode_pairs, swapped_blocks) -> seconds``, e.g.
+            :class:`allocator.timing.CostModel`) runs on the **seconds clock**: each busy step
+            lasts what the cost model says for the work done in it, a request joins the queue at
+            the first step that starts at or after its ``arrival_s``, and an idle gap is one
+            record of span 1 lasting until the next arrival. Each record's duration is then the
+            ``seconds`` metric.
+        seconds_per_step: on the seconds clock, the arrival time of a request without
+            ``arrival_s`` is ``arrival_step x seconds_per_step``.
 
     Returns:
-        SimulationResult with per-record metrics, snapshots and summary.
+        SimulationResult with per-record metrics, snapshots, per-request steps and summary.
 
     Raises:
         FieldError: the allocator cannot serve this workload (e.g. an output_len above a
-            reservation allocator's max_new_tokens).
+            reservation allocator's max_new_tokens); on the seconds clock, a request without
+            ``arrival_s`` when ``seconds_per_step`` is not given, or a bad ``seconds_per_step``.
         RuntimeError: the loop ran past a bound it can never legitimately reach (a bug guard,
             so a fault shows as an error rather than a hang).
     """
     allocator.validate_workload(workload)
+    timed = clock is not None
+    if timed:
+        if seconds_per_step is not None:
+            seconds_per_step = real_number("seconds_per_step", seconds_per_step, above=0)
+        arrival_of = {}
+        for r in workload.requests:
+            if r.arrival_s is not None:
+                arrival_of[r.id] = r.arrival_s
+            elif seconds_per_step is None:
+                raise FieldError("seconds_per_step", f": request {r.id} has no arrival_s, so a run on the "
+                                 "seconds clock needs seconds_per_step to place its arrival_step")
+            else:
+                arrival_of[r.id] = r.arrival_step * seconds_per_step
+        step_seconds = clock.step_seconds
+        tol = ARRIVAL_TOLERANCE_S
+    else:
+        arrival_of = {r.id: r.arrival_step for r in workload.requests}
+        tol = 0
     allocator.reset(shared_prefix=workload.shared_prefix)
-    pending = sorted(workload.requests, key=lambda r: (r.arrival_step, r.id))
+    pending = sorted(workload.requests, key=lambda r: (arrival_of[r.id], r.id))
+    keys = [arrival_of[r.id] for r in pending]
     n = len(pending)
     # Every busy step emits a token, or preempts everything that ran (and the next one admits).
     busy_limit = 2 * (sum(r.output_len for r in pending) + n) + 16
@@ -269,11 +324,15 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     grow_at: dict[int, list[_Seq]] = {}        # step -> sequences whose room fills then
     finish_at: dict[int, list[_Seq]] = {}      # step -> sequences that emit their last token then
     rejected: list[dict] = []
-    cols = {name: [] for name in ("step", "span", "logical", "holders", "saving", "allocated", "ext", "running",
-                                  "waiting", "finished", "preemptions", "units", "need", "swapped",
-                                  "recomputed")}
+    served: list[tuple] = []                   # (id, prompt, output, arrival, first step, finish step)
+    names = ["step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
+             "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
+             "decode_pairs"] + (["seconds"] if timed else [])
+    cols = {name: [] for name in names}
     (a_step, a_span, a_logical, a_holders, a_saving, a_alloc, a_ext, a_running, a_waiting, a_finished, a_pre,
-     a_units, a_need, a_swapped, a_recomputed) = (c.append for c in cols.values())
+     a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs
+     ) = (cols[name].append for name in names[:19])
+    a_seconds = cols["seconds"].append if timed else None
     snapshots = {} if record_snapshots else None
     stride, snap_bytes = 1, 0
     admit, grow, grow_all = allocator.admit, allocator.grow, allocator.grow_all
@@ -282,27 +341,37 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     ptr = finished = order = busy = 0
     base_sum = 0                               # sum of base over running: they hold base_sum + len * t
     t = 0
+    now = 0.0 if timed else 0                  # the clock: seconds (timed) or the step itself
 
     while finished + len(rejected) < n:
-        if not running and not waiting and pending[ptr].arrival_step > t:
+        if not timed:
+            now = t
+        if not running and not waiting and keys[ptr] > now + tol:
             # Nothing in flight: skip to the next arrival; the whole gap is one record.
-            a_step(t); a_span(pending[ptr].arrival_step - t); a_logical(0); a_holders(0)
+            a_step(t); a_logical(0); a_holders(0)
             a_saving(allocator.shared_saving)
             a_alloc(allocator.allocated_slots); a_ext(ext_of(0)); a_running(0); a_waiting(0)
             a_finished(finished); a_pre(0); a_units(allocator.units_in_use); a_need(0); a_swapped(0)
-            a_recomputed(0)
+            a_recomputed(0); a_admitted(0); a_prefill(0); a_prefill_pairs(0); a_decode_pairs(0)
             if snapshots is not None:
                 snapshots[t] = ()
-            t = pending[ptr].arrival_step
+            if timed:                          # one record of span 1 lasting until the arrival
+                gap = keys[ptr] - now
+                a_span(1); a_seconds(gap)
+                now += gap
+                t += 1
+            else:
+                a_span(keys[ptr] - t)
+                t = now = keys[ptr]
         # 1. arrivals
-        while ptr < n and pending[ptr].arrival_step <= t:
+        while ptr < n and keys[ptr] <= now + tol:
             req = pending[ptr]
             ptr += 1
             reason = allocator.never_fits(req.prompt_len, req.output_len)
             if reason:
                 rejected.append({"id": req.id, "reason": reason, "arrival_step": req.arrival_step})
             else:
-                waiting.append(_Seq(req))
+                waiting.append(_Seq(req, keys[ptr - 1]))
         if not running and not waiting:
             continue                           # every arrival was rejected: nothing happens at t
         swap_before = allocator.swap_traffic
@@ -349,7 +418,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 else:
                     _wake_when_full(grow_at, s, room - s.base + 1)
         # 3. admission (FCFS, no skipping; none in a step that preempted)
-        recomputed = 0
+        recomputed = admitted = prefill = prefill_pairs = 0
         if not preempted:
             while waiting:
                 s = waiting[0]
@@ -364,14 +433,21 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 c = s.context_len
                 s.base = c + 1 - t
                 base_sum += s.base
+                admitted += 1
+                prefill += c
+                prefill_pairs += c * (c + 1) // 2
+                if s.first_step < 0:
+                    s.first_step = t
                 if s.recompute:
                     recomputed += c
                     s.recompute = False
                 s.finish_step = t + s.output_len - s.generated - 1
                 _add(finish_at, s.finish_step, s)
                 _wake_when_full(grow_at, s, t + room - c)
-        # 4. compute: everything running now emits one token (admitted ones after their prefill)
+        # 4. compute: everything running now emits one token (admitted ones after their prefill);
+        # a decoding sequence attends to the base + t tokens it holds at the end of the step
         batch = len(running)
+        decode_pairs = base_sum + batch * t - (prefill + admitted)
         # 5. finish
         done = finish_at.pop(t, None)
         if done:
@@ -380,6 +456,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 del running[s.id]
                 s.running = False
                 base_sum -= s.base
+                served.append((s.id, s.prompt_len, s.output_len, s.arrival, s.first_step, t))
             finished += len(done)
         # 6. record
         if waiting:
@@ -387,11 +464,17 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             need = need_of(head.prompt_len, head.context_len, head.output_len)
         else:
             need = 0
+        swapped = allocator.swap_traffic - swap_before
         a_step(t); a_span(1); a_logical(base_sum + len(running) * t); a_holders(len(running))
         a_saving(allocator.shared_saving)
         a_alloc(allocator.allocated_slots); a_ext(ext_of(need)); a_running(batch); a_waiting(len(waiting))
         a_finished(finished); a_pre(preempted); a_units(allocator.units_in_use); a_need(need)
-        a_swapped(allocator.swap_traffic - swap_before); a_recomputed(recomputed)
+        a_swapped(swapped); a_recomputed(recomputed)
+        a_admitted(admitted); a_prefill(prefill); a_prefill_pairs(prefill_pairs); a_decode_pairs(decode_pairs)
+        if timed:
+            dt = step_seconds(prefill, prefill_pairs, batch - admitted, decode_pairs, swapped)
+            a_seconds(dt)
+            now += dt
         if snapshots is not None or check_invariants:
             lengths = {s.id: s.base + t for s in running.values()}
             if snapshots is not None and t % stride == 0:
@@ -413,14 +496,15 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
 
     # An idle stretch that only led up to arrivals which were all rejected is no part of the run:
     # the run ends with its last piece of work (the rejections keep their arrival steps).
-    while cols["step"] and cols["running"][-1] == 0 and cols["waiting"][-1] == 0 and cols["span"][-1] > 1:
+    while (cols["step"] and cols["running"][-1] == 0 and cols["waiting"][-1] == 0
+           and (timed or cols["span"][-1] > 1)):
         start = cols["step"][-1]
         for values in cols.values():
             values.pop()
         if snapshots is not None:
             snapshots.pop(start, None)
     total = allocator.total_slots
-    arr = {k: np.asarray(v, dtype=np.int64) for k, v in cols.items()}
+    arr = {k: np.asarray(v, dtype=np.float64 if k == "seconds" else np.int64) for k, v in cols.items()}
     # Every running sequence's prompt starts with the shared prefix (Workload checks it), so with
     # k running, k - 1 of the prefix copies are redundant: distinct tokens = logical - (k-1) x P.
     stored = arr["logical"] - arr["saving"]                   # slots holding a token, any copy
@@ -434,14 +518,36 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         "utilization": used / float(total), "running": arr["running"], "waiting": arr["waiting"],
         "finished": arr["finished"], "tokens": arr["running"].copy(), "preemptions": arr["preemptions"],
         "units": arr["units"], "next_need": arr["need"], "swapped_blocks": arr["swapped"],
-        "recomputed_tokens": arr["recomputed"],
+        "recomputed_tokens": arr["recomputed"], "admitted": arr["admitted"], "prefill_tokens": arr["prefill"],
+        "prefill_pairs": arr["prefill_pairs"], "decode_pairs": arr["decode_pairs"],
     }
+    if timed:
+        metrics["seconds"] = arr["seconds"]
     result = SimulationResult(kind=allocator.kind, label=allocator.label, workload=workload.name,
                               total_slots=total, block_size=allocator.block_size, metrics=metrics,
                               snapshots=snapshots, rejected=rejected, snapshot_stride=stride,
-                              shared_prefix=workload.shared_prefix, preemption=allocator.preemption)
+                              shared_prefix=workload.shared_prefix, preemption=allocator.preemption,
+                              requests=_request_table(served, workload, timed), clock=clock)
     result.summary = summarize(result)
     return result
+
+
+def _request_table(served: list, workload: Workload, timed: bool) -> dict:
+    """The finished requests as arrays sorted by id (see ``SimulationResult.requests``)."""
+    served.sort()
+    steps = {r.id: r.arrival_step for r in workload.requests}
+    ids = np.array([row[0] for row in served], dtype=np.int64)
+    table = {
+        "id": ids,
+        "prompt_len": np.array([row[1] for row in served], dtype=np.int64),
+        "output_len": np.array([row[2] for row in served], dtype=np.int64),
+        "arrival_step": np.array([steps[i] for i in ids.tolist()], dtype=np.int64),
+        "first_token_step": np.array([row[4] for row in served], dtype=np.int64),
+        "finish_step": np.array([row[5] for row in served], dtype=np.int64),
+    }
+    if timed:
+        table["arrival_s"] = np.array([row[3] for row in served], dtype=np.float64)
+    return table
 
 
 def _add(buckets: dict, step: int, s: _Seq) -> None:

@@ -230,7 +230,8 @@ def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_
 
     Arrival step = floor((arrival_s - arrival_s[offset]) x steps_per_second), so one step is
     1/steps_per_second seconds of wall time (a decode iteration of tens of milliseconds on a
-    real GPU). Outputs longer than ``max_new_tokens`` are clipped to it (the server would stop
+    real GPU). Each request also keeps its exact ``arrival_s`` (seconds after row ``offset``)
+    for runs on the seconds clock. Outputs longer than ``max_new_tokens`` are clipped to it (the server would stop
     them there) and the number clipped is reported in ``Workload.notes``.
 
     Raises:
@@ -260,7 +261,8 @@ def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_
     if clipped:
         notes.append(f"{clipped} outputs longer than max_new_tokens={max_new_tokens} were clipped to it")
     rows = zip(part["prompt_tokens"].to_numpy().tolist(),
-               np.minimum(outputs, max_new_tokens).tolist(), steps.tolist())
+               np.minimum(outputs, max_new_tokens).tolist(), steps.tolist(),
+               (part["arrival_s"].to_numpy() - t0).tolist())
     # request ids are 1-based trace row numbers, so "r101" is the file's 101st data row
     return workload_from_lengths(name, rows, max_new_tokens, notes=notes, first_id=offset + 1)
 

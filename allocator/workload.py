@@ -23,23 +23,31 @@ class Request:
         prompt_len: prompt length in tokens (>= 1); its KV is written at prefill.
         output_len: tokens the request will generate before it stops (>= 1), including the
             first token, which prefill emits.
-        arrival_step: engine step at which the request joins the waiting queue (>= 0).
+        arrival_step: engine step at which the request joins the waiting queue (>= 0) on the
+            step clock (the explainer's runs).
+        arrival_s: seconds after the start at which it arrives (>= 0, finite), or None. Used by
+            runs on the seconds clock (``engine.simulate(clock=...)``: the rate sweep), where a
+            cost model decides how long each step takes.
 
     Raises:
-        FieldError: a field that is not a whole number or is below its minimum, naming the field
-            (subject ``"request <id>: <field>"``).
+        FieldError: a field that is not a whole number or is below its minimum, or an arrival_s
+            that is not a finite number >= 0, naming the field (subject ``"request <id>: <field>"``).
     """
 
     id: int
     prompt_len: int
     output_len: int
     arrival_step: int = 0
+    arrival_s: float | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "id", whole_number("id", self.id, 1))
         for name, minimum in (("prompt_len", 1), ("output_len", 1), ("arrival_step", 0)):
             object.__setattr__(self, name, whole_number(name, getattr(self, name), minimum,
                                                         subject=f"request {self.id}: {name}"))
+        if self.arrival_s is not None:
+            object.__setattr__(self, "arrival_s", real_number("arrival_s", self.arrival_s, 0,
+                                                              subject=f"request {self.id}: arrival_s"))
 
     @property
     def total_len(self) -> int:
@@ -204,7 +212,8 @@ def with_shared_prefix(workload: Workload, tokens: int) -> Workload:
     tokens = whole_number("shared_prefix", tokens, 0, MAX_PROMPT_TOKENS)
     if tokens == 0:
         return workload
-    reqs = tuple(Request(r.id, r.prompt_len + tokens, r.output_len, r.arrival_step) for r in workload.requests)
+    reqs = tuple(Request(r.id, r.prompt_len + tokens, r.output_len, r.arrival_step, r.arrival_s)
+                 for r in workload.requests)
     return Workload(name=f"{workload.name} + {tokens}-token system prompt", requests=reqs,
                     max_new_tokens=workload.max_new_tokens, params=dict(workload.params, shared_prefix=tokens),
                     notes=workload.notes, shared_prefix=tokens + workload.shared_prefix)
@@ -212,6 +221,7 @@ def with_shared_prefix(workload: Workload, tokens: int) -> Workload:
 
 def workload_from_lengths(name: str, rows: Iterable[tuple], max_new_tokens: int, notes=(),
                           first_id: int = 1) -> Workload:
-    """Build a Workload from (prompt_len, output_len, arrival_step) rows, ids first_id, first_id+1, ..."""
-    reqs = tuple(Request(i, p, o, a) for i, (p, o, a) in enumerate(rows, start=first_id))
+    """Build a Workload from (prompt_len, output_len, arrival_step[, arrival_s]) rows, ids first_id,
+    first_id+1, ..."""
+    reqs = tuple(Request(i, *row) for i, row in enumerate(rows, start=first_id))
     return Workload(name=name, requests=reqs, max_new_tokens=max_new_tokens, notes=tuple(notes))

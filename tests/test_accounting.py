@@ -294,9 +294,9 @@ BAD_INPUTS = [
     (lambda: acc.kv_bytes_per_token(80, 8, 128, 0), "bytes_per_element", None,
      "bytes_per_element = 0 must be at least 1"),
     (lambda: acc.model_config("gpt-9"), "model", None,
-     "model = 'gpt-9' is not a preset; choose one of 7b-fp16, llama3-70b, opt-13b"),
+     "model = 'gpt-9' is not a preset; choose one of 7b-fp16, llama3-8b, llama3-70b, opt-13b"),
     (lambda: acc.model_config(["7b-fp16"]), "model", None,
-     "model = ['7b-fp16'] is not a preset; choose one of 7b-fp16, llama3-70b, opt-13b"),
+     "model = ['7b-fp16'] is not a preset; choose one of 7b-fp16, llama3-8b, llama3-70b, opt-13b"),
     # capacity
     (lambda: acc.gib_to_bytes(-1), "free_gib", None, "free_gib = -1 must not be negative"),
     (lambda: acc.gib_to_bytes(INF), "free_gib", None, "free_gib = inf is not a finite number"),

@@ -31,7 +31,7 @@ Sources: seed 000 = ``shared/seeds/000_b2d5125a0ea162ff.txt``, seed 001 =
 seed 003 = ``shared/seeds/003_49f236d33f1525f6.txt``, and Kwon et al., "Efficient Memory
 Management for Large Language Model Serving with PagedAttention", SOSP 2023.
 """
-from .memory import (CAPACITY_DEFAULTS, Capacity, capacity, fit_curve, gib_to_bytes,
+from .memory import (CAPACITY_DEFAULTS, Capacity, capacity, fit_curve, gib_to_bytes, kv_pool_bytes,
                      reserve_max_capacity, slot_pool_capacity)
 from .models import PRESETS, ModelConfig, kv_bytes_per_token, model_config
 from .page_size import (DEFAULT_CANDIDATES, SEED_001_CANDIDATES, PageSizeRow, best_page_size,
@@ -50,7 +50,7 @@ __all__ = [
     "page_size_table", "best_page_size",
     "PrefixSharing", "prefix_sharing",
     "kv_bytes_per_token", "ModelConfig", "PRESETS", "model_config",
-    "CAPACITY_DEFAULTS", "gib_to_bytes", "reserve_max_capacity", "Capacity", "capacity",
+    "CAPACITY_DEFAULTS", "gib_to_bytes", "kv_pool_bytes", "reserve_max_capacity", "Capacity", "capacity",
     "slot_pool_capacity", "fit_curve",
     "ACCOUNT_DEFAULTS", "SEED_002_PRESET", "account",
 ]

@@ -52,6 +52,41 @@ def gib_to_bytes(gib: object, name: str = "free_gib") -> int:
     return int(n_bytes)
 
 
+def kv_pool_bytes(memory_bytes: object, weight_bytes: object, reserve_bytes: object,
+                  bytes_per_token: object = 1) -> int:
+    """Memory left for the KV cache on a device: memory - weights - reserve (bytes).
+
+    The one place this subtraction is written: the Capacity page's "free memory" is this figure,
+    and the cost model (:mod:`allocator.timing`) sizes a GPU's KV pool with it (then
+    slots = floor(free / bytes_per_token)). E.g. OPT-13B (12,853,473,280 fp16 parameters =
+    25,706,946,560 bytes) on an A100 40GB (40 GiB) with a 10 % reserve (4 GiB) leaves
+    42,949,672,960 - 25,706,946,560 - 4,294,967,296 = 12,947,759,104 bytes (12.06 GiB), which is
+    15,805 slots of 800 KiB.
+
+    Parameters
+    ----------
+    memory_bytes, weight_bytes, reserve_bytes : whole numbers >= 0 (bytes).
+    bytes_per_token : whole number >= 1, the KV bytes of one slot: the result must hold one.
+
+    Raises
+    ------
+    FieldError with field ``memory_bytes``, ``weight_bytes``, ``reserve_bytes`` or
+    ``bytes_per_token`` for a bad value, and ``weight_bytes`` when the weights and the reserve
+    leave less than one slot.
+    """
+    mem = whole_number("memory_bytes", memory_bytes, 0)
+    weights = whole_number("weight_bytes", weight_bytes, 0)
+    reserve = whole_number("reserve_bytes", reserve_bytes, 0)
+    bpt = whole_number("bytes_per_token", bytes_per_token, 1)
+    free = mem - weights - reserve
+    if free < bpt:
+        from .units import format_bytes
+        raise FieldError("weight_bytes", f": the weights ({format_bytes(weights)}) and the reserve "
+                         f"({format_bytes(reserve)}) leave no room for the KV cache in "
+                         f"{format_bytes(mem)}")
+    return free
+
+
 def reserve_max_capacity(bytes_per_token: object, free_bytes: object,
                          max_context: object) -> dict[str, int]:
     """Reserve-max figures that do not depend on how long sequences really are (seed 003).

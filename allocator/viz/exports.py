@@ -44,6 +44,10 @@ METRIC_UNITS = {
     "next_need": "slots",
     "swapped_blocks": "blocks this step",
     "recomputed_tokens": "tokens this step",
+    "admitted": "sequences this step",
+    "prefill_tokens": "tokens this step",
+    "prefill_pairs": "query-key pairs this step",
+    "decode_pairs": "query-key pairs this step",
 }
 #: Header unit for a metric the engine records but this table does not know yet.
 UNKNOWN_UNIT = "units: see allocator.engine.METRICS"
