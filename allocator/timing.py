@@ -523,7 +523,7 @@ def price(result, cost: CostModel, idle_step_s: float = 0.05) -> RunTiming:
 
 def _pct(values: np.ndarray, q: float):
     values = values[~np.isnan(values)]
-    return round(float(np.percentile(values, q)), 6) if len(values) else None
+    return round(float(np.percentile(values, q)), 9) if len(values) else None
 
 
 def timing_summary(result, timing: RunTiming) -> dict:
@@ -559,15 +559,15 @@ def timing_summary(result, timing: RunTiming) -> dict:
 
     def mean(values):
         values = values[~np.isnan(values)] if len(values) else values
-        return round(float(values.mean()), 6) if len(values) else None
+        return round(float(values.mean()), 9) if len(values) else None
 
     s = {
-        "makespan_s": round(makespan, 6),
-        "busy_s": round(busy_s, 6),
+        "makespan_s": round(makespan, 9),
+        "busy_s": round(busy_s, 9),
         "finished": int(len(r["id"])),
         "output_tokens": out_tokens,
-        "throughput_tokens_per_s": round(out_tokens / makespan, 4) if makespan > 0 else None,
-        "throughput_requests_per_s": round(len(r["id"]) / makespan, 6) if makespan > 0 else None,
+        "throughput_tokens_per_s": round(out_tokens / makespan, 6) if makespan > 0 else None,
+        "throughput_requests_per_s": round(len(r["id"]) / makespan, 9) if makespan > 0 else None,
         "normalized_latency_s_per_token": mean(r["normalized_s"]),
         "mean_ttft_s": mean(r["ttft_s"]), "mean_tpot_s": mean(r["tpot_s"]), "mean_e2e_s": mean(r["e2e_s"]),
     }
@@ -576,7 +576,7 @@ def timing_summary(result, timing: RunTiming) -> dict:
             s[f"{name}_p{q}_s"] = _pct(r[f"{name}_s"], q)
     compute_bound_s = float(sec[timing.terms["compute_bound"]].sum())
     s["compute_bound_share"] = round(compute_bound_s / busy_s, 6) if busy_s > 0 else None
-    s["swap_s"] = round(float(timing.terms["swap_s"].sum()), 6)
+    s["swap_s"] = round(float(timing.terms["swap_s"].sum()), 9)
     s["recompute_flops_s"] = round(float(linear_flops(cost.model, float(m["recomputed_tokens"].sum()))
                                          / cost.peak_flops), 6)
     s["kv_token_share_waiting"] = share(waiting)

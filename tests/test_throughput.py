@@ -1,0 +1,120 @@
+"""The request-rate sweep (allocator.throughput): Poisson workloads, sustained rates, the
+paper's four allocators on the Azure slice."""
+import math
+
+import numpy as np
+import pytest
+
+from allocator import PagedAllocator, simulate
+from allocator.throughput import (PAPER, POLICIES, RateSweep, parse_rates, poisson_workload, rate_sweep,
+                                  sustained_rate, unloaded_latency)
+from allocator.timing import cost_model, price
+from allocator.trace import shipped_trace
+from allocator.validate import FieldError
+from allocator.workload import Workload
+
+
+@pytest.fixture(scope="module")
+def a100():
+    return cost_model("a100-40gb", "opt-13b")
+
+
+@pytest.fixture(scope="module")
+def overloaded(a100):
+    """400 Azure-length requests at 3 requests/s: more than any policy sustains on an A100 with
+    OPT-13B, so requests wait and memory is the constraint for all four."""
+    return rate_sweep(a100, [3.0], requests=400)
+
+
+def test_sustained_rate_interpolates_by_hand():
+    # crosses 0.4 s/token between 2 (0.2) and 4 (1.6) requests/s: (ln 0.4 - ln 0.2) / (ln 1.6 - ln 0.2)
+    # = ln 2 / ln 8 = 1/3 of the way, i.e. 2 + 2/3 requests/s
+    s = sustained_rate((1, 2, 4), (0.1, 0.2, 1.6), 0.4)
+    assert s["bound"] == "within" and s["rate"] == pytest.approx(2 + 2 / 3)
+    assert sustained_rate((1, 2), (0.1, 0.2), 1.0) == {"rate": 2.0, "bound": "above"}
+    assert sustained_rate((1, 2), (0.5, 0.9), 0.4) == {"rate": None, "bound": "below"}
+    assert sustained_rate((1, 2), (0.1, None), 0.4) == {"rate": 1.0, "bound": "within"}   # nothing finished
+
+
+def test_ratio_kinds(a100):
+    sw = RateSweep(cost=a100, rates=(1.0, 2.0), policies=POLICIES, pool_slots=1, block_size=16, requests=1, seed=0,
+                   max_new_tokens=8, latency_factor=5, unloaded_s_per_token=0.1)
+    sw.sustained = {"paged": {"rate": 2.0, "bound": "above"}, "max": {"rate": 1.0, "bound": "within"},
+                    "oracle": {"rate": None, "bound": "below"}, "pow2": {"rate": 1.5, "bound": "within"}}
+    assert sw.ratio("paged", "max") == {"value": 2.0, "kind": "at least"}
+    assert sw.ratio("max", "paged") == {"value": 0.5, "kind": "at most"}
+    assert sw.ratio("pow2", "max") == {"value": 1.5, "kind": "exact"}
+    assert sw.ratio("paged", "oracle") is None
+    assert sw.budget_s_per_token == pytest.approx(0.5)
+
+
+def test_parse_rates():
+    assert parse_rates("2, 0.5;1") == (0.5, 1.0, 2.0)
+    for text, problem in (("", "is empty"), ("1, x", "'x' is not a number"), ("1, -2", "must be more than 0"),
+                          ("1,1", "appears twice"), (",".join(["1"] * 17), "at most 16")):
+        with pytest.raises(FieldError) as err:
+            parse_rates(text)
+        assert err.value.field == "rates" and problem in str(err.value), str(err.value)
+
+
+def test_poisson_workload_same_draws_every_rate():
+    a = poisson_workload(1.0, 1000, max_context=2048)
+    b = poisson_workload(4.0, 1000, max_context=2048)
+    assert [(r.prompt_len, r.output_len) for r in a.requests] == [(r.prompt_len, r.output_len) for r in b.requests]
+    ta = np.array([r.arrival_s for r in a.requests])
+    tb = np.array([r.arrival_s for r in b.requests])
+    assert ta[0] == 0 and np.allclose(tb, ta / 4)
+    assert 0.9 < (len(ta) - 1) / ta[-1] < 1.1                 # mean rate ~1 request/s
+    assert max(r.prompt_len + r.output_len for r in a.requests) <= 2048
+    df = shipped_trace()
+    fits = set(zip(df["prompt_tokens"], df["output_tokens"]))
+    assert all((r.prompt_len, r.output_len) in fits for r in a.requests)
+    with pytest.raises(FieldError) as err:
+        poisson_workload(0, 10, max_context=2048)
+    assert err.value.field == "rate"
+
+
+def test_unloaded_latency_is_a_lone_run(a100):
+    w = poisson_workload(0.001, 3, max_context=2048)          # 1,000 s apart on average: never together
+    lone = []
+    for r in w.requests:
+        one = Workload("one", (r,), w.max_new_tokens)
+        res = simulate(one, PagedAllocator(4096, 16), record_snapshots=False, clock=a100.for_blocks(16))
+        lone.append(price(res, a100).requests["normalized_s"][0])
+    assert unloaded_latency(w, a100) == pytest.approx(float(np.mean(lone)), rel=1e-9)
+
+
+def test_memory_use_max_pow2_oracle_paged(overloaded):
+    """Acceptance: Max <= Pow2 <= Oracle <= paged in the share of KV memory holding tokens, on the
+    Azure slice (the paper's Figure 2 ordering; its figures are the paper's, ours differ)."""
+    share = [overloaded.points[(p, 3.0)]["kv_token_share_waiting"] for p in POLICIES]
+    assert all(s is not None for s in share)
+    assert share == sorted(share) and share[0] < share[-1]
+    per_step = [overloaded.points[(p, 3.0)]["mean_utilization_busy"] for p in POLICIES]
+    assert per_step == sorted(per_step)
+    assert PAPER["token_state_share"]["max"] < PAPER["token_state_share"]["paged"]
+
+
+def test_sweep_points_hold_the_latencies(overloaded, a100):
+    assert overloaded.pool_slots == a100.pool_slots() == 15_805
+    for p in POLICIES:
+        s = overloaded.points[(p, 3.0)]
+        lat = overloaded.latencies[(p, 3.0)]
+        assert s["finished"] == len(lat["ttft_s"]) == 400 - s["rejected"]
+        assert (lat["ttft_s"] <= lat["e2e_s"]).all()
+        assert s["ttft_p50_s"] == pytest.approx(float(np.percentile(lat["ttft_s"], 50)), abs=1e-8)
+        # every point is over the budget here: nobody sustains 3 requests/s
+        assert s["normalized_latency_s_per_token"] > overloaded.budget_s_per_token
+        assert overloaded.sustained[p] == {"rate": None, "bound": "below"}
+    # throughput: the paged allocator serves its tokens in the least time
+    tps = [overloaded.points[(p, 3.0)]["throughput_tokens_per_s"] for p in POLICIES]
+    assert tps[-1] == max(tps)
+
+
+def test_sweep_rejects_bad_settings(a100):
+    for kwargs, field in (({"policies": ("lifo",)}, "policy"), ({"latency_factor": 1}, "latency_factor"),
+                          ({"requests": 0}, "requests"), ({"policies": ()}, "policies")):
+        with pytest.raises(FieldError) as err:
+            rate_sweep(a100, [1.0], **kwargs)
+        assert err.value.field == field
+    assert math.isfinite(unloaded_latency(poisson_workload(1.0, 5, max_context=2048), a100))
