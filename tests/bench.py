@@ -8,6 +8,7 @@ Sections:
     explainer  simulate the default scenario (both allocators) + build the animated figure
     scale      10,000 trace requests through both allocators on a 2**20-slot pool
     events     idle gaps and the full Azure trace x5: the engine's cost grows with events
+    ratesweep  issue 14: 8 rates x 4 policies x 1,000 requests on the seconds clock <= 20 s
     kernels    the paged-attention kernel sweep on this machine's backend (see kernels/)
 """
 from __future__ import annotations
@@ -153,7 +154,33 @@ def bench_events(repeat: int = 3) -> list[bool]:
     return met
 
 
-SECTIONS = {"explainer": bench_explainer, "scale": bench_scale, "events": bench_events}
+def bench_ratesweep() -> list[bool]:
+    """Issue 14's target: a rate sweep of 8 rates x 4 policies x 1,000 requests in at most 20 s
+    (A100 40GB, OPT-13B, Azure conversation lengths, the default rate grid). Prints each policy's
+    normalised latency per rate and its sustained rate."""
+    from allocator.throughput import POLICY_LABELS, rate_sweep
+    from allocator.timing import cost_model
+
+    cost = cost_model("a100-40gb", "opt-13b")
+    t = time.perf_counter()
+    sweep = rate_sweep(cost, requests=1000)
+    elapsed = time.perf_counter() - t
+    runs = len(sweep.rates) * len(sweep.policies)
+    rows = [[POLICY_LABELS[p]] + [f"{v:.3f}" for v in sweep.curve(p)]
+            + [("-" if sweep.sustained[p]["rate"] is None else f"{sweep.sustained[p]['rate']:.2f}")
+               + ("+" if sweep.sustained[p]["bound"] == "above" else "")] for p in sweep.policies]
+    print_table(f"rate sweep: normalised latency (s/token) by request rate (requests/s); budget "
+                f"{sweep.budget_s_per_token:.3f} s/token ({cost.label}, {sweep.requests:,} requests)",
+                ["policy"] + [f"{r:g}/s" for r in sweep.rates] + ["sustained /s"], rows)
+    ok = elapsed <= 20.0 and runs == 32
+    print_table("rate sweep: time", ["measure", "value", "target", "met"],
+                [[f"{len(sweep.rates)} rates x {len(sweep.policies)} policies x {sweep.requests:,} requests (s)",
+                  f"{elapsed:.2f}", "<= 20", ok]])
+    return [ok]
+
+
+SECTIONS = {"explainer": bench_explainer, "scale": bench_scale, "events": bench_events,
+            "ratesweep": bench_ratesweep}
 
 
 def _kernel_section():
