@@ -28,8 +28,24 @@ def serve(argv: list[str]) -> int:
         warm_default()
     except Exception as exc:  # never keep the server from starting; the page computes on demand
         print(f"warning: could not pre-build the default scenario: {exc}", file=sys.stderr)
+    _warm_in_background()
     sys.argv = ["streamlit", "run", __file__, *argv]
     return cli.main()
+
+
+def _warm_in_background() -> None:
+    """Compute the Throughput page's default rate sweep (seconds of work) while the server starts
+    and serves: the first visitor then finds it ready, or waits for it instead of starting another."""
+    import threading
+
+    def warm():
+        try:
+            from pages._ui.sweep_cache import warm_default_sweep
+            warm_default_sweep()
+        except Exception as exc:  # the page computes on demand
+            print(f"warning: could not pre-build the default rate sweep: {exc}", file=sys.stderr)
+
+    threading.Thread(target=warm, name="warm-rate-sweep", daemon=True).start()
 
 
 if __name__ == "__main__" and get_script_run_ctx(suppress_warning=True) is None:
@@ -47,6 +63,10 @@ PAGES = {
                 url_path="accounting"),
         st.Page("pages/capacity.py", title="Capacity", icon=":material/storage:",
                 url_path="capacity"),
+    ],
+    "Serving": [
+        st.Page("pages/throughput.py", title="Throughput and latency", icon=":material/timer:",
+                url_path="throughput"),
     ],
     "Sharing": [
         st.Page("pages/block_tables.py", title="Block tables & sharing", icon=":material/account_tree:",

@@ -25,7 +25,7 @@ The paper's figures are quoted in :data:`PAPER` as the paper's; nothing here is 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -215,8 +215,10 @@ class RateSweep:
         latency_factor: the budget's multiple of ``unloaded_s_per_token``.
         unloaded_s_per_token: :func:`unloaded_latency` of the workload (s/token).
         points: {(policy, rate): summary} -- :func:`allocator.timing.timing_summary` plus
-            ``preemptions``, ``rejected`` (count), ``mean_utilization_busy`` (per step) and
-            ``peak_running``.
+            ``preemptions``, ``rejected`` (count), ``mean_utilization_busy`` and
+            ``mean_running_busy`` (per step, over steps when requests waited; None if none did)
+            and ``peak_running``.
+        mean_prompt, mean_output: the workload's mean prompt and output lengths (tokens).
         latencies: {(policy, rate): {"ttft_s", "tpot_s", "e2e_s"}} per finished request (arrays).
         sustained: {policy: {"rate": float or None, "bound": "within" | "above" | "below"}}: the
             interpolated rate where the policy's normalised latency crosses the budget; "above"
@@ -234,6 +236,8 @@ class RateSweep:
     max_new_tokens: int
     latency_factor: float
     unloaded_s_per_token: float
+    mean_prompt: float = 0.0
+    mean_output: float = 0.0
     points: dict = field(default_factory=dict)
     latencies: dict = field(default_factory=dict)
     sustained: dict = field(default_factory=dict)
@@ -326,7 +330,9 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
                             max_new_tokens=max_new_tokens, trace=trace)
     sweep = RateSweep(cost=cost, rates=rates, policies=policies, pool_slots=pool, block_size=block_size,
                       requests=len(base), seed=seed, max_new_tokens=max_new_tokens, latency_factor=latency_factor,
-                      unloaded_s_per_token=unloaded_latency(base, cost))
+                      unloaded_s_per_token=unloaded_latency(base, cost),
+                      mean_prompt=float(np.mean([r.prompt_len for r in base.requests])),
+                      mean_output=float(np.mean([r.output_len for r in base.requests])))
     total, done = len(rates) * len(policies), 0
     for rate in rates:
         w = Workload(f"poisson {rate:g}/s", tuple(Request(r.id, r.prompt_len, r.output_len, 0, r.arrival_s / rate)
@@ -338,6 +344,7 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
             s = dict(timing.summary)
             s.update(preemptions=res.summary["preemptions"], rejected=len(res.rejected),
                      mean_utilization_busy=res.summary["mean_utilization_busy"],
+                     mean_running_busy=res.summary["mean_running_busy"],
                      peak_running=res.summary["peak_running"], policy=policy, rate=rate)
             sweep.points[(policy, rate)] = s
             sweep.latencies[(policy, rate)] = {k: timing.requests[k] for k in ("ttft_s", "tpot_s", "e2e_s")}
@@ -347,6 +354,31 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
     for policy in policies:
         sweep.sustained[policy] = sustained_rate(rates, sweep.curve(policy), sweep.budget_s_per_token)
     return sweep
+
+
+def with_latency_factor(sweep: RateSweep, latency_factor: float) -> RateSweep:
+    """The same runs judged against another budget: a copy of ``sweep`` whose ``latency_factor``
+    and ``sustained`` rates follow ``latency_factor`` (the runs do not depend on it).
+
+    Raises:
+        FieldError (``latency_factor``): not a number above 1 (at most 1,000).
+    """
+    latency_factor = real_number("latency_factor", latency_factor, above=1, maximum=1000)
+    out = replace(sweep, latency_factor=latency_factor, sustained={})
+    for policy in out.policies:
+        out.sustained[policy] = sustained_rate(out.rates, out.curve(policy), out.budget_s_per_token)
+    return out
+
+
+def default_rate(sweep: RateSweep) -> float:
+    """The swept rate a page shows first: the highest at which paged stays within the budget (where
+    the contrast with the reservation policies is sharpest), else the middle one."""
+    s = sweep.sustained.get("paged")
+    if s and s["rate"] is not None:
+        ok = [r for r in sweep.rates if r <= s["rate"]]
+        if ok:
+            return ok[-1]
+    return sweep.rates[len(sweep.rates) // 2]
 
 
 def memory_basis(sweep: RateSweep, rate: float) -> tuple[str, str]:
@@ -360,4 +392,5 @@ def memory_basis(sweep: RateSweep, rate: float) -> tuple[str, str]:
 
 __all__ = ["POLICIES", "POLICY_LABELS", "PAPER_NAMES", "PAPER", "RATE_GRID", "RESERVATION_POLICIES",
            "poisson_workload", "make_allocator", "unloaded_latency", "saturation_rate", "default_rates",
-           "parse_rates", "RateSweep", "sustained_rate", "rate_sweep", "memory_basis"]
+           "parse_rates", "RateSweep", "sustained_rate", "rate_sweep", "with_latency_factor", "default_rate",
+           "memory_basis"]

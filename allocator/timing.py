@@ -536,7 +536,9 @@ def timing_summary(result, timing: RunTiming) -> dict:
     ``throughput_requests_per_s`` (finished requests / makespan), ``normalized_latency_s_per_token``
     (mean over finished requests of end-to-end latency / output length: the PagedAttention
     paper's "normalized latency", section 6.1), ``compute_bound_share`` (share of busy seconds in
-    compute-bound steps), ``swap_s`` (seconds of swap copies), ``recompute_flops_s`` (seconds the
+    compute-bound steps), where the seconds went -- ``compute_limited_s`` (the roofline part of
+    compute-bound steps), ``memory_limited_s`` (of memory-bound steps), ``overhead_s``,
+    ``swap_s`` (swap copies) and ``idle_s`` (idle gaps), which add up to ``makespan_s`` --, ``recompute_flops_s`` (seconds the
     recomputed tokens' weight FLOPs, 2 x parameters each, take at peak: the work recompute
     repeats, before any overlap with memory time),
     ``kv_token_share_waiting`` (the share of the KV pool holding tokens, averaged over the seconds
@@ -574,8 +576,15 @@ def timing_summary(result, timing: RunTiming) -> dict:
     for name in ("ttft", "tpot", "e2e"):
         for q in (50, 90, 99):
             s[f"{name}_p{q}_s"] = _pct(r[f"{name}_s"], q)
-    compute_bound_s = float(sec[timing.terms["compute_bound"]].sum())
+    terms = timing.terms
+    roof = np.maximum(terms["compute_s"], terms["memory_s"])
+    compute_bound_s = float(sec[terms["compute_bound"]].sum())
     s["compute_bound_share"] = round(compute_bound_s / busy_s, 6) if busy_s > 0 else None
+    # where the seconds went (they add up to makespan_s)
+    s["compute_limited_s"] = round(float(roof[terms["compute_bound"]].sum()), 9)
+    s["memory_limited_s"] = round(float(roof[busy & ~terms["compute_bound"]].sum()), 9)
+    s["overhead_s"] = round(float(terms["overhead_s"].sum()), 9)
+    s["idle_s"] = round(float(terms["idle_s"].sum()), 9)
     s["swap_s"] = round(float(timing.terms["swap_s"].sum()), 9)
     s["recompute_flops_s"] = round(float(linear_flops(cost.model, float(m["recomputed_tokens"].sum()))
                                          / cost.peak_flops), 6)
@@ -586,3 +595,41 @@ def timing_summary(result, timing: RunTiming) -> dict:
     s["gpus"] = cost.gpus
     s["clock"] = timing.clock
     return s
+
+
+def describe(cost: CostModel) -> list[dict]:
+    """The cost model's inputs as table rows {"quantity", "value", "source"} (for the page's
+    "what the model assumes" table and the CLI): the GPU's datasheet figures, the model's shape,
+    weights, KV bytes per token and KV pool, and the model's own assumptions."""
+    from .accounting.units import format_bytes
+    g, m, n = cost.gpu, cost.model, cost.gpus
+    each = "" if n == 1 else f" ({n} GPUs together)"
+    rows = [
+        {"quantity": "GPU", "value": f"{n} x {g.label}" if n > 1 else g.label, "source": g.source},
+        {"quantity": "peak dense fp16/bf16 tensor throughput" + each, "value": f"{cost.peak_flops / 1e12:,.1f} TFLOP/s",
+         "source": "datasheet"},
+        {"quantity": "memory bandwidth" + each, "value": f"{cost.hbm_bytes_per_s / 1e9:,.0f} GB/s", "source": "datasheet"},
+        {"quantity": f"host link ({g.host_link}, one direction)" + each,
+         "value": f"{cost.host_link_bytes_per_s / 1e9:,.0f} GB/s", "source": "datasheet (half of both directions)"},
+        {"quantity": "device memory" + each, "value": format_bytes(cost.memory_bytes), "source": "datasheet"},
+        {"quantity": "model", "value": m.label, "source": m.source},
+        {"quantity": "parameters", "value": f"{m.params:,}", "source": "the model's published configuration"},
+        {"quantity": "weights", "value": format_bytes(weight_bytes(m)),
+         "source": f"parameters x {m.bytes_per_element} bytes ({m.dtype})"},
+        {"quantity": "KV cache per token", "value": format_bytes(m.bytes_per_token),
+         "source": "the Capacity page's arithmetic: layers x KV heads x head dim x bytes x 2"},
+        {"quantity": "reserve (activations, CUDA context)", "value": f"{100 * cost.reserve_fraction:g} % of memory",
+         "source": "vLLM's default gpu_memory_utilization = 0.9"},
+    ]
+    try:
+        rows.append({"quantity": "KV pool", "value": f"{format_bytes(cost.kv_pool_bytes())} = {cost.pool_slots():,} slots",
+                     "source": "memory - weights - reserve, / KV bytes per token"})
+    except FieldError as exc:
+        rows.append({"quantity": "KV pool", "value": "none", "source": str(exc)})
+    rows += [
+        {"quantity": "overhead per step", "value": f"{cost.overhead_s * 1e3:g} ms",
+         "source": "assumption of this model (scheduling, launches, sampling)"},
+        {"quantity": "latency per host copy", "value": f"{cost.transfer_latency_s * 1e6:g} µs",
+         "source": f"assumption of this model; {transfers_per_block(m)} copies per swapped block (K and V per layer)"},
+    ]
+    return rows

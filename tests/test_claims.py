@@ -158,3 +158,85 @@ def test_the_check_can_fail():
     assert "three" not in allowed and "7777" not in allowed
     assert all(n in allowed for n in _numbers(reveal("waste", results, slots=sc.slots, max_new=sc.max_new)))
     assert not all(n in allowed for n in _numbers("the paged side ran 7777 sequences"))
+
+
+# --------------------------------------------------------------------------------------------
+# The Throughput and latency page: every number its sentences and tables quote comes from the
+# rate sweep beside them (or is the paper's, from allocator.throughput.PAPER)
+# --------------------------------------------------------------------------------------------
+
+SWEEP_GRID = {
+    "A100 OPT-13B": ("a100-40gb", "opt-13b", (0.5, 1.0, 2.0, 4.0)),
+    "L4 7B, every rate sustained": ("l4", "7b-fp16", (0.01, 0.02)),
+    "H200 Llama 3 70B, nothing sustained": ("h200", "llama3-70b", (20.0, 40.0)),
+}
+
+
+def sweep_allowed(sweep) -> set[str]:
+    """Numbers a text about this sweep may contain."""
+    from allocator.throughput import PAPER
+
+    nums = set()
+    for n in NUMBER.findall(sweep.cost.label + PAPER["setup"]):  # "OPT-13B", "A100 40GB" are names
+        nums.add(n)
+    nums |= {"99", "2"}                                         # "99th percentile", "Figure 2"
+    for v in (sweep.requests, sweep.pool_slots, sweep.latency_factor, sweep.unloaded_s_per_token,
+              sweep.budget_s_per_token, sweep.mean_prompt, sweep.mean_output, sweep.max_new_tokens, *sweep.rates):
+        nums |= _forms(v) | {f"{v:,.0f}"}
+    for s in sweep.sustained.values():
+        nums |= _forms(s["rate"])
+    for a in sweep.policies:
+        for b in sweep.policies:
+            r = sweep.ratio(a, b) if a != b else None
+            if r:
+                nums |= _forms(r["value"])
+    for point in sweep.points.values():
+        for key, v in point.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                nums |= _forms(v) | _forms(v * 1000)          # seconds also print as ms
+                nums |= {f"{v:.3g}", f"{v * 1000:.3g}", f"{v:,.0f}"}
+    for v in (*PAPER["token_state_share"].values(), *PAPER["rate_ratio_vs_oracle"], *PAPER["rate_ratio_vs_max"]):
+        nums |= _forms(v)
+    return nums
+
+
+@pytest.fixture(scope="module", params=list(SWEEP_GRID))
+def sweep_case(request):
+    from allocator.throughput import rate_sweep
+    from allocator.timing import cost_model
+
+    gpu, model, rates = SWEEP_GRID[request.param]
+    return request.param, rate_sweep(cost_model(gpu, model), rates, requests=150)
+
+
+def test_throughput_page_texts_quote_the_sweep(sweep_case):
+    from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, sustained_rows,
+                                      sweep_headline, time_split_claim)
+
+    name, sweep = sweep_case
+    allowed = sweep_allowed(sweep)
+    texts = [sweep_headline(sweep), *paper_comparison(sweep).values()]
+    for row in sustained_rows(sweep):
+        texts += [row["sustained rate"], row["paged sustains (× this rate)"]]
+    for at in sweep.rates:
+        texts += [memory_claim(sweep, at), latency_claim(sweep, at), time_split_claim(sweep, at)]
+    for text in texts:
+        for n in _numbers(text):
+            assert n in allowed, (name, n, text)
+    paper = paper_comparison(sweep)["paper"]
+    assert "paper" in paper and "1.7–2.7" in paper and "2.7–8" in paper
+    assert "This model" in paper_comparison(sweep)["model"]
+
+
+def test_throughput_headline_handles_bounds(sweep_case):
+    from allocator.viz.claims import sweep_headline
+
+    name, sweep = sweep_case
+    text = sweep_headline(sweep)
+    s = sweep.sustained["paged"]
+    if s["bound"] == "above":
+        assert "at least" in text and "never over the budget" in text, text
+    elif s["bound"] == "below":
+        assert "below the lowest rate" in text and "no ratio" in text, text
+    else:
+        assert f"{s['rate']:.2f} requests/s" in text

@@ -333,3 +333,138 @@ def workload_outcome(results: dict, slots: int) -> str:
         return f"at most {s['peak_running']} at once ({sustained:.1f} on average)"
 
     return (f"In this {slots:,}-slot pool, reserve-max held {side(r)} and paging {side(p)}.")
+
+
+# --------------------------------------------------------------------------------------------
+# The Throughput and latency page (allocator.throughput.RateSweep)
+# --------------------------------------------------------------------------------------------
+
+def seconds(x: float | None) -> str:
+    """A duration as the page prints it: ``0.0213 -> "21.3 ms"``, ``1.234 -> "1.23 s"``,
+    ``0.0004 -> "0.4 ms"``, ``16_600.4 -> "16,600 s"``; "—" when there is none."""
+    if x is None:
+        return "—"
+    if x == 0:
+        return "0 s"
+    if x < 1:
+        return f"{x * 1000:.3g} ms"
+    if x >= 100:
+        return f"{x:,.0f} s"
+    return f"{x:.3g} s"
+
+
+def rate(x: float) -> str:
+    """A request rate: two decimals (``1.8053 -> "1.81"``), requests per second."""
+    return f"{x:.2f}"
+
+
+def sustained_text(s: dict) -> str:
+    """A sustained rate (``allocator.throughput.sustained_rate``'s dict) in words."""
+    if s["rate"] is None:
+        return "below the lowest rate swept (over the budget already there)"
+    if s["bound"] == "above":
+        return f"at least {rate(s['rate'])} requests/s (never over the budget)"
+    return f"{rate(s['rate'])} requests/s"
+
+
+def _ratio_phrase(r: dict | None, other: str) -> str:
+    if r is None:
+        return f"no ratio to {other} can be stated (one of the two never crossed the budget inside the sweep)"
+    kind = {"exact": "", "at least": "at least ", "at most": "at most "}[r["kind"]]
+    return f"**{kind}{ratio(r['value'])}** the rate {other} sustains"
+
+
+def sweep_headline(sweep) -> str:
+    """The page's headline sentence, every number from ``sweep`` (markdown)."""
+    from allocator.throughput import POLICY_LABELS
+    c = sweep.cost
+    text = (f"With {sweep.requests:,} requests of Azure conversation lengths on **{c.label}** (a KV pool of "
+            f"{sweep.pool_slots:,} slots), ")
+    if "paged" not in sweep.sustained:
+        return text + "the sweep did not include the paged allocator."
+    text += (f"paged allocation sustains **{sustained_text(sweep.sustained['paged'])}** before its normalised latency "
+             f"passes the budget of {sweep.budget_s_per_token:.3f} s/token ({sweep.latency_factor:g} × the "
+             f"{sweep.unloaded_s_per_token:.4f} s/token of a request served alone).")
+    others = [p for p in ("max", "oracle") if p in sweep.sustained]
+    if others:
+        text += " That is " + " and ".join(_ratio_phrase(sweep.ratio("paged", p), POLICY_LABELS[p].lower())
+                                          for p in others) + "."
+    return text
+
+
+def paper_comparison(sweep) -> dict:
+    """The paper's reported ratios and this model's, side by side: {"paper": str, "model": str,
+    "why": str} (markdown). The paper's figures are labelled as the paper's; ours as this model's."""
+    from allocator.throughput import PAPER, POLICY_LABELS
+    lo_o, hi_o = PAPER["rate_ratio_vs_oracle"]
+    lo_m, hi_m = PAPER["rate_ratio_vs_max"]
+    paper = (f"**The paper's figures** ({PAPER['setup']}): vLLM sustained {lo_o:g}–{hi_o:g}× the request rate "
+             f"of Orca (Oracle) and {lo_m:g}–{hi_m:g}× that of Orca (Max) at similar latency.")
+    parts = []
+    for p in ("oracle", "max"):
+        if p in sweep.sustained and "paged" in sweep.sustained:
+            r = sweep.ratio("paged", p)
+            kind = "" if r is None else {"exact": "", "at least": "at least ", "at most": "at most "}[r["kind"]]
+            parts.append(f"no stated ratio to {POLICY_LABELS[p].lower()} (see the chart)" if r is None
+                         else f"{kind}{ratio(r['value'])} the rate of {POLICY_LABELS[p].lower()}")
+    model = (f"**This model's figures** ({sweep.cost.label}, Azure conversation lengths): paged sustained "
+             + " and ".join(parts) + " at the same latency budget." if parts
+             else "**This model's figures**: the sweep has no paged run to compare.")
+    why = (f"A comparison, not a fit. Here prompts average {sweep.mean_prompt:,.0f} tokens and answers "
+           f"{sweep.mean_output:,.0f}: a reservation of prompt + {sweep.max_new_tokens:,} slots is mostly prompt, "
+           "which the reservation needs anyway, so reserving wastes a smaller share than with short prompts and long "
+           "answers. And once the paged batch is large, every step also reads the KV cache of every running "
+           "sequence, so steps lengthen and the extra sequences buy less than their number.")
+    return {"paper": paper, "model": model, "why": why}
+
+
+def sustained_rows(sweep) -> list[dict]:
+    """One table row per policy: our name, the paper's name, the sustained rate, and its ratio to
+    paged's (as display strings; from ``sweep``)."""
+    from allocator.throughput import PAPER_NAMES, POLICY_LABELS
+    rows = []
+    for p in sweep.policies:
+        r = sweep.ratio("paged", p) if "paged" in sweep.sustained and p != "paged" else None
+        rows.append({"allocator": POLICY_LABELS[p], "the paper's name": PAPER_NAMES[p],
+                     "sustained rate": sustained_text(sweep.sustained[p]),
+                     "paged sustains (× this rate)": ("—" if p == "paged" else "not comparable" if r is None
+                                        else {"exact": "", "at least": "≥ ", "at most": "≤ "}[r["kind"]]
+                                        + ratio(r["value"]))})
+    return rows
+
+
+def memory_claim(sweep, at: float) -> str:
+    """The share of the KV pool holding tokens at rate ``at`` for every policy, beside the paper's
+    Figure 2 (markdown; numbers from ``sweep`` and ``allocator.throughput.PAPER``)."""
+    from allocator.throughput import PAPER, POLICY_LABELS, memory_basis
+    key, words = memory_basis(sweep, at)
+    ours = ", ".join(f"{pct(sweep.points[(p, at)][key], 1)} for {POLICY_LABELS[p].lower()}" for p in sweep.policies)
+    paper = ", ".join(f"{pct(PAPER['token_state_share'][p], 1)}" for p in sweep.policies)
+    return (f"**This model**, at {rate(at)} requests/s, {words}: the share of the KV pool holding tokens was {ours}. "
+            f"**The paper's Figure 2** (its own experiments) measured {paper} for the same four kinds of allocator.")
+
+
+def latency_claim(sweep, at: float) -> str:
+    """Medians and 99th percentiles of TTFT and TPOT at rate ``at``, reservation against paged
+    (markdown; from ``sweep``)."""
+    from allocator.throughput import POLICY_LABELS
+    lines = []
+    for p in sweep.policies:
+        s = sweep.points[(p, at)]
+        lines.append(f"- **{POLICY_LABELS[p]}**: time to first token {seconds(s['ttft_p50_s'])} median, "
+                     f"{seconds(s['ttft_p99_s'])} at the 99th percentile; time per output token "
+                     f"{seconds(s['tpot_p50_s'])} median, {seconds(s['tpot_p99_s'])} at the 99th; "
+                     f"{s['throughput_tokens_per_s']:,.0f} output tokens/s.")
+    return f"At {rate(at)} requests/s:\n\n" + "\n".join(lines)
+
+
+def time_split_claim(sweep, at: float, policy: str = "paged") -> str:
+    """Where one run's seconds went (markdown; from ``sweep``): memory-limited, compute-limited,
+    overhead, swap and idle seconds, which add up to the run's time."""
+    from allocator.throughput import POLICY_LABELS
+    s = sweep.points[(policy, at)]
+    return (f"The {POLICY_LABELS[policy].lower()} run at {rate(at)} requests/s took {seconds(s['makespan_s'])}: "
+            f"{seconds(s['memory_limited_s'])} in steps limited by memory bandwidth, "
+            f"{seconds(s['compute_limited_s'])} in compute-bound steps, {seconds(s['overhead_s'])} of fixed "
+            f"per-step overhead, {seconds(s['swap_s'])} copying swapped blocks and {seconds(s['idle_s'])} idle "
+            "between requests.")

@@ -1,0 +1,171 @@
+"""Throughput and latency: the PagedAttention paper's rate sweep, in seconds on a chosen GPU.
+
+Renders only. The sweep comes from ``allocator.throughput`` (through a shared cache with a
+progress bar, ``pages._ui.sweep_cache``), the figures from ``allocator.viz.throughput``, every
+sentence from ``allocator.viz.claims`` and the cost model's table from ``allocator.timing``.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from allocator.accounting import PRESETS
+from allocator.throughput import POLICY_LABELS, default_rate, parse_rates, with_latency_factor
+from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
+from allocator.trace import AZURE_ATTRIBUTION
+from allocator.validate import FieldError
+from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, seconds, sustained_rows,
+                                  sweep_headline, time_split_claim)
+from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure
+from pages._ui.sweep_cache import cached_sweep, is_cached, sweep_key
+
+BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+GPU_CHOICES = ["auto", *GPU_COUNTS]
+DEFAULTS = {"tp_gpu": "a100-40gb", "tp_model": "opt-13b", "tp_gpus": "auto", "tp_requests": 1000, "tp_rates": "",
+            "tp_factor": 5, "tp_block": 16}
+for _k, _v in DEFAULTS.items():
+    st.session_state.setdefault(_k, _v)
+
+st.title("Throughput and latency: paging in seconds")
+st.markdown(
+    "The other pages count slots and steps. The people using a server count seconds: how long before the "
+    "first word appears (**time to first token**, TTFT), how fast the rest streams (**time per output token**, "
+    "TPOT), and how many tokens a GPU serves each second. Here every engine step is priced on a real GPU's "
+    "datasheet figures, and the PagedAttention paper's experiment is run again: requests arrive at random "
+    "(a Poisson stream) at a rising rate, under the paper's three reservation baselines and under paging, and "
+    "each allocator's **sustained rate** is where its latency runs away.")
+
+c = st.columns([1.4, 1.2, 0.7, 1.2])
+c[0].selectbox("GPU", list(GPUS), key="tp_gpu", format_func=lambda k: GPUS[k].label,
+               help="Datasheet figures: memory, memory bandwidth, dense fp16/bf16 tensor FLOP/s, PCIe link.")
+c[1].selectbox("Model", list(TIMED_MODELS), key="tp_model", format_func=lambda k: PRESETS[k].short,
+               help="Shapes and parameter counts from the models' published configurations.")
+c[2].selectbox("GPUs", GPU_CHOICES, key="tp_gpus",
+               help="Tensor parallelism: the model split over this many GPUs (their memory, bandwidth and "
+                    "FLOP/s add up; the traffic between them is not priced). auto: the fewest that hold the "
+                    "weights with room for one full context of KV cache.")
+c[3].select_slider("Block size (slots)", BLOCK_SIZES, key="tp_block",
+                   help="The paged allocator's block size.")
+c = st.columns([1.4, 1.2, 0.7, 1.2])
+c[0].text_input("Request rates (requests/s)", key="tp_rates", placeholder="auto",
+                help="Comma-separated, e.g. 0.5, 1, 2, 4. Empty: eight rates around the rate the paged "
+                     "allocator finishes requests at when they all arrive at once.")
+c[1].number_input("Requests per run", min_value=100, max_value=5000, step=100, key="tp_requests",
+                  help="Drawn with a fixed seed from the Azure conversation trace's rows that fit the model's "
+                       "context window; the same requests at every rate.")
+c[3].slider("Latency budget (× a request served alone)", 2, 20, key="tp_factor",
+            help="A rate is sustained while the normalised latency stays under this many times the latency of "
+                 "a request served alone on the same GPU.")
+
+errors = st.container()
+
+
+def fail(exc: Exception) -> None:
+    """Show a core error in the page's words and stop (never a traceback)."""
+    text = str(exc)
+    if isinstance(exc, FieldError) and exc.field == "rates":
+        text = exc.reworded("Request rates" + (f" (entry {exc.index + 1})" if exc.index is not None else ""))
+    errors.error(f"These settings cannot run: {text}.", icon=":material/error:")
+    st.stop()
+
+
+try:
+    rates = parse_rates(st.session_state["tp_rates"]) if st.session_state["tp_rates"].strip() else None
+    gpus = st.session_state["tp_gpus"]
+    cost = cost_model(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus)
+    pool = cost.pool_slots()
+except (FieldError, ValueError) as exc:
+    fail(exc)
+
+key = sweep_key(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus, st.session_state["tp_requests"],
+                rates, st.session_state["tp_block"])
+try:
+    if is_cached(key):
+        sweep = cached_sweep(key)
+    else:
+        bar = st.progress(0.0, text="Starting the sweep…")
+
+        def report(done: int, total: int, text: str) -> None:
+            bar.progress(done / total, text=f"Simulating {text} ({done} of {total} runs)…")
+
+        sweep = cached_sweep(key, report)
+        bar.empty()
+except (FieldError, ValueError) as exc:
+    fail(exc)
+sweep = with_latency_factor(sweep, st.session_state["tp_factor"])
+if gpus == "auto":
+    st.caption(f"{cost.label}: {cost.gpus} GPU{'s' if cost.gpus > 1 else ''} chosen automatically.")
+
+with st.container(border=True):
+    st.markdown(sweep_headline(sweep))
+    st.table(pd.DataFrame(sustained_rows(sweep)).set_index("allocator"))
+
+left, right = st.columns(2)
+with left:
+    st.plotly_chart(latency_figure(sweep), key="tp_latency", config={"displaylogo": False})
+with right:
+    st.plotly_chart(throughput_figure(sweep), key="tp_throughput", config={"displaylogo": False})
+st.caption("Normalised latency is the PagedAttention paper's measure: each request's end-to-end latency divided "
+           "by its output length, averaged over the requests. Past the sustained rate, requests queue faster than "
+           "they finish and latency climbs without limit; throughput stops following the demand.")
+
+st.subheader("The paper's figures and this model's")
+comparison = paper_comparison(sweep)
+p_col, m_col = st.columns(2, border=True)
+p_col.markdown(comparison["paper"])
+m_col.markdown(comparison["model"])
+st.markdown(comparison["why"])
+
+st.subheader("One rate up close")
+at = st.select_slider("Request rate (requests/s)", options=list(sweep.rates), value=default_rate(sweep),
+                      key="tp_at", format_func=lambda r: f"{r:g}",
+                      help="The memory, latency and time figures below are for this rate.")
+st.markdown("**Memory holding tokens.**")
+mem_l, mem_r = st.columns([3, 2])
+with mem_l:
+    st.plotly_chart(memory_figure(sweep, at), key="tp_memory", config={"displaylogo": False})
+with mem_r:
+    st.markdown(memory_claim(sweep, at))
+st.markdown("**How long users wait.**")
+ttft_col, tpot_col = st.columns(2)
+with ttft_col:
+    st.plotly_chart(cdf_figure(sweep, at, "ttft_s"), key="tp_ttft", config={"displaylogo": False})
+with tpot_col:
+    st.plotly_chart(cdf_figure(sweep, at, "tpot_s"), key="tp_tpot", config={"displaylogo": False})
+st.markdown(latency_claim(sweep, at))
+
+st.markdown("**Where the seconds went.**")
+split = pd.DataFrame([{
+    "allocator": POLICY_LABELS[p],
+    "memory-bound steps": seconds(sweep.points[(p, at)]["memory_limited_s"]),
+    "compute-bound steps": seconds(sweep.points[(p, at)]["compute_limited_s"]),
+    "fixed overhead": seconds(sweep.points[(p, at)]["overhead_s"]),
+    "swap copies": seconds(sweep.points[(p, at)]["swap_s"]),
+    "idle": seconds(sweep.points[(p, at)]["idle_s"]),
+    "whole run": seconds(sweep.points[(p, at)]["makespan_s"]),
+    "preemptions": f"{sweep.points[(p, at)]['preemptions']:,}",
+} for p in sweep.policies]).set_index("allocator")
+st.table(split)
+if "paged" in sweep.policies:
+    st.markdown(time_split_claim(sweep, at))
+
+with st.expander("The cost model: what one engine step costs, and what it assumes"):
+    st.markdown(
+        "A step's time is a **roofline**: the larger of its arithmetic time (FLOPs ÷ the GPU's peak FLOP/s) and "
+        "its memory time (bytes moved ÷ memory bandwidth), plus a fixed overhead, plus any swap copies.\n\n"
+        "- **FLOPs**: 2 per parameter for every token through the model (each prefilled prompt token, each "
+        "decoded token), plus 4 × layers × heads × head size for every query-key pair attention scores.\n"
+        "- **Bytes**: all the weights once per step, the K and V of every token each decoding sequence attends "
+        "to, and the K and V of every new token.\n"
+        "- **Recompute** pays the prefill of the evicted sequence's tokens again; **swap** pays their blocks over "
+        "PCIe, one copy per layer for K and for V, each with a fixed latency — so small blocks swap slowly.\n"
+        "- **Not modelled**: kernels reaching less than the datasheet peak, traffic between GPUs under tensor "
+        "parallelism, and overlap of swap copies with computation. Absolute seconds are optimistic; the "
+        "comparison between allocators, which share every term, is the point.")
+    st.table(pd.DataFrame(describe(cost)).set_index("quantity"))
+
+st.caption("Sources: Kwon et al., \"Efficient Memory Management for Large Language Model Serving with "
+           "PagedAttention\", SOSP 2023 (the baselines, the normalised latency, Figure 2 and the sustained-rate "
+           "ratios, quoted as the paper's); NVIDIA datasheets for the GPUs; Agrawal et al., \"Vidur: A "
+           "Large-Scale Simulation Framework for LLM Inference\", MLSys 2024 (the idea of pricing each step). "
+           "Request lengths: " + AZURE_ATTRIBUTION)

@@ -1,0 +1,95 @@
+"""AppTest of the Throughput and latency page: it renders the sweep the core computes, reads its
+numbers back, reports bad settings by their control without a traceback, and prices a token's KV
+exactly as the Capacity page does for every model preset.
+
+Small sweeps (200 requests, four rates) keep these tests fast; the page's default (1,000 requests
+on the default grid) is exercised once.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from allocator import accounting as acc
+from allocator.throughput import POLICY_LABELS, with_latency_factor
+from allocator.timing import kv_bytes, timed_model
+from allocator.viz.claims import memory_claim, sweep_headline
+from pages._ui.sweep_cache import DEFAULT_KEY, cached_sweep, sweep_key
+from tests.conftest import APP_PATH
+
+SMALL = {"tp_requests": 200, "tp_rates": "0.5, 1, 2, 4"}
+
+
+def _page(state: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP_PATH, default_timeout=120)
+    at.switch_page("pages/throughput.py")
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _markdown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_default_page_shows_the_default_sweep():
+    at = _page()
+    sweep = with_latency_factor(cached_sweep(DEFAULT_KEY), 5)
+    text = _markdown(at)
+    assert sweep_headline(sweep) in text
+    assert f"{sweep.pool_slots:,} slots" in text and "15,805" in text           # the A100's pool for OPT-13B
+    table = at.table[0].value
+    assert list(table.index) == [POLICY_LABELS[p] for p in ("max", "pow2", "oracle", "paged")]
+    assert table.loc["Paged", "the paper's name"] == "vLLM"
+    charts = at.get("plotly_chart")
+    assert len(charts) == 5
+    for chart in charts:
+        spec = json.loads(chart.proto.spec)
+        layout = spec["layout"]
+        assert layout["xaxis"]["title"]["text"] and layout["yaxis"]["title"]["text"]
+        assert all(t.get("hovertemplate") for t in spec["data"])
+    assert "The paper's figures" in text and "This model's figures" in text
+
+
+def test_small_sweep_on_another_gpu_and_model():
+    at = _page({**SMALL, "tp_gpu": "h100-sxm", "tp_model": "llama3-8b"})
+    sweep = with_latency_factor(cached_sweep(sweep_key("h100-sxm", "llama3-8b", "auto", 200, (0.5, 1.0, 2.0, 4.0), 16)), 5)
+    text = _markdown(at)
+    assert "Llama 3 8B bf16, GQA on NVIDIA H100 SXM 80GB" in text
+    assert sweep_headline(sweep) in text
+    at.select_slider(key="tp_at").set_value(4.0).run()
+    assert memory_claim(sweep, 4.0) in _markdown(at)
+    # the budget slider re-judges the same runs
+    at.slider(key="tp_factor").set_value(10).run()
+    assert "10 × the" in _markdown(at)
+
+
+@pytest.mark.parametrize("state, needle", [
+    ({"tp_rates": "1, x"}, "Request rates (entry 2) = 'x' is not a number"),
+    ({"tp_rates": "1, 1"}, "a rate appears twice"),
+    ({"tp_model": "llama3-70b", "tp_gpus": 1}, "use more GPUs or a smaller model"),
+])
+def test_bad_settings_are_reported_not_raised(state, needle):
+    at = _page({**SMALL, **state})
+    errors = [e.value for e in at.error]
+    assert any(needle in e for e in errors), errors
+    assert not at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("key", sorted(acc.PRESETS))
+def test_kv_bytes_per_token_match_the_capacity_page(key):
+    """Acceptance: for every model preset, the KV bytes per token the cost model charges are the
+    figure the Capacity page shows."""
+    at = AppTest.from_file(APP_PATH, default_timeout=60)
+    at.switch_page("pages/capacity.py")
+    at.run()
+    at.selectbox(key="cap_model").set_value(key).run()
+    shown = [m.value for m in at.metric if m.label == "KV cache per token"][0]
+    model = acc.PRESETS[key]
+    assert shown == acc.format_bytes(model.bytes_per_token)
+    if model.params:
+        assert shown == acc.format_bytes(kv_bytes(timed_model(key), 1))
