@@ -12,7 +12,7 @@ import re
 import pytest
 
 from allocator.scenario import Scenario, block_size_sweep, build_workload, run_scenario
-from allocator.viz.claims import details_rows, headline, lesson_key_steps, reveal
+from allocator.viz.claims import details_rows, headline, lesson_key_steps, reveal, seconds
 from allocator.viz.exports import animation_caption, handout_rows, takeaways
 
 GRID = {
@@ -56,9 +56,18 @@ def _forms(value) -> set[str]:
     return out
 
 
-def allowed_numbers(sc: Scenario, results: dict, rows: list[dict]) -> set[str]:
-    """Numbers a text about this run may contain: the results', the scenario's, and their ratios."""
+def allowed_numbers(sc: Scenario, results: dict, rows: list[dict], timings: dict | None = None) -> set[str]:
+    """Numbers a text about this run may contain: the results', the scenario's, their ratios and,
+    when the runs were priced, their timing summaries (seconds also as ms) and the cost model's name."""
     nums = set(LITERATURE)
+    for t in (timings or {}).values():
+        nums |= set(NUMBER.findall(t.cost.label))              # "OPT-13B", "A100 40GB" are names
+        for v in t.summary.values():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                nums |= _forms(v) | _forms(v * 1000) | {f"{v:.3g}", f"{v * 1000:.3g}", f"{v:,.0f}"}
+        for k in timings:
+            d = t.summary["makespan_s"] - timings[k].summary["makespan_s"]
+            nums |= _forms(d)
     for v in (sc.slots, sc.block_size, sc.max_new, sc.shared_prefix, sc.metadata_cost, 16, 256, sc.slots // 256,
               sc.slots // sc.block_size):
         nums |= _forms(v)
@@ -102,10 +111,18 @@ def case(request):
     return request.param, sc, results, rows
 
 
+def _timings(sc, results):
+    from allocator.timing import cost_model, price
+
+    cost = cost_model("a100-40gb", "opt-13b")
+    return {k: price(r, cost, idle_step_s=1 / sc.steps_per_second) for k, r in results.items()}
+
+
 def test_headline_cards_and_details_quote_the_result(case):
     name, sc, results, rows = case
-    allowed = allowed_numbers(sc, results, rows)
-    cards = headline(results)
+    timings = _timings(sc, results)
+    allowed = allowed_numbers(sc, results, rows, timings)
+    cards = headline(results, timings)
     for key, panel in cards.items():
         s = results[key].summary
         values = {c["label"]: c["value"] for c in panel["cards"]}
@@ -118,7 +135,9 @@ def test_headline_cards_and_details_quote_the_result(case):
             for n in _numbers(text):
                 assert n in allowed, (name, key, n, text)
         assert "batch" not in panel["line"] or "sustained" in panel["line"]
-    for row in details_rows(results, sc.metadata_cost):
+        if s["finished"]:
+            assert values["Seconds to drain"] == seconds(timings[key].summary["makespan_s"]), name
+    for row in details_rows(results, sc.metadata_cost, timings):
         for column in ("reserve-max", "paged"):
             for n in _numbers(row[column]):
                 assert n in allowed, (name, row["measure"], n, row[column])

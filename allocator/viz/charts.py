@@ -103,27 +103,70 @@ def _frame_text(res, step: int) -> str:
             + idle)
 
 
-def _series(res, name: str, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """A metric as a step-wise line: x = each record's first step plus the end of the run, y =
-    the record's value (repeated at the end so the last record is drawn to its last step)."""
+def _series(res, name: str, scale: float = 1.0, timing=None) -> tuple[np.ndarray, np.ndarray]:
+    """A metric as a step-wise line: x = each record's first step plus the end of the run (or, with
+    ``timing``, each record's start and the run's end in seconds), y = the record's value
+    (repeated at the end so the last record is drawn to its end)."""
     if not res.records:
         return np.zeros(0, np.int64), np.zeros(0)
     y = res.metrics[name] * scale
+    if timing is not None:
+        return np.append(timing.start_s, timing.makespan_s), np.append(y, y[-1:])
     return np.append(res.metrics["step"], res.steps), np.append(y, y[-1:])
 
 
-def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_bytes: int = FIGURE_BUDGET_BYTES
-                     ) -> go.Figure:
+def time_frames(results: dict, timings: dict, max_frames: int, include_steps=()) -> list[tuple[float, dict]]:
+    """Animation frames on the seconds clock: (time, {kind: engine step shown}) pairs.
+
+    Each allocator's run has its own clock (the same step takes different seconds in each), so a
+    frame is a moment in seconds and each map shows the step its run was in at that moment: the
+    latest step at or before it that has a picture, or the drained pool after its run ended.
+    Candidate moments are the starts of every record of either run that has a picture, spread
+    evenly by record as :func:`allocator.maps.frame_steps` does; ``include_steps`` (steps a text
+    quotes) add each run's start of that step.
+    """
+    cands, starts = [], {}
+    for key, res in results.items():
+        t = timings[key]
+        has = res.metrics["step"] % res.snapshot_stride == 0 if res.records else np.zeros(0, bool)
+        starts[key] = (t.start_s[has], res.metrics["step"][has])
+        cands.append(t.start_s[has])
+    moments = np.unique(np.concatenate(cands + [np.zeros(1)]))
+    k = max(2, min(int(max_frames), len(moments)))
+    picks = moments[np.unique(np.linspace(0, len(moments) - 1, k).round().astype(np.int64))]
+    extra = [timings[key].time_at(step) for key, res in results.items() for step in include_steps if step < res.steps]
+    picks = np.unique(np.concatenate([picks, np.asarray(extra, dtype=float)]))
+    frames = []
+    for moment in picks:
+        shown = {}
+        for key, res in results.items():
+            times, steps = starts[key]
+            if moment >= timings[key].makespan_s or not len(steps):
+                shown[key] = res.steps                     # drained: the empty pool
+            else:
+                i = int(np.searchsorted(times, moment + 1e-12, side="right") - 1)
+                shown[key] = int(steps[max(i, 0)])
+        frames.append((float(moment), shown))
+    return frames
+
+
+def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_bytes: int = FIGURE_BUDGET_BYTES,
+                     timings: dict | None = None) -> go.Figure:
     """Animated memory maps of both allocators plus utilisation and running batch over steps.
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult} with snapshots.
         max_frames: most animation frames (they play client-side: Plotly frames, no server trip).
         budget_bytes: frames are thinned so the figure's JSON stays under this many bytes.
+        timings: None for a time axis in engine steps (frames named by step); or {kind:
+            :class:`allocator.timing.RunTiming`} of the same runs for a time axis in seconds:
+            frames are moments (named by their seconds, see :func:`time_frames`), each map shows
+            its own run's step at that moment, and the lines are drawn against seconds.
 
     Returns:
         A Plotly figure: row 1 the two maps (heatmaps, one cell per slot or per group of slots),
-        row 2 utilisation (%) and running sequences against step, with a cursor at the frame's step.
+        row 2 utilisation (%) and running sequences against step (or seconds), with a cursor at
+        the frame's step (or moment).
     """
     total = results["paged"].total_slots
     block = results["paged"].block_size
@@ -131,6 +174,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     n_cells = -(-total // per_cell)
     rows, cols = grid_shape(n_cells)
     n_steps = max(r.steps for r in results.values())
+    end_s = max(t.makespan_s for t in timings.values()) if timings else None
     xs = np.arange(cols) * per_cell
     ys = np.arange(rows) * cols * per_cell
     starts = np.arange(n_cells) * per_cell
@@ -156,7 +200,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     def map_arrays(step):
         out = {}
         for key in _ORDER:
-            owner, state = cell_states(results[key], step, per_cell)
+            owner, state = cell_states(results[key], step[key] if isinstance(step, dict) else step, per_cell)
             z = _grid(_codes(owner, state).astype(ztype), rows, cols, np.nan if padded else 0)
             # owner ids are >= 1, so 0 means "no request" (and base64 of small values needs no escaping)
             held = np.maximum(owner, 0).astype(np.int16 if owner.max() < 32768 else np.int32)
@@ -177,19 +221,21 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
                            + results[key].label + "</extra>"),
             name=results[key].label), row=1, col=c)
     # time series (row 2): one point per record, drawn as steps (an idle gap is one flat stretch)
+    since = "from %{x:.2f} s" if timings else "from step %{x}"
     for key in _ORDER:
         res = results[key]
-        x, y = _series(res, "utilization", 100)
+        timing = timings[key] if timings else None
+        x, y = _series(res, "utilization", 100, timing)
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
                                  name=f"{res.label}: utilisation", line=dict(color=_SERIES_COLOUR[key]),
                                  legendgroup=key,
-                                 hovertemplate="from step %{x}<br>%{y:.1f} % of slots hold a token<extra>"
+                                 hovertemplate=since + "<br>%{y:.1f} % of slots hold a token<extra>"
                                                + res.label + "</extra>"), row=2, col=1)
-        x, y = _series(res, "running")
+        x, y = _series(res, "running", 1.0, timing)
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
                                  name=f"{res.label}: running", legendgroup=key,
                                  line=dict(color=_SERIES_COLOUR[key], dash="dot"),
-                                 hovertemplate="from step %{x}<br>%{y} sequences running<extra>"
+                                 hovertemplate=since + "<br>%{y} sequences running<extra>"
                                                + res.label + "</extra>"), row=2, col=2)
     # legend entries for the map colours
     legend = [("slot holds a token (colour = request)", REQUEST_COLOURS[0]),
@@ -203,22 +249,35 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
                                  marker=dict(symbol="square", size=14, color=colour,
                                              line=dict(color="#888", width=1)), hoverinfo="skip"))
 
-    def annotations(step):
-        return [dict(text=_frame_text(results[key], step), xref=f"x{'' if c == 1 else c} domain",
+    def annotations(step, moment=None):
+        def text(key):
+            shown = step[key] if isinstance(step, dict) else step
+            out = _frame_text(results[key], shown)
+            if moment is not None:
+                if shown >= results[key].steps:
+                    out = out.replace(" steps<br>", f" steps ({timings[key].makespan_s:,.2f} s)<br>", 1)
+                else:
+                    out = out.replace(" · step ", f" · {moment:,.2f} s, step ", 1)
+            return out
+        return [dict(text=text(key), xref=f"x{'' if c == 1 else c} domain",
                      yref=f"y{'' if c == 1 else c} domain", x=0, y=1.02, xanchor="left", yanchor="bottom",
                      showarrow=False, align="left", font=dict(size=13, color="#222222"))
                 for c, key in enumerate(_ORDER, start=1)]
 
-    def cursors(step):
-        return [dict(type="line", xref=ax, yref=f"{ay} domain", x0=step, x1=step, y0=0, y1=1,
+    def cursors(x):
+        return [dict(type="line", xref=ax, yref=f"{ay} domain", x0=x, x1=x, y0=0, y1=1,
                      line=dict(color="#333", width=1.5, dash="dash"))
                 for ax, ay in (("x3", "y3"), ("x4", "y4"))]
 
     # Frames are plain dicts (validated once, by the Figure constructor, rather than once each).
-    def frame(step, arrays):
-        return dict(name=str(int(step)), traces=[0, 1],
+    def frame(step, arrays, moment=None):
+        if moment is None:
+            name, layout = str(int(step)), dict(annotations=annotations(int(step)), shapes=cursors(int(step)))
+        else:
+            name, layout = f"{moment:.4f}", dict(annotations=annotations(step, moment), shapes=cursors(moment))
+        return dict(name=name, traces=[0, 1],
                     data=[dict(type="heatmap", z=arrays[k][0], customdata=arrays[k][1]) for k in _ORDER],
-                    layout=dict(annotations=annotations(int(step)), shapes=cursors(int(step))))
+                    layout=layout)
 
     # Measure the bytes of the figure without frames and of one frame, then thin the frames to fit.
     base_dict = fig.to_dict()
@@ -232,8 +291,14 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     busy = int(candidates[int(np.argmax(running))])
     per_frame = len(pio.to_json(frame(busy, map_arrays(busy)), validate=False))
     fit = max(2, int((budget_bytes - base) // max(1, per_frame * 1.12)))
-    steps_shown = frame_steps(results.values(), min(max_frames, fit), include=lesson_key_steps(results))
-    frames = [frame(step, first if step == 0 else map_arrays(int(step))) for step in steps_shown]
+    if timings:
+        moments = time_frames(results, timings, min(max_frames, fit), include_steps=lesson_key_steps(results))
+        frames = [frame(shown, map_arrays(shown), moment) for moment, shown in moments]
+        labels = [f"{moment:,.2f} s" for moment, _ in moments]
+    else:
+        steps_shown = frame_steps(results.values(), min(max_frames, fit), include=lesson_key_steps(results))
+        frames = [frame(step, first if step == 0 else map_arrays(int(step))) for step in steps_shown]
+        labels = [f["name"] for f in frames]
 
     play = dict(label="▶ Play", method="animate",
                 args=[None, {"frame": {"duration": 140, "redraw": True}, "fromcurrent": True,
@@ -241,17 +306,22 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     pause = dict(label="❚❚ Pause", method="animate",
                  args=[[None], {"frame": {"duration": 0, "redraw": False}, "mode": "immediate",
                                 "transition": {"duration": 0}}])
-    slider_steps = [dict(method="animate", label=f["name"],
+    slider_steps = [dict(method="animate", label=label,
                          args=[[f["name"]], {"frame": {"duration": 0, "redraw": True}, "mode": "immediate",
-                                          "transition": {"duration": 0}}]) for f in frames]
+                                          "transition": {"duration": 0}}]) for f, label in zip(frames, labels)]
     slot_unit = "slot" if per_cell == 1 else f"{per_cell} slots per cell"
     for c in (1, 2):
         fig.update_xaxes(title_text=f"offset within row (slots; one cell = {slot_unit})", row=1, col=c,
                          showgrid=False, zeroline=False)
         fig.update_yaxes(title_text="row start (slot)" if c == 1 else None, autorange="reversed", row=1, col=c,
                          showgrid=False, zeroline=False)
-    fig.update_xaxes(title_text="engine step", row=2, col=1, range=[0, n_steps], gridcolor="#eee")
-    fig.update_xaxes(title_text="engine step", row=2, col=2, range=[0, n_steps], gridcolor="#eee")
+    if timings:
+        clock = next(iter(timings.values())).cost.label
+        for c in (1, 2):
+            fig.update_xaxes(title_text=f"time (s), {clock}", row=2, col=c, range=[0, end_s], gridcolor="#eee")
+    else:
+        fig.update_xaxes(title_text="engine step", row=2, col=1, range=[0, n_steps], gridcolor="#eee")
+        fig.update_xaxes(title_text="engine step", row=2, col=2, range=[0, n_steps], gridcolor="#eee")
     fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], row=2, col=1, gridcolor="#eee")
     fig.update_yaxes(title_text="sequences running", rangemode="tozero", row=2, col=2, gridcolor="#eee")
     base_dict["layout"] = fig.layout
@@ -259,7 +329,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     fig = FrozenFigure(base_dict)
     fig.update_layout(
         height=900, margin=dict(l=60, r=20, t=110, b=110), plot_bgcolor="white",
-        annotations=annotations(0), shapes=cursors(0),
+        annotations=(annotations({k: 0 for k in _ORDER}, 0.0) if timings else annotations(0)), shapes=cursors(0),
         legend=dict(orientation="h", yanchor="top", y=-0.1, x=0, font=dict(size=13)),
         updatemenus=[dict(type="buttons", direction="left", buttons=[play, pause], x=0, y=1.19,
                           xanchor="left", yanchor="bottom", showactive=False, pad=dict(r=8, t=0))],
@@ -267,7 +337,8 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         # once, as the slider's current value, and the tick labels are left transparent
         sliders=[dict(active=0, steps=slider_steps, x=0.17, len=0.83, y=1.2, yanchor="bottom",
                       font=dict(color="rgba(0,0,0,0)"),
-                      currentvalue=dict(prefix="engine step ", font=dict(size=14, color="#333333")),
+                      currentvalue=dict(prefix="time " if timings else "engine step ",
+                                        font=dict(size=14, color="#333333")),
                       pad=dict(t=0, b=0))],
         hoverlabel=dict(font_size=14),
     )

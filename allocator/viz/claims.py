@@ -122,7 +122,7 @@ def _waited(s: dict) -> bool:
     return s["mean_running_busy"] is not None
 
 
-def headline(results: dict) -> dict:
+def headline(results: dict, timings: dict | None = None) -> dict:
     """The three headline cards of each allocator, and a line under them (plain data).
 
     Cards: the **sustained** batch (mean running while requests wait -- the peak is one instant
@@ -130,8 +130,13 @@ def headline(results: dict) -> dict:
     When nothing ever waited, the busy-step figures do not exist: the cards show the all-steps
     figures instead and say so in their label.
 
+    With ``timings`` a fourth card gives the seconds to drain on the chosen GPU and model, and the
+    line under the cards the throughput and what preemption cost in seconds (recompute and swap
+    ran the same steps, so only the seconds tell them apart).
+
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
+        timings: {kind: :class:`allocator.timing.RunTiming`} of the same runs, or None.
 
     Returns:
         {kind: {"title": str, "cards": [{"label", "value", "delta", "delta_color", "help"}],
@@ -168,6 +173,16 @@ def headline(results: dict) -> dict:
              "delta_color": "inverse",
              "help": "Engine steps until every request has finished or been rejected."},
         ]
+        if timings is not None:
+            t, t_rm = timings[key].summary, timings["reserve_max"].summary
+            cards.append({
+                "label": "Seconds to drain", "value": seconds(t["makespan_s"]),
+                "delta": (f"{t['makespan_s'] - t_rm['makespan_s']:+.1f} s" if compare
+                          and round(t["makespan_s"] - t_rm["makespan_s"], 1) else None),
+                "delta_color": "inverse",
+                "help": (f"On {timings[key].cost.label}: every step priced by the cost model (the larger of its "
+                         "compute time and its memory time, plus a fixed overhead and any swap copies) and added up. "
+                         "The pool is still this page's, not the GPU's.")})
         if s["finished"] == 0:
             line = (f"Nothing ran: all {plural(len(s['rejected']), 'request')} can never fit this pool "
                     "(reasons below).")
@@ -175,12 +190,27 @@ def headline(results: dict) -> dict:
             line = ((f"Means over the {plural(s['busy_steps'], 'step')} when requests waited. " if waited else
                      "Means over every step: no request ever had to wait. ")
                     + f"Peak: {s['peak_running']} running at once, at step {s['peak_running_step']:,} (one instant).")
+            if timings is not None:
+                line += " " + time_line(res, timings[key])
         out[key] = {"title": res.label + (f" · blocks of {res.block_size}" if res.block_size else " · contiguous"),
                     "cards": cards, "line": line}
     return out
 
 
-def details_rows(results: dict, metadata_cost: float) -> list[dict]:
+def time_line(res, timing) -> str:
+    """One sentence on a run's seconds: throughput, and what preemption cost (from ``timing``)."""
+    t = timing.summary
+    text = f"{t['throughput_tokens_per_s']:,.0f} output tokens/s" if t["throughput_tokens_per_s"] else ""
+    if res.summary["preemptions"] and res.summary["swapped_blocks"]:
+        text += (f"; swapping {res.summary['swapped_blocks']:,} blocks out and back cost {seconds(t['swap_s'])} of "
+                 "copies over the host link")
+    if res.summary["preemptions"] and res.summary["recomputed_tokens"]:
+        text += (f"; recomputing {res.summary['recomputed_tokens']:,} tokens cost {seconds(t['recompute_flops_s'])} "
+                 "of prefill compute at peak")
+    return (text + ".") if text else ""
+
+
+def details_rows(results: dict, metadata_cost: float, timings: dict | None = None) -> list[dict]:
     """Every other summary figure of both allocators: rows of measure, reserve-max, paged, meaning.
 
     Averages "while requests wait" fall back to every step, and say so in the measure's name,
@@ -236,6 +266,27 @@ def details_rows(results: dict, metadata_cost: float) -> list[dict]:
         "tokens prefilled a second time after a recompute preemption")
     add("finished / rejected", lambda r: f"{r.summary['finished']:,} / {len(r.rejected):,}",
         "requests served, and requests that can never fit this pool")
+    if timings is not None:
+        label = timings["paged"].cost.label
+        by = {id(results[k]): timings[k].summary for k in results}
+
+        def timed(key, fmt=seconds):
+            return lambda r: fmt(by[id(r)][key]) if by[id(r)]["finished"] else "—"
+
+        add("seconds to drain", timed("makespan_s"), f"every step priced on {label}, added up")
+        add("throughput (output tokens/s)", timed("throughput_tokens_per_s", lambda v: f"{v:,.0f}"),
+            "answer tokens delivered per second of the run")
+        add("time to first token, median / 99th percentile",
+            lambda r: (f"{seconds(by[id(r)]['ttft_p50_s'])} / {seconds(by[id(r)]['ttft_p99_s'])}"
+                       if by[id(r)]["finished"] else "—"),
+            "from a request's arrival to its first token: queueing plus its prefill")
+        add("time per output token, median", timed("tpot_p50_s"),
+            "between a request's later tokens; a preempted request's wait counts in it")
+        add("normalised latency (s/token)", timed("normalized_latency_s_per_token", lambda v: f"{v:.4f}"),
+            "mean over requests of end-to-end latency ÷ answer length (the PagedAttention paper's measure)")
+        add("swap copies / recompute FLOPs (seconds)",
+            lambda r: f"{seconds(by[id(r)]['swap_s'])} / {seconds(by[id(r)]['recompute_flops_s'])}",
+            "what preemption cost: blocks copied over the host link, or the prefill of recomputed tokens at peak")
     if any(r.summary["finished"] == 0 for r in results.values()):
         rows.append({"measure": "why “—”", "reserve-max": "", "paged": "",
                      "what it means": "a dash marks a figure that does not exist because nothing ran"})
