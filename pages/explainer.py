@@ -9,25 +9,27 @@ import streamlit as st
 from allocator.scenario import Scenario
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.viz.claims import details_rows, headline, plural, sweep_summary, sweep_table, workload_outcome
-from pages._ui.cache import compute, metrics_table, presentation_figure, sweep, sweep_chart
-from pages._ui.controls import controls, read_url
+from pages._ui.cache import compute, metrics_table, presentation_figure, seconds_figure, sweep, sweep_chart, timings
+from pages._ui.controls import controls, read_url, time_controls
 from pages._ui.exports_ui import exports_menu
 from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections
 from pages._ui.present import keyboard_shortcuts, presentation_mode, share_link
 from pages._ui.state import current_scenario, remember_scenario
 
-def cards_panel(results) -> None:
-    """Three headline numbers per allocator, side by side (built by ``allocator.viz.claims.headline``)."""
+def cards_panel(results, priced) -> None:
+    """The headline numbers per allocator, side by side (built by ``allocator.viz.claims.headline``)."""
     cols = st.columns(2, border=True)
-    panels = headline(results)
+    panels = headline(results, priced)
     for col, key in zip(cols, ("reserve_max", "paged")):
         panel = panels[key]
         s = results[key].summary
         with col:
             st.markdown(f"**{panel['title']}**")
-            for slot, card in zip(st.columns(3), panel["cards"]):
+            for slot, card in zip(st.columns(len(panel["cards"])), panel["cards"]):
                 slot.metric(card["label"], card["value"], delta=card["delta"], delta_color=card["delta_color"],
                             help=card["help"])
+            if panel["time"]:
+                st.markdown(f":material/timer: {panel['time']}")
             st.caption(panel["line"])
             if s["rejected"]:
                 st.warning(f"{plural(len(s['rejected']), 'request')} can never fit and "
@@ -35,11 +37,11 @@ def cards_panel(results) -> None:
                            "\n".join(f"- r{r['id']}: {r['reason']}" for r in s["rejected"][:10]))
 
 
-def details_panel(results, cost: float) -> None:
+def details_panel(results, cost: float, priced) -> None:
     """Every other figure of both allocators in one table (``allocator.viz.claims.details_rows``): a
     plain table, so every row shows, long meanings wrap instead of being cut, and on a projector
     its text follows the page's large type."""
-    st.table(pd.DataFrame(details_rows(results, cost)).set_index("measure"))
+    st.table(pd.DataFrame(details_rows(results, cost, priced)).set_index("measure"))
 
 
 NARRATIVE = {
@@ -76,8 +78,9 @@ NARRATIVE = {
         "the queue. With **recompute** its prompt and the tokens it had already produced are "
         "processed again when it returns; with **swap** its blocks are copied out to host memory "
         "and back in before it resumes. Either way the answer is unaffected but work is repeated or "
-        "copied: the table above counts it (recomputed tokens, swapped blocks). This page counts that "
-        "work in tokens and blocks; it does not turn it into seconds."),
+        "copied: the table above counts it (recomputed tokens, swapped blocks), and prices it in seconds "
+        "on the GPU chosen in the sidebar: recompute pays the prefill again, swap pays its copies over the "
+        "host link, one per layer for K and for V of every block, so small blocks swap slowly."),
 }
 
 
@@ -92,7 +95,7 @@ def narrative(sc: Scenario) -> None:
             st.markdown(body.format(**fill) if "{" in body else body)
 
 
-def map_caption(shared: bool) -> str:
+def map_caption(shared: bool, in_seconds: bool = False) -> str:
     """What the map colours mean (the legend in words), with the shared-prompt colours when they appear."""
     text = ("Each cell is one slot (or, for large pools, a group of slots shown by what most of them hold). "
             "Colours: a request's tokens (blues and greens); **orange** allocated but empty; **light grey** "
@@ -100,6 +103,9 @@ def map_caption(shared: bool) -> str:
     if shared:
         text += (" **Pink**: a shared system-prompt block, stored once for many block tables; **brown**: a "
                  "duplicate copy of the shared prompt.")
+    if in_seconds:
+        return text + (" The dashed line below marks the frame's moment; each map shows where its own run was "
+                       "then (the two runs take different seconds per step).")
     return text + " The dashed line below marks the frame's step."
 
 
@@ -144,6 +150,7 @@ url_messages = read_url()
 for message in url_messages:
     st.warning(message, icon=":material/link_off:")
 scenario = controls()
+clock = time_controls()
 try:
     workload, results, fig = compute(scenario)
     remember_scenario(scenario)
@@ -159,6 +166,10 @@ except ValueError as exc:
     workload, results, fig = compute(scenario)
 
 keyboard_shortcuts()
+priced = timings(scenario, clock["gpu"], clock["model"])
+step_fig = fig                    # exports and the frame table keep the engine-step animation
+if clock["seconds_axis"]:
+    fig = seconds_figure(scenario, clock["gpu"], clock["model"])
 rows = sweep(scenario)
 if presenting:                 # a projector: the lesson box, then straight to the maps
     guided_lesson(results, scenario, rows)
@@ -167,7 +178,7 @@ else:
     with tools[0]:
         share_link()
     with tools[2]:
-        exports_menu(scenario, workload, results, fig)
+        exports_menu(scenario, workload, results, step_fig)
     guided_lesson(results, scenario, rows, button_place=tools[1])
 hidden = hidden_sections()
 HIDDEN_NOTE = "Hidden until the class has predicted: press **Reveal** in the lesson box above."
@@ -181,7 +192,7 @@ def maps_section() -> None:
         return
     st.plotly_chart(presentation_figure(fig, scenario) if presenting else fig, width="stretch",
                     config={"displaylogo": False}, key="maps")
-    st.caption(map_caption(scenario.shared_prefix > 0))
+    st.caption(map_caption(scenario.shared_prefix > 0, clock["seconds_axis"]))
 
 
 if presenting:
@@ -189,13 +200,13 @@ if presenting:
 if CARDS in hidden:
     st.info(f"The headline numbers: {HIDDEN_NOTE}", icon=":material/visibility_off:")
 else:
-    cards_panel(results)
+    cards_panel(results, priced)
 if not presenting:
     maps_section()
 if CARDS not in hidden:
-    details_panel(results, scenario.metadata_cost)
+    details_panel(results, scenario.metadata_cost, priced)
 if MAPS not in hidden and st.toggle("Show the numbers behind the animation, frame by frame", key="show_numbers"):
-    st.dataframe(metrics_table(results, fig, key=scenario), hide_index=True, height=320)
+    st.dataframe(metrics_table(results, step_fig, key=scenario), hide_index=True, height=320)
 narrative(scenario)
 
 st.subheader("Which block size?")

@@ -66,8 +66,8 @@ def allowed_numbers(sc: Scenario, results: dict, rows: list[dict], timings: dict
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 nums |= _forms(v) | _forms(v * 1000) | {f"{v:.3g}", f"{v * 1000:.3g}", f"{v:,.0f}"}
         for k in timings:
-            d = t.summary["makespan_s"] - timings[k].summary["makespan_s"]
-            nums |= _forms(d)
+            d = abs(t.summary["makespan_s"] - timings[k].summary["makespan_s"])
+            nums |= _forms(d) | _forms(d * 1000) | {f"{d:.3g}", f"{d * 1000:.3g}", f"{d:,.0f}"}
     for v in (sc.slots, sc.block_size, sc.max_new, sc.shared_prefix, sc.metadata_cost, 16, 256, sc.slots // 256,
               sc.slots // sc.block_size):
         nums |= _forms(v)
@@ -129,14 +129,14 @@ def test_headline_cards_and_details_quote_the_result(case):
         running = s["mean_running_busy"] if s["mean_running_busy"] is not None else s["mean_running"]
         assert values["Mean running"] == f"{running:.1f}", name
         assert values["Steps to drain"] == f"{s['steps']:,}", name
-        texts = [panel["line"], *(c["value"] for c in panel["cards"]), *(c["help"] for c in panel["cards"]),
-                 *(c["delta"] or "" for c in panel["cards"])]
+        texts = [panel["line"], panel["time"], *(c["value"] for c in panel["cards"]),
+                 *(c["help"] for c in panel["cards"]), *(c["delta"] or "" for c in panel["cards"])]
         for text in texts:
             for n in _numbers(text):
                 assert n in allowed, (name, key, n, text)
         assert "batch" not in panel["line"] or "sustained" in panel["line"]
         if s["finished"]:
-            assert values["Seconds to drain"] == seconds(timings[key].summary["makespan_s"]), name
+            assert panel["time"].startswith(f"**{seconds(timings[key].summary['makespan_s'])}** to drain"), name
     for row in details_rows(results, sc.metadata_cost, timings):
         for column in ("reserve-max", "paged"):
             for n in _numbers(row[column]):

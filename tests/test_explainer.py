@@ -11,7 +11,8 @@ from allocator import EMPTY, FREE, TOKEN
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
 from allocator.scenario import Scenario, run_scenario
 from allocator.viz.charts import explainer_figure, figure_json_bytes, sweep_figure
-from allocator.viz.claims import lesson_key_steps, pct, reveal
+from allocator.timing import cost_model, price
+from allocator.viz.claims import lesson_key_steps, pct, reveal, seconds
 from tests.conftest import APP_PATH, metric
 
 
@@ -142,11 +143,53 @@ def test_page_renders_the_core_figures(app):
     assert metric(app, "Steps to drain")[0] == f"{rm['steps']:,}"
     # the peak is named as a peak, at its step, and never as "the batch"
     lines = [c.value for c in app.caption if "Peak:" in c.value]
-    assert lines == [f"Means over the {rm['busy_steps']:,} steps when requests waited. Peak: {rm['peak_running']} "
-                     f"running at once, at step {rm['peak_running_step']:,} (one instant).",
-                     f"Means over the {pg['busy_steps']:,} steps when requests waited. Peak: {pg['peak_running']} "
-                     f"running at once, at step {pg['peak_running_step']:,} (one instant)."]
+    assert [line[:line.index("(one instant).") + 14] for line in lines] == [
+        f"Means over the {rm['busy_steps']:,} steps when requests waited. Peak: {rm['peak_running']} "
+        f"running at once, at step {rm['peak_running_step']:,} (one instant).",
+        f"Means over the {pg['busy_steps']:,} steps when requests waited. Peak: {pg['peak_running']} "
+        f"running at once, at step {pg['peak_running_step']:,} (one instant)."]
+    # then the seconds on the default GPU and model (the paper's: OPT-13B on an A100 40GB)
+    cost = cost_model("a100-40gb", "opt-13b")
+    t = {k: price(r, cost).summary for k, r in res.items()}
+    times = [m.value for m in app.markdown if "to drain" in m.value]
+    assert [x.split(" to drain")[0] for x in times] == [f":material/timer: **{seconds(t[k]['makespan_s'])}**"
+                                                       for k in ("reserve_max", "paged")]
+    assert f"**{t['paged']['throughput_tokens_per_s']:,.0f}** output tokens/s" in times[1]
+    assert "Seconds on OPT-13B fp16 on NVIDIA A100 40GB; recomputing" in lines[1]
     assert len(app.get("plotly_chart")) == 2
+
+
+def test_recompute_and_swap_differ_in_seconds(app):
+    """Acceptance: recompute and swap run the same steps, and the headline shows them apart in time."""
+    def paged_time():
+        return ([m.value for m in app.markdown if "to drain" in m.value][1]
+                + [c.value for c in app.caption if "Peak:" in c.value][1])
+
+    steps = metric(app, "Steps to drain")[1]
+    recompute = paged_time()
+    app.radio(key="preemption").set_value("swap").run()
+    assert not app.exception
+    assert metric(app, "Steps to drain")[1] == steps
+    swap = paged_time()
+    assert swap.split(" to drain")[0] != recompute.split(" to drain")[0]
+    assert "swapping" in swap and "copies over the host link" in swap
+    app.radio(key="preemption").set_value("recompute").run()
+
+
+def test_seconds_axis_toggle(app):
+    app.toggle(key="seconds_axis").set_value(True).run()
+    assert not app.exception
+    spec = json.loads(app.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["xaxis3"]["title"]["text"].startswith("time (s)")
+    assert spec["layout"]["sliders"][0]["currentvalue"]["prefix"] == "time "
+    assert spec["frames"][0]["name"] == "0.0000"
+    app.selectbox(key="gpu").set_value("h200").run()
+    spec = json.loads(app.get("plotly_chart")[0].proto.spec)
+    assert "H200" in spec["layout"]["xaxis3"]["title"]["text"]
+    app.toggle(key="seconds_axis").set_value(False).run()
+    app.selectbox(key="gpu").set_value("a100-40gb").run()
+    spec = json.loads(app.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["xaxis3"]["title"]["text"] == "engine step"
 
 
 def test_block_size_slider_changes_the_paged_side(app):

@@ -130,9 +130,9 @@ def headline(results: dict, timings: dict | None = None) -> dict:
     When nothing ever waited, the busy-step figures do not exist: the cards show the all-steps
     figures instead and say so in their label.
 
-    With ``timings`` a fourth card gives the seconds to drain on the chosen GPU and model, and the
-    line under the cards the throughput and what preemption cost in seconds (recompute and swap
-    ran the same steps, so only the seconds tell them apart).
+    With ``timings``, ``time`` says in one line how many seconds the run takes to drain and its
+    throughput, and ``line`` names the GPU and model and what preemption cost in seconds
+    (recompute and swap run the same steps, so only the seconds tell them apart); "" without.
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
@@ -140,7 +140,8 @@ def headline(results: dict, timings: dict | None = None) -> dict:
 
     Returns:
         {kind: {"title": str, "cards": [{"label", "value", "delta", "delta_color", "help"}],
-        "line": str}}; ``delta`` compares paged with reserve-max (None on the reserve-max side).
+        "line": str, "time": str}}; ``delta`` compares paged with reserve-max (None on the
+        reserve-max side).
     """
     rm = results["reserve_max"].summary
     out = {}
@@ -173,16 +174,6 @@ def headline(results: dict, timings: dict | None = None) -> dict:
              "delta_color": "inverse",
              "help": "Engine steps until every request has finished or been rejected."},
         ]
-        if timings is not None:
-            t, t_rm = timings[key].summary, timings["reserve_max"].summary
-            cards.append({
-                "label": "Seconds to drain", "value": seconds(t["makespan_s"]),
-                "delta": (f"{t['makespan_s'] - t_rm['makespan_s']:+.1f} s" if compare
-                          and round(t["makespan_s"] - t_rm["makespan_s"], 1) else None),
-                "delta_color": "inverse",
-                "help": (f"On {timings[key].cost.label}: every step priced by the cost model (the larger of its "
-                         "compute time and its memory time, plus a fixed overhead and any swap copies) and added up. "
-                         "The pool is still this page's, not the GPU's.")})
         if s["finished"] == 0:
             line = (f"Nothing ran: all {plural(len(s['rejected']), 'request')} can never fit this pool "
                     "(reasons below).")
@@ -190,24 +181,31 @@ def headline(results: dict, timings: dict | None = None) -> dict:
             line = ((f"Means over the {plural(s['busy_steps'], 'step')} when requests waited. " if waited else
                      "Means over every step: no request ever had to wait. ")
                     + f"Peak: {s['peak_running']} running at once, at step {s['peak_running_step']:,} (one instant).")
-            if timings is not None:
-                line += " " + time_line(res, timings[key])
+        time = ""
+        if timings is not None and s["finished"]:
+            t, t_rm = timings[key].summary, timings["reserve_max"].summary
+            diff = t["makespan_s"] - t_rm["makespan_s"]
+            time = (f"**{seconds(t['makespan_s'])}** to drain"
+                    + (f" ({'+' if diff > 0 else '−'}{seconds(abs(diff))})" if compare and abs(diff) >= 0.05 else "")
+                    + (f" · **{t['throughput_tokens_per_s']:,.0f}** output tokens/s"
+                       if t["throughput_tokens_per_s"] else ""))
+            line += f" Seconds on {timings[key].cost.label}" + time_line(res, timings[key])
         out[key] = {"title": res.label + (f" · blocks of {res.block_size}" if res.block_size else " · contiguous"),
-                    "cards": cards, "line": line}
+                    "cards": cards, "line": line, "time": time}
     return out
 
 
 def time_line(res, timing) -> str:
-    """One sentence on a run's seconds: throughput, and what preemption cost (from ``timing``)."""
+    """What preemption cost in seconds, as the end of a sentence ("; swapping ... ." or ".")."""
     t = timing.summary
-    text = f"{t['throughput_tokens_per_s']:,.0f} output tokens/s" if t["throughput_tokens_per_s"] else ""
+    text = ""
     if res.summary["preemptions"] and res.summary["swapped_blocks"]:
         text += (f"; swapping {res.summary['swapped_blocks']:,} blocks out and back cost {seconds(t['swap_s'])} of "
                  "copies over the host link")
     if res.summary["preemptions"] and res.summary["recomputed_tokens"]:
         text += (f"; recomputing {res.summary['recomputed_tokens']:,} tokens cost {seconds(t['recompute_flops_s'])} "
                  "of prefill compute at peak")
-    return (text + ".") if text else ""
+    return text + "."
 
 
 def details_rows(results: dict, metadata_cost: float, timings: dict | None = None) -> list[dict]:

@@ -10,6 +10,7 @@ import streamlit as st
 
 from allocator.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, block_size_sweep, build_workload,
                                 run_both)
+from allocator.timing import cost_model, price
 from allocator.trace import load_trace
 from allocator.viz.charts import FrozenFigure, explainer_figure, for_projector, sweep_figure
 from allocator.viz.exports import metrics_frame
@@ -29,6 +30,34 @@ def _compute(sc: Scenario):
     for res in results.values():      # the figure holds the frames now: keep the cache small
         res.snapshots = None
     return workload, results, fig
+
+
+def timings(sc: Scenario, gpu: str, model: str) -> dict:
+    """The scenario's two runs priced in seconds on ``gpu`` running ``model`` ({kind: RunTiming});
+    an idle gap lasts its steps at the workload's arrival clock (1 / steps_per_second each).
+    Pricing does not change the runs, so it is cached apart from them."""
+    return _timings(sc.canonical(), gpu, model)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _timings(sc: Scenario, gpu: str, model: str) -> dict:
+    _, results, _ = compute(sc)
+    cost = cost_model(gpu, model)
+    return {k: price(r, cost, idle_step_s=1 / sc.steps_per_second) for k, r in results.items()}
+
+
+def seconds_figure(sc: Scenario, gpu: str, model: str):
+    """The animated figure with its time axis in seconds on ``gpu`` running ``model`` (frames are
+    moments; see ``allocator.viz.charts.explainer_figure``), built once per setting."""
+    return _seconds_figure(sc.canonical(), gpu, model)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Pricing every step in seconds…")
+def _seconds_figure(sc: Scenario, gpu: str, model: str):
+    results = run_both(build_workload(sc), sc.slots, sc.block_size, preemption=sc.preemption)
+    cost = cost_model(gpu, model)
+    priced = {k: price(r, cost, idle_step_s=1 / sc.steps_per_second) for k, r in results.items()}
+    return explainer_figure(results, timings=priced).freeze()
 
 
 @st.cache_data(max_entries=8, show_spinner=False)

@@ -9,7 +9,9 @@ message that names it and says what is used instead.
 import streamlit as st
 
 from allocator import CLASSROOM_40
+from allocator.accounting import PRESETS
 from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
+from allocator.timing import DEFAULT_GPU, DEFAULT_MODEL, GPUS, TIMED_MODELS
 from allocator.trace import shipped_trace
 from allocator.viz.claims import plural
 from pages._ui.cache import uploaded_rows
@@ -116,3 +118,24 @@ def controls() -> Scenario:
                      help="What one block-table entry costs, in slots. Raises the price of small blocks.", **url)
     return Scenario(workload=workload, total_slots=int(total_slots), block_size=int(block_size),
                     max_new_tokens=int(max_new), metadata_cost=float(cost), **kw)
+
+
+def time_controls() -> dict:
+    """The sidebar's "Seconds" section: which GPU and model price the steps, and whether the
+    animation's time axis is in seconds. Returns {"gpu", "model", "seconds_axis"}. Pricing never
+    changes the runs, only what a step costs."""
+    sb = st.sidebar
+    sb.subheader("Seconds")
+    st.session_state.setdefault("gpu", DEFAULT_GPU)
+    st.session_state.setdefault("model", DEFAULT_MODEL)
+    gpu = sb.selectbox("GPU", list(GPUS), key="gpu", format_func=lambda k: GPUS[k].label,
+                       help="Each engine step is priced on this GPU's datasheet figures (see the Throughput and "
+                            "latency page's cost model).")
+    model = sb.selectbox("Model", list(TIMED_MODELS), key="model", format_func=lambda k: PRESETS[k].short,
+                         help="The model whose weights and KV cache each step reads and writes. The pool stays the "
+                              "size set above; a model too big for one GPU is priced split over several.")
+    axis = sb.toggle("Animation's time axis in seconds", key="seconds_axis",
+                     help="Off: the animation steps through engine steps, the same for both allocators. On: it "
+                          "moves through seconds on this GPU, and each map shows where its own run was at that "
+                          "moment (the lesson's steps are quoted in engine steps).")
+    return {"gpu": gpu, "model": model, "seconds_axis": axis}
