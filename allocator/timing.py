@@ -352,6 +352,8 @@ def cost_model(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, gpus: int | s
             offered GPU count (``gpus``).
     """
     g, m = gpu_preset(gpu), timed_model(model)
+    if isinstance(gpus, str) and gpus.strip().isdigit():
+        gpus = int(gpus)                                    # "4" from a command line or a URL
     if gpus is None or gpus == "auto":
         gpus = min_gpus(g, m, kwargs.get("reserve_fraction", DEFAULT_RESERVE_FRACTION))
     else:

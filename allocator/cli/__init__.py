@@ -7,7 +7,8 @@ because both call the same functions of :mod:`allocator`.
 * :mod:`.simulate` -- ``simulate``: both allocators on one workload (and the block-size sweep).
 * :mod:`.accounting` -- ``account`` and ``capacity``: the lesson's arithmetic.
 * :mod:`.export` -- ``export-html``: the animated figure, handout and CSV as files.
+* :mod:`.serving` -- ``rate-sweep``: the paper's four allocators against request rate, in seconds.
 """
 
 #: Sub-command modules, in help order.
-MODULES = ("simulate", "accounting", "export")
+MODULES = ("simulate", "accounting", "export", "serving")

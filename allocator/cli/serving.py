@@ -1,0 +1,86 @@
+"""``python -m allocator rate-sweep``: the Throughput and latency page's sweep on the command line.
+
+Examples::
+
+    python -m allocator rate-sweep --gpu a100-40gb --model opt-13b --json
+    python -m allocator rate-sweep --gpu h100-sxm --model llama3-8b --rates 1,2,4,8 --requests 500
+"""
+from __future__ import annotations
+
+import json
+
+from ..throughput import (DEFAULT_BLOCK_SIZE, DEFAULT_LATENCY_FACTOR, DEFAULT_MAX_NEW, DEFAULT_REQUESTS,
+                          DEFAULT_SEED, PAPER, PAPER_NAMES, POLICIES, POLICY_LABELS, parse_rates, rate_sweep)
+from ..timing import DEFAULT_GPU, DEFAULT_MODEL, GPUS, TIMED_MODELS, cost_model
+
+#: Per-point keys printed in the table (all of them go into --json).
+TABLE_KEYS = ("normalized_latency_s_per_token", "throughput_tokens_per_s", "ttft_p50_s", "tpot_p50_s",
+              "kv_token_share_busy", "preemptions")
+
+
+def register(sub) -> None:
+    """Add the ``rate-sweep`` sub-command to ``sub`` (an argparse sub-parsers object)."""
+    p = sub.add_parser("rate-sweep", help="normalised latency and throughput against request rate for the "
+                                          "paper's four allocators, in seconds on a chosen GPU and model",
+                       description="Poisson arrivals with Azure conversation lengths at each rate, under "
+                                   "reservation policies max, pow2, oracle and paged allocation, each step priced "
+                                   "by the roofline cost model; reports each policy's sustained rate.")
+    p.add_argument("--gpu", choices=sorted(GPUS), default=DEFAULT_GPU, help=f"GPU preset (default {DEFAULT_GPU})")
+    p.add_argument("--model", choices=sorted(TIMED_MODELS), default=DEFAULT_MODEL,
+                   help=f"model preset (default {DEFAULT_MODEL})")
+    p.add_argument("--gpus", default="auto", help="tensor-parallel GPU count 1, 2, 4 or 8 (default auto: the "
+                                                  "fewest that hold the weights)")
+    p.add_argument("--rates", default=None, help="comma-separated request rates in requests/s (default: eight "
+                                                 "around the paged allocator's saturation rate)")
+    p.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help=f"requests per run (default {DEFAULT_REQUESTS})")
+    p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset of " + ", ".join(POLICIES))
+    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="paged block size in slots")
+    p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW,
+                   help="generation cap (tokens); reserve-max reserves prompt + this")
+    p.add_argument("--latency-factor", type=float, default=DEFAULT_LATENCY_FACTOR,
+                   help="the sustained-rate budget: this many times the latency of a request served alone")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="which trace rows and arrival gaps are drawn")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Sweep and print; returns the exit status (ValueError propagates to ``__main__``)."""
+    cost = cost_model(args.gpu, args.model, args.gpus)
+    policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+    rates = parse_rates(args.rates) if args.rates is not None else None
+    sweep = rate_sweep(cost, rates, policies=policies, requests=args.requests, seed=args.seed,
+                       block_size=args.block_size, max_new_tokens=args.max_new_tokens,
+                       latency_factor=args.latency_factor)
+    out = {
+        "gpu": cost.gpu.key, "model": cost.model.key, "gpus": cost.gpus, "pool_slots": sweep.pool_slots,
+        "block_size": sweep.block_size, "requests": sweep.requests, "seed": sweep.seed,
+        "max_new_tokens": sweep.max_new_tokens, "rates": list(sweep.rates),
+        "unloaded_s_per_token": sweep.unloaded_s_per_token, "latency_factor": sweep.latency_factor,
+        "budget_s_per_token": sweep.budget_s_per_token,
+        "sustained": {p: sweep.sustained[p] for p in sweep.policies},
+        "ratios": {f"paged/{p}": sweep.ratio("paged", p) for p in sweep.policies
+                   if p != "paged" and "paged" in sweep.policies},
+        "points": {p: [sweep.points[(p, r)] for r in sweep.rates] for p in sweep.policies},
+        "paper": {"note": "the PagedAttention paper's figures (Kwon et al., SOSP 2023), for comparison, not fitted",
+                  **PAPER},
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"{cost.label}: KV pool {sweep.pool_slots:,} slots, block size {sweep.block_size}, "
+          f"{sweep.requests:,} requests per run (Azure conversation lengths, seed {sweep.seed})")
+    print(f"budget: {sweep.budget_s_per_token:.4f} s/token = {sweep.latency_factor:g} x "
+          f"{sweep.unloaded_s_per_token:.4f} s/token (a request served alone)")
+    for key in TABLE_KEYS:
+        print(f"\n{key}")
+        print(f"{'policy':<16}" + "".join(f"{r:>10g}" for r in sweep.rates))
+        for p in sweep.policies:
+            vals = [sweep.points[(p, r)][key] for r in sweep.rates]
+            print(f"{POLICY_LABELS[p]:<16}" + "".join(f"{'-' if v is None else format(v, '.4g'):>10}" for v in vals))
+    print("\nsustained rate (requests/s; + = never over the budget, a lower bound)")
+    for p in sweep.policies:
+        s = sweep.sustained[p]
+        text = "below the lowest rate" if s["rate"] is None else f"{s['rate']:.3f}" + ("+" if s["bound"] == "above" else "")
+        print(f"{POLICY_LABELS[p]:<16}{text:>14}   (paper: {PAPER_NAMES[p]})")
+    return 0

@@ -1,0 +1,54 @@
+"""The command line's seconds: ``rate-sweep`` and ``simulate --gpu --model`` print what the
+pages show (the same functions), and bad input is one line naming the field, exit status 2."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from allocator.__main__ import main
+from allocator.throughput import rate_sweep
+from allocator.timing import cost_model
+
+
+def _cli(*argv) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_rate_sweep_json_is_the_pages_sweep():
+    code, out, _ = _cli("rate-sweep", "--gpu", "a100-40gb", "--model", "opt-13b", "--rates", "0.5,1,2",
+                        "--requests", "150", "--json")
+    assert code == 0
+    data = json.loads(out)
+    sweep = rate_sweep(cost_model("a100-40gb", "opt-13b"), (0.5, 1, 2), requests=150)
+    assert data["pool_slots"] == sweep.pool_slots == 15_805
+    assert data["rates"] == [0.5, 1.0, 2.0]
+    assert data["sustained"] == {p: sweep.sustained[p] for p in sweep.policies}
+    for p in ("max", "pow2", "oracle", "paged"):
+        got = [pt["normalized_latency_s_per_token"] for pt in data["points"][p]]
+        assert got == sweep.curve(p)
+    assert data["paper"]["token_state_share"]["paged"] == 0.963 and "not fitted" in data["paper"]["note"]
+
+
+def test_rate_sweep_table_names_the_setup():
+    code, out, _ = _cli("rate-sweep", "--rates", "1", "--requests", "100", "--policies", "max,paged")
+    assert code == 0
+    assert out.startswith("OPT-13B fp16 on NVIDIA A100 40GB: KV pool 15,805 slots")
+    assert "Reserve-max" in out and "Paged" in out and "Reserve-oracle" not in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("rate-sweep", "--rates", "1,x"), "rates[1] = 'x' is not a number"),
+    (("rate-sweep", "--model", "llama3-70b", "--gpus", "1"), "gpus = 1: the weights (131.42 GiB)"),
+    (("rate-sweep", "--policies", "lifo"), "policy = 'lifo' must be one of"),
+    (("rate-sweep", "--requests", "0"), "requests = 0 must be at least 1"),
+])
+def test_rate_sweep_bad_input(argv, message):
+    code, out, err = _cli(*argv)
+    assert code == 2 and not out
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
