@@ -69,6 +69,29 @@ GLOSSARY = [
     ("utilisation", "Slots holding a token divided by all slots in the pool. The explainer averages it over the "
      "steps when requests were waiting, the moments when unused memory actually hurts.",
      "Reserve vs paged"),
+    ("TTFT (time to first token)", "Seconds from a request's arrival to its first answer token: the time it "
+     "queued plus its prefill. What a chat user feels as the pause before the answer starts.",
+     "Throughput and latency, Reserve vs paged (details)"),
+    ("TPOT (time per output token)", "Seconds between a request's later tokens, averaged over its answer: how "
+     "fast the answer streams. A batch that grows makes every step, and so every token, a little slower; a "
+     "preempted request's wait counts in it too.",
+     "Throughput and latency, Reserve vs paged (details)"),
+    ("normalised latency", "The PagedAttention paper's yardstick: each request's end-to-end latency divided by "
+     "its answer length, averaged over requests (seconds per token). It stays flat while a server keeps up and "
+     "climbs without limit once requests arrive faster than they finish.",
+     "Throughput and latency"),
+    ("sustained rate", "The highest request rate at which an allocator keeps its normalised latency under a "
+     "budget (here a multiple of a request served alone on the same GPU). Comparing allocators at the same "
+     "latency is how the paper reports throughput.",
+     "Throughput and latency"),
+    ("roofline", "A step is limited either by arithmetic (its FLOPs over the GPU's peak FLOP/s) or by memory "
+     "traffic (its bytes over the memory bandwidth), whichever takes longer. Decode steps read every weight "
+     "for a handful of tokens, so they are usually memory-bound; long prefills are compute-bound.",
+     "Throughput and latency (the cost model), Reserve vs paged (seconds)"),
+    ("Max, Pow2, Oracle", "The paper's three reservation baselines (after Orca): reserve prompt + the generation "
+     "cap, prompt + the next power of two of the answer length, or prompt + the exact answer length (which "
+     "no real server knows in advance).",
+     "Throughput and latency"),
     ("gather overhead", "How much longer the attention kernel takes when it reads keys and values through a "
      "block table than when each sequence lies in one contiguous run (paged time ÷ contiguous time).",
      "Paged-attention kernel"),
@@ -95,6 +118,20 @@ SOURCES = [
      "Reference explainers, recomputed from the model configuration (Capacity)."),
     ("Forty requests in 2,048 slots: about 3 running reserved vs about 30 paged",
      "The app's own simulation (classroom-40, calibrated to land in the paper's measured range)."),
+    ("Orca (Max) 20.4 %, Orca (Pow2) 26.8 %, Orca (Oracle) 38.2 %, vLLM 96.3 % of KV memory holding token "
+     "states; vLLM sustaining 1.7–2.7× Orca (Oracle)'s and 2.7–8× Orca (Max)'s request rate (OPT-13B, A100, "
+     "ShareGPT)",
+     "Kwon et al., PagedAttention (SOSP 2023), Figure 2 and section 6.2; quoted beside the app's own figures, "
+     "never fitted to them (Throughput and latency)."),
+    ("GPU memory, memory bandwidth, dense fp16/bf16 tensor FLOP/s, PCIe bandwidth (A100 40GB, H100 SXM, H200, "
+     "L4, RTX 4090)",
+     "NVIDIA's datasheets (and the Ada Lovelace whitepaper for the RTX 4090), named in each preset "
+     "(allocator/timing.py)."),
+    ("Model shapes and parameter counts (OPT-13B, Llama 2 7B's shape, Llama 3 8B and 70B)",
+     "The models' published configurations (OPT paper, Llama model cards and config.json)."),
+    ("Seconds per step", "The app's roofline cost model with two stated assumptions (2 ms of overhead per step, "
+                         "5 µs per host copy); the idea of pricing each step follows Vidur (Agrawal et al., "
+                         "MLSys 2024), which profiles operators instead."),
     ("Real request lengths and arrival times",
      "Azure LLM inference trace 2023 (conversation), all 19,366 requests, CC-BY 4.0: " + AZURE_ATTRIBUTION),
     ("Kernel timings", "Measured live on the machine serving the app (labelled with its backend), or recorded on "

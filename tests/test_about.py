@@ -5,7 +5,8 @@ from tests.conftest import APP_PATH
 
 TERMS = ("slot", "block (page)", "block table", "block size", "reserve-max", "internal fragmentation",
          "external fragmentation", "prefill", "decode", "preemption", "recompute", "swap", "refcount",
-         "copy-on-write", "prefix caching", "block hash", "metadata cost")
+         "copy-on-write", "prefix caching", "block hash", "metadata cost", "TTFT (time to first token)",
+         "TPOT (time per output token)", "normalised latency", "sustained rate", "roofline", "Max, Pow2, Oracle")
 
 
 def test_about_page_renders_glossary_sources_and_classroom_notes():
