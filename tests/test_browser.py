@@ -294,6 +294,24 @@ def test_play_button_advances_the_animation(server, page):
     assert not errors(page)
 
 
+def test_throughput_page_draws_the_default_sweep(server, page):
+    """The rate sweep's page in a real browser: five charts drawn, the headline and the sustained
+    rates from the sweep the core computes (the default one, warmed at start-up)."""
+    from allocator.throughput import with_latency_factor
+    from allocator.viz.claims import sustained_text
+    from pages._ui.sweep_cache import DEFAULT_KEY, cached_sweep
+
+    page.goto(server + "/throughput", wait_until="domcontentloaded")
+    settle(page, timeout_s=PAGE_S + 60)
+    assert not errors(page), errors(page)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 5
+    sweep = with_latency_factor(cached_sweep(DEFAULT_KEY), 5)
+    body = page.locator('[data-testid="stMain"]').inner_text()
+    assert f"paged allocation sustains {sustained_text(sweep.sustained['paged'])}" in body
+    assert "The paper's figures" in body and "This model's figures" in body
+    shot(page, "throughput_page")
+
+
 def test_kernel_tab_runs_a_tiny_sweep_on_cpu(server, page):
     page.goto(server + "/kernel", wait_until="domcontentloaded")
     settle(page)
