@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from allocator.scenario import Scenario, run_scenario
+from allocator.timing import cost_model, price
 from allocator.viz.claims import headline
 from tests.conftest import APP_PATH
 
@@ -37,7 +38,8 @@ def test_every_section_renders(name):
     at.run()
     _no_exception(at)
     res = run_scenario(sc, record_snapshots=False)
-    cards = headline(res)
+    cost = cost_model()                            # the sidebar's default GPU and model
+    cards = headline(res, {k: price(r, cost, idle_step_s=1 / sc.steps_per_second) for k, r in res.items()})
     for key in ("reserve_max", "paged"):           # what the cards say is what the claims module computed
         for card in cards[key]["cards"]:
             assert card["value"] in [m.value for m in at.metric if m.label == card["label"]]
@@ -46,6 +48,8 @@ def test_every_section_renders(name):
     for key in ("show_numbers", "show_sweep_table"):
         at.toggle(key=key).set_value(True).run()
         _no_exception(at)
+    at.toggle(key="seconds_axis").set_value(True).run()          # the animation on the seconds clock
+    _no_exception(at)
     for page in ("pages/kernel.py", "pages/about.py", "pages/block_tables.py"):
         at.switch_page(page).run()
         _no_exception(at)
