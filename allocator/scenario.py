@@ -45,6 +45,9 @@ class Scenario:
         shared_prefix: tokens of one system prompt put in front of every prompt (0: none); the
             paged allocator shares its full blocks.
         preemption: the paged allocator's preemption mode, "recompute" or "swap".
+        policy: the reservation allocator's policy (the PagedAttention paper's baselines): "max"
+            (prompt + max_new_tokens, the default), "pow2" (prompt + the next power of two of the
+            answer length) or "oracle" (prompt + the exact answer length).
     """
 
     workload: str = "classroom-40"
@@ -62,6 +65,7 @@ class Scenario:
     trace_name: str = ""
     shared_prefix: int = 0
     preemption: str = "recompute"
+    policy: str = "max"
 
     @property
     def slots(self) -> int:
@@ -125,10 +129,12 @@ def build_workload(sc: Scenario) -> Workload:
 
 
 def run_both(workload: Workload, total_slots: int, block_size: int, *, record_snapshots: bool = True,
-             preemption: str = "recompute") -> dict[str, SimulationResult]:
-    """Simulate ``workload`` under reserve-max and paged allocation of the same pool.
+             preemption: str = "recompute", policy: str = "max") -> dict[str, SimulationResult]:
+    """Simulate ``workload`` under a reservation allocator and paged allocation of the same pool.
 
-    ``preemption`` ("recompute" or "swap") is the paged allocator's preemption mode.
+    ``preemption`` ("recompute" or "swap") is the paged allocator's preemption mode; ``policy``
+    ("max", "pow2" or "oracle") the reservation allocator's (its result stays under the key
+    "reserve_max", the left side of every page, and its ``label`` names the policy).
 
     Returns:
         {"reserve_max": result, "paged": result}.
@@ -136,7 +142,7 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
     Raises:
         FieldError: a bad pool or block size (e.g. block_size 0), naming the field.
     """
-    reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens)
+    reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens, policy)
     paged = PagedAllocator(total_slots, block_size, preemption=preemption)
     return {"reserve_max": simulate(workload, reserve, record_snapshots=record_snapshots),
             "paged": simulate(workload, paged, record_snapshots=record_snapshots)}
@@ -145,7 +151,7 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
 def run_scenario(sc: Scenario, *, record_snapshots: bool = True) -> dict[str, SimulationResult]:
     """Build the scenario's workload and run both allocators (see ``run_both``)."""
     return run_both(build_workload(sc), sc.slots, sc.block_size, record_snapshots=record_snapshots,
-                    preemption=sc.preemption)
+                    preemption=sc.preemption, policy=sc.policy)
 
 
 def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLOCK_SIZES,

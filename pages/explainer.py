@@ -6,9 +6,11 @@ Renders only: the simulation, the frames and the sweep come from ``allocator`` (
 import pandas as pd
 import streamlit as st
 
+from allocator.allocators import ReserveMaxAllocator
 from allocator.scenario import Scenario
 from allocator.trace import AZURE_ATTRIBUTION
-from allocator.viz.claims import details_rows, headline, plural, sweep_summary, sweep_table, workload_outcome
+from allocator.viz.claims import (details_rows, headline, plural, reservation_name, reservation_rule, sweep_summary,
+                                  sweep_table, workload_outcome)
 from pages._ui.cache import compute, metrics_table, presentation_figure, seconds_figure, sweep, sweep_chart, timings
 from pages._ui.controls import controls, read_url, time_controls
 from pages._ui.exports_ui import exports_menu
@@ -132,9 +134,11 @@ def workload_panel(workload, sc: Scenario, results) -> None:
                         f"**{sc.trace_name}**, arrivals at {sc.steps_per_second:g} steps per second.")
         for note in workload.notes:
             st.info(note)
+        reserve = ReserveMaxAllocator(max(sc.slots, 1), workload.max_new_tokens, sc.policy)
         df = pd.DataFrame([{"request": f"r{r.id}", "prompt (tokens)": r.prompt_len,
                             "answer (tokens)": r.output_len, "arrives at step": r.arrival_step,
-                            "reserve-max reservation (slots)": r.prompt_len + workload.max_new_tokens}
+                            f"{reservation_name(results)} reservation (slots)": reserve.reservation(r.prompt_len,
+                                                                                                  r.output_len)}
                            for r in workload.requests])
         st.dataframe(df, hide_index=True, height=260)
 
@@ -142,9 +146,7 @@ def workload_panel(workload, sc: Scenario, results) -> None:
 presenting = presentation_mode()
 st.title("Reserve for the worst case, or page?")
 if not presenting:
-    st.markdown("The same requests run against the same KV-cache pool twice: **reserve-max** on the left "
-                "holds a contiguous run of prompt + `max_new_tokens` slots per request; **paged** on the right "
-                "hands out fixed blocks as sequences grow. Press **▶ Play**, or drag the step slider.")
+    intro = st.empty()        # filled once the runs are known: it names the left side's policy
 
 url_messages = read_url()
 for message in url_messages:
@@ -165,6 +167,11 @@ except ValueError as exc:
     scenario = current_scenario()
     workload, results, fig = compute(scenario)
 
+if not presenting:
+    intro.markdown(f"The same requests run against the same KV-cache pool twice: **{reservation_name(results)}** on "
+                   f"the left holds a contiguous run of {reservation_rule(results).replace('max_new_tokens', '`max_new_tokens`')} "
+                   "slots per request; **paged** on the right hands out fixed blocks as sequences grow. Press "
+                   "**▶ Play**, or drag the step slider.")
 keyboard_shortcuts()
 priced = timings(scenario, clock["gpu"], clock["model"])
 step_fig = fig                    # exports and the frame table keep the engine-step animation

@@ -22,6 +22,8 @@ GRID = {
     "block 256": Scenario(block_size=256),
     "shared prompt 256": Scenario(shared_prefix=256),
     "swap": Scenario(preemption="swap"),
+    "reserve-pow2": Scenario(policy="pow2"),
+    "reserve-oracle, swap at block 1": Scenario(policy="oracle", preemption="swap", block_size=1),
     "trickle": Scenario(arrival="trickle", arrival_rate=0.05),
     "azure-conv": Scenario(workload="azure-conv"),
     "nothing waits": Scenario(total_slots=1 << 20),
@@ -138,7 +140,7 @@ def test_headline_cards_and_details_quote_the_result(case):
         if s["finished"]:
             assert panel["time"].startswith(f"**{seconds(timings[key].summary['makespan_s'])}** to drain"), name
     for row in details_rows(results, sc.metadata_cost, timings):
-        for column in ("reserve-max", "paged"):
+        for column in (results["reserve_max"].label.lower(), "paged"):
             for n in _numbers(row[column]):
                 assert n in allowed, (name, row["measure"], n, row[column])
 

@@ -316,3 +316,20 @@ def test_url_query_parameters_set_the_scenario():
     res = run_scenario(Scenario(block_size=64, shared_prefix=128), record_snapshots=False)
     assert metric(at, "Mean running") == [f"{res[k].summary['mean_running_busy']:.1f}"
                                                          for k in ("reserve_max", "paged")]
+
+
+@pytest.mark.parametrize("policy", ["pow2", "oracle"])
+def test_reservation_policy_changes_the_left_side(app, policy):
+    """The paper's baselines on the explainer: the left side's run, name and table column follow the policy."""
+    app.radio(key="policy").set_value(policy).run()
+    assert not app.exception
+    res = run_scenario(Scenario(policy=policy), record_snapshots=False)
+    rm = res["reserve_max"]
+    assert rm.label == f"Reserve-{policy}"
+    assert metric(app, "Steps to drain")[0] == f"{rm.summary['steps']:,}"
+    assert metric(app, "Mean running")[0] == f"{rm.summary['mean_running_busy']:.1f}"
+    assert any(m.value == f"**Reserve-{policy} · contiguous**" for m in app.markdown)
+    details = app.table[0].value
+    assert f"reserve-{policy}" in details.columns and "reserve-max" not in details.columns
+    text = "\n".join(m.value for m in app.markdown)
+    assert f"**reserve-{policy}** on the left" in text

@@ -50,3 +50,28 @@ def test_the_page_shows_the_message_and_keeps_short_values_in_the_url():
     assert at.radio(key="preemption").value == "swap"
     assert at.query_params["workload"] == "azure-conv" and at.query_params["preemption"] == "swap"
     assert "block_size" not in at.query_params
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"policy": "greedy"}, "URL parameter policy='greedy' is not one of max, pow2, oracle; using max."),
+    ({"gpu": "tpu-v5"}, "URL parameter gpu='tpu-v5' is not one of a100-40gb"),
+    ({"model": "gpt-9"}, "URL parameter model='gpt-9' is not one of 7b-fp16"),
+    ({"seconds_axis": "yes"}, "URL parameter seconds_axis='yes' must be true or false; using false."),
+])
+def test_a_bad_time_or_policy_parameter_is_named(params, message):
+    accepted, messages = check_params(params)
+    assert len(messages) == 1 and message in messages[0], messages
+    assert not set(params) & set(accepted)
+
+
+def test_a_link_carries_the_policy_the_gpu_and_the_seconds_axis():
+    at = AppTest.from_file(APP_PATH, default_timeout=60)
+    for key, value in {"policy": "oracle", "gpu": "h200", "model": "llama3-8b", "seconds_axis": "true"}.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception and not at.warning
+    assert at.radio(key="policy").value == "oracle"
+    assert at.selectbox(key="gpu").value == "h200" and at.selectbox(key="model").value == "llama3-8b"
+    assert at.toggle(key="seconds_axis").value is True
+    assert at.query_params["policy"] == "oracle" and at.query_params["seconds_axis"] == "true"
+    assert any("Reserve-oracle" in m.value for m in at.markdown)

@@ -78,7 +78,7 @@ def run(args) -> int:
     if len({os.path.realpath(p) for p in outputs}) < len(outputs):
         raise ValueError("the HTML, handout and CSV outputs must be different files (one would overwrite another)")
     workload = build_workload(sc)
-    results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption)
+    results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption, policy=sc.policy)
     fig = explainer_figure(results)
     extra = []
     if args.sweep:

@@ -393,7 +393,7 @@ def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
 
 
 def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float,
-                 reserve: dict | None = None) -> go.Figure:
+                 reserve: dict | None = None, reserve_name: str = "reserve-max") -> go.Figure:
     """Mean utilisation and cost per stored token against block size (log2 axis), current size marked.
 
     Every point, and reserve-max's reference line, is the same kind of average
@@ -404,7 +404,8 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
         rows: ``allocator.scenario.block_size_sweep`` output.
         current_block_size: the block size on the slider (slots); drawn as a dashed line.
         metadata_cost: c, the cost per block in slot equivalents, used for the cost curve.
-        reserve: reserve-max's summary (its utilisation is drawn for reference), or None.
+        reserve: the reservation allocator's summary (its utilisation is drawn for reference), or None.
+        reserve_name: its name in the legend ("reserve-max", "reserve-pow2" or "reserve-oracle").
     """
     basis, words = sweep_basis(rows, reserve)
     bs = [r["block_size"] for r in rows]
@@ -424,9 +425,9 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
         reserve["mean_utilization_busy"] if basis == "busy" else reserve["mean_utilization"])
     if reserve_util is not None and reserve["finished"]:
         fig.add_trace(go.Scatter(x=[bs[0], bs[-1]], y=[reserve_util * 100] * 2, mode="lines",
-                                 name=f"reserve-max utilisation {words} (%) — does not depend on block size",
+                                 name=f"{reserve_name} utilisation {words} (%) — does not depend on block size",
                                  line=dict(color=RESERVE_MAX, dash="dash"),
-                                 hovertemplate="reserve-max: %{y:.1f} %<extra></extra>"), secondary_y=False)
+                                 hovertemplate=reserve_name + ": %{y:.1f} %<extra></extra>"), secondary_y=False)
     fig.add_trace(go.Scatter(
         x=bs, y=[sweep_value(r, "cost_per_token", basis) for r in rows], mode="lines+markers",
         name=f"paged: cost per stored token {words}, allocated + {metadata_cost:g} × blocks (slot equivalents)",

@@ -118,6 +118,22 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
 
 
+#: What each reservation policy sets aside per request (the left side of the explainer).
+RESERVATION_RULES = {"Reserve-max": "prompt + max_new_tokens",
+                     "Reserve-pow2": "prompt + the next power of two at or above the answer's length",
+                     "Reserve-oracle": "prompt + exactly the answer's length"}
+
+
+def reservation_name(results: dict) -> str:
+    """The left side's name as texts write it: "reserve-max", "reserve-pow2" or "reserve-oracle"."""
+    return results["reserve_max"].label.lower()
+
+
+def reservation_rule(results: dict) -> str:
+    """What the left side reserves per request, in words (see :data:`RESERVATION_RULES`)."""
+    return RESERVATION_RULES.get(results["reserve_max"].label, "prompt + max_new_tokens")
+
+
 def _waited(s: dict) -> bool:
     return s["mean_running_busy"] is not None
 
@@ -186,7 +202,8 @@ def headline(results: dict, timings: dict | None = None) -> dict:
             t, t_rm = timings[key].summary, timings["reserve_max"].summary
             diff = t["makespan_s"] - t_rm["makespan_s"]
             time = (f"**{seconds(t['makespan_s'])}** to drain"
-                    + (f" ({'+' if diff > 0 else '−'}{seconds(abs(diff))})" if compare and abs(diff) >= 0.05 else "")
+                    + (f" ({'+' if diff > 0 else '−'}{seconds(abs(diff))} against {reservation_name(results)})"
+                       if compare and abs(diff) >= 0.05 else "")
                     + (f" · **{t['throughput_tokens_per_s']:,.0f}** output tokens/s"
                        if t["throughput_tokens_per_s"] else ""))
             line += f" Seconds on {timings[key].cost.label}" + time_line(res, timings[key])
@@ -209,16 +226,18 @@ def time_line(res, timing) -> str:
 
 
 def details_rows(results: dict, metadata_cost: float, timings: dict | None = None) -> list[dict]:
-    """Every other summary figure of both allocators: rows of measure, reserve-max, paged, meaning.
+    """Every other summary figure of both allocators: rows of measure, the reservation allocator (its
+    column named by :func:`reservation_name`, "reserve-max" by default), paged, meaning.
 
     Averages "while requests wait" fall back to every step, and say so in the measure's name,
     when nothing ever waited in that run; "—" appears only where a figure does not exist (nothing
     ran), and the row's meaning says why.
     """
     rows = []
+    left = reservation_name(results)
 
     def add(name, fn, meaning):
-        rows.append({"measure": name, "reserve-max": fn(results["reserve_max"]), "paged": fn(results["paged"]),
+        rows.append({"measure": name, left: fn(results["reserve_max"]), "paged": fn(results["paged"]),
                      "what it means": meaning})
 
     def waiting_avg(r, key):
@@ -286,7 +305,7 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
             lambda r: f"{seconds(by[id(r)]['swap_s'])} / {seconds(by[id(r)]['recompute_flops_s'])}",
             "what preemption cost: blocks copied over the host link, or the prefill of recomputed tokens at peak")
     if any(r.summary["finished"] == 0 for r in results.values()):
-        rows.append({"measure": "why “—”", "reserve-max": "", "paged": "",
+        rows.append({"measure": "why “—”", left: "", "paged": "",
                      "what it means": "a dash marks a figure that does not exist because nothing ran"})
     return rows
 
@@ -381,7 +400,7 @@ def workload_outcome(results: dict, slots: int) -> str:
         sustained = s["mean_running_busy"] if s["mean_running_busy"] is not None else s["mean_running"]
         return f"at most {s['peak_running']} at once ({sustained:.1f} on average)"
 
-    return (f"In this {slots:,}-slot pool, reserve-max held {side(r)} and paging {side(p)}.")
+    return (f"In this {slots:,}-slot pool, {reservation_name(results)} held {side(r)} and paging {side(p)}.")
 
 
 # --------------------------------------------------------------------------------------------

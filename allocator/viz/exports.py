@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from allocator.engine import METRICS
 from allocator.accounting import PRESETS, format_bytes
 from allocator.trace import AZURE_ATTRIBUTION
-from allocator.viz.claims import pct, plural, ratio
+from allocator.viz.claims import pct, plural, ratio, reservation_name, reservation_rule
 
 #: Order of the allocators in every export (left to right, as on the explainer page).
 KINDS = ("reserve_max", "paged")
@@ -236,7 +236,7 @@ def animation_caption(scenario, workload, results: dict) -> str:
         return f"{running} (peak {s['peak_running']} at step {s['peak_running_step']:,}), {s['steps']:,} steps"
 
     return (f"{workload.name}: {len(workload)} requests in a {scenario.slots:,}-slot pool, max_new_tokens "
-            f"{workload.max_new_tokens:,}. Left: reserve-max (prompt + max_new_tokens, contiguous): "
+            f"{workload.max_new_tokens:,}. Left: {reservation_name(results)} ({reservation_rule(results)}, contiguous): "
             f"{side(rm)}. Right: paged, blocks of {scenario.block_size} slots: {side(pg)}.")
 
 
@@ -299,7 +299,7 @@ def _fmt(x) -> str:
 
 
 def handout_rows(results: dict) -> list[tuple[str, str, str]]:
-    """The handout's summary table: (figure, reserve-max value, paged value) as display strings.
+    """The handout's summary table: (figure, reservation allocator's value, paged value) as display strings.
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
@@ -359,6 +359,7 @@ def takeaways(results: dict) -> list[str]:
     _check_results(results)
     rm, pg = results["reserve_max"].summary, results["paged"].summary
     bs = results["paged"].block_size
+    left = reservation_name(results)
     if not rm["finished"] or not pg["finished"]:
         return ["Nothing could run on at least one side: every request was rejected because it can never "
                 "fit this pool (the reasons are listed on the page). Enlarge the pool or shorten the requests."]
@@ -366,25 +367,25 @@ def takeaways(results: dict) -> list[str]:
     u_rm, u_pg = rm["mean_utilization_busy"], pg["mean_utilization_busy"]
     if u_rm is not None and u_pg is not None:
         verb = "raised" if u_pg > u_rm else "lowered" if u_pg < u_rm else "kept"
-        out.append(f"Reserving prompt + max_new_tokens for every request left {pct(u_rm)} of the "
+        out.append(f"Reserving {reservation_rule(results)} for every request left {pct(u_rm)} of the "
                    f"pool holding distinct tokens while requests queued; handing out blocks of {bs} slots "
                    f"on demand {verb} that {'at' if verb == 'kept' else 'to'} {pct(u_pg)}.")
     elif u_rm is None and u_pg is None:
         out.append("No request ever had to wait under either allocator: the pool was big enough for both, "
-                   f"so they differ only in how full it was ({pct(rm['mean_utilization'])} reserved-max against "
+                   f"so they differ only in how full it was ({pct(rm['mean_utilization'])} {left} against "
                    f"{pct(pg['mean_utilization'])} paged, over all steps). Shrink the pool or add requests to see "
                    "the allocators compete.")
     else:
-        waited, kept = ("reserve-max", "paged") if u_rm is not None else ("paged", "reserve-max")
+        waited, kept = (left, "paged") if u_rm is not None else ("paged", left)
         out.append(f"Requests had to queue under {waited} but never under {kept}: in the same pool "
                    f"{kept} admitted every request as it arrived ({pct(rm['mean_utilization'])} of the pool "
-                   f"held distinct tokens under reserve-max and {pct(pg['mean_utilization'])} paged, over all steps).")
+                   f"held distinct tokens under {left} and {pct(pg['mean_utilization'])} paged, over all steps).")
     b_rm, b_pg = rm["mean_running_busy"], pg["mean_running_busy"]
     when = "While requests waited" if b_rm is not None and b_pg is not None else "Over the whole run"
     if when == "Over the whole run":
         b_rm, b_pg = rm["mean_running"], pg["mean_running"]
-    out.append(f"{when}, the same memory ran {b_rm:.1f} sequences per step on average when reserved for the "
-               f"worst case and {b_pg:.1f} when paged" + (f" ({ratio(b_pg / b_rm)})" if b_rm else "")
+    out.append(f"{when}, the same memory ran {b_rm:.1f} sequences per step on average under {left} and "
+               f"{b_pg:.1f} when paged" + (f" ({ratio(b_pg / b_rm)})" if b_rm else "")
                + f". The peaks, {rm['peak_running']} and {pg['peak_running']}, were single instants (steps "
                f"{rm['peak_running_step']:,} and {pg['peak_running_step']:,}).")
     if pg["steps"] < rm["steps"]:
@@ -444,7 +445,8 @@ def handout_html(scenario, results: dict, workload) -> str:
         ("Workload", f"{workload.name} — {len(reqs)} requests"),
         ("Pool (slots, shared by both allocators)", f"{results['paged'].total_slots:,}"),
         ("Paged block size (slots per block)", f"{results['paged'].block_size}"),
-        ("max_new_tokens (reserve-max reserves prompt + this)", f"{workload.max_new_tokens:,}"),
+        ("max_new_tokens (the generation cap)", f"{workload.max_new_tokens:,}"),
+        ("Reservation policy (left side)", f"{reservation_name(results)}: {reservation_rule(results)}"),
     ]
     if prompts:
         settings.append(("Prompt lengths (tokens: min / mean / max)",
@@ -485,12 +487,12 @@ def handout_html(scenario, results: dict, workload) -> str:
 <p class=muted>Scenario: {named}.</p>
 <p>An LLM server keeps every token's keys and values (its KV cache) until the request ends, and it
 cannot know in advance how long an answer will be. The same requests ran against the same memory
-twice: <b>reserve-max</b> sets aside prompt + max_new_tokens slots in one contiguous run per
-request; <b>paged</b> hands out fixed-size blocks as each sequence grows.</p>
+twice: <b>{e(reservation_name(results))}</b> sets aside {e(reservation_rule(results))} slots in one
+contiguous run per request; <b>paged</b> hands out fixed-size blocks as each sequence grows.</p>
 <h2>Settings</h2>
 <table>{settings_html}</table>
 <h2>What happened</h2>
-<table><tr><th>figure</th><th class=num>reserve-max</th><th class=num>paged (block {results['paged'].block_size})</th></tr>
+<table><tr><th>figure</th><th class=num>{e(reservation_name(results))}</th><th class=num>paged (block {results['paged'].block_size})</th></tr>
 {rows_html}</table>
 <p class=muted>"While requests wait" means averaged over the engine steps when at least one request
 was queued for memory — the moments the allocator's choices matter.</p>

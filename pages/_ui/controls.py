@@ -9,9 +9,7 @@ message that names it and says what is used instead.
 import streamlit as st
 
 from allocator import CLASSROOM_40
-from allocator.accounting import PRESETS
 from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
-from allocator.timing import DEFAULT_GPU, DEFAULT_MODEL, GPUS, TIMED_MODELS
 from allocator.trace import shipped_trace
 from allocator.viz.claims import plural
 from pages._ui.cache import uploaded_rows
@@ -35,7 +33,7 @@ def read_url() -> list[str]:
     for name in params:
         if name not in accepted:
             del st.query_params[name]
-    for name in CHOICES:
+    for name in (*CHOICES, "seconds_axis"):
         if name in accepted:
             st.session_state[name] = accepted[name]
     return messages
@@ -45,7 +43,7 @@ def _choice(container, name: str, label: str, **kwargs):
     """A choice widget whose URL value is its short value (written back after every run)."""
     options = list(CHOICES[name])
     st.session_state.setdefault(name, CHOICE_DEFAULTS[name])
-    widget = container.selectbox if name == "workload" else container.radio
+    widget = container.selectbox if name in ("workload", "gpu", "model") else container.radio
     value = widget(label, options, format_func=CHOICES[name].get, key=name, **kwargs)
     st.query_params[name] = value
     return value
@@ -111,6 +109,10 @@ def controls() -> Scenario:
         "Shared system prompt (tokens)", min_value=0, max_value=4096, value=0, step=16, key="shared_prefix",
         help="Put the same system prompt in front of every request. Paging stores its full blocks once "
              "and points every block table at them; reserve-max must copy it into every reservation.", **url))
+    kw["policy"] = _choice(sb, "policy", "Reservation policy (left side)",
+                           help="How much the contiguous allocator reserves per request (the PagedAttention paper's "
+                                "baselines): max, the worst case; pow2, the answer length rounded up to a power of "
+                                "two; oracle, exactly the answer's length — which no real server knows in advance.")
     kw["preemption"] = _choice(sb, "preemption", "When paged memory runs out", horizontal=True,
                                help="Recompute drops the evicted sequence's blocks and prefills its tokens "
                                     "again later; swap copies them to host memory and back.")
@@ -126,16 +128,17 @@ def time_controls() -> dict:
     changes the runs, only what a step costs."""
     sb = st.sidebar
     sb.subheader("Seconds")
-    st.session_state.setdefault("gpu", DEFAULT_GPU)
-    st.session_state.setdefault("model", DEFAULT_MODEL)
-    gpu = sb.selectbox("GPU", list(GPUS), key="gpu", format_func=lambda k: GPUS[k].label,
-                       help="Each engine step is priced on this GPU's datasheet figures (see the Throughput and "
-                            "latency page's cost model).")
-    model = sb.selectbox("Model", list(TIMED_MODELS), key="model", format_func=lambda k: PRESETS[k].short,
-                         help="The model whose weights and KV cache each step reads and writes. The pool stays the "
-                              "size set above; a model too big for one GPU is priced split over several.")
+    gpu = _choice(sb, "gpu", "GPU", help="Each engine step is priced on this GPU's datasheet figures (see the "
+                                         "Throughput and latency page's cost model).")
+    model = _choice(sb, "model", "Model",
+                    help="The model whose weights and KV cache each step reads and writes. The pool stays the size "
+                         "set above; a model too big for one GPU is priced split over several.")
     axis = sb.toggle("Animation's time axis in seconds", key="seconds_axis",
                      help="Off: the animation steps through engine steps, the same for both allocators. On: it "
                           "moves through seconds on this GPU, and each map shows where its own run was at that "
                           "moment (the lesson's steps are quoted in engine steps).")
+    if axis:
+        st.query_params["seconds_axis"] = "true"
+    elif "seconds_axis" in st.query_params:
+        del st.query_params["seconds_axis"]
     return {"gpu": gpu, "model": model, "seconds_axis": axis}

@@ -12,12 +12,13 @@ from allocator.viz.claims import reveal
 from pages._ui.texts import COPY_ON_WRITE
 
 BASE = {"workload": "classroom-40", "block_size": 16, "slots_classroom-40": 2048, "max_new_classroom-40": 600,
-        "shared_prefix": 0, "preemption": "recompute", "metadata_cost": 0.0, "arrival": "burst", "seed": 25}
+        "shared_prefix": 0, "preemption": "recompute", "metadata_cost": 0.0, "arrival": "burst", "seed": 25,
+        "policy": "max", "seconds_axis": False}
 
 
 #: Sidebar widget keys the lesson may change; their values before the lesson are restored at its end.
 SCENARIO_KEYS = ("workload", "block_size", "slots_classroom-40", "max_new_classroom-40", "seed", "arrival",
-                 "arrival_rate", "shared_prefix", "preemption", "metadata_cost")
+                 "arrival_rate", "shared_prefix", "preemption", "metadata_cost", "policy", "seconds_axis")
 
 #: Page sections that would give a step's answer away before it is revealed.
 CARDS, MAPS, SWEEP = "cards", "maps", "sweep"   # cards: the headline numbers and the details table

@@ -5,7 +5,9 @@ A shared link carries every sidebar setting. Streamlit ignores a value its widge
 (``workload=Azure+conversation+trace+%28real…``). This module (no streamlit import, so it is
 tested directly) checks each parameter against the same ranges and choices the sidebar offers,
 maps choices to short stable values (``workload=classroom-40|azure-conv|upload``,
-``arrival=burst|trickle``, ``preemption=recompute|swap``; the old labels are still accepted),
+``arrival=burst|trickle``, ``preemption=recompute|swap``, ``policy=max|pow2|oracle``, ``gpu`` and
+``model`` as the cost model's preset keys; the old labels are still accepted), checks
+``seconds_axis=true|false``,
 and words a message naming the parameter, the value and what is used instead.
 """
 from __future__ import annotations
@@ -14,7 +16,9 @@ import math
 from dataclasses import dataclass
 
 from allocator import CLASSROOM_40
+from allocator.accounting import PRESETS
 from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS
+from allocator.timing import DEFAULT_GPU, DEFAULT_MODEL, GPUS, TIMED_MODELS
 
 #: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
 BLOCK_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -26,6 +30,10 @@ CHOICES = {
                  "upload": "Your own trace (CSV)"},
     "arrival": {"burst": "all at step 0", "trickle": "trickle"},
     "preemption": {"recompute": "recompute", "swap": "swap to host"},
+    "policy": {"max": "max: prompt + max_new_tokens", "pow2": "pow2: prompt + next power of two",
+               "oracle": "oracle: prompt + exact answer"},
+    "gpu": {key: gpu.label for key, gpu in GPUS.items()},
+    "model": {key: PRESETS[key].short for key in TIMED_MODELS},
 }
 #: Labels earlier versions wrote into shared links, still accepted.
 OLD_LABELS = {"workload": {"classroom-40 (forty chat requests, all at once)": "classroom-40",
@@ -33,7 +41,8 @@ OLD_LABELS = {"workload": {"classroom-40 (forty chat requests, all at once)": "c
                            "Your own trace (upload a CSV)": "upload"}}
 
 #: Default of each choice.
-CHOICE_DEFAULTS = {"workload": "classroom-40", "arrival": "burst", "preemption": "recompute"}
+CHOICE_DEFAULTS = {"workload": "classroom-40", "arrival": "burst", "preemption": "recompute", "policy": "max",
+                   "gpu": DEFAULT_GPU, "model": DEFAULT_MODEL}
 
 WORKLOADS = tuple(CHOICES["workload"])
 
@@ -127,6 +136,12 @@ def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
         if name in ("workload", "present"):
             if name == "present":
                 accepted[name] = raw
+            continue
+        if name == "seconds_axis":
+            if raw.lower() in ("true", "false"):
+                accepted[name] = raw.lower() == "true"
+            else:
+                messages.append(f"URL parameter seconds_axis={raw!r} must be true or false; using false.")
             continue
         if name in CHOICES:
             short = _choice(name, raw)
