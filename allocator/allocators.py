@@ -124,7 +124,9 @@ class ReserveMaxAllocator:
         max_new_tokens: the server's cap on generated tokens (>= 1).
         policy: how big a reservation is (the PagedAttention paper's Orca baselines):
             ``"max"`` prompt + max_new_tokens (default); ``"pow2"`` prompt + the next power of
-            two >= the output length; ``"oracle"`` prompt + the exact output length.
+            two >= the output length, but never more than max_new_tokens (a server does not set
+            aside room for tokens its cap forbids: with a cap of 600, a 513-token answer gets
+            600, not 1,024); ``"oracle"`` prompt + the exact output length.
 
     Raises:
         FieldError: ``total_slots`` or ``max_new_tokens`` not a whole number >= 1, or an unknown
@@ -170,7 +172,9 @@ class ReserveMaxAllocator:
             return prompt_len + self.max_new_tokens
         if output_len is None:
             raise FieldError("output_len", f" is needed by the {self.policy!r} reservation policy")
-        return prompt_len + (output_len if self.policy == "oracle" else _next_pow2(output_len))
+        if self.policy == "oracle":
+            return prompt_len + output_len
+        return prompt_len + min(_next_pow2(output_len), self.max_new_tokens)
 
     def validate_workload(self, workload) -> None:
         """Every output must fit the cap the reservation is sized by.
@@ -188,7 +192,8 @@ class ReserveMaxAllocator:
         need = self.reservation(prompt_len, output_len)
         if need > self.total_slots:
             what = {"max": f"max_new_tokens {self.max_new_tokens}", "oracle": f"output {output_len}",
-                    "pow2": f"{_next_pow2(output_len)} for its {output_len}-token output"}[self.policy]
+                    "pow2": f"{min(_next_pow2(output_len), self.max_new_tokens)} for its {output_len}-token output"
+                    }[self.policy]
             return (f"needs a contiguous reservation of {need} slots (prompt {prompt_len} + {what}) "
                     f"but the pool has only {self.total_slots} slots")
         return None

@@ -52,3 +52,36 @@ def test_rate_sweep_bad_input(argv, message):
     code, out, err = _cli(*argv)
     assert code == 2 and not out
     assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_simulate_with_a_gpu_adds_the_time_metrics():
+    from allocator.scenario import Scenario, run_scenario
+    from allocator.timing import price
+
+    code, out, _ = _cli("simulate", "--gpu", "a100-40gb", "--model", "opt-13b", "--policy", "pow2", "--json")
+    assert code == 0
+    data = json.loads(out)
+    res = run_scenario(Scenario(policy="pow2"), record_snapshots=False)
+    cost = cost_model("a100-40gb", "opt-13b")
+    for key in ("reserve_max", "paged"):
+        want = price(res[key], cost, idle_step_s=1 / 20).summary
+        for name in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "throughput_tokens_per_s",
+                     "normalized_latency_s_per_token", "makespan_s"):
+            assert data[key][name] == want[name], (key, name)
+        assert data[key]["steps"] == res[key].summary["steps"]
+    assert data["reserve_max"]["allocator"] == "Reserve-pow2"
+    code, out, _ = _cli("simulate", "--json")
+    assert "makespan_s" not in json.loads(out)["paged"]                 # no GPU, no seconds
+
+
+def test_simulate_swap_and_recompute_differ_in_seconds_only():
+    runs = {}
+    for mode in ("recompute", "swap"):
+        code, out, _ = _cli("simulate", "--gpu", "a100-40gb", "--preemption", mode, "--block-size", "1", "--json")
+        assert code == 0
+        runs[mode] = json.loads(out)["paged"]
+    assert runs["swap"]["steps"] == runs["recompute"]["steps"]
+    assert runs["swap"]["makespan_s"] > runs["recompute"]["makespan_s"]
+    assert runs["swap"]["throughput_tokens_per_s"] < runs["recompute"]["throughput_tokens_per_s"]
+    code, out, _ = _cli("simulate", "--gpu", "a100-40gb")
+    assert "seconds priced on OPT-13B fp16 on NVIDIA A100 40GB" in out and "ttft_p99_s" in out

@@ -118,3 +118,14 @@ def test_sweep_rejects_bad_settings(a100):
             rate_sweep(a100, [1.0], **kwargs)
         assert err.value.field == field
     assert math.isfinite(unloaded_latency(poisson_workload(1.0, 5, max_context=2048), a100))
+
+
+def test_reservation_sizes_of_the_three_baselines():
+    """Prompt 50 with a cap of 600: max reserves 50 + 600; pow2 50 + 512 for a 300-token answer and
+    50 + 600 (the cap, not 1,024) for a 513-token one; oracle exactly 50 + the answer."""
+    from allocator import ReserveMaxAllocator
+
+    assert ReserveMaxAllocator(4096, 600, "max").reservation(50, 300) == 650
+    pow2 = ReserveMaxAllocator(4096, 600, "pow2")
+    assert pow2.reservation(50, 300) == 562 and pow2.reservation(50, 513) == 650 and pow2.reservation(50, 1) == 51
+    assert ReserveMaxAllocator(4096, 600, "oracle").reservation(50, 300) == 350

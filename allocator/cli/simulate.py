@@ -5,17 +5,24 @@ Examples::
     python -m allocator simulate --workload classroom-40 --slots 2048 --block-size 16 --json
     python -m allocator simulate --trace assets/azure_llm_conv_2023.csv --offset 0 --count 40 --json
     python -m allocator simulate --workload classroom-40 --sweep --json
+    python -m allocator simulate --workload classroom-40 --gpu a100-40gb --model opt-13b --policy pow2 --json
 """
 from __future__ import annotations
 
 import json
 
+from ..allocators import RESERVATION_POLICIES
 from ..scenario import SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep, build_workload, run_both
+from ..timing import GPUS, TIMED_MODELS, cost_model, price
 from ..viz.claims import sweep_basis, sweep_value
 
 SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
                 "mean_tokens_per_step", "finished", "peak_logical_tokens", "peak_used_slots", "swapped_blocks",
                 "recomputed_tokens")
+#: Time keys added to each summary with --gpu/--model (and printed in the table).
+TIME_KEYS = ("makespan_s", "throughput_tokens_per_s", "throughput_requests_per_s", "ttft_p50_s", "ttft_p99_s",
+             "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "e2e_p99_s", "normalized_latency_s_per_token", "swap_s",
+             "recompute_flops_s")
 
 
 def register(sub) -> None:
@@ -44,6 +51,14 @@ def register(sub) -> None:
                         "run shares its full blocks and reports logical tokens and physical slots apart")
     p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
                    help="paged preemption mode (default recompute)")
+    p.add_argument("--policy", choices=RESERVATION_POLICIES, default="max",
+                   help="the reservation allocator's policy: max (prompt + max_new_tokens, default), pow2 (prompt "
+                        "+ next power of two of the answer) or oracle (prompt + the exact answer)")
+    p.add_argument("--gpu", choices=sorted(GPUS), default=None,
+                   help="price every step in seconds on this GPU (with --model; default a100-40gb when only "
+                        "--model is given): adds TTFT, TPOT, latency and throughput to each summary")
+    p.add_argument("--model", choices=sorted(TIMED_MODELS), default=None,
+                   help="the model the steps are priced for (default opt-13b when only --gpu is given)")
     p.add_argument("--sweep", action="store_true", help="also sweep the paged block size 1..256")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
@@ -56,22 +71,29 @@ def scenario_from_args(args) -> Scenario:
                     max_new_tokens=args.max_new_tokens, seed=args.seed, arrival=args.arrival,
                     arrival_rate=args.arrival_rate, offset=args.offset, count=args.count,
                     steps_per_second=args.steps_per_second, metadata_cost=args.metadata_cost,
-                    shared_prefix=args.shared_prefix, preemption=args.preemption)
+                    shared_prefix=args.shared_prefix, preemption=args.preemption, policy=args.policy)
 
 
 def run(args) -> int:
     """Simulate and print; returns the exit status (ValueError propagates to ``__main__``)."""
     sc = scenario_from_args(args)
     workload = build_workload(sc)
-    results = run_both(workload, sc.slots, sc.block_size, record_snapshots=False, preemption=sc.preemption)
+    results = run_both(workload, sc.slots, sc.block_size, record_snapshots=False, preemption=sc.preemption,
+                       policy=sc.policy)
+    timed = args.gpu is not None or args.model is not None
+    cost = cost_model(args.gpu or "a100-40gb", args.model or "opt-13b") if timed else None
     out = {}
     for key, res in results.items():
         s = dict(res.summary)
+        s["allocator"] = res.label
         s["workload"] = workload.name
         s["requests"] = len(workload)
         s["max_new_tokens"] = workload.max_new_tokens
         if workload.notes:
             s["notes"] = list(workload.notes)
+        if timed:
+            # the explainer's pricing: the run on its step clock, an idle step at the arrival clock
+            s.update(price(res, cost, idle_step_s=1 / sc.canonical().steps_per_second).summary)
         out[key] = s
     if args.sweep:
         out["paged_block_size_sweep"] = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES,
@@ -83,12 +105,17 @@ def run(args) -> int:
           f"max_new_tokens {workload.max_new_tokens}, block size {sc.block_size}")
     for note in workload.notes:
         print(f"note: {note}")
-    width = max(len(k) for k in SUMMARY_KEYS)
-    print(f"{'':{width}}  {'reserve_max':>12}  {'paged':>12}")
-    for k in SUMMARY_KEYS + ("rejected",):
+    if timed:
+        print(f"seconds priced on {cost.label}")
+    keys = SUMMARY_KEYS + ("rejected",) + (TIME_KEYS if timed else ())
+    width = max(len(k) for k in keys)
+    left = results["reserve_max"].label.lower()
+    print(f"{'':{width}}  {left:>14}  {'paged':>14}")
+    for k in keys:
         vals = [out[a][k] for a in ("reserve_max", "paged")]
         vals = [len(v) if isinstance(v, list) else v for v in vals]
-        print(f"{k:{width}}  " + "  ".join(f"{'-' if v is None else v:>12}" for v in vals))
+        vals = [format(v, ".6g") if isinstance(v, float) else v for v in vals]
+        print(f"{k:{width}}  " + "  ".join(f"{'-' if v is None else v:>14}" for v in vals))
     for key in ("reserve_max", "paged"):
         for r in out[key]["rejected"]:
             print(f"{key} rejected request {r['id']}: {r['reason']}")
