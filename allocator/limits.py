@@ -13,6 +13,9 @@ narrower ranges of their own (``pages._ui.url_params``), and use these where the
   ``prefix_tokens``, and ``metadata_cost`` as above.
 * Capacity (``capacity``, the Capacity page): ``free_gib``, ``max_context``, ``mean_tokens``,
   ``block_size`` (as above), ``layers``, ``kv_heads``, ``head_dim``, ``bytes_per_element``.
+* Rate sweep (``rate-sweep``, the Throughput and latency page; :mod:`allocator.throughput`):
+  ``requests``, ``rates`` (each entry), ``latency_factor``, and ``seed``, ``block_size``,
+  ``max_new_tokens`` as above.
 
 Why these ends: a pool larger than ``MAX_POOL_SLOTS`` would not fit the engine's per-block lists
 in memory; a block larger than ``MAX_BLOCK_SIZE`` is no page at all; ``MAX_TOKENS`` (10 million) is
@@ -66,6 +69,12 @@ LIMITS: dict[str, Limit] = {
     "kv_heads": Limit(1, 1024),
     "head_dim": Limit(1, 16384),
     "bytes_per_element": Limit(1, 8, unit="bytes"),
+    # rate sweep (rate-sweep, the Throughput and latency page): a run of 20,000 requests takes
+    # seconds, and rates past a million a second are all arrivals at once
+    "requests": Limit(1, 20_000, unit="requests per run"),
+    "rates": Limit(0, 1_000_000, integer=False, unit="requests per second", low_open=True),
+    "latency_factor": Limit(1, 1000, integer=False, unit="times the latency of a request served alone",
+                            low_open=True),
 }
 
 

@@ -31,9 +31,10 @@ import numpy as np
 
 from .allocators import RESERVATION_POLICIES, PagedAllocator, ReserveMaxAllocator
 from .engine import simulate
+from .limits import LIMITS, check
 from .timing import CostModel, price
 from .trace import shipped_trace
-from .validate import FieldError, one_of, real_number, whole_number
+from .validate import FieldError, one_of
 from .workload import Request, Workload
 
 #: The four allocators of the sweep, in the order the paper draws them (its names beside ours).
@@ -62,7 +63,7 @@ DEFAULT_SEED = 0
 #: Rates of the default grid, as multiples of the paged allocator's saturation rate (see
 #: :func:`default_rates`): dense around the knees of the four curves.
 RATE_GRID = (0.2, 0.35, 0.5, 0.65, 0.8, 0.95, 1.1, 1.4)
-MAX_REQUESTS = 20_000
+MAX_REQUESTS = int(LIMITS["requests"].high)
 MAX_RATES = 16
 
 
@@ -71,8 +72,8 @@ def poisson_workload(rate: float, n: int = DEFAULT_REQUESTS, *, seed: int = DEFA
     """``n`` requests with trace lengths arriving as a Poisson process of ``rate`` requests/s.
 
     Args:
-        rate: mean arrivals per second (> 0).
-        n: number of requests (1 .. 20,000).
+        rate: mean arrivals per second (``LIMITS["rates"]``: more than 0, at most 1,000,000).
+        n: number of requests (``LIMITS["requests"]``: 1 .. 20,000).
         seed: the draws (which rows, which gaps) depend only on it and ``n``, not on ``rate``.
         max_context: the model's context window (tokens): only rows with prompt + output <= it
             are drawn (a longer request could not run on the model at all).
@@ -89,11 +90,11 @@ def poisson_workload(rate: float, n: int = DEFAULT_REQUESTS, *, seed: int = DEFA
         FieldError: a bad ``rate``, ``n``, ``seed``, ``max_context`` or ``max_new_tokens``, or no
             trace row that fits the context window (``max_context``).
     """
-    rate = real_number("rate", rate, above=0)
-    n = whole_number("requests", n, 1, MAX_REQUESTS)
-    seed = whole_number("seed", seed, 0)
-    max_context = whole_number("max_context", max_context, 2)
-    max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 1)
+    rate = check("rates", rate, subject="rate")
+    n = check("requests", n)
+    seed = check("seed", seed)
+    max_context = check("max_context", max_context)
+    max_new_tokens = check("max_new_tokens", max_new_tokens)
     prompts, outputs, unit = _draws(n, seed, max_context, max_new_tokens, trace)
     arrivals = unit / rate
     reqs = tuple(Request(i + 1, int(p), int(o), 0, float(a))
@@ -196,7 +197,7 @@ def parse_rates(text) -> tuple[float, ...]:
             value = float(p)
         except (TypeError, ValueError):
             raise FieldError("rates", f" = {p!r} is not a number", index=i) from None
-        rates.append(real_number("rates", value, above=0, subject=f"rates[{i}]"))
+        rates.append(check("rates", value, index=i))
     rates = sorted(rates)
     if len(set(rates)) != len(rates):
         raise FieldError("rates", ": a rate appears twice")
@@ -323,9 +324,9 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
     policies = tuple(one_of("policy", p, POLICIES) for p in policies)
     if not policies:
         raise FieldError("policies", " is empty: choose at least one allocator")
-    latency_factor = real_number("latency_factor", latency_factor, above=1, maximum=1000)
-    block_size = whole_number("block_size", block_size, 1, 4096)
-    pool = whole_number("pool_slots", pool_slots, 1) if pool_slots is not None else cost.pool_slots()
+    latency_factor = check("latency_factor", latency_factor)
+    block_size = check("block_size", block_size)
+    pool = check("total_slots", pool_slots, subject="pool_slots") if pool_slots is not None else cost.pool_slots()
     base = poisson_workload(1.0, requests, seed=seed, max_context=cost.model.max_context,
                             max_new_tokens=max_new_tokens, trace=trace)
     sweep = RateSweep(cost=cost, rates=rates, policies=policies, pool_slots=pool, block_size=block_size,
@@ -363,7 +364,7 @@ def with_latency_factor(sweep: RateSweep, latency_factor: float) -> RateSweep:
     Raises:
         FieldError (``latency_factor``): not a number above 1 (at most 1,000).
     """
-    latency_factor = real_number("latency_factor", latency_factor, above=1, maximum=1000)
+    latency_factor = check("latency_factor", latency_factor)
     out = replace(sweep, latency_factor=latency_factor, sustained={})
     for policy in out.policies:
         out.sustained[policy] = sustained_rate(out.rates, out.curve(policy), out.budget_s_per_token)

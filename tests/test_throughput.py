@@ -50,7 +50,7 @@ def test_ratio_kinds(a100):
 
 def test_parse_rates():
     assert parse_rates("2, 0.5;1") == (0.5, 1.0, 2.0)
-    for text, problem in (("", "is empty"), ("1, x", "'x' is not a number"), ("1, -2", "must be more than 0"),
+    for text, problem in (("", "is empty"), ("1, x", "'x' is not a number"), ("1, -2", "must be a number more than 0 and at most 1,000,000 (requests per second)"),
                           ("1,1", "appears twice"), (",".join(["1"] * 17), "at most 16")):
         with pytest.raises(FieldError) as err:
             parse_rates(text)
@@ -71,7 +71,7 @@ def test_poisson_workload_same_draws_every_rate():
     assert all((r.prompt_len, r.output_len) in fits for r in a.requests)
     with pytest.raises(FieldError) as err:
         poisson_workload(0, 10, max_context=2048)
-    assert err.value.field == "rate"
+    assert err.value.field == "rates" and str(err.value).startswith("rate = 0 must be")
 
 
 def test_unloaded_latency_is_a_lone_run(a100):
