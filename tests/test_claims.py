@@ -204,6 +204,7 @@ def sweep_allowed(sweep) -> set[str]:
     for v in (sweep.requests, sweep.pool_slots, sweep.latency_factor, sweep.unloaded_s_per_token,
               sweep.budget_s_per_token, sweep.mean_prompt, sweep.mean_output, sweep.max_new_tokens, *sweep.rates):
         nums |= _forms(v) | {f"{v:,.0f}"}
+    nums |= _forms((sweep.mean_prompt + sweep.mean_output) / (sweep.mean_prompt + sweep.max_new_tokens))
     for s in sweep.sustained.values():
         nums |= _forms(s["rate"])
     for a in sweep.policies:

@@ -478,11 +478,13 @@ def paper_comparison(sweep) -> dict:
     model = (f"**This model's figures** ({sweep.cost.label}, Azure conversation lengths): paged sustained "
              + " and ".join(parts) + " at the same latency budget." if parts
              else "**This model's figures**: the sweep has no paged run to compare.")
+    full = (sweep.mean_prompt + sweep.mean_output) / (sweep.mean_prompt + sweep.max_new_tokens)
     why = (f"A comparison, not a fit. Here prompts average {sweep.mean_prompt:,.0f} tokens and answers "
-           f"{sweep.mean_output:,.0f}: a reservation of prompt + {sweep.max_new_tokens:,} slots is mostly prompt, "
-           "which the reservation needs anyway, so reserving wastes a smaller share than with short prompts and long "
-           "answers. And once the paged batch is large, every step also reads the KV cache of every running "
-           "sequence, so steps lengthen and the extra sequences buy less than their number.")
+           f"{sweep.mean_output:,.0f}; reservations of prompt + {sweep.max_new_tokens:,} slots would, all together, be "
+           f"{pct(full)} full once every answer is done. The longer the prompts, the more of each reservation "
+           "holds tokens any allocator must store, and the less paging can win back. And once the paged batch is "
+           "large, every step also reads the KV cache of every running sequence, so steps lengthen and the extra "
+           "sequences buy less than their number.")
     return {"paper": paper, "model": model, "why": why}
 
 
