@@ -11,7 +11,9 @@ import json
 
 from ..throughput import (DEFAULT_BLOCK_SIZE, DEFAULT_LATENCY_FACTOR, DEFAULT_MAX_NEW, DEFAULT_REQUESTS,
                           DEFAULT_SEED, PAPER, PAPER_NAMES, POLICIES, POLICY_LABELS, parse_rates, rate_sweep)
+from ..limits import LIMITS
 from ..timing import DEFAULT_GPU, DEFAULT_MODEL, GPUS, TIMED_MODELS, cost_model
+from .common import count_arg, real_arg
 
 #: Per-point keys printed in the table (all of them go into --json).
 TABLE_KEYS = ("normalized_latency_s_per_token", "throughput_tokens_per_s", "ttft_p50_s", "tpot_p50_s",
@@ -32,16 +34,26 @@ def register(sub) -> None:
                                                   "fewest that hold the weights)")
     p.add_argument("--rates", default=None, help="comma-separated request rates in requests/s (default: eight "
                                                  "around the paged allocator's saturation rate)")
-    p.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help=f"requests per run (default {DEFAULT_REQUESTS})")
+    p.add_argument("--requests", type=count_arg, default=DEFAULT_REQUESTS,
+                   help=f"requests per run (default {DEFAULT_REQUESTS}; {_range('requests')})")
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset of " + ", ".join(POLICIES))
-    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="paged block size in slots")
-    p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW,
-                   help="generation cap (tokens); reserve-max reserves prompt + this")
-    p.add_argument("--latency-factor", type=float, default=DEFAULT_LATENCY_FACTOR,
-                   help="the sustained-rate budget: this many times the latency of a request served alone")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="which trace rows and arrival gaps are drawn")
+    p.add_argument("--block-size", type=count_arg, default=DEFAULT_BLOCK_SIZE,
+                   help=f"paged block size (default {DEFAULT_BLOCK_SIZE}; {_range('block_size')})")
+    p.add_argument("--max-new-tokens", type=count_arg, default=DEFAULT_MAX_NEW,
+                   help=f"generation cap; reserve-max reserves prompt + this (default {DEFAULT_MAX_NEW}; "
+                        f"{_range('max_new_tokens')})")
+    p.add_argument("--latency-factor", type=real_arg, default=DEFAULT_LATENCY_FACTOR,
+                   help="the sustained-rate budget: this many times the latency of a request served alone "
+                        f"(default {DEFAULT_LATENCY_FACTOR:g}; {_range('latency_factor')})")
+    p.add_argument("--seed", type=count_arg, default=DEFAULT_SEED,
+                   help=f"which trace rows and arrival gaps are drawn (default {DEFAULT_SEED}; {_range('seed')})")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
+
+
+def _range(name: str) -> str:
+    """The allowed values of an option, for --help (from ``LIMITS``)."""
+    return LIMITS[name].describe().replace("%", "%%")
 
 
 def run(args) -> int:
