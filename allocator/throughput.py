@@ -318,15 +318,20 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
     Raises:
         FieldError: a bad rate list (``rates``), policy, size, factor or GPU/model combination.
     """
-    rates = parse_rates(rates) if rates is not None else default_rates(
-        cost, n=requests, seed=seed, block_size=block_size, max_new_tokens=max_new_tokens, trace=trace,
-        pool_slots=pool_slots)
+    # every setting is checked before anything runs
+    requests, seed = check("requests", requests), check("seed", seed)
+    max_new_tokens = check("max_new_tokens", max_new_tokens)
+    latency_factor = check("latency_factor", latency_factor)
+    block_size = check("block_size", block_size)
     policies = tuple(one_of("policy", p, POLICIES) for p in policies)
     if not policies:
         raise FieldError("policies", " is empty: choose at least one allocator")
-    latency_factor = check("latency_factor", latency_factor)
-    block_size = check("block_size", block_size)
     pool = check("total_slots", pool_slots, subject="pool_slots") if pool_slots is not None else cost.pool_slots()
+    if block_size > pool:
+        raise FieldError("block_size", f" = {block_size} is larger than the KV pool ({pool:,} slots)")
+    rates = parse_rates(rates) if rates is not None else default_rates(
+        cost, n=requests, seed=seed, block_size=block_size, max_new_tokens=max_new_tokens, trace=trace,
+        pool_slots=pool)
     base = poisson_workload(1.0, requests, seed=seed, max_context=cost.model.max_context,
                             max_new_tokens=max_new_tokens, trace=trace)
     sweep = RateSweep(cost=cost, rates=rates, policies=policies, pool_slots=pool, block_size=block_size,

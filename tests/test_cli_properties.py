@@ -51,7 +51,8 @@ BAD_NUMBERS = ["0", "-1", "-5", "2.5", "0.0001", "1e400", "-1e400", "nan", "NaN"
 #: spelling, or the trace's row, column or file.
 FIELD_WORDS = (set(LIMITS) | {"trace", "row", "column", "file", "out", "handout", "csv", "title", "share",
                               "lengths", "candidates", "mean_tokens", "model", "workload", "arrival",
-                              "preemption", "argument", "arguments", "share_page_size"})
+                              "preemption", "argument", "arguments", "share_page_size", "policy", "policies",
+                              "gpu", "gpus"})
 
 SCENARIO_VALUES = {
     "--slots": ["64", "1000", "2048", "8192", "100000"],
@@ -66,6 +67,9 @@ SCENARIO_VALUES = {
     "--metadata-cost": ["0", "0.25", "8", "1000000"],
     "--shared-prefix": ["0", "16", "256"],
     "--preemption": ["recompute", "swap"],
+    "--policy": ["max", "pow2", "oracle"],
+    "--gpu": ["a100-40gb", "l4", "h200"],
+    "--model": ["opt-13b", "llama3-70b", "7b-fp16"],
 }
 ACCOUNT_VALUES = {
     "--reserve": ["32", "2048", "10000000"],

@@ -85,3 +85,48 @@ def test_simulate_swap_and_recompute_differ_in_seconds_only():
     assert runs["swap"]["throughput_tokens_per_s"] < runs["recompute"]["throughput_tokens_per_s"]
     code, out, _ = _cli("simulate", "--gpu", "a100-40gb")
     assert "seconds priced on OPT-13B fp16 on NVIDIA A100 40GB" in out and "ttft_p99_s" in out
+
+
+# -- rate-sweep with generated arguments: the property test of issue 12, for this command --------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tests.test_cli_properties import BAD_NUMBERS, BAD_RATES, SETTINGS, check_run, number, run_cli  # noqa: E402
+
+#: Good values are kept small (at most 200 requests, two rates) so a valid run takes about a second.
+SWEEP_VALUES = {
+    "--requests": ["1", "50", "200"],
+    "--rates": ["1", "0.5,2", "0.001,1000000"],
+    "--block-size": ["1", "16", "256"],
+    "--max-new-tokens": ["1", "600", "1024"],
+    "--latency-factor": ["1.5", "5", "1000"],
+    "--seed": ["0", "4294967295"],
+}
+CHOICE_VALUES = {
+    "--gpu": ["a100-40gb", "l4", "rtx-4090", "tpu"],
+    "--model": ["opt-13b", "llama3-70b", "7b-fp16", "gpt-9"],
+    "--gpus": ["auto", "1", "2", "8", "3", "x"],
+    "--policies": ["max,paged", "oracle", "paged", ",", "lifo"],
+}
+
+
+@st.composite
+def sweep_args(draw) -> list[str]:
+    bad_rate = draw(BAD_RATES)
+    argv = ["rate-sweep", "--requests", draw(st.sampled_from(["50", "200"])), "--rates", "1"]
+    for option, values in SWEEP_VALUES.items():
+        if draw(st.integers(0, 2)) == 0:
+            argv.append(f"{option}={draw(number(values, bad_rate))}")
+    for option, values in CHOICE_VALUES.items():
+        if draw(st.integers(0, 3)) == 0:
+            argv.append(f"{option}={draw(st.sampled_from(values + BAD_NUMBERS[:3]))}")
+    if draw(st.booleans()):
+        argv.append("--json")
+    return argv
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(argv=sweep_args())
+def test_rate_sweep_with_generated_arguments(argv):
+    check_run(argv, *run_cli(argv))
