@@ -290,7 +290,10 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
         def timed(key, fmt=seconds):
             return lambda r: fmt(by[id(r)][key]) if by[id(r)]["finished"] else "—"
 
-        add("seconds to drain", timed("makespan_s"), f"every step priced on {label}, added up")
+        idle = timings["paged"].summary["idle_s"] + timings["reserve_max"].summary["idle_s"]
+        add("seconds to drain", timed("makespan_s"),
+            f"every step priced on {label}, added up" + (
+                "; a stretch with nothing to run lasts its steps at the workload's arrival clock" if idle else ""))
         add("throughput (output tokens/s)", timed("throughput_tokens_per_s", lambda v: f"{v:,.0f}"),
             "answer tokens delivered per second of the run")
         add("time to first token, median / 99th percentile",
