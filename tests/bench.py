@@ -121,10 +121,12 @@ def bench_events(repeat: int = 3) -> list[bool]:
             fh.write("prompt_tokens,output_tokens,arrival_s\n10,5,0\n20,3,1000000\n")
         near = os.path.join(tmp, "near.csv")
         with open(near, "w") as fh:
-            fh.write("prompt_tokens,output_tokens,arrival_s\n10,5,0\n20,3,1\n")
+            fh.write("prompt_tokens,output_tokens,arrival_s\n10,5,0\n20,3,10\n")
         cases = [("two requests 1,000,000 s apart (--trace)", ["--trace", far]),
-                 ("1-second gap at --steps-per-second 1e7", ["--trace", near, "--steps-per-second", "1e7"]),
-                 ("--arrival trickle --arrival-rate 1e-9", ["--arrival", "trickle", "--arrival-rate", "1e-9"])]
+                 # 10 s at 1e6 steps per second (the range table's most): the same 10,000,000-step gap
+                 ("10-second gap at --steps-per-second 1e6", ["--trace", near, "--steps-per-second", "1e6"]),
+                 ("--arrival trickle --arrival-rate 0.001 (the range table's least)",
+                  ["--arrival", "trickle", "--arrival-rate", "0.001"])]
         for label, argv in cases:
             def cli():
                 out = io.StringIO()
