@@ -154,7 +154,7 @@ with st.expander("The cost model: what one engine step costs, and what it assume
         "A step's time is a **roofline**: the larger of its arithmetic time (FLOPs ÷ the GPU's peak FLOP/s) and "
         "its memory time (bytes moved ÷ memory bandwidth), plus a fixed overhead, plus any swap copies.\n\n"
         "- **FLOPs**: 2 per parameter for every token through the model (each prefilled prompt token, each "
-        "decoded token), plus 4 × layers × heads × head size for every query-key pair attention scores.\n"
+        "decoded token), plus 4 × layers × heads × head size for every query-key pair that attention compares.\n"
         "- **Bytes**: all the weights once per step, the K and V of every token each decoding sequence attends "
         "to, and the K and V of every new token.\n"
         "- **Recompute** pays the prefill of the evicted sequence's tokens again; **swap** pays their blocks over "
