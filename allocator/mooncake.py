@@ -34,9 +34,9 @@ import numpy as np
 import pandas as pd
 
 from .block_hash import splitmix64
-from .trace import ASSETS, MAX_ARRIVAL_STEP, MAX_BYTES, MAX_ROWS, MAX_TOKENS, _read_bytes, _shown
-from .validate import FieldError, real_number, whole_number
-from .workload import Workload, workload_from_lengths
+from .trace import ASSETS, MAX_BYTES, MAX_ROWS, MAX_TOKENS, _read_bytes, _shown, trace_workload
+from .validate import FieldError, whole_number
+from .workload import Workload
 
 #: Tokens per hash id in the Mooncake trace.
 TRACE_BLOCK = 512
@@ -227,30 +227,15 @@ def mooncake_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 200, st
         :class:`~allocator.workload.Workload` whose ``prompts`` is a :class:`TracePrompts`.
 
     Raises:
-        FieldError: ``offset`` outside the trace, ``count`` below 1, ``steps_per_second`` not a
-            positive finite number, an arrival past the engine's clock.
+        FieldError: as :func:`allocator.trace.trace_workload` (``offset`` outside the trace,
+            ``count`` below 1, ``steps_per_second`` not a positive finite number, an arrival past
+            the engine's clock).
     """
-    n = len(df)
-    offset = whole_number("offset", offset, 0, n - 1)
-    count = whole_number("count", count, 1)
-    steps_per_second = real_number("steps_per_second", steps_per_second, above=0)
-    part = df.iloc[offset: offset + count]
-    notes = []
-    if len(part) < count:
-        notes.append(f"only {len(part)} requests remain after offset {offset}")
-    exact = (part["arrival_s"].to_numpy() - float(part["arrival_s"].iloc[0])) * steps_per_second
-    if len(exact) and (not np.isfinite(exact).all() or exact.max() > MAX_ARRIVAL_STEP):
-        raise FieldError("steps_per_second", f" = {steps_per_second:g} puts the last arrival past the engine's "
-                                             f"clock ({MAX_ARRIVAL_STEP:,} steps); lower it")
-    steps = np.floor(exact).astype(np.int64)
-    outputs = part["output_tokens"].to_numpy()
-    clipped = int((outputs > max_new_tokens).sum())
-    if clipped:
-        notes.append(f"{clipped} outputs longer than max_new_tokens={max_new_tokens} were clipped to it")
-    prompts = part["prompt_tokens"].to_numpy().tolist()
-    rows = zip(prompts, np.minimum(outputs, max_new_tokens).tolist(), steps.tolist())
-    wl = workload_from_lengths(name, rows, max_new_tokens, notes=notes, first_id=offset + 1)
-    by_id = {offset + 1 + i: (h, p) for i, (h, p) in enumerate(zip(part["hash_ids"], prompts))}
+    wl = trace_workload(df, offset=offset, count=count, steps_per_second=steps_per_second,
+                        max_new_tokens=max_new_tokens, name=name)
+    first = wl.requests[0].id - 1                     # = offset, checked by trace_workload
+    part = df.iloc[first: first + len(wl.requests)]
+    by_id = {first + 1 + i: (h, int(p)) for i, (h, p) in enumerate(zip(part["hash_ids"], part["prompt_tokens"]))}
     return dataclasses.replace(wl, prompts=TracePrompts(by_id))
 
 

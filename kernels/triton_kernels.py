@@ -181,6 +181,26 @@ if HAVE_TRITON:
         return tl.load(q_ptr + off, mask=(offs_g[:, None] < GROUP) & (offs_d[None, :] < HEAD_DIM), other=0.0)
 
     @triton.jit
+    def _attend_range(q_ptr, k_ptr, v_ptr, block_tables_ptr, seq, kv_head, lo, hi, qk_scale,
+                      stride_qs, stride_qh, stride_qd, stride_kb, stride_kt, stride_kh, stride_kd,
+                      stride_vb, stride_vt, stride_vh, stride_vd, stride_bts, stride_btb,
+                      HEAD_DIM: tl.constexpr, HEAD_DIM_P: tl.constexpr, GROUP: tl.constexpr, GROUP_P: tl.constexpr,
+                      BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, IS_FP32: tl.constexpr,
+                      NUM_STAGES: tl.constexpr):
+        """Tokens lo..hi-1 of one sequence for one KV head's query group, from a fresh start:
+        loads the queries, runs :func:`_attend`, returns (m_i, l_i, acc) unnormalised."""
+        offs_d = tl.arange(0, HEAD_DIM_P)
+        q = _load_q(q_ptr, seq, kv_head, stride_qs, stride_qh, stride_qd, HEAD_DIM, HEAD_DIM_P, GROUP, GROUP_P)
+        m_i = tl.full([GROUP_P], float("-inf"), tl.float32)
+        l_i = tl.zeros([GROUP_P], tl.float32)
+        acc = tl.zeros([GROUP_P, HEAD_DIM_P], tl.float32)
+        d_k = offs_d[None, :].to(tl.int64) * stride_kd
+        d_v = offs_d[None, :].to(tl.int64) * stride_vd
+        return _attend(q, k_ptr, v_ptr, block_tables_ptr + seq * stride_bts, stride_btb, kv_head,
+                       stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh, d_k, d_v,
+                       offs_d < HEAD_DIM, lo, hi, qk_scale, m_i, l_i, acc, BLOCK_SIZE, TILE, IS_FP32, NUM_STAGES)
+
+    @triton.jit
     def single_pass(out_ptr, q_ptr, k_ptr, v_ptr, block_tables_ptr, seq_lens_ptr, qk_scale,
                     stride_qs, stride_qh, stride_qd, stride_kb, stride_kt, stride_kh, stride_kd,
                     stride_vb, stride_vt, stride_vh, stride_vd, stride_bts, stride_btb,
@@ -195,16 +215,10 @@ if HAVE_TRITON:
         offs_g = tl.arange(0, GROUP_P)
         offs_d = tl.arange(0, HEAD_DIM_P)
         mask_d = offs_d < HEAD_DIM
-        q = _load_q(q_ptr, seq, kv_head, stride_qs, stride_qh, stride_qd, HEAD_DIM, HEAD_DIM_P, GROUP, GROUP_P)
-        m_i = tl.full([GROUP_P], float("-inf"), tl.float32)
-        l_i = tl.zeros([GROUP_P], tl.float32)
-        acc = tl.zeros([GROUP_P, HEAD_DIM_P], tl.float32)
-        d_k = offs_d[None, :].to(tl.int64) * stride_kd
-        d_v = offs_d[None, :].to(tl.int64) * stride_vd
-        m_i, l_i, acc = _attend(q, k_ptr, v_ptr, block_tables_ptr + seq * stride_bts, stride_btb, kv_head,
-                                stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh, d_k, d_v,
-                                mask_d, 0, seq_len, qk_scale, m_i, l_i, acc,
-                                BLOCK_SIZE, TILE, IS_FP32, NUM_STAGES)
+        m_i, l_i, acc = _attend_range(q_ptr, k_ptr, v_ptr, block_tables_ptr, seq, kv_head, 0, seq_len, qk_scale,
+                                      stride_qs, stride_qh, stride_qd, stride_kb, stride_kt, stride_kh, stride_kd,
+                                      stride_vb, stride_vt, stride_vh, stride_vd, stride_bts, stride_btb,
+                                      HEAD_DIM, HEAD_DIM_P, GROUP, GROUP_P, BLOCK_SIZE, TILE, IS_FP32, NUM_STAGES)
         out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]            # an empty sequence: 0, not 0/0
         heads = (kv_head * GROUP + offs_g).to(tl.int64)
         o_off = seq * stride_os + heads[:, None] * stride_oh + offs_d[None, :].to(tl.int64) * stride_od
@@ -230,17 +244,10 @@ if HAVE_TRITON:
         hi = tl.minimum(lo + split_len, seq_len)
         offs_g = tl.arange(0, GROUP_P)
         offs_d = tl.arange(0, HEAD_DIM_P)
-        mask_d = offs_d < HEAD_DIM
-        q = _load_q(q_ptr, seq, kv_head, stride_qs, stride_qh, stride_qd, HEAD_DIM, HEAD_DIM_P, GROUP, GROUP_P)
-        m_i = tl.full([GROUP_P], float("-inf"), tl.float32)
-        l_i = tl.zeros([GROUP_P], tl.float32)
-        acc = tl.zeros([GROUP_P, HEAD_DIM_P], tl.float32)
-        d_k = offs_d[None, :].to(tl.int64) * stride_kd
-        d_v = offs_d[None, :].to(tl.int64) * stride_vd
-        m_i, l_i, acc = _attend(q, k_ptr, v_ptr, block_tables_ptr + seq * stride_bts, stride_btb, kv_head,
-                                stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh, d_k, d_v,
-                                mask_d, lo, hi, qk_scale, m_i, l_i, acc,
-                                BLOCK_SIZE, TILE, IS_FP32, NUM_STAGES)
+        m_i, l_i, acc = _attend_range(q_ptr, k_ptr, v_ptr, block_tables_ptr, seq, kv_head, lo, hi, qk_scale,
+                                      stride_qs, stride_qh, stride_qd, stride_kb, stride_kt, stride_kh, stride_kd,
+                                      stride_vb, stride_vt, stride_vh, stride_vd, stride_bts, stride_btb,
+                                      HEAD_DIM, HEAD_DIM_P, GROUP, GROUP_P, BLOCK_SIZE, TILE, IS_FP32, NUM_STAGES)
         heads = (kv_head * GROUP + offs_g).to(tl.int64)
         row = (seq * NUM_SPLITS + split) * NUM_HEADS + heads                               # [G]
         keep = offs_g < GROUP
