@@ -2,7 +2,8 @@
 
 Each sub-command lives in a module of :mod:`allocator.cli` exposing ``register(subparsers)``; the
 module adds a parser whose ``func(args) -> int`` does the work. Bad input (ValueError) is reported on stderr as
-one line naming the field, with exit status 2 — never a traceback.
+one line naming the field, with exit status 2 — never a traceback; so is a command line argparse
+cannot read (an unknown option, a missing value), and a file the system refuses (OSError).
 """
 from __future__ import annotations
 
@@ -14,9 +15,18 @@ import sys
 from allocator.cli import MODULES
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr (exit status 2), not the usage
+    block: ``python -m allocator simulate: error: unrecognized arguments: --x (see --help)``."""
+
+    def error(self, message: str):
+        """Print ``message`` as one line and exit with status 2 (argparse's own status for it)."""
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every sub-command registered."""
-    parser = argparse.ArgumentParser(prog="python -m allocator",
+    parser = _Parser(prog="python -m allocator",
                                      description="KV Cache Paging Lab figures, as the app computes them.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in MODULES:
@@ -38,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         # "Note on SIGPIPE")
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:                  # anything else the system refused (a file, a folder)
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

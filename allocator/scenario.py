@@ -2,6 +2,10 @@
 
 Keeping this here (not in a page) is what makes ``python -m allocator simulate`` and the
 explainer print the same numbers.
+
+Every numeric setting has a documented range in :data:`LIMITS` (from :mod:`allocator.limits`, the
+one table the CLI, the core and the pages' URL parameters read); :meth:`Scenario.checked` applies
+it, and :func:`build_workload` calls it before anything runs.
 """
 from __future__ import annotations
 
@@ -10,9 +14,10 @@ from dataclasses import asdict, dataclass, replace
 
 from .allocators import PagedAllocator, ReserveMaxAllocator
 from .engine import SimulationResult, simulate
+from .limits import LIMITS, check
 from .trace import load_trace, shipped_trace, trace_workload
-from .validate import FieldError
-from .workload import Workload, classroom_40, with_shared_prefix
+from .validate import FieldError, one_of
+from .workload import ARRIVAL_PATTERNS, Workload, classroom_40, with_shared_prefix
 
 WORKLOADS = ("classroom-40", "azure-conv")
 #: Block sizes of the sweep: powers of two 1..256 (seed 003 asks about 1, 16 and 256).
@@ -23,6 +28,11 @@ DEFAULT_SLOTS = {"classroom-40": 2048, "azure-conv": 8192}
 DEFAULT_MAX_NEW = {"classroom-40": 600, "azure-conv": 1024}
 #: Row cap for a trace uploaded through the page (the CLI accepts up to ``trace.MAX_ROWS``).
 UPLOAD_MAX_ROWS = 20_000
+#: The numeric settings of a Scenario, each checked against ``LIMITS[name]`` (None, where a field
+#: allows it, means "the workload's default").
+NUMERIC_SETTINGS = ("total_slots", "block_size", "max_new_tokens", "seed", "arrival_rate", "offset", "count",
+                    "steps_per_second", "metadata_cost", "shared_prefix")
+PREEMPTION_MODES = ("recompute", "swap")
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,27 @@ class Scenario:
             trace_bytes=self.trace_bytes if self.workload == "upload" else None,
             trace_name=self.trace_name if self.workload == "upload" else "")
 
+    def checked(self) -> "Scenario":
+        """The same scenario with every numeric setting checked against :data:`LIMITS` -- all of
+        them, whether or not the workload uses it -- and counts as ints, rates as floats.
+
+        Raises:
+            FieldError: the first setting out of range, naming it, its value and the allowed range
+                (``"count = 0 must be a whole number from 1 to 200,000 (requests)"``), an
+                unknown ``arrival`` or ``preemption``, or a block larger than the pool.
+        """
+        values = {}
+        for name in NUMERIC_SETTINGS:
+            value = getattr(self, name)
+            values[name] = None if value is None and name in ("total_slots", "max_new_tokens", "seed") \
+                else check(name, value)
+        one_of("arrival", self.arrival, ARRIVAL_PATTERNS)
+        one_of("preemption", self.preemption, PREEMPTION_MODES)
+        checked = replace(self, **values)
+        if checked.block_size > checked.slots:       # the paged allocator's own refusal, said up front
+            raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")
+        return checked
+
     def as_dict(self) -> dict:
         """JSON-ready settings, with defaults resolved."""
         d = asdict(self)
@@ -103,8 +134,10 @@ def build_workload(sc: Scenario) -> Workload:
     """The workload a scenario names (classroom-40, the shipped trace, or a trace file).
 
     Raises:
-        FieldError: bad settings or a malformed trace file, naming the field or row.
+        FieldError: bad settings (see :meth:`Scenario.checked`) or a malformed trace file, naming
+            the field or row.
     """
+    sc = sc.checked()
     if sc.workload == "classroom-40":
         return with_shared_prefix(classroom_40(seed=sc.seed, max_new_tokens=sc.max_new, arrival=sc.arrival,
                                                arrival_rate=sc.arrival_rate), sc.shared_prefix)
@@ -144,6 +177,7 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
 
 def run_scenario(sc: Scenario, *, record_snapshots: bool = True) -> dict[str, SimulationResult]:
     """Build the scenario's workload and run both allocators (see ``run_both``)."""
+    sc = sc.checked()
     return run_both(build_workload(sc), sc.slots, sc.block_size, record_snapshots=record_snapshots,
                     preemption=sc.preemption)
 

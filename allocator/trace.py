@@ -16,6 +16,7 @@ import csv
 import io
 import math
 import os
+import stat
 
 import numpy as np
 import pandas as pd
@@ -56,34 +57,77 @@ def _shown(value, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def _cut(text: str, limit: int = 40) -> str:
+    """Plain text cut to ``limit`` characters (a header name or list echoed in a message)."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _read_bytes(source, max_bytes: int) -> bytes:
     """The file's bytes (a path, bytes, or a binary/text file object), refused past ``max_bytes``.
 
+    A path is checked before it is opened: its name must be UTF-8 (it is echoed in outputs), it
+    must exist, be a regular file (not a directory, a pipe or a device, which could be read
+    forever) and be readable.
+
     Raises:
-        FieldError (``trace``): a directory, an unreadable file, or one too large.
+        FieldError (``trace``): a name that is not UTF-8, a directory or other non-file, an
+            unreadable file, or one too large.
         FileNotFoundError: the path does not exist.
     """
     if isinstance(source, (bytes, bytearray)):
         data = bytes(source)
     elif isinstance(source, (str, os.PathLike)):
-        if os.path.isdir(source):
-            raise _file_error(f"{os.fspath(source)} is a directory, not a CSV file")
-        if not os.path.exists(source):
-            raise FileNotFoundError(f"no such trace file: {os.fspath(source)}")
-        size = os.path.getsize(source)
-        if size > max_bytes:
-            raise _file_error(f"the file is {size / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
+        path = os.fspath(source)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
         try:
-            with open(source, "rb") as fh:
-                data = fh.read()
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _file_error(f"the file name {_shown(path)} is not UTF-8 text; rename the file") from None
+        if "\x00" in path or not path:
+            raise _file_error(f"{_shown(path)} is not a file name")
+        if os.path.isdir(path):
+            raise _file_error(f"{path} is a directory, not a CSV file")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no such trace file: {path}")
+        try:
+            info = os.stat(path)
         except OSError as exc:
-            raise _file_error(f"{os.fspath(source)} cannot be read: {exc.strerror or exc}") from None
+            raise _file_error(f"{path} cannot be read: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise _file_error(f"{path} is not a regular file (a pipe or a device?); give a CSV file")
+        if info.st_size > max_bytes:
+            raise _file_error(f"the file is {info.st_size / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise _file_error(f"{path} cannot be read: {exc.strerror or exc}") from None
     else:
         data = source.read(max_bytes + 1)
-        data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
     if len(data) > max_bytes:
         raise _file_error(f"the file is {len(data) / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
     return data
+
+
+def _decode(data: bytes) -> str:
+    """The file's text: UTF-8, with or without a byte-order mark.
+
+    Raises:
+        FieldError (``trace``): UTF-16 or UTF-32 (by its byte-order mark or its NUL bytes), or any
+            other bytes that are not UTF-8 (Latin-1, Windows-1252), with the first bad position.
+    """
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise _file_error("the file is UTF-16 text, not UTF-8; save it as CSV UTF-8")
+    if b"\x00" in data:
+        raise _file_error("the file holds NUL bytes: it is not UTF-8 text (UTF-16 without a byte-order "
+                          "mark?); save it as CSV UTF-8")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _file_error(f"the file is not UTF-8 text (bad byte at position {exc.start}); "
+                          "save it as CSV UTF-8") from None
 
 
 def _check_structure(text: str) -> None:
@@ -94,22 +138,28 @@ def _check_structure(text: str) -> None:
             fewer fields than the header (field ``trace``), or a column named twice (that column).
     """
     rows = csv.reader(io.StringIO(text))
-    header = next(rows, None)
-    if header is None or not any(h.strip() for h in header):
-        return                                   # empty: pandas' check below says so
-    names = [h.strip() for h in header]
-    seen = set()
-    for name in names:
-        if name in seen:
-            raise FieldError(name, " appears twice in the header: each column must be named once",
-                             subject=f"column {name}")
-        seen.add(name)
-    for i, row in enumerate(rows):
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue                             # a blank line
-        if len(row) != len(names):
-            raise FieldError("trace", f"row {i + 1} has {len(row)} fields but the header has {len(names)} "
-                             f"({', '.join(names)}): a field is missing or extra", index=i, subject="")
+    try:
+        header = next(rows, None)
+        while header is not None and len(header) <= 1 and not "".join(header).strip():
+            header = next(rows, None)            # blank lines before the header (pandas skips them too)
+        if header is None:
+            return                               # empty: pandas' check below says so
+        names = [h.strip() for h in header]
+        seen = set()
+        for name in names:
+            if name and name in seen:
+                raise FieldError(name, " appears twice in the header: each column must be named once",
+                                 subject=f"column {_cut(name)}")
+            seen.add(name)
+        for i, row in enumerate(rows):
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue                         # a blank line
+            if len(row) != len(names):
+                raise FieldError("trace", f"row {i + 1} has {len(row)} fields but the header has {len(names)} "
+                                 f"({_cut(', '.join(names), 80)}): a field is missing or extra",
+                                 index=i, subject="")
+    except csv.Error as exc:                     # a cell past the csv module's size limit, a stray quote
+        raise _file_error(f"the file is not a readable CSV: {exc}") from None
 
 
 def _file_error(problem: str) -> FieldError:
@@ -117,15 +167,35 @@ def _file_error(problem: str) -> FieldError:
     return FieldError("trace", problem, subject="")
 
 
+def _number_text(value: float, raw) -> str:
+    """A cell's number as a message shows it: ``5`` for a value a spreadsheet shows as an integer,
+    else the text as written (``'1e300'``, cut to 40 characters)."""
+    return str(int(value)) if abs(value) < 1e18 else _shown(raw)
+
+
+def _numeric_cells(df: pd.DataFrame, col: str, what: str) -> np.ndarray:
+    """Column ``col`` as float64, every cell a finite number, else FieldError naming the first bad
+    row and column: an empty cell, text that is not a number, or one that is not finite (``inf``,
+    ``1e400``, ``NaN``) -- before any other check looks at the values."""
+    raw = df[col]
+    num = pd.to_numeric(raw, errors="coerce")
+    values = num.to_numpy(dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        cell = raw.iloc[i]
+        if not isinstance(cell, str) or not cell.strip():
+            raise _cell_error(col, i, f"the cell is empty: give {what}")
+        if np.isnan(values[i]):
+            raise _cell_error(col, i, f"{_shown(cell)} is not a number: give {what}")
+        raise _cell_error(col, i, f"{_shown(cell)} is not a finite number: give {what}")
+    return values
+
+
 def _integer_column(df: pd.DataFrame, col: str, minimum: int) -> np.ndarray:
     """Column ``col`` as int64, or FieldError naming the first bad row (1-based data row) and column."""
     raw = df[col]
-    num = pd.to_numeric(raw, errors="coerce")
-    bad = num.isna()
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise _cell_error(col, i, f"{_shown(raw.iloc[i])} is not a number")
-    values = num.to_numpy(dtype=float)
+    values = _numeric_cells(df, col, "a whole number of tokens")
     frac = values != np.floor(values)
     if frac.any():
         i = int(np.flatnonzero(frac)[0])
@@ -133,11 +203,11 @@ def _integer_column(df: pd.DataFrame, col: str, minimum: int) -> np.ndarray:
     low = values < minimum
     if low.any():
         i = int(np.flatnonzero(low)[0])
-        raise _cell_error(col, i, f"{int(values[i])} is below the minimum {minimum}")
+        raise _cell_error(col, i, f"{_number_text(values[i], raw.iloc[i])} is below the minimum {minimum}")
     high = values > MAX_TOKENS
     if high.any():
         i = int(np.flatnonzero(high)[0])
-        raise _cell_error(col, i, f"{int(values[i])} tokens is larger than any pool "
+        raise _cell_error(col, i, f"{_number_text(values[i], raw.iloc[i])} tokens is larger than any pool "
                          f"could hold (limit {MAX_TOKENS})")
     return values.astype(np.int64)
 
@@ -154,22 +224,26 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
         DataFrame with int64 columns ``prompt_tokens``, ``output_tokens`` and float column
         ``arrival_s`` (seconds since the first request; 0 for every row when the file has none).
 
+    The file's structure is checked before its values (one header of distinct names, every row
+    as wide as it), and every numeric cell must be a finite number before any other check reads it.
+
     Raises:
         FieldError: a message naming the row and column (field = the column, index = the 0-based
             data row) or the problem with the whole file (field ``trace``):
-            not UTF-8, empty, header only, missing columns, non-numeric, fractional or negative
-            values, zero output tokens, unparseable, decreasing or duplicate timestamps (Azure
-            schema), too many rows, a file larger than ``max_bytes``.
+            a path that is a directory, a device or unreadable, or whose name is not UTF-8; a file
+            that is UTF-16 or otherwise not UTF-8; empty, header only, missing or duplicated
+            columns, a row wider or narrower than the header; an empty cell, text, ``inf``,
+            ``1e400`` or ``NaN`` where a number belongs; fractional, negative or huge values, zero
+            output tokens; unparseable, mixed-zone, decreasing or duplicate timestamps (Azure
+            schema); too many rows, a file larger than ``max_bytes``.
         FileNotFoundError: the path does not exist.
     """
     data = _read_bytes(source, max_bytes)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _file_error(f"the file is not UTF-8 text (bad byte at position {exc.start})") from None
+    text = _decode(data)
     _check_structure(text)
     try:
-        df = pd.read_csv(io.StringIO(text), dtype=str, skipinitialspace=True, index_col=False)
+        df = pd.read_csv(io.StringIO(text), dtype=str, skipinitialspace=True, index_col=False,
+                         keep_default_na=False, na_values=[""])   # "NaN", "null" are text, not blanks
     except pd.errors.EmptyDataError:
         raise _file_error("the file is empty") from None
     except pd.errors.ParserError as exc:
@@ -181,7 +255,7 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
         schema, p_col, o_col = "plain", "prompt_tokens", "output_tokens"
     else:
         raise _file_error(
-            "missing columns: expected TIMESTAMP, ContextTokens, GeneratedTokens (Azure schema) or "
+            "the file is missing columns: expected TIMESTAMP, ContextTokens, GeneratedTokens (Azure schema) or "
             f"prompt_tokens, output_tokens[, arrival_s] (plain schema); found {', '.join(df.columns) or 'none'}")
     if len(df) == 0:
         raise _file_error("the file has a header but no rows")
@@ -206,8 +280,8 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
             raise _cell_error("TIMESTAMP", i, f"{_shown(df['TIMESTAMP'].iloc[i])} repeats the "
                              f"timestamp of row {i} (each request needs its own arrival time)")
     elif "arrival_s" in df.columns:
-        arrival = pd.to_numeric(df["arrival_s"], errors="coerce").to_numpy(dtype=float)
-        bad = ~np.isfinite(arrival) | (arrival < 0)
+        arrival = _numeric_cells(df, "arrival_s", "a number of seconds (0 or more)")
+        bad = arrival < 0
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise _cell_error("arrival_s", i, f"{_shown(df['arrival_s'].iloc[i])} is not a "
@@ -246,7 +320,8 @@ def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_
     if len(part) < count:
         notes.append(f"only {len(part)} rows remain after offset {offset}")
     t0 = float(part["arrival_s"].iloc[0])
-    exact = (part["arrival_s"].to_numpy() - t0) * steps_per_second
+    with np.errstate(over="ignore", invalid="ignore"):    # an overflow is caught just below, by name
+        exact = (part["arrival_s"].to_numpy() - t0) * steps_per_second
     late = np.flatnonzero(~np.isfinite(exact) | (exact > MAX_ARRIVAL_STEP))
     if len(late):
         i = int(late[0])

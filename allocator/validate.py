@@ -10,12 +10,18 @@ Message format (one for the whole project): ``"<subject> = <value> <problem>"``,
 ``"free_gib = inf is not a finite number"``; an empty value reads ``"<subject> is empty: ..."``.
 ``subject`` is the field's name, with ``[i]`` for entry ``i`` of a list input, or whatever the
 caller passes (``"request 3: prompt_len"``, ``"row 2, column ContextTokens"``).
+
+A :class:`Limit` is the documented range of one numeric input (``allocator.limits.LIMITS`` holds
+every one the CLI and the pages take); :func:`in_range` checks a value against it and names the
+whole range when it is wrong: ``"seed = -1 must be a whole number from 0 to 4,294,967,295"``.
+:func:`number_from_text` turns what a user typed into a number for those checks.
 """
 from __future__ import annotations
 
 import math
 import numbers
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -93,15 +99,26 @@ def _rebuild_out_of_blocks(field, detail, needed, available):
     return OutOfBlocksError(field, detail, needed=needed, available=available)
 
 
-def _show(value: object) -> str:
-    """A value as a message shows it: numbers plainly (``2.5``, ``inf``), anything else repr'd."""
+def _show(value: object, limit: int = 40) -> str:
+    """A value as a message shows it: numbers plainly (``2.5``, ``inf``), anything else repr'd;
+    cut to about ``limit`` characters (a 400-digit number or a pasted paragraph is not echoed)."""
     if isinstance(value, (bool, np.bool_)):
         return repr(bool(value))
     if isinstance(value, numbers.Integral):
-        return str(int(value))
+        digits = str(abs(int(value))) if abs(int(value)) < 10 ** 4000 else None
+        if digits is not None and len(digits) <= limit:
+            return str(int(value))
+        return f"{'-' if value < 0 else ''}{(digits or '1')[:12]}… ({'over 4,000' if digits is None else len(digits)} digits)"
     if isinstance(value, numbers.Real):
         return repr(float(value))
-    return repr(value)
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def show(value: object, limit: int = 40) -> str:
+    """A value as the project's messages show it (``2.5``, ``inf``, ``'abc'``), cut to about
+    ``limit`` characters; for callers wording a FieldError of their own."""
+    return _show(value, limit)
 
 
 def _blank(value: object) -> bool:
@@ -137,10 +154,12 @@ def whole_number(field: str, value: object, minimum: int | None = None, maximum:
         result = int(as_float)
     else:
         raise fail(f" = {_show(value)} is not a number")
+    # a whole float past 2**53 is shown as written (1e+30), not as the 31 digits it stands for
+    shown = _show(value) if not isinstance(value, numbers.Integral) and abs(result) > 2 ** 53 else str(result)
     if minimum is not None and result < minimum:
-        raise fail(f" = {result} must be at least {minimum}")
+        raise fail(f" = {shown} must be at least {minimum}")
     if maximum is not None and result > maximum:
-        raise fail(f" = {result} must be at most {maximum}")
+        raise fail(f" = {shown} must be at most {maximum}")
     return result
 
 
@@ -158,16 +177,19 @@ def real_number(field: str, value: object, minimum: float | None = None, maximum
 
     if value is None or isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise fail(f" = {_show(value)} is not a number")
-    as_float = float(value)
+    try:
+        as_float = float(value)
+    except OverflowError:                      # an int past the float range (10**400)
+        as_float = math.inf if value > 0 else -math.inf
     if not math.isfinite(as_float):
         raise fail(f" = {_show(value)} is not a finite number")
     if minimum is not None and as_float < minimum:
         raise fail(f" = {_show(value)} must not be negative" if minimum == 0
-                   else f" = {_show(value)} must be at least {minimum:g}")
+                   else f" = {_show(value)} must be at least {_bound(minimum)}")
     if above is not None and as_float <= above:
-        raise fail(f" = {_show(value)} must be more than {above:g}")
+        raise fail(f" = {_show(value)} must be more than {_bound(above)}")
     if maximum is not None and as_float > maximum:
-        raise fail(f" = {_show(value)} must be at most {maximum:g}")
+        raise fail(f" = {_show(value)} must be at most {_bound(maximum)}")
     return as_float
 
 
@@ -184,8 +206,9 @@ def one_of(field: str, value: object, choices: Iterable, *, subject: str | None 
     return value
 
 
-def whole_numbers(field: str, values: object, minimum: int | None = 1, *, what: str = "value") -> list[int]:
-    """Check a non-empty list of whole numbers; return it as ``list[int]`` (same order).
+def whole_numbers(field: str, values: object, minimum: int | None = 1, *, maximum: int | None = None,
+                  what: str = "value") -> list[int]:
+    """Check a non-empty list of whole numbers in ``[minimum, maximum]``; return it as ``list[int]`` (same order).
 
     Args:
         what: what one entry is, for the empty-list message (``"request length (tokens)"``).
@@ -200,4 +223,102 @@ def whole_numbers(field: str, values: object, minimum: int | None = 1, *, what: 
     items = list(values)
     if not items:
         raise FieldError(field, f" is empty: give at least one {what}")
-    return [whole_number(field, v, minimum, index=i) for i, v in enumerate(items)]
+    return [whole_number(field, v, minimum, maximum, index=i) for i, v in enumerate(items)]
+
+
+def _bound(x: float) -> str:
+    """A range's end as messages write it: ``4,194,304``, ``0.001``, ``1,000,000``."""
+    x = float(x)
+    return f"{int(x):,}" if x.is_integer() and abs(x) < 1e18 else f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The documented range of one numeric input.
+
+    Attributes:
+        low, high: inclusive ends (``low`` is exclusive when ``low_open``), in ``unit``.
+        integer: only whole numbers are allowed (a count: slots, tokens, rows).
+        unit: what the number counts, for messages (``"slots per block"``); may be empty.
+        low_open: the value must be more than ``low`` (a rate, a mean length).
+    """
+
+    low: float
+    high: float
+    integer: bool = True
+    unit: str = ""
+    low_open: bool = False
+
+    def describe(self) -> str:
+        """The allowed values in words: ``"a whole number from 1 to 4,096 (slots per block)"``."""
+        kind = "a whole number" if self.integer else "a number"
+        span = (f"more than {_bound(self.low)} and at most {_bound(self.high)}" if self.low_open
+                else f"from {_bound(self.low)} to {_bound(self.high)}")
+        return f"{kind} {span}" + (f" ({self.unit})" if self.unit else "")
+
+    def contains(self, value: float) -> bool:
+        """True if the number ``value`` (finite) lies in the range; integrality is not checked."""
+        above_low = value > self.low if self.low_open else value >= self.low
+        return above_low and value <= self.high
+
+    def check(self, field: str, value: object, *, index: int | None = None, subject: str | None = None):
+        """``in_range(field, value, self)``: the value as int (``integer``) or float, else FieldError."""
+        return in_range(field, value, self, index=index, subject=subject)
+
+
+def in_range(field: str, value: object, limit: Limit, *, index: int | None = None,
+             subject: str | None = None):
+    """Return ``value`` as an int (``limit.integer``) or a float if it lies in ``limit``'s range.
+
+    Accepts Python and numpy numbers (an integral float such as ``5.0`` for a whole number); a
+    string reaches here only when it was not a number (see :func:`number_from_text`). Integers are
+    compared exactly, so ``10**400`` is refused as too large, never converted to a float.
+
+    Raises:
+        FieldError: every message names the field, the value and the allowed range:
+            ``"count = 0 must be a whole number from 1 to 200,000 (requests)"``,
+            ``"arrival_rate = nan is not a number: give a number from 0.001 to 1,000 (...)"``,
+            ``"metadata_cost = inf is not a finite number: give ..."``,
+            ``"seed = 2.5 is not a whole number: give ..."``, ``"seed is empty: give ..."``.
+    """
+    allowed = limit.describe()
+
+    def fail(problem: str):
+        return FieldError(field, problem, index=index, subject=subject)
+
+    if value is None:
+        raise fail(f" is empty: give {allowed}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise fail(f" = {_show(value)} is not a number: give {allowed}")
+    if isinstance(value, numbers.Integral):
+        number = int(value)
+    else:
+        number = float(value)
+        if math.isnan(number):
+            raise fail(f" = nan is not a number: give {allowed}")
+        if not math.isfinite(number):
+            raise fail(f" = {_show(number)} is not a finite number: give {allowed}")
+        if limit.integer:
+            if not number.is_integer():
+                raise fail(f" = {_show(number)} is not a whole number: give {allowed}")
+            number = int(number)
+    if not limit.contains(number):
+        raise fail(f" = {_show(value)} must be {allowed}")    # as given: 1e+30, not its 31 digits
+    return number if limit.integer else float(number)
+
+
+def number_from_text(text: object) -> object:
+    """What a user typed, as a number when it reads as one: ``"16"`` -> 16, ``"0.5"`` -> 0.5,
+    ``"1e400"`` -> inf, ``"nan"`` -> nan; anything else comes back unchanged (a non-number is
+    named by the check it goes to, e.g. :func:`in_range`). Non-strings are returned as they are."""
+    if not isinstance(text, str):
+        return text
+    stripped = text.strip()
+    try:
+        return int(stripped)
+    except ValueError:                  # not an integer (or past Python's 4,300-digit limit)
+        pass
+    try:
+        return float(stripped)
+    except ValueError:
+        return text

@@ -13,11 +13,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from allocator import accounting as acc
-from allocator.validate import FieldError, whole_number
+from allocator.limits import LIMITS
+from allocator.validate import FieldError, number_from_text, whole_number
 from allocator.viz.claims import plural, ratio
 from allocator.viz.theme import ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, SHARED_PREFIX
 
 LENGTH_COL = "length (tokens)"
+LENGTH_RANGE = LIMITS["lengths"].describe()          # "a whole number from 1 to 10,000,000 (tokens)"
 D = acc.ACCOUNT_DEFAULTS
 EXAMPLES = {
     "seed001": {"label": "Seed 001: 5, 9, 17 tokens, reserve 32",
@@ -66,19 +68,19 @@ def _read_lengths(table: pd.DataFrame) -> tuple[list[int] | None, list[int], lis
     for row, value in enumerate(values, start=1):
         if isinstance(value, str):            # a text cell: parse it here, so "abc" is named, never 0
             text = value.strip()
-            try:
-                value = float(text) if text else None
-            except ValueError:
-                value = text
+            value = number_from_text(text) if text else None
+            if isinstance(value, float) and math.isnan(value):      # typed "nan": not a number, not a blank
+                errors.append(f"{_row_label(row)} = {text[:40]!r} is not a number "
+                              f"(a length is {LENGTH_RANGE}).")
+                continue
         if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
             blanks += 1
             continue
         try:
-            lengths.append(whole_number("lengths", value, 1, index=row - 1))
+            lengths.append(whole_number("lengths", value, 1, int(LIMITS["lengths"].high), index=row - 1))
             rows.append(row)
         except FieldError as exc:
-            errors.append(f"{exc.reworded(_row_label(row))} "
-                          "(a length is a whole number of tokens, at least 1).")
+            errors.append(f"{exc.reworded(_row_label(row))} (a length is {LENGTH_RANGE}).")
     if not lengths and not errors:
         errors.append("The table is empty: add at least one request length (tokens).")
     return (None if errors else lengths), rows, errors, blanks

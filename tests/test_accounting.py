@@ -301,8 +301,8 @@ BAD_INPUTS = [
     (lambda: acc.gib_to_bytes(-1), "free_gib", None, "free_gib = -1 must not be negative"),
     (lambda: acc.gib_to_bytes(INF), "free_gib", None, "free_gib = inf is not a finite number"),
     (lambda: acc.gib_to_bytes("x", "memory"), "memory", None, "memory = 'x' is not a number"),
-    (lambda: acc.gib_to_bytes(1e300), "free_gib", None,
-     "free_gib = 1e+300 is too large to count in bytes"),
+    (lambda: acc.gib_to_bytes(1e300), "free_gib", None,        # past one PiB (LIMITS["free_gib"])
+     "free_gib = 1e+300 must be at most 1,048,576"),
     (lambda: acc.reserve_max_capacity(0, 100, 2048), "bytes_per_token", None,
      "bytes_per_token = 0 must be at least 1"),
     (lambda: acc.reserve_max_capacity(1, -1, 2048), "free_bytes", None,

@@ -145,7 +145,7 @@ def test_cli_export_html_bad_block_size_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "allocator", "export-html", "--block-size", "0", "-o", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "error: block_size = 0 must be at least 1"
+    assert proc.stderr.strip() == "error: block_size = 0 must be a whole number from 1 to 4,096 (slots per block)"
     assert "Traceback" not in proc.stderr and not out.exists()
 
 

@@ -23,10 +23,17 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from allocator.limits import LIMITS
 from allocator.validate import FieldError, real_number, whole_number
 
 from .slots import paged_slots, validate_lengths
 from .units import GIB, bytes_in_units
+
+#: Longest max_context (tokens) and largest block (slots) accepted (``allocator.limits.LIMITS``).
+MAX_CONTEXT = int(LIMITS["max_context"].high)
+MAX_BLOCK = int(LIMITS["block_size"].high)
+#: Most memory counted (bytes): ``LIMITS["free_gib"]`` GiB.
+MAX_FREE_BYTES = int(LIMITS["free_gib"].high) * GIB
 
 #: Starting inputs of the Capacity page and the ``capacity`` command (seed 003).
 CAPACITY_DEFAULTS: dict = {"model": "7b-fp16", "free_gib": 66.0, "max_context": 2048,
@@ -43,13 +50,10 @@ def gib_to_bytes(gib: object, name: str = "free_gib") -> int:
 
     Raises
     ------
-    FieldError with field ``name`` for a negative, infinite or non-numeric value, or one too
-    large to count in bytes (above about 1.7e299 GiB).
+    FieldError with field ``name`` for a negative, infinite or non-numeric value, or one above
+    ``LIMITS["free_gib"]`` (1,048,576 GiB = 1 PiB).
     """
-    n_bytes = real_number(name, gib, 0) * GIB
-    if not math.isfinite(n_bytes):
-        raise FieldError(name, f" = {_as_written(gib, float(gib))} is too large to count in bytes")
-    return int(n_bytes)
+    return int(real_number(name, gib, 0, LIMITS["free_gib"].high) * GIB)
 
 
 def reserve_max_capacity(bytes_per_token: object, free_bytes: object,
@@ -66,8 +70,8 @@ def reserve_max_capacity(bytes_per_token: object, free_bytes: object,
     FieldError with field ``bytes_per_token``, ``free_bytes`` or ``max_context``.
     """
     bpt = whole_number("bytes_per_token", bytes_per_token, 1)
-    free = whole_number("free_bytes", free_bytes, 0)
-    max_ctx = whole_number("max_context", max_context, 1)
+    free = whole_number("free_bytes", free_bytes, 0, MAX_FREE_BYTES)
+    max_ctx = whole_number("max_context", max_context, 1, MAX_CONTEXT)
     reserved = max_ctx * bpt
     return {"reserved_slots": max_ctx, "reserved_bytes": reserved,
             "fit_reserve": free // reserved, "fit_reserve_double": (2 * free) // reserved}
@@ -152,11 +156,11 @@ def capacity(bytes_per_token: object, free_bytes: object, max_context: object,
     ----------
     bytes_per_token : whole number >= 1, bytes per slot (see
         :func:`~allocator.accounting.models.kv_bytes_per_token`).
-    free_bytes : whole number >= 0, KV-cache memory available (bytes).
-    max_context : whole number >= 1, tokens reserved per sequence under reserve-max.
+    free_bytes : whole number 0 .. 2**50 (one PiB), KV-cache memory available (bytes).
+    max_context : whole number 1 .. 10,000,000, tokens reserved per sequence under reserve-max.
     tokens_used : the mean tokens actually used per sequence (a number, 0 < mean <=
         max_context), or a list of request lengths, shape (n,), each 1..max_context.
-    block_size : whole number >= 1, slots per block under paging.
+    block_size : whole number 1 .. 4,096, slots per block under paging.
 
     Raises
     ------
@@ -165,8 +169,8 @@ def capacity(bytes_per_token: object, free_bytes: object, max_context: object,
     ``.index`` (a bad entry, or one above max_context) or ``block_size``.
     """
     bpt = whole_number("bytes_per_token", bytes_per_token, 1)
-    free = whole_number("free_bytes", free_bytes, 0)
-    max_ctx = whole_number("max_context", max_context, 1)
+    free = whole_number("free_bytes", free_bytes, 0, MAX_FREE_BYTES)
+    max_ctx = whole_number("max_context", max_context, 1, MAX_CONTEXT)
     reserved_bytes = max_ctx * bpt
 
     if isinstance(tokens_used, numbers.Real) and not isinstance(tokens_used, (bool, np.bool_)):
@@ -176,7 +180,7 @@ def capacity(bytes_per_token: object, free_bytes: object, max_context: object,
                              f"max_context ({max_ctx} tokens): no sequence can use more than "
                              "it reserves")
         lengths = None
-        bs = whole_number("block_size", block_size, 1)
+        bs = whole_number("block_size", block_size, 1, MAX_BLOCK)
         blocks = math.ceil(mean / bs)
         paged_slots_total, n = blocks * bs, 1
         paged_blocks: float = blocks
@@ -184,7 +188,7 @@ def capacity(bytes_per_token: object, free_bytes: object, max_context: object,
         raise FieldError("mean_tokens", f" = {tokens_used!r} is not a number")
     else:
         lengths = validate_lengths(tokens_used)
-        bs = whole_number("block_size", block_size, 1)
+        bs = whole_number("block_size", block_size, 1, MAX_BLOCK)
         for i, length in enumerate(lengths):
             if length > max_ctx:
                 raise FieldError("lengths", f" = {length} is above max_context ({max_ctx} "
@@ -226,7 +230,7 @@ def slot_pool_capacity(lengths: object, max_context: object, block_size: object,
     ------
     FieldError as :func:`capacity`, with field ``pool_slots`` for a bad pool size.
     """
-    pool = whole_number("pool_slots", pool_slots, 0)
+    pool = whole_number("pool_slots", pool_slots, 0, int(LIMITS["pool_slots"].high))
     if lengths is None or isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
         raise FieldError("lengths", " must be a list of whole numbers of tokens")
     return capacity(1, pool, max_context, list(lengths), block_size)
@@ -254,9 +258,9 @@ def fit_curve(bytes_per_token: object, free_bytes: object, max_context: object,
     (0, max_context], with ``.index`` the first such entry).
     """
     bpt = whole_number("bytes_per_token", bytes_per_token, 1)
-    free = whole_number("free_bytes", free_bytes, 0)
-    max_ctx = whole_number("max_context", max_context, 1)
-    bs = whole_number("block_size", block_size, 1)
+    free = whole_number("free_bytes", free_bytes, 0, MAX_FREE_BYTES)
+    max_ctx = whole_number("max_context", max_context, 1, MAX_CONTEXT)
+    bs = whole_number("block_size", block_size, 1, MAX_BLOCK)
     try:
         means = np.asarray(mean_tokens, dtype=float).reshape(-1)
     except (TypeError, ValueError):

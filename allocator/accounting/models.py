@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from allocator.limits import LIMITS
 from allocator.validate import FieldError, whole_number
 
 
@@ -26,9 +27,10 @@ def kv_bytes_per_token(layers: object, kv_heads: object, head_dim: object,
 
     Parameters
     ----------
-    layers, kv_heads, head_dim : whole numbers >= 1 (kv_heads is the number of K/V heads,
+    layers, kv_heads : whole numbers 1 .. 1,024 (kv_heads is the number of K/V heads,
         smaller than the query heads under grouped-query attention).
-    bytes_per_element : whole number >= 1 (2 for fp16/bf16, 1 for fp8, 4 for fp32).
+    head_dim : whole number 1 .. 16,384.
+    bytes_per_element : whole number 1 .. 8 (2 for fp16/bf16, 1 for fp8, 4 for fp32).
 
     Returns
     -------
@@ -39,9 +41,11 @@ def kv_bytes_per_token(layers: object, kv_heads: object, head_dim: object,
     ------
     FieldError with field ``layers``, ``kv_heads``, ``head_dim`` or ``bytes_per_element``.
     """
-    return (whole_number("layers", layers, 1) * whole_number("kv_heads", kv_heads, 1)
-            * whole_number("head_dim", head_dim, 1)
-            * whole_number("bytes_per_element", bytes_per_element, 1) * 2)
+    product = 2
+    for name, value in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim),
+                        ("bytes_per_element", bytes_per_element)):
+        product *= whole_number(name, value, 1, int(LIMITS[name].high))
+    return product
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from allocator.limits import LIMITS
 from allocator.validate import FieldError, real_number, whole_numbers
 
 from .slots import paged_slots, validate_lengths
@@ -40,7 +41,7 @@ def validate_candidates(candidates: object) -> list[int]:
     if (candidates is None or isinstance(candidates, (str, bytes))
             or not isinstance(candidates, Iterable)):
         raise FieldError("candidates", " must be a list of page sizes (slots per block)")
-    return sorted(set(whole_numbers("candidates", candidates, 1,
+    return sorted(set(whole_numbers("candidates", candidates, 1, maximum=int(LIMITS["candidates"].high),
                                     what="page size (slots per block)")))
 
 
@@ -87,7 +88,7 @@ def page_size_table(lengths: object, metadata_cost: object,
     (and ``.index``).
     """
     lengths = validate_lengths(lengths)
-    c = real_number("metadata_cost", metadata_cost, 0)
+    c = real_number("metadata_cost", metadata_cost, 0, LIMITS["metadata_cost"].high)
     sizes = validate_candidates(candidates)
     rows = []
     for p in sizes:

@@ -7,6 +7,7 @@ a 40,960-slot pool).
 """
 from __future__ import annotations
 
+from allocator.limits import LIMITS
 from allocator.validate import real_number
 
 from .memory import slot_pool_capacity
@@ -52,7 +53,7 @@ def account(lengths: object, reserve: object, metadata_cost: object, page_size: 
     best = next(r for r in table if r.is_best)
     out: dict = {
         "lengths": validate_lengths(lengths),
-        "metadata_cost": float(real_number("metadata_cost", metadata_cost, 0)),
+        "metadata_cost": float(real_number("metadata_cost", metadata_cost, 0, LIMITS["metadata_cost"].high)),
         "reserve_max": reserve_max_slots(lengths, reserve).to_dict(),
         "paged": paged_slots(lengths, page_size).to_dict(),
         "page_sizes": [r.to_dict() for r in table],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from allocator.limits import LIMITS
 from allocator.validate import FieldError, whole_number
 
 from .slots import paged_slots
@@ -55,19 +56,18 @@ def prefix_sharing(length_a: object, length_b: object, prefix_tokens: object,
 
     Parameters
     ----------
-    length_a, length_b : whole numbers >= 1 (tokens).
+    length_a, length_b : whole numbers 1 .. 10,000,000 (tokens).
     prefix_tokens : whole number, 0 <= prefix <= min(length_a, length_b) (tokens).
-    page_size : whole number >= 1 (slots per block).
+    page_size : whole number 1 .. 4,096 (slots per block).
 
     Raises
     ------
     FieldError with field ``length_a``, ``length_b``, ``prefix_tokens`` (also when it is longer
     than the shorter request) or ``page_size``.
     """
-    a = whole_number("length_a", length_a, 1)
-    b = whole_number("length_b", length_b, 1)
-    p = whole_number("prefix_tokens", prefix_tokens, 0)
-    page = whole_number("page_size", page_size, 1)
+    a, b, p, page = (whole_number(name, value, int(LIMITS[name].low), int(LIMITS[name].high))
+                     for name, value in (("length_a", length_a), ("length_b", length_b),
+                                         ("prefix_tokens", prefix_tokens), ("page_size", page_size)))
     if p > min(a, b):
         raise FieldError("prefix_tokens", f" = {p} is longer than the shorter request "
                          f"({min(a, b)} tokens)")

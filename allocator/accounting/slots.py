@@ -16,7 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from allocator.validate import FieldError, whole_number, whole_numbers
+from allocator.limits import LIMITS
+from allocator.validate import FieldError, number_from_text, whole_number, whole_numbers
+
+#: Longest request (tokens) and largest reserve (slots) and page (slots per block) accepted.
+MAX_LENGTH = int(LIMITS["lengths"].high)
+MAX_RESERVE = int(LIMITS["reserve"].high)
+MAX_PAGE_SIZE = int(LIMITS["page_size"].high)
 
 
 def validate_lengths(lengths: object, name: str = "lengths") -> list[int]:
@@ -26,7 +32,8 @@ def validate_lengths(lengths: object, name: str = "lengths") -> list[int]:
 
     Parameters
     ----------
-    lengths : sequence of whole numbers, shape (n,), n >= 1, each >= 1 (tokens)
+    lengths : sequence of whole numbers, shape (n,), n >= 1, each 1 .. 10,000,000 (tokens,
+        ``LIMITS["lengths"]``)
     name : the field name (``.field`` of the error and the subject of its message).
 
     Raises
@@ -34,11 +41,39 @@ def validate_lengths(lengths: object, name: str = "lengths") -> list[int]:
     FieldError
         field ``name``: ``"lengths must be a list of whole numbers of tokens"`` (a string, None
         or a scalar), ``"lengths is empty ..."`` for no requests; with ``.index`` = i,
-        ``"lengths[i] ..."`` for a missing, negative, zero or non-integer entry.
+        ``"lengths[i] ..."`` for a missing, negative, zero, too large or non-integer entry.
     """
     if lengths is None or isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
         raise FieldError(name, " must be a list of whole numbers of tokens")
-    return whole_numbers(name, lengths, 1, what="request length (tokens)")
+    return whole_numbers(name, lengths, 1, maximum=MAX_LENGTH, what="request length (tokens)")
+
+
+def parse_numbers(text: str, name: str, *, what: str) -> list[object]:
+    """Split comma-separated text such as ``"5, 9,17"`` into numbers (ints, or floats as written).
+
+    Only the text is checked here -- each entry must read as a number -- so the caller's check
+    words the range. ``what`` is what one entry is, for the empty-list message
+    (``"page size (slots per block)"``).
+
+    Raises
+    ------
+    FieldError
+        field ``name`` for an empty list (``"candidates is empty: give at least one page size
+        (slots per block)"``); with ``.index`` = i for a blank entry or one that is not a number
+        (``"lengths[0] = 'nan' is not a number"``; NaN is never taken for a blank).
+    """
+    parts = [p.strip() for p in str(text).split(",")]
+    if parts == [""]:
+        raise FieldError(name, f" is empty: give at least one {what}")
+    values: list[object] = []
+    for i, part in enumerate(parts):
+        if part == "":
+            raise FieldError(name, " is empty: enter a whole number (at least 1)", index=i)
+        value = number_from_text(part)
+        if isinstance(value, str) or (isinstance(value, float) and value != value):
+            raise FieldError(name, f" = {part[:40]!r} is not a number", index=i)
+        values.append(value)
+    return values
 
 
 def parse_lengths(text: str, name: str = "lengths") -> list[int]:
@@ -49,24 +84,11 @@ def parse_lengths(text: str, name: str = "lengths") -> list[int]:
     Raises
     ------
     FieldError
-        field ``name`` for an empty list; with ``.index`` = i for a blank entry i or an entry
-        that is not a whole number >= 1 (``"lengths[1] = 'abc' is not a number"``).
+        field ``name`` for an empty list; with ``.index`` = i for a blank entry i, text that is not
+        a number (``"lengths[1] = 'abc' is not a number"``, also ``'nan'``) or an entry that is not
+        a whole number from 1 to 10,000,000.
     """
-    parts = [p.strip() for p in str(text).split(",")]
-    if parts == [""]:
-        raise FieldError(name, " is empty: give at least one request length (tokens)")
-    values: list[object] = []
-    for i, part in enumerate(parts):
-        if part == "":
-            raise FieldError(name, " is empty: enter a whole number (at least 1)", index=i)
-        try:
-            values.append(int(part))
-        except ValueError:
-            try:
-                values.append(float(part))
-            except ValueError:
-                raise FieldError(name, f" = {part!r} is not a number", index=i) from None
-    return validate_lengths(values, name)
+    return validate_lengths(parse_numbers(text, name, what="request length (tokens)"), name)
 
 
 def blocks_for(length: int, page_size: int) -> int:
@@ -77,7 +99,7 @@ def blocks_for(length: int, page_size: int) -> int:
     FieldError with field ``page_size`` if it is not a whole number >= 1, or ``length`` if it
     is negative or not a whole number.
     """
-    page_size = whole_number("page_size", page_size, 1)
+    page_size = whole_number("page_size", page_size, 1, MAX_PAGE_SIZE)
     length = whole_number("length", length, 0)
     return -(-length // page_size)
 
@@ -124,7 +146,7 @@ def reserve_max_slots(lengths: object, reserve: object) -> ReserveTally:
     could never have been admitted).
     """
     lengths = validate_lengths(lengths)
-    reserve = whole_number("reserve", reserve, 1)
+    reserve = whole_number("reserve", reserve, 1, MAX_RESERVE)
     for i, n in enumerate(lengths):
         if n > reserve:
             raise FieldError("lengths", f" = {n} is above the reserve maximum ({reserve} slots): "
@@ -182,7 +204,7 @@ def paged_slots(lengths: object, page_size: object) -> PagedTally:
     FieldError with field ``lengths`` (and ``.index``) or ``page_size``.
     """
     lengths = validate_lengths(lengths)
-    page_size = whole_number("page_size", page_size, 1)
+    page_size = whole_number("page_size", page_size, 1, MAX_PAGE_SIZE)
     blocks = [-(-n // page_size) for n in lengths]
     alloc = [b * page_size for b in blocks]
     used = sum(lengths)

@@ -3,7 +3,9 @@
 Both print the figures the Accounting and Capacity pages show, from the same functions in
 :mod:`allocator.accounting`; ``--json`` prints one JSON object instead of text. Bad input
 raises :class:`allocator.validate.FieldError` naming the field (``__main__`` turns it into one
-line on stderr, exit 2).
+line on stderr, exit 2). Every numeric option -- and every entry of a list option -- is checked
+against its range in :data:`allocator.limits.LIMITS` before anything is computed, whether or not
+it is used; an option that does not apply is named in one ``note:`` line on stderr.
 
 Examples (seed 001 and seed 003)::
 
@@ -17,8 +19,12 @@ import argparse
 import json
 
 from allocator import accounting as acc
+from allocator.accounting.slots import parse_numbers
+from allocator.limits import LIMITS, check
 from allocator.viz.claims import ratio
 from allocator.validate import FieldError
+
+from .common import count_arg, note, real_arg
 
 # Defaults are the pages' defaults (allocator.accounting.*_DEFAULTS), so a command with only the
 # required flags prints what the page first shows.
@@ -26,9 +32,18 @@ _A = acc.ACCOUNT_DEFAULTS
 _C = acc.CAPACITY_DEFAULTS
 
 
-def _parse_int_list(text: str, name: str) -> list[int]:
-    """Parse ``"a,b,c"`` into whole numbers >= 1; FieldError with field ``name`` (and ``.index``)."""
-    return acc.parse_lengths(text, name)
+def _parse_list(text: str, name: str, what: str) -> list:
+    """Parse ``"a,b,c"`` and check every entry against ``LIMITS[name]``; FieldError with field
+    ``name`` and ``.index`` naming the entry, the value and the allowed range."""
+    return [check(name, v, index=i) for i, v in enumerate(parse_numbers(text, name, what=what))]
+
+
+def _check_options(args: argparse.Namespace, names: dict[str, str]) -> None:
+    """Check each given numeric option (attribute -> LIMITS field) before anything is computed."""
+    for attr, field in names.items():
+        value = getattr(args, attr)
+        if value is not None:
+            check(field, value, subject=attr if attr != field else None)
 
 
 def _percent(fraction: float) -> str:
@@ -44,14 +59,23 @@ def _cost(value: float) -> str:
 # --------------------------------------------------------------------------------------------
 
 def run_account(args: argparse.Namespace) -> int:
-    """Print reserve-max vs paged slots, the page-size table and, if asked, prefix sharing."""
-    lengths = acc.parse_lengths(args.lengths, "lengths")
-    candidates = _parse_int_list(args.candidates, "candidates")
+    """Print reserve-max vs paged slots, the page-size table and, if asked, prefix sharing.
+
+    Raises:
+        FieldError: an option out of its range (checked first, all of them), a list entry out of
+            range (``lengths[1]``, ``candidates[0]``) or a figure the lengths cannot have (a length
+            above the reserve), naming the field.
+    """
+    _check_options(args, {"reserve": "reserve", "metadata_cost": "metadata_cost", "page_size": "page_size",
+                          "pool_slots": "pool_slots", "share_page_size": "page_size"})
+    lengths = _parse_list(args.lengths, "lengths", "request length (tokens)")
+    candidates = _parse_list(args.candidates, "candidates", "page size (slots per block)")
     sharing = None
     if args.share:
-        parts = _parse_int_list(args.share, "share")
+        parts = parse_numbers(args.share, "share", what="length_a,length_b,prefix_tokens")
         if len(parts) != 3:
             raise FieldError("share", " must be three numbers: length_a,length_b,prefix_tokens")
+        parts = [check(name, v) for name, v in zip(("length_a", "length_b", "prefix_tokens"), parts)]
         sharing = (parts[0], parts[1], parts[2], args.share_page_size)
     report = acc.account(lengths, args.reserve, args.metadata_cost, page_size=args.page_size,
                          candidates=candidates, pool_slots=args.pool_slots, sharing=sharing)
@@ -94,28 +118,49 @@ def run_account(args: argparse.Namespace) -> int:
 def _model_from_args(args: argparse.Namespace) -> tuple[str, int]:
     """Return (label, bytes per token) for ``--model`` or the custom ``--layers`` ... flags."""
     custom = [args.layers, args.kv_heads, args.head_dim]
+    bytes_per_element = 2 if args.bytes_per_element is None else args.bytes_per_element
     if any(v is not None for v in custom):
         missing = [name for name, v in zip(("layers", "kv_heads", "head_dim"), custom) if v is None]
         if missing:
             raise FieldError(missing[0], " must all be given for a custom model",
                              subject="layers, kv_heads and head_dim")
-        bpt = acc.kv_bytes_per_token(args.layers, args.kv_heads, args.head_dim,
-                                     args.bytes_per_element)
+        bpt = acc.kv_bytes_per_token(args.layers, args.kv_heads, args.head_dim, bytes_per_element)
         return (f"custom ({args.layers} layers x {args.kv_heads} KV heads x {args.head_dim}, "
-                f"{args.bytes_per_element} bytes per element)", bpt)
-    model = acc.model_config(args.model)
+                f"{bytes_per_element} bytes per element)", bpt)
+    model = acc.model_config(args.model or _C["model"])
     return model.label, model.bytes_per_token
 
 
 def run_capacity(args: argparse.Namespace) -> int:
-    """Print per-token and per-sequence bytes, waste and the sequences that fit both ways."""
+    """Print per-token and per-sequence bytes, waste and the sequences that fit both ways.
+
+    Raises:
+        FieldError: an option out of its range (checked first, all of them, used or not), neither
+            or both of ``--mean-tokens`` and ``--lengths``, a partial custom model, naming the field.
+    """
+    _check_options(args, {name: name for name in ("free_gib", "max_context", "mean_tokens", "block_size",
+                                                  "layers", "kv_heads", "head_dim", "bytes_per_element")})
+    if args.lengths is None and args.mean_tokens is None:
+        raise FieldError("mean_tokens", " is missing: give --mean-tokens (the mean length used) or --lengths "
+                         "(the lengths themselves)")
+    if args.lengths is not None and args.mean_tokens is not None:
+        raise FieldError("mean_tokens", " and lengths were both given: give --mean-tokens or --lengths, "
+                         "not both", subject="mean_tokens")
+    used: object = (_parse_list(args.lengths, "lengths", "request length (tokens)") if args.lengths is not None
+                    else args.mean_tokens)
     label, bpt = _model_from_args(args)
     free_bytes = acc.gib_to_bytes(args.free_gib, "free_gib")
-    used: object = (acc.parse_lengths(args.lengths, "lengths") if args.lengths
-                    else args.mean_tokens)
     cap = acc.capacity(bpt, free_bytes, args.max_context, used, args.block_size)
+    custom = args.layers is not None or args.kv_heads is not None or args.head_dim is not None
+    unused = []
+    if custom and args.model is not None:
+        unused.append("--model is ignored: --layers, --kv-heads and --head-dim describe a custom model")
+    if not custom and args.bytes_per_element is not None:
+        unused.append("--bytes-per-element applies only to a custom model (--layers, --kv-heads, --head-dim); "
+                      "ignored")
+    note(unused)
     if args.json:
-        out = {"model": args.model if args.layers is None else "custom", "model_label": label,
+        out = {"model": "custom" if custom else (args.model or _C["model"]), "model_label": label,
                **cap.to_dict()}
         print(json.dumps(out, indent=2))
         return 0
@@ -139,29 +184,35 @@ def run_capacity(args: argparse.Namespace) -> int:
 # registration
 # --------------------------------------------------------------------------------------------
 
+def _range(name: str) -> str:
+    """The allowed values of an option, for --help (from ``LIMITS``)."""
+    return LIMITS[name].describe().replace("%", "%%")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``account`` and ``capacity`` sub-commands to ``subparsers``."""
     p = subparsers.add_parser(
         "account", help="slots under reserve-max vs paging, best page size, prefix sharing",
         description="Slot accounting for a list of request lengths (seed 001, seed 002).")
-    p.add_argument("--lengths", required=True, help="request lengths in tokens, e.g. 5,9,17")
-    p.add_argument("--reserve", type=int, required=True,
-                   help="slots reserved per request under reserve-max (the maximum length)")
-    p.add_argument("--metadata-cost", type=float, default=_A["metadata_cost"],
-                   help="c: cost of one block, in slot-equivalents (default 1)")
-    p.add_argument("--page-size", type=int, default=_A["page_size"],
-                   help="page size (slots per block) for the paged summary (default 4)")
+    p.add_argument("--lengths", required=True,
+                   help=f"request lengths in tokens, e.g. 5,9,17 (each {_range('lengths')})")
+    p.add_argument("--reserve", type=count_arg, required=True,
+                   help=f"slots reserved per request under reserve-max (the maximum length; {_range('reserve')})")
+    p.add_argument("--metadata-cost", type=real_arg, default=_A["metadata_cost"],
+                   help=f"c: cost of one block, in slot-equivalents (default 1; {_range('metadata_cost')})")
+    p.add_argument("--page-size", type=count_arg, default=_A["page_size"],
+                   help=f"page size (slots per block) for the paged summary (default 4; {_range('page_size')})")
     p.add_argument("--candidates", default=",".join(map(str, _A["candidates"])),
                    help="candidate page sizes (default 1,2,4,8,16,32 as in seed 001; "
-                        "1..256 is 1,2,4,8,16,32,64,128,256)")
-    p.add_argument("--pool-slots", type=int, default=_A["pool_slots"],
+                        f"1..256 is 1,2,4,8,16,32,64,128,256; each {_range('candidates')})")
+    p.add_argument("--pool-slots", type=count_arg, default=_A["pool_slots"],
                    help="count the requests that fit in a pool of this many slots "
-                        "(default 40960, seed 002)")
+                        f"(default 40960, seed 002; {_range('pool_slots')})")
     p.add_argument("--share", default=",".join(map(str, _A["share"][:3])),
                    help="prefix sharing: length_a,length_b,prefix_tokens (default 20,23,8, "
                         "seed 001)")
-    p.add_argument("--share-page-size", type=int, default=_A["share"][3],
-                   help="page size for --share (default 4)")
+    p.add_argument("--share-page-size", type=count_arg, default=_A["share"][3],
+                   help=f"page size for --share (default 4; {_range('page_size')})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_account)
 
@@ -169,21 +220,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "capacity", help="sequences that fit in GPU memory, reserve-max vs paged",
         description="Capacity arithmetic for a model and a memory budget (seed 003). "
                     "Memory is in GiB (2**30 bytes); byte figures are binary (KiB, MiB, GiB).")
-    q.add_argument("--model", default=_C["model"], choices=sorted(acc.PRESETS),
+    q.add_argument("--model", default=None, choices=sorted(acc.PRESETS),
                    help="preset model (default 7b-fp16)")
-    q.add_argument("--layers", type=int, default=None, help="custom model: layers")
-    q.add_argument("--kv-heads", type=int, default=None, help="custom model: K/V heads")
-    q.add_argument("--head-dim", type=int, default=None, help="custom model: head dimension")
-    q.add_argument("--bytes-per-element", type=int, default=2,
-                   help="custom model: bytes per element (2 = fp16/bf16)")
-    q.add_argument("--free-gib", type=float, required=True, help="free KV memory in GiB")
-    q.add_argument("--max-context", type=int, required=True,
-                   help="tokens reserved per sequence under reserve-max")
-    q.add_argument("--mean-tokens", type=float, default=None,
-                   help="mean tokens actually used per sequence")
+    q.add_argument("--layers", type=count_arg, default=None, help=f"custom model: layers ({_range('layers')})")
+    q.add_argument("--kv-heads", type=count_arg, default=None,
+                   help=f"custom model: K/V heads ({_range('kv_heads')})")
+    q.add_argument("--head-dim", type=count_arg, default=None,
+                   help=f"custom model: head dimension ({_range('head_dim')})")
+    q.add_argument("--bytes-per-element", type=count_arg, default=None,
+                   help=f"custom model: bytes per element (default 2 = fp16/bf16; {_range('bytes_per_element')})")
+    q.add_argument("--free-gib", type=real_arg, required=True,
+                   help=f"free KV memory in GiB ({_range('free_gib')})")
+    q.add_argument("--max-context", type=count_arg, required=True,
+                   help=f"tokens reserved per sequence under reserve-max ({_range('max_context')})")
+    q.add_argument("--mean-tokens", type=real_arg, default=None,
+                   help=f"mean tokens actually used per sequence ({_range('mean_tokens')}); give this or --lengths")
     q.add_argument("--lengths", default=None,
                    help="instead of --mean-tokens: actual lengths, e.g. 512,37,1900,128,4")
-    q.add_argument("--block-size", type=int, default=_C["block_size"],
-                   help="slots per block (default 16)")
+    q.add_argument("--block-size", type=count_arg, default=_C["block_size"],
+                   help=f"slots per block (default 16; {_range('block_size')})")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(func=run_capacity)

@@ -12,15 +12,19 @@ Examples::
 
 The figures are drawn by ``allocator.viz.charts`` and written by ``allocator.viz.exports`` (neither
 imports streamlit or ``pages``), the same functions the app uses.
+
+Nothing is written until everything is known to be good: the settings, the trace and every output
+path are checked first, then every file is drawn in memory, then all are written to temporary
+names and renamed into place together (``allocator.cli.common.write_files``).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from . import simulate as cli_simulate
 from ..scenario import SWEEP_BLOCK_SIZES, block_size_sweep, build_workload, run_both
+from .common import check_distinct, check_output, check_text, note, write_files
 
 
 def _scenario_parser() -> argparse.ArgumentParser:
@@ -48,55 +52,45 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _write(path: str, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path``; an OSError becomes a ValueError naming the file."""
-    try:
-        with open(path, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise ValueError(f"cannot write {path}: {exc.strerror or exc}") from exc
-
-
 def run(args) -> int:
     """Simulate, draw and write the file(s); returns the exit status.
 
     Raises:
-        ValueError: bad scenario settings (e.g. block size 0, a block larger than the pool), naming
-            the field; ``python -m allocator`` turns it into one line on stderr and exit status 2.
-        The same ValueError (naming the file) when an output file cannot be written.
+        FieldError: bad scenario settings (e.g. block size 0, a block larger than the pool), a bad
+            trace, or an output path that cannot be written (``out``, ``handout``, ``csv``: a
+            directory, a missing or read-only folder, the trace itself, two outputs naming one
+            file, a full disk), naming the field; ``python -m allocator`` turns it into one line
+            on stderr and exit status 2. Nothing is written unless every file can be.
     """
     from ..viz.charts import explainer_figure, sweep_figure   # plotly: imported only when exporting
     from ..viz.exports import animation_html, handout_html, metrics_csv, metrics_frame
 
-    sc = cli_simulate.scenario_from_args(args)
-    outputs = [p for p in (args.out, args.handout, args.csv) if p]
-    for path in outputs:
-        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise ValueError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
-        if os.path.isdir(path):
-            raise ValueError(f"output {path} is a directory; give a file name")
-    if len({os.path.realpath(p) for p in outputs}) < len(outputs):
-        raise ValueError("the HTML, handout and CSV outputs must be different files (one would overwrite another)")
+    sc = cli_simulate.scenario_from_args(args).checked()
+    if args.title is not None:
+        check_text("title", args.title)
+    outputs = {field: path for field, path in (("out", args.out), ("handout", args.handout), ("csv", args.csv))
+               if path is not None}
+    for field, path in outputs.items():
+        check_output(field, path)
+    check_distinct(outputs, reading=args.trace)
     workload = build_workload(sc)
+    note(cli_simulate.unused_options(args, sweep_only_cost=False))
     results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption)
     fig = explainer_figure(results)
     extra = []
     if args.sweep:
         rows = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)
         extra.append(sweep_figure(rows, sc.block_size, sc.metadata_cost, results["reserve_max"].summary))
-    doc = animation_html(sc, workload, results, fig, title=args.title, extra_figures=extra)
-    written = {}
-    _write(args.out, doc)
-    written["html"] = {"path": args.out, "bytes": len(doc.encode("utf-8")), "frames": len(fig.frames)}
-    if args.handout:
-        text = handout_html(sc, results, workload)
-        _write(args.handout, text)
-        written["handout"] = {"path": args.handout, "bytes": len(text.encode("utf-8"))}
-    if args.csv:
-        text = metrics_csv(results, sc, workload)
-        _write(args.csv, text)
-        written["csv"] = {"path": args.csv, "bytes": len(text.encode("utf-8")),
+    files = [("out", args.out, animation_html(sc, workload, results, fig, title=args.title, extra_figures=extra))]
+    written = {"html": {"path": args.out, "bytes": len(files[0][2].encode("utf-8")), "frames": len(fig.frames)}}
+    if args.handout is not None:
+        files.append(("handout", args.handout, handout_html(sc, results, workload)))
+        written["handout"] = {"path": args.handout, "bytes": len(files[-1][2].encode("utf-8"))}
+    if args.csv is not None:
+        files.append(("csv", args.csv, metrics_csv(results, sc, workload)))
+        written["csv"] = {"path": args.csv, "bytes": len(files[-1][2].encode("utf-8")),
                           "rows": len(metrics_frame(results))}
+    write_files(files)
     if args.json:
         print(json.dumps({"scenario": sc.as_dict(), "written": written}, indent=2))
     else:

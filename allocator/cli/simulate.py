@@ -5,13 +5,19 @@ Examples::
     python -m allocator simulate --workload classroom-40 --slots 2048 --block-size 16 --json
     python -m allocator simulate --trace assets/azure_llm_conv_2023.csv --offset 0 --count 40 --json
     python -m allocator simulate --workload classroom-40 --sweep --json
+
+Every numeric option is checked against its range in :data:`allocator.limits.LIMITS` before
+anything runs, whether or not it matters for this workload; an option that does not apply (say
+``--offset`` with classroom-40) is named in one ``note:`` line on stderr.
 """
 from __future__ import annotations
 
 import json
 
+from ..limits import LIMITS
 from ..scenario import SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep, build_workload, run_both
 from ..viz.claims import sweep_basis, sweep_value
+from .common import and_list, count_arg, flag, note as print_note, real_arg
 
 SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
                 "mean_tokens_per_step", "finished", "peak_logical_tokens", "peak_used_slots", "swapped_blocks",
@@ -26,22 +32,31 @@ def register(sub) -> None:
     src.add_argument("--workload", choices=WORKLOADS, default=None,
                      help="named workload (default classroom-40; azure-conv is the shipped Azure conversation trace)")
     src.add_argument("--trace", metavar="FILE", help="a trace CSV (Azure or plain schema) to replay")
-    p.add_argument("--slots", type=int, default=None, help="pool size in slots (default: 2048 for "
-                   "classroom-40, 8192 for a trace)")
-    p.add_argument("--block-size", type=int, default=16, help="paged block size in slots (default 16)")
-    p.add_argument("--max-new-tokens", type=int, default=None,
-                   help="generation cap in tokens (default 600 for classroom-40, 1024 for a trace)")
-    p.add_argument("--seed", type=int, default=None, help="classroom-40 seed (default: calibrated 25)")
-    p.add_argument("--arrival", choices=("burst", "trickle"), default="burst",
-                   help="classroom-40 arrivals: all at step 0, or a Poisson trickle")
-    p.add_argument("--arrival-rate", type=float, default=1.0, help="trickle rate, requests per step")
-    p.add_argument("--offset", type=int, default=0, help="first trace row to replay (0-based)")
-    p.add_argument("--count", type=int, default=40, help="trace rows to replay")
-    p.add_argument("--steps-per-second", type=float, default=20.0, help="engine steps per trace second")
-    p.add_argument("--metadata-cost", type=float, default=0.0, help="cost per block in slot equivalents")
-    p.add_argument("--shared-prefix", type=int, default=0, metavar="TOKENS",
+    p.add_argument("--slots", type=count_arg, default=None, help="pool size in slots (default: 2048 for "
+                   f"classroom-40, 8192 for a trace; {_range('total_slots')})")
+    p.add_argument("--block-size", type=count_arg, default=16,
+                   help=f"paged block size in slots (default 16; {_range('block_size')})")
+    p.add_argument("--max-new-tokens", type=count_arg, default=None,
+                   help="generation cap in tokens (default 600 for classroom-40, 1024 for a trace; "
+                        f"{_range('max_new_tokens')})")
+    p.add_argument("--seed", type=count_arg, default=None,
+                   help=f"classroom-40 seed (default: calibrated 25; {_range('seed')})")
+    p.add_argument("--arrival", choices=("burst", "trickle"), default=None,
+                   help="classroom-40 arrivals: all at step 0 (burst, the default), or a Poisson trickle")
+    p.add_argument("--arrival-rate", type=real_arg, default=None,
+                   help=f"trickle rate, requests per step (default 1; {_range('arrival_rate')})")
+    p.add_argument("--offset", type=count_arg, default=None,
+                   help=f"first trace row to replay (0-based; default 0; {_range('offset')})")
+    p.add_argument("--count", type=count_arg, default=None,
+                   help=f"trace rows to replay (default 40; {_range('count')})")
+    p.add_argument("--steps-per-second", type=real_arg, default=None,
+                   help=f"engine steps per trace second (default 20; {_range('steps_per_second')})")
+    p.add_argument("--metadata-cost", type=real_arg, default=None,
+                   help=f"cost per block in slot equivalents, for the sweep (default 0; {_range('metadata_cost')})")
+    p.add_argument("--shared-prefix", type=count_arg, default=0, metavar="TOKENS",
                    help="put one system prompt of this many tokens in front of every prompt; the paged "
-                        "run shares its full blocks and reports logical tokens and physical slots apart")
+                        "run shares its full blocks and reports logical tokens and physical slots apart "
+                        f"({_range('shared_prefix')})")
     p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
                    help="paged preemption mode (default recompute)")
     p.add_argument("--sweep", action="store_true", help="also sweep the paged block size 1..256")
@@ -49,20 +64,69 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _range(name: str) -> str:
+    """The allowed values of a setting, for --help (from ``LIMITS``)."""
+    return LIMITS[name].describe().replace("%", "%%")
+
+
+def _given(args, name: str, default):
+    """The option's value, or ``default`` when it was not given."""
+    value = getattr(args, name)
+    return default if value is None else value
+
+
 def scenario_from_args(args) -> Scenario:
-    """The Scenario the CLI arguments describe."""
+    """The Scenario the CLI arguments describe (options not given take Scenario's defaults).
+
+    The values are as typed (see ``allocator.cli.common.count_arg``); ``Scenario.checked`` checks them.
+    """
+    d = Scenario()
     workload = args.trace or args.workload or "classroom-40"
     return Scenario(workload=workload, total_slots=args.slots, block_size=args.block_size,
-                    max_new_tokens=args.max_new_tokens, seed=args.seed, arrival=args.arrival,
-                    arrival_rate=args.arrival_rate, offset=args.offset, count=args.count,
-                    steps_per_second=args.steps_per_second, metadata_cost=args.metadata_cost,
+                    max_new_tokens=args.max_new_tokens, seed=args.seed, arrival=_given(args, "arrival", d.arrival),
+                    arrival_rate=_given(args, "arrival_rate", d.arrival_rate),
+                    offset=_given(args, "offset", d.offset), count=_given(args, "count", d.count),
+                    steps_per_second=_given(args, "steps_per_second", d.steps_per_second),
+                    metadata_cost=_given(args, "metadata_cost", d.metadata_cost),
                     shared_prefix=args.shared_prefix, preemption=args.preemption)
 
 
+def unused_options(args, *, sweep_only_cost: bool = True) -> list[str]:
+    """Why options given on the command line do nothing in this run (empty if all apply).
+
+    Args:
+        sweep_only_cost: ``--metadata-cost`` only changes the ``--sweep`` table (``simulate``);
+            ``export-html`` also prints it in the files, so there it always applies.
+    """
+    classroom = not args.trace and (args.workload or "classroom-40") == "classroom-40"
+    given = lambda names: [flag(n) for n in names if getattr(args, n) is not None]    # noqa: E731
+    reasons = []
+    if classroom:
+        trace_only = given(("offset", "count", "steps_per_second"))
+        if trace_only:
+            reasons.append(f"{and_list(trace_only)} {'applies' if len(trace_only) == 1 else 'apply'} only to a "
+                           "trace (--trace or --workload azure-conv), not to classroom-40")
+        if args.arrival_rate is not None and args.arrival != "trickle":
+            reasons.append("--arrival-rate applies only with --arrival trickle")
+    else:
+        generated = given(("seed", "arrival", "arrival_rate"))
+        if generated:
+            reasons.append(f"{and_list(generated)} {'applies' if len(generated) == 1 else 'apply'} only to "
+                           "classroom-40, not to a trace")
+    if sweep_only_cost and args.metadata_cost is not None and not args.sweep:
+        reasons.append("--metadata-cost applies only with --sweep")
+    return [r + "; ignored" for r in reasons]
+
+
 def run(args) -> int:
-    """Simulate and print; returns the exit status (ValueError propagates to ``__main__``)."""
-    sc = scenario_from_args(args)
+    """Simulate and print; returns the exit status (ValueError propagates to ``__main__``).
+
+    Raises:
+        FieldError: a setting out of its range (checked before anything runs), or a bad trace file.
+    """
+    sc = scenario_from_args(args).checked()
     workload = build_workload(sc)
+    print_note(unused_options(args))
     results = run_both(workload, sc.slots, sc.block_size, record_snapshots=False, preemption=sc.preemption)
     out = {}
     for key, res in results.items():

@@ -33,10 +33,30 @@ def read_url() -> list[str]:
     for name in params:
         if name not in accepted:
             del st.query_params[name]
+    _seed_widgets_from_checked_url()
     for name in CHOICES:
         if name in accepted:
             st.session_state[name] = accepted[name]
     return messages
+
+
+def _seed_widgets_from_checked_url() -> None:
+    """Make the URL-bound widgets start from the URL as checked, not as it was opened.
+
+    Streamlit seeds a ``bind="query-params"`` widget from the query string the session opened
+    with, even after the parameter was deleted, and a value such as ``seed=1e400`` or
+    ``slots_classroom-40=inf`` then stops the page inside Streamlit (its int conversion raises an
+    OverflowError it does not catch). Streamlit does the same reset itself after a page change
+    (``QueryParams.set_initial_query_params_from_current``); this is an internal API, so if it is
+    ever missing the page goes on without it.
+    """
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+    ctx = get_script_run_ctx()
+    try:
+        with ctx.session_state.query_params() as qp:
+            qp.set_initial_query_params_from_current()
+    except AttributeError:                       # another Streamlit: keep its own seeding
+        pass
 
 
 def _choice(container, name: str, label: str, **kwargs):

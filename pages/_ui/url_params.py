@@ -4,7 +4,8 @@ A shared link carries every sidebar setting. Streamlit ignores a value its widge
 (``?block_size=7``) without a word, and writes the *display label* of a choice into the URL
 (``workload=Azure+conversation+trace+%28real…``). This module (no streamlit import, so it is
 tested directly) checks each parameter against the same ranges and choices the sidebar offers,
-maps choices to short stable values (``workload=classroom-40|azure-conv|upload``,
+which lie inside the core's documented ranges (``allocator.limits.LIMITS``: the row offset uses
+that table's range as it is, and every rule takes its unit from it), maps choices to short stable values (``workload=classroom-40|azure-conv|upload``,
 ``arrival=burst|trickle``, ``preemption=recompute|swap``; the old labels are still accepted),
 and words a message naming the parameter, the value and what is used instead.
 """
@@ -14,7 +15,8 @@ import math
 from dataclasses import dataclass
 
 from allocator import CLASSROOM_40
-from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS
+from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, LIMITS
+from allocator.validate import Limit
 
 #: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
 BLOCK_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -40,38 +42,54 @@ WORKLOADS = tuple(CHOICES["workload"])
 
 @dataclass(frozen=True)
 class NumberRule:
-    """A numeric sidebar setting: inclusive range, step (values must lie on it), default, unit."""
+    """A numeric sidebar setting: its range, step (values must lie on it) and default.
 
-    low: float
-    high: float
+    Attributes:
+        limit: the inclusive range and unit; the core's own (``LIMITS[field]``) where the sidebar
+            offers all of it, else the sidebar's narrower range with the core's unit.
+        field: the Scenario setting it feeds (a key of ``LIMITS``).
+    """
+
+    limit: Limit
     step: float
     default: float
-    unit: str = ""
-    integer: bool = True
+    field: str = ""
+
+    low = property(lambda self: self.limit.low)
+    high = property(lambda self: self.limit.high)
+    unit = property(lambda self: self.limit.unit)
+    integer = property(lambda self: self.limit.integer)
 
     def describe(self) -> str:
-        """The allowed values in words, e.g. ``"a whole number from 64 to 1,048,576"``."""
-        if self.integer:
-            return f"a whole number from {self.low:,.0f} to {self.high:,.0f}"
-        return f"a number from {self.low:g} to {self.high:g} in steps of {self.step:g}"
+        """The allowed values in words, e.g. ``"a whole number from 64 to 1,048,576"`` or
+        ``"a number from 0 to 8 in steps of 0.25"`` (the unit is added by the message)."""
+        words = Limit(self.low, self.high, self.integer).describe()
+        return words if self.integer else f"{words} in steps of {self.step:g}"
+
+
+def _sidebar(field: str, low: float, high: float, step: float, default: float) -> NumberRule:
+    """A rule for a widget whose range is narrower than the core's: the sidebar's ends, the core's
+    unit and kind (whole number or not)."""
+    core = LIMITS[field]
+    return NumberRule(Limit(low, high, core.integer, core.unit), step, default, field)
 
 
 def number_rules(workload: str) -> dict[str, NumberRule]:
     """The numeric settings the sidebar shows for ``workload``, by URL parameter (= widget key)."""
     rules = {
-        f"slots_{workload}": NumberRule(64, 1 << 20, 1, DEFAULT_SLOTS.get(workload, 8192), "slots"),
-        f"max_new_{workload}": NumberRule(1, 32768, 1, DEFAULT_MAX_NEW.get(workload, 1024), "tokens"),
-        "shared_prefix": NumberRule(0, 4096, 1, 0, "tokens"),
-        "metadata_cost": NumberRule(0.0, 8.0, 0.25, 0.0, "slot equivalents per block", integer=False),
+        f"slots_{workload}": _sidebar("total_slots", 64, 1 << 20, 1, DEFAULT_SLOTS.get(workload, 8192)),
+        f"max_new_{workload}": _sidebar("max_new_tokens", 1, 32768, 1, DEFAULT_MAX_NEW.get(workload, 1024)),
+        "shared_prefix": _sidebar("shared_prefix", 0, 4096, 1, 0),
+        "metadata_cost": _sidebar("metadata_cost", 0.0, 8.0, 0.25, 0.0),
     }
     if workload == "classroom-40":
-        rules["seed"] = NumberRule(0, 10_000, 1, CLASSROOM_40["seed"])
-        rules["arrival_rate"] = NumberRule(0.01, 2.0, 0.01, 0.1, "requests per step", integer=False)
+        rules["seed"] = _sidebar("seed", 0, 10_000, 1, CLASSROOM_40["seed"])
+        rules["arrival_rate"] = _sidebar("arrival_rate", 0.01, 2.0, 0.01, 0.1)
     else:
-        rules[f"offset_{workload}"] = NumberRule(0, 10 ** 9, 1, 0, "rows")
-        rules[f"count_{workload}"] = NumberRule(1, 200, 1, 40, "requests")
-        rules[f"steps_per_second_{workload}"] = NumberRule(0.5, 200.0, 0.5, 20.0, "steps per second",
-                                                           integer=False)
+        # the row offset: the core's whole range (the sidebar's widget then stops at the trace's last row)
+        rules[f"offset_{workload}"] = NumberRule(LIMITS["offset"], 1, 0, "offset")
+        rules[f"count_{workload}"] = _sidebar("count", 1, 200, 1, 40)
+        rules[f"steps_per_second_{workload}"] = _sidebar("steps_per_second", 0.5, 200.0, 0.5, 20.0)
     return rules
 
 
@@ -136,7 +154,7 @@ def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
             else:
                 accepted[name] = short
         elif name == "block_size":
-            value = _number(raw, NumberRule(1, 256, 1, 16))
+            value = _number(raw, NumberRule(Limit(1, 256, unit="slots per block"), 1, 16, "block_size"))
             if value not in BLOCK_SIZES:
                 messages.append(f"URL parameter block_size={raw!r} is not a block size the slider offers "
                                 f"({', '.join(map(str, BLOCK_SIZES))}); using 16.")

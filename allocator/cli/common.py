@@ -1,0 +1,195 @@
+"""What every sub-command shares: numeric flags read as typed, notes, and files checked and written whole.
+
+* :func:`count_arg` / :func:`real_arg` are argparse ``type=`` functions that never fail: they turn
+  what was typed into a number when it reads as one and leave it as text otherwise, so the check
+  against :data:`allocator.limits.LIMITS` (one message format, naming the field, the value and
+  the allowed range) words every bad value, not argparse.
+* :func:`note` prints one line on stderr about options that do not apply to this run.
+* :func:`check_output` checks a path the user gave for an output file before anything is
+  computed; :func:`write_files` writes every output to a temporary name in its directory and
+  renames them into place only when all of them were written, so a failed run leaves nothing.
+"""
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+
+from ..validate import FieldError, number_from_text, show
+
+
+def count_arg(text: str):
+    """argparse type of a whole-number flag: ``"16"`` -> 16, ``"1e3"`` -> 1000.0 (checked later as
+    a whole number), anything else unchanged (named later as not a number)."""
+    return number_from_text(text)
+
+
+def real_arg(text: str):
+    """argparse type of a real-number flag: ``"-1"`` -> -1.0, ``"nan"`` -> nan, text unchanged."""
+    value = number_from_text(text)
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:                    # 10**400: keep the int; the range check refuses it
+            return value
+    return value
+
+
+def flag(name: str) -> str:
+    """The command-line spelling of a field: ``"steps_per_second"`` -> ``"--steps-per-second"``."""
+    return "--" + name.replace("_", "-")
+
+
+def and_list(items: list[str]) -> str:
+    """``["a"]`` -> ``"a"``, ``["a", "b"]`` -> ``"a and b"``, ``["a", "b", "c"]`` -> ``"a, b and c"``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def note(reasons: list[str]) -> None:
+    """Print ``reasons`` (why given options do nothing in this run) as one line on stderr."""
+    if reasons:
+        print("note: " + "; ".join(reasons), file=sys.stderr)
+
+
+def _name_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a file name here, or None."""
+    if not path:
+        return " is empty: give a file name"
+    if "\x00" in path:
+        return f" = {show(path, 120)} is not a file name"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return f" = {show(path, 120)} is not UTF-8 text: give a file name without undecodable bytes"
+    return None
+
+
+def check_text(field: str, text: str) -> str:
+    """Return ``text`` if it can be written as UTF-8 (a title that goes into a file).
+
+    Raises:
+        FieldError: ``field`` holds undecodable bytes from the command line.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FieldError(field, f" = {show(text)} is not UTF-8 text") from None
+    return text
+
+
+def check_output(field: str, path: str) -> None:
+    """Check that ``path`` can be written as a new or replaced file, before anything is computed.
+
+    The name must be UTF-8 text; its directory must exist and be writable; an existing ``path``
+    must be a regular, writable file (not a directory, a device or a pipe).
+
+    Raises:
+        FieldError: ``field`` (``"out"``, ``"handout"``, ``"csv"``) with the path and the problem,
+            e.g. ``"csv = 'out' is a directory: give a file name"``.
+    """
+    problem = _name_problem(path)
+    if problem:
+        raise FieldError(field, problem)
+    shown = show(path, 120)
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise FieldError(field, f" = {shown} is a directory: give a file name")
+    if not os.path.isdir(folder):
+        raise FieldError(field, f" = {shown} cannot be written: output directory does not exist "
+                         f"({show(folder, 120)})")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise FieldError(field, f" = {shown} cannot be written: no permission to write in {show(folder, 120)}")
+    if os.path.lexists(path):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:                   # a dangling link, a loop
+            raise FieldError(field, f" = {shown} cannot be written: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(mode):
+            raise FieldError(field, f" = {shown} is not a regular file (a device or a pipe?): give a file name")
+        if not os.access(path, os.W_OK):
+            raise FieldError(field, f" = {shown} is read-only")
+
+
+def check_distinct(named: dict[str, str], reading: str | None = None) -> None:
+    """Refuse two outputs naming one file, or an output naming the file being read.
+
+    Args:
+        named: field -> path of each output given, in the order given.
+        reading: the input file's path (a trace), or None.
+
+    Raises:
+        FieldError: the later field of two naming one file, or the field naming the input.
+    """
+    source = os.path.realpath(reading) if reading else None
+    seen: dict[str, str] = {}
+    for field, path in named.items():
+        real = os.path.realpath(path)
+        if real == source:
+            raise FieldError(field, f" = {show(path, 120)} is the trace being read: give another file name")
+        if real in seen:
+            raise FieldError(field, f" = {show(path, 120)} names the same file as {seen[real]}: the HTML, handout "
+                             "and CSV outputs must be different files (one would overwrite another)")
+        seen[real] = field
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_text(handle, text: str) -> None:
+    """Write ``text`` to an open file (one place, so tests can simulate a full disk)."""
+    handle.write(text)
+
+
+def write_files(files: list[tuple[str, str, str]]) -> None:
+    """Write each ``(field, path, text)`` (UTF-8) whole, or none of them.
+
+    Every text goes to a temporary file in its target's directory first; only when all of them
+    are complete are they renamed into place (``os.replace``, atomic on one file system). A
+    failure at any point removes the temporary files, and any target this call had already put
+    in place where there was none before, so a failed run leaves no partial or half-written file.
+    A replaced file keeps its permissions; a new one gets the usual ``0o666 & ~umask``.
+
+    Raises:
+        FieldError: the field of the file that could not be written, with the system's reason
+            (``"csv = 'm.csv' cannot be written: No space left on device"``).
+    """
+    temps: list[str] = []
+    placed: list[str] = []
+    current = files[0] if files else None
+    try:
+        for current in files:
+            field, path, text = current
+            folder = os.path.dirname(os.path.abspath(path))
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".part")
+            temps.append(tmp)
+            with open(fd, "w", encoding="utf-8", newline="") as handle:
+                _write_text(handle, text)
+            mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o666 & ~_umask()
+            os.chmod(tmp, mode)
+        for current, tmp in zip(files, list(temps)):
+            path = current[1]
+            existed = os.path.exists(path)
+            os.replace(tmp, path)
+            temps.remove(tmp)
+            if not existed:
+                placed.append(path)
+    except (OSError, UnicodeError) as exc:
+        for path in placed:
+            _remove(path)
+        field, path = current[0], current[1]
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise FieldError(field, f" = {show(path, 120)} cannot be written: {reason}") from None
+    finally:
+        for tmp in temps:
+            _remove(tmp)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass

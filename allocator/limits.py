@@ -1,0 +1,82 @@
+"""The documented range of every numeric input: one table for the CLI, the core and the pages.
+
+Each entry of :data:`LIMITS` is an :class:`allocator.validate.Limit` keyed by the input's field
+name (the name a :class:`~allocator.validate.FieldError` carries). The ranges are what the machine
+can actually run, not what a lesson needs: the explainer's sidebar and its URL parameters offer
+narrower ranges of their own (``pages._ui.url_params``), and use these where they are the same.
+
+* Scenario settings (:class:`allocator.scenario.Scenario`, ``simulate`` and ``export-html``):
+  ``total_slots``, ``block_size``, ``max_new_tokens``, ``seed``, ``arrival_rate``, ``offset``,
+  ``count``, ``steps_per_second``, ``metadata_cost``, ``shared_prefix``.
+* Slot accounting (``account``, the Accounting page): ``lengths`` (each entry), ``reserve``,
+  ``page_size``, ``candidates`` (each entry), ``pool_slots``, ``length_a``, ``length_b``,
+  ``prefix_tokens``, and ``metadata_cost`` as above.
+* Capacity (``capacity``, the Capacity page): ``free_gib``, ``max_context``, ``mean_tokens``,
+  ``block_size`` (as above), ``layers``, ``kv_heads``, ``head_dim``, ``bytes_per_element``.
+
+Why these ends: a pool larger than ``MAX_POOL_SLOTS`` would not fit the engine's per-block lists
+in memory; a block larger than ``MAX_BLOCK_SIZE`` is no page at all; ``MAX_TOKENS`` (10 million) is
+longer than any model's context; a trace has at most ``MAX_ROWS`` rows; a seed is 32 bits; a metadata
+cost past a million slots per block only turns every total into noise; arrivals slower than one per
+thousand steps or faster than a thousand per step, and clocks outside 0.001 .. 1,000,000 steps per
+second, stop describing a serving engine (and far enough out overflow its clock).
+"""
+from __future__ import annotations
+
+from .allocators import MAX_BLOCK_SIZE, MAX_POOL_SLOTS
+from .trace import MAX_ROWS, MAX_TOKENS
+from .validate import Limit, in_range
+from .workload import MAX_PROMPT_TOKENS
+
+#: Largest random seed (32 bits, as most tools write seeds).
+MAX_SEED = 2 ** 32 - 1
+#: Largest metadata cost c (slot equivalents per block); the engine's ``total_cost`` takes the same.
+MAX_METADATA_COST = 1_000_000
+#: Largest pool of the Accounting page's "how many fit" arithmetic (slots).
+MAX_ACCOUNT_POOL = 10 ** 12
+#: Largest memory budget of the Capacity arithmetic (GiB): one PiB.
+MAX_FREE_GIB = 2 ** 20
+
+LIMITS: dict[str, Limit] = {
+    # scenario (simulate, export-html, the explainer)
+    "total_slots": Limit(1, MAX_POOL_SLOTS, unit="slots"),
+    "block_size": Limit(1, MAX_BLOCK_SIZE, unit="slots per block"),
+    "max_new_tokens": Limit(1, MAX_POOL_SLOTS, unit="tokens"),
+    "seed": Limit(0, MAX_SEED),
+    "arrival_rate": Limit(0.001, 1000, integer=False, unit="requests per step"),
+    "offset": Limit(0, MAX_ROWS - 1, unit="trace rows, from 0"),
+    "count": Limit(1, MAX_ROWS, unit="requests"),
+    "steps_per_second": Limit(0.001, 1_000_000, integer=False, unit="engine steps per second of trace time"),
+    "metadata_cost": Limit(0, MAX_METADATA_COST, integer=False, unit="slot equivalents per block"),
+    "shared_prefix": Limit(0, MAX_PROMPT_TOKENS, unit="tokens"),
+    # slot accounting (account, the Accounting page)
+    "lengths": Limit(1, MAX_TOKENS, unit="tokens"),
+    "reserve": Limit(1, MAX_TOKENS, unit="slots per request"),
+    "page_size": Limit(1, MAX_BLOCK_SIZE, unit="slots per block"),
+    "candidates": Limit(1, MAX_BLOCK_SIZE, unit="slots per block"),
+    "pool_slots": Limit(0, MAX_ACCOUNT_POOL, unit="slots"),
+    "length_a": Limit(1, MAX_TOKENS, unit="tokens"),
+    "length_b": Limit(1, MAX_TOKENS, unit="tokens"),
+    "prefix_tokens": Limit(0, MAX_TOKENS, unit="tokens"),
+    # capacity (capacity, the Capacity page)
+    "free_gib": Limit(0, MAX_FREE_GIB, integer=False, unit="GiB"),
+    "max_context": Limit(1, MAX_TOKENS, unit="tokens"),
+    "mean_tokens": Limit(0, MAX_TOKENS, integer=False, unit="tokens", low_open=True),
+    "layers": Limit(1, 1024),
+    "kv_heads": Limit(1, 1024),
+    "head_dim": Limit(1, 16384),
+    "bytes_per_element": Limit(1, 8, unit="bytes"),
+}
+
+
+def check(field: str, value: object, *, index: int | None = None, subject: str | None = None):
+    """Check ``value`` against ``LIMITS[field]`` (see :func:`allocator.validate.in_range`).
+
+    Returns:
+        The value as an int (a count) or a float.
+
+    Raises:
+        FieldError: naming ``field`` (or ``subject``), the value and the allowed range.
+        KeyError: ``field`` has no entry in :data:`LIMITS` (a programming error).
+    """
+    return in_range(field, value, LIMITS[field], index=index, subject=subject)
