@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench load install clean
+.PHONY: run test bench load install clean gpu-check compile-check
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,6 +22,15 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench
+
+# On a machine with an NVIDIA GPU: validate the compiled kernel, time it, write
+# assets/kernel_gpu_results.json (under 5 minutes on an H200). Without a GPU it says so and exits 2.
+gpu-check: $(STAMP)
+	$(BIN)/python -m kernels.gpu_check
+
+# Compile the kernels for an H200 (sm_90) without a GPU; rewrites assets/kernel_compile_sm90.json.
+compile-check: $(STAMP)
+	$(BIN)/python -m kernels.compile_check
 
 # Classroom load: one local server, 40 concurrent sessions (LOAD_ARGS="--sessions 60 --stagger 20")
 load: $(STAMP)

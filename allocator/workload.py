@@ -68,6 +68,9 @@ class Workload:
         notes: human-readable remarks (e.g. how many trace rows were clipped).
         shared_prefix: tokens at the start of every prompt that are one shared system prompt
             (0: none). Included in each prompt_len.
+        prompts: the prompts' token ids, for prefix caching: an object whose ``tokens(request_id)``
+            returns a request's prompt token ids (e.g. :class:`allocator.mooncake.TracePrompts`);
+            None when only lengths are known.
 
     Raises:
         FieldError: empty workload (``requests``), duplicate ids (``id``), an output_len above
@@ -81,6 +84,7 @@ class Workload:
     params: dict = field(default_factory=dict)
     notes: tuple = ()
     shared_prefix: int = 0
+    prompts: object = None
 
     def __post_init__(self):
         reqs = tuple(self.requests)

@@ -13,9 +13,14 @@ the kernel is compiled. Never imports streamlit.
 
 Modules:
     backend         -- :func:`detect` picks "cuda", "torch-cpu" or "triton-interpreter".
-    paged_attention -- the Triton kernel, the torch CPU path, the reference, input validation.
-    sweep           -- block-size sweep (paged vs contiguous), CLI ``python -m kernels.sweep``,
-                       recorded GPU results (``assets/kernel_gpu_results*.json``).
+    triton_kernels  -- the Triton kernels (single pass, split-KV, reduction) and the launch choice.
+    paged_attention -- the Triton wrapper, the torch CPU path, the reference, input validation.
+    sweep           -- block-size sweep (paged vs contiguous, paired timing, bootstrap intervals),
+                       CLI ``python -m kernels.sweep``, recorded GPU results
+                       (``assets/kernel_gpu_results*.json``).
+    compile_check   -- offline compile for an H200 (sm_90) without a GPU: registers, spills,
+                       shared memory (``assets/kernel_compile_sm90.json``; ``make compile-check``).
+    gpu_check       -- ``make gpu-check``: on a CUDA machine, validate, sweep and record results.
     bench           -- ``bench_kernels()``: the kernels section of ``make bench``.
 """
 from __future__ import annotations

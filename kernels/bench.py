@@ -2,8 +2,10 @@
 
 :func:`bench_kernels` prints two tables -- targets, and the block-size sweep on this machine's
 backend -- and returns one bool per target. Targets come from issue 5: the page's load-time
-correctness check must pass and take under 2 s; a CPU sweep at the realistic shape should take
-a few seconds per block size. Timings are informational on a busy machine (``--strict`` decides).
+correctness check must pass and take under 2 s; a CPU sweep at the realistic shape (134 MB of
+K+V, 15 timed pairs per block size, issue 13) should take under 10 s per block size. Timings are
+informational on a busy machine (``--strict`` decides). The sweep table prints each overhead
+with its 95 % interval and verdict.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import time
 
 #: Page-load budget for the correctness check (seconds), and CPU sweep budget per block size.
 CHECK_BUDGET_S = 2.0
-CPU_SWEEP_BUDGET_PER_BLOCK_S = 5.0
+CPU_SWEEP_BUDGET_PER_BLOCK_S = 10.0
 
 
 def print_table(title: str, header: list[str], rows: list[list]) -> None:
@@ -62,9 +64,11 @@ def bench_kernels(full: bool = True) -> list[bool]:
     print_table(f"kernels: targets ({backend} on {res.meta['device']})", ["measure", "value", "target", "met"], rows)
     peak = res.meta.get("peak_GBps")
     print_table(f"kernels: sweep, {res.meta['shape']}, timer: {res.meta['timer']}",
-           ["block size", "paged ms", "contiguous ms", "overhead x", "paged GB/s", "contiguous GB/s", "% of peak"],
-           [[r["block_size"], f"{r['paged_ms']:.3f}", f"{r['contiguous_ms']:.3f}", f"{r['overhead']:.3f}",
-             f"{r['paged_GBps']:.2f}", f"{r['contiguous_GBps']:.2f}",
-             f"{100 * r['paged_peak_fraction']:.0f}" if peak and r["paged_peak_fraction"] is not None else "n/a"]
-            for r in res.rows])
+                ["block size", "paged ms", "contiguous ms", "overhead x", "interval (95% joint)", "verdict",
+                 "paged GB/s", "% of peak"],
+                [[r["block_size"], f"{r['paged_ms']:.3f}", f"{r['contiguous_ms']:.3f}", f"{r['overhead']:.3f}",
+                  f"{r['overhead_ci_low']:.3f}-{r['overhead_ci_high']:.3f}", r["verdict"], f"{r['paged_GBps']:.2f}",
+                  f"{100 * r['paged_peak_fraction']:.0f}" if peak and r["paged_peak_fraction"] is not None else "n/a"]
+                 for r in res.rows])
+    print(res.verdict_text())
     return [bool(r[3]) for r in rows]

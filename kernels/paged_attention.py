@@ -3,12 +3,13 @@
 Layout (vLLM's): the KV cache is a pool of physical blocks, each holding ``block_size``
 consecutive slots (tokens)::
 
-    q            [num_seqs, num_heads, head_dim]                 fp16 or fp32
+    q            [num_seqs, num_heads, head_dim]                 fp16, bf16 or fp32
     k_cache      [num_blocks, block_size, num_kv_heads, head_dim] same dtype as q
     v_cache      [num_blocks, block_size, num_kv_heads, head_dim] same dtype as q
     block_tables [num_seqs, max_blocks_per_seq] int32  -- logical block j of sequence s lives in
                                                           physical block block_tables[s, j]
-    seq_lens     [num_seqs] int32                     -- tokens in each sequence's cache (>= 1)
+    seq_lens     [num_seqs] int32                     -- tokens in each sequence's cache (>= 0;
+                                                          a sequence with none has output 0)
     out          [num_seqs, num_heads, head_dim]     same dtype as q
 
 Token ``t`` of sequence ``s`` is at slot ``t % block_size`` of block
@@ -18,12 +19,9 @@ head ``h // (num_heads // num_kv_heads)``.
 
 Three implementations, one contract:
 
-* :func:`paged_attention_triton` -- the Triton kernel (compiled on CUDA, interpreted on CPU).
-  One program per (sequence, KV head) handles the whole group of query heads that share that
-  KV head, so each KV head is read once per group, not once per query head. Tokens are processed
-  in tiles of ``TILE_T`` with an online softmax in fp32 (Milakov & Gimelshein 2018; the
-  FlashAttention recurrence), and each token's block id is looked up in the block table, so
-  any block size from 1 upward works (24 included) with the same tile shapes.
+* :func:`paged_attention_triton` -- the Triton kernels (compiled on CUDA, interpreted on CPU):
+  a single pass, or split-KV with a reduction when the GPU would otherwise sit idle
+  (:mod:`kernels.triton_kernels` has the kernels and the launch choice).
 * :func:`paged_attention_torch` -- the same gather (index the cache by block table) and
   attention in torch, for CPU timing at realistic sizes.
 * :func:`paged_attention_reference` -- gathers every token to a dense tensor by explicit slot
@@ -43,24 +41,11 @@ import torch
 
 from kernels.backend import BACKENDS, detect
 
-try:  # Triton is optional: without it only the torch paths run.
-    import triton
-    import triton.language as tl
-    HAVE_TRITON = True
-except Exception:  # pragma: no cover - depends on the install
-    triton = None
-    tl = None
-    HAVE_TRITON = False
+from kernels.triton_kernels import HAVE_TRITON, LOG2E, LaunchConfig, choose_config, next_pow2
 
-SUPPORTED_DTYPES = (torch.float16, torch.float32)
-#: Tokens per tile in the Triton kernel (a power of two >= 16, so tl.dot shapes are GPU-legal).
-TILE_T = 64
-#: Largest head_dim the Triton kernel takes (the tile is padded to the next power of two).
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+#: Largest head_dim the Triton kernels take (the tile is padded to the next power of two).
 MAX_HEAD_DIM = 256
-
-
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
 
 
 # --------------------------------------------------------------------------------------------
@@ -77,9 +62,9 @@ def validate_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     Raises:
         ValueError: naming the field -- ``q``/``k_cache``/``v_cache``/``block_tables``/``seq_lens``
             (wrong rank, shape or dtype, or tensors on different devices), ``num_heads`` (not a
-            multiple of ``num_kv_heads``), ``head_dim`` (mismatch), ``dtype`` (not fp16/fp32 or
-            not equal across q, k_cache, v_cache), ``seq_lens`` (a value < 1, or longer than its
-            block table covers) or ``block_tables`` (a used block id outside [0, num_blocks)).
+            multiple of ``num_kv_heads``), ``head_dim`` (mismatch), ``dtype`` (not fp16/bf16/fp32
+            or not equal across q, k_cache, v_cache), ``seq_lens`` (a value < 0, or longer than
+            its block table covers) or ``block_tables`` (a used block id outside [0, num_blocks)).
     """
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                     ("block_tables", block_tables), ("seq_lens", seq_lens)):
@@ -99,7 +84,7 @@ def validate_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     if seq_lens.dim() != 1:
         raise ValueError(f"seq_lens must be [num_seqs], got shape {tuple(seq_lens.shape)}")
     if q.dtype not in SUPPORTED_DTYPES:
-        raise ValueError(f"dtype of q must be float16 or float32, got {q.dtype}")
+        raise ValueError(f"dtype of q must be float16, bfloat16 or float32, got {q.dtype}")
     if k_cache.dtype != q.dtype:
         raise ValueError(f"dtype of k_cache ({k_cache.dtype}) must equal dtype of q ({q.dtype})")
     if v_cache.dtype != q.dtype:
@@ -128,9 +113,9 @@ def validate_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     if num_seqs == 0:
         return
     lens = seq_lens.detach().to("cpu", torch.int64)
-    if int(lens.min()) < 1:
-        bad = int(torch.nonzero(lens < 1)[0, 0])
-        raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])}; every sequence needs at least 1 token")
+    if int(lens.min()) < 0:
+        bad = int(torch.nonzero(lens < 0)[0, 0])
+        raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])} is negative")
     used = (lens + block_size - 1) // block_size           # blocks each sequence reads
     max_blocks = block_tables.shape[1]
     if int(used.max()) > max_blocks:
@@ -148,132 +133,100 @@ def validate_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
 
 
 # --------------------------------------------------------------------------------------------
-# Triton kernel
+# Triton
 # --------------------------------------------------------------------------------------------
 
-if HAVE_TRITON:
-    @triton.jit
-    def _paged_decode_kernel(
-        out_ptr, q_ptr, k_ptr, v_ptr, block_tables_ptr, seq_lens_ptr,
-        qk_scale,                                        # softmax scale * log2(e)
-        stride_qs, stride_qh, stride_qd,
-        stride_kb, stride_kt, stride_kh, stride_kd,
-        stride_vb, stride_vt, stride_vh, stride_vd,
-        stride_bts, stride_btb,
-        stride_os, stride_oh, stride_od,
-        HEAD_DIM: tl.constexpr, HEAD_DIM_P: tl.constexpr,
-        GROUP: tl.constexpr, GROUP_P: tl.constexpr,
-        BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr,
-        IS_FP32: tl.constexpr,
-    ):
-        """One program = one (sequence, KV head); it serves all GROUP query heads of that KV head."""
-        seq = tl.program_id(0).to(tl.int64)
-        kv_head = tl.program_id(1).to(tl.int64)
-        seq_len = tl.load(seq_lens_ptr + seq)
+def _num_sms(device: torch.device) -> int | None:
+    """Streaming multiprocessors of a CUDA device (None on the CPU: the interpreter)."""
+    if device.type != "cuda":
+        return None
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
-        offs_g = tl.arange(0, GROUP_P)
-        offs_d = tl.arange(0, HEAD_DIM_P)
-        offs_t = tl.arange(0, TILE)
-        mask_g = offs_g < GROUP
-        mask_d = offs_d < HEAD_DIM
 
-        heads = (kv_head * GROUP + offs_g).to(tl.int64)
-        q_off = seq * stride_qs + heads[:, None] * stride_qh + offs_d[None, :].to(tl.int64) * stride_qd
-        q = tl.load(q_ptr + q_off, mask=mask_g[:, None] & mask_d[None, :], other=0.0)   # [G, D]
+def launch_config(q: torch.Tensor, k_cache: torch.Tensor, seq_lens: torch.Tensor, **overrides) -> LaunchConfig:
+    """The :class:`~kernels.triton_kernels.LaunchConfig` a call with these inputs would use.
 
-        m_i = tl.full([GROUP_P], float("-inf"), tl.float32)
-        l_i = tl.zeros([GROUP_P], tl.float32)
-        acc = tl.zeros([GROUP_P, HEAD_DIM_P], tl.float32)
-
-        d_k = offs_d[None, :].to(tl.int64) * stride_kd
-        d_v = offs_d[None, :].to(tl.int64) * stride_vd
-        table_row = block_tables_ptr + seq * stride_bts
-        for start in range(0, seq_len, TILE):
-            tok = start + offs_t                                    # token positions [T]
-            mask_t = tok < seq_len
-            # The gather: each token's physical block comes from the block table.
-            block_id = tl.load(table_row + (tok // BLOCK_SIZE).to(tl.int64) * stride_btb,
-                               mask=mask_t, other=0).to(tl.int64)
-            slot = (tok % BLOCK_SIZE).to(tl.int64)
-            kv_mask = mask_t[:, None] & mask_d[None, :]
-            k_off = block_id[:, None] * stride_kb + slot[:, None] * stride_kt + kv_head * stride_kh + d_k
-            k = tl.load(k_ptr + k_off, mask=kv_mask, other=0.0)                         # [T, D]
-            if IS_FP32:
-                s = tl.dot(q, tl.trans(k), input_precision="ieee")                     # [G, T]
-            else:
-                s = tl.dot(q, tl.trans(k))
-            s = tl.where(mask_t[None, :], s * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, axis=1))
-            alpha = tl.exp2(m_i - m_new)
-            p = tl.exp2(s - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, axis=1)
-            v_off = block_id[:, None] * stride_vb + slot[:, None] * stride_vt + kv_head * stride_vh + d_v
-            v = tl.load(v_ptr + v_off, mask=kv_mask, other=0.0)                         # [T, D]
-            if IS_FP32:
-                acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
-            else:
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
-
-        out = acc / l_i[:, None]
-        o_off = seq * stride_os + heads[:, None] * stride_oh + offs_d[None, :].to(tl.int64) * stride_od
-        tl.store(out_ptr + o_off, out.to(out_ptr.dtype.element_ty), mask=mask_g[:, None] & mask_d[None, :])
+    ``overrides``: ``num_splits``, ``tile``, ``num_warps``, ``num_stages`` (None = choose).
+    Reads ``max(seq_lens)`` on the host (a device sync on CUDA); timing loops compute the
+    config once and pass it as ``config=``.
+    """
+    max_len = int(seq_lens.max()) if seq_lens.numel() else 1
+    return choose_config(q.shape[0], k_cache.shape[2], max_len, q.shape[2], num_sms=_num_sms(q.device),
+                         **{k: v for k, v in overrides.items() if v is not None})
 
 
 def paged_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_tables: torch.Tensor, seq_lens: torch.Tensor,
                            scale: float | None = None, validate: bool = True,
-                           out: torch.Tensor | None = None, tile: int = TILE_T,
-                           num_warps: int = 4) -> torch.Tensor:
-    """Run the Triton paged-attention decode kernel (compiled on CUDA, interpreted on CPU).
+                           out: torch.Tensor | None = None, *, num_splits: int | None = None,
+                           tile: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
+                           config: LaunchConfig | None = None) -> torch.Tensor:
+    """Run the Triton paged-attention decode (compiled on CUDA, interpreted on CPU).
 
     Args:
         q, k_cache, v_cache, block_tables, seq_lens: see the module docstring for shapes/dtypes.
         scale: softmax scale; default ``1 / sqrt(head_dim)``.
         validate: run :func:`validate_inputs` first (a host sync); timing loops pass False.
         out: optional preallocated ``[num_seqs, num_heads, head_dim]`` output in q's dtype.
-        tile: tokens per loop iteration (a power of two >= 16).
-        num_warps: warps per program (ignored by the interpreter).
+        num_splits: 1 = single pass; n > 1 = split-KV into n stretches plus a reduction; None
+            chooses (split when the single pass would leave SMs idle or the context is long;
+            never on the CPU interpreter unless asked).
+        tile, num_warps, num_stages: override the per-head_dim defaults
+            (:func:`kernels.triton_kernels.default_tiling`).
+        config: a ready :class:`LaunchConfig` (skips the choice and its host sync).
 
     Returns:
-        ``out`` [num_seqs, num_heads, head_dim], q's dtype.
+        ``out`` [num_seqs, num_heads, head_dim], q's dtype. A sequence with 0 tokens gives 0.
 
     Raises:
-        ValueError: from :func:`validate_inputs`; ``head_dim`` above 256; ``tile`` not a power
-            of two >= 16.
+        ValueError: from :func:`validate_inputs`; ``head_dim`` above 256; a bad tile, warp,
+            stage or split count.
         RuntimeError: if Triton is not installed.
     """
     if not HAVE_TRITON:
         raise RuntimeError("Triton is not installed; use paged_attention_torch")
+    from kernels import triton_kernels as tk
+
     if validate:
         validate_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     num_seqs, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     if head_dim > MAX_HEAD_DIM:
         raise ValueError(f"head_dim {head_dim} is above the kernel's limit of {MAX_HEAD_DIM}")
-    if tile < 16 or tile & (tile - 1):
-        raise ValueError(f"tile must be a power of two >= 16, got {tile}")
-    group = num_heads // num_kv_heads
     if out is None:
         out = torch.empty_like(q)
     if num_seqs == 0:
         return out
+    cfg = config or launch_config(q, k_cache, seq_lens, num_splits=num_splits, tile=tile,
+                                  num_warps=num_warps, num_stages=num_stages)
+    group = num_heads // num_kv_heads
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
-    grid = (num_seqs, num_kv_heads)
-    _paged_decode_kernel[grid](
-        out, q, k_cache, v_cache, block_tables, seq_lens,
-        scale * 1.4426950408889634,
-        q.stride(0), q.stride(1), q.stride(2),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), k_cache.stride(3),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), v_cache.stride(3),
-        block_tables.stride(0), block_tables.stride(1),
-        out.stride(0), out.stride(1), out.stride(2),
-        HEAD_DIM=head_dim, HEAD_DIM_P=max(16, _next_pow2(head_dim)),
-        GROUP=group, GROUP_P=max(16, _next_pow2(group)),        # tl.dot needs every dim >= 16
-        BLOCK_SIZE=block_size, TILE=tile,
-        IS_FP32=(q.dtype == torch.float32),
-        num_warps=num_warps,
-    )
+    head_dim_p = max(16, next_pow2(head_dim))
+    shapes = dict(HEAD_DIM=head_dim, HEAD_DIM_P=head_dim_p, GROUP=group,
+                  GROUP_P=max(16, next_pow2(group)),                # tl.dot needs every dim >= 16
+                  BLOCK_SIZE=block_size, TILE=cfg.tile, IS_FP32=(q.dtype == torch.float32),
+                  NUM_STAGES=cfg.num_stages)
+    strides = (q.stride(0), q.stride(1), q.stride(2),
+               k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), k_cache.stride(3),
+               v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), v_cache.stride(3),
+               block_tables.stride(0), block_tables.stride(1))
+    qk_scale = scale * LOG2E
+    if cfg.num_splits == 1:
+        tk.single_pass[(num_seqs, num_kv_heads)](
+            out, q, k_cache, v_cache, block_tables, seq_lens, qk_scale, *strides,
+            out.stride(0), out.stride(1), out.stride(2), **shapes,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        return out
+    part_acc = torch.empty((num_seqs, cfg.num_splits, num_heads, head_dim_p), dtype=torch.float32, device=q.device)
+    part_ml = torch.empty((num_seqs, cfg.num_splits, num_heads, 2), dtype=torch.float32, device=q.device)
+    tk.split_kv[(num_seqs, num_kv_heads, cfg.num_splits)](
+        part_acc, part_ml, q, k_cache, v_cache, block_tables, seq_lens, qk_scale, *strides, cfg.split_len,
+        NUM_SPLITS=cfg.num_splits, NUM_HEADS=num_heads, **shapes,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    tk.reduce_splits[(num_seqs, num_heads)](
+        out, part_acc, part_ml, out.stride(0), out.stride(1), out.stride(2),
+        NUM_SPLITS=cfg.num_splits, NUM_SPLITS_P=next_pow2(cfg.num_splits), NUM_HEADS=num_heads,
+        HEAD_DIM=head_dim, HEAD_DIM_P=head_dim_p, num_warps=4)
     return out
 
 
@@ -281,14 +234,63 @@ def paged_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
 # Torch paths
 # --------------------------------------------------------------------------------------------
 
+def token_slots(block_tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int,
+                max_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where every token of every sequence lives, as rows of the flattened cache.
+
+    Token ``t`` of sequence ``s`` is row ``block_tables[s, t // block_size] * block_size +
+    t % block_size`` of ``k_cache.reshape(num_blocks * block_size, num_kv_heads, head_dim)``.
+    Vectorised: no loop over sequences or blocks.
+
+    Returns:
+        ``(rows, valid)``: int64 and bool, both [num_seqs, max_len]; positions at or past a
+        sequence's length are ``valid == False`` and point at row 0.
+    """
+    num_seqs = block_tables.shape[0]
+    if max_len is None:
+        max_len = int(seq_lens.max()) if seq_lens.numel() else 0
+    t = torch.arange(max(1, max_len), device=block_tables.device)
+    valid = t[None, :] < seq_lens.to(torch.int64)[:, None]
+    col = (t // block_size).clamp(max=block_tables.shape[1] - 1).expand(num_seqs, -1)
+    blocks = block_tables.to(torch.int64).gather(1, col)
+    rows = blocks * block_size + (t % block_size)[None, :]
+    return torch.where(valid, rows, torch.zeros_like(rows)), valid
+
+
+def _gather_rows(src: torch.Tensor, rows: torch.Tensor, workspace: dict | None, name: str) -> torch.Tensor:
+    """``src.index_select(1, rows)``, into a buffer kept in ``workspace`` when one is given."""
+    if workspace is None:
+        return src.index_select(1, rows)
+    key = (name, src.shape[0], rows.numel(), src.shape[2], src.dtype, src.device)
+    buf = workspace.get(key)
+    if buf is None:
+        buf = workspace[key] = torch.empty((src.shape[0], rows.numel(), src.shape[2]), dtype=src.dtype,
+                                           device=src.device)
+    return torch.index_select(src, 1, rows, out=buf)
+
+
 def paged_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                           block_tables: torch.Tensor, seq_lens: torch.Tensor,
-                          scale: float | None = None, validate: bool = True) -> torch.Tensor:
+                          scale: float | None = None, validate: bool = True,
+                          workspace: dict | None = None) -> torch.Tensor:
     """The same gather and attention in torch (the "torch-cpu" backend; works on any device).
 
-    Per sequence: ``index_select`` its used blocks from the cache by block table (the gather),
-    flatten to ``[seq_len, num_kv_heads, head_dim]``, then grouped-query attention with batched
-    matmuls and an fp32 softmax. Inputs/outputs as in the module docstring.
+    One ``index_select`` per tensor gathers every token's K and V through the block table
+    (:func:`token_slots`) into a head-major ``[num_kv_heads, num_seqs, tokens, head_dim]``
+    tensor, so both attention products are plain batched matrix products with no further copy;
+    grouped-query attention then runs batched over all sequences with an fp32 softmax. On a CPU
+    the gather is most of the call's time. The contiguous baseline calls this same function with one block per sequence,
+    so paged and contiguous differ only in where the gather reads -- in whole blocks of
+    ``block_size`` rows scattered over the pool, or in one sequential run.
+
+    Args:
+        workspace: an optional dict the caller keeps between calls; the gathered K and V are
+            written into buffers kept there (keyed by shape and dtype) instead of fresh memory,
+            so a timing loop measures the gather and not the operating system handing out
+            and clearing new pages. Both sides of a comparison pass one.
+
+    Returns:
+        [num_seqs, num_heads, head_dim] in q's dtype; a sequence with 0 tokens gives 0.
 
     Raises:
         ValueError: from :func:`validate_inputs` when ``validate`` is True.
@@ -299,20 +301,24 @@ def paged_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
     _, block_size, num_kv_heads, _ = k_cache.shape
     group = num_heads // num_kv_heads
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
-    out = torch.empty_like(q)
-    lens = seq_lens.tolist()
-    tables = block_tables.to(torch.int64)
-    for s, n_tok in enumerate(lens):
-        n_blk = -(-n_tok // block_size)
-        ids = tables[s, :n_blk]
-        k = k_cache.index_select(0, ids).reshape(n_blk * block_size, num_kv_heads, head_dim)[:n_tok]
-        v = v_cache.index_select(0, ids).reshape(n_blk * block_size, num_kv_heads, head_dim)[:n_tok]
-        qs = q[s].reshape(num_kv_heads, group, head_dim).float()
-        scores = torch.bmm(qs, k.permute(1, 2, 0).float()) * scale           # [Hkv, G, T]
-        p = torch.softmax(scores, dim=-1)
-        o = torch.bmm(p, v.permute(1, 0, 2).float())                          # [Hkv, G, D]
-        out[s] = o.reshape(num_heads, head_dim).to(q.dtype)
-    return out
+    if num_seqs == 0:
+        return torch.empty_like(q)
+    rows, valid = token_slots(block_tables, seq_lens, block_size)
+    t = rows.shape[1]
+    flat = rows.reshape(-1)
+    # The gather, head-major: for each KV head, the rows of every token of every sequence.
+    k, v = (_gather_rows(cache.reshape(-1, num_kv_heads, head_dim).transpose(0, 1), flat, workspace, name)
+            for name, cache in (("k", k_cache), ("v", v_cache)))                         # [Hkv, S*T, D]
+    k = k.reshape(num_kv_heads, num_seqs, t, head_dim).float()
+    v = v.reshape(num_kv_heads, num_seqs, t, head_dim).float()
+    if not bool(valid.all()):
+        v = v.masked_fill(~valid[None, :, :, None], 0.0)     # unused slots may hold NaN: 0 x NaN = NaN
+    qs = q.reshape(num_seqs, num_kv_heads, group, head_dim).transpose(0, 1).float()   # [Hkv, S, G, D]
+    scores = torch.matmul(qs, k.transpose(-1, -2)) * scale                           # [Hkv, S, G, T]
+    scores = scores.masked_fill(~valid[None, :, None, :], float("-inf"))
+    p = torch.softmax(scores, dim=-1).nan_to_num(0.0)                  # an empty sequence: all 0
+    out = torch.matmul(p, v).transpose(0, 1).reshape(num_seqs, num_heads, head_dim)   # [S, H, D]
+    return out.to(q.dtype)
 
 
 def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -325,7 +331,8 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
     for its query heads, and runs ``softmax(q k^T * scale) v`` in float32.
 
     Returns:
-        float32 tensor [num_seqs, num_heads, head_dim] (compare to the kernels' output).
+        float32 tensor [num_seqs, num_heads, head_dim] (compare to the kernels' output); 0 for a
+        sequence with no tokens.
 
     Raises:
         ValueError: from :func:`validate_inputs`.
@@ -338,6 +345,9 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     for s in range(num_seqs):
         n_tok = int(seq_lens[s])
+        if n_tok == 0:                     # attends to nothing: defined as 0
+            out[s] = 0.0
+            continue
         t = torch.arange(n_tok, device=q.device)
         blocks = block_tables[s].to(torch.int64)[t // block_size]
         slots = t % block_size
@@ -353,11 +363,14 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float | None = None,
-                    backend: str | None = None, validate: bool = True) -> torch.Tensor:
+                    backend: str | None = None, validate: bool = True,
+                    num_splits: int | None = None) -> torch.Tensor:
     """Dispatch to the backend: "cuda" / "triton-interpreter" -> Triton, "torch-cpu" -> torch.
 
     Args:
         backend: one of :data:`kernels.backend.BACKENDS`, or None for ``detect("check").name``.
+        num_splits: for the Triton backends, 1 = single pass, n = split-KV, None = choose
+            (ignored by the torch path, which has no launch).
 
     Raises:
         ValueError: unknown backend, or from :func:`validate_inputs`.
@@ -367,7 +380,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
     if name == "torch-cpu":
         return paged_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, scale, validate)
-    return paged_attention_triton(q, k_cache, v_cache, block_tables, seq_lens, scale, validate)
+    return paged_attention_triton(q, k_cache, v_cache, block_tables, seq_lens, scale, validate,
+                                  num_splits=num_splits)
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,7 +476,7 @@ def make_paged_inputs(seq_lens: list[int], num_heads: int, num_kv_heads: int, he
     """Random q and tokens, paged into a randomly permuted block pool.
 
     Args:
-        seq_lens: tokens per sequence (each >= 1).
+        seq_lens: tokens per sequence (each >= 0, at least one > 0; a 0 has no blocks).
         num_heads, num_kv_heads, head_dim: attention shape (num_heads a multiple of num_kv_heads).
         block_size: slots per block.
         dtype: torch.float16 or torch.float32.
@@ -476,10 +490,10 @@ def make_paged_inputs(seq_lens: list[int], num_heads: int, num_kv_heads: int, he
         :class:`PagedInputs`.
 
     Raises:
-        ValueError: ``seq_lens`` empty or with a value < 1, ``block_size`` < 1.
+        ValueError: ``seq_lens`` empty, negative or all 0, ``block_size`` < 1.
     """
-    if not seq_lens or min(seq_lens) < 1:
-        raise ValueError(f"seq_lens must be a non-empty list of values >= 1, got {seq_lens}")
+    if not seq_lens or min(seq_lens) < 0 or max(seq_lens) < 1:
+        raise ValueError(f"seq_lens must be a non-empty list of values >= 0, not all 0, got {seq_lens}")
     gen = torch.Generator().manual_seed(seed)
     n = len(seq_lens)
     max_len = max_len or max(seq_lens)
@@ -511,15 +525,20 @@ def make_contiguous(inputs: PagedInputs) -> tuple[torch.Tensor, ...]:
 
 def check_correctness(backend: str | None = None, block_size: int = 16, seq_lens: tuple[int, ...] = (1, 32, 45),
                       num_heads: int = 8, num_kv_heads: int = 2, head_dim: int = 32,
-                      dtype: torch.dtype = torch.float32, seed: int = 0) -> dict:
+                      dtype: torch.dtype = torch.float32, seed: int = 0, num_splits: int | None = None) -> dict:
     """Run ``backend`` on a tiny random paged case and compare with the reference.
 
     Slots holding no token are NaN, so any read past a sequence's length shows up as NaN error.
 
+    Args:
+        num_splits: Triton backends only: 1 = single pass, n > 1 = the split-KV path with its
+            reduction, None = the backend's own choice.
+
     Returns:
         dict with ``backend`` (name), ``device``, ``max_abs_error`` (float, same units as the
         attention output), ``tolerance``, ``passed`` (bool), ``seconds`` (wall time of the
-        kernel call) and ``shape`` (dict of the case's sizes).
+        kernel call), ``path`` ("single pass", "split-KV, n splits" or "torch gather") and
+        ``shape`` (dict of the case's sizes).
 
     Raises:
         ValueError: unknown backend or invalid shape.
@@ -531,8 +550,13 @@ def check_correctness(backend: str | None = None, block_size: int = 16, seq_lens
     device = "cuda" if name == "cuda" else "cpu"
     inp = make_paged_inputs(list(seq_lens), num_heads, num_kv_heads, head_dim, block_size, dtype=dtype,
                             device=device, fill=float("nan"), spare_blocks=2, seed=seed)
+    path = "torch gather"
+    if name != "torch-cpu":
+        cfg = launch_config(inp.q, inp.k_cache, inp.seq_lens, num_splits=num_splits)
+        num_splits = cfg.num_splits
+        path = "single pass" if cfg.num_splits == 1 else f"split-KV, {cfg.num_splits} splits"
     t0 = time.perf_counter()
-    out = paged_attention(*inp.args, backend=name)
+    out = paged_attention(*inp.args, backend=name, num_splits=num_splits)
     if device == "cuda":
         torch.cuda.synchronize()
     secs = time.perf_counter() - t0
@@ -542,6 +566,6 @@ def check_correctness(backend: str | None = None, block_size: int = 16, seq_lens
         err = float("inf")
     tol = 2e-3 if dtype == torch.float32 else 2e-2
     return {"backend": name, "device": chosen.device if name == chosen.name else device,
-            "max_abs_error": err, "tolerance": tol, "passed": err <= tol, "seconds": secs,
+            "max_abs_error": err, "tolerance": tol, "passed": err <= tol, "seconds": secs, "path": path,
             "shape": {"seq_lens": list(seq_lens), "block_size": block_size, "num_heads": num_heads,
                       "num_kv_heads": num_kv_heads, "head_dim": head_dim, "dtype": str(dtype).replace("torch.", "")}}

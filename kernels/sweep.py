@@ -2,22 +2,34 @@
 
 For each block size (1, 2, 4 ... 256) the same tokens are paged into a randomly permuted block
 pool and the decode kernel runs on it; the contiguous baseline runs the *same* function on the
-same tokens stored one block per sequence. The ratio of the two median latencies is the gather
-overhead -- the kernel-side cost of a page size, which the slack (memory waste) figures of the
-allocator do not capture.
+same tokens stored one block per sequence. Paged / contiguous latency is the gather overhead --
+the kernel-side cost of a page size, which the slack (memory waste) figures of the allocator do
+not capture.
 
-Timing: on CUDA ``triton.testing.do_bench`` (median; it clears the L2 cache between runs) with a
-KV working set of at least 1 GB by default, so the L2 cache does not flatter the result; on CPU a
-plain ``time.perf_counter`` loop (median of ``repeats`` after one warm-up call).
+Timing is paired: the two sides alternate (paged, contiguous, then contiguous, paged, ...) so
+that a slow moment of a shared machine hits both, and each pair gives one ratio. The overhead
+reported is the median of those ratios, with a bootstrap confidence interval over the pairs
+(:func:`pair_stats`); the intervals of one sweep hold at 95 % together (each row at
+1 - 0.05 / number of block sizes, Bonferroni), so a sweep of pure noise rarely shows any block
+size as different. Where an interval includes 1.0 the verdict is "no measurable difference".
+The spread of each side's times (quartiles) is reported beside the medians.
+
+* On CUDA each timed sample is ``triton.testing.do_bench`` (median over ~20 ms of calls, the L2
+  cache cleared before each call) with a K+V working set of at least 1 GB by default.
+* On a CPU each sample is one call under ``time.perf_counter``, with a K+V working set several
+  times the last-level cache (134 MB against this lab machine's 32 MiB L3), gathered into
+  buffers reused between calls, so that what differs between the sides is only where the gather
+  reads.
 
 CLI::
 
     python -m kernels.sweep                      # auto backend, its default shape, prints a table
     python -m kernels.sweep --tiny               # seconds, tiny shape
-    python -m kernels.sweep --out assets/kernel_gpu_results.json   # on a GPU: record results
+    python -m kernels.gpu_check                  # on a GPU: validate, sweep, record results
 
 Sources: Kwon et al., PagedAttention (SOSP 2023), section on kernel overhead of block size;
-vLLM's paged-attention kernels for the cache layout.
+vLLM's paged-attention kernels for the cache layout; Efron & Tibshirani, *An Introduction to the
+Bootstrap* (1993) for the percentile interval.
 """
 from __future__ import annotations
 
@@ -32,22 +44,31 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 
 import kernels  # noqa: F401  (sets TRITON_INTERPRET before triton is imported on CPU)
-from kernels.backend import BACKENDS, Backend, cpu_description, detect, versions
-from kernels.paged_attention import page_tokens, paged_attention_torch, paged_attention_triton, validate_inputs
+from kernels.backend import BACKENDS, Backend, cpu_description, detect, last_level_cache_bytes, versions
+from kernels.paged_attention import (launch_config, page_tokens, paged_attention_torch, paged_attention_triton,
+                                     validate_inputs)
 
 DEFAULT_BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: Above this many (token x KV head) pairs the interpreter backend refuses to time (far too slow).
 INTERPRETER_LIMIT = 16_384
+#: Confidence of the interval around each overhead ratio.
+CONFIDENCE = 0.95
+#: Bootstrap resamples per interval.
+BOOTSTRAP_RESAMPLES = 4000
+#: Verdicts of one block size's comparison.
+SLOWER, FASTER, NO_DIFFERENCE = "slower", "faster", "no measurable difference"
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
 @dataclass(frozen=True)
 class SweepShape:
     """The decode batch swept: ``num_seqs`` sequences of ``seq_len`` tokens each.
 
-    ``dtype`` is "float16" or "float32". K+V bytes per call =
+    ``dtype`` is "float16", "bfloat16" or "float32". K+V bytes per call =
     2 x num_seqs x seq_len x num_kv_heads x head_dim x itemsize.
     """
 
@@ -61,12 +82,12 @@ class SweepShape:
     @property
     def torch_dtype(self) -> torch.dtype:
         """The torch dtype named by ``dtype``."""
-        return {"float16": torch.float16, "float32": torch.float32}[self.dtype]
+        return DTYPES[self.dtype]
 
     @property
     def kv_bytes(self) -> int:
         """Bytes of K and V one decode call reads (bytes)."""
-        item = 2 if self.dtype == "float16" else 4
+        item = 4 if self.dtype == "float32" else 2
         return 2 * self.num_seqs * self.seq_len * self.num_kv_heads * self.head_dim * item
 
     def validate(self) -> None:
@@ -79,14 +100,19 @@ class SweepShape:
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
                              f"({self.num_kv_heads})")
-        if self.dtype not in ("float16", "float32"):
-            raise ValueError(f"dtype must be 'float16' or 'float32', got {self.dtype!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
 
 
-#: CPU default: a few seconds per block size on 2 cores (K+V = 64 MiB per call).
-CPU_SHAPE = SweepShape(num_seqs=8, seq_len=1024, num_heads=32, num_kv_heads=8, head_dim=128, dtype="float32")
+#: CPU default: K+V = 134 MB per call, 4x the 32 MiB L3 of the lab's machines (about 0.15 s a call
+#: on 2 cores; Llama-3-8B-like heads).
+CPU_SHAPE = SweepShape(num_seqs=8, seq_len=2048, num_heads=32, num_kv_heads=8, head_dim=128, dtype="float32")
 #: CUDA default: K+V = 1.07 GB per call, larger than any L2 cache (Llama-3-8B-like heads).
 CUDA_SHAPE = SweepShape(num_seqs=64, seq_len=4096, num_heads=32, num_kv_heads=8, head_dim=128, dtype="float16")
+#: Long contexts on CUDA: 16 sequences x 16k tokens (K+V = 4.3 GB; 128 single-pass programs on a
+#: 132-SM H200, so the split-KV path is what fills the GPU).
+CUDA_LONG_SHAPE = SweepShape(num_seqs=16, seq_len=16384, num_heads=32, num_kv_heads=8, head_dim=128,
+                             dtype="float16")
 #: Tiny: for tests, the page's quick option and the Triton interpreter.
 TINY_SHAPE = SweepShape(num_seqs=2, seq_len=64, num_heads=4, num_kv_heads=2, head_dim=16, dtype="float32")
 
@@ -101,15 +127,21 @@ class SweepResult:
     """Rows (one per block size) plus metadata saying what produced them.
 
     Row keys: ``block_size`` (slots), ``paged_s`` and ``contiguous_s`` (median latency, seconds),
-    ``paged_ms``/``contiguous_ms`` (milliseconds), ``overhead`` (paged / contiguous latency: on
-    CUDA the ratio of the medians, on CPU the median of back-to-back pair ratios),
-    ``paged_GBps``/``contiguous_GBps`` (K+V bytes / time, 1e9 bytes per second),
-    ``paged_peak_fraction`` (paged_GBps / device peak, None when the peak is unknown),
-    ``max_abs_diff`` (paged vs contiguous output).
+    ``paged_ms``/``contiguous_ms`` (milliseconds), ``paged_ms_q1``/``paged_ms_q3`` and
+    ``contiguous_ms_q1``/``contiguous_ms_q3`` (quartiles: the spread), ``overhead`` (median of
+    the paired paged / contiguous ratios), ``overhead_ci_low``/``overhead_ci_high`` (its bootstrap
+    interval; the rows' intervals hold at 95 % together), ``verdict`` ("slower", "faster" or
+    "no measurable difference"),
+    ``pairs`` (timed pairs), ``paged_GBps``/``contiguous_GBps`` (K+V bytes / median time, 1e9
+    bytes per second), ``paged_peak_fraction`` (paged_GBps / device peak, None when the peak is
+    unknown), ``max_abs_diff`` (paged vs contiguous output).
 
     Meta keys: ``backend``, ``device``, ``reason``, ``peak_GBps``, ``peak_source``, ``shape``
-    (dict), ``kv_bytes``, ``timer``, ``date`` (UTC ISO 8601), ``versions`` (dict), ``recorded``
-    (True when loaded from a file), ``warnings`` (list of str).
+    (dict), ``kv_bytes``, ``llc_bytes`` (CPU last-level cache, None on CUDA or unknown),
+    ``timer``, ``confidence`` (0.95, for the whole sweep), ``row_confidence`` (each row's
+    level, Bonferroni), ``launch`` (the Triton launch shape, or None for torch),
+    ``date`` (UTC ISO 8601), ``versions`` (dict), ``recorded`` (True when loaded from a file),
+    ``warnings`` (list of str).
     """
 
     rows: list[dict] = field(default_factory=list)
@@ -134,23 +166,105 @@ class SweepResult:
         if not isinstance(data, dict) or not isinstance(data.get("meta"), dict) \
                 or not isinstance(data.get("rows"), list):
             raise ValueError("results file must be a JSON object with 'meta' and 'rows'")
-        need = ("block_size", "paged_ms", "contiguous_ms", "overhead")
+        need = ("block_size", "paged_ms", "contiguous_ms", "overhead", "overhead_ci_low", "overhead_ci_high",
+                "verdict")
         for i, row in enumerate(data["rows"]):
             if not isinstance(row, dict) or any(k not in row for k in need):
                 raise ValueError(f"rows[{i}] must have keys {need}")
         return cls(rows=data["rows"], meta=data["meta"])
 
+    @property
+    def measurable(self) -> bool:
+        """True when at least one block size's interval excludes 1.0 (a real difference)."""
+        return any(r["verdict"] != NO_DIFFERENCE for r in self.rows)
+
+    def verdict_text(self) -> str:
+        """One sentence on what the sweep can claim, with every number taken from the rows."""
+        return verdict_text(self.rows, self.meta.get("confidence", CONFIDENCE),
+                            simultaneous=self.meta.get("row_confidence", CONFIDENCE) > self.meta.get("confidence",
+                                                                                                  CONFIDENCE))
+
     def table(self) -> str:
         """A fixed-width text table of the rows."""
-        head = (f"{'block':>6} {'paged ms':>10} {'contig ms':>10} {'overhead':>9} "
-                f"{'paged GB/s':>11} {'contig GB/s':>12} {'of peak':>8}")
+        head = (f"{'block':>6} {'paged ms':>10} {'contig ms':>10} {'overhead':>9} {'interval':>15} "
+                f"{'verdict':>24} {'paged GB/s':>11} {'of peak':>8}")
         lines = [head, "-" * len(head)]
         for r in self.rows:
             frac = r.get("paged_peak_fraction")
+            ci = f"{r['overhead_ci_low']:.3f}-{r['overhead_ci_high']:.3f}"
             lines.append(f"{r['block_size']:>6} {r['paged_ms']:>10.4g} {r['contiguous_ms']:>10.4g} "
-                         f"{r['overhead']:>9.3f} {r['paged_GBps']:>11.4g} {r['contiguous_GBps']:>12.4g} "
+                         f"{r['overhead']:>9.3f} {ci:>15} {r['verdict']:>24} {r['paged_GBps']:>11.4g} "
                          f"{('%.0f%%' % (100 * frac)) if frac is not None else 'n/a':>8}")
         return "\n".join(lines)
+
+
+def pair_stats(a_s: list[float], b_s: list[float], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
+               confidence: float = CONFIDENCE) -> dict:
+    """Summarise paired timings of two sides (a = paged, b = contiguous), in seconds.
+
+    The overhead is the median of the per-pair ratios a_i / b_i; its interval is the percentile
+    bootstrap of that median over pairs (``resamples`` resamples with replacement, fixed
+    ``seed``). The verdict is "slower" when the interval lies above 1.0, "faster" when below, and
+    "no measurable difference" when it contains 1.0. Source: Efron & Tibshirani (1993), ch. 13.
+
+    Returns:
+        dict with ``a_median``, ``a_q1``, ``a_q3``, ``b_median``, ``b_q1``, ``b_q3`` (seconds),
+        ``overhead``, ``ci_low``, ``ci_high`` (ratios), ``verdict`` and ``pairs``.
+
+    Raises:
+        ValueError: the two lists differ in length or are empty, or a time is not > 0.
+    """
+    a = np.asarray(a_s, dtype=float)
+    b = np.asarray(b_s, dtype=float)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError(f"paired timings must be two non-empty lists of equal length, got {a.size} and {b.size}")
+    if not (np.all(a > 0) and np.all(b > 0)):
+        raise ValueError("every timing must be > 0 seconds")
+    ratios = a / b
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, ratios.size, size=(resamples, ratios.size))
+    medians = np.median(ratios[idx], axis=1)
+    tail = (1.0 - confidence) / 2
+    lo, hi = (float(x) for x in np.quantile(medians, [tail, 1.0 - tail]))
+    verdict = SLOWER if lo > 1.0 else FASTER if hi < 1.0 else NO_DIFFERENCE
+    q = lambda x, p: float(np.quantile(x, p))  # noqa: E731
+    return {"a_median": q(a, 0.5), "a_q1": q(a, 0.25), "a_q3": q(a, 0.75),
+            "b_median": q(b, 0.5), "b_q1": q(b, 0.25), "b_q3": q(b, 0.75),
+            "overhead": float(np.median(ratios)), "ci_low": lo, "ci_high": hi, "verdict": verdict,
+            "pairs": int(ratios.size)}
+
+
+def verdict_text(rows: list[dict], confidence: float = CONFIDENCE, simultaneous: bool = False) -> str:
+    """What a sweep's rows allow one to say, in one or two sentences (numbers from the rows).
+
+    "No measurable difference on this machine" when every interval contains 1.0; otherwise the
+    block sizes measured slower (and faster), each with its overhead and interval.
+    ``simultaneous``: the intervals hold at ``confidence`` together (Bonferroni), and the text
+    says so.
+    """
+    if not rows:
+        return "No block sizes were measured."
+    pct = f"{100 * confidence:.0f} %" + (" simultaneous" if simultaneous else "")
+    slower = [r for r in rows if r["verdict"] == SLOWER]
+    faster = [r for r in rows if r["verdict"] == FASTER]
+    if not slower and not faster:
+        return (f"No measurable difference on this machine: for every block size the {pct} interval of the "
+                f"overhead includes 1.0×, so what the chart shows is noise, not a trend.")
+
+    def fmt(rs: list[dict]) -> str:
+        return ", ".join(f"block {r['block_size']}: {r['overhead']:.3f}× "
+                         f"({r['overhead_ci_low']:.3f}–{r['overhead_ci_high']:.3f})" for r in rs)
+    parts = []
+    if slower:
+        parts.append(f"Paged is measurably slower than contiguous at {fmt(slower)}")
+    if faster:
+        parts.append(f"measurably faster at {fmt(faster)}")
+    rest = len(rows) - len(slower) - len(faster)
+    text = "; ".join(parts) + f" ({pct} intervals)."
+    if rest:
+        text += (f" At the other {rest} block size{'s' if rest != 1 else ''} the interval includes 1.0×: "
+                 "no measurable difference.")
+    return text
 
 
 def format_bytes(n: float) -> str:
@@ -172,36 +286,36 @@ def _dense_tokens(shape: SweepShape, device: str, seed: int) -> tuple[torch.Tens
     return q, k, v, lens
 
 
-def _timer(backend: str, repeats: int) -> tuple[Callable[..., tuple[float, float, float]], str]:
-    """Return ``(time_pair, description)``; ``time_pair(fn_a, fn_b)`` gives ``(a_s, b_s, ratio)``:
-    the median seconds of one call of each and the ratio a/b.
-
-    On CPU the calls alternate (a, b, a, b ...) and the ratio is the median of the per-pair
-    ratios, so that load from other processes on a shared machine hits both sides alike. On CUDA
-    the ratio is the ratio of the two medians."""
+def _pair_timer(backend: str, repeats: int) -> tuple[Callable[..., tuple[list[float], list[float]]], str]:
+    """Return ``(time_pairs, description)``; ``time_pairs(fn_a, fn_b)`` gives two lists of
+    ``repeats`` seconds each, timed in alternating order (a b, b a, a b, ...)."""
     if backend == "cuda":
         import triton.testing
 
-        def pair_cuda(fn_a: Callable[[], object], fn_b: Callable[[], object]) -> tuple[float, float]:
-            a = triton.testing.do_bench(fn_a, warmup=25, rep=100, return_mode="median")
-            b = triton.testing.do_bench(fn_b, warmup=25, rep=100, return_mode="median")
-            return float(a) / 1e3, float(b) / 1e3, float(a) / float(b)
-        return pair_cuda, ("triton.testing.do_bench, median (warm-up 25 ms, 100 ms of runs, "
-                           "L2 cache cleared before each run)")
+        def sample(fn: Callable[[], object]) -> float:
+            return float(triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median")) / 1e3
+        desc = (f"triton.testing.do_bench (median over ~20 ms of calls, L2 cache cleared before each call), "
+                f"{repeats} pairs, sides alternating")
+    else:
+        def sample(fn: Callable[[], object]) -> float:
+            t0 = time.perf_counter()
+            fn()
+            return time.perf_counter() - t0
+        desc = f"time.perf_counter per call, {repeats} pairs after one warm-up call each, sides alternating"
 
-    def pair_cpu(fn_a: Callable[[], object], fn_b: Callable[[], object]) -> tuple[float, float, float]:
-        fn_a()                                                 # warm-up
+    def time_pairs(fn_a: Callable[[], object], fn_b: Callable[[], object]) -> tuple[list[float], list[float]]:
+        fn_a()                                                 # warm-up (and compile on CUDA)
         fn_b()
         sa, sb = [], []
-        for _ in range(repeats):
-            for fn, samples in ((fn_a, sa), (fn_b, sb)):
-                t0 = time.perf_counter()
-                fn()
-                samples.append(time.perf_counter() - t0)
-        ratio = statistics.median(a / b for a, b in zip(sa, sb))
-        return statistics.median(sa), statistics.median(sb), ratio
-    return pair_cpu, (f"time.perf_counter, median of {repeats} calls each after 1 warm-up call, "
-                      "paged and contiguous calls alternating; overhead = median of the per-pair ratios")
+        for i in range(repeats):
+            if i % 2 == 0:
+                sa.append(sample(fn_a))
+                sb.append(sample(fn_b))
+            else:
+                sb.append(sample(fn_b))
+                sa.append(sample(fn_a))
+        return sa, sb
+    return time_pairs, desc
 
 
 def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape: SweepShape | None = None,
@@ -213,13 +327,14 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         block_sizes: slots per block to try (each >= 1).
         shape: the decode batch; default :func:`default_shape` for the backend.
         backend: "cuda", "torch-cpu" or "triton-interpreter"; default ``detect("sweep").name``.
-        repeats: timed calls per measurement on CPU backends (the median is kept).
+        repeats: timed pairs per block size (each gives one paged / contiguous ratio).
         seed: RNG seed for tokens and block permutations.
         progress: optional callback ``progress(fraction_done in [0, 1], message)``.
 
     Returns:
         :class:`SweepResult` (see its docstring for the row and meta keys; times in seconds and
-        milliseconds, bandwidth in GB/s = 1e9 bytes/s of K and V read).
+        milliseconds, bandwidth in GB/s = 1e9 bytes/s of K and V read; overhead with a 95 %
+        bootstrap interval and a verdict).
 
     Raises:
         ValueError: a block size < 1, an invalid shape (field named), an unknown backend, "cuda"
@@ -234,8 +349,8 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
     sizes = [int(b) for b in block_sizes]
     if not sizes or min(sizes) < 1:
         raise ValueError(f"block_sizes must be a non-empty list of integers >= 1, got {list(block_sizes)}")
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if repeats < 3:
+        raise ValueError(f"repeats must be >= 3 (pairs for an interval), got {repeats}")
     shape = shape or default_shape(name)
     shape.validate()
     if name == "triton-interpreter" and shape.num_seqs * shape.seq_len * shape.num_kv_heads > INTERPRETER_LIMIT:
@@ -243,12 +358,15 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
                          f"num_kv_heads must be <= {INTERPRETER_LIMIT}); use the tiny shape")
     info = auto if name == auto.name else Backend(name, cpu_description(), "chosen explicitly")
     device = "cuda" if name == "cuda" else "cpu"
-    run = paged_attention_torch if name == "torch-cpu" else paged_attention_triton
-    time_pair, timer_desc = _timer(name, repeats)
+    time_pairs, timer_desc = _pair_timer(name, repeats)
     warnings: list[str] = []
+    llc = None if name == "cuda" else last_level_cache_bytes()
     if name == "cuda" and shape.kv_bytes < 1e9:
         warnings.append(f"K+V working set is {shape.kv_bytes / 1e9:.2f} GB (< 1 GB): the L2 cache may "
                         "flatter the bandwidth")
+    if llc and shape.kv_bytes < 2 * llc:
+        warnings.append(f"K+V working set is {format_bytes(shape.kv_bytes)}, less than twice this CPU's "
+                        f"{format_bytes(llc)} last-level cache: part of what is timed is cache, not memory")
 
     def report(frac: float, msg: str) -> None:
         if progress is not None:
@@ -258,27 +376,46 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
     contig_tables = torch.arange(shape.num_seqs, dtype=torch.int32, device=device).reshape(-1, 1)
     contig_args = (q, k_dense, v_dense, contig_tables, lens)
     validate_inputs(*contig_args)
-    contig_out = run(*contig_args, validate=False)
+    launch = None
+    if name == "torch-cpu":
+        workspace: dict = {}                       # gather buffers reused by both sides
+
+        def run(*args):
+            return paged_attention_torch(*args, validate=False, workspace=workspace)
+    else:
+        cfg = launch_config(q, k_dense, lens)      # one shape, one launch: no host sync in the loop
+        launch = asdict(cfg)
+
+        def run(*args):
+            return paged_attention_triton(*args, validate=False, config=cfg)
+    contig_out = run(*contig_args).clone()
     perm_gen = torch.Generator().manual_seed(seed + 1)
+    # Simultaneous intervals: with 9 block sizes at 95 % each, about one in two sweeps of pure
+    # noise would call some block size "slower"; Bonferroni keeps the whole sweep at 95 %.
+    row_confidence = 1.0 - (1.0 - CONFIDENCE) / len(sizes)
     rows = []
     for i, bs in enumerate(sizes):
         report(i / len(sizes), f"block size {bs}: paging {shape.num_seqs} x {shape.seq_len} tokens")
         k_cache, v_cache, tables = page_tokens(k_dense, v_dense, lens, bs, generator=perm_gen)
         paged_args = (q, k_cache, v_cache, tables, lens)
         validate_inputs(*paged_args)
-        paged_out = run(*paged_args, validate=False)
+        paged_out = run(*paged_args)
         diff = float((paged_out.float() - contig_out.float()).abs().max())
-        report((i + 0.3) / len(sizes), f"block size {bs}: timing paged and contiguous")
-        paged_s, contig_s, ratio = time_pair(lambda a=paged_args: run(*a, validate=False),
-                                             lambda: run(*contig_args, validate=False))
+        report((i + 0.3) / len(sizes), f"block size {bs}: timing paged and contiguous, {repeats} pairs")
+        a_s, b_s = time_pairs(lambda a=paged_args: run(*a), lambda: run(*contig_args))
+        st = pair_stats(a_s, b_s, seed=seed + bs, confidence=row_confidence)
         row = {
             "block_size": bs,
-            "paged_s": paged_s, "contiguous_s": contig_s,
-            "paged_ms": paged_s * 1e3, "contiguous_ms": contig_s * 1e3,
-            "overhead": ratio,
-            "paged_GBps": shape.kv_bytes / paged_s / 1e9,
-            "contiguous_GBps": shape.kv_bytes / contig_s / 1e9,
-            "paged_peak_fraction": (shape.kv_bytes / paged_s / info.peak_bandwidth) if info.peak_bandwidth else None,
+            "paged_s": st["a_median"], "contiguous_s": st["b_median"],
+            "paged_ms": st["a_median"] * 1e3, "contiguous_ms": st["b_median"] * 1e3,
+            "paged_ms_q1": st["a_q1"] * 1e3, "paged_ms_q3": st["a_q3"] * 1e3,
+            "contiguous_ms_q1": st["b_q1"] * 1e3, "contiguous_ms_q3": st["b_q3"] * 1e3,
+            "overhead": st["overhead"], "overhead_ci_low": st["ci_low"], "overhead_ci_high": st["ci_high"],
+            "verdict": st["verdict"], "pairs": st["pairs"],
+            "paged_GBps": shape.kv_bytes / st["a_median"] / 1e9,
+            "contiguous_GBps": shape.kv_bytes / st["b_median"] / 1e9,
+            "paged_peak_fraction": ((shape.kv_bytes / st["a_median"] / info.peak_bandwidth)
+                                    if info.peak_bandwidth else None),
             "max_abs_diff": diff if math.isfinite(diff) else float("inf"),
         }
         rows.append(row)
@@ -290,18 +427,25 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         "backend": name, "device": info.device, "reason": info.reason,
         "peak_GBps": info.peak_bandwidth / 1e9 if info.peak_bandwidth else None,
         "peak_source": info.peak_source, "shape": asdict(shape), "kv_bytes": shape.kv_bytes,
-        "timer": timer_desc, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "llc_bytes": llc, "timer": timer_desc, "confidence": CONFIDENCE, "row_confidence": row_confidence,
+        "launch": launch,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "versions": versions(), "recorded": False, "warnings": warnings,
     }
     return SweepResult(rows=rows, meta=meta)
 
 
 def load_recorded(pattern: str = "kernel_gpu_results*.json", assets: str | Path | None = None) -> list[SweepResult]:
-    """Load recorded GPU sweeps from ``assets/`` (files written by ``--out`` on a GPU).
+    """Load recorded GPU sweeps from ``assets/``.
+
+    Two file shapes are read: what ``python -m kernels.gpu_check`` writes (``{"meta": ...,
+    "validation": [...], "sweeps": [{"meta": ..., "rows": [...]}, ...]}``; each sweep's meta
+    already names device, date and versions) and what ``python -m kernels.sweep --out`` writes
+    (one ``{"meta", "rows"}``).
 
     Returns:
         list of :class:`SweepResult` with ``meta["recorded"] = True`` and ``meta["file"]`` set,
-        sorted by file name; empty when no file matches.
+        sorted by file name then order in the file; empty when no file matches.
 
     Raises:
         ValueError: a matching file is malformed or was not produced by the "cuda" backend
@@ -311,41 +455,24 @@ def load_recorded(pattern: str = "kernel_gpu_results*.json", assets: str | Path 
     out = []
     for path in sorted(folder.glob(pattern)):
         try:
-            res = SweepResult.from_json(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ValueError(f"{path.name}: {exc}") from None
-        if res.meta.get("backend") != "cuda":
-            raise ValueError(f"{path.name}: backend is {res.meta.get('backend')!r}, not 'cuda'")
-        res.meta["recorded"] = True
-        res.meta["file"] = path.name
-        out.append(res)
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path.name}: results file is not readable JSON: {exc}") from None
+        parts = data.get("sweeps") if isinstance(data, dict) and "sweeps" in data else [data]
+        if not isinstance(parts, list) or not parts:
+            raise ValueError(f"{path.name}: 'sweeps' must be a non-empty list")
+        for i, part in enumerate(parts):
+            try:
+                res = SweepResult.from_json(json.dumps(part))
+            except ValueError as exc:
+                where = f"sweeps[{i}]: " if len(parts) > 1 or "sweeps" in data else ""
+                raise ValueError(f"{path.name}: {where}{exc}") from None
+            if res.meta.get("backend") != "cuda":
+                raise ValueError(f"{path.name}: backend is {res.meta.get('backend')!r}, not 'cuda'")
+            res.meta["recorded"] = True
+            res.meta["file"] = path.name
+            out.append(res)
     return out
-
-
-def bench(quick: bool = True) -> dict:
-    """Small entry point for the benchmark harness: a correctness check plus a short sweep.
-
-    Args:
-        quick: True -> tiny shape, block sizes (1, 16, 256), 3 repeats (a few seconds on CPU);
-            False -> the backend's default shape and all of :data:`DEFAULT_BLOCK_SIZES`.
-
-    Returns:
-        dict with ``backend``, ``device``, ``check_max_abs_error``, ``check_passed``,
-        ``check_seconds`` and ``sweep`` (list of row dicts as in :class:`SweepResult`) and
-        ``sweep_seconds`` (wall time of the sweep, seconds).
-    """
-    from kernels.paged_attention import check_correctness
-
-    chk = check_correctness()
-    t0 = time.perf_counter()
-    if quick:
-        res = sweep(block_sizes=(1, 16, 256), shape=TINY_SHAPE if detect().name != "cuda" else None, repeats=3)
-    else:
-        res = sweep()
-    return {"backend": res.meta["backend"], "device": res.meta["device"],
-            "check_backend": chk["backend"], "check_max_abs_error": chk["max_abs_error"],
-            "check_passed": chk["passed"], "check_seconds": chk["seconds"],
-            "sweep": res.rows, "sweep_seconds": time.perf_counter() - t0}
 
 
 def _int_list(text: str) -> list[int]:
@@ -368,8 +495,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tiny", action="store_true", help="use the tiny shape (seconds)")
     for name in ("num_seqs", "seq_len", "num_heads", "num_kv_heads", "head_dim"):
         p.add_argument("--" + name.replace("_", "-"), type=int, help="override the default shape")
-    p.add_argument("--dtype", choices=("float16", "float32"))
-    p.add_argument("--repeats", type=int, default=15, help="timed calls per point on CPU (median kept)")
+    p.add_argument("--dtype", choices=tuple(DTYPES))
+    p.add_argument("--repeats", type=int, default=15, help="timed pairs per block size (>= 3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="write the result as JSON (recorded GPU results: needs the cuda backend)")
@@ -407,6 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         for w in m["warnings"]:
             print(f"warning: {w}")
         print(res.table())
+        print(res.verdict_text())
         if args.out:
             print(f"wrote {args.out}")
     return 0

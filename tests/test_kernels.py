@@ -125,7 +125,7 @@ def _bad_table():
     (lambda a: {"block_tables": _bad_table()}, r"block_tables\[1, 2\] = 10000 is out of range"),
     (lambda a: {"block_tables": a["block_tables"].clone().fill_(-5)}, r"block_tables\[0, 0\] = -5"),
     (lambda a: {"seq_lens": torch.tensor([5, 13], dtype=torch.int32)}, r"seq_lens\[1\] = 13 needs 4 blocks"),
-    (lambda a: {"seq_lens": torch.tensor([0, 12], dtype=torch.int32)}, r"seq_lens\[0\] = 0"),
+    (lambda a: {"seq_lens": torch.tensor([-1, 12], dtype=torch.int32)}, r"seq_lens\[0\] = -1 is negative"),
     (lambda a: {"seq_lens": torch.tensor([5], dtype=torch.int32)}, r"seq_lens has 1 entries"),
     (lambda a: {"seq_lens": a["seq_lens"].long()}, r"seq_lens must be int32"),
     (lambda a: {"block_tables": a["block_tables"].long()}, r"block_tables must be int32"),
@@ -138,8 +138,8 @@ def _bad_table():
     (lambda a: {"q": a["q"][:, :3]}, r"num_heads \(3\) must be a multiple of num_kv_heads \(2\)"),
     (lambda a: {"k_cache": a["k_cache"].half()}, r"dtype of k_cache"),
     (lambda a: {"v_cache": a["v_cache"].double()}, r"dtype of v_cache"),
-    (lambda a: {"q": a["q"].bfloat16(), "k_cache": a["k_cache"].bfloat16(),
-                "v_cache": a["v_cache"].bfloat16()}, r"dtype of q must be float16 or float32"),
+    (lambda a: {"q": a["q"].double(), "k_cache": a["k_cache"].double(),
+                "v_cache": a["v_cache"].double()}, r"dtype of q must be float16, bfloat16 or float32"),
     (lambda a: {"q": a["q"].numpy()}, r"q must be a torch.Tensor"),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_validation_errors_name_the_field(over, field):
@@ -166,19 +166,23 @@ def test_tiny_sweep_rows(backend):
     if CUDA and backend == "triton-interpreter":
         pytest.skip("interpreter not active on a CUDA machine")
     calls = []
-    res = sweep(block_sizes=(1, 24), shape=TINY_SHAPE, backend=backend, repeats=1,
+    res = sweep(block_sizes=(1, 24), shape=TINY_SHAPE, backend=backend, repeats=3,
                 progress=lambda f, m: calls.append(f))
     assert [r["block_size"] for r in res.rows] == [1, 24]
     for r in res.rows:
-        assert r["paged_s"] > 0 and r["contiguous_s"] > 0
-        assert r["overhead"] > 0      # repeats=1: one pair, so the ratio of the two samples
-        assert r["overhead"] == pytest.approx(r["paged_s"] / r["contiguous_s"])
+        assert r["paged_s"] > 0 and r["contiguous_s"] > 0 and r["pairs"] == 3
+        assert r["paged_ms_q1"] <= r["paged_ms"] <= r["paged_ms_q3"]
+        assert r["contiguous_ms_q1"] <= r["contiguous_ms"] <= r["contiguous_ms_q3"]
+        assert r["overhead_ci_low"] <= r["overhead"] <= r["overhead_ci_high"]
+        assert r["verdict"] in ("slower", "faster", "no measurable difference")
         assert r["paged_GBps"] == pytest.approx(TINY_SHAPE.kv_bytes / r["paged_s"] / 1e9)
         assert r["max_abs_diff"] < 1e-4
     assert res.meta["backend"] == backend and res.meta["kv_bytes"] == 2 * 2 * 64 * 2 * 16 * 4
     assert calls[-1] == 1.0 and calls == sorted(calls)
     again = SweepResult.from_json(res.to_json())
     assert again.rows == res.rows and "overhead" in again.table()
+    assert res.meta["confidence"] == 0.95 and res.meta["row_confidence"] == pytest.approx(1 - 0.05 / 2)
+    assert (res.meta["launch"] is None) == (backend == "torch-cpu")
 
 
 def test_sweep_rejects_bad_input():
@@ -198,9 +202,9 @@ def test_sweep_rejects_bad_input():
 def test_cli_table_and_recorded_file(tmp_path, capsys):
     out = tmp_path / "kernel_gpu_results.json"
     if not CUDA:   # --out is for GPU results; refused on CPU without --allow-non-gpu
-        assert main(["--tiny", "--block-sizes", "1,4", "--repeats", "1", "--out", str(out)]) == 2
+        assert main(["--tiny", "--block-sizes", "1,4", "--repeats", "3", "--out", str(out)]) == 2
         assert "GPU" in capsys.readouterr().err and not out.exists()
-    assert main(["--tiny", "--block-sizes", "1,4", "--repeats", "1", "--out", str(out), "--allow-non-gpu"]) == 0
+    assert main(["--tiny", "--block-sizes", "1,4", "--repeats", "3", "--out", str(out), "--allow-non-gpu"]) == 0
     text = capsys.readouterr().out
     assert "overhead" in text and "backend:" in text
     data = json.loads(out.read_text())

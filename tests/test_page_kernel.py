@@ -1,6 +1,7 @@
 """AppTest of the live-kernel page: backend named, correctness check shown, sweep button works."""
 from __future__ import annotations
 
+import json
 import os
 
 import torch
@@ -40,6 +41,21 @@ def test_kernel_page_loads_with_backend_and_check():
         assert "No recorded GPU results are shipped yet" in text
 
 
+def test_kernel_page_shows_the_sm90_compile_record():
+    from kernels.compile_check import facts_text, load_report
+    at = _page()
+    text = _text(at)
+    assert "**Compiled for H200 / sm_90**" in text
+    assert facts_text(load_report()) in text              # the page quotes the record, nothing else
+    labels = [m.label for m in at.metric]
+    if not CUDA:                                          # both Triton paths are checked
+        assert any("single pass" in lbl for lbl in labels) and any("split-KV" in lbl for lbl in labels)
+
+
+def _figure(at: AppTest, index: int) -> dict:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
 def test_kernel_page_tiny_sweep():
     at = _page()
     radio = at.radio(key="kernel_shape")
@@ -50,10 +66,49 @@ def test_kernel_page_tiny_sweep():
     assert not at.error, [e.value for e in at.error]
     assert len(at.get("plotly_chart")) == 3               # latency, overhead, two costs
     assert any("2 sequences × 64 tokens" in md.value for md in at.markdown)
-    df = at.dataframe[0].value
+    live = at.session_state["kernel_sweep_result"]
+    df = next(d.value for d in at.dataframe if "block size (slots)" in d.value.columns)
     assert list(df["block size (slots)"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    assert (df["overhead (×)"] > 0).all()
-    assert any("Overhead measured by backend" in c.value for c in at.caption)
+    assert list(df["overhead (×)"]) == [round(r["overhead"], 3) for r in live.rows]
+    assert list(df["verdict"]) == [r["verdict"] for r in live.rows]
+    # the verdict shown is the one computed from these rows
+    shown = [b.value for b in (at.success if live.measurable else at.info)]
+    assert live.verdict_text() in shown
+    # the two-costs chart draws the live overhead only when it is measurable and read from memory
+    from pages._ui.kernel_view import drawable
+    ok, why = drawable(live)
+    if not CUDA:
+        assert not ok and "last-level cache" in why         # the tiny shape fits in the CPU's cache
+    two_costs = _figure(at, 2)
+    names = [t.get("name", "") for t in two_costs["data"]]
+    assert any("live, torch-cpu" in n or "live, cuda" in n for n in names) == ok
+    caption = " ".join(c.value for c in at.caption)
+    assert ("Overhead drawn from: live" in caption) == ok
+    assert ("Not drawn: live" in caption and why in caption) == (not ok)
+
+
+def test_noise_is_called_noise_and_not_drawn(monkeypatch):
+    import kernels.sweep as ks
+    rows = []
+    for bs in ks.DEFAULT_BLOCK_SIZES:   # every interval includes 1.0: noise
+        rows.append({"block_size": bs, "paged_s": 0.1, "contiguous_s": 0.1, "paged_ms": 100.0, "contiguous_ms": 100.0,
+                     "paged_ms_q1": 95.0, "paged_ms_q3": 105.0, "contiguous_ms_q1": 95.0, "contiguous_ms_q3": 105.0,
+                     "overhead": 1.0 + bs / 10_000, "overhead_ci_low": 0.97, "overhead_ci_high": 1.04,
+                     "verdict": ks.NO_DIFFERENCE, "pairs": 15, "paged_GBps": 1.3, "contiguous_GBps": 1.3,
+                     "paged_peak_fraction": None, "max_abs_diff": 0.0})
+    fake = ks.SweepResult(rows=rows, meta={"backend": "torch-cpu", "device": "CPU: test", "shape": {
+        "num_seqs": 8, "seq_len": 2048, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128, "dtype": "float32"},
+        "kv_bytes": 134217728, "llc_bytes": 33554432, "timer": "test", "confidence": 0.95, "launch": None,
+        "warnings": []})
+    monkeypatch.setattr(ks, "sweep", lambda *a, **k: fake)
+    at = _page()
+    at.button(key="kernel_run_sweep").click().run()
+    assert not at.exception and not at.error
+    assert any(i.value.startswith("No measurable difference on this machine") for i in at.info)
+    assert any("4.0× this CPU's 33.6 MB last-level cache" in md.value for md in at.markdown)
+    names = [t.get("name", "") for t in _figure(at, 2)["data"]]
+    assert not any("gather overhead" in n for n in names), names      # no trend drawn from noise
+    assert any("Not drawn: live, torch-cpu on CPU: test — no measurable difference" in c.value for c in at.caption)
 
 
 def test_two_costs_chart_follows_the_explainer_scenario():
@@ -68,7 +123,7 @@ def test_two_costs_chart_follows_the_explainer_scenario():
 
 def test_recorded_gpu_results_are_labelled(monkeypatch):
     import kernels.sweep as ks
-    fake = ks.sweep(block_sizes=(1, 16), shape=ks.TINY_SHAPE, backend="torch-cpu", repeats=1)
+    fake = ks.sweep(block_sizes=(1, 16), shape=ks.TINY_SHAPE, backend="torch-cpu", repeats=3)
     fake.meta.update(backend="cuda", device="NVIDIA Test GPU", recorded=True, file="kernel_gpu_results.json")
     monkeypatch.setattr(ks, "load_recorded", lambda: [fake])
     at = _page()
@@ -76,5 +131,39 @@ def test_recorded_gpu_results_are_labelled(monkeypatch):
     text = _text(at)
     assert "Recorded GPU results" in text and "**Recorded**" in text and "NVIDIA Test GPU" in text
     assert "No recorded GPU results are shipped yet" not in text
-    if not CUDA:   # the two-costs chart falls back to the recorded overhead before any live sweep
-        assert any("(recorded " in c.value for c in at.caption)
+    if not CUDA:   # the two-costs chart shows the recorded overhead (or says why not) before any live sweep
+        from pages._ui.kernel_view import drawable
+        caption = " ".join(c.value for c in at.caption)
+        label = "recorded on NVIDIA Test GPU"
+        assert (f"Overhead drawn from: {label}" in caption) == drawable(fake)[0]
+        assert (f"Not drawn: {label}" in caption) == (not drawable(fake)[0])
+
+
+def test_recorded_gpu_trend_is_drawn_with_device_and_date(monkeypatch):
+    import kernels.sweep as ks
+    rows = []
+    for bs in ks.DEFAULT_BLOCK_SIZES:   # a real, measurable trend: small blocks cost more
+        over = 1.0 + 0.4 / bs
+        lo, hi = over - 0.01, over + 0.01
+        rows.append({"block_size": bs, "paged_s": 1e-3 * over, "contiguous_s": 1e-3, "paged_ms": over,
+                     "contiguous_ms": 1.0, "paged_ms_q1": over, "paged_ms_q3": over, "contiguous_ms_q1": 1.0,
+                     "contiguous_ms_q3": 1.0, "overhead": over, "overhead_ci_low": lo, "overhead_ci_high": hi,
+                     "verdict": ks.SLOWER if lo > 1 else ks.NO_DIFFERENCE, "pairs": 15, "paged_GBps": 1000 / over,
+                     "contiguous_GBps": 1000.0, "paged_peak_fraction": 0.2 / over, "max_abs_diff": 0.0})
+    rec = ks.SweepResult(rows=rows, meta={"backend": "cuda", "device": "NVIDIA H200", "date": "2026-12-01T10:00:00+00:00",
+                                          "shape": {"num_seqs": 64, "seq_len": 4096, "num_heads": 32, "num_kv_heads": 8,
+                                                    "head_dim": 128, "dtype": "float16"},
+                                          "kv_bytes": 1 << 30, "timer": "do_bench", "confidence": 0.95,
+                                          "launch": {"tile": 32, "num_warps": 8, "num_stages": 2, "num_splits": 1,
+                                                     "split_len": 4096},
+                                          "versions": {"torch": "2.13.0", "triton": "3.9.0", "cuda": "13.0"},
+                                          "warnings": [], "recorded": True, "file": "kernel_gpu_results.json"})
+    monkeypatch.setattr(ks, "load_recorded", lambda: [rec])
+    at = _page()
+    assert not at.exception and not at.error
+    label = "recorded on NVIDIA H200, 64×4096 tokens, 2026-12-01"
+    names = [t.get("name", "") for t in _figure(at, len(at.get("plotly_chart")) - 1)["data"]]
+    assert f"gather overhead (×) — {label}" in names
+    assert any(f"Overhead drawn from: {label}" in c.value for c in at.caption)
+    assert rec.verdict_text() in [s.value for s in at.success]
+    assert any("Launch: single pass, 32-token tiles, 8 warps, 2 stages." in md.value for md in at.markdown)

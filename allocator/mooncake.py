@@ -1,0 +1,249 @@
+"""The Mooncake trace: requests whose prompts say, block by block, which prefix they share.
+
+Schema (JSON Lines, one request per line; the "mooncake trace format")::
+
+    {"timestamp": 0, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1, 2, ...]}
+
+``timestamp`` is milliseconds since the first request, ``input_length`` and ``output_length``
+are tokens, and ``hash_ids`` holds one integer per 512-token block of the prompt (the last may
+cover a partial block): two requests whose first k ids are equal have the same first k blocks
+of prompt. The shipped file (``assets/mooncake_conversation_trace.jsonl.gz``) is the whole
+conversation trace of the FAST 2025 release, 12,031 requests, Apache-2.0:
+
+    Ruoyu Qin, Zheming Li, Weiran He, Jialei Cui, Feng Ren, Mingxing Zhang, Yongwei Wu, Weimin
+    Zheng, Xinran Xu. "Mooncake: Trading More Storage for Less Computation -- A KVCache-centric
+    Architecture for Serving LLM Chatbot." USENIX FAST 2025. (kvcache-ai/Mooncake,
+    FAST25-release/traces/conversation_trace.jsonl.)
+
+Token ids: the trace does not carry text, so each request gets token ids derived from its hash
+ids (:func:`prompt_token_ids`): token j of the block with id h is a fixed function of (h, j).
+Two prompts then hold exactly the same tokens wherever their hash ids agree, at any engine block
+size, and different tokens elsewhere; the engine hashes those tokens the normal way
+(:func:`allocator.block_hash.prefix_block_keys`), never the trace's ids.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+
+from .block_hash import splitmix64
+from .trace import ASSETS, MAX_BYTES, MAX_ROWS, MAX_TOKENS, _read_bytes, _shown, trace_workload
+from .validate import FieldError, whole_number
+from .workload import Workload
+
+#: Tokens per hash id in the Mooncake trace.
+TRACE_BLOCK = 512
+MOONCAKE_TRACE = os.path.join(ASSETS, "mooncake_conversation_trace.jsonl.gz")
+MOONCAKE_ATTRIBUTION = (
+    "Ruoyu Qin, Zheming Li, Weiran He, Jialei Cui, Feng Ren, Mingxing Zhang, Yongwei Wu, Weimin Zheng, "
+    "Xinran Xu. \"Mooncake: Trading More Storage for Less Computation — A KVCache-centric Architecture "
+    "for Serving LLM Chatbot\", USENIX FAST 2025. Trace: kvcache-ai/Mooncake, "
+    "FAST25-release/traces/conversation_trace.jsonl (Apache License 2.0)."
+)
+FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+#: Largest hash id accepted (ids are remapped to small integers; this keeps arithmetic exact).
+MAX_HASH_ID = 2 ** 40
+#: Largest compressed file read (bytes); the uncompressed text obeys ``max_bytes`` as well.
+MAX_GZIP_BYTES = 8 * 1024 * 1024
+
+
+def _line_error(line: int, field: str, problem: str) -> FieldError:
+    """A FieldError about one field of one line (1-based line number in the message)."""
+    return FieldError(field, f": {problem}", index=line - 1, subject=f"line {line}, field {field}")
+
+
+def _file_error(problem: str) -> FieldError:
+    return FieldError("trace", problem, subject="")
+
+
+def _int_field(obj: dict, line: int, name: str, minimum: int, maximum: int) -> int:
+    value = obj[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (isinstance(value, float) and (not math.isfinite(value) or value != int(value))):
+        raise _line_error(line, name, f"{_shown(value)} is not a whole number")
+    value = int(value)
+    if value < minimum:
+        raise _line_error(line, name, f"{value} is below the minimum {minimum}")
+    if value > maximum:
+        raise _line_error(line, name, f"{value} is above the maximum {maximum:,}")
+    return value
+
+
+def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_BYTES) -> pd.DataFrame:
+    """Read and validate a Mooncake JSONL trace (plain or gzip-compressed).
+
+    Args:
+        source: a path, a file-like object, or bytes.
+        max_rows: most requests accepted.
+        max_bytes: largest uncompressed text accepted (bytes).
+
+    Returns:
+        DataFrame with int64 ``prompt_tokens`` and ``output_tokens``, float ``arrival_s``
+        (seconds since the first request) and object column ``hash_ids`` (a tuple of ints per
+        request, ceil(prompt_tokens / 512) long).
+
+    Raises:
+        FieldError: naming the line and field (field = the JSON key, index = the 0-based line):
+            a line that is not a JSON object, a missing key, a value that is not a whole number
+            or is out of range, ``hash_ids`` not a list of whole numbers >= 0 of the right
+            length, a timestamp earlier than the line before; or the whole file (field
+            ``trace``): not UTF-8, empty, too large, too many lines.
+        FileNotFoundError: the path does not exist.
+    """
+    data = _read_bytes(source, MAX_GZIP_BYTES if str(source).endswith(".gz") else max_bytes)
+    if data[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
+                data = fh.read(max_bytes + 1)
+        except (OSError, EOFError) as exc:
+            raise _file_error(f"the file is not a readable gzip file ({exc})") from None
+        if len(data) > max_bytes:
+            raise _file_error(f"the uncompressed trace is over {max_bytes / 2**20:.0f} MiB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _file_error(f"the file is not UTF-8 text (bad byte at position {exc.start})") from None
+    prompts, outputs, stamps, ids = [], [], [], []
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        if len(prompts) >= max_rows:
+            raise _file_error(f"the file has more than {max_rows:,} requests")
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise FieldError("trace", f"line {n} is not valid JSON ({exc.msg} at column {exc.colno})",
+                             index=n - 1, subject="") from None
+        if not isinstance(obj, dict):
+            raise FieldError("trace", f"line {n} is not a JSON object with keys {', '.join(FIELDS)}",
+                             index=n - 1, subject="")
+        for key in FIELDS:
+            if key not in obj:
+                raise _line_error(n, key, "is missing (each line needs timestamp, input_length, "
+                                          "output_length and hash_ids)")
+        ts = obj["timestamp"]
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
+            raise _line_error(n, "timestamp", f"{_shown(ts)} is not a non-negative number of milliseconds")
+        prompt = _int_field(obj, n, "input_length", 1, MAX_TOKENS)
+        output = _int_field(obj, n, "output_length", 1, MAX_TOKENS)
+        hids = obj["hash_ids"]
+        if not isinstance(hids, list):
+            raise _line_error(n, "hash_ids", f"{_shown(hids)} is not a list of block ids")
+        for j, h in enumerate(hids):
+            if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
+                raise _line_error(n, "hash_ids", f"entry {j} = {_shown(h)} is not a block id "
+                                                 f"(a whole number from 0 to {MAX_HASH_ID:,})")
+        want = -(-prompt // TRACE_BLOCK)
+        if len(hids) != want:
+            raise _line_error(n, "hash_ids", f"has {len(hids)} ids but input_length {prompt} needs "
+                                             f"{want} (one per {TRACE_BLOCK}-token block)")
+        if stamps and ts < stamps[-1]:
+            raise _line_error(n, "timestamp", f"{ts:g} ms is earlier than the line before "
+                                              f"({stamps[-1]:g} ms): sort the file by arrival")
+        prompts.append(prompt)
+        outputs.append(output)
+        stamps.append(float(ts))
+        ids.append(tuple(hids))
+    if not prompts:
+        raise _file_error("the file has no requests")
+    arrival = (np.asarray(stamps) - stamps[0]) / 1000.0
+    return pd.DataFrame({"prompt_tokens": np.asarray(prompts, dtype=np.int64),
+                         "output_tokens": np.asarray(outputs, dtype=np.int64),
+                         "arrival_s": arrival, "hash_ids": pd.Series(ids, dtype=object)})
+
+
+#: Token ids are drawn from a vocabulary of this size (a 2**31 "vocabulary" makes accidental
+#: equal blocks vanishingly rare).
+VOCAB = 2 ** 31
+
+
+def prompt_token_ids(hash_ids, prompt_len: int) -> np.ndarray:
+    """Token ids of a prompt described by trace block ids: token j of the block with id h is
+    ``splitmix64(h * 512 + j) mod 2**31``; the prompt is cut to ``prompt_len`` tokens (the last
+    block may be partial).
+
+    Args:
+        hash_ids: ceil(prompt_len / 512) ids (ints >= 0).
+        prompt_len: tokens (>= 1).
+
+    Returns:
+        int64 array of shape (prompt_len,).
+
+    Raises:
+        FieldError: ``hash_ids`` of the wrong length for ``prompt_len``.
+    """
+    prompt_len = whole_number("prompt_len", prompt_len, 1)
+    ids = np.asarray(hash_ids, dtype=np.uint64)
+    if len(ids) != -(-prompt_len // TRACE_BLOCK):
+        raise FieldError("hash_ids", f" has {len(ids)} ids for {prompt_len} tokens "
+                                     f"(needs {-(-prompt_len // TRACE_BLOCK)})")
+    offsets = np.arange(TRACE_BLOCK, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        keys = (ids[:, None] * np.uint64(TRACE_BLOCK) + offsets[None, :]).reshape(-1)[:prompt_len]
+    return (splitmix64(keys) % np.uint64(VOCAB)).astype(np.int64)
+
+
+class TracePrompts:
+    """Token ids of every request of a trace window, made on demand (request id -> tokens).
+
+    Holds only the hash ids; :meth:`tokens` derives a request's ids when the engine admits it.
+    """
+
+    def __init__(self, by_request: dict):
+        self._ids = dict(by_request)          # request id -> (hash_ids, prompt_len)
+
+    def __contains__(self, request_id) -> bool:
+        return request_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def tokens(self, request_id: int) -> np.ndarray:
+        """The request's prompt token ids, int64 (prompt_len,). Raises KeyError for an unknown id."""
+        hids, n = self._ids[request_id]
+        return prompt_token_ids(hids, n)
+
+    def hash_ids(self, request_id: int) -> tuple:
+        """The trace's own block ids of the request's prompt (512 tokens each)."""
+        return self._ids[request_id][0]
+
+
+def mooncake_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 200, steps_per_second: float = 20.0,
+                      max_new_tokens: int = 2048, name: str = "mooncake-conv") -> Workload:
+    """Replay ``count`` consecutive requests from ``offset`` as a workload with prompt tokens.
+
+    Arrival step = floor((arrival_s - arrival_s[offset]) x steps_per_second), as for the Azure
+    replay; outputs longer than ``max_new_tokens`` are clipped (noted in ``Workload.notes``).
+    Request ids are 1-based line numbers among the file's requests.
+
+    Returns:
+        :class:`~allocator.workload.Workload` whose ``prompts`` is a :class:`TracePrompts`.
+
+    Raises:
+        FieldError: as :func:`allocator.trace.trace_workload` (``offset`` outside the trace,
+            ``count`` below 1, ``steps_per_second`` not a positive finite number, an arrival past
+            the engine's clock).
+    """
+    wl = trace_workload(df, offset=offset, count=count, steps_per_second=steps_per_second,
+                        max_new_tokens=max_new_tokens, name=name)
+    first = wl.requests[0].id - 1                     # = offset, checked by trace_workload
+    part = df.iloc[first: first + len(wl.requests)]
+    by_id = {first + 1 + i: (h, int(p)) for i, (h, p) in enumerate(zip(part["hash_ids"], part["prompt_tokens"]))}
+    return dataclasses.replace(wl, prompts=TracePrompts(by_id))
+
+
+_CACHE: dict = {}
+
+
+def shipped_mooncake() -> pd.DataFrame:
+    """The shipped Mooncake conversation trace, loaded once per process (see ``MOONCAKE_ATTRIBUTION``)."""
+    if "mooncake" not in _CACHE:
+        _CACHE["mooncake"] = load_mooncake(MOONCAKE_TRACE)
+    return _CACHE["mooncake"]

@@ -1,0 +1,180 @@
+"""Figures, tables and sentences of the kernel page, built from ``kernels`` results (no streamlit).
+
+Every number drawn or quoted comes from a :class:`kernels.sweep.SweepResult` (live or recorded)
+or from the allocator's block-size sweep; the page only places them. A measurement whose interval
+includes 1.0 is drawn as such (hollow marker, error bar) and is never drawn as a trend in the
+"two costs" chart.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from allocator.viz.claims import sweep_basis, sweep_value
+from allocator.viz.theme import ACCENT, ORANGE_EMPTY, PAGED
+from kernels.sweep import NO_DIFFERENCE, SweepResult, format_bytes
+
+#: Series colours for overhead curves: live first, then recorded sweeps.
+OVERHEAD_COLOURS = (PAGED, ACCENT, "#555555", "#56B4E9")
+
+
+def log2_axis(block_sizes: list[int]) -> dict:
+    """A log x axis with one tick per block size swept."""
+    return dict(type="log", tickvals=block_sizes, ticktext=[str(b) for b in block_sizes],
+                title="block size (slots per block, log scale)")
+
+
+def _markers(rows: list[dict], colour: str) -> dict:
+    """Filled markers where the overhead is measurable, hollow where its interval includes 1.0."""
+    return dict(size=9, color=[colour if r["verdict"] != NO_DIFFERENCE else "white" for r in rows],
+                line=dict(color=colour, width=2))
+
+
+def latency_figure(res: SweepResult, title: str) -> go.Figure:
+    """Median latency of paged and contiguous decode (ms) against block size; bars = quartiles."""
+    df = pd.DataFrame(res.rows)
+    fig = go.Figure()
+    for side, name, colour, dash in (("paged", "paged (through the block table)", PAGED, "solid"),
+                                     ("contiguous", "contiguous baseline (same tokens)", ACCENT, "dash")):
+        med, q1, q3 = df[f"{side}_ms"], df[f"{side}_ms_q1"], df[f"{side}_ms_q3"]
+        fig.add_trace(go.Scatter(
+            x=df["block_size"], y=med, name=name, mode="lines+markers", line=dict(color=colour, dash=dash),
+            error_y=dict(type="data", symmetric=False, array=(q3 - med).clip(lower=0),
+                         arrayminus=(med - q1).clip(lower=0), color=colour, thickness=1),
+            customdata=pd.concat([q1, q3, df["pairs"]], axis=1).to_numpy(),
+            hovertemplate=("block size %{x} slots<br>" + name + ": median %{y:.3f} ms<br>"
+                           "quartiles %{customdata[0]:.3f}–%{customdata[1]:.3f} ms over %{customdata[2]} "
+                           "calls<extra></extra>")))
+    fig.update_layout(title=f"{title} (median; bars: quartiles)", xaxis=log2_axis(list(df["block_size"])),
+                      yaxis=dict(title="latency per decode step (ms)", rangemode="tozero"),
+                      legend=dict(orientation="h", y=-0.25), height=380, margin=dict(t=50, b=10))
+    return fig
+
+
+def overhead_trace(res: SweepResult, label: str, colour: str, dash: str = "solid") -> go.Scatter:
+    """The overhead of one sweep with its intervals (95 % together) as error bars; hover names the verdict."""
+    df = pd.DataFrame(res.rows)
+    return go.Scatter(
+        x=df["block_size"], y=df["overhead"], name=label, mode="lines+markers",
+        line=dict(color=colour, dash=dash), marker=_markers(res.rows, colour),
+        error_y=dict(type="data", symmetric=False, array=(df["overhead_ci_high"] - df["overhead"]).clip(lower=0),
+                     arrayminus=(df["overhead"] - df["overhead_ci_low"]).clip(lower=0), color=colour, thickness=1),
+        customdata=df[["overhead_ci_low", "overhead_ci_high", "verdict", "paged_ms", "contiguous_ms"]].to_numpy(),
+        hovertemplate=("block size %{x} slots<br>paged ÷ contiguous: %{y:.3f}×<br>interval "
+                       "%{customdata[0]:.3f}–%{customdata[1]:.3f}: %{customdata[2]}<br>paged %{customdata[3]:.3f} ms, "
+                       "contiguous %{customdata[4]:.3f} ms<br>" + label + "<extra></extra>"))
+
+
+def overhead_figure(res: SweepResult, title: str) -> go.Figure:
+    """Gather overhead (median paired ratio, with its interval) against block size, with the 1x line."""
+    df = pd.DataFrame(res.rows)
+    fig = go.Figure()
+    fig.add_trace(overhead_trace(res, "gather overhead (paged ÷ contiguous)", PAGED))
+    fig.add_trace(go.Scatter(x=[df["block_size"].min(), df["block_size"].max()], y=[1, 1], mode="lines",
+                             name="no overhead (1×)", line=dict(color="#777777", dash="dot"), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="interval includes 1× (no measurable difference)",
+                             marker=dict(size=9, color="white", line=dict(color=PAGED, width=2))))
+    top = max(1.5, float(df["overhead_ci_high"].max()) * 1.1)
+    fig.update_layout(title=title, xaxis=log2_axis(list(df["block_size"])),
+                      yaxis=dict(title="paged latency ÷ contiguous latency (×)", range=[0, top]),
+                      legend=dict(orientation="h", y=-0.25), height=400, margin=dict(t=50, b=10))
+    return fig
+
+
+def sweep_table(res: SweepResult) -> pd.DataFrame:
+    """The rows as a display table (ms, ×, interval, verdict, GB/s)."""
+    df = pd.DataFrame(res.rows)
+    def spread(side: str) -> list[str]:
+        return [f"{m:.3f} ({a:.3f}–{b:.3f})"
+                for m, a, b in zip(df[f"{side}_ms"], df[f"{side}_ms_q1"], df[f"{side}_ms_q3"])]
+    out = pd.DataFrame({
+        "block size (slots)": df["block_size"],
+        "paged ms: median (quartiles)": spread("paged"),
+        "contiguous ms: median (quartiles)": spread("contiguous"),
+        "overhead (×)": df["overhead"].round(3),
+        "interval (×)": [f"{a:.3f}–{b:.3f}" for a, b in zip(df["overhead_ci_low"], df["overhead_ci_high"])],
+        "verdict": df["verdict"],
+        "paged K+V read (GB/s)": df["paged_GBps"].round(2),
+    })
+    if df["paged_peak_fraction"].notna().any():
+        out["paged, % of peak"] = (100 * df["paged_peak_fraction"]).round(1)
+    out["max |paged − contiguous|"] = df["max_abs_diff"].map(lambda x: f"{x:.1e}")
+    return out
+
+
+def describe(res: SweepResult) -> str:
+    """One line: backend, device, shape, bytes, timer (and date/versions for recorded runs)."""
+    m, s = res.meta, res.meta.get("shape", {})
+    shape = (f"{s.get('num_seqs')} sequences × {s.get('seq_len'):,} tokens, {s.get('num_heads')} query / "
+             f"{s.get('num_kv_heads')} KV heads, head dim {s.get('head_dim')}, {s.get('dtype')}")
+    cache = ""
+    if m.get("llc_bytes"):
+        llc = format_bytes(m["llc_bytes"])
+        cache = (f" ({m['kv_bytes'] / m['llc_bytes']:.1f}× this CPU's {llc} last-level cache)"
+                 if m["kv_bytes"] >= m["llc_bytes"] else f" (fits in this CPU's {llc} last-level cache)")
+    text = (f"Backend `{m.get('backend')}` on {m.get('device')}; {shape}; K+V read per step "
+            f"{format_bytes(m.get('kv_bytes', 0))}{cache}. Timer: {m.get('timer')}.")
+    launch = m.get("launch")
+    if launch:
+        path = "single pass" if launch["num_splits"] == 1 else f"split-KV, {launch['num_splits']} splits"
+        text += (f" Launch: {path}, {launch['tile']}-token tiles, {launch['num_warps']} warps, "
+                 f"{launch['num_stages']} stages.")
+    if m.get("recorded"):
+        v = m.get("versions", {})
+        text = (f"**Recorded** {m.get('date')} on {m.get('device')} (file `{m.get('file')}`), torch "
+                f"{v.get('torch')}, triton {v.get('triton')}, CUDA {v.get('cuda')}. " + text)
+    return text
+
+
+def two_costs_figure(waste_rows: list[dict], waste_label: str,
+                     overheads: list[tuple[SweepResult, str]]) -> go.Figure:
+    """Memory waste (allocator) and measured gather overhead (kernel) against block size.
+
+    ``overheads`` holds (sweep, legend label) pairs; only sweeps that may be drawn as a trend
+    belong here (:func:`drawable`), each drawn with its intervals.
+    """
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    w = pd.DataFrame(waste_rows)
+    basis, words = sweep_basis(waste_rows)
+    waste = [None if (u := sweep_value(r, "mean_utilization", basis)) is None else 100 * (1 - u) for r in waste_rows]
+    fig.add_trace(go.Scatter(
+        x=w["block_size"], y=waste, name=f"memory holding no token (%) — allocator, {waste_label}",
+        mode="lines+markers", line=dict(color=ORANGE_EMPTY),
+        hovertemplate="block size %{x} slots<br>%{y:.1f} % of the pool holds no token "
+                      f"(mean {words})<extra></extra>"), secondary_y=False)
+    sizes = set(w["block_size"])
+    top = 1.5
+    for (res, label), colour, dash in zip(overheads, OVERHEAD_COLOURS, ("dash", "dot", "dashdot", "longdash")):
+        o = pd.DataFrame(res.rows)
+        sizes |= set(o["block_size"])
+        top = max(top, float(o["overhead_ci_high"].max()) * 1.1)
+        fig.add_trace(overhead_trace(res, f"gather overhead (×) — {label}", colour, dash), secondary_y=True)
+    if overheads:
+        fig.update_yaxes(title_text="gather overhead (paged ÷ contiguous, ×)", secondary_y=True,
+                         range=[0, top], tickformat=".2f", showgrid=False, tickmode="auto", nticks=6)
+    fig.update_xaxes(**log2_axis(sorted(sizes)))
+    fig.update_yaxes(title_text="pool holding no token (% of slots)", secondary_y=False, rangemode="tozero")
+    fig.update_layout(title="Two costs of a block size", legend=dict(orientation="h", y=-0.25), showlegend=True,
+                      height=440, margin=dict(t=50, b=10))
+    return fig
+
+
+def drawable(res: SweepResult) -> tuple[bool, str]:
+    """Whether a sweep's overhead may be drawn as a curve in the two-costs chart, and if not why.
+
+    Not when no block size shows a measurable difference (that is noise), and not when the sweep
+    carries a warning (e.g. its K+V fits in a cache, so it does not measure reads from memory).
+    """
+    if res.meta.get("warnings"):
+        return False, res.meta["warnings"][0]
+    if not res.measurable:
+        return False, "no measurable difference at any block size"
+    return True, ""
+
+
+def recorded_label(res: SweepResult) -> str:
+    """Legend text of a recorded sweep: device, shape and date."""
+    s = res.meta.get("shape", {})
+    return (f"recorded on {res.meta.get('device')}, {s.get('num_seqs')}×{s.get('seq_len')} tokens, "
+            f"{str(res.meta.get('date', ''))[:10]}")
