@@ -22,7 +22,7 @@ from __future__ import annotations
 from bisect import insort
 from typing import Protocol, runtime_checkable
 
-from .block_hash import prompt_block_hashes
+from .block_hash import prefix_block_keys, prompt_block_hashes
 from .block_pool import BlockPool, HostPool
 from .validate import FieldError, one_of, whole_number
 
@@ -39,6 +39,11 @@ MAX_BLOCK_SIZE = 4096
 #: Largest pool simulated (slots): 4x the explainer's largest, and small enough that a pool of
 #: one-slot blocks keeps its per-block lists in a few hundred MB.
 MAX_POOL_SLOTS = 1 << 22
+#: Largest paged pool in blocks: what bounds the paged allocator's per-block lists. A paged
+#: allocator built directly (a trace replay with prefix caching) may have up to this many blocks
+#: of any size, so more slots than MAX_POOL_SLOTS when blocks are large; the scenario, the CLI and
+#: the pages keep to MAX_POOL_SLOTS (``allocator.limits``).
+MAX_POOL_BLOCKS = 1 << 22
 
 
 @runtime_checkable
@@ -55,6 +60,13 @@ class Allocator(Protocol):
         units_in_use: reservations or blocks currently held (one metadata entry each).
         shared_saving: slots saved right now by sharing blocks (0 if it cannot share).
         swap_traffic: blocks moved to or from host memory so far (0 if it never swaps).
+        last_hit_tokens: prompt tokens the last :meth:`admit` found in the prefix cache, which
+            need no prefill (0 without prefix caching).
+        hit_tokens, prompt_tokens: over all admissions, prompt tokens found in the prefix cache
+            and prompt tokens admitted (0 and 0 without prefix caching).
+        cached_blocks: blocks held only by the prefix cache right now; cache_evictions: cached
+            blocks reused for other data so far (0 without prefix caching).
+        prefix_caching: whether finished prompts' blocks stay findable (False if it cannot share).
     """
 
     kind: str
@@ -66,9 +78,17 @@ class Allocator(Protocol):
     units_in_use: int
     shared_saving: int
     swap_traffic: int
+    last_hit_tokens: int
+    hit_tokens: int
+    prompt_tokens: int
+    cached_blocks: int
+    cache_evictions: int
+    prefix_caching: bool
 
-    def reset(self, shared_prefix: int = 0) -> None:
-        """Empty the pool; ``shared_prefix`` leading prompt tokens are one common system prompt."""
+    def reset(self, shared_prefix: int = 0, prompts=None) -> None:
+        """Empty the pool; ``shared_prefix`` leading prompt tokens are one common system prompt;
+        ``prompts`` gives requests' prompt token ids (``prompts.tokens(request_id)``) for prefix
+        caching, or None."""
 
     def validate_workload(self, workload) -> None:
         """Raise FieldError if some request could never be served under this allocator's rules."""
@@ -76,8 +96,8 @@ class Allocator(Protocol):
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Why a request can never be served in this pool (a sentence), or None."""
 
-    def admission_need(self, prompt_len: int, context_len: int, output_len: int) -> int:
-        """Slots of new memory the queue head needs to be admitted now."""
+    def admission_need(self, prompt_len: int, context_len: int, output_len: int, seq_id: int | None = None) -> int:
+        """Slots of new memory the queue head (request ``seq_id``) needs to be admitted now."""
 
     def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
         """Allocate for a sequence holding ``context_len`` tokens that is about to emit one more.
@@ -141,6 +161,8 @@ class ReserveMaxAllocator:
     block_size = None
     preemption = None
     shared_saving = 0
+    last_hit_tokens = hit_tokens = prompt_tokens = cached_blocks = cache_evictions = 0
+    prefix_caching = False
     swap_traffic = 0
     LABELS = {"max": "Reserve-max", "pow2": "Reserve-pow2", "oracle": "Reserve-oracle"}
 
@@ -151,9 +173,10 @@ class ReserveMaxAllocator:
         self.label = self.LABELS[self.policy]
         self.reset()
 
-    def reset(self, shared_prefix: int = 0) -> None:
+    def reset(self, shared_prefix: int = 0, prompts=None) -> None:
         """Forget every reservation (an empty pool). Contiguous runs cannot share blocks, so a
-        shared prefix changes nothing here: each reservation stores its own copy."""
+        shared prefix or known prompt tokens change nothing here: each reservation stores its
+        own copy and prefills all of it."""
         self._runs: list[tuple[int, int, int]] = []     # sorted (start, length, seq_id)
         self._by_seq: dict[int, tuple[int, int]] = {}    # seq_id -> (start, length)
         self.allocated_slots = 0
@@ -198,7 +221,7 @@ class ReserveMaxAllocator:
                     f"but the pool has only {self.total_slots} slots")
         return None
 
-    def admission_need(self, prompt_len: int, context_len: int, output_len: int) -> int:
+    def admission_need(self, prompt_len: int, context_len: int, output_len: int, seq_id: int | None = None) -> int:
         """Contiguous slots the request needs to be admitted (its whole reservation)."""
         return self.reservation(prompt_len, output_len)
 
@@ -307,10 +330,15 @@ class PagedAllocator:
             prefilled again later) or ``"swap"`` (its private blocks are copied to a host pool and
             copied back before it resumes; when the host pool is full it falls back to recompute).
         host_blocks: capacity of the host (CPU) swap pool in blocks (default: as many as the GPU pool).
+        prefix_caching: keep the full prompt blocks of every sequence findable by their block
+            hash after it finishes, until the free block queue hands them out again (vLLM's
+            automatic prefix caching); admission reuses the longest cached run of the prompt's
+            full blocks, which then needs no prefill.
 
     Raises:
-        FieldError: ``block_size`` or ``total_slots`` not a whole number >= 1, a block larger than
-            the pool, an unknown ``preemption`` mode or a negative ``host_blocks``.
+        FieldError: ``block_size`` or ``total_slots`` not a whole number >= 1 (at most
+            :data:`MAX_POOL_BLOCKS` blocks), a block larger than the pool, an unknown
+            ``preemption`` mode or a negative ``host_blocks``.
 
     A sequence is admitted with ceil((context_len + 1) / block_size) blocks -- room for its
     context and the token prefill emits -- and takes one more block only when its last block is
@@ -326,6 +354,19 @@ class PagedAllocator:
     sharing lasts while some sequence holds the prompt. Only full blocks are shared and writes
     always land after them, so no copy-on-write is needed here (``allocator.block_manager``
     shows copy-on-write). Source: PagedAttention (SOSP 2023) section 4.4.
+
+    Prefix caching (``prefix_caching=True``, with ``reset(prompts=...)`` giving each request's
+    prompt token ids): a sequence's full prompt blocks are keyed by
+    :func:`allocator.block_hash.prefix_block_keys` (each key covers the block and every token
+    before it) and registered when it is admitted. Admission looks the keys up in order and
+    reuses the longest run found -- blocks other sequences hold (refcount up) or blocks that
+    finished sequences left in the free queue (taken out of it) -- up to the block before the one
+    holding the prompt's last token, which is always computed (its logits start the output, as in
+    vLLM). Those tokens need no prefill (``last_hit_tokens``). A cached block that the free queue
+    hands out again loses its key (an eviction, least recently used first). Only prompt blocks
+    are keyed: generated tokens are the model's and no later prompt is known to repeat them.
+    Without ``prompts``, the shared system prompt (``shared_prefix``) is the cached prefix.
+    Sources: vLLM automatic prefix caching design; Kwon et al. (SOSP 2023) section 4.4.
     """
 
     kind = "paged"
@@ -333,9 +374,10 @@ class PagedAllocator:
     PREEMPTION_MODES = ("recompute", "swap")
 
     def __init__(self, total_slots: int, block_size: int, preemption: str = "recompute",
-                 host_blocks: int | None = None):
-        self.total_slots = whole_number("total_slots", total_slots, 1, MAX_POOL_SLOTS)
+                 host_blocks: int | None = None, prefix_caching: bool = False):
         self.block_size = whole_number("block_size", block_size, 1, MAX_BLOCK_SIZE)
+        self.total_slots = whole_number("total_slots", total_slots, 1, MAX_POOL_BLOCKS * self.block_size)
+        self.prefix_caching = bool(prefix_caching)
         self.num_blocks = self.total_slots // self.block_size
         if self.num_blocks == 0:
             raise FieldError("block_size", f" = {self.block_size} is larger than the pool "
@@ -345,24 +387,33 @@ class PagedAllocator:
         self.remainder_slots = self.total_slots - self.num_blocks * self.block_size
         self.reset()
 
-    def reset(self, shared_prefix: int = 0) -> None:
+    def reset(self, shared_prefix: int = 0, prompts=None) -> None:
         """Empty the pool: every block free (in block-id order), no block tables, empty host pool.
 
         Args:
             shared_prefix: tokens at the start of every prompt that are the same system prompt
                 (0: no sharing). Its full blocks are shared between sequences.
+            prompts: the requests' prompt token ids (an object with ``tokens(request_id)``, e.g.
+                :class:`allocator.mooncake.TracePrompts`), used with prefix caching; requests it
+                does not know share only the system prompt.
         """
-        self.pool = BlockPool(self.num_blocks, cache_freed=False)
+        self.pool = BlockPool(self.num_blocks, cache_freed=self.prefix_caching)
         self.host = HostPool(self.host_blocks)
         self.block_tables: dict[int, list[int]] = {}
         self.swapped: dict[int, list[int]] = {}     # seq_id -> host blocks it holds
         self.swap_traffic = 0                       # blocks moved out + in, total
         self.shared_saving = 0                      # slots saved by sharing right now
         self.shared_prefix = whole_number("shared_prefix", shared_prefix, 0)
+        self.prompts = prompts if self.prefix_caching else None
+        self._keys: dict[int, list] = {}            # seq_id -> its prompt's block keys (prefix caching)
+        self.last_hit_tokens = 0                    # prompt tokens the last admission found cached
+        self.hit_tokens = 0                         # all admissions: prompt tokens found cached
+        self.prompt_tokens = 0                      # all admissions: prompt tokens admitted
         # blocks of the prompt that can ever be shared (a longer prompt than the pool is rejected anyway)
         n_prefix = min(self.shared_prefix // self.block_size, self.num_blocks)
         self._prefix_hashes = (prompt_block_hashes(_system_prompt_tokens(n_prefix * self.block_size),
                                                    self.block_size) if n_prefix else [])
+        self._sharing = bool(self._prefix_hashes) or self.prefix_caching
 
     @property
     def allocated_slots(self) -> int:
@@ -394,45 +445,70 @@ class PagedAllocator:
                     f"({prompt_len + output_len} tokens) but the pool has only {self.num_blocks} blocks")
         return None
 
-    def _prefix_hits(self, prompt_len: int) -> list[int]:
-        """The shared prompt's blocks already in the pool, if this request starts with the prompt."""
-        if not self._prefix_hashes or prompt_len < self.shared_prefix:
-            return []
+    def _prompt_keys(self, seq_id, prompt_len: int) -> list:
+        """Keys of the prompt's blocks that may be found in the cache (see the class docstring)."""
+        if self.prompts is not None and seq_id is not None and seq_id in self.prompts:
+            keys = self._keys.get(seq_id)
+            if keys is None:
+                keys = self._keys[seq_id] = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size)
+            return keys
+        if self._prefix_hashes and prompt_len >= self.shared_prefix:
+            return self._prefix_hashes
+        return []
+
+    def _hits(self, seq_id, prompt_len: int) -> tuple[list, list[int]]:
+        """(the prompt's keys, the blocks already cached for its longest run of leading keys)."""
+        keys = self._prompt_keys(seq_id, prompt_len)
+        if not keys:
+            return keys, []
+        # with prefix caching the block holding the prompt's last token is always computed
+        limit = min(len(keys), (prompt_len - 1) // self.block_size) if self.prefix_caching else len(keys)
+        lookup = self.pool.lookup
         hits = []
-        for h in self._prefix_hashes:
-            b = self.pool.lookup(h)
+        for h in keys[:limit]:
+            b = lookup(h)
             if b is None:
                 break
             hits.append(b)
-        return hits
+        return keys, hits
 
-    def admission_need(self, prompt_len: int, context_len: int, output_len: int) -> int:
+    def admission_need(self, prompt_len: int, context_len: int, output_len: int, seq_id: int | None = None) -> int:
         """Slots of new blocks needed to admit: ceil((context_len + 1) / block_size) blocks, less
-        the shared prefix blocks already in the pool."""
-        return (self.blocks_for(context_len + 1) - len(self._prefix_hits(prompt_len))) * self.block_size
+        the prompt blocks found in the pool (shared system prompt or prefix cache), plus any of
+        those that sit in the free queue (taking them out leaves fewer free)."""
+        _, hits = self._hits(seq_id, prompt_len) if self._sharing else ((), [])
+        ref = self.pool.refcounts
+        cached_free = sum(1 for b in hits if ref[b] == 0)
+        return (self.blocks_for(context_len + 1) - len(hits) + cached_free) * self.block_size
 
     def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
-        """Give the sequence ceil((context_len + 1) / block_size) blocks (pointing at the shared
-        prefix blocks where it can), or None if too few are free. A sequence coming back from the
-        host pool is swapped in here. Returns the room in tokens (blocks x block_size)."""
+        """Give the sequence ceil((context_len + 1) / block_size) blocks (pointing at shared or
+        cached prompt blocks where it can), or None if too few are free. A sequence coming back
+        from the host pool is swapped in here. Returns the room in tokens (blocks x block_size);
+        ``last_hit_tokens`` says how many prompt tokens were found in the prefix cache."""
         need = -(-(context_len + 1) // self.block_size)
         pool = self.pool
-        if not self._prefix_hashes and not self.swapped:      # the common case, kept short
+        if not self._sharing and not self.swapped:      # the common case, kept short
             if need > pool.num_free:
                 return None
             self.block_tables[seq_id] = pool.allocate(need)
             return need * self.block_size
-        hits = self._prefix_hits(prompt_len) if self._prefix_hashes else []
-        if need - len(hits) > pool.num_free:
+        keys, hits = self._hits(seq_id, prompt_len) if self._sharing else ((), [])
+        ref = pool.refcounts
+        cached_free = sum(1 for b in hits if ref[b] == 0)
+        if need - len(hits) > pool.num_free - cached_free:
             return None
         if hits:
+            self.shared_saving += (len(hits) - cached_free) * self.block_size   # blocks another table holds
             pool.touch(hits)
-            self.shared_saving += len(hits) * self.block_size
         table = hits + pool.allocate(need - len(hits))
-        if not hits and self._prefix_hashes and prompt_len >= self.shared_prefix:
-            for b, h in zip(table, self._prefix_hashes):     # the first holder fills the prompt blocks
-                pool.register(b, h)
+        for i in range(len(hits), min(len(keys), prompt_len // self.block_size)):
+            pool.register(table[i], keys[i])           # this sequence fills these prompt blocks
         self.block_tables[seq_id] = table
+        if self.prefix_caching:
+            self.last_hit_tokens = len(hits) * self.block_size
+            self.hit_tokens += self.last_hit_tokens
+            self.prompt_tokens += prompt_len
         host = self.swapped.pop(seq_id, None)
         if host is not None:
             self.host.give_back(host)
@@ -463,10 +539,15 @@ class PagedAllocator:
     def free(self, seq_id: int) -> None:
         """Drop the sequence's block table: its blocks lose one reference each, last block first;
         blocks nobody else holds go to the back of the free queue."""
+        self._release(seq_id)
+        self._keys.pop(seq_id, None)
+
+    def _release(self, seq_id: int) -> None:
+        """Drop the sequence's block table (see :meth:`free`); its prompt keys are kept."""
         table = self.block_tables.pop(seq_id)
-        if self._prefix_hashes:
+        if self._sharing:
             ref = self.pool.refcounts
-            shared = sum(1 for b in table[:len(self._prefix_hashes)] if ref[b] > 1)
+            shared = sum(1 for b in table if ref[b] > 1)
             self.shared_saving -= shared * self.block_size
             self.pool.release(table)
         else:                                  # nothing is ever shared: every block is exclusive
@@ -483,7 +564,7 @@ class PagedAllocator:
                 self.swapped[seq_id] = self.host.take(private)
                 self.swap_traffic += private
                 mode = "swap"
-        self.free(seq_id)
+        self._release(seq_id)
         return mode
 
     def external_fragmentation(self, need: int) -> int:
@@ -493,8 +574,23 @@ class PagedAllocator:
     def snapshot(self, lengths: dict) -> tuple:
         """The pool's block tables: a tuple of (seq_id, tokens held, block table) per running
         sequence, in admission order. Cheap to take every step (tables are copied, not expanded);
-        ``SimulationResult.slot_states`` turns it into a per-slot picture when one is drawn."""
-        return tuple((sid, lengths[sid], tuple(table)) for sid, table in self.block_tables.items())
+        ``SimulationResult.slot_states`` turns it into a per-slot picture when one is drawn.
+        With prefix caching, a last entry ``(0, 0, blocks)`` lists the blocks held only by the
+        cache (request ids start at 1, so id 0 is no request)."""
+        snap = tuple((sid, lengths[sid], tuple(table)) for sid, table in self.block_tables.items())
+        if self.prefix_caching and self.pool.num_cached_free:
+            snap += ((0, 0, tuple(self.pool.cached_free_queue())),)
+        return snap
+
+    @property
+    def cached_blocks(self) -> int:
+        """Blocks held only by the prefix cache: no sequence holds them, their key still finds them."""
+        return self.pool.num_cached_free
+
+    @property
+    def cache_evictions(self) -> int:
+        """Cached blocks handed out again by the free queue so far (their keys dropped)."""
+        return self.pool.evictions
 
     def check_invariants(self, lengths: dict) -> None:
         """Assert the block bookkeeping agrees with the sequences' lengths (tokens).
@@ -510,10 +606,13 @@ class PagedAllocator:
             assert len(table) == self.blocks_for(lengths[seq_id]), (
                 f"seq {seq_id}: {len(table)} blocks for {lengths[seq_id]} tokens")
             assert len(set(table)) == len(table), f"seq {seq_id} lists a block twice"
-        self.pool.check_invariants(self.block_tables.values())
-        prefix = {self.pool.lookup(h) for h in self._prefix_hashes} - {None}
-        for b in range(self.num_blocks):
-            assert self.pool.refcount(b) <= 1 or b in prefix, f"private block {b} in several tables"
-        saving = sum((self.pool.refcount(b) - 1) * self.block_size for b in prefix)
+        pool = self.pool
+        pool.check_invariants(self.block_tables.values())
+        saving = 0
+        for b, r in enumerate(pool.refcounts):
+            if r > 1:       # only a full block found by its hash is ever shared
+                assert pool.hash_of(b) is not None, f"private block {b} in several tables"
+                saving += (r - 1) * self.block_size
         assert saving == self.shared_saving, f"shared saving {self.shared_saving} != {saving}"
+        assert self.hit_tokens <= self.prompt_tokens, "more prompt tokens hit than admitted"
         self.host.check_invariants(sum(len(h) for h in self.swapped.values()))

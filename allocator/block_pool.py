@@ -131,6 +131,13 @@ class BlockPool:
         """Block ids with refcount 0, in the order allocation takes them (least recently used first)."""
         return [b for b in self._queue[self._head:] if b != _TOMBSTONE]
 
+    def cached_free_queue(self) -> list[int]:
+        """Blocks with refcount 0 that are still findable by hash, least recently used first."""
+        if not self._cached_free:
+            return []
+        hashes = self._hash
+        return [b for b in self._queue[self._head:] if b != _TOMBSTONE and hashes[b] is not None]
+
     def hash_of(self, block_id: int) -> bytes | None:
         """The hash a block can be found by, or None."""
         return self._hash[self.check_block(block_id)]

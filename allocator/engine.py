@@ -83,6 +83,11 @@ METRICS = (
     "prefill_pairs",          # causal attention query-key pairs of those prefills: c(c+1)/2 per context of c
     "decode_pairs",           # query-key pairs of this step's decodes: each decoding sequence's query attends
                               # to every token it holds at the end of the step (= KV tokens read)
+    "prefix_hit_tokens",      # prompt tokens of this step's first admissions found in the prefix cache (not
+                              # prefilled; a re-admission after recompute may hit too, and is not counted here)
+    "prompt_tokens_admitted", # prompt tokens of this step's first admissions (the hit rate's denominator)
+    "cached_blocks",          # blocks held only by the prefix cache at the end of the step (count)
+    "cached_evictions",       # cached blocks the free queue handed out again this step (count)
 )
 
 
@@ -127,7 +132,9 @@ class SimulationResult:
             ``seconds`` (float [records], the record's duration: see :func:`simulate`).
         snapshots: {record start step: pool picture} (see the allocator's ``snapshot``), or None
             when snapshots were not recorded. Busy steps are kept when ``step % snapshot_stride
-            == 0`` (the stride doubles past ``SNAPSHOT_BUDGET_BYTES``); idle gaps always are.
+            == 0`` (the stride doubles past ``SNAPSHOT_BUDGET_BYTES``); idle gaps always are,
+            unless their picture is not empty (blocks held only by the prefix cache) and the
+            budget drops it like a busy step's.
         snapshot_stride: the stride (a power of two).
         rejected: list of {"id", "reason", "arrival_step"} for requests that can never fit.
         summary: see :func:`summarize`.
@@ -140,6 +147,8 @@ class SimulationResult:
             Rejected requests are not in it (see ``rejected``).
         clock: None for a run on the step clock (arrivals in steps); for a run on the seconds
             clock, the cost model that timed it (see :func:`simulate`).
+        prefix_caching: the allocator kept finished prompts' blocks findable (the summary then
+            has the prefix-cache figures).
     """
 
     kind: str
@@ -156,6 +165,7 @@ class SimulationResult:
     preemption: str | None = None
     requests: dict = field(default_factory=dict)
     clock: object = None
+    prefix_caching: bool = False
 
     @property
     def records(self) -> int:
@@ -313,7 +323,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     else:
         arrival_of = {r.id: r.arrival_step for r in workload.requests}
         tol = 0
-    allocator.reset(shared_prefix=workload.shared_prefix)
+    allocator.reset(shared_prefix=workload.shared_prefix, prompts=workload.prompts)
     pending = sorted(workload.requests, key=lambda r: (arrival_of[r.id], r.id))
     keys = [arrival_of[r.id] for r in pending]
     n = len(pending)
@@ -327,14 +337,24 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     served: list[tuple] = []                   # (id, prompt, output, arrival, first step, finish step)
     names = ["step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
              "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
-             "decode_pairs"] + (["seconds"] if timed else [])
+             "decode_pairs", "hit", "prompt_in", "cached", "evicted"] + (["seconds"] if timed else [])
     cols = {name: [] for name in names}
     (a_step, a_span, a_logical, a_holders, a_saving, a_alloc, a_ext, a_running, a_waiting, a_finished, a_pre,
-     a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs
-     ) = (cols[name].append for name in names[:19])
+     a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs,
+     a_hit, a_prompt_in, a_cached, a_evicted) = (cols[name].append for name in names[:23])
     a_seconds = cols["seconds"].append if timed else None
     snapshots = {} if record_snapshots else None
     stride, snap_bytes = 1, 0
+
+    def keep_picture(t: int, snap: tuple) -> None:
+        """Record the picture of step t; past the budget, drop every other non-empty one."""
+        nonlocal stride, snap_bytes
+        snapshots[t] = snap
+        snap_bytes += _snapshot_bytes(snap)
+        while snap_bytes > SNAPSHOT_BUDGET_BYTES and len(snapshots) > 2:
+            stride *= 2
+            for k in [k for k, v in snapshots.items() if v and k % stride]:
+                snap_bytes -= _snapshot_bytes(snapshots.pop(k))
     admit, grow, grow_all = allocator.admit, allocator.grow, allocator.grow_all
     free, preempt = allocator.free, allocator.preempt
     need_of, ext_of = allocator.admission_need, allocator.external_fragmentation
@@ -353,8 +373,9 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             a_alloc(allocator.allocated_slots); a_ext(ext_of(0)); a_running(0); a_waiting(0)
             a_finished(finished); a_pre(0); a_units(allocator.units_in_use); a_need(0); a_swapped(0)
             a_recomputed(0); a_admitted(0); a_prefill(0); a_prefill_pairs(0); a_decode_pairs(0)
-            if snapshots is not None:
-                snapshots[t] = ()
+            a_hit(0); a_prompt_in(0); a_cached(allocator.cached_blocks); a_evicted(0)
+            if snapshots is not None:          # the pool as the last step left it: only cached blocks
+                keep_picture(t, allocator.snapshot({}) if allocator.cached_blocks else ())
             if timed:                          # one record of span 1 lasting until the arrival
                 gap = keys[ptr] - now
                 a_span(1); a_seconds(gap)
@@ -374,7 +395,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 waiting.append(_Seq(req, keys[ptr - 1]))
         if not running and not waiting:
             continue                           # every arrival was rejected: nothing happens at t
-        swap_before = allocator.swap_traffic
+        swap_before, evicted_before = allocator.swap_traffic, allocator.cache_evictions
         # 2. serve the running: a sequence whose room is full needs more (oldest first)
         preempted = 0
         needs = grow_at.pop(t, None)
@@ -418,7 +439,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 else:
                     _wake_when_full(grow_at, s, room - s.base + 1)
         # 3. admission (FCFS, no skipping; none in a step that preempted)
-        recomputed = admitted = prefill = prefill_pairs = 0
+        recomputed = admitted = prefill = prefill_pairs = hit = prompt_in = 0
         if not preempted:
             while waiting:
                 s = waiting[0]
@@ -434,10 +455,13 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 s.base = c + 1 - t
                 base_sum += s.base
                 admitted += 1
-                prefill += c
-                prefill_pairs += c * (c + 1) // 2
-                if s.first_step < 0:
+                cached = allocator.last_hit_tokens     # prompt tokens found in the prefix cache
+                prefill += c - cached                  # tokens computed: the cached ones are not
+                prefill_pairs += c * (c + 1) // 2 - cached * (cached + 1) // 2
+                if s.first_step < 0:                   # the hit rate counts each prompt once
                     s.first_step = t
+                    hit += cached
+                    prompt_in += s.prompt_len
                 if s.recompute:
                     recomputed += c
                     s.recompute = False
@@ -461,7 +485,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         # 6. record
         if waiting:
             head = waiting[0]
-            need = need_of(head.prompt_len, head.context_len, head.output_len)
+            need = need_of(head.prompt_len, head.context_len, head.output_len, head.id)
         else:
             need = 0
         swapped = allocator.swap_traffic - swap_before
@@ -471,6 +495,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         a_finished(finished); a_pre(preempted); a_units(allocator.units_in_use); a_need(need)
         a_swapped(swapped); a_recomputed(recomputed)
         a_admitted(admitted); a_prefill(prefill); a_prefill_pairs(prefill_pairs); a_decode_pairs(decode_pairs)
+        a_hit(hit); a_prompt_in(prompt_in); a_cached(allocator.cached_blocks)
+        a_evicted(allocator.cache_evictions - evicted_before)
         if timed:
             dt = step_seconds(prefill, prefill_pairs, batch - admitted, decode_pairs, swapped)
             a_seconds(dt)
@@ -478,13 +504,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         if snapshots is not None or check_invariants:
             lengths = {s.id: s.base + t for s in running.values()}
             if snapshots is not None and t % stride == 0:
-                snap = allocator.snapshot(lengths)
-                snapshots[t] = snap
-                snap_bytes += _snapshot_bytes(snap)
-                while snap_bytes > SNAPSHOT_BUDGET_BYTES and len(snapshots) > 2:
-                    stride *= 2
-                    for k in [k for k, v in snapshots.items() if v and k % stride]:
-                        snap_bytes -= _snapshot_bytes(snapshots.pop(k))
+                keep_picture(t, allocator.snapshot(lengths))
             if check_invariants:
                 assert sum(lengths.values()) == base_sum + len(running) * t, "token count drifted"
                 assert all(s.running for s in running.values()), "a stopped sequence is listed as running"
@@ -507,8 +527,10 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     arr = {k: np.asarray(v, dtype=np.float64 if k == "seconds" else np.int64) for k, v in cols.items()}
     # Every running sequence's prompt starts with the shared prefix (Workload checks it), so with
     # k running, k - 1 of the prefix copies are redundant: distinct tokens = logical - (k-1) x P.
+    # Blocks shared through the prefix cache of a trace's prompts save their slots (``saving``);
+    # a token equal to another sequence's but stored in an unshared block counts as distinct.
     stored = arr["logical"] - arr["saving"]                   # slots holding a token, any copy
-    used = arr["logical"] - np.maximum(arr["holders"] - 1, 0) * workload.shared_prefix
+    used = arr["logical"] - np.maximum(np.maximum(arr["holders"] - 1, 0) * workload.shared_prefix, arr["saving"])
     metrics = {
         "step": arr["step"], "span": arr["span"],
         "used_slots": used, "duplicate_slots": stored - used, "logical_tokens": arr["logical"],
@@ -520,6 +542,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         "units": arr["units"], "next_need": arr["need"], "swapped_blocks": arr["swapped"],
         "recomputed_tokens": arr["recomputed"], "admitted": arr["admitted"], "prefill_tokens": arr["prefill"],
         "prefill_pairs": arr["prefill_pairs"], "decode_pairs": arr["decode_pairs"],
+        "prefix_hit_tokens": arr["hit"], "prompt_tokens_admitted": arr["prompt_in"],
+        "cached_blocks": arr["cached"], "cached_evictions": arr["evicted"],
     }
     if timed:
         metrics["seconds"] = arr["seconds"]
@@ -527,7 +551,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                               total_slots=total, block_size=allocator.block_size, metrics=metrics,
                               snapshots=snapshots, rejected=rejected, snapshot_stride=stride,
                               shared_prefix=workload.shared_prefix, preemption=allocator.preemption,
-                              requests=_request_table(served, workload, timed), clock=clock)
+                              requests=_request_table(served, workload, timed), clock=clock,
+                              prefix_caching=allocator.prefix_caching)
     result.summary = summarize(result)
     return result
 
@@ -590,6 +615,14 @@ def summarize(result: SimulationResult) -> dict:
     when a prefix is shared), peak_used_slots (the peak of distinct slots, at its own step), the
     busy means of logical tokens and used slots, preemption_mode, swapped_blocks (moved out +
     in), recomputed_tokens (prefilled again) and records (busy steps plus idle gaps).
+
+    With prefix caching also: prefix_cache_hit_rate (prompt tokens found in the cache / prompt
+    tokens, each request counted at its first admission; None if none was admitted),
+    prefill_tokens_saved (those tokens, not prefilled; a re-admission after recompute that finds
+    its own blocks still cached saves prefill too, which the cost model sees but this does not
+    count), prompt_tokens_admitted,
+    cached_block_evictions (cached blocks reused for other data), peak_cached_blocks and
+    mean_cached_blocks (blocks held only by the cache; the mean over all steps).
     """
     m = result.metrics
     busy = result.busy_mask()
@@ -604,7 +637,7 @@ def summarize(result: SimulationResult) -> dict:
         return int((m[name] * m["span"]).sum())
 
     peak = int(m["logical_tokens"].argmax()) if has else 0
-    return {
+    out = {
         "steps": result.steps,
         "peak_running": int(m["running"].max()) if has else 0,
         "peak_running_step": int(m["step"][int(m["running"].argmax())]) if has else 0,
@@ -635,3 +668,13 @@ def summarize(result: SimulationResult) -> dict:
         "recomputed_tokens": total_of("recomputed_tokens"),
         "records": result.records,
     }
+    if result.prefix_caching:
+        hit, prompt = total_of("prefix_hit_tokens"), total_of("prompt_tokens_admitted")
+        out.update({
+            "prefix_cache_hit_rate": round(hit / prompt, 6) if prompt else None,
+            "prefill_tokens_saved": hit, "prompt_tokens_admitted": prompt,
+            "cached_block_evictions": total_of("cached_evictions"),
+            "peak_cached_blocks": int(m["cached_blocks"].max()) if has else 0,
+            "mean_cached_blocks": round(result.mean(m["cached_blocks"]), 4) if has else 0.0,
+        })
+    return out

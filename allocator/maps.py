@@ -140,6 +140,7 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
         block_owner = np.full(nb, -1, dtype=np.int32)
         block_fill = np.zeros(nb, dtype=np.int32)
         refs = np.zeros(nb, dtype=np.int32)
+        snapshot = tuple(e for e in snapshot if e[0] != 0)   # id 0: blocks held only by a prefix cache (free)
         for sid, tokens, table in reversed(snapshot):     # earliest holder written last: it wins
             idx = np.asarray(table, dtype=np.int64)
             block_owner[idx] = sid
@@ -173,3 +174,38 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
         if need and 0 < total_slots - pos < need:
             state[pos:] = HOLE
     return owner, state
+
+
+#: Block states of :func:`block_picture`.
+BLOCK_FREE, BLOCK_CACHED, BLOCK_PRIVATE, BLOCK_SHARED = 0, 1, 2, 3
+BLOCK_STATE_NAMES = {BLOCK_FREE: "free", BLOCK_CACHED: "cached (held only by the prefix cache)",
+                     BLOCK_PRIVATE: "private (one block table)", BLOCK_SHARED: "shared (several block tables)"}
+
+
+def block_picture(snapshot, num_blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A paged snapshot as one cell per block (for pools too large to draw slot by slot).
+
+    Args:
+        snapshot: a paged allocator's snapshot (entries (seq_id, tokens, block table); an entry
+            with id 0 lists blocks held only by the prefix cache).
+        num_blocks: blocks in the pool.
+
+    Returns:
+        state: int8 [num_blocks], BLOCK_FREE, BLOCK_CACHED, BLOCK_PRIVATE or BLOCK_SHARED.
+        owner: int32 [num_blocks], the first sequence (admission order) whose table lists the
+            block, or -1.
+        refs: int32 [num_blocks], block tables listing the block (its refcount).
+    """
+    state = np.full(num_blocks, BLOCK_FREE, dtype=np.int8)
+    owner = np.full(num_blocks, -1, dtype=np.int32)
+    refs = np.zeros(num_blocks, dtype=np.int32)
+    for sid, _, table in reversed(snapshot):
+        idx = np.asarray(table, dtype=np.int64)
+        if sid == 0:
+            state[idx] = BLOCK_CACHED
+            continue
+        owner[idx] = sid
+        np.add.at(refs, idx, 1)
+    state[refs == 1] = BLOCK_PRIVATE
+    state[refs > 1] = BLOCK_SHARED
+    return state, owner, refs

@@ -48,6 +48,10 @@ METRIC_UNITS = {
     "prefill_tokens": "tokens this step",
     "prefill_pairs": "query-key pairs this step",
     "decode_pairs": "query-key pairs this step",
+    "prefix_hit_tokens": "tokens this step",
+    "prompt_tokens_admitted": "tokens this step",
+    "cached_blocks": "blocks",
+    "cached_evictions": "blocks this step",
 }
 #: Header unit for a metric the engine records but this table does not know yet.
 UNKNOWN_UNIT = "units: see allocator.engine.METRICS"
