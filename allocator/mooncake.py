@@ -54,6 +54,11 @@ MAX_HASH_ID = 2 ** 40
 MAX_GZIP_BYTES = 8 * 1024 * 1024
 
 
+def is_mooncake_path(path) -> bool:
+    """True for a file name of the Mooncake JSONL schema (``.jsonl``, ``.jsonl.gz``)."""
+    return isinstance(path, str) and path.lower().endswith((".jsonl", ".jsonl.gz"))
+
+
 def _line_error(line: int, field: str, problem: str) -> FieldError:
     """A FieldError about one field of one line (1-based line number in the message)."""
     return FieldError(field, f": {problem}", index=line - 1, subject=f"line {line}, field {field}")

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from .allocators import RESERVATION_POLICIES, PagedAllocator, ReserveMaxAllocator
 from .engine import SimulationResult, simulate
 from .limits import LIMITS, check
+from .mooncake import is_mooncake_path, load_mooncake, mooncake_workload
 from .trace import load_trace, shipped_trace, trace_workload
 from .validate import FieldError, one_of
 from .workload import ARRIVAL_PATTERNS, Workload, classroom_40, with_shared_prefix
@@ -26,6 +27,9 @@ SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: pool is 4x the classroom's: about 4-6 reserve-max reservations fit in it at once.
 DEFAULT_SLOTS = {"classroom-40": 2048, "azure-conv": 8192}
 DEFAULT_MAX_NEW = {"classroom-40": 600, "azure-conv": 1024}
+#: Defaults for a Mooncake JSONL trace (prompts average ~12,000 tokens, outputs up to 2,000).
+MOONCAKE_SLOTS = 1 << 20
+MOONCAKE_MAX_NEW = 2048
 #: Row cap for a trace uploaded through the page (the CLI accepts up to ``trace.MAX_ROWS``).
 UPLOAD_MAX_ROWS = 20_000
 #: The numeric settings of a Scenario, each checked against ``LIMITS[name]`` (None, where a field
@@ -58,6 +62,8 @@ class Scenario:
         policy: the reservation allocator's policy (the PagedAttention paper's baselines): "max"
             (prompt + max_new_tokens, the default), "pow2" (prompt + the next power of two of the
             answer length) or "oracle" (prompt + the exact answer length).
+        prefix_caching: the paged allocator keeps finished prompts' blocks findable (a Mooncake
+            JSONL trace's prompts, or the shared system prompt).
     """
 
     workload: str = "classroom-40"
@@ -76,17 +82,24 @@ class Scenario:
     shared_prefix: int = 0
     preemption: str = "recompute"
     policy: str = "max"
+    prefix_caching: bool = False
 
     @property
     def slots(self) -> int:
         """The pool size actually used (slots)."""
-        return self.total_slots if self.total_slots is not None else DEFAULT_SLOTS.get(self.workload, 8192)
+        if self.total_slots is not None:
+            return self.total_slots
+        if is_mooncake_path(self.workload):
+            return MOONCAKE_SLOTS
+        return DEFAULT_SLOTS.get(self.workload, 8192)
 
     @property
     def max_new(self) -> int:
         """The generation cap actually used (tokens)."""
         if self.max_new_tokens is not None:
             return self.max_new_tokens
+        if is_mooncake_path(self.workload):
+            return MOONCAKE_MAX_NEW
         return DEFAULT_MAX_NEW.get(self.workload, 1024)
 
     def canonical(self) -> "Scenario":
@@ -154,6 +167,10 @@ def build_workload(sc: Scenario) -> Workload:
             raise FieldError("trace_file", ": no trace file uploaded yet", subject="trace_file")
         df = load_trace(sc.trace_bytes, max_rows=UPLOAD_MAX_ROWS)
         name = f"upload: {sc.trace_name or 'trace.csv'}"
+    elif is_mooncake_path(sc.workload):
+        return with_shared_prefix(mooncake_workload(load_mooncake(sc.workload), offset=sc.offset, count=sc.count,
+                                                    steps_per_second=sc.steps_per_second,
+                                                    max_new_tokens=sc.max_new, name=sc.workload), sc.shared_prefix)
     else:
         df = load_trace(sc.workload)
         name = sc.workload
@@ -163,12 +180,14 @@ def build_workload(sc: Scenario) -> Workload:
 
 
 def run_both(workload: Workload, total_slots: int, block_size: int, *, record_snapshots: bool = True,
-             preemption: str = "recompute", policy: str = "max") -> dict[str, SimulationResult]:
+             preemption: str = "recompute", policy: str = "max", prefix_caching: bool = False
+             ) -> dict[str, SimulationResult]:
     """Simulate ``workload`` under a reservation allocator and paged allocation of the same pool.
 
     ``preemption`` ("recompute" or "swap") is the paged allocator's preemption mode; ``policy``
     ("max", "pow2" or "oracle") the reservation allocator's (its result stays under the key
-    "reserve_max", the left side of every page, and its ``label`` names the policy).
+    "reserve_max", the left side of every page, and its ``label`` names the policy);
+    ``prefix_caching`` turns on the paged allocator's prefix cache.
 
     Returns:
         {"reserve_max": result, "paged": result}.
@@ -177,7 +196,7 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
         FieldError: a bad pool or block size (e.g. block_size 0), naming the field.
     """
     reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens, policy)
-    paged = PagedAllocator(total_slots, block_size, preemption=preemption)
+    paged = PagedAllocator(total_slots, block_size, preemption=preemption, prefix_caching=prefix_caching)
     return {"reserve_max": simulate(workload, reserve, record_snapshots=record_snapshots),
             "paged": simulate(workload, paged, record_snapshots=record_snapshots)}
 
@@ -186,7 +205,7 @@ def run_scenario(sc: Scenario, *, record_snapshots: bool = True) -> dict[str, Si
     """Build the scenario's workload and run both allocators (see ``run_both``)."""
     sc = sc.checked()
     return run_both(build_workload(sc), sc.slots, sc.block_size, record_snapshots=record_snapshots,
-                    preemption=sc.preemption, policy=sc.policy)
+                    preemption=sc.preemption, policy=sc.policy, prefix_caching=sc.prefix_caching)
 
 
 def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLOCK_SIZES,

@@ -17,6 +17,7 @@ import json
 
 from ..allocators import RESERVATION_POLICIES
 from ..limits import LIMITS
+from ..mooncake import is_mooncake_path
 from ..scenario import SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep, build_workload, run_both
 from ..timing import GPUS, TIMED_MODELS, cost_model, price
 from ..viz.claims import sweep_basis, sweep_value
@@ -29,6 +30,8 @@ SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilizat
 TIME_KEYS = ("makespan_s", "throughput_tokens_per_s", "throughput_requests_per_s", "ttft_p50_s", "ttft_p99_s",
              "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "e2e_p99_s", "normalized_latency_s_per_token", "swap_s",
              "recompute_flops_s")
+#: Prefix-cache keys added to the paged summary with --prefix-caching (and printed in the table).
+PREFIX_KEYS = ("prefix_cache_hit_rate", "prefill_tokens_saved", "cached_block_evictions", "peak_cached_blocks")
 
 
 def register(sub) -> None:
@@ -38,7 +41,8 @@ def register(sub) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--workload", choices=WORKLOADS, default=None,
                      help="named workload (default classroom-40; azure-conv is the shipped Azure conversation trace)")
-    src.add_argument("--trace", metavar="FILE", help="a trace CSV (Azure or plain schema) to replay")
+    src.add_argument("--trace", metavar="FILE", help="a trace to replay: CSV (Azure or plain schema) or Mooncake "
+                     "JSONL (.jsonl, .jsonl.gz: prompts as block ids, for --prefix-caching)")
     p.add_argument("--slots", type=count_arg, default=None, help="pool size in slots (default: 2048 for "
                    f"classroom-40, 8192 for a trace; {_range('total_slots')})")
     p.add_argument("--block-size", type=count_arg, default=16,
@@ -74,6 +78,10 @@ def register(sub) -> None:
                         "--model is given): adds TTFT, TPOT, latency and throughput to each summary")
     p.add_argument("--model", choices=sorted(TIMED_MODELS), default=None,
                    help="the model the steps are priced for (default opt-13b when only --gpu is given)")
+    p.add_argument("--prefix-caching", action="store_true",
+                   help="paged: keep finished prompts' full blocks findable by block hash and reuse them "
+                        "(a Mooncake JSONL trace's prompts, or --shared-prefix); adds prefix_cache_hit_rate, "
+                        "prefill_tokens_saved and cached_block_evictions to the paged summary")
     p.add_argument("--sweep", action="store_true", help="also sweep the paged block size 1..256")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
@@ -104,7 +112,10 @@ def scenario_from_args(args) -> Scenario:
                     steps_per_second=_given(args, "steps_per_second", d.steps_per_second),
                     metadata_cost=_given(args, "metadata_cost", d.metadata_cost),
                     shared_prefix=args.shared_prefix, preemption=args.preemption,
-                    policy=getattr(args, "policy", d.policy))
+                    policy=getattr(args, "policy", d.policy),
+                    # --prefix-caching with nothing to find is ignored (a note says so)
+                    prefix_caching=bool(getattr(args, "prefix_caching", False))
+                    and bool(args.shared_prefix or is_mooncake_path(args.trace)))
 
 
 def unused_options(args, *, sweep_only_cost: bool = True) -> list[str]:
@@ -131,6 +142,9 @@ def unused_options(args, *, sweep_only_cost: bool = True) -> list[str]:
                            "classroom-40, not to a trace")
     if sweep_only_cost and args.metadata_cost is not None and not args.sweep:
         reasons.append("--metadata-cost applies only with --sweep")
+    if getattr(args, "prefix_caching", False) and not args.shared_prefix and not is_mooncake_path(args.trace):
+        reasons.append("--prefix-caching has nothing to find without prompt tokens (a Mooncake .jsonl trace) "
+                       "or --shared-prefix")
     return [r + "; ignored" for r in reasons]
 
 
@@ -144,7 +158,7 @@ def run(args) -> int:
     workload = build_workload(sc)
     print_note(unused_options(args))
     results = run_both(workload, sc.slots, sc.block_size, record_snapshots=False, preemption=sc.preemption,
-                       policy=sc.policy)
+                       policy=sc.policy, prefix_caching=sc.prefix_caching)
     timed = args.gpu is not None or args.model is not None
     cost = cost_model(args.gpu or "a100-40gb", args.model or "opt-13b") if timed else None
     out = {}
@@ -172,12 +186,12 @@ def run(args) -> int:
         print(f"note: {note}")
     if timed:
         print(f"seconds priced on {cost.label}")
-    keys = SUMMARY_KEYS + ("rejected",) + (TIME_KEYS if timed else ())
+    keys = SUMMARY_KEYS + ("rejected",) + (TIME_KEYS if timed else ()) + (PREFIX_KEYS if sc.prefix_caching else ())
     width = max(len(k) for k in keys)
     left = results["reserve_max"].label.lower()
     print(f"{'':{width}}  {left:>14}  {'paged':>14}")
     for k in keys:
-        vals = [out[a][k] for a in ("reserve_max", "paged")]
+        vals = [out[a].get(k) for a in ("reserve_max", "paged")]
         vals = [len(v) if isinstance(v, list) else v for v in vals]
         vals = [format(v, ".6g") if isinstance(v, float) else v for v in vals]
         print(f"{k:{width}}  " + "  ".join(f"{'-' if v is None else v:>14}" for v in vals))
