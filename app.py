@@ -71,6 +71,8 @@ PAGES = {
     "Sharing": [
         st.Page("pages/block_tables.py", title="Block tables & sharing", icon=":material/account_tree:",
                 url_path="block-tables"),
+        st.Page("pages/prefix_cache.py", title="Prefix cache on a real trace", icon=":material/cached:",
+                url_path="prefix-cache"),
     ],
     "Live kernel": [
         st.Page("pages/kernel.py", title="Paged-attention kernel", icon=":material/speed:",

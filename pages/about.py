@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from allocator.accounting import PRESETS, format_bytes
+from allocator.mooncake import MOONCAKE_ATTRIBUTION
 from allocator.trace import AZURE_ATTRIBUTION
 from pages._ui.texts import COPY_ON_WRITE_SHORT
 
@@ -58,7 +59,13 @@ GLOSSARY = [
     ("copy-on-write", COPY_ON_WRITE_SHORT, "Block tables & sharing"),
     ("prefix caching", "Reusing the cached keys and values of a prompt beginning that an earlier request already "
      "computed (a system prompt, a shared document), instead of computing and storing it again.",
-     "Block tables & sharing, Slot accounting (shared prefix)"),
+     "Block tables & sharing, Prefix cache on a real trace, Slot accounting (shared prefix)"),
+    ("prefix-cache hit rate", "The share of prompt tokens whose keys and values were found in the cache instead "
+     "of being computed by prefill. Each prompt counts once, when it is first admitted.",
+     "Prefix cache on a real trace"),
+    ("eviction (of a cached block)", "A block that no request holds but the prefix cache still kept is handed "
+     "out for other data; its hash is forgotten and a later prompt can no longer find it. The least recently "
+     "used go first.", "Prefix cache on a real trace"),
     ("block hash", "How an engine finds a reusable full block: a hash of the block's tokens together with the "
      "hash of everything before it, so two blocks match only when their whole preceding text matches too.",
      "Block tables & sharing"),
@@ -134,6 +141,10 @@ SOURCES = [
                          "MLSys 2024), which profiles operators instead."),
     ("Real request lengths and arrival times",
      "Azure LLM inference trace 2023 (conversation), all 19,366 requests, CC-BY 4.0: " + AZURE_ATTRIBUTION),
+    ("Repeated prompt prefixes in real chat traffic (36.6 % of the conversation trace's 512-token blocks "
+     "start with a chain an earlier request had)",
+     "Mooncake conversation trace, all 12,031 requests, Apache-2.0: " + MOONCAKE_ATTRIBUTION
+     + " The percentage is the app's own count of the trace's block ids (Prefix cache on a real trace)."),
     ("Kernel timings", "Measured live on the machine serving the app (labelled with its backend), or recorded on "
                        "a GPU and labelled with the device, date and versions."),
 ]
@@ -164,6 +175,9 @@ st.markdown(
     "- vLLM, the serving engine built on that paper: https://github.com/vllm-project/vllm\n"
     f"- Trace data: {AZURE_ATTRIBUTION} Licensed CC-BY 4.0; the app ships the whole "
     "conversation trace (19,366 requests) unchanged.\n"
+    f"- Trace data: {MOONCAKE_ATTRIBUTION} Licensed under the Apache License 2.0 "
+    "(assets/mooncake_LICENSE-APACHE.txt); the app ships the whole conversation trace (12,031 requests), "
+    "gzip-compressed and otherwise unchanged.\n"
     "- The lesson's worked examples come from four reference explainers on the same idea; the app "
     "recomputes their arithmetic and writes every explanation afresh."
 )

@@ -11,6 +11,7 @@ start the output), so at most ``(prompt_len - 1) // 512`` blocks are found.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -52,6 +53,10 @@ def test_the_trace_statistic_itself(trace):
     # 36.6 % of the conversation trace's blocks are a prefix an earlier request had (issue 15)
     assert (raw["blocks_hit"], raw["blocks"]) == (105_710, 288_500)
     assert round(100 * raw["blocks_hit"] / raw["blocks"], 1) == 36.6
+    # the About page quotes this count
+    with open(os.path.join(ROOT, "pages", "about.py"), encoding="utf-8") as f:
+        about = f.read()
+    assert f"({100 * raw['blocks_hit'] / raw['blocks']:.1f} % of the conversation trace's 512-token blocks" in about
     # token-weighted: 37.4 % of prompt tokens
     assert (raw["tokens_hit"], raw["tokens"]) == (54_098_411, 144_793_823)
     assert round(100 * raw["tokens_hit"] / raw["tokens"], 2) == 37.36

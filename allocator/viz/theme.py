@@ -15,7 +15,7 @@ Chosen by computation, not by eye: tests/test_palette.py checks, in the CAM02-UC
 for normal vision and under simulated deuteranopia, protanopia and tritanopia, and that the
 request colours stay apart from each other for normal vision. Sources: Okabe & Ito (2008) for
 the orange, blue and green; Paul Tol's schemes for the request colours; ColorBrewer PiYG and
-BrBG for the pink and the brown.
+BrBG for the pink and the brown, PuOr for the purple of cached blocks.
 """
 
 ORANGE_EMPTY = "#E69F00"   # allocated, holding nothing (Okabe-Ito orange)
@@ -23,10 +23,11 @@ GREY_FREE = "#DDDDDD"      # free
 DARK_HOLE = "#4D4D4D"      # free but unusable (hole too small / remainder)
 SHARED_PREFIX = "#C51B7D"  # a token in a block several sequences share (ColorBrewer PiYG pink)
 DUPLICATE = "#7F3B08"      # a duplicate copy of a shared-prompt token (ColorBrewer BrBG brown)
+CACHED = "#8073AC"         # a block no sequence holds, kept findable by the prefix cache (ColorBrewer PuOr purple)
 
 #: State name -> colour, for tests and legends.
 STATE_COLOURS = {"free": GREY_FREE, "hole": DARK_HOLE, "allocated, holding nothing": ORANGE_EMPTY,
-                 "shared": SHARED_PREFIX, "duplicate": DUPLICATE}
+                 "shared": SHARED_PREFIX, "duplicate": DUPLICATE, "cached": CACHED}
 
 #: Colours cycled over request ids for slots that hold a token (blues and greens only). Five, so
 #: that every pair is clearly different for normal vision; neighbouring ids never share one.

@@ -1,0 +1,197 @@
+"""Figures and sentences of the "Prefix cache on a real trace" page (plotly; no streamlit).
+
+Every number drawn or quoted comes from :mod:`allocator.prefix_cache` results.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from allocator.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture, grid_shape
+from allocator.viz.claims import pct, plural
+from allocator.viz.theme import ACCENT, CACHED, GREY_FREE, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
+
+#: Block map colours: free, cached, private, shared (private blocks in the first request blue).
+BLOCK_COLOURS = {BLOCK_FREE: GREY_FREE, BLOCK_CACHED: CACHED, BLOCK_PRIVATE: REQUEST_COLOURS[0],
+                 BLOCK_SHARED: SHARED_PREFIX}
+BLOCK_LABELS = {BLOCK_FREE: "free", BLOCK_CACHED: "cached: no sequence holds it, the prefix cache keeps it",
+                BLOCK_PRIVATE: "private: one sequence's block table", BLOCK_SHARED: "shared: several block tables"}
+#: Most cells a block map draws; larger pools draw groups of blocks (the state most of them are in).
+MAX_MAP_CELLS = 12_288
+
+
+def _short(n: int) -> str:
+    """1234 -> "1.2k", 672682 -> "673k", 1500000 -> "1.5M" (tick labels)."""
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f}{unit}" if v >= 100 else f"{v:.3g}{unit}"
+    return str(n)
+
+
+def _sweep_trace(sweep, name: str, colour: str, dash: str) -> go.Scatter:
+    """One pool sweep as a line of hit rate (%) against pool size (slots), hover from its rows."""
+    rows = sweep.rows
+    custom = [[r["pool_blocks"], r["fraction"], r["prefill_tokens_saved"], r["cached_block_evictions"],
+               r["preemptions"]] for r in rows]
+    return go.Scatter(
+        x=[r["pool_slots"] for r in rows], y=[100 * (r["hit_rate"] or 0) for r in rows], mode="lines+markers",
+        name=name, line=dict(color=colour, dash=dash), customdata=custom,
+        hovertemplate=(f"{sweep.block_size}-slot blocks: a pool of %{{customdata[0]:,}} blocks (%{{x:,}} slots, "
+                       "%{customdata[1]:.2f}× the window's distinct prompt blocks)<br>hit rate %{y:.1f} % of prompt "
+                       "tokens<br>prefill saved %{customdata[2]:,} tokens<br>cached blocks evicted "
+                       "%{customdata[3]:,}<br>preemptions %{customdata[4]}<extra></extra>"))
+
+
+def hit_rate_figure(sweep, trace_stat: dict, chosen_blocks: int | None = None, compare=None) -> go.Figure:
+    """Prefix-cache hit rate (% of prompt tokens) against pool size in slots, with the trace's
+    own count (an unbounded cache of 512-token blocks).
+
+    Args:
+        sweep: :class:`allocator.prefix_cache.PoolSweep` of the chosen block size.
+        trace_stat: :func:`allocator.prefix_cache.trace_hit_statistic` with engine rules.
+        chosen_blocks: the pool (blocks of ``sweep.block_size``) the map below uses (marked), or None.
+        compare: another block size's sweep of the same window (drawn dotted), or None.
+    """
+    rows = sweep.rows
+    fig = go.Figure()
+    fig.add_trace(_sweep_trace(sweep, f"simulated, {sweep.block_size}-slot blocks", PAGED, "solid"))
+    x = [r["pool_slots"] for r in rows]
+    y = [100 * (r["hit_rate"] or 0) for r in rows]
+    if compare is not None and compare.block_size != sweep.block_size:
+        fig.add_trace(_sweep_trace(compare, f"simulated, {compare.block_size}-slot blocks", ACCENT, "dot"))
+        x += [r["pool_slots"] for r in compare.rows]
+        y += [100 * (r["hit_rate"] or 0) for r in compare.rows]
+    ref = 100 * trace_stat["token_hit_rate"]
+    fig.add_trace(go.Scatter(
+        x=[min(x), max(x)], y=[ref, ref], mode="lines", line=dict(color=RESERVE_MAX, dash="dash"),
+        name="the trace's own count: unbounded cache of 512-token blocks",
+        hovertemplate=f"counted from the trace's block ids: {ref:.1f} % of prompt tokens<extra></extra>"))
+    if chosen_blocks:
+        chosen = next((r for r in rows if r["pool_blocks"] == chosen_blocks), None)
+        if chosen:
+            fig.add_trace(go.Scatter(x=[chosen["pool_slots"]], y=[100 * (chosen["hit_rate"] or 0)], mode="markers",
+                                     marker=dict(size=15, color=PAGED, symbol="diamond",
+                                                 line=dict(color=RESERVE_MAX, width=2)),
+                                     name="the pool of the map below", hoverinfo="skip"))
+    top = max(y + [ref])
+    ticks = [r["pool_slots"] for r in rows]
+    fig.update_layout(title=f"Prefix-cache hit rate against pool size ({sweep.block_size}-slot blocks)",
+                      xaxis=dict(title="pool size (slots = tokens of KV, log scale)", type="log", tickvals=ticks,
+                                 ticktext=[_short(v) for v in ticks]),
+                      yaxis=dict(title="prompt tokens found in the cache (%)", range=[0, max(5.0, top * 1.15)]),
+                      legend=dict(orientation="h", y=-0.25), height=440, margin=dict(t=50, b=10))
+    return fig
+
+
+def sweep_table(sweep):
+    """The sweep's rows as a table (pandas DataFrame, one row per pool size; units in the headers)."""
+    return pd.DataFrame({
+        "pool (blocks)": [r["pool_blocks"] for r in sweep.rows],
+        "pool (slots)": [r["pool_slots"] for r in sweep.rows],
+        "× distinct prompt blocks": [round(r["fraction"], 2) for r in sweep.rows],
+        "hit rate (% of prompt tokens)": [round(100 * (r["hit_rate"] or 0), 1) for r in sweep.rows],
+        "prefill saved (tokens)": [r["prefill_tokens_saved"] for r in sweep.rows],
+        "cached blocks evicted": [r["cached_block_evictions"] for r in sweep.rows],
+        "preemptions": [r["preemptions"] for r in sweep.rows],
+    })
+
+
+def block_map_figure(snapshot, num_blocks: int, step: int, block_size: int) -> go.Figure:
+    """The pool at one step, one cell per block (or per group of blocks in a large pool):
+    free, cached, private and shared blocks in their own colours."""
+    state, owner, refs = block_picture(snapshot, num_blocks)
+    per = max(1, math.ceil(num_blocks / MAX_MAP_CELLS))
+    n_cells = math.ceil(num_blocks / per)
+    if per > 1:
+        pad = n_cells * per - num_blocks
+        grid = np.concatenate([state, np.full(pad, -1, np.int8)]).reshape(n_cells, per)
+        counts = np.stack([(grid == k).sum(axis=1) for k in (BLOCK_FREE, BLOCK_CACHED, BLOCK_PRIVATE, BLOCK_SHARED)],
+                          axis=1)
+        cell_state = counts.argmax(axis=1).astype(np.int8)
+        cell_refs = np.concatenate([refs, np.zeros(pad, np.int32)]).reshape(n_cells, per).max(axis=1)
+        cell_owner = np.full(n_cells, -1, np.int32)
+    else:
+        cell_state, cell_refs, cell_owner = state, refs, owner
+    rows, cols = grid_shape(n_cells) if n_cells < 4096 else (math.ceil(n_cells / 128), 128)
+    z = np.full(rows * cols, np.nan)
+    z[:n_cells] = cell_state
+    first = np.arange(rows * cols) * per
+    text = np.full(rows * cols, "", dtype=object)
+    for i in range(n_cells):
+        what = BLOCK_LABELS[int(cell_state[i])]
+        where = f"block {first[i]}" if per == 1 else f"blocks {first[i]}–{min(num_blocks, first[i] + per) - 1} (mostly)"
+        who = f"<br>first holder r{cell_owner[i]}" if cell_owner[i] > 0 else ""
+        text[i] = f"{where}: {what}<br>refcount {cell_refs[i]}{who}"
+    scale = []
+    for k in range(4):
+        scale += [[k / 4, BLOCK_COLOURS[k]], [(k + 1) / 4, BLOCK_COLOURS[k]]]
+    fig = go.Figure(go.Heatmap(z=z.reshape(rows, cols), text=text.reshape(rows, cols), zmin=-0.5, zmax=3.5,
+                               colorscale=scale, showscale=False, xgap=1 if cols <= 64 else 0,
+                               ygap=1 if cols <= 64 else 0, hovertemplate="%{text}<extra></extra>"))
+    counts = {k: int((state == k).sum()) for k in BLOCK_COLOURS}
+    for k, colour in BLOCK_COLOURS.items():            # legend entries for the four states
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(size=12, color=colour, symbol="square"),
+                                 name=f"{BLOCK_LABELS[k]} ({counts[k]:,})"))
+    cell = "one cell per block" if per == 1 else f"one cell per {per} blocks"
+    fig.update_layout(title=f"The pool at step {step}: {num_blocks:,} blocks of {block_size} slots ({cell})",
+                      xaxis=dict(visible=False), yaxis=dict(visible=False, autorange="reversed", scaleanchor=None),
+                      legend=dict(orientation="h", y=-0.05), height=460, margin=dict(t=50, b=10, l=10, r=10),
+                      plot_bgcolor="white")
+    return fig
+
+
+def ttft_figure(comparison: dict) -> go.Figure:
+    """Cumulative share of requests against time to first token, with and without the cache."""
+    fig = go.Figure()
+    for key, name, colour, dash in (("with", "with prefix caching", PAGED, "solid"),
+                                    ("without", "without (every prompt token prefilled)", RESERVE_MAX, "dash")):
+        ttft = np.sort(np.asarray(comparison[key]["ttft_s"], dtype=float))
+        share = 100 * np.arange(1, len(ttft) + 1) / max(1, len(ttft))
+        fig.add_trace(go.Scatter(x=ttft, y=share, mode="lines", name=name, line=dict(color=colour, dash=dash, shape="hv"),
+                                 hovertemplate=f"{name}<br>%{{y:.0f}} % of requests had their first token within "
+                                               "%{x:.2f} s<extra></extra>"))
+    fig.update_layout(title="Time to first token (the cost model's figure)",
+                      xaxis=dict(title="time to first token (s)", rangemode="tozero"),
+                      yaxis=dict(title="requests (cumulative %)", range=[0, 100]),
+                      legend=dict(orientation="h", y=-0.25), height=400, margin=dict(t=50, b=10))
+    return fig
+
+
+def window_summary(sweep, trace_stat: dict, raw_stat: dict, offset: int, count: int) -> str:
+    """What the sweep shows, in numbers taken from it (markdown)."""
+    full = next((r for r in sweep.rows if r["fraction"] >= 1.0), sweep.rows[-1])
+    small = sweep.rows[0]
+    return (f"Requests {offset + 1:,}–{offset + count:,} of the trace: an unbounded cache would find "
+            f"**{pct(trace_stat['token_hit_rate'], 1)}** of their prompt tokens (counted from the trace's own block "
+            f"ids with the engine's rules; the trace's plain count of 512-token blocks seen before is "
+            f"{pct(raw_stat['block_hit_rate'], 1)}). Simulated with {sweep.block_size}-slot blocks, a pool of "
+            f"{full['pool_blocks']:,} blocks finds **{pct(full['hit_rate'], 1)}** and saves "
+            f"{full['prefill_tokens_saved']:,} prefill tokens; a pool of {small['pool_blocks']:,} blocks "
+            f"({small['fraction']:.2f}× the window's {sweep.distinct_blocks:,} distinct prompt blocks) finds "
+            f"**{pct(small['hit_rate'], 1)}**, evicting {plural(small['cached_block_evictions'], 'cached block')}.")
+
+
+def ttft_summary(comparison: dict, label: str, pool_blocks: int, block_size: int) -> str:
+    """Median and 90th-percentile TTFT with and without the cache (numbers from the comparison).
+
+    Args:
+        label: the cost model's label (GPU and model); pool_blocks, block_size: the pool it gives.
+    """
+    w, wo = (np.asarray(comparison[k]["ttft_s"], dtype=float) for k in ("with", "without"))
+    if not len(w) or not len(wo):
+        return "No request finished, so there is no time to first token to compare."
+    med_w, med_wo = float(np.median(w)), float(np.median(wo))
+    p90_w, p90_wo = float(np.percentile(w, 90)), float(np.percentile(wo, 90))
+    s = comparison["with"]["summary"]
+    return (f"{label}: a pool of {pool_blocks:,} blocks of {block_size} slots. With the cache (it found "
+            f"{pct(s.get('prefix_cache_hit_rate'), 1)} of prompt tokens, {s.get('prefill_tokens_saved', 0):,} tokens "
+            f"of prefill saved), the median request waited **{med_w:.2f} s** for its first token and the slowest "
+            f"tenth over {p90_w:.2f} s; without it, **{med_wo:.2f} s** and {p90_wo:.2f} s. These are the cost "
+            "model's figures, not measurements." + (
+                f" {plural(len(s['rejected']), 'request')} could never fit this pool and "
+                f"{'was' if len(s['rejected']) == 1 else 'were'} turned away; the times are over the others."
+                if s.get("rejected") else ""))

@@ -1,0 +1,154 @@
+"""Prefix cache on a real trace: the Mooncake conversation trace replayed with prefix caching.
+
+Renders only: the replay, the pool sweep, the trace's own statistic and the TTFT comparison come
+from ``allocator.prefix_cache``; the figures and sentences from ``allocator.viz.prefix``.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from allocator.accounting import PRESETS
+from allocator.maps import frame_steps
+from allocator.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, mooncake_workload, shipped_mooncake
+from allocator.prefix_cache import DEFAULT_FRACTIONS, pool_sweep, run, trace_hit_statistic, ttft_comparison
+from allocator.timing import GPUS, TIMED_MODELS, cost_model
+from allocator.validate import FieldError
+from allocator.viz.prefix import (block_map_figure, hit_rate_figure, sweep_table, ttft_figure, ttft_summary,
+                                  window_summary)
+
+BLOCK_SIZES = (16, 32, 64, 128, 256, 512)
+#: Most requests a window may hold on this page (a replay of 2,000 takes a few seconds a pool).
+MAX_WINDOW = 2000
+DEFAULTS = {"pc_offset": 0, "pc_count": 1000, "pc_block": 16, "pc_gpu": "h200", "pc_model": "llama3-8b", "pc_gpus": 4}
+GPU_COUNTS = (1, 2, 4, 8)
+for _k, _v in DEFAULTS.items():
+    st.session_state.setdefault(_k, _v)
+
+st.title("Prefix cache on a real trace")
+st.markdown(
+    "Once the KV cache is addressed block by block, two requests can point at the same block. If their "
+    "prompts begin with the same tokens, the blocks holding that beginning can be computed once and shared: "
+    "a **prefix cache**. A finished request's full prompt blocks stay in the pool, findable by a **block "
+    "hash** that covers the block and every token before it, until the pool needs the space (the least "
+    "recently used go first). A later request that starts the same way skips the **prefill** of those tokens, "
+    "so its first token comes sooner.\n\n"
+    "Chat traffic repeats itself: each turn of a conversation re-sends everything said so far. The Mooncake "
+    "trace records this from a production chat service: each prompt is a list of ids, one per 512 tokens, and "
+    "two prompts with the same leading ids share that much text. Here a window of it is replayed through the "
+    "same engine as the other pages, with the cache on.")
+
+df = shipped_mooncake()
+c = st.columns([1, 1, 1.2])
+c[0].number_input("First request (offset)", min_value=0, max_value=len(df) - 1, step=100, key="pc_offset",
+                  help=f"Where the window starts in the trace's {len(df):,} requests (0 = the first).")
+c[1].number_input("Requests", min_value=10, max_value=MAX_WINDOW, step=100, key="pc_count",
+                  help="How many consecutive requests to replay. Conversations span the whole hour of the trace, "
+                       "so longer windows find more of their own prefixes.")
+c[2].select_slider("Block size (slots)", BLOCK_SIZES, key="pc_block",
+                   help="Only full blocks are cached: bigger blocks leave more of each prompt's end uncached.")
+
+errors = st.container()
+
+
+def fail(exc: Exception) -> None:
+    """Show a core error in the page's words and stop (never a traceback)."""
+    errors.error(f"These settings cannot run: {exc}.", icon=":material/error:")
+    st.stop()
+
+
+@st.cache_resource(show_spinner="Replaying the window with pools of six sizes (and 512-slot blocks)…",
+                   max_entries=8)
+def _sweep(offset: int, count: int, block_size: int):
+    wl = mooncake_workload(shipped_mooncake(), offset=offset, count=count, max_new_tokens=2048)
+    sweep = pool_sweep(wl, block_size)
+    native = sweep if block_size == TRACE_BLOCK else pool_sweep(wl, TRACE_BLOCK)
+    return sweep, native, trace_hit_statistic(wl), trace_hit_statistic(wl, engine_rules=False)
+
+
+@st.cache_resource(show_spinner="Replaying the chosen pool with snapshots…", max_entries=8)
+def _mapped(offset: int, count: int, block_size: int, pool_blocks: int):
+    wl = mooncake_workload(shipped_mooncake(), offset=offset, count=count, max_new_tokens=2048)
+    return run(wl, block_size, pool_blocks, record_snapshots=True)
+
+
+@st.cache_resource(show_spinner="Timing the window with and without the cache…", max_entries=8)
+def _ttft(offset: int, count: int, block_size: int, gpu: str, model: str, gpus: int):
+    wl = mooncake_workload(shipped_mooncake(), offset=offset, count=count, max_new_tokens=2048)
+    cost = cost_model(gpu, model, gpus)
+    pool_blocks = max(1, cost.pool_slots() // block_size)
+    return cost, pool_blocks, ttft_comparison(wl, block_size, pool_blocks, cost)
+
+
+offset, count, block = int(st.session_state["pc_offset"]), int(st.session_state["pc_count"]), int(st.session_state["pc_block"])
+try:
+    sweep, native, stat, raw = _sweep(offset, count, block)
+except FieldError as exc:
+    fail(exc)
+count = min(count, len(df) - offset)
+
+with st.container(border=True):
+    st.markdown(window_summary(sweep, stat, raw, offset, count))
+
+st.subheader("How big must the cache be?")
+labels = {r["pool_blocks"]: f"{r['pool_blocks']:,} blocks ({r['fraction']:.2f}× the distinct prompt blocks)"
+          for r in sweep.rows}
+default = next((r["pool_blocks"] for r in sweep.rows if r["fraction"] >= 0.25), sweep.rows[-1]["pool_blocks"])
+chosen = st.select_slider("Pool for the map below", options=list(labels), value=default,
+                          format_func=labels.get, key=f"pc_pool_{offset}_{count}_{block}",
+                          help="Pool sizes are fractions "
+                               f"({', '.join(f'{f:g}' for f in DEFAULT_FRACTIONS)}) of the window's distinct full "
+                               "prompt blocks, never smaller than the longest request needs.")
+st.plotly_chart(hit_rate_figure(sweep, stat, chosen, compare=native), key="pc_hits", config={"displaylogo": False})
+st.caption("The dashed line is counted from the trace's own block ids, not simulated: for each request, the "
+           "leading 512-token blocks whose whole chain of ids an earlier request in the window already had "
+           "(full blocks only, and never the block holding the prompt's last token, which the engine always "
+           "computes). With 512-slot blocks and a pool that never evicts, the simulation must land exactly on "
+           "it (a test checks this); smaller blocks can only find more, since a partly shared 512-token block "
+           "still has whole smaller blocks in common."
+           + ("" if block == TRACE_BLOCK else " The dotted line is the same window with 512-slot blocks, the "
+              "trace's own size, on the same memory (slots)."))
+_whole = st.column_config.NumberColumn(format="localized")
+st.dataframe(sweep_table(sweep), hide_index=True, key="pc_table",
+             column_config={"pool (blocks)": _whole, "pool (slots)": _whole, "prefill saved (tokens)": _whole,
+                            "cached blocks evicted": _whole,
+                            "hit rate (% of prompt tokens)": st.column_config.NumberColumn(format="%.1f")})
+
+st.subheader("Where the blocks are")
+res = _mapped(offset, count, block, chosen)
+steps = [int(s) for s in frame_steps([res], 40)]
+sharing = res.metrics["allocated_unshared"] - res.metrics["allocated_slots"]      # slots saved by sharing
+busiest = int(res.metrics["step"][int(sharing.argmax() if sharing.max() > 0 else res.metrics["running"].argmax())])
+start = min(steps, key=lambda s: abs(s - busiest))
+step = st.select_slider("Step", options=steps, value=start, key=f"pc_step_{offset}_{count}_{block}_{chosen}",
+                        help="Engine steps with a picture. The default is the one nearest the step when running "
+                             "requests shared the most blocks.")
+snap = res.snapshots.get(step, ())
+st.plotly_chart(block_map_figure(snap, chosen, step, block), key="pc_map", config={"displaylogo": False})
+st.caption("Purple blocks belong to no running request: the cache keeps them in case a later prompt starts the "
+           "same way. Pink blocks are in several block tables at once: requests running now that share a prefix. "
+           "Blue blocks belong to one request. A new block is taken from the free ones first, then from the "
+           "purple ones that were used least recently, which drops them from the cache (an eviction).")
+
+st.subheader("What the cache does to the first token")
+st.markdown("Now the window runs in seconds, on a GPU whose memory sets the pool: what is left of it after "
+            "the model's weights holds the KV cache, cached blocks included.")
+c = st.columns([1.4, 1.2, 0.8])
+c[0].selectbox("GPU", list(GPUS), key="pc_gpu", format_func=lambda k: GPUS[k].label)
+c[1].selectbox("Model", list(TIMED_MODELS), key="pc_model", format_func=lambda k: PRESETS[k].short)
+c[2].selectbox("GPUs", GPU_COUNTS, key="pc_gpus",
+               help="Tensor parallelism: the model split over this many GPUs, whose memory, bandwidth and FLOP/s "
+                    "add up. The trace's traffic overloads a single GPU; a real service spreads it.")
+try:
+    cost, pool_blocks, cmp = _ttft(offset, count, block, st.session_state["pc_gpu"], st.session_state["pc_model"],
+                                   int(st.session_state["pc_gpus"]))
+except FieldError as exc:
+    fail(exc)
+st.markdown(ttft_summary(cmp, cost.label, pool_blocks, block))
+st.plotly_chart(ttft_figure(cmp), key="pc_ttft", config={"displaylogo": False})
+st.caption("Seconds come from the cost model of the Throughput page (a roofline over each step's FLOPs and "
+           "bytes on the chosen GPU's datasheet figures), with arrivals at the trace's own times. Cached prompt "
+           "tokens cost no prefill; everything else is the same in both runs. Mooncake's prompts average about "
+           "12,000 tokens, longer than some of these models' context windows; the model prices them all the same.")
+
+st.caption("Data: " + MOONCAKE_ATTRIBUTION + " The whole conversation trace ships with the app "
+           "(assets/mooncake_conversation_trace.jsonl.gz, with its licence in assets/mooncake_LICENSE-APACHE.txt).")

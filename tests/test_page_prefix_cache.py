@@ -1,0 +1,125 @@
+"""AppTest of the "Prefix cache on a real trace" page (issue 15): every number it quotes comes
+from the replay shown beside it, the charts have labelled axes and hover text, the block map's
+legend counts the blocks of the snapshot it draws, and the trace's attribution is on the page.
+
+One run at the page's defaults (1,000 requests at block 16, about 20 s); the others use small
+windows.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from allocator.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture
+from allocator.mooncake import mooncake_workload, shipped_mooncake
+from allocator.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
+from allocator.timing import cost_model
+from allocator.viz.prefix import BLOCK_LABELS, sweep_table, ttft_summary, window_summary
+from tests.conftest import APP_PATH
+
+
+def _page(state: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP_PATH, default_timeout=240)
+    at.switch_page("pages/prefix_cache.py")
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _markdown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def _charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def _window(offset: int, count: int):
+    return mooncake_workload(shipped_mooncake(), offset=offset, count=count, max_new_tokens=2048)
+
+
+def test_default_page_quotes_its_own_replay():
+    at = _page()
+    wl = _window(0, 1000)
+    sweep = pool_sweep(wl, 16)
+    stat, raw = trace_hit_statistic(wl), trace_hit_statistic(wl, engine_rules=False)
+    text = _markdown(at)
+    assert window_summary(sweep, stat, raw, 0, 1000) in text
+    assert "Requests 1–1,000 of the trace" in text and "**21.5 %**" in text        # the trace's own count
+    # the table is the sweep, row for row
+    table = at.dataframe[0].value
+    assert table.equals(sweep_table(sweep))
+    assert table["prefill saved (tokens)"].tolist() == [r["prefill_tokens_saved"] for r in sweep.rows]
+    # the time-to-first-token sentence is the comparison's, on the default GPU and model
+    cost = cost_model("h200", "llama3-8b", 4)
+    pool = cost.pool_slots() // 16
+    cmp = ttft_comparison(wl, 16, pool, cost)
+    assert ttft_summary(cmp, cost.label, pool, 16) in text
+    assert "not measurements" in text
+    # three charts, every axis titled, every trace with hover text
+    charts = _charts(at)
+    assert len(charts) == 3
+    for spec in charts:
+        layout = spec["layout"]
+        for trace in spec["data"]:
+            assert trace.get("hovertemplate") or trace.get("hoverinfo") == "skip" or trace["x"] == [None]
+    hit, _, ttft = charts
+    assert hit["layout"]["xaxis"]["title"]["text"].startswith("pool size (slots")
+    assert ttft["layout"]["xaxis"]["title"]["text"] == "time to first token (s)"
+    # 16-slot blocks, with the trace's own 512-slot blocks dotted beside them
+    names = [t["name"] for t in hit["data"]]
+    assert "simulated, 16-slot blocks" in names and "simulated, 512-slot blocks" in names
+    dashed = next(t for t in hit["data"] if t["name"].startswith("the trace's own count"))
+    assert dashed["y"][0] == pytest.approx(100 * stat["token_hit_rate"])
+    # attribution and licence
+    captions = "\n".join(c.value for c in at.caption)
+    assert "Mooncake" in captions and "Apache License 2.0" in captions and "mooncake_LICENSE-APACHE.txt" in captions
+
+
+def test_block_map_legend_counts_the_blocks_of_the_step_it_draws():
+    at = _page({"pc_count": 60, "pc_block": 512, "pc_offset": 3000})
+    wl = _window(3000, 60)
+    sweep = pool_sweep(wl, 512)
+    chosen = next(r["pool_blocks"] for r in sweep.rows if r["fraction"] >= 0.25)
+    res = run(wl, 512, chosen, record_snapshots=True)
+    step = int(at.select_slider(key=f"pc_step_3000_60_512_{chosen}").value)
+    state, _, _ = block_picture(res.snapshots[step], chosen)
+    spec = _charts(at)[1]
+    assert spec["layout"]["title"]["text"].startswith(f"The pool at step {step}: {chosen:,} blocks of 512 slots")
+    legend = {t["name"] for t in spec["data"] if t.get("x") == [None]}
+    for k in (BLOCK_FREE, BLOCK_CACHED, BLOCK_PRIVATE, BLOCK_SHARED):
+        assert f"{BLOCK_LABELS[k]} ({int((state == k).sum()):,})" in legend
+    # a 512-slot window has no dotted comparison line: it is the trace's own block size
+    names = [t["name"] for t in _charts(at)[0]["data"]]
+    assert names.count("simulated, 512-slot blocks") == 1
+
+
+def test_moving_the_step_slider_redraws_the_map_at_that_step():
+    at = _page({"pc_count": 60, "pc_block": 512, "pc_offset": 3000})
+    slider = at.get("select_slider")[-1]
+    steps = slider.options
+    target = steps[len(steps) // 3]
+    slider.set_value(int(target) if str(target).isdigit() else target).run()
+    assert not at.exception
+    assert _charts(at)[1]["layout"]["title"]["text"].startswith(f"The pool at step {target}:")
+
+
+def test_a_window_past_the_end_of_the_trace_is_cut_and_says_so():
+    n = len(shipped_mooncake())
+    at = _page({"pc_offset": n - 20, "pc_count": 1000, "pc_block": 512})
+    text = _markdown(at)
+    assert f"Requests {n - 19:,}–{n:,} of the trace" in text
+    assert not at.error
+
+
+def test_the_cached_colour_is_told_apart_in_the_legend_and_the_caption():
+    at = _page({"pc_count": 60, "pc_block": 512, "pc_offset": 3000})
+    captions = "\n".join(c.value for c in at.caption)
+    assert "Purple blocks belong to no running request" in captions
+    spec = _charts(at)[1]
+    colours = [t["marker"]["color"] for t in spec["data"] if t.get("x") == [None]]
+    assert len(set(colours)) == 4
