@@ -15,14 +15,14 @@ from allocator.timing import GPUS, TIMED_MODELS, cost_model
 from allocator.validate import FieldError
 from allocator.viz.prefix import (block_map_figure, hit_rate_figure, sweep_table, ttft_figure, ttft_summary,
                                   window_summary)
+from pages._ui.state import set_defaults
 
 BLOCK_SIZES = (16, 32, 64, 128, 256, 512)
 #: Most requests a window may hold on this page (a replay of 2,000 takes a few seconds a pool).
 MAX_WINDOW = 2000
 DEFAULTS = {"pc_offset": 0, "pc_count": 1000, "pc_block": 16, "pc_gpu": "h200", "pc_model": "llama3-8b", "pc_gpus": 4}
 GPU_COUNTS = (1, 2, 4, 8)
-for _k, _v in DEFAULTS.items():
-    st.session_state.setdefault(_k, _v)
+set_defaults(DEFAULTS)
 
 st.title("Prefix cache on a real trace")
 st.markdown(

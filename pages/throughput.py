@@ -18,13 +18,13 @@ from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison,
                                   sweep_headline, time_split_claim)
 from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure
 from pages._ui.sweep_cache import cached_sweep, is_cached, sweep_key
+from pages._ui.state import set_defaults
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 GPU_CHOICES = ["auto", *GPU_COUNTS]
 DEFAULTS = {"tp_gpu": "a100-40gb", "tp_model": "opt-13b", "tp_gpus": "auto", "tp_requests": 1000, "tp_rates": "",
             "tp_factor": 5, "tp_block": 16}
-for _k, _v in DEFAULTS.items():
-    st.session_state.setdefault(_k, _v)
+set_defaults(DEFAULTS)
 
 st.title("Throughput and latency: paging in seconds")
 st.markdown(

@@ -200,7 +200,7 @@ def check_run(argv: list[str], rc: int, stdout: str, stderr: str, seconds: float
         message = lines[-1] if lines else ""
         assert message.startswith("error: ") or ": error: " in message, (argv, stderr)
         words = set(message.replace("=", " ").replace(":", " ").replace(",", " ").replace("[", " ").split())
-        assert words & FIELD_WORDS or any(w in message for w in ("--", "row ", "file")), (argv, message)
+        assert words & FIELD_WORDS or any(w in message for w in ("--", "row ", "line ", "file")), (argv, message)
     elif "--json" in argv:
         json.loads(stdout)
     assert seconds < RUN_SECONDS, (argv, seconds)
@@ -217,6 +217,69 @@ def test_simulate_with_generated_arguments_and_traces(data, body):
             fh.write(body)
         argv = ["simulate", *data.draw(scenario_args(folder))]
         check_run(argv, *run_cli(argv))
+
+
+@st.composite
+def jsonl_bodies(draw) -> bytes:
+    """A Mooncake JSONL trace's bytes: a few requests, one time in two all good, otherwise with
+    one line or field broken (not JSON, a field missing or of the wrong type, hash ids of the
+    wrong length, a timestamp going back); sometimes gzip-compressed."""
+    import gzip
+
+    rows = []
+    t = 0
+    for _ in range(draw(st.integers(1, 5))):
+        n = draw(st.integers(1, 1500))
+        blocks = -(-n // 512)
+        ids = [draw(st.integers(0, 3)) for _ in range(blocks)]       # small ids: prefixes repeat
+        t += draw(st.integers(0, 3000))
+        rows.append({"timestamp": t, "input_length": n, "output_length": draw(st.integers(1, 300)),
+                     "hash_ids": ids})
+    lines = [json.dumps(r) for r in rows]
+    if draw(st.booleans()):
+        i = draw(st.integers(0, len(lines) - 1))
+        broken = dict(rows[i])
+        kind = draw(st.sampled_from(["text", "missing", "type", "ids", "time", "negative"]))
+        if kind == "text":
+            lines[i] = draw(st.sampled_from(["{", "not json", "[1, 2]", "null", '{"timestamp": NaN}']))
+        else:
+            if kind == "missing":
+                broken.pop(draw(st.sampled_from(sorted(broken))))
+            elif kind == "type":
+                broken[draw(st.sampled_from(sorted(broken)))] = draw(st.sampled_from(["7", 2.5, None, [], 1e400]))
+            elif kind == "ids":
+                broken["hash_ids"] = broken["hash_ids"] + [9]
+            elif kind == "time":
+                broken["timestamp"] = -1
+            else:
+                broken["input_length"] = -broken["input_length"]
+            lines[i] = json.dumps(broken)
+    body = ("\n".join(lines) + "\n").encode()
+    return gzip.compress(body) if draw(st.booleans()) else body
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(data=st.data(), body=jsonl_bodies())
+def test_simulate_prefix_caching_with_generated_jsonl_traces(data, body):
+    """--prefix-caching on a Mooncake JSONL trace (issue 15), good or broken, with other options."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "t.jsonl.gz" if body[:2] == b"\x1f\x8b" else "t.jsonl")
+        with open(path, "wb") as fh:
+            fh.write(body)
+        argv = ["simulate", "--trace", path]
+        bad_rate = data.draw(BAD_RATES)
+        for option in ("--offset", "--count", "--block-size", "--slots", "--preemption", "--max-new-tokens"):
+            if data.draw(st.integers(0, 2)) == 0:
+                argv.append(f"{option}={data.draw(number(SCENARIO_VALUES[option], bad_rate))}")
+        if data.draw(st.integers(0, 3)):
+            argv.append("--prefix-caching")
+        if data.draw(st.booleans()):
+            argv.append("--json")
+        rc, stdout, stderr, seconds = run_cli(argv)
+        check_run(argv, rc, stdout, stderr, seconds)
+        if rc == 0 and "--json" in argv and "--prefix-caching" in argv:
+            paged = json.loads(stdout)["paged"]
+            assert 0 <= paged["prefix_cache_hit_rate"] <= 1 and paged["cached_block_evictions"] >= 0
 
 
 @settings(max_examples=40, **SETTINGS)

@@ -17,21 +17,14 @@ from allocator.mooncake import mooncake_workload, shipped_mooncake
 from allocator.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
 from allocator.timing import cost_model
 from allocator.viz.prefix import BLOCK_LABELS, sweep_table, ttft_summary, window_summary
-from tests.conftest import APP_PATH
+from tests.conftest import markdown_text, open_page
 
 
 def _page(state: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP_PATH, default_timeout=240)
-    at.switch_page("pages/prefix_cache.py")
-    for key, value in (state or {}).items():
-        at.session_state[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page("pages/prefix_cache.py", state, timeout=240)
 
 
-def _markdown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown)
+_markdown = markdown_text
 
 
 def _charts(at: AppTest) -> list[dict]:

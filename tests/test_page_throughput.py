@@ -17,23 +17,16 @@ from allocator.throughput import POLICY_LABELS, with_latency_factor
 from allocator.timing import kv_bytes, timed_model
 from allocator.viz.claims import memory_claim, sweep_headline
 from pages._ui.sweep_cache import DEFAULT_KEY, cached_sweep, sweep_key
-from tests.conftest import APP_PATH
+from tests.conftest import APP_PATH, markdown_text, open_page
 
 SMALL = {"tp_requests": 200, "tp_rates": "0.5, 1, 2, 4"}
 
 
 def _page(state: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP_PATH, default_timeout=120)
-    at.switch_page("pages/throughput.py")
-    for key, value in (state or {}).items():
-        at.session_state[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page("pages/throughput.py", state)
 
 
-def _markdown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown)
+_markdown = markdown_text
 
 
 def test_default_page_shows_the_default_sweep():

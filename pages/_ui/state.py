@@ -19,3 +19,10 @@ def current_scenario() -> Scenario:
     """The explainer's last good scenario in this session, else the default (classroom-40, 2,048 slots)."""
     sc = st.session_state.get(_KEY)
     return sc if isinstance(sc, Scenario) else Scenario()
+
+
+def set_defaults(defaults: dict) -> None:
+    """Give each widget key in ``defaults`` its default value unless the session already has one
+    (so a page's controls start where the page says, and keep what the user chose)."""
+    for key, value in defaults.items():
+        st.session_state.setdefault(key, value)
