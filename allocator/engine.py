@@ -342,6 +342,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     (a_step, a_span, a_logical, a_holders, a_saving, a_alloc, a_ext, a_running, a_waiting, a_finished, a_pre,
      a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs,
      a_hit, a_prompt_in, a_cached, a_evicted) = (cols[name].append for name in names[:23])
+    caching = bool(allocator.prefix_caching)   # the four prefix-cache columns are recorded only then
     a_seconds = cols["seconds"].append if timed else None
     snapshots = {} if record_snapshots else None
     stride, snap_bytes = 1, 0
@@ -373,7 +374,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             a_alloc(allocator.allocated_slots); a_ext(ext_of(0)); a_running(0); a_waiting(0)
             a_finished(finished); a_pre(0); a_units(allocator.units_in_use); a_need(0); a_swapped(0)
             a_recomputed(0); a_admitted(0); a_prefill(0); a_prefill_pairs(0); a_decode_pairs(0)
-            a_hit(0); a_prompt_in(0); a_cached(allocator.cached_blocks); a_evicted(0)
+            if caching:
+                a_hit(0); a_prompt_in(0); a_cached(allocator.cached_blocks); a_evicted(0)
             if snapshots is not None:          # the pool as the last step left it: only cached blocks
                 keep_picture(t, allocator.snapshot({}) if allocator.cached_blocks else ())
             if timed:                          # one record of span 1 lasting until the arrival
@@ -395,7 +397,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 waiting.append(_Seq(req, keys[ptr - 1]))
         if not running and not waiting:
             continue                           # every arrival was rejected: nothing happens at t
-        swap_before, evicted_before = allocator.swap_traffic, allocator.cache_evictions
+        swap_before = allocator.swap_traffic
+        evicted_before = allocator.cache_evictions if caching else 0
         # 2. serve the running: a sequence whose room is full needs more (oldest first)
         preempted = 0
         needs = grow_at.pop(t, None)
@@ -495,8 +498,9 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         a_finished(finished); a_pre(preempted); a_units(allocator.units_in_use); a_need(need)
         a_swapped(swapped); a_recomputed(recomputed)
         a_admitted(admitted); a_prefill(prefill); a_prefill_pairs(prefill_pairs); a_decode_pairs(decode_pairs)
-        a_hit(hit); a_prompt_in(prompt_in); a_cached(allocator.cached_blocks)
-        a_evicted(allocator.cache_evictions - evicted_before)
+        if caching:                            # without a prefix cache these stay 0 (filled in below)
+            a_hit(hit); a_prompt_in(prompt_in); a_cached(allocator.cached_blocks)
+            a_evicted(allocator.cache_evictions - evicted_before)
         if timed:
             dt = step_seconds(prefill, prefill_pairs, batch - admitted, decode_pairs, swapped)
             a_seconds(dt)
@@ -520,10 +524,14 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
            and (timed or cols["span"][-1] > 1)):
         start = cols["step"][-1]
         for values in cols.values():
-            values.pop()
+            if values:                         # the prefix-cache columns are empty without a cache
+                values.pop()
         if snapshots is not None:
             snapshots.pop(start, None)
     total = allocator.total_slots
+    if not caching:
+        for name in ("hit", "prompt_in", "cached", "evicted"):
+            cols[name] = [0] * len(cols["step"])
     arr = {k: np.asarray(v, dtype=np.float64 if k == "seconds" else np.int64) for k, v in cols.items()}
     # Every running sequence's prompt starts with the shared prefix (Workload checks it), so with
     # k running, k - 1 of the prefix copies are redundant: distinct tokens = logical - (k-1) x P.

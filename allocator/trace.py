@@ -87,7 +87,7 @@ def _read_bytes(source, max_bytes: int) -> bytes:
         if "\x00" in path or not path:
             raise _file_error(f"{_shown(path)} is not a file name")
         if os.path.isdir(path):
-            raise _file_error(f"{path} is a directory, not a CSV file")
+            raise _file_error(f"{path} is a directory, not a trace file")
         if not os.path.exists(path):
             raise FileNotFoundError(f"no such trace file: {path}")
         try:
@@ -319,7 +319,8 @@ def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_
     part = df.iloc[offset: offset + count]
     notes = []
     if len(part) < count:
-        notes.append(f"only {len(part)} rows remain after offset {offset}")
+        rows = "1 row remains" if len(part) == 1 else f"{len(part)} rows remain"
+        notes.append(f"only {rows} after offset {offset}")
     t0 = float(part["arrival_s"].iloc[0])
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is caught just below, by name
         exact = (part["arrival_s"].to_numpy() - t0) * steps_per_second

@@ -226,6 +226,10 @@ one row for each idle stretch (its "steps covered" column says how long), so wei
   *Block tables & sharing* shows block tables, refcounts, copy-on-write, prefix caching and swap one
   click at a time; the *Paged-attention kernel* page shows the price paging pays in the kernel (press
   **Run sweep**; the tiny shape takes seconds).
+- *Prefix cache on a real trace* replays up to 2,000 requests of a production chat trace several times
+  over; on a small 2-core machine its first view takes about half a minute, and every new window, block
+  size or GPU choice takes seconds to tens of seconds. Results are cached for everyone, so open the page
+  with the settings you will show before the class arrives.
 - A copied link (**Copy link to this scenario**) reopens the same settings on every student's machine.
 """
 )

@@ -84,10 +84,10 @@ try:
     sweep, native, stat, raw = _sweep(offset, count, block)
 except FieldError as exc:
     fail(exc)
-count = min(count, len(df) - offset)
+asked, count = count, min(count, len(df) - offset)
 
 with st.container(border=True):
-    st.markdown(window_summary(sweep, stat, raw, offset, count))
+    st.markdown(window_summary(sweep, stat, raw, offset, count, asked))
 
 st.subheader("How big must the cache be?")
 labels = {r["pool_blocks"]: f"{r['pool_blocks']:,} blocks ({r['fraction']:.2f}× the distinct prompt blocks)"
@@ -141,8 +141,12 @@ c[2].selectbox("GPUs", GPU_COUNTS, key="pc_gpus",
 try:
     cost, pool_blocks, cmp = _ttft(offset, count, block, st.session_state["pc_gpu"], st.session_state["pc_model"],
                                    int(st.session_state["pc_gpus"]))
-except FieldError as exc:
-    fail(exc)
+except FieldError as exc:           # shown here, under the GPU, model and GPUs it is about
+    text = str(exc)
+    why = text.split(": ", 1)[1] if text.startswith(f"{exc.field} = ") and ": " in text else text
+    st.error(f"{PRESETS[st.session_state['pc_model']].short} does not fit {st.session_state['pc_gpus']} × "
+             f"{GPUS[st.session_state['pc_gpu']].label}: {why}.", icon=":material/error:")
+    st.stop()
 st.markdown(ttft_summary(cmp, cost.label, pool_blocks, block))
 st.plotly_chart(ttft_figure(cmp), key="pc_ttft", config={"displaylogo": False})
 st.caption("Seconds come from the cost model of the Throughput page (a roofline over each step's FLOPs and "

@@ -139,7 +139,7 @@ def test_an_arrival_past_the_engines_clock_is_named(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--trace", "/tmp"], "/tmp is a directory, not a CSV file"),
+    (["--trace", "/tmp"], "/tmp is a directory, not a trace file"),
     (["--slots", "10000000000"], "total_slots = 10000000000 must be a whole number from 1 to 4,194,304 (slots)"),
     (["--shared-prefix", "99999999999999999999"], "shared_prefix = 99999999999999999999 must be a whole number "
                                                   "from 0 to 4,194,304 (tokens)"),
@@ -355,7 +355,7 @@ def test_a_command_line_argparse_cannot_read_is_one_line(capsys):
 # files that are not what they seem
 
 @pytest.mark.parametrize("kind, message", [
-    ("folder", "is a directory, not a CSV file"),
+    ("folder", "is a directory, not a trace file"),
     ("missing", "no such trace file"),
     ("device", "is not a regular file (a pipe or a device?)"),
     ("utf16", "the file is UTF-16 text, not UTF-8; save it as CSV UTF-8"),

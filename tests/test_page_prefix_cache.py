@@ -65,7 +65,7 @@ def test_default_page_quotes_its_own_replay():
     assert ttft["layout"]["xaxis"]["title"]["text"] == "time to first token (s)"
     # 16-slot blocks, with the trace's own 512-slot blocks dotted beside them
     names = [t["name"] for t in hit["data"]]
-    assert "simulated, 16-slot blocks" in names and "simulated, 512-slot blocks" in names
+    assert "simulated, 16-slot blocks" in names and "simulated, 512-slot blocks (the trace's size)" in names
     dashed = next(t for t in hit["data"] if t["name"].startswith("the trace's own count"))
     assert dashed["y"][0] == pytest.approx(100 * stat["token_hit_rate"])
     # attribution and licence
@@ -105,8 +105,23 @@ def test_a_window_past_the_end_of_the_trace_is_cut_and_says_so():
     n = len(shipped_mooncake())
     at = _page({"pc_offset": n - 20, "pc_count": 1000, "pc_block": 512})
     text = _markdown(at)
-    assert f"Requests {n - 19:,}–{n:,} of the trace" in text
+    assert f"Requests {n - 19:,}–{n:,} of the trace (only 20 requests remain from this offset" in text
     assert not at.error
+    # one request: no pool comparison with itself, no "slowest tenth" of one
+    at = _page({"pc_offset": n - 1, "pc_count": 10, "pc_block": 512})
+    text = _markdown(at)
+    assert "only 1 request remains" in text and "pool size cannot change anything here" in text
+    assert "too few requests for a slowest tenth" in text and "slowest tenth " not in text.replace(
+        "for a slowest tenth", "")
+
+
+def test_a_model_that_does_not_fit_is_reported_beside_the_gpu_controls():
+    at = _page({"pc_count": 30, "pc_block": 512, "pc_offset": 3000, "pc_model": "llama3-70b", "pc_gpus": 1})
+    assert len(at.error) == 1
+    message = at.error[0].value
+    assert message.startswith("Llama 3 70B bf16, GQA does not fit 1 × NVIDIA H200") and "gpus =" not in message
+    # everything above the time section still renders
+    assert len(_charts(at)) == 2 and "Requests 3,001–3,030 of the trace" in _markdown(at)
 
 
 def test_the_cached_colour_is_told_apart_in_the_legend_and_the_caption():
@@ -116,3 +131,25 @@ def test_the_cached_colour_is_told_apart_in_the_legend_and_the_caption():
     spec = _charts(at)[1]
     colours = [t["marker"]["color"] for t in spec["data"] if t.get("x") == [None]]
     assert len(set(colours)) == 4
+
+
+def test_waits_read_in_minutes_and_hours_when_long():
+    from allocator.viz.prefix import duration
+
+    assert [duration(x) for x in (0.5713, 1.9, 119.0, 600.0, 8478.78)] == ["571 ms", "1.9 s", "119 s", "10 min",
+                                                                            "2.4 h"]
+
+
+def test_a_grouped_cell_is_pink_when_any_of_its_blocks_is_shared():
+    from allocator.viz.prefix import MAX_MAP_CELLS, block_map_figure
+
+    n = MAX_MAP_CELLS * 3                           # three blocks per cell
+    snap = ((1, 32, (0, 1, 2)), (2, 32, (2, 4)), (0, 0, (6, 7, 8)))
+    fig = block_map_figure(snap, n, 5, 16)
+    flat = [v for row in fig.data[0].z for v in row]
+    # cell 0 holds blocks 0-2: two private, one shared -> shared; cell 1 (3-5): one private of three
+    # -> free (most of them); cell 2 (6-8): all cached
+    assert flat[:3] == [BLOCK_SHARED, BLOCK_FREE, BLOCK_CACHED]
+    text = [v for row in fig.data[0].text for v in row]
+    assert text[0].startswith("blocks 0–2: 0 free, 0 cached, 2 private, 1 shared")
+    assert "pink if any is shared" in fig.layout.title.text

@@ -18,7 +18,8 @@ import json
 from ..allocators import RESERVATION_POLICIES
 from ..limits import LIMITS
 from ..mooncake import is_mooncake_path
-from ..scenario import SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep, build_workload, run_both
+from ..scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep,
+                        build_workload, run_both)
 from ..timing import GPUS, TIMED_MODELS, cost_model, price
 from ..viz.claims import sweep_basis, sweep_value
 from .common import and_list, count_arg, flag, note as print_note, real_arg
@@ -44,11 +45,13 @@ def register(sub) -> None:
     src.add_argument("--trace", metavar="FILE", help="a trace to replay: CSV (Azure or plain schema) or Mooncake "
                      "JSONL (.jsonl, .jsonl.gz: prompts as block ids, for --prefix-caching)")
     p.add_argument("--slots", type=count_arg, default=None, help="pool size in slots (default: 2048 for "
-                   f"classroom-40, 8192 for a trace; {_range('total_slots')})")
+                   f"classroom-40, 8192 for a CSV trace, {MOONCAKE_SLOTS:,} for a Mooncake .jsonl trace; "
+                   f"{_range('total_slots')})")
     p.add_argument("--block-size", type=count_arg, default=16,
                    help=f"paged block size in slots (default 16; {_range('block_size')})")
     p.add_argument("--max-new-tokens", type=count_arg, default=None,
-                   help="generation cap in tokens (default 600 for classroom-40, 1024 for a trace; "
+                   help="generation cap in tokens (default 600 for classroom-40, 1024 for a CSV trace, "
+                        f"{MOONCAKE_MAX_NEW:,} for a Mooncake .jsonl trace; "
                         f"{_range('max_new_tokens')})")
     p.add_argument("--seed", type=count_arg, default=None,
                    help=f"classroom-40 seed (default: calibrated 25; {_range('seed')})")

@@ -11,14 +11,16 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from allocator.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture, grid_shape
-from allocator.viz.claims import pct, plural
-from allocator.viz.theme import ACCENT, CACHED, GREY_FREE, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
+from allocator.viz.claims import pct, plural, seconds
+from allocator.viz.theme import CACHED, GREY_FREE, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
 
 #: Block map colours: free, cached, private, shared (private blocks in the first request blue).
 BLOCK_COLOURS = {BLOCK_FREE: GREY_FREE, BLOCK_CACHED: CACHED, BLOCK_PRIVATE: REQUEST_COLOURS[0],
                  BLOCK_SHARED: SHARED_PREFIX}
 BLOCK_LABELS = {BLOCK_FREE: "free", BLOCK_CACHED: "cached: no sequence holds it, the prefix cache keeps it",
                 BLOCK_PRIVATE: "private: one sequence's block table", BLOCK_SHARED: "shared: several block tables"}
+#: The dotted line of the other block size: a neutral grey, well apart from the blue of the chosen one.
+COMPARE = "#888888"
 #: Most cells a block map draws; larger pools draw groups of blocks (the state most of them are in).
 MAX_MAP_CELLS = 12_288
 
@@ -62,7 +64,8 @@ def hit_rate_figure(sweep, trace_stat: dict, chosen_blocks: int | None = None, c
     x = [r["pool_slots"] for r in rows]
     y = [100 * (r["hit_rate"] or 0) for r in rows]
     if compare is not None and compare.block_size != sweep.block_size:
-        fig.add_trace(_sweep_trace(compare, f"simulated, {compare.block_size}-slot blocks", ACCENT, "dot"))
+        fig.add_trace(_sweep_trace(compare, f"simulated, {compare.block_size}-slot blocks (the trace's size)",
+                                   COMPARE, "dot"))
         x += [r["pool_slots"] for r in compare.rows]
         y += [100 * (r["hit_rate"] or 0) for r in compare.rows]
     ref = 100 * trace_stat["token_hit_rate"]
@@ -111,7 +114,9 @@ def block_map_figure(snapshot, num_blocks: int, step: int, block_size: int) -> g
         grid = np.concatenate([state, np.full(pad, -1, np.int8)]).reshape(n_cells, per)
         counts = np.stack([(grid == k).sum(axis=1) for k in (BLOCK_FREE, BLOCK_CACHED, BLOCK_PRIVATE, BLOCK_SHARED)],
                           axis=1)
-        cell_state = counts.argmax(axis=1).astype(np.int8)
+        # a cell is pink when any of its blocks is shared (shared blocks are few and the point of
+        # the map); otherwise it takes the state most of its blocks are in
+        cell_state = np.where(counts[:, BLOCK_SHARED] > 0, BLOCK_SHARED, counts.argmax(axis=1)).astype(np.int8)
         cell_refs = np.concatenate([refs, np.zeros(pad, np.int32)]).reshape(n_cells, per).max(axis=1)
         cell_owner = np.full(n_cells, -1, np.int32)
     else:
@@ -123,9 +128,14 @@ def block_map_figure(snapshot, num_blocks: int, step: int, block_size: int) -> g
     text = np.full(rows * cols, "", dtype=object)
     for i in range(n_cells):
         what = BLOCK_LABELS[int(cell_state[i])]
-        where = f"block {first[i]}" if per == 1 else f"blocks {first[i]}–{min(num_blocks, first[i] + per) - 1} (mostly)"
-        who = f"<br>first holder r{cell_owner[i]}" if cell_owner[i] > 0 else ""
-        text[i] = f"{where}: {what}<br>refcount {cell_refs[i]}{who}"
+        if per == 1:
+            who = f"<br>first holder r{cell_owner[i]}" if cell_owner[i] > 0 else ""
+            text[i] = f"block {first[i]}: {what}<br>refcount {cell_refs[i]}{who}"
+        else:
+            c = counts[i]
+            text[i] = (f"blocks {first[i]:,}–{min(num_blocks, first[i] + per) - 1:,}: {c[BLOCK_FREE]} free, "
+                       f"{c[BLOCK_CACHED]} cached, {c[BLOCK_PRIVATE]} private, {c[BLOCK_SHARED]} shared"
+                       f"<br>highest refcount {cell_refs[i]}")
     scale = []
     for k in range(4):
         scale += [[k / 4, BLOCK_COLOURS[k]], [(k + 1) / 4, BLOCK_COLOURS[k]]]
@@ -136,7 +146,8 @@ def block_map_figure(snapshot, num_blocks: int, step: int, block_size: int) -> g
     for k, colour in BLOCK_COLOURS.items():            # legend entries for the four states
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(size=12, color=colour, symbol="square"),
                                  name=f"{BLOCK_LABELS[k]} ({counts[k]:,})"))
-    cell = "one cell per block" if per == 1 else f"one cell per {per} blocks"
+    cell = ("one cell per block" if per == 1 else
+            f"one cell per {per} blocks, pink if any is shared, else the colour most of them have")
     fig.update_layout(title=f"The pool at step {step}: {num_blocks:,} blocks of {block_size} slots ({cell})",
                       xaxis=dict(visible=False), yaxis=dict(visible=False, autorange="reversed", scaleanchor=None),
                       legend=dict(orientation="h", y=-0.05), height=460, margin=dict(t=50, b=10, l=10, r=10),
@@ -154,25 +165,55 @@ def ttft_figure(comparison: dict) -> go.Figure:
         fig.add_trace(go.Scatter(x=ttft, y=share, mode="lines", name=name, line=dict(color=colour, dash=dash, shape="hv"),
                                  hovertemplate=f"{name}<br>%{{y:.0f}} % of requests had their first token within "
                                                "%{x:.2f} s<extra></extra>"))
+    longest = max([float(np.max(comparison[k]["ttft_s"])) for k in ("with", "without")
+                   if len(comparison[k]["ttft_s"])] or [1.0])
     fig.update_layout(title="Time to first token (the cost model's figure)",
-                      xaxis=dict(title="time to first token (s)", rangemode="tozero"),
+                      xaxis=dict(title="time to first token (s)", range=[0, longest * 1.08]),
                       yaxis=dict(title="requests (cumulative %)", range=[0, 100]),
                       legend=dict(orientation="h", y=-0.25), height=400, margin=dict(t=50, b=10))
     return fig
 
 
-def window_summary(sweep, trace_stat: dict, raw_stat: dict, offset: int, count: int) -> str:
-    """What the sweep shows, in numbers taken from it (markdown)."""
+def window_summary(sweep, trace_stat: dict, raw_stat: dict, offset: int, count: int,
+                   asked: int | None = None) -> str:
+    """What the sweep shows, in numbers taken from it (markdown).
+
+    Args:
+        count: requests in the window; asked: requests the user asked for (a window cut short by
+            the end of the trace says so).
+    """
     full = next((r for r in sweep.rows if r["fraction"] >= 1.0), sweep.rows[-1])
     small = sweep.rows[0]
-    return (f"Requests {offset + 1:,}–{offset + count:,} of the trace: an unbounded cache would find "
-            f"**{pct(trace_stat['token_hit_rate'], 1)}** of their prompt tokens (counted from the trace's own block "
-            f"ids with the engine's rules; the trace's plain count of 512-token blocks seen before is "
-            f"{pct(raw_stat['block_hit_rate'], 1)}). Simulated with {sweep.block_size}-slot blocks, a pool of "
-            f"{full['pool_blocks']:,} blocks finds **{pct(full['hit_rate'], 1)}** and saves "
-            f"{full['prefill_tokens_saved']:,} prefill tokens; a pool of {small['pool_blocks']:,} blocks "
-            f"({small['fraction']:.2f}× the window's {sweep.distinct_blocks:,} distinct prompt blocks) finds "
-            f"**{pct(small['hit_rate'], 1)}**, evicting {plural(small['cached_block_evictions'], 'cached block')}.")
+    cut = (f" (only {plural(count, 'request')} {'remains' if count == 1 else 'remain'} from this offset: the "
+           "trace ends there)" if asked is not None and asked > count else "")
+    text = (f"Requests {offset + 1:,}–{offset + count:,} of the trace{cut}. Counted from the trace's own block ids, "
+            f"an unbounded cache of **512-token blocks** would find **{pct(trace_stat['token_hit_rate'], 1)}** of "
+            f"their prompt tokens under the engine's rules (only full blocks are cached; the block holding a "
+            f"prompt's last token is always computed); the trace's plain count, in blocks rather than tokens and "
+            f"without those rules, is {pct(raw_stat['block_hit_rate'], 1)} of its 512-token blocks. Simulated with "
+            f"{sweep.block_size}-slot blocks, a pool of {full['pool_blocks']:,} blocks finds "
+            f"**{pct(full['hit_rate'], 1)}** and saves {full['prefill_tokens_saved']:,} prefill tokens")
+    if sweep.block_size < 512 and full["hit_rate"] is not None and full["hit_rate"] > trace_stat["token_hit_rate"]:
+        text += (" (a little more than the 512-token count: a 512-token block the trace calls different can "
+                 "still begin with whole smaller blocks in common)")
+    if small["pool_blocks"] < full["pool_blocks"]:
+        text += (f"; a pool of {small['pool_blocks']:,} blocks ({small['fraction']:.2f}× the window's "
+                 f"{sweep.distinct_blocks:,} distinct prompt blocks) finds **{pct(small['hit_rate'], 1)}**, "
+                 f"evicting {plural(small['cached_block_evictions'], 'cached block')}.")
+    else:
+        text += (f". The window is so small that every pool of the sweep is the smallest that fits its longest "
+                 "request, so pool size cannot change anything here.")
+    return text
+
+
+def duration(x: float) -> str:
+    """A wait as the page prints it: seconds below two minutes (``claims.seconds``), then minutes,
+    then hours (``8478.8 -> "2.4 h"``)."""
+    if x < 120:
+        return seconds(x)
+    if x < 7200:
+        return f"{x / 60:.0f} min"
+    return f"{x / 3600:.1f} h"
 
 
 def ttft_summary(comparison: dict, label: str, pool_blocks: int, block_size: int) -> str:
@@ -185,13 +226,20 @@ def ttft_summary(comparison: dict, label: str, pool_blocks: int, block_size: int
     if not len(w) or not len(wo):
         return "No request finished, so there is no time to first token to compare."
     med_w, med_wo = float(np.median(w)), float(np.median(wo))
-    p90_w, p90_wo = float(np.percentile(w, 90)), float(np.percentile(wo, 90))
     s = comparison["with"]["summary"]
+    if len(w) >= 10:
+        p90_w, p90_wo = float(np.percentile(w, 90)), float(np.percentile(wo, 90))
+        waits = (f"the median request waited **{duration(med_w)}** for its first token and the slowest tenth "
+                 f"{duration(p90_w)} or more; without it, **{duration(med_wo)}** and {duration(p90_wo)}")
+    else:
+        waits = (f"the median request waited **{duration(med_w)}** for its first token; without it, "
+                 f"**{duration(med_wo)}** (too few requests for a slowest tenth)")
+    overloaded = max(med_w, med_wo) > 60
     return (f"{label}: a pool of {pool_blocks:,} blocks of {block_size} slots. With the cache (it found "
             f"{pct(s.get('prefix_cache_hit_rate'), 1)} of prompt tokens, {s.get('prefill_tokens_saved', 0):,} tokens "
-            f"of prefill saved), the median request waited **{med_w:.2f} s** for its first token and the slowest "
-            f"tenth over {p90_w:.2f} s; without it, **{med_wo:.2f} s** and {p90_wo:.2f} s. These are the cost "
-            "model's figures, not measurements." + (
+            f"of prefill saved), {waits}. These are the cost model's figures, not measurements." + (
+                " Waits this long mean the hardware cannot keep up with the trace's arrivals, so requests queue "
+                "behind one another; more GPUs spread the load." if overloaded else "") + (
                 f" {plural(len(s['rejected']), 'request')} could never fit this pool and "
                 f"{'was' if len(s['rejected']) == 1 else 'were'} turned away; the times are over the others."
                 if s.get("rejected") else ""))
