@@ -126,8 +126,9 @@ snap = res.snapshots.get(step, ())
 st.plotly_chart(block_map_figure(snap, chosen, step, block), key="pc_map", config={"displaylogo": False})
 st.caption("Purple blocks belong to no running request: the cache keeps them in case a later prompt starts the "
            "same way. Pink blocks are in several block tables at once: requests running now that share a prefix. "
-           "Blue blocks belong to one request. A new block is taken from the free ones first, then from the "
-           "purple ones that were used least recently, which drops them from the cache (an eviction).")
+           "Blue blocks belong to one request. Grey and purple blocks wait in one free queue: a new block comes "
+           "from its front, where the blocks never used and those released longest ago are (least recently used "
+           "first). Handing out a purple one drops it from the cache: an eviction.")
 
 st.subheader("What the cache does to the first token")
 st.markdown("Now the window runs in seconds, on a GPU whose memory sets the pool: what is left of it after "
