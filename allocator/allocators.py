@@ -476,10 +476,13 @@ class PagedAllocator:
         """Slots of new blocks needed to admit: ceil((context_len + 1) / block_size) blocks, less
         the prompt blocks found in the pool (shared system prompt or prefix cache), plus any of
         those that sit in the free queue (taking them out leaves fewer free)."""
-        _, hits = self._hits(seq_id, prompt_len) if self._sharing else ((), [])
+        bs = self.block_size
+        if not self._sharing:                          # the common case, kept short
+            return -(-(context_len + 1) // bs) * bs
+        _, hits = self._hits(seq_id, prompt_len)
         ref = self.pool.refcounts
         cached_free = sum(1 for b in hits if ref[b] == 0)
-        return (self.blocks_for(context_len + 1) - len(hits) + cached_free) * self.block_size
+        return (-(-(context_len + 1) // bs) - len(hits) + cached_free) * bs
 
     def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
         """Give the sequence ceil((context_len + 1) / block_size) blocks (pointing at shared or
