@@ -6,23 +6,15 @@ Figures come from shared/seeds/: 001_b60e659497b44204.txt (seed 001), 002_abdc40
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.conftest import open_page
 LENGTH_COL = "length (tokens)"
 
 
 def _page(path: str, state: dict | None = None) -> AppTest:
-    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=60)
-    at.switch_page(path)
-    for key, value in (state or {}).items():
-        at.session_state[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(path, state, timeout=60)
 
 
 def _metrics(at: AppTest) -> dict[str, tuple[str, str]]:
