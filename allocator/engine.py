@@ -335,14 +335,17 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     finish_at: dict[int, list[_Seq]] = {}      # step -> sequences that emit their last token then
     rejected: list[dict] = []
     served: list[tuple] = []                   # (id, prompt, output, arrival, first step, finish step)
+    caching = bool(allocator.prefix_caching)   # the four prefix-cache columns are recorded only then
+    cache_names = ["hit", "prompt_in", "cached", "evicted"]
     names = ["step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
              "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
-             "decode_pairs", "hit", "prompt_in", "cached", "evicted"] + (["seconds"] if timed else [])
+             "decode_pairs"] + (cache_names if caching else []) + (["seconds"] if timed else [])
     cols = {name: [] for name in names}
     (a_step, a_span, a_logical, a_holders, a_saving, a_alloc, a_ext, a_running, a_waiting, a_finished, a_pre,
-     a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs,
-     a_hit, a_prompt_in, a_cached, a_evicted) = (cols[name].append for name in names[:23])
-    caching = bool(allocator.prefix_caching)   # the four prefix-cache columns are recorded only then
+     a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs
+     ) = (cols[name].append for name in names[:19])
+    if caching:
+        a_hit, a_prompt_in, a_cached, a_evicted = (cols[name].append for name in cache_names)
     a_seconds = cols["seconds"].append if timed else None
     snapshots = {} if record_snapshots else None
     stride, snap_bytes = 1, 0
@@ -524,13 +527,12 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
            and (timed or cols["span"][-1] > 1)):
         start = cols["step"][-1]
         for values in cols.values():
-            if values:                         # the prefix-cache columns are empty without a cache
-                values.pop()
+            values.pop()
         if snapshots is not None:
             snapshots.pop(start, None)
     total = allocator.total_slots
-    if not caching:
-        for name in ("hit", "prompt_in", "cached", "evicted"):
+    if not caching:                            # nothing was found, held or evicted by a cache
+        for name in cache_names:
             cols[name] = [0] * len(cols["step"])
     arr = {k: np.asarray(v, dtype=np.float64 if k == "seconds" else np.int64) for k, v in cols.items()}
     # Every running sequence's prompt starts with the shared prefix (Workload checks it), so with

@@ -94,12 +94,9 @@ class PoolSweep:
     rows: list
 
 
-def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS, progress=None) -> PoolSweep:
+def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS) -> PoolSweep:
     """Run the window with pools of ``fraction x distinct_blocks`` blocks (never below the
     largest request's need, never above :data:`MAX_POOL_BLOCKS`), prefix caching on.
-
-    Args:
-        progress: optional ``progress(fraction_done, message)``.
 
     Raises:
         FieldError: a fraction not a positive finite number, a workload without prompt tokens.
@@ -109,13 +106,11 @@ def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS,
     floor = min_pool_blocks(workload, block_size)
     rows = []
     seen = set()
-    for i, f in enumerate(sorted(fractions)):
+    for f in sorted(fractions):
         blocks = min(MAX_POOL_BLOCKS, max(floor, math.ceil(f * distinct)))
         if blocks in seen:
             continue
         seen.add(blocks)
-        if progress:
-            progress(i / len(fractions), f"pool of {blocks:,} blocks ({f:g} x the window's distinct blocks)")
         s = run(workload, block_size, blocks).summary
         rows.append({"pool_blocks": blocks, "pool_slots": blocks * block_size, "fraction": blocks / distinct,
                      "hit_rate": s["prefix_cache_hit_rate"], "prefill_tokens_saved": s["prefill_tokens_saved"],
@@ -123,8 +118,6 @@ def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS,
                      "cached_block_evictions": s["cached_block_evictions"],
                      "peak_cached_blocks": s["peak_cached_blocks"], "preemptions": s["preemptions"],
                      "rejected": len(s["rejected"]), "steps": s["steps"]})
-    if progress:
-        progress(1.0, "done")
     return PoolSweep(block_size, distinct, rows)
 
 

@@ -56,10 +56,15 @@ def fail(exc: Exception) -> None:
     st.stop()
 
 
+def _window(offset: int, count: int):
+    """The trace window as a workload (outputs capped at 2,048 tokens, the replay's default)."""
+    return mooncake_workload(shipped_mooncake(), offset=offset, count=count)
+
+
 @st.cache_resource(show_spinner="Replaying the window with pools of six sizes (and 512-slot blocks)…",
                    max_entries=8)
 def _sweep(offset: int, count: int, block_size: int):
-    wl = mooncake_workload(shipped_mooncake(), offset=offset, count=count, max_new_tokens=2048)
+    wl = _window(offset, count)
     sweep = pool_sweep(wl, block_size)
     native = sweep if block_size == TRACE_BLOCK else pool_sweep(wl, TRACE_BLOCK)
     return sweep, native, trace_hit_statistic(wl), trace_hit_statistic(wl, engine_rules=False)
@@ -67,13 +72,13 @@ def _sweep(offset: int, count: int, block_size: int):
 
 @st.cache_resource(show_spinner="Replaying the chosen pool with snapshots…", max_entries=8)
 def _mapped(offset: int, count: int, block_size: int, pool_blocks: int):
-    wl = mooncake_workload(shipped_mooncake(), offset=offset, count=count, max_new_tokens=2048)
+    wl = _window(offset, count)
     return run(wl, block_size, pool_blocks, record_snapshots=True)
 
 
 @st.cache_resource(show_spinner="Timing the window with and without the cache…", max_entries=8)
 def _ttft(offset: int, count: int, block_size: int, gpu: str, model: str, gpus: int):
-    wl = mooncake_workload(shipped_mooncake(), offset=offset, count=count, max_new_tokens=2048)
+    wl = _window(offset, count)
     cost = cost_model(gpu, model, gpus)
     pool_blocks = max(1, cost.pool_slots() // block_size)
     return cost, pool_blocks, ttft_comparison(wl, block_size, pool_blocks, cost)
