@@ -144,3 +144,17 @@ def test_cli_prefix_caching_with_nothing_to_find_says_so():
     assert "prefix_cache_hit_rate" not in out.stdout
     shared = _cli("--workload", "classroom-40", "--prefix-caching", "--shared-prefix", "64")
     assert shared.returncode == 0 and "prefix_cache_hit_rate" in shared.stdout and not shared.stderr
+
+
+def test_cli_prefix_caching_when_every_request_is_rejected(tmp_path):
+    """Nothing admitted, so there is no hit rate to report (null, '-'), and nothing saved."""
+    trace = tmp_path / "one.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 1, "output_length": 64, "hash_ids": [0]}\n')
+    out = _cli("--trace", str(trace), "--prefix-caching", "--slots", "64", "--json")
+    assert out.returncode == 0, out.stderr
+    paged = json.loads(out.stdout)["paged"]
+    assert paged["finished"] == 0 and len(paged["rejected"]) == 1
+    assert paged["prefix_cache_hit_rate"] is None and paged["prefill_tokens_saved"] == 0
+    table = _cli("--trace", str(trace), "--prefix-caching", "--slots", "64").stdout
+    assert [line.split() for line in table.splitlines() if line.startswith("prefix_cache_hit_rate")] == [
+        ["prefix_cache_hit_rate", "-", "-"]]
