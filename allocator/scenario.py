@@ -201,10 +201,25 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
             "paged": simulate(workload, paged, record_snapshots=record_snapshots)}
 
 
-def run_scenario(sc: Scenario, *, record_snapshots: bool = True) -> dict[str, SimulationResult]:
-    """Build the scenario's workload and run both allocators (see ``run_both``)."""
+def run_scenario(sc: Scenario, workload: Workload | None = None, *, record_snapshots: bool = True
+                 ) -> dict[str, SimulationResult]:
+    """Run both allocators on a scenario with every one of its settings (see ``run_both``): the one
+    way every caller -- the explainer's cache, ``simulate``, ``export-html`` -- runs a scenario, so no
+    caller can drop a setting (an export once recorded ``prefix_caching`` but ran without it).
+
+    Args:
+        sc: the scenario.
+        workload: ``build_workload(sc)`` when the caller has already built it (it is built here
+            otherwise).
+        record_snapshots: keep per-step pool snapshots (for the maps).
+
+    Raises:
+        FieldError: bad settings or trace (see :meth:`Scenario.checked` and ``build_workload``).
+    """
     sc = sc.checked()
-    return run_both(build_workload(sc), sc.slots, sc.block_size, record_snapshots=record_snapshots,
+    if workload is None:
+        workload = build_workload(sc)
+    return run_both(workload, sc.slots, sc.block_size, record_snapshots=record_snapshots,
                     preemption=sc.preemption, policy=sc.policy, prefix_caching=sc.prefix_caching)
 
 

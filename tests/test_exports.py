@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -138,6 +139,20 @@ def test_cli_export_html_swap_scenario(tmp_path, capsys):
     assert rc == 0 and "wrote" in capsys.readouterr().out
     text = hand.read_text(encoding="utf-8")
     assert "swap to host memory" in text and "block 32" in text
+
+
+def test_cli_export_runs_what_it_records_prefix_caching(tmp_path, capsys):
+    """An export that records ``prefix_caching: true`` simulates with the prefix cache: its CSV's
+    hits add up to ``simulate``'s prefill saved for the same window (it once ran without the cache)."""
+    trace = os.path.join(ROOT, "assets", "mooncake_conversation_trace.jsonl.gz")
+    window = ["--trace", trace, "--offset", "100", "--count", "20", "--prefix-caching"]
+    assert main(["simulate", *window, "--json"]) == 0
+    saved = json.loads(capsys.readouterr().out)["paged"]["prefill_tokens_saved"]
+    csv = tmp_path / "m.csv"
+    assert main(["export-html", *window, "-o", str(tmp_path / "a.html"), "--csv", str(csv), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["scenario"]["prefix_caching"] is True
+    hits = pd.read_csv(csv, comment="#")["paged prefix_hit_tokens (tokens this step)"].sum()
+    assert saved > 0 and hits == saved
 
 
 def test_cli_export_html_bad_block_size_exits_2(tmp_path):

@@ -23,7 +23,7 @@ import argparse
 import json
 
 from . import simulate as cli_simulate
-from ..scenario import SWEEP_BLOCK_SIZES, block_size_sweep, build_workload, run_both
+from ..scenario import SWEEP_BLOCK_SIZES, block_size_sweep, build_workload, run_scenario
 from .common import check_distinct, check_output, check_text, note, write_files
 
 
@@ -78,7 +78,7 @@ def run(args) -> int:
     note(cli_simulate.unused_options(args, sweep_only_cost=False)
          + ([f"{' and '.join(timed)} {'applies' if len(timed) == 1 else 'apply'} only to simulate (the exported "
              "files count engine steps); ignored"] if timed else []))
-    results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption, policy=sc.policy)
+    results = run_scenario(sc, workload)
     fig = explainer_figure(results)
     extra = []
     if args.sweep:

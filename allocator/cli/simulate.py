@@ -19,7 +19,7 @@ from ..allocators import RESERVATION_POLICIES
 from ..limits import LIMITS
 from ..mooncake import is_mooncake_path
 from ..scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep,
-                        build_workload, run_both)
+                        build_workload, run_scenario)
 from ..timing import GPUS, TIMED_MODELS, cost_model, price
 from ..viz.claims import sweep_basis, sweep_value
 from .common import and_list, count_arg, flag, note as print_note, real_arg
@@ -160,8 +160,7 @@ def run(args) -> int:
     sc = scenario_from_args(args).checked()
     workload = build_workload(sc)
     print_note(unused_options(args))
-    results = run_both(workload, sc.slots, sc.block_size, record_snapshots=False, preemption=sc.preemption,
-                       policy=sc.policy, prefix_caching=sc.prefix_caching)
+    results = run_scenario(sc, workload, record_snapshots=False)
     timed = args.gpu is not None or args.model is not None
     cost = cost_model(args.gpu or "a100-40gb", args.model or "opt-13b") if timed else None
     out = {}
