@@ -1,0 +1,41 @@
+"""AppTest of the "Checked against a real engine" page: it shows the replay the core computes, and
+every number its sentences quote comes from that replay (allocator.viz.replay)."""
+import json
+
+from allocator.calibration import CALIBRATED, Efficiency
+from allocator.replay import held_out_check, replay
+from allocator.viz.replay import error_table, headline, held_out_sentence, right_and_wrong, signed_pct
+from allocator.vllm_run import SHIPPED_RUN, load_run
+from tests.conftest import markdown_text, open_page
+
+
+def test_page_shows_the_replay_its_table_and_its_sentences():
+    at = open_page("pages/real_engine.py")
+    run = load_run(SHIPPED_RUN)
+    rep = replay(run, efficiency=CALIBRATED)
+    text = markdown_text(at)
+    assert headline(rep) in text
+    assert "+5.9 %" in headline(rep) and "7.1 s" in headline(rep)        # the README's figures
+    for sentence in right_and_wrong(rep):
+        assert sentence in text
+    assert held_out_sentence(held_out_check(run)) in text
+    assert "not measured here" in text
+    table = at.table[0].value
+    expect = error_table(rep).set_index(["figure", "statistic"])
+    assert table["error"].tolist() == expect["error"].tolist()
+    assert table["error"].tolist()[0] == signed_pct(rep.error_pct("ttft"))
+    charts = at.get("plotly_chart")
+    assert len(charts) == 4
+    for chart in charts:
+        spec = json.loads(chart.proto.spec)
+        assert spec["layout"]["xaxis"]["title"]["text"] and spec["layout"]["yaxis"]["title"]["text"]
+        assert all(t.get("hovertemplate") for t in spec["data"] if t.get("hoverinfo") != "skip")
+    assert "at most 128 running" in "\n".join(c.value for c in at.caption)
+
+
+def test_datasheet_step_model_is_shown_as_too_fast():
+    at = open_page("pages/real_engine.py", {"re_model": "datasheet"})
+    rep = replay(load_run(SHIPPED_RUN), efficiency=Efficiency(1.0, 1.0, 0.002))
+    text = markdown_text(at)
+    assert headline(rep) in text
+    assert rep.error_pct("ttft") < -30 and signed_pct(rep.error_pct("ttft")) in text
