@@ -39,3 +39,33 @@ def test_datasheet_step_model_is_shown_as_too_fast():
     text = markdown_text(at)
     assert headline(rep) in text
     assert rep.error_pct("ttft") < -30 and signed_pct(rep.error_pct("ttft")) in text
+
+
+def test_about_and_readme_quote_the_replay():
+    import os
+
+    from pages.about import CALIBRATION_SOURCE
+    from tests.conftest import ROOT
+
+    rep = replay(load_run(SHIPPED_RUN))
+    e, t = rep.cost.efficiency, rep.table
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        readme = " ".join(fh.read().split())                 # line breaks as spaces
+    for k in ("ttft", "tpot", "latency"):
+        assert f"**{signed_pct(rep.error_pct(k))}**" in readme
+        assert f"by {signed_pct(rep.error_pct(k))}" in CALIBRATION_SOURCE
+    for needle in (f"{e.eta_flops:g} of the datasheet", f"{e.eta_bw:g} of its memory", f"{1e3 * e.overhead_s:g} ms per step"):
+        assert needle in CALIBRATION_SOURCE
+    for needle in (f"**eta_flops = {e.eta_flops:g}**", f"**eta_bw = {e.eta_bw:g}**",
+                   f"**overhead = {1e3 * e.overhead_s:g} ms per step**",
+                   f"mean TTFT {t['ttft']['mean']['simulated']:.2f} s against {t['ttft']['mean']['measured']:.2f} s",
+                   f"mean TPOT {1e3 * t['tpot']['mean']['simulated']:.1f} ms against "
+                   f"{1e3 * t['tpot']['mean']['measured']:.1f} ms",
+                   f"latency {t['latency']['mean']['simulated']:.1f} s against {t['latency']['mean']['measured']:.1f} s",
+                   f"p90 TTFT is the worst figure ({signed_pct(rep.error_pct('ttft', 'p90'))})"):
+        assert needle in readme, needle
+    peak = replay(load_run(SHIPPED_RUN), efficiency=Efficiency(1.0, 1.0, 0.002))
+    assert f"datasheet peaks (the page's contrast) is off by -{abs(round(peak.error_pct('ttft'))):.0f} % on TTFT" in readme
+    h = held_out_check(load_run(SHIPPED_RUN))
+    assert (f"by {signed_pct(h['ttft_error_pct'])} (TTFT), {signed_pct(h['tpot_error_pct'])} (TPOT) and "
+            f"{signed_pct(h['latency_error_pct'])} (latency)") in readme
