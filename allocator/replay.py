@@ -41,6 +41,7 @@ class Replay:
         run: the measured run.
         cost: the step model used.
         rules: the v1 rules used.
+        prefix_caching: whether the replay's pool kept finished blocks findable.
         block_size, num_blocks: the KV pool (blocks of ``block_size`` tokens).
         pool_source: "run" (meta.json's num_gpu_blocks) or "derived" (:func:`kv_pool_blocks`).
         measured, simulated: {"ttft", "tpot", "latency"}: float64 [requests], seconds (tpot NaN for
@@ -56,6 +57,7 @@ class Replay:
     run: VllmRun
     cost: CalibratedCost
     rules: V1Rules
+    prefix_caching: bool
     block_size: int
     num_blocks: int
     pool_source: str
@@ -78,7 +80,7 @@ class Replay:
             "requests": len(self.run), "rules": {"max_num_seqs": self.rules.max_num_seqs,
                                                  "max_num_batched_tokens": self.rules.max_num_batched_tokens,
                                                  "chunked_prefill": self.rules.chunked_prefill,
-                                                 "prefix_caching": True, "preemption": "recompute"},
+                                                 "prefix_caching": self.prefix_caching, "preemption": "recompute"},
             "block_size": self.block_size, "num_gpu_blocks": self.num_blocks, "pool_source": self.pool_source,
             "efficiency": {"eta_flops": e.eta_flops, "eta_bw": e.eta_bw, "overhead_s": e.overhead_s},
             "table": self.table, "makespan_s": self.makespan_s, "preemptions": self.preemptions,
@@ -106,7 +108,9 @@ def rules_for(run: VllmRun) -> V1Rules:
 
 
 def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
-           efficiency: Efficiency = CALIBRATED) -> Replay:
+           efficiency: Efficiency = CALIBRATED, max_num_seqs: int | None = None,
+           max_num_batched_tokens: int | None = None, chunked_prefill: bool | None = None,
+           prefix_caching: bool | None = None) -> Replay:
     """Replay ``run`` and compare (see the module docstring).
 
     Args:
@@ -114,6 +118,9 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
         gpu: a GPU preset key (default: what the run's meta.json or directory name says).
         model: a model preset key (default: the run's model name).
         efficiency: the step model's parameters (default the calibration).
+        max_num_seqs, max_num_batched_tokens, chunked_prefill, prefix_caching: override the run's
+            engine arguments (None: as the run set them, vLLM's defaults where it did not), to ask
+            "what if" of the same arrivals.
 
     Raises:
         FieldError: an unknown GPU or model, engine arguments of the wrong type, a pool that
@@ -123,6 +130,14 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
     m: ServedModel = model_for(model or run.model)
     tp = run.engine_int("tensor_parallel_size", 1)
     rules = rules_for(run)
+    if max_num_seqs is not None or max_num_batched_tokens is not None or chunked_prefill is not None:
+        rules = V1Rules(rules.max_num_seqs if max_num_seqs is None else max_num_seqs,
+                        rules.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens,
+                        rules.chunked_prefill if chunked_prefill is None else chunked_prefill)
+    if not rules.chunked_prefill and int(run.prompt.max()) > rules.max_num_batched_tokens:
+        raise FieldError("max_num_batched_tokens", f" = {rules.max_num_batched_tokens} is below the longest prompt "
+                         f"({int(run.prompt.max())} tokens): without chunked prefill a prompt must fit one step's "
+                         "budget (vLLM asks for a budget of at least max_model_len then)")
     kv = run.kv_cache
     bs = whole_number("block_size", kv.get("block_size", run.engine.get("block_size", DEFAULT_BLOCK_SIZE)), 1, 4096,
                       subject="meta.json: kv_cache.block_size")
@@ -135,7 +150,7 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
         blocks, source = kv_pool_blocks(g, m, tp, bs, gpu_memory_utilization=util,
                                         max_num_batched_tokens=rules.max_num_batched_tokens,
                                         max_num_seqs=rules.max_num_seqs), "derived"
-    caching = run.engine.get("enable_prefix_caching", True) is not False
+    caching = (run.engine.get("enable_prefix_caching", True) is not False) if prefix_caching is None else prefix_caching
     cost = CalibratedCost(g, m, tp, efficiency)
     reqs = tuple(Request(i + 1, int(run.prompt[i]), int(run.output[i]), 0, float(run.queued[i]))
                  for i in range(len(run)))
@@ -144,7 +159,7 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
     res = simulate(workload, allocator, clock=cost, rules=rules, record_snapshots=False)
     if res.rejected:
         first = res.rejected[0]
-        raise FieldError("requests", f": request {first['id']} {first['reason']}")
+        raise FieldError("requests", f": request {first['id']}: {first['reason']}", subject="requests")
     ends = np.cumsum(res.metrics["seconds"])
     r = res.requests
     order = r["id"] - 1
@@ -170,7 +185,7 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
               "waiting": res.metrics["waiting"][idx].astype(float)}
     series["running"][ticks > ends[-1]] = 0
     series["waiting"][ticks > ends[-1]] = 0
-    return Replay(run, cost, rules, bs, blocks, source, meas, sim, table, series,
+    return Replay(run, cost, rules, caching, bs, blocks, source, meas, sim, table, series,
                   {"measured": float(run.last.max()), "simulated": float(ends[-1])}, res.summary["preemptions"])
 
 

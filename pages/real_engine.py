@@ -61,7 +61,7 @@ st.radio("Step model", list(STEP_MODELS), key="re_model", format_func=STEP_MODEL
          help="Calibrated: achieved fractions of the datasheet's FLOP/s and bandwidth plus a per-step overhead, "
               "fitted on this run's per-request time per output token. Datasheet peaks: the same formula with "
               "100 % of both and a 2 ms overhead assumed.")
-st.caption(f"Rules in force: {rep.rules.describe()}; prefix caching on; KV pool {rep.num_blocks:,} blocks of "
+st.caption(f"Rules in force: {rep.rules.describe()}; prefix caching {'on' if rep.prefix_caching else 'off'}; KV pool {rep.num_blocks:,} blocks of "
            f"{rep.block_size} tokens ({'stated by the run' if rep.pool_source == 'run' else 'derived as vLLM does: 0.9 × GPU memory − weights − activations'}).")
 
 st.markdown(headline(rep))

@@ -198,3 +198,35 @@ def test_unknown_gpu_and_unnamed_gpu(tmp_path, capsys):
     assert "does not name its GPU" in capsys.readouterr().err
     assert main(["replay-vllm", path, "--gpu", "tpu-v9"]) == 2
     assert "'tpu-v9' is not a GPU preset" in capsys.readouterr().err
+
+
+def test_cli_overrides_reach_every_rule(shipped, capsys):
+    assert main(["replay-vllm", SHIPPED_RUN, "--max-num-seqs", "256", "--max-num-batched-tokens", "8192",
+                 "--no-prefix-caching", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rules"] == {"max_num_seqs": 256, "max_num_batched_tokens": 8192, "chunked_prefill": True,
+                            "prefix_caching": False, "preemption": "recompute"}
+    # a cap of 256 lets every arrival in at once: the queue (and so TTFT) all but vanishes
+    assert out["table"]["ttft"]["mean"]["simulated"] < 0.3 * out["table"]["ttft"]["mean"]["measured"]
+    assert main(["replay-vllm", SHIPPED_RUN, "--no-chunked-prefill"]) == 2
+    assert "max_num_batched_tokens = 2048 is below the longest prompt (3998 tokens)" in capsys.readouterr().err
+    assert main(["replay-vllm", SHIPPED_RUN, "--no-chunked-prefill", "--max-num-batched-tokens", "4096", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rules"]["chunked_prefill"] is False
+    assert main(["replay-vllm", SHIPPED_RUN, "--max-num-seqs", "0"]) == 2
+    assert "max_num_seqs = 0 must be at least 1" in capsys.readouterr().err
+
+
+def test_where_right_and_wrong_quotes_the_replay(shipped_replay, shipped):
+    from allocator.viz.replay import right_and_wrong, signed_pct
+
+    rep = shipped_replay
+    lines = right_and_wrong(rep)
+    assert lines[0] == (f"Closest: the mean time per output token, off by {signed_pct(rep.error_pct('tpot'))}. "
+                        f"Furthest: the 90th percentile (p90) time to first token, off by "
+                        f"{signed_pct(rep.error_pct('ttft', 'p90'))}.")
+    ts = shipped.timeseries
+    i = int(ts["waiting"].idxmax())
+    assert f"vLLM's longest waiting line was {ts['waiting'][i]:.0f} requests at {ts['t'][i]:.0f} s" in lines[1]
+    assert "104 requests at 29 s" in lines[1]                       # read from timeseries.csv by hand
+    assert f"{rep.makespan_s['measured']:.3g} s after the first arrival" in lines[2]
+    assert lines[3].startswith("Time to first token is the hardest figure here")

@@ -17,6 +17,7 @@ import json
 from ..calibration import REPLAY_GPUS, REPLAY_MODELS
 from ..replay import FIGURES, STATS, held_out_check, replay
 from ..vllm_run import load_run
+from .common import count_arg
 
 
 def register(sub) -> None:
@@ -31,6 +32,13 @@ def register(sub) -> None:
                    + " (default: what meta.json's hardware or the directory name says)")
     p.add_argument("--model", default=None, help="model preset, one of " + ", ".join(REPLAY_MODELS)
                    + " (default: meta.json's model)")
+    p.add_argument("--max-num-seqs", type=count_arg, default=None,
+                   help="override the run's cap on running sequences (vLLM's default 256)")
+    p.add_argument("--max-num-batched-tokens", type=count_arg, default=None,
+                   help="override the run's per-step token budget (vLLM's default 2048)")
+    p.add_argument("--no-chunked-prefill", action="store_true",
+                   help="turn chunked prefill off (a prompt must fit the budget left in one step)")
+    p.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")
     p.add_argument("--held-out", action="store_true", help="also calibrate on the first half of the requests and "
                                                            "report the error on the second half")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -40,7 +48,10 @@ def register(sub) -> None:
 def run(args) -> int:
     """Replay and print; returns the exit status (FieldError propagates to ``__main__``: exit 2)."""
     measured = load_run(args.run_dir)
-    rep = replay(measured, args.gpu, args.model)
+    rep = replay(measured, args.gpu, args.model, max_num_seqs=args.max_num_seqs,
+                 max_num_batched_tokens=args.max_num_batched_tokens,
+                 chunked_prefill=False if args.no_chunked_prefill else None,
+                 prefix_caching=False if args.no_prefix_caching else None)
     out = rep.to_json()
     if args.held_out:
         h = held_out_check(measured, rep.cost.gpu.key, rep.cost.model.config.key)
@@ -52,6 +63,7 @@ def run(args) -> int:
         print(json.dumps(out, indent=2))
         return 0
     print(f"{measured.name}: {len(measured)} requests, {rep.cost.label}; {rep.rules.describe()}; "
+          f"prefix caching {'on' if rep.prefix_caching else 'off'}; "
           f"KV pool {rep.num_blocks:,} blocks of {rep.block_size} ({rep.pool_source})")
     e = rep.cost.efficiency
     print(f"calibration: eta_flops {e.eta_flops:g}, eta_bw {e.eta_bw:g}, overhead {1e3 * e.overhead_s:g} ms per step")

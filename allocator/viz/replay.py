@@ -145,18 +145,25 @@ def right_and_wrong(rep) -> list[str]:
     if ts is not None and len(ts):
         i = int(np.argmax(ts["waiting"].to_numpy()))
         j = int(np.argmax(rep.series["waiting"]))
-        out.append(f"The queue: vLLM's longest waiting line was {ts['waiting'].iloc[i]:.0f} requests at "
-                   f"{ts['t'].iloc[i]:.0f} s, the replay's {rep.series['waiting'][j]:.0f} at "
-                   f"{rep.series['t'][j]:.0f} s; both hold {rep.rules.max_num_seqs} running (max_num_seqs) "
-                   "while requests wait.")
+        queue = (f"The queue: vLLM's longest waiting line was {ts['waiting'].iloc[i]:.0f} requests at "
+                 f"{ts['t'].iloc[i]:.0f} s, the replay's {rep.series['waiting'][j]:.0f} at {rep.series['t'][j]:.0f} s.")
+        busy_m = ts["running"].to_numpy()[ts["waiting"].to_numpy() > 0]
+        busy_s = rep.series["running"][rep.series["waiting"] > 0]
+        if len(busy_m) and len(busy_s):
+            queue += (f" While requests waited, vLLM ran a median of {np.median(busy_m):.0f} at once and the replay "
+                      f"{np.median(busy_s):.0f} (max_num_seqs = {rep.rules.max_num_seqs}).")
+        out.append(queue)
     ms = rep.makespan_s
     out.append(f"The last token came {seconds(ms['measured'])} after the first arrival in the real run and "
                f"{seconds(ms['simulated'])} in the replay ({signed_pct(100 * (ms['simulated'] / ms['measured'] - 1))}).")
-    out.append(f"Time to first token is the hardest figure: once {rep.rules.max_num_seqs} requests run, a new one "
+    why = ("The model prices a step from its token counts with three fitted efficiencies; the real engine's steps "
+           "also vary with kernel choice, CUDA-graph batch padding, sampling and the GPU's clock, which the model "
+           "averages away.")
+    if worst_fig == "ttft":
+        why = (f"Time to first token is the hardest figure here: once {rep.rules.max_num_seqs} requests run, a new one "
                "waits for others to finish, so every step that is a little slow or fast is added up over the whole "
-               "queue ahead of it. The model prices a step from its token counts with three fitted efficiencies; "
-               "the real engine's steps also vary with kernel choice, CUDA-graph batch padding, sampling and the "
-               "GPU's clock, which the model averages away.")
+               "queue ahead of it. " + why)
+    out.append(why)
     return out
 
 
