@@ -18,8 +18,7 @@ with T the tokens computed in the step (prefill chunks + decodes) and pairs the 
 query-key pairs (prefill and decode). Unlike :class:`allocator.timing.CostModel`'s single
 roofline of the whole step, the terms are **summed**: a real step runs the weight GEMMs and the
 attention kernels one after the other, so a decode's KV read does not hide under a prefill
-chunk's arithmetic. (Fitted both ways on the shipped run, the single roofline's per-request TPOT
-error is about twice the summed model's.)
+chunk's arithmetic.
 
 The calibration (:data:`CALIBRATED`, reproduced by :func:`fit_efficiency`):
 

@@ -617,10 +617,11 @@ class V1Rules:
         max_num_batched_tokens: the step's token budget (default 2,048): a decode costs one token,
             a prefill chunk its length.
         chunked_prefill: True (vLLM v1's default): a prompt longer than what is left of the budget
-            is prefilled in chunks over several steps; False: admission stops at a waiting request
-            whose whole prefill does not fit the budget left (so a prompt longer than the budget
-            is admitted only into an otherwise empty step... and never, if longer than the budget:
-            such a request is rejected).
+            is prefilled in chunks over several steps. False: admission stops at a waiting request
+            whose whole prefill does not fit the budget left, and a request whose prompt is longer
+            than the whole budget is rejected (vLLM then asks for a budget of at least the model's
+            context). A preempted sequence whose prompt and generated tokens together exceed the
+            whole budget is still recomputed in chunks (it could never come back otherwise).
 
     Each step (what :func:`simulate` does with ``rules``):
 
@@ -815,7 +816,7 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
                 hits = computed_blocks(s.id, s.prompt_len, total)
                 cached = len(hits) * bs
                 want = total - cached
-                if not chunked and want > budget:
+                if not chunked and budget < want <= budget_cap:
                     break
                 new = want if want < budget else budget
                 if not allocate(s.id, s.prompt_len, total, cached + new, hits):

@@ -129,14 +129,14 @@ def test_bad_rules_name_their_field():
         assert err.value.field == field
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(rows=st.lists(st.tuples(st.integers(1, 90), st.integers(1, 30), st.integers(0, 20)), min_size=1, max_size=8),
        budget=st.integers(1, 64), cap=st.integers(1, 4), blocks=st.integers(8, 24), bs=st.sampled_from([1, 4, 16]),
-       caching=st.booleans())
-def test_v1_rules_hold_on_random_workloads(rows, budget, cap, blocks, bs, caching):
+       caching=st.booleans(), chunked=st.booleans())
+def test_v1_rules_hold_on_random_workloads(rows, budget, cap, blocks, bs, caching, chunked):
     w = wl(*rows)
-    res = run(w, V1Rules(max_num_seqs=cap, max_num_batched_tokens=budget), slots=blocks * bs, bs=bs,
-              caching=caching)
+    res = run(w, V1Rules(max_num_seqs=cap, max_num_batched_tokens=budget, chunked_prefill=chunked),
+              slots=blocks * bs, bs=bs, caching=caching)
     served = res.requests["id"].tolist()
     assert sorted(served + [r["id"] for r in res.rejected]) == list(range(1, len(rows) + 1))
     assert int(res.metrics["tokens"].sum()) == sum(rows[i - 1][1] for i in served)
