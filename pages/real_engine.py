@@ -80,7 +80,7 @@ st.subheader("Where the model is right, and where it is not")
 st.markdown("\n".join(f"- {s}" for s in right_and_wrong(rep)))
 
 st.subheader("The calibration")
-e = rep.cost.efficiency
+e = CALIBRATED                      # the calibration, whichever step model the replay above used
 st.markdown(
     "The step model adds up what one engine step does: the weight matrices (limited by arithmetic or by "
     "reading the weights, whichever is slower), the attention arithmetic, reading and writing the KV cache, and "
