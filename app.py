@@ -67,6 +67,8 @@ PAGES = {
     "Serving": [
         st.Page("pages/throughput.py", title="Throughput and latency", icon=":material/timer:",
                 url_path="throughput"),
+        st.Page("pages/real_engine.py", title="Checked against a real engine", icon=":material/fact_check:",
+                url_path="real-engine"),
     ],
     "Sharing": [
         st.Page("pages/block_tables.py", title="Block tables & sharing", icon=":material/account_tree:",

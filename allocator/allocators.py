@@ -329,6 +329,8 @@ class PagedAllocator:
         preemption: ``"recompute"`` (a preempted sequence's blocks are dropped and its tokens are
             prefilled again later) or ``"swap"`` (its private blocks are copied to a host pool and
             copied back before it resumes; when the host pool is full it falls back to recompute).
+            Swap is older vLLM's option (v0); vLLM v1 preempts by recompute only, and the engine's
+            v1 rules (``allocator.engine.V1Rules``) refuse a swapping allocator.
         host_blocks: capacity of the host (CPU) swap pool in blocks (default: as many as the GPU pool).
         prefix_caching: keep the full prompt blocks of every sequence findable by their block
             hash after it finishes, until the free block queue hands them out again (vLLM's
@@ -406,6 +408,7 @@ class PagedAllocator:
         self.shared_prefix = whole_number("shared_prefix", shared_prefix, 0)
         self.prompts = prompts if self.prefix_caching else None
         self._keys: dict[int, list] = {}            # seq_id -> its prompt's block keys (prefix caching)
+        self._v1_registered: dict[int, int] = {}    # v1 scheduler: seq_id -> its leading blocks registered
         self.last_hit_tokens = 0                    # prompt tokens the last admission found cached
         self.hit_tokens = 0                         # all admissions: prompt tokens found cached
         self.prompt_tokens = 0                      # all admissions: prompt tokens admitted
@@ -619,3 +622,114 @@ class PagedAllocator:
         assert saving == self.shared_saving, f"shared saving {self.shared_saving} != {saving}"
         assert self.hit_tokens <= self.prompt_tokens, "more prompt tokens hit than admitted"
         self.host.check_invariants(sum(len(h) for h in self.swapped.values()))
+
+    # ----------------------------------------------------------------------------------------------
+    # vLLM v1's KV cache manager (the engine's ``rules=V1Rules(...)`` scheduler; see allocator.engine)
+    # ----------------------------------------------------------------------------------------------
+    # Token ids the v1 interface invents where the workload gives none, so that block keys are
+    # unique per request and position (they never match another request's tokens by accident):
+    # bit 62 marks a generated token, bit 61 a prompt token of a request without known prompt ids.
+    _V1_GEN, _V1_PROMPT, _V1_POS_BITS = 1 << 62, 1 << 61, 26
+
+    def _v1_tokens(self, seq_id: int, prompt_len: int, total: int) -> list:
+        """Token ids of the sequence's first ``total`` tokens (prompt, then generated): the
+        workload's prompt ids when known (else the shared system prompt, then invented unique
+        ids), and the generated ids ``prompts.output_tokens(seq_id)`` gives when the workload
+        knows them (a later turn of a conversation repeats them), else invented unique ids."""
+        base = seq_id << self._V1_POS_BITS
+        prompts = self.prompts
+        if prompts is not None and seq_id in prompts:
+            head = [int(x) for x in prompts.tokens(seq_id)[:prompt_len]]
+        else:
+            shared = min(self.shared_prefix, prompt_len)
+            head = _system_prompt_tokens(shared) + [self._V1_PROMPT | base | i for i in range(shared, prompt_len)]
+        gen = total - prompt_len
+        out = []
+        if gen > 0 and prompts is not None and seq_id in prompts and hasattr(prompts, "output_tokens"):
+            out = [int(x) for x in prompts.output_tokens(seq_id)[:gen]]
+        out += [self._V1_GEN | base | i for i in range(len(out), gen)]
+        return head + out
+
+    def _v1_keys(self, seq_id: int, prompt_len: int, total: int) -> list:
+        """Chained keys of the sequence's full blocks among its first ``total`` tokens (prompt and
+        generated alike, as vLLM v1 hashes them). Key i depends only on tokens up to the end of
+        block i, so keys are computed once for a length that doubles as the sequence grows."""
+        keys = self._keys.get(seq_id)
+        if keys is None or len(keys) < total // self.block_size:
+            n = max(total, 2 * len(keys) * self.block_size) if keys else total
+            keys = self._keys[seq_id] = prefix_block_keys(self._v1_tokens(seq_id, prompt_len, n),
+                                                          self.block_size)
+        return keys
+
+    def v1_computed_blocks(self, seq_id: int, prompt_len: int, num_tokens: int) -> list[int]:
+        """vLLM v1's ``get_computed_blocks``: the cached blocks of the longest run of the
+        sequence's leading full blocks (prompt and generated tokens, ``num_tokens`` in all), at
+        most (num_tokens - 1) // block_size of them, so at least the last token is computed (its
+        logits give the next token). [] without prefix caching. Nothing is taken or touched.
+
+        Source: vllm/v1/core/kv_cache_manager.py, ``get_computed_blocks`` (max cache hit length =
+        num_tokens - 1).
+        """
+        if not self.prefix_caching:
+            return []
+        limit = (num_tokens - 1) // self.block_size
+        if not limit:
+            return []
+        lookup = self.pool.lookup
+        hits = []
+        for h in self._v1_keys(seq_id, prompt_len, num_tokens)[:limit]:
+            b = lookup(h)
+            if b is None:
+                break
+            hits.append(b)
+        return hits
+
+    def v1_allocate(self, seq_id: int, prompt_len: int, num_tokens: int, upto: int, hits=()) -> bool:
+        """vLLM v1's ``allocate_slots``: make the sequence's block table hold ``upto`` tokens
+        (its computed tokens plus this step's scheduled ones) -- ceil(upto / block_size) blocks, no
+        block for a token not yet scheduled -- reusing ``hits`` (from :meth:`v1_computed_blocks`)
+        at the front of a new table. With prefix caching, every full block among the first
+        min(upto, num_tokens) tokens is registered under its chained key (prompt and generated
+        blocks alike; the first registration of a key wins).
+
+        Returns:
+            True, or False with nothing changed when too few blocks are free (hits taken out of
+            the free queue count against it, as in vLLM).
+        """
+        table = self.block_tables.get(seq_id)
+        pool = self.pool
+        bs = self.block_size
+        need = -(-upto // bs) - (len(table) if table is not None else len(hits))
+        if hits:
+            ref = pool.refcounts
+            cached_free = sum(1 for b in hits if ref[b] == 0)
+            if need > pool.num_free - cached_free:
+                return False
+            self.shared_saving += (len(hits) - cached_free) * bs
+            pool.touch(hits)
+        elif need > pool.num_free:
+            return False
+        if table is None:
+            table = self.block_tables[seq_id] = list(hits)
+            if self.prefix_caching:
+                self.last_hit_tokens = len(hits) * bs
+        if need > 0:
+            table.extend(pool.allocate(need))
+        if self.prefix_caching:
+            full = min(upto, num_tokens) // bs
+            if full:
+                keys = self._v1_keys(seq_id, prompt_len, num_tokens)
+                register = pool.register
+                for i in range(self._v1_registered.get(seq_id, 0), full):
+                    register(table[i], keys[i])
+                self._v1_registered[seq_id] = full
+        return True
+
+    def v1_free(self, seq_id: int, keep_keys: bool = False) -> None:
+        """Release a finished (``keep_keys=False``) or preempted sequence's blocks, last block
+        first; cached blocks stay findable until the free queue hands them out again. A
+        preempted sequence (v1 preemption is recompute only) keeps its keys for its return."""
+        self._release(seq_id)
+        self._v1_registered.pop(seq_id, None)
+        if not keep_keys:
+            self._keys.pop(seq_id, None)

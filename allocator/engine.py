@@ -44,7 +44,7 @@ import numpy as np
 
 from .allocators import FREE, HOLE
 from .maps import slot_picture
-from .validate import FieldError, real_number
+from .validate import FieldError, real_number, whole_number
 from .workload import Workload
 
 #: Most memory the pool pictures of one run may take (bytes); past it, every other busy step's
@@ -271,9 +271,28 @@ class SimulationResult:
 ARRIVAL_TOLERANCE_S = 1e-9
 
 
+def _arrivals(workload: Workload, clock, seconds_per_step) -> tuple[dict, float]:
+    """({request id: arrival on the run's clock}, the tolerance an arrival is due within); see
+    :func:`simulate` for the two clocks and the errors raised."""
+    if clock is None:
+        return {r.id: r.arrival_step for r in workload.requests}, 0
+    if seconds_per_step is not None:
+        seconds_per_step = real_number("seconds_per_step", seconds_per_step, above=0)
+    arrival_of = {}
+    for r in workload.requests:
+        if r.arrival_s is not None:
+            arrival_of[r.id] = r.arrival_s
+        elif seconds_per_step is None:
+            raise FieldError("seconds_per_step", f": request {r.id} has no arrival_s, so a run on the "
+                             "seconds clock needs seconds_per_step to place its arrival_step")
+        else:
+            arrival_of[r.id] = r.arrival_step * seconds_per_step
+    return arrival_of, ARRIVAL_TOLERANCE_S
+
+
 def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
-             check_invariants: bool = False, clock=None, seconds_per_step: float | None = None
-             ) -> SimulationResult:
+             check_invariants: bool = False, clock=None, seconds_per_step: float | None = None,
+             rules: "V1Rules | None" = None) -> SimulationResult:
     """Run ``workload`` against ``allocator`` until every request finishes or is rejected.
 
     Args:
@@ -293,6 +312,11 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             ``seconds`` metric.
         seconds_per_step: on the seconds clock, the arrival time of a request without
             ``arrival_s`` is ``arrival_step x seconds_per_step``.
+        rules: None (the default: the classroom scheduler above, every existing scenario) or a
+            :class:`V1Rules`, which runs vLLM v1's scheduler instead (token budget, chunked
+            prefill, a cap on running sequences, recompute-only preemption, prefix caching of
+            prompt and generated blocks when the paged allocator has ``prefix_caching``); see
+            :class:`V1Rules`. Needs a paged allocator.
 
     Returns:
         SimulationResult with per-record metrics, snapshots, per-request steps and summary.
@@ -305,24 +329,13 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             so a fault shows as an error rather than a hang).
     """
     allocator.validate_workload(workload)
+    if rules is not None:
+        return _simulate_v1(workload, allocator, rules, record_snapshots=record_snapshots,
+                            check_invariants=check_invariants, clock=clock, seconds_per_step=seconds_per_step)
     timed = clock is not None
+    arrival_of, tol = _arrivals(workload, clock, seconds_per_step)
     if timed:
-        if seconds_per_step is not None:
-            seconds_per_step = real_number("seconds_per_step", seconds_per_step, above=0)
-        arrival_of = {}
-        for r in workload.requests:
-            if r.arrival_s is not None:
-                arrival_of[r.id] = r.arrival_s
-            elif seconds_per_step is None:
-                raise FieldError("seconds_per_step", f": request {r.id} has no arrival_s, so a run on the "
-                                 "seconds clock needs seconds_per_step to place its arrival_step")
-            else:
-                arrival_of[r.id] = r.arrival_step * seconds_per_step
         step_seconds = clock.step_seconds
-        tol = ARRIVAL_TOLERANCE_S
-    else:
-        arrival_of = {r.id: r.arrival_step for r in workload.requests}
-        tol = 0
     allocator.reset(shared_prefix=workload.shared_prefix, prompts=workload.prompts)
     pending = sorted(workload.requests, key=lambda r: (arrival_of[r.id], r.id))
     keys = [arrival_of[r.id] for r in pending]
@@ -521,6 +534,18 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             raise RuntimeError(f"simulation did not drain within {busy_limit} busy steps ({allocator.label})")
         t += 1
 
+    return _build_result(workload, allocator, cols, snapshots, stride, rejected, served, timed, clock, caching,
+                         cache_names)
+
+
+def _build_result(workload: Workload, allocator, cols: dict, snapshots, stride: int, rejected: list, served: list,
+                  timed: bool, clock, caching: bool, cache_names: list, tokens=None) -> SimulationResult:
+    """Turn the loop's per-record columns into a :class:`SimulationResult` (both schedulers share it).
+
+    ``tokens`` (a list, one per record) overrides the emitted-token count, which the classroom
+    scheduler takes to be the batch (every running sequence emits one token per step); the v1
+    scheduler passes its own, since a prefill chunk that does not finish its prompt emits none.
+    """
     # An idle stretch that only led up to arrivals which were all rejected is no part of the run:
     # the run ends with its last piece of work (the rejections keep their arrival steps).
     while (cols["step"] and cols["running"][-1] == 0 and cols["waiting"][-1] == 0
@@ -528,6 +553,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         start = cols["step"][-1]
         for values in cols.values():
             values.pop()
+        if tokens is not None:
+            tokens.pop()
         if snapshots is not None:
             snapshots.pop(start, None)
     total = allocator.total_slots
@@ -548,7 +575,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         "allocated_slots": arr["allocated"], "internal_fragmentation": arr["allocated"] - stored,
         "external_fragmentation": arr["ext"], "free_slots": total - arr["allocated"],
         "utilization": used / float(total), "running": arr["running"], "waiting": arr["waiting"],
-        "finished": arr["finished"], "tokens": arr["running"].copy(), "preemptions": arr["preemptions"],
+        "finished": arr["finished"],
+        "tokens": arr["running"].copy() if tokens is None else np.asarray(tokens, dtype=np.int64), "preemptions": arr["preemptions"],
         "units": arr["units"], "next_need": arr["need"], "swapped_blocks": arr["swapped"],
         "recomputed_tokens": arr["recomputed"], "admitted": arr["admitted"], "prefill_tokens": arr["prefill"],
         "prefill_pairs": arr["prefill_pairs"], "decode_pairs": arr["decode_pairs"],
@@ -565,6 +593,316 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                               prefix_caching=allocator.prefix_caching)
     result.summary = summarize(result)
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# vLLM v1's scheduler (for replaying real runs; the classroom scenarios keep the loop above)
+# ---------------------------------------------------------------------------------------------
+
+#: vLLM's defaults for the v1 rules: a cap of 256 running sequences (``max_num_seqs``) and a
+#: per-step budget of 2,048 scheduled tokens (``max_num_batched_tokens``; vLLM picks a larger
+#: one for some deployments, so a replay takes it from the run's own arguments).
+V1_DEFAULT_MAX_NUM_SEQS = 256
+V1_DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class V1Rules:
+    """vLLM v1's scheduling rules, each an option with vLLM's default (DESIGN.md, "vLLM v1
+    scheduling"; read vllm/v1/core/sched/scheduler.py, ``Scheduler.schedule``).
+
+    Args:
+        max_num_seqs: cap on running sequences (default 256). A waiting request is not admitted
+            while this many run.
+        max_num_batched_tokens: the step's token budget (default 2,048): a decode costs one token,
+            a prefill chunk its length.
+        chunked_prefill: True (vLLM v1's default): a prompt longer than what is left of the budget
+            is prefilled in chunks over several steps. False: admission stops at a waiting request
+            whose whole prefill does not fit the budget left, and a request whose prompt is longer
+            than the whole budget is rejected (vLLM then asks for a budget of at least the model's
+            context). A preempted sequence whose prompt and generated tokens together exceed the
+            whole budget is still recomputed in chunks (it could never come back otherwise).
+
+    Each step (what :func:`simulate` does with ``rules``):
+
+    1. Arrivals join the waiting queue (FCFS).
+    2. Running sequences are scheduled first, in admission order, while budget is left: each asks
+       for its remaining tokens (one for a decode; the rest of its prompt, capped by the budget,
+       for a sequence still prefilling). Its block table grows to hold its computed tokens plus
+       the scheduled ones, no more (``allocate_slots``). If too few blocks are free, the running
+       sequence admitted last is preempted -- **recompute only**: its blocks are freed (they stay
+       in the prefix cache, if on), it returns to the head of the queue with nothing computed, and
+       is prefilled again, prompt and generated tokens, when re-admitted -- until the sequence fits
+       or is itself the one preempted.
+    3. Unless a sequence was preempted in this step, waiting requests are admitted FCFS while the
+       budget lasts and fewer than ``max_num_seqs`` run: a new request first takes its cached
+       leading blocks (prefix caching: prompt and generated blocks under chained hashes; at least
+       its last token is computed), then as much of the rest as the budget allows (one chunk).
+       Stop at the first that does not get blocks (no skipping).
+    4. Compute: every scheduled sequence computes its scheduled tokens' KV; one whose computed
+       tokens reach its prompt plus generated tokens emits a token -- the first token comes from
+       the step that completes the prompt. A sequence that has emitted ``output_len`` tokens frees
+       its blocks (last block first; cached ones stay findable).
+
+    No block is taken at admission for the token prefill emits (the classroom scheduler takes one):
+    v1 allocates it in the step that computes it. Swap preemption is older vLLM's (v0) option and is
+    not part of these rules; a paged allocator with ``preemption="swap"`` is refused.
+
+    Raises:
+        FieldError: ``max_num_seqs`` or ``max_num_batched_tokens`` not a whole number >= 1.
+    """
+
+    max_num_seqs: int = V1_DEFAULT_MAX_NUM_SEQS
+    max_num_batched_tokens: int = V1_DEFAULT_MAX_NUM_BATCHED_TOKENS
+    chunked_prefill: bool = True
+
+    def __post_init__(self):
+        whole_number("max_num_seqs", self.max_num_seqs, 1, 1 << 20)
+        whole_number("max_num_batched_tokens", self.max_num_batched_tokens, 1, 1 << 24)
+        object.__setattr__(self, "chunked_prefill", bool(self.chunked_prefill))
+
+    def describe(self) -> str:
+        """One line naming the rules in force, e.g. for a page's caption."""
+        return (f"vLLM v1 rules: at most {self.max_num_seqs} running, a budget of "
+                f"{self.max_num_batched_tokens:,} tokens per step, chunked prefill "
+                f"{'on' if self.chunked_prefill else 'off'}, recompute preemption")
+
+
+class _V1Seq:
+    """A request inside the v1 scheduler: ``computed`` tokens have KV; it holds ``prompt_len +
+    generated`` tokens in all."""
+
+    __slots__ = ("id", "prompt_len", "output_len", "generated", "computed", "arrival", "first_step",
+                 "recomputing", "started")
+
+    def __init__(self, req, arrival):
+        self.id = req.id
+        self.prompt_len = req.prompt_len
+        self.output_len = req.output_len
+        self.arrival = arrival
+        self.generated = 0
+        self.computed = 0
+        self.first_step = -1
+        self.recomputing = 0            # tokens still to recompute after a preemption
+        self.started = False            # admitted at least once (the hit rate counts each prompt once)
+
+
+def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapshots: bool,
+                 check_invariants: bool, clock, seconds_per_step) -> SimulationResult:
+    """:func:`simulate` under :class:`V1Rules` (see there for the step). Same result layout; the
+    ``tokens`` metric counts tokens emitted (a prefill chunk that leaves its prompt unfinished
+    emits none), ``admitted`` counts requests taken from the queue, ``prefill_tokens`` every
+    token computed other than decodes (chunks, recomputes), ``recomputed_tokens`` the part of
+    them that recomputes a preempted sequence.
+
+    Raises:
+        FieldError: a non-paged allocator or one with swap preemption (``preemption``).
+    """
+    if allocator.kind != "paged" or not hasattr(allocator, "v1_allocate"):
+        raise FieldError("rules", ": vLLM v1's scheduler needs the paged allocator")
+    if allocator.preemption != "recompute":
+        raise FieldError("preemption", f" = {allocator.preemption!r}: vLLM v1 preempts by recompute only "
+                         "(swap is older vLLM's option; use the classroom scheduler for it)")
+    timed = clock is not None
+    arrival_of, tol = _arrivals(workload, clock, seconds_per_step)
+    step_seconds = clock.step_seconds if timed else None
+    allocator.reset(shared_prefix=workload.shared_prefix, prompts=workload.prompts)
+    bs = allocator.block_size
+    budget_cap, seq_cap, chunked = rules.max_num_batched_tokens, rules.max_num_seqs, rules.chunked_prefill
+    pending = sorted(workload.requests, key=lambda r: (arrival_of[r.id], r.id))
+    keys = [arrival_of[r.id] for r in pending]
+    n = len(pending)
+    busy_limit = 4 * (sum(r.prompt_len + r.output_len for r in pending) + n) + 16
+    waiting: deque[_V1Seq] = deque()
+    running: list[_V1Seq] = []
+    rejected: list[dict] = []
+    served: list[tuple] = []
+    caching = bool(allocator.prefix_caching)
+    cache_names = ["hit", "prompt_in", "cached", "evicted"]
+    names = ["step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
+             "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
+             "decode_pairs"] + (cache_names if caching else []) + (["seconds"] if timed else [])
+    cols = {name: [] for name in names}
+    tokens_col: list[int] = []
+    snapshots = {} if record_snapshots else None
+    stride, snap_bytes = 1, 0
+
+    def keep_picture(step: int, snap: tuple) -> None:
+        """Keep step's picture; past SNAPSHOT_BUDGET_BYTES drop every other one (the stride doubles)."""
+        nonlocal stride, snap_bytes
+        snapshots[step] = snap
+        snap_bytes += _snapshot_bytes(snap)
+        while snap_bytes > SNAPSHOT_BUDGET_BYTES and len(snapshots) > 2:
+            stride *= 2
+            for k in [k for k, v in snapshots.items() if v and k % stride]:
+                snap_bytes -= _snapshot_bytes(snapshots.pop(k))
+    computed_blocks, allocate, v1_free = (allocator.v1_computed_blocks, allocator.v1_allocate, allocator.v1_free)
+    ptr = finished = busy = 0
+    t = 0
+    now = 0.0 if timed else 0
+
+    def record(**values):
+        for name in names:
+            cols[name].append(values.get(name, 0))
+
+    while finished + len(rejected) < n:
+        if not timed:
+            now = t
+        if not running and not waiting and keys[ptr] > now + tol:
+            extra = {"cached": allocator.cached_blocks} if caching else {}
+            if timed:
+                gap = keys[ptr] - now
+                record(step=t, span=1, saving=allocator.shared_saving, allocated=allocator.allocated_slots,
+                       ext=allocator.external_fragmentation(0), finished=finished, units=allocator.units_in_use,
+                       seconds=gap, **extra)
+                now += gap
+            else:
+                record(step=t, span=keys[ptr] - t, saving=allocator.shared_saving,
+                       allocated=allocator.allocated_slots, ext=allocator.external_fragmentation(0),
+                       finished=finished, units=allocator.units_in_use, **extra)
+            tokens_col.append(0)
+            if snapshots is not None:
+                keep_picture(t, allocator.snapshot({}) if allocator.cached_blocks else ())
+            if timed:
+                t += 1
+            else:
+                t = now = keys[ptr]
+        # 1. arrivals
+        while ptr < n and keys[ptr] <= now + tol:
+            req = pending[ptr]
+            ptr += 1
+            reason = allocator.never_fits(req.prompt_len, req.output_len)
+            if reason is None and not chunked and req.prompt_len > budget_cap:
+                reason = (f"its {req.prompt_len}-token prompt is longer than the step's token budget "
+                          f"({budget_cap}) and chunked prefill is off")
+            if reason:
+                rejected.append({"id": req.id, "reason": reason, "arrival_step": req.arrival_step})
+            else:
+                waiting.append(_V1Seq(req, keys[ptr - 1]))
+        if not running and not waiting:
+            continue
+        evicted_before = allocator.cache_evictions if caching else 0
+        budget = budget_cap
+        scheduled: list[tuple[_V1Seq, int]] = []
+        preempted = 0
+        # 2. the running first, in admission order; the youngest is preempted when blocks run out
+        i = 0
+        while i < len(running) and budget > 0:
+            s = running[i]
+            want = s.prompt_len + s.generated - s.computed
+            new = want if want < budget else budget
+            ok = True
+            while not allocate(s.id, s.prompt_len, s.prompt_len + s.generated, s.computed + new):
+                victim = running.pop()
+                v1_free(victim.id, keep_keys=True)
+                victim.recomputing = victim.computed       # work lost: computed again on return
+                victim.computed = 0
+                waiting.appendleft(victim)
+                preempted += 1
+                if victim is s:
+                    ok = False
+                    break
+            if not ok:
+                break
+            scheduled.append((s, new))
+            budget -= new
+            i += 1
+        # 3. admission (FCFS, no skipping; none in a step that preempted)
+        admitted = hit = prompt_in = 0
+        if not preempted:
+            while waiting and budget > 0 and len(running) < seq_cap:
+                s = waiting[0]
+                total = s.prompt_len + s.generated
+                hits = computed_blocks(s.id, s.prompt_len, total)
+                cached = len(hits) * bs
+                want = total - cached
+                if not chunked and budget < want <= budget_cap:
+                    break
+                new = want if want < budget else budget
+                if not allocate(s.id, s.prompt_len, total, cached + new, hits):
+                    break
+                waiting.popleft()
+                s.computed = cached
+                if s.recomputing:
+                    s.recomputing = max(0, s.recomputing - cached)
+                if not s.started:
+                    s.started = True
+                    hit += cached
+                    prompt_in += s.prompt_len
+                running.append(s)
+                scheduled.append((s, new))
+                budget -= new
+                admitted += 1
+        # 4. compute
+        prefill = prefill_pairs = decodes = decode_pairs = emitted = recomputed = 0
+        done = []
+        for s, new in scheduled:
+            c = s.computed
+            total = s.prompt_len + s.generated
+            if s.generated and c == total - 1 and new == 1:
+                decodes += 1
+                decode_pairs += c + 1
+            else:
+                prefill += new
+                prefill_pairs += new * c + new * (new + 1) // 2
+                if s.recomputing:
+                    r = new if new < s.recomputing else s.recomputing
+                    recomputed += r
+                    s.recomputing -= r
+            s.computed = c + new
+            if s.computed == total:
+                s.generated += 1
+                emitted += 1
+                if s.first_step < 0:
+                    s.first_step = t
+                if s.generated >= s.output_len:
+                    done.append(s)
+        batch = len(scheduled)
+        held = sum(s.computed for s in running)           # KV tokens held at the end of the step
+        # 5. finish
+        if done:
+            gone = set()
+            for s in done:
+                v1_free(s.id)
+                gone.add(s.id)
+                served.append((s.id, s.prompt_len, s.output_len, s.arrival, s.first_step, t))
+            running = [s for s in running if s.id not in gone]
+            finished += len(done)
+        # 6. record
+        if waiting:
+            head = waiting[0]
+            need = -(-(head.prompt_len + head.generated) // bs) * bs
+        else:
+            need = 0
+        values = dict(step=t, span=1, logical=held - sum(s.computed for s in done), holders=len(running),
+                      saving=allocator.shared_saving, allocated=allocator.allocated_slots,
+                      ext=allocator.external_fragmentation(need), running=batch, waiting=len(waiting),
+                      finished=finished, preemptions=preempted, units=allocator.units_in_use, need=need,
+                      recomputed=recomputed, admitted=admitted, prefill=prefill, prefill_pairs=prefill_pairs,
+                      decode_pairs=decode_pairs)
+        if caching:
+            values.update(hit=hit, prompt_in=prompt_in, cached=allocator.cached_blocks,
+                          evicted=allocator.cache_evictions - evicted_before)
+        if timed:
+            dt = step_seconds(prefill, prefill_pairs, decodes, decode_pairs, 0)
+            values["seconds"] = dt
+            now += dt
+        record(**values)
+        tokens_col.append(emitted)
+        if snapshots is not None or check_invariants:
+            lengths = {s.id: s.computed for s in running}
+            if snapshots is not None and t % stride == 0:
+                keep_picture(t, allocator.snapshot(lengths))
+            if check_invariants:
+                assert len(running) <= seq_cap, "more running than max_num_seqs"
+                assert sum(new for _, new in scheduled) <= budget_cap, "token budget overspent"
+                allocator.check_invariants(lengths)
+        busy += 1
+        if busy > busy_limit:
+            raise RuntimeError(f"v1 simulation did not drain within {busy_limit} busy steps ({allocator.label})")
+        t += 1
+    return _build_result(workload, allocator, cols, snapshots, stride, rejected, served, timed, clock, caching,
+                         cache_names, tokens=tokens_col)
 
 
 def _request_table(served: list, workload: Workload, timed: bool) -> dict:

@@ -10,6 +10,7 @@ Sections:
     events     idle gaps and the full Azure trace x5: the engine's cost grows with events
     ratesweep  issue 14: 8 rates x 4 policies x 1,000 requests on the seconds clock <= 20 s
     prefix     issue 15: 2,000 Mooncake requests with prefix caching, block 16, 1/4 pool <= 5 s
+    replay     issue 22: the shipped vLLM run (300 requests) replayed under v1 rules <= 5 s
     kernels    the paged-attention kernel sweep on this machine's backend (see kernels/)
 """
 from __future__ import annotations
@@ -206,8 +207,25 @@ def bench_prefix(repeat: int = 3) -> list[bool]:
     return [ok]
 
 
+def bench_replay(repeat: int = 3) -> list[bool]:
+    """Issue 22's target: replaying the shipped vLLM run (300 requests, v1 rules, calibrated step
+    model) takes at most 5 s (median of ``repeat``). Prints the replay's mean errors beside it."""
+    from allocator.replay import replay
+    from allocator.vllm_run import SHIPPED_RUN, load_run
+
+    run = load_run(SHIPPED_RUN)
+    elapsed, rep = _median_time(lambda: replay(run), repeat)
+    ok = elapsed <= 5.0
+    print_table(f"replay-vllm: {run.name} ({len(run)} requests, {rep.cost.label})",
+                ["measure", "value", "target", "met"],
+                [["replay (s, median of %d)" % repeat, f"{elapsed:.2f}", "<= 5", ok]]
+                + [[f"mean {k} error (%)", f"{rep.error_pct(k):+.1f}", "within 10", abs(rep.error_pct(k)) <= 10]
+                   for k in ("ttft", "tpot", "latency")])
+    return [ok]
+
+
 SECTIONS = {"explainer": bench_explainer, "scale": bench_scale, "events": bench_events,
-            "ratesweep": bench_ratesweep, "prefix": bench_prefix}
+            "ratesweep": bench_ratesweep, "prefix": bench_prefix, "replay": bench_replay}
 
 
 def _kernel_section():

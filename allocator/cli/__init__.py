@@ -8,7 +8,8 @@ because both call the same functions of :mod:`allocator`.
 * :mod:`.accounting` -- ``account`` and ``capacity``: the lesson's arithmetic.
 * :mod:`.export` -- ``export-html``: the animated figure, handout and CSV as files.
 * :mod:`.serving` -- ``rate-sweep``: the paper's four allocators against request rate, in seconds.
+* :mod:`.replay` -- ``replay-vllm``: a measured vLLM run beside the lab's replay of it.
 """
 
 #: Sub-command modules, in help order.
-MODULES = ("simulate", "accounting", "export", "serving")
+MODULES = ("simulate", "accounting", "export", "serving", "replay")

@@ -1,0 +1,83 @@
+"""``python -m allocator replay-vllm RUN_DIR``: a measured vLLM run beside the lab's replay of it.
+
+Examples::
+
+    python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b
+    python -m allocator replay-vllm RUN_DIR --gpu rtx-pro-6000 --model llama-3.1-8b --json
+
+Prints measured vs simulated mean / p50 / p90 of TTFT, TPOT and end-to-end latency with the
+percentage error (simulated / measured - 1). A run directory holds meta.json, requests.jsonl and
+(optionally) timeseries.csv (:mod:`allocator.vllm_run`); anything wrong with it is one line on
+stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import json
+
+from ..calibration import REPLAY_GPUS, REPLAY_MODELS
+from ..replay import FIGURES, STATS, held_out_check, replay
+from ..vllm_run import load_run
+from .common import count_arg
+
+
+def register(sub) -> None:
+    """Add the ``replay-vllm`` sub-command to ``sub`` (an argparse sub-parsers object)."""
+    p = sub.add_parser("replay-vllm", help="replay a measured vLLM run under vLLM v1's rules and the calibrated "
+                                           "step model; print measured vs simulated latencies",
+                       description="Replays a run directory (meta.json, requests.jsonl, timeseries.csv) with its "
+                                   "arrivals, lengths and engine arguments, and prints measured vs simulated "
+                                   "mean/p50/p90 TTFT, TPOT and end-to-end latency with the error in percent.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="directory of the measured run")
+    p.add_argument("--gpu", default=None, help="GPU preset, one of " + ", ".join(REPLAY_GPUS)
+                   + " (default: what meta.json's hardware or the directory name says)")
+    p.add_argument("--model", default=None, help="model preset, one of " + ", ".join(REPLAY_MODELS)
+                   + " (default: meta.json's model)")
+    p.add_argument("--max-num-seqs", type=count_arg, default=None,
+                   help="override the run's cap on running sequences (vLLM's default 256)")
+    p.add_argument("--max-num-batched-tokens", type=count_arg, default=None,
+                   help="override the run's per-step token budget (vLLM's default 2048)")
+    p.add_argument("--no-chunked-prefill", action="store_true",
+                   help="turn chunked prefill off (a prompt must fit the budget left in one step)")
+    p.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")
+    p.add_argument("--held-out", action="store_true", help="also calibrate on the first half of the requests and "
+                                                           "report the error on the second half")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Replay and print; returns the exit status (FieldError propagates to ``__main__``: exit 2)."""
+    measured = load_run(args.run_dir)
+    rep = replay(measured, args.gpu, args.model, max_num_seqs=args.max_num_seqs,
+                 max_num_batched_tokens=args.max_num_batched_tokens,
+                 chunked_prefill=False if args.no_chunked_prefill else None,
+                 prefix_caching=False if args.no_prefix_caching else None)
+    out = rep.to_json()
+    if args.held_out:
+        h = held_out_check(measured, rep.cost.gpu.key, rep.cost.model.config.key)
+        e = h["fit"].efficiency
+        out["held_out"] = {"fitted_on": "first half of the requests by queue time", "reported_on": "second half",
+                           "efficiency": {"eta_flops": e.eta_flops, "eta_bw": e.eta_bw, "overhead_s": e.overhead_s},
+                           **{k: v for k, v in h.items() if k != "fit"}}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"{measured.name}: {len(measured)} requests, {rep.cost.label}; {rep.rules.describe()}; "
+          f"prefix caching {'on' if rep.prefix_caching else 'off'}; "
+          f"KV pool {rep.num_blocks:,} blocks of {rep.block_size} ({rep.pool_source})")
+    e = rep.cost.efficiency
+    print(f"calibration: eta_flops {e.eta_flops:g}, eta_bw {e.eta_bw:g}, overhead {1e3 * e.overhead_s:g} ms per step")
+    print(f"\n{'figure':<28}{'stat':<6}{'measured':>12}{'simulated':>12}{'error':>9}")
+    for k, name in FIGURES.items():
+        unit, scale = ("ms", 1e3) if k == "tpot" else ("s", 1.0)
+        for s in STATS:
+            row = rep.table[k][s]
+            print(f"{name + ' (' + unit + ')':<28}{s:<6}{row['measured'] * scale:>12.4g}{row['simulated'] * scale:>12.4g}"
+                  f"{row['error_pct']:>+8.1f}%")
+    print(f"\nmakespan: measured {rep.makespan_s['measured']:.1f} s, simulated {rep.makespan_s['simulated']:.1f} s; "
+          f"preemptions (simulated): {rep.preemptions}")
+    if args.held_out:
+        h = out["held_out"]
+        print(f"held out (calibrated on the first half, errors on the second): TTFT {h['ttft_error_pct']:+.1f}%, "
+              f"TPOT {h['tpot_error_pct']:+.1f}%, latency {h['latency_error_pct']:+.1f}%")
+    return 0

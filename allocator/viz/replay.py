@@ -1,0 +1,176 @@
+"""Figures, table and sentences of the "Checked against a real engine" page, built from an
+:class:`allocator.replay.Replay` (no streamlit import).
+
+Colours (:mod:`allocator.viz.theme`): the lab's simulation is the paged engine, so it is blue
+(``PAGED``) as on every page; vLLM's measurement is the third series colour, green (``ACCENT``).
+In the time series, requests running are solid lines and requests waiting dotted ones.
+
+Every number a sentence here quotes is read from the replay it describes (tests/test_replay_page.py
+checks the page shows these sentences beside the figures they come from).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from allocator.replay import FIGURES, STATS
+from allocator.viz.claims import seconds
+from allocator.viz.theme import ACCENT, PAGED
+
+MEASURED = ACCENT
+SIMULATED = PAGED
+_LAYOUT = dict(plot_bgcolor="white", hoverlabel=dict(font_size=14), margin=dict(l=60, r=20, t=50, b=60),
+               legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+STAT_NAMES = {"mean": "mean", "p50": "median (p50)", "p90": "90th percentile (p90)"}
+
+
+def _title(text: str) -> dict:
+    return dict(text=text, x=0, xanchor="left", font=dict(size=16))
+
+
+def signed_pct(x: float) -> str:
+    """An error in percent with its sign: ``5.93 -> "+5.9 %"``, ``-60.14 -> "−60.1 %"``."""
+    return f"{'+' if x >= 0 else '−'}{abs(x):.1f} %"
+
+
+def label(rep) -> str:
+    """Who ran what: ``"vLLM 0.19.0, Llama 3.1 8B bf16 on NVIDIA RTX PRO 6000 Blackwell 96GB"``."""
+    version = f"vLLM {rep.run.vllm_version}" if rep.run.vllm_version else "vLLM"
+    return f"{version}, {rep.cost.label}"
+
+
+def cdf_figure(rep, figure: str) -> go.Figure:
+    """The distribution of one per-request figure ("ttft", "tpot" or "latency"), measured beside
+    simulated: the share of requests at or below each value (seconds)."""
+    words = FIGURES[figure]
+    fig = go.Figure()
+    for name, values, colour, dash in (("vLLM, measured", rep.measured[figure], MEASURED, "solid"),
+                                       ("this lab's replay", rep.simulated[figure], SIMULATED, "dash")):
+        v = np.sort(values[np.isfinite(values)])
+        share = 100 * np.arange(1, len(v) + 1) / len(v)
+        fig.add_trace(go.Scatter(x=v, y=share, mode="lines", name=name, line_shape="hv",
+                                 line=dict(color=colour, dash=dash, width=2.5),
+                                 hovertemplate=f"<b>{name}</b><br>%{{y:.1f}} % of requests had a {words} of at most "
+                                               "%{x:.3f} s<extra></extra>"))
+    fig.update_xaxes(title_text=f"{words} (s)", gridcolor="#eee", rangemode="tozero")
+    fig.update_yaxes(title_text="requests at or below (%)", range=[0, 101], gridcolor="#eee")
+    fig.update_layout(height=400, title=_title(f"{words[0].upper()}{words[1:]}, request by request"), **_LAYOUT)
+    return fig
+
+
+def scatter_figure(rep, figure: str = "latency") -> go.Figure:
+    """Each request's simulated against measured value of ``figure`` (seconds), with the line
+    where they would be equal; hover names the request and its lengths."""
+    words = FIGURES[figure]
+    meas, sim = rep.measured[figure], rep.simulated[figure]
+    ok = np.isfinite(meas) & np.isfinite(sim)
+    ids = np.arange(len(meas))[ok]
+    custom = np.stack([ids, rep.run.prompt[ok], rep.run.output[ok]], axis=1)
+    hi = float(max(meas[ok].max(), sim[ok].max())) * 1.05
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, hi], y=[0, hi], mode="lines", name="simulated = measured",
+                             line=dict(color="#555555", dash="dot", width=1.5), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=meas[ok], y=sim[ok], mode="markers", name="one request",
+                             marker=dict(color=SIMULATED, size=7, opacity=0.7), customdata=custom,
+                             hovertemplate=("request %{customdata[0]} (prompt %{customdata[1]} tokens, answer "
+                                            "%{customdata[2]} tokens)<br>measured %{x:.3f} s<br>simulated %{y:.3f} s"
+                                            "<extra></extra>")))
+    fig.update_xaxes(title_text=f"measured {words} (s)", gridcolor="#eee", range=[0, hi])
+    fig.update_yaxes(title_text=f"simulated {words} (s)", gridcolor="#eee", range=[0, hi])
+    fig.update_layout(height=420, title=_title(f"{words[0].upper()}{words[1:]}: each request, simulated vs measured"),
+                      **_LAYOUT)
+    return fig
+
+
+def series_figure(rep) -> go.Figure:
+    """Requests running and waiting over the run: vLLM's own log (timeseries.csv, once a tick)
+    beside the replay sampled at the same ticks."""
+    fig = go.Figure()
+    t = rep.series["t"]
+    ts = rep.run.timeseries
+    if ts is not None:
+        for col, dash in (("running", "solid"), ("waiting", "dot")):
+            fig.add_trace(go.Scatter(x=ts["t"], y=ts[col], mode="lines", name=f"vLLM, measured: {col}",
+                                     line=dict(color=MEASURED, dash=dash, width=2.5),
+                                     hovertemplate=f"vLLM at %{{x:.0f}} s: %{{y:.0f}} requests {col}<extra></extra>"))
+    for col, dash in (("running", "solid"), ("waiting", "dot")):
+        fig.add_trace(go.Scatter(x=t, y=rep.series[col], mode="lines", name=f"this lab's replay: {col}",
+                                 line=dict(color=SIMULATED, dash=dash, width=2),
+                                 hovertemplate=f"replay at %{{x:.0f}} s: %{{y:.0f}} requests {col}<extra></extra>"))
+    fig.add_hline(y=rep.rules.max_num_seqs, line=dict(color="#555555", dash="dashdot", width=1),
+                  annotation_text=f"max_num_seqs = {rep.rules.max_num_seqs}", annotation_position="top left")
+    fig.update_xaxes(title_text="time since the first request arrived (s)", gridcolor="#eee", rangemode="tozero")
+    fig.update_yaxes(title_text="requests", gridcolor="#eee", rangemode="tozero")
+    fig.update_layout(height=420, title=_title("Requests running and waiting, once a second"), **_LAYOUT)
+    return fig
+
+
+def error_table(rep) -> pd.DataFrame:
+    """Measured vs simulated mean / p50 / p90 of TTFT, TPOT and latency with the error, as text."""
+    rows = []
+    for k, words in FIGURES.items():
+        for s in STATS:
+            r = rep.table[k][s]
+            rows.append({"figure": words, "statistic": STAT_NAMES[s], "vLLM, measured": seconds(r["measured"]),
+                         "this lab's replay": seconds(r["simulated"]), "error": signed_pct(r["error_pct"])})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sentences
+# ----------------------------------------------------------------------------------------------
+
+def headline(rep) -> str:
+    """The replay's three mean errors in one sentence."""
+    t = rep.table
+    return (f"Replaying {len(rep.run)} requests of a real run ({label(rep)}), the lab's mean time to first token is "
+            f"{seconds(t['ttft']['mean']['simulated'])} against {seconds(t['ttft']['mean']['measured'])} measured "
+            f"({signed_pct(t['ttft']['mean']['error_pct'])}), its mean time per output token "
+            f"{seconds(t['tpot']['mean']['simulated'])} against {seconds(t['tpot']['mean']['measured'])} "
+            f"({signed_pct(t['tpot']['mean']['error_pct'])}), and its mean end-to-end latency "
+            f"{seconds(t['latency']['mean']['simulated'])} against {seconds(t['latency']['mean']['measured'])} "
+            f"({signed_pct(t['latency']['mean']['error_pct'])}).")
+
+
+def right_and_wrong(rep) -> list[str]:
+    """Where the model lands and where it does not, each sentence quoting the replay."""
+    t = rep.table
+    worst_fig, worst_stat = max(((k, s) for k in FIGURES for s in STATS), key=lambda ks: abs(t[ks[0]][ks[1]]["error_pct"]))
+    best_fig, best_stat = min(((k, s) for k in FIGURES for s in STATS), key=lambda ks: abs(t[ks[0]][ks[1]]["error_pct"]))
+    out = [f"Closest: the {STAT_NAMES[best_stat]} {FIGURES[best_fig]}, off by "
+           f"{signed_pct(t[best_fig][best_stat]['error_pct'])}. Furthest: the {STAT_NAMES[worst_stat]} "
+           f"{FIGURES[worst_fig]}, off by {signed_pct(t[worst_fig][worst_stat]['error_pct'])}."]
+    ts = rep.run.timeseries
+    if ts is not None and len(ts):
+        i = int(np.argmax(ts["waiting"].to_numpy()))
+        j = int(np.argmax(rep.series["waiting"]))
+        queue = (f"The queue: vLLM's longest waiting line was {ts['waiting'].iloc[i]:.0f} requests at "
+                 f"{ts['t'].iloc[i]:.0f} s, the replay's {rep.series['waiting'][j]:.0f} at {rep.series['t'][j]:.0f} s.")
+        busy_m = ts["running"].to_numpy()[ts["waiting"].to_numpy() > 0]
+        busy_s = rep.series["running"][rep.series["waiting"] > 0]
+        if len(busy_m) and len(busy_s):
+            queue += (f" While requests waited, vLLM ran a median of {np.median(busy_m):.0f} at once and the replay "
+                      f"{np.median(busy_s):.0f} (max_num_seqs = {rep.rules.max_num_seqs}).")
+        out.append(queue)
+    ms = rep.makespan_s
+    out.append(f"The last token came {seconds(ms['measured'])} after the first arrival in the real run and "
+               f"{seconds(ms['simulated'])} in the replay ({signed_pct(100 * (ms['simulated'] / ms['measured'] - 1))}).")
+    why = ("The model prices a step from its token counts with three fitted efficiencies; the real engine's steps "
+           "also vary with kernel choice, CUDA-graph batch padding, sampling and the GPU's clock, which the model "
+           "averages away.")
+    if worst_fig == "ttft":
+        why = (f"Time to first token is the hardest figure here: once {rep.rules.max_num_seqs} requests run, a new one "
+               "waits for others to finish, so every step that is a little slow or fast is added up over the whole "
+               "queue ahead of it. " + why)
+    out.append(why)
+    return out
+
+
+def held_out_sentence(h: dict) -> str:
+    """The held-out check (:func:`allocator.replay.held_out_check`) in one sentence."""
+    e = h["fit"].efficiency
+    return (f"Held out: calibrated on the first half of the requests alone (eta_flops {e.eta_flops:g}, eta_bw "
+            f"{e.eta_bw:g}, overhead {1e3 * e.overhead_s:g} ms), the replay is off on the second half's mean time to "
+            f"first token by {signed_pct(h['ttft_error_pct'])}, time per output token by "
+            f"{signed_pct(h['tpot_error_pct'])} and latency by {signed_pct(h['latency_error_pct'])}.")

@@ -1,0 +1,74 @@
+"""AppTest of the "Checked against a real engine" page: it shows the replay the core computes, and
+every number its sentences quote comes from that replay (allocator.viz.replay)."""
+import json
+
+from allocator.calibration import CALIBRATED, Efficiency
+from allocator.replay import held_out_check, replay
+from allocator.viz.replay import error_table, headline, held_out_sentence, right_and_wrong, signed_pct
+from allocator.vllm_run import SHIPPED_RUN, load_run
+from tests.conftest import markdown_text, open_page
+
+
+def test_page_shows_the_replay_its_table_and_its_sentences():
+    at = open_page("pages/real_engine.py")
+    run = load_run(SHIPPED_RUN)
+    rep = replay(run, efficiency=CALIBRATED)
+    text = markdown_text(at)
+    assert headline(rep) in text
+    assert "+5.9 %" in headline(rep) and "7.1 s" in headline(rep)        # the README's figures
+    for sentence in right_and_wrong(rep):
+        assert sentence in text
+    assert held_out_sentence(held_out_check(run)) in text
+    assert "not measured here" in text
+    table = at.table[0].value
+    expect = error_table(rep).set_index(["figure", "statistic"])
+    assert table["error"].tolist() == expect["error"].tolist()
+    assert table["error"].tolist()[0] == signed_pct(rep.error_pct("ttft"))
+    charts = at.get("plotly_chart")
+    assert len(charts) == 4
+    for chart in charts:
+        spec = json.loads(chart.proto.spec)
+        assert spec["layout"]["xaxis"]["title"]["text"] and spec["layout"]["yaxis"]["title"]["text"]
+        assert all(t.get("hovertemplate") for t in spec["data"] if t.get("hoverinfo") != "skip")
+    assert "at most 128 running" in "\n".join(c.value for c in at.caption)
+
+
+def test_datasheet_step_model_is_shown_as_too_fast():
+    at = open_page("pages/real_engine.py", {"re_model": "datasheet"})
+    rep = replay(load_run(SHIPPED_RUN), efficiency=Efficiency(1.0, 1.0, 0.002))
+    text = markdown_text(at)
+    assert headline(rep) in text
+    assert rep.error_pct("ttft") < -30 and signed_pct(rep.error_pct("ttft")) in text
+    # the calibration section still lists the fitted parameters, not the datasheet's 1 and 1
+    params = at.table[1].value["value"].tolist()
+    assert params == [f"{CALIBRATED.eta_flops:g}", f"{CALIBRATED.eta_bw:g}", f"{1e3 * CALIBRATED.overhead_s:g} ms"]
+
+
+def test_about_and_readme_quote_the_replay():
+    import os
+
+    from pages.about import CALIBRATION_SOURCE
+    from tests.conftest import ROOT
+
+    rep = replay(load_run(SHIPPED_RUN))
+    e, t = rep.cost.efficiency, rep.table
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        readme = " ".join(fh.read().split())                 # line breaks as spaces
+    for k in ("ttft", "tpot", "latency"):
+        assert f"**{signed_pct(rep.error_pct(k))}**" in readme
+        assert f"by {signed_pct(rep.error_pct(k))}" in CALIBRATION_SOURCE
+    for needle in (f"{e.eta_flops:g} of the datasheet", f"{e.eta_bw:g} of its memory", f"{1e3 * e.overhead_s:g} ms per step"):
+        assert needle in CALIBRATION_SOURCE
+    for needle in (f"**eta_flops = {e.eta_flops:g}**", f"**eta_bw = {e.eta_bw:g}**",
+                   f"**overhead = {1e3 * e.overhead_s:g} ms per step**",
+                   f"mean TTFT {t['ttft']['mean']['simulated']:.2f} s against {t['ttft']['mean']['measured']:.2f} s",
+                   f"mean TPOT {1e3 * t['tpot']['mean']['simulated']:.1f} ms against "
+                   f"{1e3 * t['tpot']['mean']['measured']:.1f} ms",
+                   f"latency {t['latency']['mean']['simulated']:.1f} s against {t['latency']['mean']['measured']:.1f} s",
+                   f"p90 TTFT is the worst figure ({signed_pct(rep.error_pct('ttft', 'p90'))})"):
+        assert needle in readme, needle
+    peak = replay(load_run(SHIPPED_RUN), efficiency=Efficiency(1.0, 1.0, 0.002))
+    assert f"datasheet peaks (the page's contrast) is off by -{abs(round(peak.error_pct('ttft'))):.0f} % on TTFT" in readme
+    h = held_out_check(load_run(SHIPPED_RUN))
+    assert (f"by {signed_pct(h['ttft_error_pct'])} (TTFT), {signed_pct(h['tpot_error_pct'])} (TPOT) and "
+            f"{signed_pct(h['latency_error_pct'])} (latency)") in readme
