@@ -124,7 +124,9 @@ def _bad_table():
 @pytest.mark.parametrize("over, field", [
     (lambda a: {"block_tables": _bad_table()}, r"block_tables\[1, 2\] = 10000 is out of range"),
     (lambda a: {"block_tables": a["block_tables"].clone().fill_(-5)}, r"block_tables\[0, 0\] = -5"),
-    (lambda a: {"seq_lens": torch.tensor([5, 13], dtype=torch.int32)}, r"seq_lens\[1\] = 13 needs 4 blocks"),
+    # one token past what sequence 1's blocks hold: its 4th table entry is -1 padding
+    (lambda a: {"seq_lens": torch.tensor([5, 13], dtype=torch.int32)}, r"block_tables\[1, 3\] = -1 is out of range"),
+    (lambda a: {"seq_lens": torch.tensor([5, 65], dtype=torch.int32)}, r"seq_lens\[1\] = 65 needs 17 blocks"),
     (lambda a: {"seq_lens": torch.tensor([-1, 12], dtype=torch.int32)}, r"seq_lens\[0\] = -1 is negative"),
     (lambda a: {"seq_lens": torch.tensor([5], dtype=torch.int32)}, r"seq_lens has 1 entries"),
     (lambda a: {"seq_lens": a["seq_lens"].long()}, r"seq_lens must be int32"),
