@@ -622,13 +622,14 @@ def shared_check(backend: str, num_splits: int | None, run: bool = True) -> tupl
     return res, "ran", when
 
 
-def load_recorded(pattern: str = "kernel_gpu_results*.json", assets: str | Path | None = None) -> list[SweepResult]:
+def load_recorded(pattern: str = "kernel_gpu_*.json", assets: str | Path | None = None) -> list[SweepResult]:
     """Load recorded GPU sweeps from ``assets/``.
 
-    Two file shapes are read: what ``python -m kernels.gpu_check`` writes (``{"meta": ...,
-    "validation": [...], "sweeps": [{"meta": ..., "rows": [...]}, ...]}``; each sweep's meta
-    already names device, date and versions) and what ``python -m kernels.sweep --out`` writes
-    (one ``{"meta", "rows"}``).
+    Two file shapes are read: what ``python3 -m kernels.gpu_check`` writes
+    (``kernel_gpu_check.json``: ``{"dry_run": false, "meta": ..., "correctness": [...], "sweeps":
+    [{"meta": ..., "rows": [...]}, ...]}``; each sweep's meta names device, date and versions)
+    and what ``python -m kernels.sweep --out`` writes (one ``{"meta", "rows"}``). A dry run's
+    file (``"dry_run": true``, made on a CPU) is skipped: it is not a measurement.
 
     Returns:
         list of :class:`SweepResult` with ``meta["recorded"] = True`` and ``meta["file"]`` set,
@@ -645,6 +646,8 @@ def load_recorded(pattern: str = "kernel_gpu_results*.json", assets: str | Path 
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{path.name}: results file is not readable JSON: {exc}") from None
+        if isinstance(data, dict) and data.get("dry_run"):
+            continue
         parts = data.get("sweeps") if isinstance(data, dict) and "sweeps" in data else [data]
         if not isinstance(parts, list) or not parts:
             raise ValueError(f"{path.name}: 'sweeps' must be a non-empty list")
