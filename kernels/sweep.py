@@ -19,8 +19,8 @@ The spread of each side's times (quartiles) is reported beside the medians.
 * On CUDA each timed sample is one call between two CUDA events, after a warm-up, with a 256 MiB
   buffer overwritten before it so that nothing stays in the L2 cache, and a K+V working set of
   at least 1 GB by default.
-* On a CPU each sample is one call under ``time.perf_counter``, with a K+V working set several
-  times the last-level cache (101 MB against this lab machine's 32 MiB L3), gathered into
+* On a CPU each sample is one call under ``time.perf_counter``, with a K+V working set twice
+  the last-level cache (67 MB against this lab machine's 32 MiB L3), gathered into
   buffers reused between calls, so that what differs between the sides is only where the gather
   reads.
 
@@ -55,7 +55,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 
 import kernels  # noqa: F401  (sets TRITON_INTERPRET before triton is imported on CPU)
@@ -121,10 +120,10 @@ class SweepShape:
             raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
 
 
-#: CPU default: K+V = 101 MB per call, 3x the 32 MiB L3 of the lab's machines (Llama-3-8B-like heads;
-#: six sequences, not eight, so that nine block sizes with at least 3 timed pairs each fit the
-#: 45 s budget even on a 2-core machine shared by other work).
-CPU_SHAPE = SweepShape(num_seqs=6, seq_len=2048, num_heads=32, num_kv_heads=8, head_dim=128, dtype="float32")
+#: CPU default: K+V = 67 MB per call, twice the 32 MiB L3 of the lab's machines (Llama-3-8B-like
+#: heads; four sequences, not eight, so that nine block sizes with at least 3 timed pairs each fit
+#: the 45 s budget on a 2-core machine shared by other work: with eight, a loaded machine took 127 s).
+CPU_SHAPE = SweepShape(num_seqs=4, seq_len=2048, num_heads=32, num_kv_heads=8, head_dim=128, dtype="float32")
 #: CUDA default: K+V = 1.07 GB per call, larger than any L2 cache (Llama-3-8B-like heads).
 CUDA_SHAPE = SweepShape(num_seqs=64, seq_len=4096, num_heads=32, num_kv_heads=8, head_dim=128, dtype="bfloat16")
 #: Long contexts on CUDA: 16 sequences x 16k tokens (K+V = 4.3 GB; 128 single-pass programs on a
@@ -232,24 +231,26 @@ def pair_stats(a_s: list[float], b_s: list[float], seed: int = 0, resamples: int
     Raises:
         ValueError: the two lists differ in length or are empty, or a time is not > 0.
     """
-    a = np.asarray(a_s, dtype=float)
-    b = np.asarray(b_s, dtype=float)
-    if a.shape != b.shape or a.size == 0:
-        raise ValueError(f"paired timings must be two non-empty lists of equal length, got {a.size} and {b.size}")
-    if not (np.all(a > 0) and np.all(b > 0)):
+    # torch, not numpy: gpu_check imports this on GPU machines whose python3 may have no numpy
+    a = torch.as_tensor(list(a_s), dtype=torch.float64)
+    b = torch.as_tensor(list(b_s), dtype=torch.float64)
+    if a.shape != b.shape or a.numel() == 0:
+        raise ValueError(f"paired timings must be two non-empty lists of equal length, got {a.numel()} and "
+                         f"{b.numel()}")
+    if not (bool((a > 0).all()) and bool((b > 0).all())):
         raise ValueError("every timing must be > 0 seconds")
     ratios = a / b
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, ratios.size, size=(resamples, ratios.size))
-    medians = np.median(ratios[idx], axis=1)
+    gen = torch.Generator().manual_seed(int(seed))
+    idx = torch.randint(0, ratios.numel(), (resamples, ratios.numel()), generator=gen)
+    medians = torch.quantile(ratios[idx], 0.5, dim=1)                  # the median, as numpy takes it
     tail = (1.0 - confidence) / 2
-    lo, hi = (float(x) for x in np.quantile(medians, [tail, 1.0 - tail]))
+    lo, hi = (float(x) for x in torch.quantile(medians, torch.tensor([tail, 1.0 - tail], dtype=torch.float64)))
     verdict = SLOWER if lo > 1.0 else FASTER if hi < 1.0 else NO_DIFFERENCE
-    q = lambda x, p: float(np.quantile(x, p))  # noqa: E731
+    q = lambda x, p: float(torch.quantile(x, p))  # noqa: E731
     return {"a_median": q(a, 0.5), "a_q1": q(a, 0.25), "a_q3": q(a, 0.75),
             "b_median": q(b, 0.5), "b_q1": q(b, 0.25), "b_q3": q(b, 0.75),
-            "overhead": float(np.median(ratios)), "ci_low": lo, "ci_high": hi, "verdict": verdict,
-            "pairs": int(ratios.size)}
+            "overhead": q(ratios, 0.5), "ci_low": lo, "ci_high": hi, "verdict": verdict,
+            "pairs": int(ratios.numel())}
 
 
 def verdict_text(rows: list[dict], confidence: float = CONFIDENCE, simultaneous: bool = False) -> str:
@@ -452,7 +453,7 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         if i == 0:
             pair_s = _one_pair_seconds(lambda a=paged_args: run(*a), contig, device)
         # the number of pairs, re-estimated before every block size from what it has cost so far
-        page_s = sum(page_times) / len(page_times)
+        page_s = max(page_times)                   # the dearest so far: an estimate to meet, not to hope for
         if auto:
             n_pairs, estimate = choose_repeats(budget_s, time.perf_counter() - t_start, len(sizes) - i, page_s,
                                                pair_s)
@@ -467,7 +468,7 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         a_s, b_s = time_pairs(lambda a=paged_args: run(*a), contig, n_pairs,
                               lambda j, i=i, bs=bs, n=n_pairs: report((i + 0.1 + 0.9 * (j + 1) / n) / len(sizes),
                                                                       f"block size {bs}: pair {j + 1} of {n}"))
-        pair_s = (time.perf_counter() - t_pairs) / (n_pairs + 1)
+        pair_s = max(pair_s, (time.perf_counter() - t_pairs) / (n_pairs + 1))     # the dearest pair so far
         st = pair_stats(a_s, b_s, seed=seed + bs, confidence=row_confidence)
         row = {
             "block_size": bs,

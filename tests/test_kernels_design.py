@@ -246,3 +246,32 @@ def test_sweep_budget_chooses_repeats_and_meets_its_estimate():
     res = sweep((1, 16), TINY_SHAPE, "torch-cpu", repeats=None, budget_s=2.0)
     assert res.meta["repeats"] == "auto" and all(3 <= r["pairs"] <= 15 for r in res.rows)
     assert res.meta["estimate_s"] > 0 and res.meta["wall_s"] > 0
+
+
+def test_gpu_check_imports_without_numpy():
+    """A GPU machine's python3 has torch and Triton but maybe no numpy (torch does not require it):
+    the device check, the kernels and the statistics must import and work without it."""
+    code = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def guard(name, *a, **k):\n"
+        "    if name == 'numpy' or name.startswith('numpy.'):\n"
+        "        raise ModuleNotFoundError(\"No module named 'numpy'\")\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = guard\n"
+        "import torch\n"
+        "import kernels.gpu_check, kernels.predict\n"
+        "from kernels.paged_attention import make_paged_inputs, paged_attention_reference, launch_config\n"
+        "from kernels.gpu_check import sdpa_decode\n"
+        "import kernels.sweep as sweep\n"
+        "st = sweep.pair_stats([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])\n"
+        "assert st['overhead'] == 2.0 and st['verdict'] == 'slower', st\n"
+        "inp = make_paged_inputs([3, 40], 8, 2, 16, 8, seed=3)\n"
+        "ref = paged_attention_reference(*inp.args)\n"
+        "assert (sdpa_decode(inp.q, inp.k_dense, inp.v_dense, inp.seq_lens) - ref).abs().max() < 1e-4\n"
+        "assert launch_config(inp.q, inp.k_cache, inp.seq_lens).tile == 64\n"
+        "assert 'numpy' not in sys.modules\n"
+        "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**__import__("os").environ, "TRITON_INTERPRET": "0"})
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
