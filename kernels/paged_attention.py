@@ -27,9 +27,11 @@ Three implementations, one contract:
 * :func:`paged_attention_reference` -- gathers every token to a dense tensor by explicit slot
   arithmetic and runs fp32 softmax attention; for tests and the page's check.
 
-The contiguous baseline (:func:`make_contiguous`) stores each sequence as one block of the
-maximum length, so running the *same* function on it differs from the paged run only in how the
-keys and values are gathered. Sources: Kwon et al., PagedAttention (SOSP 2023); vLLM
+The contiguous baseline on the Triton backends is :func:`contiguous_attention_triton`: the same
+kernels and launch with the block table compiled out (K/V ``[num_seqs, max_len, num_kv_heads,
+head_dim]``, token ``t`` of sequence ``s`` at ``k[s, t]``). For the torch path,
+:func:`make_contiguous` stores each sequence as one block of the maximum length, so the same
+function runs on it and differs from the paged run only in where the gather reads. Sources: Kwon et al., PagedAttention (SOSP 2023); vLLM
 ``csrc/attention`` and ``vllm/attention/ops/paged_attn.py`` for the layout.
 """
 from __future__ import annotations

@@ -65,6 +65,9 @@ from kernels.paged_attention import (contiguous_attention_triton, launch_config,
 DEFAULT_BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: Seconds a sweep with ``repeats=None`` is sized to take (issue 24: no sweep past 60 s by default).
 DEFAULT_BUDGET_S = 45.0
+#: A sweep sized from its budget stops before a block size that would take it past this many
+#: seconds (issue 24), and names the block sizes it left out.
+HARD_LIMIT_S = 60.0
 #: Bounds on the timed pairs per block size chosen from a budget.
 MIN_REPEATS, MAX_REPEATS = 3, 15
 #: Sweep results kept by :func:`shared_sweep` (a few kilobytes each).
@@ -368,7 +371,9 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         seed: RNG seed for tokens and block permutations.
         progress: optional callback ``progress(fraction_done in [0, 1], message)``, called after
             every timed pair.
-        budget_s: seconds the whole sweep should take when ``repeats`` is None.
+        budget_s: seconds the whole sweep should take when ``repeats`` is None; such a sweep
+            also stops before a block size that would take it past :data:`HARD_LIMIT_S`
+            (``meta["skipped"]`` lists the block sizes left out, and a warning says so).
 
     Returns:
         :class:`SweepResult` (see its docstring for the row and meta keys; times in seconds and
@@ -441,7 +446,15 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
     # noise would call some block size "slower"; Bonferroni keeps the whole sweep at 95 %.
     row_confidence = 1.0 - (1.0 - CONFIDENCE) / len(sizes)
     rows = []
+    skipped: list[int] = []
     for i, bs in enumerate(sizes):
+        if auto and i > 0 and (time.perf_counter() - t_start
+                               + max(page_times) + (MIN_REPEATS + 1) * pair_s) > HARD_LIMIT_S:
+            skipped = sizes[i:]            # the machine is slower than estimated: stop, and say so
+            warnings.append(f"stopped at the {HARD_LIMIT_S:.0f} s limit (the machine was slower than estimated): "
+                            f"block size{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} "
+                            "not measured")
+            break
         report(i / len(sizes), f"block size {bs}: paging {shape.num_seqs} x {shape.seq_len} tokens")
         t_block = time.perf_counter()
         k_cache, v_cache, tables = page_tokens(k_dense, v_dense, lens, bs, generator=perm_gen)
@@ -494,7 +507,7 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         "peak_GBps": info.peak_bandwidth / 1e9 if info.peak_bandwidth else None,
         "peak_source": info.peak_source, "shape": asdict(shape), "kv_bytes": shape.kv_bytes,
         "llc_bytes": llc, "timer": timer_desc, "confidence": CONFIDENCE, "row_confidence": row_confidence,
-        "launch": launch, "repeats": repeats if not auto else "auto", "estimate_s": estimate_s, "budget_s": budget_s,
+        "launch": launch, "repeats": repeats if not auto else "auto", "skipped": skipped, "estimate_s": estimate_s, "budget_s": budget_s,
         "wall_s": time.perf_counter() - t_start,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "versions": versions(), "recorded": False, "warnings": warnings,

@@ -42,8 +42,8 @@ try:
     from kernels import compile_check
     from kernels import gpu_check, predict
     from kernels.paged_attention import CHECK_CASE
-    from kernels.sweep import CPU_SHAPE, CUDA_SHAPE, DEFAULT_BLOCK_SIZES, DEFAULT_BUDGET_S, TINY_SHAPE, SweepResult, \
-        format_bytes, load_recorded, shared_check, shared_sweep
+    from kernels.sweep import CPU_SHAPE, CUDA_SHAPE, DEFAULT_BLOCK_SIZES, DEFAULT_BUDGET_S, HARD_LIMIT_S, TINY_SHAPE, \
+        SweepResult, format_bytes, load_recorded, shared_check, shared_sweep
     from pages._ui import kernel_view as kv
     sweep_backend = kernels.detect("sweep")
     check_backend = kernels.detect("check")
@@ -221,9 +221,10 @@ shape_options = {
 choice = st.radio("Shape", list(shape_options), key="kernel_shape")
 st.caption(f"The sweep is sized to take about {DEFAULT_BUDGET_S:.0f} s on this machine: it times one call of each "
            "side first, then chooses how many pairs to time for each block size (3 to 15) so that the whole "
-           "sweep fits, and re-estimates after every block size; the progress bar shows the estimate and each "
-           "timed pair. One sweep per server: a second visitor asking for the same sweep follows the running one, "
-           "and later visitors get its result at once.")
+           "sweep fits, and re-estimates before every block size; the progress bar shows the estimate and each "
+           f"timed pair. If the machine turns out slower, it stops before {HARD_LIMIT_S:.0f} s and names the block "
+           "sizes it left out. One sweep per server: a second visitor asking for the same sweep follows the "
+           "running one, and later visitors get its result at once.")
 if sweep_backend.name != "cuda":
     st.caption("On a CPU the timing backend is torch, not the Triton kernel: both sides run the same torch gather "
                "(the baseline over one block per sequence), so the ratio says how torch's block gather behaves "

@@ -275,3 +275,31 @@ def test_gpu_check_imports_without_numpy():
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, env={**__import__("os").environ, "TRITON_INTERPRET": "0"})
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
+
+
+def test_recorded_gpu_check_file_is_read_and_a_dry_run_is_not(tmp_path):
+    from kernels.sweep import TINY_SHAPE, load_recorded, sweep
+    from pages._ui.kernel_view import latency_figure
+    res = sweep((1, 16), TINY_SHAPE, "torch-cpu", repeats=3)      # rows in gpu_check's layout, plus SDPA
+    part = {"meta": dict(res.meta, backend="cuda", device="NVIDIA H200", date="2026-12-01T10:00:00+00:00",
+                         versions={"torch": "2.11.0", "triton": "3.6.0", "cuda": "12.8"}),
+            "rows": [dict(r, sdpa_ms=r["contiguous_ms"] * 0.9) for r in res.rows]}
+    path = tmp_path / "kernel_gpu_check.json"
+    path.write_text(json.dumps({"dry_run": True, "meta": {}, "correctness": [], "sweeps": [part]}))
+    assert load_recorded(assets=tmp_path) == []                    # a dry run is never a measurement
+    path.write_text(json.dumps({"dry_run": False, "meta": {}, "correctness": [], "sweeps": [part]}))
+    (rec,) = load_recorded(assets=tmp_path)
+    assert rec.meta["recorded"] and rec.meta["file"] == "kernel_gpu_check.json"
+    assert [r["block_size"] for r in rec.rows] == [1, 16] and all(r["sdpa_ms"] > 0 for r in rec.rows)
+    names = [t.name for t in latency_figure(rec, "x").data]
+    assert "torch SDPA on contiguous K/V (second reference)" in names
+
+
+def test_a_budgeted_sweep_stops_at_the_hard_limit(monkeypatch):
+    import kernels.sweep as ks
+    monkeypatch.setattr(ks, "HARD_LIMIT_S", 0.0)            # a machine far slower than estimated
+    res = ks.sweep((1, 16, 256), ks.TINY_SHAPE, "torch-cpu", repeats=None)
+    assert [r["block_size"] for r in res.rows] == [1] and res.meta["skipped"] == [16, 256]
+    assert any("stopped at the 0 s limit" in w and "block sizes 16, 256 not measured" in w for w in res.meta["warnings"])
+    fixed = ks.sweep((1, 16), ks.TINY_SHAPE, "torch-cpu", repeats=3)   # an explicit count is never cut
+    assert [r["block_size"] for r in fixed.rows] == [1, 16] and fixed.meta["skipped"] == []
