@@ -46,6 +46,9 @@ from pathlib import Path
 TARGET = ("cuda", 90, 32)
 H200_SMS = 132
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "assets" / "kernel_compile_sm90.json"
+#: The same launches compiled with Triton 3.6, the version on the lent GPU machine (written by
+#: running this module with that Triton first on ``PYTHONPATH``; see the README).
+TRITON36_OUT = DEFAULT_OUT.with_name("kernel_compile_sm90_triton36.json")
 #: Exit status when the Triton build cannot compile for CUDA.
 EXIT_NO_CUDA_BACKEND = 3
 #: Block sizes the suite's representative compile covers (None: the contiguous baseline):
@@ -334,6 +337,21 @@ def facts_text(report: dict) -> str:
             f"Shared memory per program: {lo:g}–{hi:g} KiB (of {SM90_MAX_SHARED_KIB} KiB); "
             f"{piped} of {len(loops)} attention kernels load K/V with asynchronous copies into shared memory "
             f"(`cp.async`: the tile loop is software-pipelined).")
+
+
+def compat_text(report: dict, other: dict) -> str:
+    """One sentence comparing two records of the same launches (e.g. Triton 3.9 and 3.6), every
+    number from the records: how many launches both hold, spills and failures in ``other``."""
+    keys = {r["key"] for r in report["results"]}
+    ok = [r for r in other["results"] if "error" not in r]
+    same = sum(1 for r in ok if r["key"] in keys)
+    s = summary(other)
+    regs = [r["registers"] for r in ok]
+    spills = "no register spills" if s["spilling"] == 0 else f"{s['spilling']} spilling"
+    failed = "" if s["failed"] == 0 else f", {s['failed']} failed"
+    return (f"**Also compiled with Triton {other['triton_version']}** (the GPU machine's version): "
+            f"{s['compiled']} kernels, {same} of them the same launches as above, with {spills}{failed}; "
+            f"registers per thread {min(regs)}–{max(regs)}.")
 
 
 def main(argv: list[str] | None = None) -> int:

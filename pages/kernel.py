@@ -69,6 +69,11 @@ def _compile_report() -> dict | None:
     return compile_check.load_report()
 
 
+@st.cache_data(show_spinner=False)
+def _compile_report_36() -> dict | None:
+    return compile_check.load_report(compile_check.TRITON36_OUT)
+
+
 try:
     report = _compile_report()
     report_error = None
@@ -80,6 +85,12 @@ with st.container(border=True):
         st.error(f"The compile record in assets/ could not be read: {report_error}")
     elif report is not None:
         st.markdown(compile_check.facts_text(report))
+        try:
+            other = _compile_report_36()
+        except ValueError:
+            other = None
+        if other is not None:
+            st.markdown(compile_check.compat_text(report, other))
         st.caption("Triton compiled the kernels for the H200's architecture on a machine without a GPU "
                    "(`python -m kernels.compile_check`, each argument specialised as Triton specialises it at "
                    "launch; the test suite repeats a representative part on every run). A clean compile shows "

@@ -309,3 +309,15 @@ def test_compile_record_errors_name_the_file(tmp_path):
     bad.write_text('{"results": [{}], "triton_version": "3.9", "target": {}}')
     with pytest.raises(ValueError, match=r"c.json: results\[0\] must name kernel"):
         load_report(bad)
+
+
+def test_triton36_record_holds_the_same_launches_without_spills():
+    from kernels.compile_check import TRITON36_OUT, compat_text, load_report
+    ours = load_report(ROOT / "assets" / "kernel_compile_sm90.json")
+    old = load_report(TRITON36_OUT)
+    assert old["triton_version"].startswith("3.6")
+    assert {r["key"] for r in old["results"]} == {r["key"] for r in ours["results"]}
+    assert old["summary"]["spilling"] == 0 and old["summary"]["failed"] == 0
+    n = len(old["results"])
+    assert compat_text(ours, old).startswith(f"**Also compiled with Triton {old['triton_version']}** (the GPU "
+                                             f"machine's version): {n} kernels, {n} of them the same launches")

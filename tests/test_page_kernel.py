@@ -69,6 +69,8 @@ def test_kernel_page_shows_the_sm90_compile_record_and_a_labelled_prediction():
     assert "**Compiled for H200 / sm_90**" in text
     rep = load_report()
     assert facts_text(rep) in text                        # the page quotes the record, nothing else
+    from kernels.compile_check import TRITON36_OUT, compat_text
+    assert compat_text(rep, load_report(TRITON36_OUT)) in text
     assert "**These are predictions, not measurements.**" in text
     h, hkv, d = gpu_check.TIMING_HEADS
     for n, t in gpu_check.TIMING_SHAPES:
