@@ -80,5 +80,7 @@ def bench_kernels(full: bool = True, page_seconds: Callable[[], float] | None = 
                   f"{r['paged_GBps']:.2f}",
                   f"{100 * r['paged_peak_fraction']:.0f}" if peak and r["paged_peak_fraction"] is not None else "n/a"]
                  for r in res.rows])
+    if m.get("skipped"):
+        print(f"not measured (stopped at the time limit): block sizes {', '.join(map(str, m['skipped']))}")
     print(res.verdict_text())
     return [bool(r[3]) for r in rows]

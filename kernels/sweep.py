@@ -700,7 +700,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("num_seqs", "seq_len", "num_heads", "num_kv_heads", "head_dim"):
         p.add_argument("--" + name.replace("_", "-"), type=int, help="override the default shape")
     p.add_argument("--dtype", choices=tuple(DTYPES))
-    p.add_argument("--repeats", type=int, default=15, help="timed pairs per block size (>= 3)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help=f"timed pairs per block size (>= 3); default: chosen to fit {DEFAULT_BUDGET_S:.0f} s, "
+                        f"stopping before {HARD_LIMIT_S:.0f} s")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="write the result as JSON (recorded GPU results: needs the cuda backend)")
