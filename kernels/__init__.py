@@ -13,14 +13,21 @@ the kernel is compiled. Never imports streamlit.
 
 Modules:
     backend         -- :func:`detect` picks "cuda", "torch-cpu" or "triton-interpreter".
-    triton_kernels  -- the Triton kernels (single pass, split-KV, reduction) and the launch choice.
-    paged_attention -- the Triton wrapper, the torch CPU path, the reference, input validation.
+    triton_kernels  -- the Triton kernels (single pass, split-KV, reduction; paged, or the
+                       contiguous baseline with the table compiled out) and the launch choice.
+    paged_attention -- the Triton wrappers (paged and contiguous), the torch CPU path, the
+                       reference, input validation, launch plans.
     sweep           -- block-size sweep (paged vs contiguous, paired timing, bootstrap intervals),
-                       CLI ``python -m kernels.sweep``, recorded GPU results
-                       (``assets/kernel_gpu_results*.json``).
-    compile_check   -- offline compile for an H200 (sm_90) without a GPU: registers, spills,
-                       shared memory (``assets/kernel_compile_sm90.json``; ``make compile-check``).
-    gpu_check       -- ``make gpu-check``: on a CUDA machine, validate, sweep and record results.
+                       shared between sessions (:func:`kernels.sweep.shared_sweep`), CLI
+                       ``python -m kernels.sweep``, recorded GPU results.
+    compile_check   -- offline compile for an H200 (sm_90) without a GPU of every launch the page
+                       and gpu_check make: registers, spills, shared memory, pipelining
+                       (``assets/kernel_compile_sm90.json``; ``make compile-check``).
+    predict         -- the bandwidth each launch should reach on an H200, from the compile record
+                       (a prediction, labelled as one wherever it is shown).
+    gpu_check       -- ``python3 -m kernels.gpu_check -o DIR``: on a CUDA machine (no install),
+                       check, time paged vs contiguous vs SDPA, write ``kernel_gpu_check.json``;
+                       ``--dry`` does the same on a CPU without timing.
     bench           -- ``bench_kernels()``: the kernels section of ``make bench``.
 """
 from __future__ import annotations
@@ -36,6 +43,7 @@ if not torch.cuda.is_available():
 from kernels.backend import Backend, detect  # noqa: E402
 from kernels.paged_attention import (  # noqa: E402
     check_correctness,
+    contiguous_attention_triton,
     make_contiguous,
     make_paged_inputs,
     paged_attention,
@@ -48,5 +56,6 @@ from kernels.paged_attention import (  # noqa: E402
 __all__ = [
     "Backend", "detect", "paged_attention", "paged_attention_triton", "paged_attention_torch",
     "paged_attention_reference", "validate_inputs", "make_paged_inputs", "make_contiguous",
+    "contiguous_attention_triton",
     "check_correctness",
 ]

@@ -27,9 +27,11 @@ Three implementations, one contract:
 * :func:`paged_attention_reference` -- gathers every token to a dense tensor by explicit slot
   arithmetic and runs fp32 softmax attention; for tests and the page's check.
 
-The contiguous baseline (:func:`make_contiguous`) stores each sequence as one block of the
-maximum length, so running the *same* function on it differs from the paged run only in how the
-keys and values are gathered. Sources: Kwon et al., PagedAttention (SOSP 2023); vLLM
+The contiguous baseline on the Triton backends is :func:`contiguous_attention_triton`: the same
+kernels and launch with the block table compiled out (K/V ``[num_seqs, max_len, num_kv_heads,
+head_dim]``, token ``t`` of sequence ``s`` at ``k[s, t]``). For the torch path,
+:func:`make_contiguous` stores each sequence as one block of the maximum length, so the same
+function runs on it and differs from the paged run only in where the gather reads. Sources: Kwon et al., PagedAttention (SOSP 2023); vLLM
 ``csrc/attention`` and ``vllm/attention/ops/paged_attn.py`` for the layout.
 """
 from __future__ import annotations
@@ -44,6 +46,11 @@ from kernels.backend import BACKENDS, detect
 from kernels.triton_kernels import HAVE_TRITON, LOG2E, LaunchConfig, choose_config, next_pow2
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+#: Block-table rows built here are padded (with ``table_pad``) to a multiple of this many columns,
+#: so the row stride is divisible by 16 for every shape: Triton then compiles one specialisation
+#: per block size (it specialises integer arguments on divisibility by 16), and the offline
+#: compile check covers what runs.
+TABLE_COLUMN_MULTIPLE = 16
 #: Largest head_dim the Triton kernels take (the tile is padded to the next power of two).
 MAX_HEAD_DIM = 256
 
@@ -152,6 +159,7 @@ def launch_config(q: torch.Tensor, k_cache: torch.Tensor, seq_lens: torch.Tensor
     """
     max_len = int(seq_lens.max()) if seq_lens.numel() else 1
     return choose_config(q.shape[0], k_cache.shape[2], max_len, q.shape[2], num_sms=_num_sms(q.device),
+                         itemsize=k_cache.element_size(), num_heads=q.shape[1],
                          **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -183,50 +191,178 @@ def paged_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
             stage or split count.
         RuntimeError: if Triton is not installed.
     """
-    if not HAVE_TRITON:
-        raise RuntimeError("Triton is not installed; use paged_attention_torch")
-    from kernels import triton_kernels as tk
-
     if validate:
         validate_inputs(q, k_cache, v_cache, block_tables, seq_lens)
+    return _launch(q, k_cache, v_cache, block_tables, seq_lens, scale, out, paged=True, num_splits=num_splits,
+                   tile=tile, num_warps=num_warps, num_stages=num_stages, config=config)
+
+
+def validate_contiguous(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_lens: torch.Tensor) -> None:
+    """Check the contiguous baseline's inputs: ``k``/``v`` [num_seqs, max_len, num_kv_heads, head_dim].
+
+    Raises:
+        ValueError: naming the field, as :func:`validate_inputs` does; ``seq_lens`` above ``max_len``.
+    """
+    if not isinstance(k, torch.Tensor) or k.dim() != 4:
+        raise ValueError("k must be [num_seqs, max_len, num_kv_heads, head_dim], got "
+                         f"{tuple(k.shape) if isinstance(k, torch.Tensor) else type(k).__name__}")
+    n, max_len = k.shape[0], k.shape[1]
+    if isinstance(seq_lens, torch.Tensor) and seq_lens.dim() == 1 and seq_lens.numel():
+        lens = seq_lens.detach().to("cpu", torch.int64)
+        if int(lens.max()) > max_len:
+            bad = int(torch.nonzero(lens > max_len)[0, 0])
+            raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])} is longer than k holds ({max_len} tokens)")
+    tables = torch.arange(n, dtype=torch.int32, device=k.device).reshape(n, 1)
+    # One block of max_len slots per sequence: the paged contract with an identity table says the
+    # same thing about shapes, dtypes, heads and lengths.
+    validate_inputs(q, k, v, tables, seq_lens)
+
+
+def contiguous_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_lens: torch.Tensor,
+                                scale: float | None = None, validate: bool = True, out: torch.Tensor | None = None,
+                                *, num_splits: int | None = None, tile: int | None = None,
+                                num_warps: int | None = None, num_stages: int | None = None,
+                                config: LaunchConfig | None = None) -> torch.Tensor:
+    """The contiguous baseline: the same Triton kernels with the block table compiled out.
+
+    Each sequence's keys and values are one run of memory, ``k[s, t]`` for token ``t`` of
+    sequence ``s``; the kernel computes the address from ``s`` and ``t`` and never reads a block
+    table. Tiles, warps, stages, split choice and arithmetic are those of
+    :func:`paged_attention_triton` for the same shape, so paged time / contiguous time is the
+    cost of the indirection and nothing else.
+
+    Args:
+        q: [num_seqs, num_heads, head_dim]; k, v: [num_seqs, max_len, num_kv_heads, head_dim];
+            seq_lens: int32 [num_seqs] (each <= max_len). Other arguments as
+            :func:`paged_attention_triton`.
+
+    Returns:
+        [num_seqs, num_heads, head_dim] in q's dtype (0 for an empty sequence).
+
+    Raises:
+        ValueError: from :func:`validate_contiguous`; as :func:`paged_attention_triton`.
+        RuntimeError: if Triton is not installed.
+    """
+    if validate:
+        validate_contiguous(q, k, v, seq_lens)
+    return _launch(q, k, v, None, seq_lens, scale, out, paged=False, num_splits=num_splits, tile=tile,
+                   num_warps=num_warps, num_stages=num_stages, config=config)
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One kernel launch, as data: which ``@triton.jit`` function, its grid, its arguments.
+
+    ``args`` are the positional arguments (tensors, ints, floats) and ``constexprs`` the
+    compile-time keywords, exactly as passed at launch; :mod:`kernels.compile_check` compiles the
+    same list for sm_90 offline, so what it checks is what runs.
+    """
+
+    kernel: str
+    grid: tuple[int, ...]
+    args: tuple
+    constexprs: dict
+    num_warps: int
+    num_stages: int
+
+
+def launch_plan(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor | None,
+                seq_lens: torch.Tensor, cfg: LaunchConfig, out: torch.Tensor, scale: float | None = None,
+                part_acc: torch.Tensor | None = None, part_ml: torch.Tensor | None = None) -> list[KernelLaunch]:
+    """The launches of one call (one single pass, or split-KV then the reduction); launches nothing.
+
+    ``block_tables`` None: the contiguous baseline (``k_cache`` is [num_seqs, max_len, ...]).
+    Works on ``meta`` tensors too (shapes, strides and dtypes only), which is how the offline
+    compile enumerates configurations. ``part_acc``/``part_ml``: the split path's fp32 partials
+    ([num_seqs, num_splits, num_heads, head_dim_p] and [..., 2]); allocated like ``q`` when None.
+    """
     num_seqs, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
-    if head_dim > MAX_HEAD_DIM:
-        raise ValueError(f"head_dim {head_dim} is above the kernel's limit of {MAX_HEAD_DIM}")
-    if out is None:
-        out = torch.empty_like(q)
-    if num_seqs == 0:
-        return out
-    cfg = config or launch_config(q, k_cache, seq_lens, num_splits=num_splits, tile=tile,
-                                  num_warps=num_warps, num_stages=num_stages)
+    paged = block_tables is not None
     group = num_heads // num_kv_heads
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     head_dim_p = max(16, next_pow2(head_dim))
     shapes = dict(HEAD_DIM=head_dim, HEAD_DIM_P=head_dim_p, GROUP=group,
                   GROUP_P=max(16, next_pow2(group)),                # tl.dot needs every dim >= 16
-                  BLOCK_SIZE=block_size, TILE=cfg.tile, IS_FP32=(q.dtype == torch.float32),
-                  NUM_STAGES=cfg.num_stages)
+                  BLOCK_SIZE=block_size if paged else 1, TILE=cfg.tile, IS_FP32=(q.dtype == torch.float32),
+                  NUM_STAGES=cfg.num_stages, PAGED=paged)
+    if paged:
+        tb, tb_strides = block_tables, (block_tables.stride(0), block_tables.stride(1))
+    else:                                     # contiguous: the table pointer is never read
+        tb, tb_strides = seq_lens, (0, 0)
     strides = (q.stride(0), q.stride(1), q.stride(2),
                k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), k_cache.stride(3),
-               v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), v_cache.stride(3),
-               block_tables.stride(0), block_tables.stride(1))
+               v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), v_cache.stride(3), *tb_strides)
     qk_scale = scale * LOG2E
+    o_strides = (out.stride(0), out.stride(1), out.stride(2))
     if cfg.num_splits == 1:
-        tk.single_pass[(num_seqs, num_kv_heads)](
-            out, q, k_cache, v_cache, block_tables, seq_lens, qk_scale, *strides,
-            out.stride(0), out.stride(1), out.stride(2), **shapes,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        return [KernelLaunch("single_pass", (num_seqs, num_kv_heads),
+                             (out, q, k_cache, v_cache, tb, seq_lens, qk_scale, *strides, *o_strides),
+                             shapes, cfg.num_warps, cfg.num_stages)]
+    if part_acc is None:
+        part_acc = torch.empty((num_seqs, cfg.num_splits, num_heads, head_dim_p), dtype=torch.float32,
+                               device=q.device)
+    if part_ml is None:
+        part_ml = torch.empty((num_seqs, cfg.num_splits, num_heads, 2), dtype=torch.float32, device=q.device)
+    return [
+        KernelLaunch("split_kv", (num_seqs, num_kv_heads, cfg.num_splits),
+                     (part_acc, part_ml, q, k_cache, v_cache, tb, seq_lens, qk_scale, *strides, cfg.split_len,
+                      cfg.num_splits, num_heads), shapes, cfg.num_warps, cfg.num_stages),
+        KernelLaunch("reduce_splits", (num_seqs, num_heads),
+                     (out, part_acc, part_ml, *o_strides, cfg.num_splits, num_heads),
+                     dict(NUM_SPLITS_P=next_pow2(cfg.num_splits), HEAD_DIM=head_dim, HEAD_DIM_P=head_dim_p),
+                     REDUCE_WARPS, 1),
+    ]
+
+
+def meta_plan(num_seqs: int, max_len: int, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
+              block_size: int | None, num_splits: int | None = None, num_sms: int = 132) -> list[KernelLaunch]:
+    """The launches a call of this shape makes on a GPU with ``num_sms`` SMs, on ``meta`` tensors.
+
+    Same layout as the real inputs (:func:`page_tokens` tables padded to
+    :data:`TABLE_COLUMN_MULTIPLE` columns; contiguous K/V ``[num_seqs, max_len, ...]`` when
+    ``block_size`` is None), same :func:`~kernels.triton_kernels.choose_config`, no memory. Used
+    by :mod:`kernels.compile_check` to compile exactly what the page and ``gpu_check`` launch.
+    """
+    meta = "meta"
+    item = torch.empty((), dtype=dtype).element_size()
+    cfg = choose_config(num_seqs, num_kv_heads, max_len, head_dim, num_sms=num_sms, num_splits=num_splits,
+                        itemsize=item, num_heads=num_heads)
+    q = torch.empty((num_seqs, num_heads, head_dim), dtype=dtype, device=meta)
+    lens = torch.empty((num_seqs,), dtype=torch.int32, device=meta)
+    if block_size is None:
+        kv = torch.empty((num_seqs, max_len, num_kv_heads, head_dim), dtype=dtype, device=meta)
+        tables = None
+    else:
+        cols = -(-max(1, -(-max_len // block_size)) // TABLE_COLUMN_MULTIPLE) * TABLE_COLUMN_MULTIPLE
+        kv = torch.empty((num_seqs * cols + 1, block_size, num_kv_heads, head_dim), dtype=dtype, device=meta)
+        tables = torch.empty((num_seqs, cols), dtype=torch.int32, device=meta)
+    return launch_plan(q, kv, kv, tables, lens, cfg, torch.empty_like(q))
+
+
+#: Warps of the reduction kernel (it reads [splits, head_dim] fp32 per program).
+REDUCE_WARPS = 4
+
+
+def _launch(q, k_cache, v_cache, block_tables, seq_lens, scale, out, *, paged: bool, num_splits, tile, num_warps,
+            num_stages, config) -> torch.Tensor:
+    """Launch the single pass or split-KV + reduction (paged or contiguous); inputs already valid."""
+    if not HAVE_TRITON:
+        raise RuntimeError("Triton is not installed; use paged_attention_torch")
+    from kernels import triton_kernels as tk
+
+    head_dim = q.shape[2]
+    if head_dim > MAX_HEAD_DIM:
+        raise ValueError(f"head_dim {head_dim} is above the kernel's limit of {MAX_HEAD_DIM}")
+    if out is None:
+        out = torch.empty_like(q)
+    if q.shape[0] == 0:
         return out
-    part_acc = torch.empty((num_seqs, cfg.num_splits, num_heads, head_dim_p), dtype=torch.float32, device=q.device)
-    part_ml = torch.empty((num_seqs, cfg.num_splits, num_heads, 2), dtype=torch.float32, device=q.device)
-    tk.split_kv[(num_seqs, num_kv_heads, cfg.num_splits)](
-        part_acc, part_ml, q, k_cache, v_cache, block_tables, seq_lens, qk_scale, *strides, cfg.split_len,
-        NUM_SPLITS=cfg.num_splits, NUM_HEADS=num_heads, **shapes,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    tk.reduce_splits[(num_seqs, num_heads)](
-        out, part_acc, part_ml, out.stride(0), out.stride(1), out.stride(2),
-        NUM_SPLITS=cfg.num_splits, NUM_SPLITS_P=next_pow2(cfg.num_splits), NUM_HEADS=num_heads,
-        HEAD_DIM=head_dim, HEAD_DIM_P=head_dim_p, num_warps=4)
+    cfg = config or launch_config(q, k_cache, seq_lens, num_splits=num_splits, tile=tile,
+                                  num_warps=num_warps, num_stages=num_stages)
+    for launch in launch_plan(q, k_cache, v_cache, block_tables if paged else None, seq_lens, cfg, out, scale):
+        getattr(tk, launch.kernel)[launch.grid](*launch.args, **launch.constexprs,
+                                                num_warps=launch.num_warps, num_stages=launch.num_stages)
     return out
 
 
@@ -433,7 +569,8 @@ def page_tokens(k_dense: torch.Tensor, v_dense: torch.Tensor, seq_lens: torch.Te
     Returns:
         ``(k_cache, v_cache, block_tables)`` with k/v_cache
         [num_blocks, block_size, num_kv_heads, head_dim] and block_tables int32
-        [num_seqs, ceil(max_len / block_size)], on k_dense's device.
+        [num_seqs, ceil(max_len / block_size) rounded up to a multiple of
+        :data:`TABLE_COLUMN_MULTIPLE`], on k_dense's device.
 
     Raises:
         ValueError: ``block_size`` < 1.
@@ -448,6 +585,7 @@ def page_tokens(k_dense: torch.Tensor, v_dense: torch.Tensor, seq_lens: torch.Te
     num_blocks = num_used + spare_blocks
     perm = torch.randperm(num_blocks, generator=generator).to(dev)
     max_blocks = max(1, -(-max_len // block_size))
+    max_blocks = -(-max_blocks // TABLE_COLUMN_MULTIPLE) * TABLE_COLUMN_MULTIPLE
     tables = torch.full((num_seqs, max_blocks), table_pad, dtype=torch.int32, device=dev)
     k_cache = torch.full((num_blocks, block_size, h, d), fill, dtype=k_dense.dtype, device=dev)
     v_cache = torch.full_like(k_cache, fill)
@@ -523,8 +661,13 @@ def make_contiguous(inputs: PagedInputs) -> tuple[torch.Tensor, ...]:
 # Quick correctness check (the page shows it on load)
 # --------------------------------------------------------------------------------------------
 
-def check_correctness(backend: str | None = None, block_size: int = 16, seq_lens: tuple[int, ...] = (1, 32, 45),
-                      num_heads: int = 8, num_kv_heads: int = 2, head_dim: int = 32,
+#: The page's quick correctness case (fp32; also compiled for sm_90 by ``kernels.compile_check``).
+CHECK_CASE = {"block_size": 16, "seq_lens": (1, 70, 150), "num_heads": 8, "num_kv_heads": 2, "head_dim": 32}
+
+
+def check_correctness(backend: str | None = None, block_size: int = CHECK_CASE["block_size"],
+                      seq_lens: tuple[int, ...] = CHECK_CASE["seq_lens"], num_heads: int = CHECK_CASE["num_heads"],
+                      num_kv_heads: int = CHECK_CASE["num_kv_heads"], head_dim: int = CHECK_CASE["head_dim"],
                       dtype: torch.dtype = torch.float32, seed: int = 0, num_splits: int | None = None) -> dict:
     """Run ``backend`` on a tiny random paged case and compare with the reference.
 

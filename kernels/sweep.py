@@ -1,10 +1,12 @@
 """Block-size sweep: what reading the KV cache through a block table costs the decode kernel.
 
 For each block size (1, 2, 4 ... 256) the same tokens are paged into a randomly permuted block
-pool and the decode kernel runs on it; the contiguous baseline runs the *same* function on the
-same tokens stored one block per sequence. Paged / contiguous latency is the gather overhead --
-the kernel-side cost of a page size, which the slack (memory waste) figures of the allocator do
-not capture.
+pool and the decode kernel runs on it. The baseline reads the same tokens with no block table:
+on the Triton backends the contiguous kernel (:func:`kernels.paged_attention.contiguous_attention_triton`,
+the same launch with the table lookup compiled out); on the torch CPU path, which has no kernel
+to specialise, the same torch gather over one block per sequence, so there the ratio isolates
+where the gather reads. Paged / contiguous latency is the gather overhead -- the kernel-side cost
+of a page size, which the slack (memory waste) figures of the allocator do not capture.
 
 Timing is paired: the two sides alternate (paged, contiguous, then contiguous, paged, ...) so
 that a slow moment of a shared machine hits both, and each pair gives one ratio. The overhead
@@ -14,12 +16,19 @@ reported is the median of those ratios, with a bootstrap confidence interval ove
 size as different. Where an interval includes 1.0 the verdict is "no measurable difference".
 The spread of each side's times (quartiles) is reported beside the medians.
 
-* On CUDA each timed sample is ``triton.testing.do_bench`` (median over ~20 ms of calls, the L2
-  cache cleared before each call) with a K+V working set of at least 1 GB by default.
-* On a CPU each sample is one call under ``time.perf_counter``, with a K+V working set several
-  times the last-level cache (134 MB against this lab machine's 32 MiB L3), gathered into
+* On CUDA each timed sample is one call between two CUDA events, after a warm-up, with a 256 MiB
+  buffer overwritten before it so that nothing stays in the L2 cache, and a K+V working set of
+  at least 1 GB by default.
+* On a CPU each sample is one call under ``time.perf_counter``, with a K+V working set twice
+  the last-level cache (67 MB against this lab machine's 32 MiB L3), gathered into
   buffers reused between calls, so that what differs between the sides is only where the gather
   reads.
+
+:func:`shared_sweep` is the entry point for servers: one process-wide cache keyed on the sweep's
+parameters, so identical sweeps requested by several sessions run once (a second request waits
+for the running one and follows its progress), and a time budget (:data:`DEFAULT_BUDGET_S`)
+from which the number of timed pairs is chosen after timing one call of each side
+(:func:`estimate`). It is the one function to wrap in a server-wide queue for heavy work.
 
 CLI::
 
@@ -39,20 +48,30 @@ import json
 import math
 import statistics
 import sys
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 
 import kernels  # noqa: F401  (sets TRITON_INTERPRET before triton is imported on CPU)
 from kernels.backend import BACKENDS, Backend, cpu_description, detect, last_level_cache_bytes, versions
-from kernels.paged_attention import (launch_config, page_tokens, paged_attention_torch, paged_attention_triton,
-                                     validate_inputs)
+from kernels.paged_attention import (contiguous_attention_triton, launch_config, page_tokens, paged_attention_torch,
+                                     paged_attention_triton, validate_inputs)
 
 DEFAULT_BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: Seconds a sweep with ``repeats=None`` is sized to take (issue 24: no sweep past 60 s by default).
+DEFAULT_BUDGET_S = 45.0
+#: A sweep sized from its budget stops before a block size that would take it past this many
+#: seconds (issue 24), and names the block sizes it left out.
+HARD_LIMIT_S = 60.0
+#: Bounds on the timed pairs per block size chosen from a budget.
+MIN_REPEATS, MAX_REPEATS = 3, 15
+#: Sweep results kept by :func:`shared_sweep` (a few kilobytes each).
+CACHE_ENTRIES = 16
 #: Above this many (token x KV head) pairs the interpreter backend refuses to time (far too slow).
 INTERPRETER_LIMIT = 16_384
 #: Confidence of the interval around each overhead ratio.
@@ -104,15 +123,16 @@ class SweepShape:
             raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
 
 
-#: CPU default: K+V = 134 MB per call, 4x the 32 MiB L3 of the lab's machines (about 0.15 s a call
-#: on 2 cores; Llama-3-8B-like heads).
-CPU_SHAPE = SweepShape(num_seqs=8, seq_len=2048, num_heads=32, num_kv_heads=8, head_dim=128, dtype="float32")
+#: CPU default: K+V = 67 MB per call, twice the 32 MiB L3 of the lab's machines (Llama-3-8B-like
+#: heads; four sequences, not eight, so that nine block sizes with at least 3 timed pairs each fit
+#: the 45 s budget on a 2-core machine shared by other work: with eight, a loaded machine took 127 s).
+CPU_SHAPE = SweepShape(num_seqs=4, seq_len=2048, num_heads=32, num_kv_heads=8, head_dim=128, dtype="float32")
 #: CUDA default: K+V = 1.07 GB per call, larger than any L2 cache (Llama-3-8B-like heads).
-CUDA_SHAPE = SweepShape(num_seqs=64, seq_len=4096, num_heads=32, num_kv_heads=8, head_dim=128, dtype="float16")
+CUDA_SHAPE = SweepShape(num_seqs=64, seq_len=4096, num_heads=32, num_kv_heads=8, head_dim=128, dtype="bfloat16")
 #: Long contexts on CUDA: 16 sequences x 16k tokens (K+V = 4.3 GB; 128 single-pass programs on a
 #: 132-SM H200, so the split-KV path is what fills the GPU).
 CUDA_LONG_SHAPE = SweepShape(num_seqs=16, seq_len=16384, num_heads=32, num_kv_heads=8, head_dim=128,
-                             dtype="float16")
+                             dtype="bfloat16")
 #: Tiny: for tests, the page's quick option and the Triton interpreter.
 TINY_SHAPE = SweepShape(num_seqs=2, seq_len=64, num_heads=4, num_kv_heads=2, head_dim=16, dtype="float32")
 
@@ -214,24 +234,26 @@ def pair_stats(a_s: list[float], b_s: list[float], seed: int = 0, resamples: int
     Raises:
         ValueError: the two lists differ in length or are empty, or a time is not > 0.
     """
-    a = np.asarray(a_s, dtype=float)
-    b = np.asarray(b_s, dtype=float)
-    if a.shape != b.shape or a.size == 0:
-        raise ValueError(f"paired timings must be two non-empty lists of equal length, got {a.size} and {b.size}")
-    if not (np.all(a > 0) and np.all(b > 0)):
+    # torch, not numpy: gpu_check imports this on GPU machines whose python3 may have no numpy
+    a = torch.as_tensor(list(a_s), dtype=torch.float64)
+    b = torch.as_tensor(list(b_s), dtype=torch.float64)
+    if a.shape != b.shape or a.numel() == 0:
+        raise ValueError(f"paired timings must be two non-empty lists of equal length, got {a.numel()} and "
+                         f"{b.numel()}")
+    if not (bool((a > 0).all()) and bool((b > 0).all())):
         raise ValueError("every timing must be > 0 seconds")
     ratios = a / b
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, ratios.size, size=(resamples, ratios.size))
-    medians = np.median(ratios[idx], axis=1)
+    gen = torch.Generator().manual_seed(int(seed))
+    idx = torch.randint(0, ratios.numel(), (resamples, ratios.numel()), generator=gen)
+    medians = torch.quantile(ratios[idx], 0.5, dim=1)                  # the median, as numpy takes it
     tail = (1.0 - confidence) / 2
-    lo, hi = (float(x) for x in np.quantile(medians, [tail, 1.0 - tail]))
+    lo, hi = (float(x) for x in torch.quantile(medians, torch.tensor([tail, 1.0 - tail], dtype=torch.float64)))
     verdict = SLOWER if lo > 1.0 else FASTER if hi < 1.0 else NO_DIFFERENCE
-    q = lambda x, p: float(np.quantile(x, p))  # noqa: E731
+    q = lambda x, p: float(torch.quantile(x, p))  # noqa: E731
     return {"a_median": q(a, 0.5), "a_q1": q(a, 0.25), "a_q3": q(a, 0.75),
             "b_median": q(b, 0.5), "b_q1": q(b, 0.25), "b_q3": q(b, 0.75),
-            "overhead": float(np.median(ratios)), "ci_low": lo, "ci_high": hi, "verdict": verdict,
-            "pairs": int(ratios.size)}
+            "overhead": q(ratios, 0.5), "ci_low": lo, "ci_high": hi, "verdict": verdict,
+            "pairs": int(ratios.numel())}
 
 
 def verdict_text(rows: list[dict], confidence: float = CONFIDENCE, simultaneous: bool = False) -> str:
@@ -286,24 +308,23 @@ def _dense_tokens(shape: SweepShape, device: str, seed: int) -> tuple[torch.Tens
     return q, k, v, lens
 
 
-def _pair_timer(backend: str, repeats: int) -> tuple[Callable[..., tuple[list[float], list[float]]], str]:
-    """Return ``(time_pairs, description)``; ``time_pairs(fn_a, fn_b)`` gives two lists of
-    ``repeats`` seconds each, timed in alternating order (a b, b a, a b, ...)."""
+def _pair_timer(backend: str) -> tuple[Callable[..., tuple[list[float], list[float]]], str]:
+    """Return ``(time_pairs, description)``; ``time_pairs(fn_a, fn_b, repeats, on_pair)`` gives
+    two lists of ``repeats`` seconds each, timed in alternating order (a b, b a, a b, ...),
+    calling ``on_pair(i)`` after pair ``i``."""
     if backend == "cuda":
-        import triton.testing
-
-        def sample(fn: Callable[[], object]) -> float:
-            return float(triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median")) / 1e3
-        desc = (f"triton.testing.do_bench (median over ~20 ms of calls, L2 cache cleared before each call), "
-                f"{repeats} pairs, sides alternating")
+        from kernels.gpu_check import L2_FLUSH_BYTES, _cuda_sampler
+        sample = _cuda_sampler(torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda"))
+        desc = "CUDA events around one call, L2 overwritten before each sample, pairs after a warm-up, sides alternating"
     else:
         def sample(fn: Callable[[], object]) -> float:
             t0 = time.perf_counter()
             fn()
             return time.perf_counter() - t0
-        desc = f"time.perf_counter per call, {repeats} pairs after one warm-up call each, sides alternating"
+        desc = "time.perf_counter per call, pairs after one warm-up call each, sides alternating"
 
-    def time_pairs(fn_a: Callable[[], object], fn_b: Callable[[], object]) -> tuple[list[float], list[float]]:
+    def time_pairs(fn_a: Callable[[], object], fn_b: Callable[[], object], repeats: int,
+                   on_pair: Callable[[int], None] | None = None) -> tuple[list[float], list[float]]:
         fn_a()                                                 # warm-up (and compile on CUDA)
         fn_b()
         sa, sb = [], []
@@ -314,22 +335,45 @@ def _pair_timer(backend: str, repeats: int) -> tuple[Callable[..., tuple[list[fl
             else:
                 sb.append(sample(fn_b))
                 sa.append(sample(fn_a))
+            if on_pair is not None:
+                on_pair(i)
         return sa, sb
     return time_pairs, desc
 
 
+def choose_repeats(budget_s: float, elapsed_s: float, blocks: int, page_s: float, pair_s: float,
+                   lo: int = MIN_REPEATS, hi: int = MAX_REPEATS) -> tuple[int, float]:
+    """Timed pairs per block size that fit a budget, and the whole sweep's estimated seconds.
+
+    Each block size costs paging the tokens (``page_s``) plus a warm-up pair and the timed pairs
+    (``pair_s`` each); ``elapsed_s`` is already spent. The count is clamped to [lo, hi]; with
+    ``lo`` pairs over budget the estimate says so (it is never shortened to look in budget).
+    """
+    per_block_left = (budget_s - elapsed_s) / max(1, blocks) - page_s
+    n = int(per_block_left // pair_s) - 1 if pair_s > 0 else hi
+    n = max(lo, min(hi, n))
+    return n, elapsed_s + blocks * (page_s + (n + 1) * pair_s)
+
+
 def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape: SweepShape | None = None,
-          backend: str | None = None, repeats: int = 15, seed: int = 0,
-          progress: Callable[[float, str], None] | None = None) -> SweepResult:
+          backend: str | None = None, repeats: int | None = 15, seed: int = 0,
+          progress: Callable[[float, str], None] | None = None, budget_s: float = DEFAULT_BUDGET_S) -> SweepResult:
     """Time paged vs contiguous decode for each block size.
 
     Args:
         block_sizes: slots per block to try (each >= 1).
         shape: the decode batch; default :func:`default_shape` for the backend.
         backend: "cuda", "torch-cpu" or "triton-interpreter"; default ``detect("sweep").name``.
-        repeats: timed pairs per block size (each gives one paged / contiguous ratio).
+        repeats: timed pairs per block size (each gives one paged / contiguous ratio); None
+            chooses from ``budget_s`` (:func:`choose_repeats`) after timing the first block
+            size's paging and one call of each side, and reports the estimate in the progress
+            message and in ``meta["estimate_s"]``.
         seed: RNG seed for tokens and block permutations.
-        progress: optional callback ``progress(fraction_done in [0, 1], message)``.
+        progress: optional callback ``progress(fraction_done in [0, 1], message)``, called after
+            every timed pair.
+        budget_s: seconds the whole sweep should take when ``repeats`` is None; such a sweep
+            also stops before a block size that would take it past :data:`HARD_LIMIT_S`
+            (``meta["skipped"]`` lists the block sizes left out, and a warning says so).
 
     Returns:
         :class:`SweepResult` (see its docstring for the row and meta keys; times in seconds and
@@ -349,8 +393,9 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
     sizes = [int(b) for b in block_sizes]
     if not sizes or min(sizes) < 1:
         raise ValueError(f"block_sizes must be a non-empty list of integers >= 1, got {list(block_sizes)}")
-    if repeats < 3:
-        raise ValueError(f"repeats must be >= 3 (pairs for an interval), got {repeats}")
+    if repeats is not None and repeats < MIN_REPEATS:
+        raise ValueError(f"repeats must be >= {MIN_REPEATS} (pairs for an interval), got {repeats}")
+    t_start = time.perf_counter()
     shape = shape or default_shape(name)
     shape.validate()
     if name == "triton-interpreter" and shape.num_seqs * shape.seq_len * shape.num_kv_heads > INTERPRETER_LIMIT:
@@ -358,7 +403,6 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
                          f"num_kv_heads must be <= {INTERPRETER_LIMIT}); use the tiny shape")
     info = auto if name == auto.name else Backend(name, cpu_description(), "chosen explicitly")
     device = "cuda" if name == "cuda" else "cpu"
-    time_pairs, timer_desc = _pair_timer(name, repeats)
     warnings: list[str] = []
     llc = None if name == "cuda" else last_level_cache_bytes()
     if name == "cuda" and shape.kv_bytes < 1e9:
@@ -372,6 +416,10 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         if progress is not None:
             progress(min(1.0, max(0.0, frac)), msg)
 
+    auto = repeats is None
+    time_pairs, timer_desc = _pair_timer(name)
+    page_times: list[float] = []
+    estimate_s = 0.0
     q, k_dense, v_dense, lens = _dense_tokens(shape, device, seed)
     contig_tables = torch.arange(shape.num_seqs, dtype=torch.int32, device=device).reshape(-1, 1)
     contig_args = (q, k_dense, v_dense, contig_tables, lens)
@@ -382,27 +430,58 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
 
         def run(*args):
             return paged_attention_torch(*args, validate=False, workspace=workspace)
+        contig = lambda: run(*contig_args)        # noqa: E731  (the same gather, one block per sequence)
     else:
         cfg = launch_config(q, k_dense, lens)      # one shape, one launch: no host sync in the loop
         launch = asdict(cfg)
 
         def run(*args):
             return paged_attention_triton(*args, validate=False, config=cfg)
-    contig_out = run(*contig_args).clone()
+        # the contiguous kernel: the same launch with the block table compiled out
+        contig = lambda: contiguous_attention_triton(q, k_dense, v_dense, lens, validate=False,  # noqa: E731
+                                                     config=cfg)
+    contig_out = contig().clone()
     perm_gen = torch.Generator().manual_seed(seed + 1)
     # Simultaneous intervals: with 9 block sizes at 95 % each, about one in two sweeps of pure
     # noise would call some block size "slower"; Bonferroni keeps the whole sweep at 95 %.
     row_confidence = 1.0 - (1.0 - CONFIDENCE) / len(sizes)
     rows = []
+    skipped: list[int] = []
     for i, bs in enumerate(sizes):
+        if auto and i > 0 and (time.perf_counter() - t_start
+                               + max(page_times) + (MIN_REPEATS + 1) * pair_s) > HARD_LIMIT_S:
+            skipped = sizes[i:]            # the machine is slower than estimated: stop, and say so
+            warnings.append(f"stopped at the {HARD_LIMIT_S:.0f} s limit (the machine was slower than estimated): "
+                            f"block size{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} "
+                            "not measured")
+            break
         report(i / len(sizes), f"block size {bs}: paging {shape.num_seqs} x {shape.seq_len} tokens")
+        t_block = time.perf_counter()
         k_cache, v_cache, tables = page_tokens(k_dense, v_dense, lens, bs, generator=perm_gen)
         paged_args = (q, k_cache, v_cache, tables, lens)
         validate_inputs(*paged_args)
         paged_out = run(*paged_args)
         diff = float((paged_out.float() - contig_out.float()).abs().max())
-        report((i + 0.3) / len(sizes), f"block size {bs}: timing paged and contiguous, {repeats} pairs")
-        a_s, b_s = time_pairs(lambda a=paged_args: run(*a), lambda: run(*contig_args))
+        page_times.append(time.perf_counter() - t_block)
+        if i == 0:
+            pair_s = _one_pair_seconds(lambda a=paged_args: run(*a), contig, device)
+        # the number of pairs, re-estimated before every block size from what it has cost so far
+        page_s = max(page_times)                   # the dearest so far: an estimate to meet, not to hope for
+        if auto:
+            n_pairs, estimate = choose_repeats(budget_s, time.perf_counter() - t_start, len(sizes) - i, page_s,
+                                               pair_s)
+            estimate -= page_s                     # this block size is already paged
+        else:
+            n_pairs = repeats
+            estimate = time.perf_counter() - t_start + (len(sizes) - i) * (page_s + (n_pairs + 1) * pair_s) - page_s
+        if i == 0:
+            estimate_s = estimate
+        report((i + 0.1) / len(sizes), f"estimated {estimate:.0f} s in all; block size {bs}: {n_pairs} pairs")
+        t_pairs = time.perf_counter()
+        a_s, b_s = time_pairs(lambda a=paged_args: run(*a), contig, n_pairs,
+                              lambda j, i=i, bs=bs, n=n_pairs: report((i + 0.1 + 0.9 * (j + 1) / n) / len(sizes),
+                                                                      f"block size {bs}: pair {j + 1} of {n}"))
+        pair_s = max(pair_s, (time.perf_counter() - t_pairs) / (n_pairs + 1))     # the dearest pair so far
         st = pair_stats(a_s, b_s, seed=seed + bs, confidence=row_confidence)
         row = {
             "block_size": bs,
@@ -428,20 +507,143 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         "peak_GBps": info.peak_bandwidth / 1e9 if info.peak_bandwidth else None,
         "peak_source": info.peak_source, "shape": asdict(shape), "kv_bytes": shape.kv_bytes,
         "llc_bytes": llc, "timer": timer_desc, "confidence": CONFIDENCE, "row_confidence": row_confidence,
-        "launch": launch,
+        "launch": launch, "repeats": repeats if not auto else "auto", "skipped": skipped, "estimate_s": estimate_s, "budget_s": budget_s,
+        "wall_s": time.perf_counter() - t_start,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "versions": versions(), "recorded": False, "warnings": warnings,
     }
     return SweepResult(rows=rows, meta=meta)
 
 
-def load_recorded(pattern: str = "kernel_gpu_results*.json", assets: str | Path | None = None) -> list[SweepResult]:
+def _one_pair_seconds(fn_a: Callable[[], object], fn_b: Callable[[], object], device: str) -> float:
+    """Wall seconds of one call of each side (after their warm-up), for the estimate."""
+    t0 = time.perf_counter()
+    fn_a()
+    fn_b()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------------------------
+# Shared between sessions: one process-wide cache, identical work done once
+# --------------------------------------------------------------------------------------------
+
+class _Job:
+    """A sweep running in this process: waiters follow its progress and take its result."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.progress: tuple[float, str] = (0.0, "starting")
+        self.result: SweepResult | None = None
+        self.error: BaseException | None = None
+
+
+_LOCK = threading.Lock()
+_RESULTS: "OrderedDict[tuple, SweepResult]" = OrderedDict()
+_RUNNING: dict[tuple, _Job] = {}
+
+
+def sweep_key(block_sizes, shape: SweepShape, backend: str, repeats: int | None, seed: int,
+              budget_s: float) -> tuple:
+    """The cache key of a sweep: every parameter that changes its result."""
+    return (tuple(int(b) for b in block_sizes), shape, backend, repeats, int(seed), float(budget_s))
+
+
+def shared_sweep(block_sizes=DEFAULT_BLOCK_SIZES, shape: SweepShape | None = None, backend: str | None = None,
+                 repeats: int | None = None, seed: int = 0, budget_s: float = DEFAULT_BUDGET_S,
+                 progress: Callable[[float, str], None] | None = None) -> tuple[SweepResult, str]:
+    """:func:`sweep`, shared by every session of this process: the heavy-work entry point.
+
+    The result of a sweep is kept (the last :data:`CACHE_ENTRIES`, a few kilobytes each) under
+    :func:`sweep_key`; a request for one already kept returns it at once, and a request for one
+    that is running waits for it, calling ``progress`` with the running sweep's progress every
+    quarter second. Safe to call from many threads (Streamlit sessions). A server-wide queue for
+    heavy work wraps this call as a whole.
+
+    Returns:
+        ``(result, how)``: how is "ran" (this call ran it), "joined" (it waited for the same
+        sweep started by another session) or "cached" (kept from an earlier run).
+
+    Raises:
+        ValueError: as :func:`sweep` (also for a waiter, when the sweep it joined failed so).
+    """
+    name = backend or detect("sweep").name
+    shape = shape or default_shape(name)
+    key = sweep_key(block_sizes, shape, name, repeats, seed, budget_s)
+    with _LOCK:
+        if key in _RESULTS:
+            _RESULTS.move_to_end(key)
+            return _RESULTS[key], "cached"
+        job = _RUNNING.get(key)
+        owner = job is None
+        if owner:
+            job = _RUNNING[key] = _Job()
+    if not owner:
+        while not job.done.wait(0.25):
+            if progress is not None:
+                progress(*job.progress)
+        if job.error is not None:
+            raise job.error
+        return job.result, "joined"
+
+    def relay(frac: float, msg: str) -> None:
+        job.progress = (frac, msg)
+        if progress is not None:
+            progress(frac, msg)
+    try:
+        res = sweep(block_sizes, shape, name, repeats=repeats, seed=seed, progress=relay, budget_s=budget_s)
+        with _LOCK:
+            _RESULTS[key] = res
+            while len(_RESULTS) > CACHE_ENTRIES:
+                _RESULTS.popitem(last=False)
+        job.result = res
+        return res, "ran"
+    except BaseException as exc:
+        job.error = exc
+        raise
+    finally:
+        with _LOCK:
+            _RUNNING.pop(key, None)
+        job.done.set()
+
+
+_CHECKS: dict[tuple, tuple[dict, float]] = {}
+
+
+def shared_check(backend: str, num_splits: int | None, run: bool = True) -> tuple[dict | None, str, float | None]:
+    """The page's correctness check, kept for the life of the process (one per backend and path).
+
+    Args:
+        run: False only looks: a check not yet run returns ``(None, "not run", None)``.
+
+    Returns:
+        ``(result, how, when)``: result of :func:`kernels.paged_attention.check_correctness`; how
+        is "ran" or "cached"; when is the UNIX time it ran.
+    """
+    from kernels.paged_attention import check_correctness
+    key = (backend, num_splits)
+    with _LOCK:
+        hit = _CHECKS.get(key)
+    if hit is not None:
+        return hit[0], "cached", hit[1]
+    if not run:
+        return None, "not run", None
+    res = check_correctness(backend=backend, num_splits=num_splits)
+    when = time.time()
+    with _LOCK:
+        _CHECKS[key] = (res, when)
+    return res, "ran", when
+
+
+def load_recorded(pattern: str = "kernel_gpu_*.json", assets: str | Path | None = None) -> list[SweepResult]:
     """Load recorded GPU sweeps from ``assets/``.
 
-    Two file shapes are read: what ``python -m kernels.gpu_check`` writes (``{"meta": ...,
-    "validation": [...], "sweeps": [{"meta": ..., "rows": [...]}, ...]}``; each sweep's meta
-    already names device, date and versions) and what ``python -m kernels.sweep --out`` writes
-    (one ``{"meta", "rows"}``).
+    Two file shapes are read: what ``python3 -m kernels.gpu_check`` writes
+    (``kernel_gpu_check.json``: ``{"dry_run": false, "meta": ..., "correctness": [...], "sweeps":
+    [{"meta": ..., "rows": [...]}, ...]}``; each sweep's meta names device, date and versions)
+    and what ``python -m kernels.sweep --out`` writes (one ``{"meta", "rows"}``). A dry run's
+    file (``"dry_run": true``, made on a CPU) is skipped: it is not a measurement.
 
     Returns:
         list of :class:`SweepResult` with ``meta["recorded"] = True`` and ``meta["file"]`` set,
@@ -458,6 +660,8 @@ def load_recorded(pattern: str = "kernel_gpu_results*.json", assets: str | Path 
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{path.name}: results file is not readable JSON: {exc}") from None
+        if isinstance(data, dict) and data.get("dry_run"):
+            continue
         parts = data.get("sweeps") if isinstance(data, dict) and "sweeps" in data else [data]
         if not isinstance(parts, list) or not parts:
             raise ValueError(f"{path.name}: 'sweeps' must be a non-empty list")
@@ -496,7 +700,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("num_seqs", "seq_len", "num_heads", "num_kv_heads", "head_dim"):
         p.add_argument("--" + name.replace("_", "-"), type=int, help="override the default shape")
     p.add_argument("--dtype", choices=tuple(DTYPES))
-    p.add_argument("--repeats", type=int, default=15, help="timed pairs per block size (>= 3)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help=f"timed pairs per block size (>= 3); default: chosen to fit {DEFAULT_BUDGET_S:.0f} s, "
+                        f"stopping before {HARD_LIMIT_S:.0f} s")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="write the result as JSON (recorded GPU results: needs the cuda backend)")

@@ -1,12 +1,16 @@
 """Live kernel: run the paged-attention decode kernel and measure what the block table costs it.
 
-Renders only: the kernel, the torch paths, the sweep and the recorded results all come from
-``kernels``; the memory-waste curve comes from ``allocator``. Every number on the page names the
-backend that produced it. Never shows a traceback: failures become ``st.error`` messages.
+Renders only: the kernels, the torch paths, the sweep, the prediction and the recorded results
+all come from ``kernels``; the memory-waste curve comes from ``allocator``. Every number on the
+page names the backend that produced it, and a prediction is always labelled one. Nothing heavy
+runs on load (issue 24): the correctness check and the sweep run on demand, once per server
+(``kernels.sweep.shared_check`` / ``shared_sweep``: every session reuses the result, and says so).
+Never shows a traceback: failures become ``st.error`` messages.
 """
 from __future__ import annotations
 
 import math
+import time
 
 import pandas as pd
 import streamlit as st
@@ -21,9 +25,10 @@ st.markdown(
     "sequence in its **block table** before it can read that block's keys and values. "
     "Small blocks mean more lookups and more scattered reads; large blocks mean fewer. "
     "This page runs a real paged-attention decode kernel (written in Triton, in the layout "
-    "vLLM uses) and times it against a **contiguous baseline**: the same tokens, the same "
-    "code, but each sequence stored as one long block. The ratio of the two times is the "
-    "**gather overhead** of a block size."
+    "vLLM uses) and times it against a **contiguous baseline**: the same tokens and the same "
+    "tiles, but each sequence stored as one run of memory, so the kernel computes every address "
+    "directly and never reads a table. The ratio of the two times is the **gather overhead** of a "
+    "block size."
 )
 
 
@@ -35,8 +40,10 @@ def _fmt_err(x: float) -> str:
 try:
     import kernels
     from kernels import compile_check
-    from kernels.sweep import CPU_SHAPE, CUDA_SHAPE, DEFAULT_BLOCK_SIZES, TINY_SHAPE, SweepResult, format_bytes, \
-        load_recorded, sweep
+    from kernels import gpu_check, predict
+    from kernels.paged_attention import CHECK_CASE
+    from kernels.sweep import CPU_SHAPE, CUDA_SHAPE, DEFAULT_BLOCK_SIZES, DEFAULT_BUDGET_S, HARD_LIMIT_S, TINY_SHAPE, \
+        SweepResult, format_bytes, load_recorded, shared_check, shared_sweep
     from pages._ui import kernel_view as kv
     sweep_backend = kernels.detect("sweep")
     check_backend = kernels.detect("check")
@@ -62,44 +69,96 @@ def _compile_report() -> dict | None:
     return compile_check.load_report()
 
 
+@st.cache_data(show_spinner=False)
+def _compile_report_36() -> dict | None:
+    return compile_check.load_report(compile_check.TRITON36_OUT)
+
+
+try:
+    report = _compile_report()
+    report_error = None
+except ValueError as exc:
+    report, report_error = None, str(exc)
+
 with st.container(border=True):
-    try:
-        report = _compile_report()
-    except ValueError as exc:
-        report = None
-        st.error(f"The compile record in assets/ could not be read: {exc}")
-    if report is not None:
+    if report_error:
+        st.error(f"The compile record in assets/ could not be read: {report_error}")
+    elif report is not None:
         st.markdown(compile_check.facts_text(report))
+        try:
+            other = _compile_report_36()
+        except ValueError:
+            other = None
+        if other is not None:
+            st.markdown(compile_check.compat_text(report, other))
         st.caption("Triton compiled the kernels for the H200's architecture on a machine without a GPU "
-                   "(`python -m kernels.compile_check`; a test repeats it on every run of the test suite). "
-                   "A clean compile shows the code is valid for that GPU and fits its registers without "
-                   "spilling to slow local memory; it does not time anything. Timing needs the GPU itself "
-                   "(`make gpu-check`).")
+                   "(`python -m kernels.compile_check`, each argument specialised as Triton specialises it at "
+                   "launch; the test suite repeats a representative part on every run). A clean compile shows "
+                   "the code is valid for that GPU and fits its registers without spilling to slow local memory; "
+                   "it does not time anything.")
         with st.expander("Every compiled kernel"):
             rows = pd.DataFrame(report["results"])
-            cols = [c for c in ("kernel", "dtype", "head_dim", "block_size", "tile", "num_warps", "num_stages",
-                                "registers", "spill_store_bytes", "spill_load_bytes", "shared_bytes", "error")
-                    if c in rows]
+            cols = [c for c in ("kernel", "dtype", "head_dim", "group", "block_size", "paged", "tile", "num_warps",
+                                "num_stages", "registers", "spill_store_bytes", "spill_load_bytes", "shared_bytes",
+                                "cp_async", "used_by", "error") if c in rows]
             st.dataframe(rows[cols], hide_index=True, width="stretch")
-    elif report is None:
+    else:
         st.info("No record of an offline sm_90 compile is shipped (`python -m kernels.compile_check` writes it).")
 
 
-# ------------------------------------------------------------------ correctness check
-@st.cache_data(show_spinner=False)
-def _check(backend_name: str, num_splits: int | None) -> dict:
-    return kernels.check_correctness(backend=backend_name, num_splits=num_splits)
-
-
-st.subheader("Correctness check")
+# ------------------------------------------------------------------ the prediction
+st.subheader("Prediction for an H200, before any GPU run")
+gpu = predict.H200
 st.markdown(
-    "A tiny batch (3 sequences of 1, 32 and 45 tokens, 8 query heads sharing 2 KV heads, block "
-    "size 16, a shuffled block table) is run through the kernel and compared with a plain torch "
-    "reference that gathers every token to a dense tensor first. Every slot that holds no token "
-    "is filled with NaN, so a read past a sequence's end would show up as an infinite error. "
-    "The Triton kernel is checked twice: as one pass over each sequence, and split along the "
-    "sequence into pieces that a second kernel combines (how it keeps a GPU busy when there are "
-    "few sequences with long contexts)."
+    "How fast *should* this kernel be? Decode attention reads every cached key and value once and "
+    "does little arithmetic with them, so its speed is bytes per second. From the compile record "
+    "(registers, warps, shared memory, whether the loads are pipelined) and the H200's figures "
+    f"({gpu.sms} SMs; {gpu.nominal_Bps / 1e12:.1f} TB/s on the data sheet; a plain device copy reached "
+    f"{gpu.copy_Bps / 1e12:.1f} TB/s) a simple model predicts the bandwidth each launch reaches: "
+    "how many programs fit on an SM, how many bytes they keep in flight (Little's law, with an "
+    f"assumed {predict.ASSUMED_LATENCY_S * 1e6:.1f} µs memory latency under load), how the grid "
+    "falls into waves. **These are predictions, not measurements.** The model cannot see what "
+    "scattered blocks do to DRAM pages, TLBs and cache sectors — which is exactly what a GPU run "
+    "would measure — so it predicts paged ≈ contiguous."
+)
+if report is None:
+    st.info("No compile record, so no prediction: `python -m kernels.compile_check` writes one.")
+else:
+    try:
+        shapes = {f"{n} × {t:,} tokens": (n, t) for n, t in gpu_check.TIMING_SHAPES}
+        h, hkv, d = gpu_check.TIMING_HEADS
+        tables = {label: predict.prediction_table(report, n, t, h, hkv, d, "bf16") for label, (n, t) in shapes.items()}
+        tables = {k: v for k, v in tables.items() if v}
+        if tables:
+            st.plotly_chart(kv.prediction_figure(tables, gpu.nominal_Bps / 1e9, gpu.copy_Bps / 1e9, gpu.name),
+                            width="stretch")
+            for label, rows in tables.items():
+                span = kv.percent_span([r["fraction_of_nominal"] for r in rows])
+                st.markdown(f"**Predicted, {label}** (Llama 3 8B heads: {h} query / {hkv} KV, head dim {d}, bf16): "
+                            f"{span} of the data sheet's "
+                            f"{gpu.nominal_Bps / 1e12:.1f} TB/s, {rows[0]['num_splits']} splits, "
+                            f"{rows[0]['waves']} wave{'s' if rows[0]['waves'] != 1 else ''}.")
+                st.dataframe(kv.prediction_frame(rows), hide_index=True, width="stretch")
+            st.caption("Source of every figure: the compile record above and `kernels/predict.py` (its docstring "
+                       "states the model and its assumptions). The device-copy figure was measured on a lent H200, "
+                       "not by this lab.")
+        else:
+            st.info("The compile record has no bf16, head-dim-128 kernels to predict from.")
+    except Exception as exc:
+        st.error(f"Could not compute the prediction: {type(exc).__name__}: {exc}")
+
+
+# ------------------------------------------------------------------ correctness check
+st.subheader("Correctness check")
+c = CHECK_CASE
+st.markdown(
+    f"A small batch ({len(c['seq_lens'])} sequences of {', '.join(map(str, c['seq_lens']))} tokens, "
+    f"{c['num_heads']} query heads sharing {c['num_kv_heads']} KV heads, head dim {c['head_dim']}, block size "
+    f"{c['block_size']}, a shuffled block table) is run through the kernel and compared with a plain torch "
+    "reference that gathers every token to a dense tensor first. Every slot that holds no token is filled "
+    "with NaN, so a read past a sequence's end would show up as an infinite error. The Triton kernel is "
+    "checked twice: as one pass over each sequence, and split along the sequence into pieces that a second "
+    "kernel combines (how it keeps a GPU busy when there are few sequences with long contexts)."
 )
 cases = []
 for name in dict.fromkeys([check_backend.name, sweep_backend.name]):
@@ -107,25 +166,34 @@ for name in dict.fromkeys([check_backend.name, sweep_backend.name]):
         cases.append((name, None))
     else:
         cases += [(name, 1), (name, 2)]
-cols = st.columns(len(cases))
-for col, (name, splits) in zip(cols, cases):
+found = [(name, splits, *shared_check(name, splits, run=False)) for name, splits in cases]
+if any(res is None for *_, res, _how, _when in found):
+    st.caption("The check runs on demand (a few seconds on a CPU, in Triton's interpreter) and once per server: "
+               "every visitor after the first sees its result.")
+    if st.button("Run the correctness check", key="kernel_run_check"):
+        with st.spinner("Running the kernel on the small batch and comparing with the reference…"):
+            try:
+                found = [(name, splits, *shared_check(name, splits)) for name, splits in cases]
+            except Exception as exc:
+                st.error(f"The correctness check failed to run: {type(exc).__name__}: {exc}")
+cols = st.columns(len(found))
+for col, (name, splits, res, how, when) in zip(cols, found):
+    if res is None:
+        continue
     with col:
-        try:
-            res = _check(name, splits)
-        except Exception as exc:
-            st.error(f"Correctness check on backend `{name}` failed to run: {type(exc).__name__}: {exc}")
-            continue
         what = {"triton-interpreter": f"Triton kernel in Triton's CPU interpreter, {res['path']}",
                 "cuda": f"Triton kernel compiled for CUDA, {res['path']}",
                 "torch-cpu": "torch gather + attention on the CPU"}[name]
         st.metric(f"Max abs error vs reference — {name}, {res['path']}", _fmt_err(res["max_abs_error"]),
                   help=f"{what}. Tolerance {res['tolerance']:.0e}; fp32.")
+        stamp = time.strftime("%H:%M:%S UTC", time.gmtime(when))
+        source = "run just now" if how == "ran" else f"from this server's cache, run at {stamp}"
         if res["passed"]:
             st.success(f"`{name}` ({what}) matches the reference "
-                       f"(tolerance {res['tolerance']:.0e}, kernel call {res['seconds'] * 1e3:.0f} ms).")
+                       f"(tolerance {res['tolerance']:.0e}, kernel call {res['seconds'] * 1e3:.0f} ms; {source}).")
         else:
             st.error(f"`{name}` ({what}) does NOT match the reference: max abs error "
-                     f"{_fmt_err(res['max_abs_error'])} > {res['tolerance']:.0e}.")
+                     f"{_fmt_err(res['max_abs_error'])} > {res['tolerance']:.0e} ({source}).")
 
 
 def show_result(res: SweepResult, label: str) -> None:
@@ -162,18 +230,24 @@ shape_options = {
     f"tiny — {TINY_SHAPE.num_seqs} × {TINY_SHAPE.seq_len} tokens (a second; it fits in the CPU's cache, so it is a quick look, not a measurement of memory reads)": TINY_SHAPE,
 }
 choice = st.radio("Shape", list(shape_options), key="kernel_shape")
+st.caption(f"The sweep is sized to take about {DEFAULT_BUDGET_S:.0f} s on this machine: it times one call of each "
+           "side first, then chooses how many pairs to time for each block size (3 to 15) so that the whole "
+           "sweep fits, and re-estimates before every block size; the progress bar shows the estimate and each "
+           f"timed pair. If the machine turns out slower, it stops before {HARD_LIMIT_S:.0f} s and names the block "
+           "sizes it left out. One sweep per server: a second visitor asking for the same sweep follows the "
+           "running one, and later visitors get its result at once.")
 if sweep_backend.name != "cuda":
-    st.caption("On a CPU the realistic shape takes about a minute (15 pairs of calls for each of 9 block "
-               "sizes), and other programs on the machine add noise. CPU numbers say how torch's block "
-               "gather behaves on this machine, not how the GPU kernel behaves; recorded GPU results, "
-               "where shipped, appear beside them.")
+    st.caption("On a CPU the timing backend is torch, not the Triton kernel: both sides run the same torch gather "
+               "(the baseline over one block per sequence), so the ratio says how torch's block gather behaves "
+               "on this machine, not how the GPU kernel behaves. Other programs on the machine add noise.")
 
 if st.button("Run sweep", type="primary", key="kernel_run_sweep"):
     bar = st.progress(0.0, text="starting…")
     try:
-        result = sweep(DEFAULT_BLOCK_SIZES, shape_options[choice], sweep_backend.name,
-                       progress=lambda f, msg: bar.progress(f, text=msg))
+        result, how = shared_sweep(DEFAULT_BLOCK_SIZES, shape_options[choice], sweep_backend.name, repeats=None,
+                                   budget_s=DEFAULT_BUDGET_S, progress=lambda f, msg: bar.progress(f, text=msg))
         st.session_state[SWEEP_KEY] = result
+        st.session_state[SWEEP_KEY + "_how"] = how
         bar.progress(1.0, text=f"done: {len(result.rows)} block sizes on `{sweep_backend.name}`")
     except Exception as exc:
         bar.empty()
@@ -193,8 +267,16 @@ def _live_panel() -> None:
     if live is None:
         st.info("Press **Run sweep** to measure. Nothing runs until you do.")
         return
+    m = live.meta
+    how = st.session_state.get(SWEEP_KEY + "_how", "ran")
+    origin = {"ran": "run for this request", "joined": "run for another visitor at the same time, shared",
+              "cached": "from this server's cache (the same sweep, run earlier)"}.get(how, how)
+    if m.get("wall_s") is not None and m.get("estimate_s"):
+        st.caption(f"Took {m['wall_s']:.0f} s against an estimate of {m['estimate_s']:.0f} s "
+                   f"(budget {m.get('budget_s', DEFAULT_BUDGET_S):.0f} s); {origin}; measured "
+                   f"{str(m.get('date', ''))[:19].replace('T', ' ')} UTC.")
     try:
-        show_result(live, f"live, {live.meta['backend']}")
+        show_result(live, f"live, {m['backend']}")
     except Exception as exc:
         st.error(f"Could not draw the sweep: {type(exc).__name__}: {exc}")
 
@@ -214,10 +296,11 @@ else:
     if recorded_error:
         st.error(f"A recorded GPU results file in assets/ could not be read: {recorded_error}")
     elif not recorded:
-        st.info("**No recorded GPU results are shipped yet.** The live numbers below come from the CPU. "
-                "On a machine with an NVIDIA GPU, `make gpu-check` checks the compiled kernel against the "
-                "reference, times it and writes `assets/kernel_gpu_results.json`, which this page then "
-                "shows beside the CPU measurement, labelled as recorded (GPU name, date, versions, shapes).")
+        st.info("**No GPU measurement is shipped yet**: the H200 figures above are the model's prediction. "
+                "On a machine with an NVIDIA GPU, `python3 -m kernels.gpu_check -o assets` (README: with or "
+                "without a virtualenv) checks the compiled kernels against the reference, times paged, "
+                "contiguous and torch's SDPA, and writes `assets/kernel_gpu_check.json`, which this page then "
+                "shows beside the CPU measurement, labelled as recorded (GPU name, driver, date, versions).")
     if recorded:
         left, right = st.columns(2)
         with left:

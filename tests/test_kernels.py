@@ -124,7 +124,9 @@ def _bad_table():
 @pytest.mark.parametrize("over, field", [
     (lambda a: {"block_tables": _bad_table()}, r"block_tables\[1, 2\] = 10000 is out of range"),
     (lambda a: {"block_tables": a["block_tables"].clone().fill_(-5)}, r"block_tables\[0, 0\] = -5"),
-    (lambda a: {"seq_lens": torch.tensor([5, 13], dtype=torch.int32)}, r"seq_lens\[1\] = 13 needs 4 blocks"),
+    # one token past what sequence 1's blocks hold: its 4th table entry is -1 padding
+    (lambda a: {"seq_lens": torch.tensor([5, 13], dtype=torch.int32)}, r"block_tables\[1, 3\] = -1 is out of range"),
+    (lambda a: {"seq_lens": torch.tensor([5, 65], dtype=torch.int32)}, r"seq_lens\[1\] = 65 needs 17 blocks"),
     (lambda a: {"seq_lens": torch.tensor([-1, 12], dtype=torch.int32)}, r"seq_lens\[0\] = -1 is negative"),
     (lambda a: {"seq_lens": torch.tensor([5], dtype=torch.int32)}, r"seq_lens has 1 entries"),
     (lambda a: {"seq_lens": a["seq_lens"].long()}, r"seq_lens must be int32"),
@@ -232,6 +234,9 @@ def test_cli_bad_input_is_one_line(capsys):
 
 def test_bench_section_runs_tiny(capsys):
     from kernels.bench import bench_kernels
-    met = bench_kernels(full=False)
-    assert len(met) == 4 and met[0] and met[3]          # check passes; paged == contiguous
-    assert "kernels: targets" in capsys.readouterr().out
+    from tests.bench import kernel_page_seconds
+    met = bench_kernels(full=False, page_seconds=kernel_page_seconds)
+    assert len(met) == 7 and met[0] and met[5] and met[6]   # check passes; second ask cached; paged == contiguous
+    out = capsys.readouterr().out
+    assert "kernel page script, warm server" in out and "wall time / its stated estimate" in out
+    assert "kernels: targets" in out

@@ -19,7 +19,7 @@ import kernels  # noqa: F401  (interpreter on CPU)
 from kernels.paged_attention import (launch_config, make_paged_inputs, paged_attention_reference,
                                      paged_attention_torch, paged_attention_triton)
 from kernels.sweep import FASTER, NO_DIFFERENCE, SLOWER, SweepResult, load_recorded, pair_stats, verdict_text
-from kernels.triton_kernels import LONG_CONTEXT, choose_config, default_tiling
+from kernels.triton_kernels import choose_config, default_tiling, programs_per_sm
 
 ROOT = Path(__file__).resolve().parent.parent
 CUDA = torch.cuda.is_available()
@@ -123,20 +123,20 @@ def test_torch_path_ignores_nan_slots_with_a_reused_workspace():
 # ---------------------------------------------------------------- the launch choice
 
 def test_choose_config_on_an_h200():
-    # batch 16 x 8 KV heads = 128 programs < 132 SMs: ceil(2 x 132 / 128) = 3 splits for the SMs,
-    # but 16k tokens is a long context: stretches of at most 4,096 tokens -> 4 splits of whole tiles
-    cfg = choose_config(16, 8, 16384, 128, num_sms=132)
-    tile = default_tiling(128)[0]
-    assert cfg.num_splits == 4 and cfg.split_len == 4096 and cfg.split_len % tile == 0
+    # 4 warps, 3 stages, 64-token tiles: 70 KiB of shared memory a program, 3 programs per SM,
+    # 396 slots on 132 SMs (the figures the compile record shows; see kernels.predict)
+    assert default_tiling(128) == (64, 4, 3) and default_tiling(128, itemsize=4) == (64, 4, 2)
+    assert programs_per_sm(64, 128, 2, 3) == 3
+    # 64 x 8 = 512 programs: 1.3 waves unsplit (2 rounds of 4,096 tokens = 8,192 + 2 x 64 fill);
+    # 3 splits of 1,408 tokens: 1,536 programs, 4 waves x (1,408 + 64 + 8) = 5,920 + 64 -- the minimum
+    cfg = choose_config(64, 8, 4096, 128, num_sms=132, num_heads=32)
+    assert (cfg.num_splits, cfg.split_len, cfg.tile) == (3, 1408, 64)
+    # 16 x 8 = 128 programs fill a third of the slots: 3 splits make 384 <= 396, one wave
+    cfg = choose_config(16, 8, 16384, 128, num_sms=132, num_heads=32)
+    assert cfg.num_splits == 3 and cfg.split_len == 5504 and cfg.split_len % cfg.tile == 0
     assert cfg.num_splits * cfg.split_len >= 16384 > (cfg.num_splits - 1) * cfg.split_len
-    # 2k tokens = 64 tiles, 4 sequences x 8 heads = 32 programs: ceil(264 / 32) = 9 stretches asked,
-    # ceil(64 / 9) = 8 tiles each, so 2048 / 256 = 8 stretches cover the context
-    cfg = choose_config(4, 8, 2048, 128, num_sms=132)
-    assert cfg.num_splits == 8 and cfg.split_len == 8 * tile
-    # batch 64 x 8 = 512 programs, 4k context: the single pass fills the GPU
-    assert choose_config(64, 8, 4096, 128, num_sms=132).num_splits == 1
-    # long contexts split even when the grid is full
-    assert choose_config(64, 8, LONG_CONTEXT, 128, num_sms=132).num_splits > 1
+    # a batch that already fills every slot evenly is not split: 132 x 3 programs, 256 tokens each
+    assert choose_config(396, 1, 256, 128, num_sms=132).num_splits == 1
     # short contexts never split into stretches of fewer than 4 tiles
     assert choose_config(1, 1, 100, 128, num_sms=132).num_splits == 1
     # the CPU interpreter: no SM count, no split unless asked
@@ -218,16 +218,8 @@ def test_gpu_check_says_plainly_it_needs_a_gpu(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "needs an NVIDIA GPU with CUDA, and this machine has none" in proc.stderr
-    assert "Traceback" not in proc.stderr and not out.exists()
-
-
-def test_gpu_check_validation_loop_runs_in_the_interpreter():
-    from kernels.gpu_check import validate
-    rows = validate(log=lambda *_: None, device=DEVICE, dtypes=("float16",), head_dims=(16,), block_sizes=(1, 24),
-                    seq_lens=(0, 1, 30, 70), num_heads=4, num_kv_heads=2)
-    assert len(rows) == 6 and all(r["passed"] for r in rows), rows
-    assert {r["splits"] for r in rows} == {1, 4, "auto"}
-    assert any(r["num_splits"] > 1 for r in rows)
+    assert "--dry" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (out / "kernel_gpu_check.json").exists()
 
 
 # ---------------------------------------------------------------- offline compile for sm_90
@@ -240,33 +232,59 @@ def _has_cuda_backend() -> tuple[bool, str]:
 
 
 def test_compile_for_sm90_without_spills(tmp_path):
+    """The suite compiles the representative launches (``--subset``); ``make compile-check`` all."""
     ok, why = _has_cuda_backend()
     if not ok:
         pytest.skip(f"this Triton build has no CUDA backend, so nothing can be compiled for sm_90: {why}")
     out = tmp_path / "compile.json"
-    proc = subprocess.run([sys.executable, "-m", "kernels.compile_check", "-o", str(out), "--quiet"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, "-m", "kernels.compile_check", "-o", str(out), "--quiet", "--subset"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    from kernels.compile_check import BLOCK_SIZES, failures, load_report
+    from kernels.compile_check import failures, load_report
     fresh = load_report(out)
-    assert failures(fresh) == []
+    assert failures(fresh) == [] and fresh["subset"] is True
     res = fresh["results"]
-    expected = {(k, d, h, b) for k in ("single_pass", "split_kv") for d in ("fp16", "bf16") for h in (64, 128)
-                for b in BLOCK_SIZES} | {("reduce_splits", d, h, None) for d in ("fp16", "bf16") for h in (64, 128)}
-    assert {(r["kernel"], r["dtype"], r["head_dim"], r["block_size"]) for r in res} == expected
+    got = {(r["kernel"], r["dtype"], r["head_dim"], r["block_size"], r["paged"]) for r in res}
+    for kernel in ("single_pass", "split_kv"):
+        for bs in (1, 16, 24, 256):
+            assert (kernel, "bf16", 128, bs, True) in got
+        assert (kernel, "bf16", 128, None, False) in got             # the contiguous baseline
+    assert ("reduce_splits", "bf16", 128, None, None) in got
+    assert ("single_pass", "fp32", 32, 16, True) in got             # the page's quick check
     for r in res:
         assert r["spill_store_bytes"] == r["spill_load_bytes"] == r["stack_bytes"] == 0
         assert 0 < r["registers"] <= 255 and r["shared_bytes"] < 227 * 1024
-    # the record the page shows is what this Triton produces (same registers, shared memory)
+        if r["kernel"] != "reduce_splits":                          # the tile loop is pipelined
+            assert r["cp_async"] and r["num_stages"] >= 2
+    # the record the page shows (every launch) holds these same kernels with the same figures
     shipped = load_report(ROOT / "assets" / "kernel_compile_sm90.json")
     assert shipped is not None, "assets/kernel_compile_sm90.json is missing (make compile-check writes it)"
+    assert shipped["subset"] is False
     if shipped["triton_version"] != fresh["triton_version"]:
         pytest.skip(f"the shipped record is from Triton {shipped['triton_version']}, this is "
                     f"{fresh['triton_version']}: run make compile-check to refresh it")
-    key = lambda r: (r["kernel"], r["dtype"], r["head_dim"], r["block_size"])  # noqa: E731
-    figures = ("registers", "spill_store_bytes", "spill_load_bytes", "shared_bytes", "tile", "num_warps", "num_stages")
-    assert {key(r): [r[f] for f in figures] for r in shipped["results"]} == \
-        {key(r): [r[f] for f in figures] for r in res}
+    figures = ("registers", "spill_store_bytes", "spill_load_bytes", "shared_bytes", "tile", "num_warps", "num_stages",
+               "cp_async")
+    by_key = {r["key"]: r for r in shipped["results"]}
+    for r in res:
+        assert r["key"] in by_key, r
+        assert [by_key[r["key"]][f] for f in figures] == [r[f] for f in figures]
+
+
+def test_compile_inventory_covers_every_launch():
+    from kernels import gpu_check as gc
+    from kernels.compile_check import launch_inventory, load_report
+    cases = launch_inventory()
+    sources = {c["source"] for c in cases}
+    assert sources == {"gpu_check correctness", "gpu_check timing", "page correctness check", "page sweep"}
+    blocks = {c["block_size"] for c in cases if c["source"] == "gpu_check timing"}
+    assert blocks == set(gc.TIMING_BLOCK_SIZES) | {None}
+    rep = load_report(ROOT / "assets" / "kernel_compile_sm90.json")
+    assert not rep["subset"] and rep["summary"]["failed"] == 0 and rep["summary"]["spilling"] == 0
+    used = set()
+    for r in rep["results"]:
+        used |= set(r["used_by"])
+    assert used == sources
 
 
 def test_compile_facts_quote_the_record():
@@ -276,9 +294,12 @@ def test_compile_facts_quote_the_record():
     s = summary(rep)
     assert text.startswith("**Compiled for H200 / sm_90** with Triton " + rep["triton_version"])
     assert f"{s['compiled']} kernels" in text and "no register spills" in text
+    assert "every launch the page and `gpu_check` make" in text
     lo, hi = s["kernels"]["split_kv"]["registers"]
     assert f"split-KV pass {lo}–{hi}" in text
-    assert "block sizes 1, 8, 16, 24, 32, 64, 128, 256" in text
+    assert "block sizes 1, 2, 4, 8, 16, 24, 32, 64, 128, 256 and the contiguous baseline" in text
+    loops = [r for r in rep["results"] if r["kernel"] != "reduce_splits"]
+    assert f"{len(loops)} of {len(loops)} attention kernels load K/V with asynchronous copies" in text
 
 
 def test_compile_record_errors_name_the_file(tmp_path):
@@ -288,3 +309,15 @@ def test_compile_record_errors_name_the_file(tmp_path):
     bad.write_text('{"results": [{}], "triton_version": "3.9", "target": {}}')
     with pytest.raises(ValueError, match=r"c.json: results\[0\] must name kernel"):
         load_report(bad)
+
+
+def test_triton36_record_holds_the_same_launches_without_spills():
+    from kernels.compile_check import TRITON36_OUT, compat_text, load_report
+    ours = load_report(ROOT / "assets" / "kernel_compile_sm90.json")
+    old = load_report(TRITON36_OUT)
+    assert old["triton_version"].startswith("3.6")
+    assert {r["key"] for r in old["results"]} == {r["key"] for r in ours["results"]}
+    assert old["summary"]["spilling"] == 0 and old["summary"]["failed"] == 0
+    n = len(old["results"])
+    assert compat_text(ours, old).startswith(f"**Also compiled with Triton {old['triton_version']}** (the GPU "
+                                             f"machine's version): {n} kernels, {n} of them the same launches")

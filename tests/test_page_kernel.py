@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
@@ -24,32 +25,67 @@ def _text(at: AppTest) -> str:
     return "\n".join(str(p) for p in parts)
 
 
-def test_kernel_page_loads_with_backend_and_check():
+@pytest.fixture(autouse=True)
+def _fresh_server_caches(monkeypatch):
+    """Each test is a fresh server: nothing checked or swept yet in this process."""
+    import kernels.sweep as ks
+    monkeypatch.setattr(ks, "_CHECKS", {})
+    monkeypatch.setattr(ks, "_RESULTS", ks.OrderedDict())
+
+
+def test_kernel_page_loads_without_running_anything_then_checks_on_demand():
     at = _page()
     text = _text(at)
     assert "Backend for timing:" in text
     expected = "cuda" if CUDA else "torch-cpu"
     assert f"`{expected}`" in text
+    assert not at.metric                                  # issue 24: nothing heavy on load
+    assert "Nothing runs until you do" in text
+    at.button(key="kernel_run_check").click().run()
+    assert not at.exception and not at.error
     labels = [m.label for m in at.metric]
     check = "cuda" if CUDA else "triton-interpreter"
     assert any(check in lbl for lbl in labels), labels
     for m in at.metric:
         assert float(m.value) < 1e-3                      # max abs error vs reference
-    assert not at.error
-    assert "Nothing runs until you do" in text            # no sweep on load
-    if not CUDA and not any(f.startswith("kernel_gpu_results") for f in os.listdir(os.path.join(ROOT, "assets"))):
-        assert "No recorded GPU results are shipped yet" in text
+    assert all("run just now" in s.value for s in at.success)
+    if not CUDA:                                          # both Triton paths are checked, and really differ
+        assert any("single pass" in lbl for lbl in labels) and any("split-KV, 2 splits" in lbl for lbl in labels)
+    # another visitor of the same server gets the result at once, and is told where it came from
+    other = _page()
+    assert len(other.metric) == len(at.metric)
+    assert all("from this server's cache, run at" in s.value for s in other.success)
+    assert not [b for b in other.button if b.key == "kernel_run_check"]
+    if not CUDA and not any(f.startswith("kernel_gpu_") for f in os.listdir(os.path.join(ROOT, "assets"))):
+        assert "No GPU measurement is shipped yet" in text
 
 
-def test_kernel_page_shows_the_sm90_compile_record():
+def test_kernel_page_shows_the_sm90_compile_record_and_a_labelled_prediction():
+    from kernels import gpu_check, predict
     from kernels.compile_check import facts_text, load_report
+    from pages._ui.kernel_view import percent_span
     at = _page()
     text = _text(at)
     assert "**Compiled for H200 / sm_90**" in text
-    assert facts_text(load_report()) in text              # the page quotes the record, nothing else
-    labels = [m.label for m in at.metric]
-    if not CUDA:                                          # both Triton paths are checked
-        assert any("single pass" in lbl for lbl in labels) and any("split-KV" in lbl for lbl in labels)
+    rep = load_report()
+    assert facts_text(rep) in text                        # the page quotes the record, nothing else
+    from kernels.compile_check import TRITON36_OUT, compat_text
+    assert compat_text(rep, load_report(TRITON36_OUT)) in text
+    assert "**These are predictions, not measurements.**" in text
+    h, hkv, d = gpu_check.TIMING_HEADS
+    for n, t in gpu_check.TIMING_SHAPES:
+        rows = predict.prediction_table(rep, n, t, h, hkv, d, "bf16")
+        span = percent_span([r["fraction_of_nominal"] for r in rows])
+        assert f"**Predicted, {n} × {t:,} tokens**" in text and f"{span} of the data sheet's 4.8 TB/s" in text
+        assert f"{rows[0]['num_splits']} splits" in text
+    fig = _figure(at, 0)
+    assert "not a measurement" in fig["layout"]["title"]["text"]
+    assert all("predicted" in t["name"] or "device copy" in t["name"] or "data sheet" in t["name"]
+               for t in fig["data"])
+    frames = [d.value for d in at.dataframe if "predicted GB/s" in d.value.columns]
+    assert len(frames) == len(gpu_check.TIMING_SHAPES)
+    assert all(c.startswith("predicted") or "(record)" in c or c in ("block size (predicted launch)", "kernel, splits",
+               "programs per SM (limit)", "waves", "K/V in flight per SM (KiB)") for c in frames[0].columns)
 
 
 def _figure(at: AppTest, index: int) -> dict:
@@ -64,7 +100,7 @@ def test_kernel_page_tiny_sweep():
     at.button(key="kernel_run_sweep").click().run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
-    assert len(at.get("plotly_chart")) == 3               # latency, overhead, two costs
+    assert len(at.get("plotly_chart")) == 4               # prediction, latency, overhead, two costs
     assert any("2 sequences × 64 tokens" in md.value for md in at.markdown)
     live = at.session_state["kernel_sweep_result"]
     df = next(d.value for d in at.dataframe if "block size (slots)" in d.value.columns)
@@ -79,7 +115,10 @@ def test_kernel_page_tiny_sweep():
     ok, why = drawable(live)
     if not CUDA:
         assert not ok and "last-level cache" in why         # the tiny shape fits in the CPU's cache
-    two_costs = _figure(at, 2)
+    two_costs = _figure(at, 3)
+    assert live.meta["repeats"] == "auto" and live.meta["budget_s"] == 45.0
+    assert any(f"Took {live.meta['wall_s']:.0f} s against an estimate of {live.meta['estimate_s']:.0f} s" in c.value
+               and "run for this request" in c.value for c in at.caption)
     names = [t.get("name", "") for t in two_costs["data"]]
     assert any("live, torch-cpu" in n or "live, cuda" in n for n in names) == ok
     caption = " ".join(c.value for c in at.caption)
@@ -106,7 +145,7 @@ def test_noise_is_called_noise_and_not_drawn(monkeypatch):
     assert not at.exception and not at.error
     assert any(i.value.startswith("No measurable difference on this machine") for i in at.info)
     assert any("4.0× this CPU's 33.6 MB last-level cache" in md.value for md in at.markdown)
-    names = [t.get("name", "") for t in _figure(at, 2)["data"]]
+    names = [t.get("name", "") for t in _figure(at, len(at.get("plotly_chart")) - 1)["data"]]
     assert not any("gather overhead" in n for n in names), names      # no trend drawn from noise
     assert any("Not drawn: live, torch-cpu on CPU: test — no measurable difference" in c.value for c in at.caption)
 
@@ -130,7 +169,7 @@ def test_recorded_gpu_results_are_labelled(monkeypatch):
     assert not at.error
     text = _text(at)
     assert "Recorded GPU results" in text and "**Recorded**" in text and "NVIDIA Test GPU" in text
-    assert "No recorded GPU results are shipped yet" not in text
+    assert "No GPU measurement is shipped yet" not in text
     if not CUDA:   # the two-costs chart shows the recorded overhead (or says why not) before any live sweep
         from pages._ui.kernel_view import drawable
         caption = " ".join(c.value for c in at.caption)

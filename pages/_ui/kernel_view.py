@@ -36,7 +36,7 @@ def latency_figure(res: SweepResult, title: str) -> go.Figure:
     df = pd.DataFrame(res.rows)
     fig = go.Figure()
     for side, name, colour, dash in (("paged", "paged (through the block table)", PAGED, "solid"),
-                                     ("contiguous", "contiguous baseline (same tokens)", ACCENT, "dash")):
+                                     ("contiguous", "contiguous baseline (same tokens, no table)", ACCENT, "dash")):
         med, q1, q3 = df[f"{side}_ms"], df[f"{side}_ms_q1"], df[f"{side}_ms_q3"]
         fig.add_trace(go.Scatter(
             x=df["block_size"], y=med, name=name, mode="lines+markers", line=dict(color=colour, dash=dash),
@@ -46,6 +46,11 @@ def latency_figure(res: SweepResult, title: str) -> go.Figure:
             hovertemplate=("block size %{x} slots<br>" + name + ": median %{y:.3f} ms<br>"
                            "quartiles %{customdata[0]:.3f}–%{customdata[1]:.3f} ms over %{customdata[2]} "
                            "calls<extra></extra>")))
+    if "sdpa_ms" in df:
+        fig.add_trace(go.Scatter(
+            x=df["block_size"], y=df["sdpa_ms"], name="torch SDPA on contiguous K/V (second reference)",
+            mode="lines+markers", line=dict(color="#555555", dash="dot"),
+            hovertemplate="block size %{x} slots<br>SDPA (no table): median %{y:.3f} ms<extra></extra>"))
     fig.update_layout(title=f"{title} (median; bars: quartiles)", xaxis=log2_axis(list(df["block_size"])),
                       yaxis=dict(title="latency per decode step (ms)", rangemode="tozero"),
                       legend=dict(orientation="h", y=-0.25), height=380, margin=dict(t=50, b=10))
@@ -178,3 +183,63 @@ def recorded_label(res: SweepResult) -> str:
     s = res.meta.get("shape", {})
     return (f"recorded on {res.meta.get('device')}, {s.get('num_seqs')}×{s.get('seq_len')} tokens, "
             f"{str(res.meta.get('date', ''))[:10]}")
+
+
+def percent_span(fractions: list[float]) -> str:
+    """ "85 %" or "84–87 %": the range of fractions as whole percentages."""
+    lo, hi = round(100 * min(fractions)), round(100 * max(fractions))
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
+
+
+def prediction_frame(rows: list[dict]) -> pd.DataFrame:
+    """The prediction rows (:func:`kernels.predict.prediction_table`) as a display table; every
+    column header says it is predicted."""
+    df = pd.DataFrame(rows)
+    return pd.DataFrame({
+        "block size (predicted launch)": ["contiguous" if b is None or b != b else str(int(b)) for b in df["block_size"]],
+        "kernel, splits": [f"{k}, {n}" for k, n in zip(df["kernel"], df["num_splits"])],
+        "registers / thread (record)": df["registers"],
+        "shared KiB / program (record)": df["shared_KiB"],
+        "programs per SM (limit)": [f"{p} ({lim})" for p, lim in zip(df["programs_per_sm"], df["limited_by"])],
+        "waves": df["waves"],
+        "K/V in flight per SM (KiB)": (df["inflight_per_sm"] / 1024).round(0).astype(int),
+        "predicted GB/s": df["GBps"].round(0).astype(int),
+        "predicted % of data-sheet bandwidth": (100 * df["fraction_of_nominal"]).round(1),
+        "predicted paged ÷ contiguous": [("—" if o is None or o != o else f"{o:.3f}")
+                                         for o in df["predicted_overhead"]],
+    })
+
+
+def prediction_figure(tables: dict[str, list[dict]], nominal_GBps: float, copy_GBps: float, gpu: str) -> go.Figure:
+    """Predicted bandwidth against block size, one line per shape, with the copy ceiling and the
+    data-sheet figure as lines; the title and every hover say "predicted"."""
+    fig = go.Figure()
+    sizes: set[int] = set()
+    for (label, rows), colour in zip(tables.items(), OVERHEAD_COLOURS):
+        paged = [r for r in rows if r["block_size"] is not None]
+        contig = next((r for r in rows if r["block_size"] is None), None)
+        sizes |= {r["block_size"] for r in paged}
+        fig.add_trace(go.Scatter(
+            x=[r["block_size"] for r in paged], y=[r["GBps"] for r in paged], mode="lines+markers",
+            name=f"paged, predicted — {label}", line=dict(color=colour),
+            customdata=[[r["num_splits"], r["waves"], 100 * r["fraction_of_nominal"]] for r in paged],
+            hovertemplate=("block size %{x} slots<br>predicted %{y:.0f} GB/s (%{customdata[2]:.1f} % of "
+                           f"{nominal_GBps / 1000:.1f} TB/s)<br>%{{customdata[0]}} splits, %{{customdata[1]}} waves"
+                           "<br>a prediction, not a measurement<extra></extra>")))
+        if contig is not None:
+            fig.add_trace(go.Scatter(
+                x=sorted(sizes), y=[contig["GBps"]] * len(sizes), mode="lines", name=f"contiguous, predicted — {label}",
+                line=dict(color=colour, dash="dash"),
+                hovertemplate="contiguous kernel: predicted %{y:.0f} GB/s<br>a prediction<extra></extra>"))
+    xs = sorted(sizes) or [1, 256]
+    fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[copy_GBps] * 2, mode="lines",
+                             name=f"device copy ({copy_GBps / 1000:.1f} TB/s, the model's ceiling)",
+                             line=dict(color="#777777", dash="dot"), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[nominal_GBps] * 2, mode="lines",
+                             name=f"{gpu} data sheet ({nominal_GBps / 1000:.1f} TB/s)",
+                             line=dict(color="#000000", dash="dot", width=1), hoverinfo="skip"))
+    fig.update_layout(title=f"Predicted bandwidth on an {gpu.replace('NVIDIA ', '')} (a model from the compile record "
+                            "— not a measurement)",
+                      xaxis=log2_axis(xs), yaxis=dict(title="predicted bytes moved per second (GB/s)", rangemode="tozero"),
+                      legend=dict(orientation="h", y=-0.25), height=420, margin=dict(t=50, b=10))
+    return fig
