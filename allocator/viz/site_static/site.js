@@ -68,6 +68,12 @@
     return e;
   }
   function $(id) { return document.getElementById(id); }
+  // plotly rejects an animation's promise, with no reason, when a newer animation or a redraw
+  // interrupts it: that is the user pressing Pause or moving a slider, not an error
+  function quiet(reason) { if (reason !== undefined) throw reason; }
+  window.addEventListener('unhandledrejection', function (ev) {    // the same, from plotly's own buttons
+    if (ev.reason === undefined) ev.preventDefault();
+  });
   var CONFIG = {displaylogo: false, responsive: true};
 
   var meta = get(SITE, ['meta']);
@@ -112,17 +118,17 @@
     i = Math.max(0, Math.min(frameNames.length - 1, i));
     current = i; playing = false;
     return Plotly.animate($('maps'), [frameNames[i]], {frame: {duration: 0, redraw: true}, mode: 'immediate',
-                                                        transition: {duration: 0}});
+                                                        transition: {duration: 0}}).catch(quiet);
   }
   function play() {
     playing = true;
     return Plotly.animate($('maps'), null, {frame: {duration: 140, redraw: true}, fromcurrent: true,
-                                            transition: {duration: 0}});
+                                            transition: {duration: 0}}).catch(quiet);
   }
   function pause() {
     playing = false;
     return Plotly.animate($('maps'), [null], {frame: {duration: 0, redraw: false}, mode: 'immediate',
-                                              transition: {duration: 0}});
+                                              transition: {duration: 0}}).catch(quiet);
   }
   window.KV_PLAYER = {play: play, pause: pause, showFrame: showFrame,
                       current: function () { return current; }, frames: function () { return frameNames.slice(); }};
