@@ -285,6 +285,7 @@
       if (sec.text_html) { var t = el('div'); t.innerHTML = sec.text_html; box.appendChild(t); }
       if (sec.figure) {
         var div = el('div', {'class': 'fig', id: name + '-fig-' + k}); box.appendChild(div);
+        div.style.height = (sec.figure.layout.height || 380) + 'px';
         Plotly.newPlot(div, sec.figure.data, sec.figure.layout, CONFIG);
       }
       if (sec.table) box.appendChild(table(sec.table));
@@ -315,6 +316,7 @@
       side.textContent = '';
       var t = el('div'); t.innerHTML = s.text_html; side.appendChild(t);
       if (s.table && s.table.length) side.appendChild(table(s.table));
+      fig.style.height = (s.figure.layout.height || 380) + 'px';
       Plotly.react(fig, s.figure.data, s.figure.layout, CONFIG);
     }
     prev.addEventListener('click', function () { i--; show(); });
