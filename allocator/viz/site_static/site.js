@@ -102,9 +102,11 @@
     frameNames = fig.frames.map(function (f) { return f.name; });
     current = 0; playing = false;
     var gd = $('maps');
-    return Plotly.newPlot(gd, {data: fig.data, layout: fig.layout, frames: fig.frames, config: CONFIG})
+    var first = !gd.data;
+    if (!first) pause();
+    return Plotly.react(gd, {data: fig.data, layout: fig.layout, frames: fig.frames, config: CONFIG})
       .then(function () {
-        gd.removeAllListeners && gd.removeAllListeners('plotly_animatingframe');
+        if (!first) return;           // the listeners stay with the div across redraws
         gd.on('plotly_animatingframe', function (ev) {
           var i = frameNames.indexOf(ev.name); if (i >= 0) current = i;
         });
