@@ -248,8 +248,10 @@ def _js_data(name: str, tree) -> str:
     return f"window.{name} = {body};\n"
 
 
-def build_site(sc: Scenario, *, progress=None) -> dict[str, bytes]:
+def build_site(sc: Scenario, *, progress=None, data: dict | None = None) -> dict[str, bytes]:
     """The whole static site for scenario ``sc``: {relative path: file content}.
+
+    ``data``: :func:`build_data`'s result for ``sc`` when the caller already has it (built if None).
 
     Returns:
         ``index.html``, ``plotly.min.js``, ``site.js``, ``site.css``, ``data/site-data.js`` and
@@ -262,7 +264,7 @@ def build_site(sc: Scenario, *, progress=None) -> dict[str, bytes]:
     from plotly.offline import get_plotlyjs
 
     from allocator.viz.site_lessons import lessons_data
-    data = build_data(sc, progress=progress)
+    data = build_data(sc, progress=progress) if data is None else dict(data, meta=dict(data["meta"]))
     data["meta"]["attribution_html"] = attribution_html(sc.checked())
     title = data["meta"]["title"]
     page = (STATIC / "index.html").read_text(encoding="utf-8")
