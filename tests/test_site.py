@@ -214,3 +214,13 @@ def test_export_site_refuses_a_bad_destination_before_building(tmp_path):
     assert code == 2 and "parent folder does not exist" in err
     code, _, err = _run(["export-site", str(tmp_path / "s"), "--block-size", "0"])
     assert code == 2 and "block_size" in err and not (tmp_path / "s").exists()
+
+
+def test_the_export_menu_offers_the_static_site_as_a_zip():
+    from tests.conftest import open_page
+    at = open_page("pages/explainer.py", {"slots_classroom-40": 4096})   # not the lesson's pool: one variant
+    at.toggle(key="export_prepare").set_value(True).run()
+    assert "Static site (zip)" not in [b.proto.label for b in at.get("download_button")]   # built only when asked
+    at.toggle(key="export_site").set_value(True).run(timeout=300)
+    assert not at.exception, at.exception
+    assert "Static site (zip)" in [b.proto.label for b in at.get("download_button")]
