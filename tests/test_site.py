@@ -169,6 +169,16 @@ def test_each_lesson_step_shows_its_scenario_and_reveals_from_that_run(data, def
     assert "<strong>" in steps[3]["reveal_html"]["main"]["256"]
 
 
+def test_the_details_table_at_each_cost_is_put_back_exactly(data, default_run):
+    from allocator.viz.claims import details_rows
+    from allocator.viz.site import join_rows
+    _, _, results = default_run
+    split = data["details"]["main"]["16"]
+    assert len(split["vary"]) == 1                                   # only the cost row changes with c
+    for k in (0, 5, 32):
+        assert join_rows(split, k) == details_rows(results, data["meta"]["costs"][k])
+
+
 def test_the_lesson_comes_only_with_its_own_scenario():
     assert lesson_applies(Scenario()) and lesson_applies(Scenario(block_size=64, metadata_cost=2.0))
     assert not lesson_applies(Scenario(total_slots=4096)) and not lesson_applies(Scenario(workload="azure-conv"))

@@ -121,6 +121,11 @@ def test_play_runs_the_animation_and_the_decoder_rebuilds_the_figures_frames(pag
     readout = page.locator("#maps .annotation-text").first.text_content()
     assert "step" in readout and "step 0:" not in readout          # the readout moved with the frames
     page.locator("#maps .updatemenu-button").filter(has_text="Pause").click()
+    page.keyboard.press("Home")                                     # nothing focused that takes keys
+    at = page.evaluate("KV_PLAYER.current()")
+    page.locator("h2").first.click()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"KV_PLAYER.current() === {at + 1}", timeout=WAIT_MS)
     # the page's JavaScript decoder gives back the frames the app's builder drew
     sc = Scenario().checked()
     fig = explainer_figure(run_both(build_workload(sc), sc.slots, 16)).freeze()
@@ -130,6 +135,22 @@ def test_play_runs_the_animation_and_the_decoder_rebuilds_the_figures_frames(pag
         return KV_DECODE.decodeFrames(r.frames, r.frames.template); }""")
     assert len(got) == len(want) > 2
     assert got == json.loads(json.dumps(want))
+
+
+def test_the_metadata_cost_slider_redraws_the_sweep_and_the_details(page):
+    from allocator.viz.claims import details_rows
+    costs = page.evaluate("Array.from({length: +document.getElementById('cost').max + 1}, (_, i) => i)")
+    assert len(costs) == 33
+    page.locator("#cost").fill("4")                                 # c = 1
+    page.wait_for_function("document.getElementById('c-out').textContent === '1'", timeout=WAIT_MS)
+    assert "With c = 1 slot equivalents per block" in page.locator("#sweep-text").text_content()
+    sc = Scenario().checked()
+    bs = int(page.locator("#bs-out").text_content().split()[0])
+    want = next(r for r in details_rows(run_both(build_workload(sc), sc.slots, bs, record_snapshots=False), 1.0)
+                if r["measure"].startswith("cost per stored token"))
+    row = page.locator("#details tr").filter(has_text="cost per stored token").locator("td").all_text_contents()
+    assert row == [str(v) for v in want.values()]
+    page.locator("#cost").fill("0")
 
 
 def test_guided_lesson_hides_then_reveals_numbers_of_the_run_on_screen(page):

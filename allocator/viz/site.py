@@ -109,6 +109,29 @@ def _key(bs) -> str:
     return str(int(bs))
 
 
+def split_rows(tables: list[list[dict]]) -> dict:
+    """Tables that differ in a few rows (the details table at each metadata cost: only the cost row
+    changes) as ``{"base": the first table, "vary": {row index: [that row in each table]}}``; the
+    page puts table k back together from them.
+
+    Raises:
+        ValueError: tables of different lengths.
+    """
+    base = tables[0]
+    if any(len(t) != len(base) for t in tables):
+        raise ValueError("the tables differ in length; cannot store them as one base")
+    vary = {str(i): [t[i] for t in tables] for i in range(len(base)) if any(t[i] != base[i] for t in tables)}
+    return {"base": base, "vary": vary}
+
+
+def join_rows(split: dict, k: int) -> list[dict]:
+    """Table ``k`` back from :func:`split_rows` (the page's script does the same)."""
+    rows = list(split["base"])
+    for i, versions in split["vary"].items():
+        rows[int(i)] = versions[k]
+    return rows
+
+
 def _plain(fig) -> dict:
     """A plotly figure as plain JSON data."""
     return json.loads(fig.to_json())
@@ -186,7 +209,7 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
             data["titles"][vkey][_key(bs)] = reservation_name(results)
             reserve = results["reserve_max"].summary
             rname = reservation_name(results)
-            data["details"][vkey][_key(bs)] = [details_rows(results, c) for c in costs]
+            data["details"][vkey][_key(bs)] = split_rows([details_rows(results, c) for c in costs])
             data["sweep"][vkey].setdefault("text_html", {})[_key(bs)] = [
                 markdown_html(sweep_summary(rows_by_cost[c], bs, c, reserve)) for c in costs]
             data["sweep"][vkey].setdefault("marker", {})[_key(bs)] = sweep_marker(

@@ -159,7 +159,8 @@
     });
   }
   function drawDetails() {
-    var rows = get(SITE, ['details', state.variant, String(state.bs), state.cost]);
+    var split = get(SITE, ['details', state.variant, String(state.bs)]), rows = split.base.slice();
+    Object.keys(split.vary).forEach(function (i) { rows[+i] = split.vary[i][state.cost]; });   // site.join_rows
     var t = $('details'); t.textContent = '';
     if (!rows.length) return;
     var cols = Object.keys(rows[0]), head = el('tr');
