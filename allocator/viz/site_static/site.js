@@ -334,6 +334,7 @@
       b.classList.toggle('on', b.getAttribute('data-page') === name);
     });
     drawPage(name);
+    $('foot').hidden = name === 'about';       // the Sources page says it in full already
     if (name === 'explainer') window.dispatchEvent(new Event('resize'));
   }
 
@@ -377,6 +378,7 @@
       b.addEventListener('click', function () { showPage(b.getAttribute('data-page')); });
     });
     $('attribution').innerHTML = meta.attribution_html;
+    $('foot').innerHTML = meta.attribution_html;             // escaped in Python (site.attribution_html)
     $('generated').textContent = 'Exported ' + meta.generated + ' by python -m allocator export-site. Scenario: ' +
                                  meta.summary + '.';
     if (!LESSONS) document.querySelectorAll('#tabs button[data-page]').forEach(function (b) {
