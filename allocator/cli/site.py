@@ -86,9 +86,13 @@ def run(args) -> int:
     if args.zip:
         data = site_zip(files)
         tmp = args.out + ".part"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, args.out)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, args.out)
+        finally:                              # a failed write leaves no partial file behind
+            if os.path.exists(tmp):
+                os.remove(tmp)
         written = {"path": args.out, "bytes": len(data), "files": len(files), "site_bytes": site_bytes(files)}
     else:
         os.makedirs(os.path.join(args.out, "data"), exist_ok=True)
