@@ -264,7 +264,10 @@ def bench_site() -> list[bool]:
                         times[kind].append(page.evaluate("window.KV_LAST_SWITCH_MS"))
                 browser.close()
         worst = max(times["cold"] + times["warm"])
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         rows += [["open index.html from disk until drawn (s)", f"{t_open:.2f}", "(info)", True],
+                 [f"machine load while measuring (1-min load average, {os.cpu_count()} CPUs)", f"{load:.1f}",
+                  "(info)", True],
                  ["slider switch, first visit of each block size (median / max ms)",
                   f"{statistics.median(times['cold']):.0f} / {max(times['cold']):.0f}", "<= 500", worst <= 500],
                  ["slider switch, later visits (median / max ms)",
