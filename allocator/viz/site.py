@@ -167,7 +167,10 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
         progress: optional callable(str) told what is being built.
 
     Returns:
-        ``{"meta", "variants", "fig", "cards", "details", "sweep", "lesson"}``.
+        ``{"meta", "fig", "cards", "details", "sweep", "lesson"}``: ``fig``, ``cards``, ``details`` and
+        ``sweep`` keyed by variant ("main"; "prefix" = the lesson's shared system prompt, only with
+        the lesson) and block size; the sweep's curves per metadata cost, its current-size marker
+        per block size; ``lesson`` None unless :func:`lesson_applies`.
 
     Raises:
         FieldError: bad scenario settings (``Scenario.checked``).
@@ -181,7 +184,7 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
     if with_lesson:
         variants["prefix"] = {"label": f"shared system prompt: {LESSON_PREFIX} tokens",
                               "shared_prefix": LESSON_PREFIX}
-    data = {"fig": {}, "cards": {}, "details": {}, "sweep": {}, "titles": {}}
+    data = {"fig": {}, "cards": {}, "details": {}, "sweep": {}}
     reveals = {}
     for vkey, v in variants.items():
         vsc = dataclasses.replace(sc, shared_prefix=v["shared_prefix"])
@@ -206,7 +209,6 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
                                           "present": {"data": p["data"], "layout": p["layout"],
                                                       "template": present["template"]}}
             data["cards"][vkey][_key(bs)] = headline(results)
-            data["titles"][vkey][_key(bs)] = reservation_name(results)
             reserve = results["reserve_max"].summary
             rname = reservation_name(results)
             data["details"][vkey][_key(bs)] = split_rows([details_rows(results, c) for c in costs])
