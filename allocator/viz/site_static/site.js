@@ -342,6 +342,9 @@
   function setPresent(on) {
     state.present = on;
     document.body.classList.toggle('present', on);
+    // as on the app's page: the headline numbers above the maps, or on a projector the maps first
+    var page = $('page-explainer'), first = on ? ['maps-hidden', 'maps-wrap'] : ['cards-hidden', 'cards'];
+    first.slice().reverse().forEach(function (id) { page.insertBefore($(id), $('lesson').nextSibling); });
     $('present').classList.toggle('on', on);
     $('present').textContent = on ? 'Leave presentation (Esc)' : 'Present';
     return update();
