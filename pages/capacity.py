@@ -6,14 +6,13 @@ the rest of the page still renders.
 """
 from __future__ import annotations
 
-import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from allocator import accounting as acc
+from allocator.viz.arithmetic import curve_figure as _curve_figure
+from allocator.viz.arithmetic import fit_figure as _fit_figure
 from allocator.viz.claims import ratio
 from allocator.validate import FieldError
-from allocator.viz.theme import PAGED, RESERVE_MAX
 
 D = acc.CAPACITY_DEFAULTS
 CUSTOM = "custom"
@@ -36,59 +35,6 @@ def _model_label(key: str) -> str:
 
 def _pct(fraction: float) -> str:
     return f"{100 * fraction:.1f} %"
-
-
-def _fit_figure(cap: acc.Capacity) -> go.Figure:
-    """Grouped bars: sequences that fit with the memory as given and with twice as much."""
-    free_label = acc.format_bytes(cap.free_bytes)
-    double_label = acc.format_bytes(2 * cap.free_bytes)
-    x = [f"{free_label} (as given)", f"{double_label} (twice the memory)"]
-    fig = go.Figure()
-    fig.add_bar(x=x, y=[cap.fit_reserve, cap.fit_reserve_double], name="reserve-max",
-                marker_color=RESERVE_MAX, text=[cap.fit_reserve, cap.fit_reserve_double],
-                textposition="outside",
-                hovertemplate="reserve-max<br>%{x}<br>%{y} sequences fit<extra></extra>")
-    fig.add_bar(x=x, y=[cap.fit_paged, cap.fit_paged_double], name="paged",
-                marker_color=PAGED, text=[cap.fit_paged, cap.fit_paged_double],
-                textposition="outside",
-                hovertemplate="paged<br>%{x}<br>%{y} sequences fit<extra></extra>")
-    top = max(cap.fit_paged_double, cap.fit_reserve_double, 1)
-    fig.update_layout(barmode="group", height=330, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis_title="KV-cache memory (binary GiB)",
-                      yaxis_title="sequences that fit (count)", yaxis_range=[0, top * 1.15],
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
-    return fig
-
-
-def _curve_figure(cap: acc.Capacity) -> go.Figure:
-    """Sequences that fit as the mean length varies: reserve-max is flat, paging is not."""
-    n = min(cap.max_context, 400)
-    means = np.unique(np.linspace(1, cap.max_context, n).round())
-    curve = acc.fit_curve(cap.bytes_per_token, cap.free_bytes, cap.max_context, cap.block_size,
-                          means)
-    fig = go.Figure()
-    fig.add_scatter(x=curve["mean_tokens"], y=curve["fit_reserve"], mode="lines",
-                    name="reserve-max", line=dict(color=RESERVE_MAX, width=3),
-                    customdata=100 * curve["waste_reserve"],
-                    hovertemplate=("reserve-max<br>mean %{x:.0f} tokens<br>%{y} sequences fit"
-                                   "<br>%{customdata:.1f} % of reserved memory empty"
-                                   "<extra></extra>"))
-    fig.add_scatter(x=curve["mean_tokens"], y=curve["fit_paged"], mode="lines",
-                    name=f"paged (block {cap.block_size})", line=dict(color=PAGED, width=3),
-                    customdata=100 * curve["waste_paged"],
-                    hovertemplate=("paged<br>mean %{x:.0f} tokens<br>%{y} sequences fit"
-                                   "<br>%{customdata:.1f} % of allocated memory empty"
-                                   "<extra></extra>"))
-    fig.add_scatter(x=[cap.mean_tokens, cap.mean_tokens], y=[cap.fit_reserve, cap.fit_paged],
-                    mode="markers", name="your mean length",
-                    marker=dict(color="#FFFFFF", size=12, line=dict(color="black", width=2)),
-                    hovertemplate="mean %{x:g} tokens<br>%{y} sequences<extra></extra>")
-    fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis_title="mean tokens actually used per sequence (tokens)",
-                      yaxis_title="sequences that fit (count, log scale)", yaxis_type="log",
-                      yaxis_dtick=1,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
-    return fig
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ Sections:
     ratesweep  issue 14: 8 rates x 4 policies x 1,000 requests on the seconds clock <= 20 s
     prefix     issue 15: 2,000 Mooncake requests with prefix caching, block 16, 1/4 pool <= 5 s
     replay     issue 22: the shipped vLLM run (300 requests) replayed under v1 rules <= 5 s
+    site       issue 26: the exported static site <= 10 MB; a block-size switch redraws <= 0.5 s
     kernels    the paged-attention kernel sweep on this machine's backend (see kernels/)
 """
 from __future__ import annotations
@@ -224,8 +225,78 @@ def bench_replay(repeat: int = 3) -> list[bool]:
     return [ok]
 
 
+def bench_site() -> list[bool]:
+    """Issue 26: the default scenario's static site (``export-site``) at most 10 MB, and a switch of
+    the block-size slider redrawn (maps, cards, details, sweep) within 0.5 s in headless Chromium,
+    the site opened from disk with every other request aborted. Each block size's first visit
+    decodes its frames (cold); the second pass finds them decoded (warm)."""
+    import gzip
+    import os
+    import tempfile
+
+    from allocator.scenario import Scenario
+    from allocator.viz.site import build_site, site_bytes
+
+    t = time.perf_counter()
+    files = build_site(Scenario())
+    t_build = time.perf_counter() - t
+    total = site_bytes(files)
+    zipped = sum(len(gzip.compress(b, 6)) for b in files.values())
+    print_table("static site: files (bytes)", ["file", "bytes", "gzip -6"],
+                [[name, f"{len(b):,}", f"{len(gzip.compress(b, 6)):,}"] for name, b in sorted(files.items())])
+    rows = [["export-site: build, default scenario (s)", f"{t_build:.1f}", "(info)", True],
+            ["site size (MB)", f"{total / 1e6:.2f}", "<= 10.00", total <= 10_000_000],
+            ["site size gzipped, as a static host sends it (MB)", f"{zipped / 1e6:.2f}", "(info)", True]]
+    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if sync_playwright is None or not os.path.exists(chromium):
+        rows.append(["slider switch (needs playwright and Chromium)", "skipped", "<= 500 ms", False])
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, content in files.items():
+                os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
+                with open(os.path.join(tmp, name), "wb") as fh:
+                    fh.write(content)
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=chromium, args=[
+                    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync"])
+                page = browser.new_page(viewport={"width": 1366, "height": 768})
+                page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else r.abort())
+                t = time.perf_counter()
+                page.goto("file://" + os.path.join(tmp, "index.html"))
+                page.wait_for_selector("body[data-ready]", state="attached", timeout=120_000)
+                t_open = time.perf_counter() - t
+                sizes = page.evaluate("Array.from(document.querySelectorAll('#bs-labels span')).map(s => +s.textContent)")
+                times = {"cold": [], "warm": []}
+                for kind in ("cold", "warm"):
+                    for i, bs in enumerate(sizes + sizes[:1] if kind == "cold" else sizes):
+                        if kind == "cold" and i == 0:
+                            continue                      # the page opened on one block size already
+                        page.locator("#bs").fill(str(sizes.index(bs)))
+                        page.wait_for_function(f"document.body.getAttribute('data-ready').startsWith('{bs}|')",
+                                               timeout=60_000)
+                        times[kind].append(page.evaluate("window.KV_LAST_SWITCH_MS"))
+                browser.close()
+        worst = max(times["cold"] + times["warm"])
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        rows += [["open index.html from disk until drawn (s)", f"{t_open:.2f}", "(info)", True],
+                 [f"machine load while measuring (1-min load average, {os.cpu_count()} CPUs)", f"{load:.1f}",
+                  "(info)", True],
+                 ["slider switch, first visit of each block size (median / max ms)",
+                  f"{statistics.median(times['cold']):.0f} / {max(times['cold']):.0f}", "<= 500", worst <= 500],
+                 ["slider switch, later visits (median / max ms)",
+                  f"{statistics.median(times['warm']):.0f} / {max(times['warm']):.0f}", "<= 500", worst <= 500]]
+    print_table("static site (issue 26): default scenario, headless Chromium, file://",
+                ["measure", "value", "target", "met"], rows)
+    return [r[3] for r in rows if r[2] != "(info)"]
+
+
 SECTIONS = {"explainer": bench_explainer, "scale": bench_scale, "events": bench_events,
-            "ratesweep": bench_ratesweep, "prefix": bench_prefix, "replay": bench_replay}
+            "ratesweep": bench_ratesweep, "prefix": bench_prefix, "replay": bench_replay, "site": bench_site}
 
 
 def kernel_page_seconds() -> float:

@@ -7,9 +7,10 @@ because both call the same functions of :mod:`allocator`.
 * :mod:`.simulate` -- ``simulate``: both allocators on one workload (and the block-size sweep).
 * :mod:`.accounting` -- ``account`` and ``capacity``: the lesson's arithmetic.
 * :mod:`.export` -- ``export-html``: the animated figure, handout and CSV as files.
+* :mod:`.site` -- ``export-site``: the lesson as a static folder (every block size precomputed).
 * :mod:`.serving` -- ``rate-sweep``: the paper's four allocators against request rate, in seconds.
 * :mod:`.replay` -- ``replay-vllm``: a measured vLLM run beside the lab's replay of it.
 """
 
 #: Sub-command modules, in help order.
-MODULES = ("simulate", "accounting", "export", "serving", "replay")
+MODULES = ("simulate", "accounting", "export", "site", "serving", "replay")

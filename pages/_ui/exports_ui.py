@@ -1,4 +1,5 @@
-"""The explainer's export menu: per-step CSV, standalone animation HTML, printable handout.
+"""The explainer's export menu: per-step CSV, standalone animation HTML, printable handout, and the
+whole lesson as a static site (zip).
 
 The files themselves come from ``allocator.viz.exports`` (pure functions shared with the CLI); this
 module only offers them as downloads, built lazily and cached per scenario.
@@ -6,6 +7,7 @@ module only offers them as downloads, built lazily and cached per scenario.
 import streamlit as st
 
 from allocator.viz.exports import animation_html, handout_html, metrics_csv, scenario_slug
+from allocator.viz.site import build_site, site_zip
 
 
 @st.cache_data(max_entries=16, show_spinner="Preparing the files…")
@@ -13,6 +15,12 @@ def _files(_results, _fig, _workload, scenario) -> dict:
     """CSV, standalone HTML and handout for one scenario (``scenario`` is the cache key)."""
     return {"csv": metrics_csv(_results, scenario, _workload), "html": animation_html(scenario, _workload, _results, _fig),
             "handout": handout_html(scenario, _results, _workload)}
+
+
+@st.cache_data(max_entries=4, show_spinner="Building the static site (every block size)…")
+def _site(scenario) -> bytes:
+    """The static site of one scenario as a zip (``allocator.viz.site``; ``scenario`` is the cache key)."""
+    return site_zip(build_site(scenario))
 
 
 def exports_menu(scenario, workload, results, fig) -> None:
@@ -32,3 +40,9 @@ def exports_menu(scenario, workload, results, fig) -> None:
                            mime="text/html", on_click="ignore", icon=":material/movie:")
         st.download_button("Handout (HTML, print to PDF)", files["handout"], file_name=f"kv_paging_handout_{name}.html",
                            mime="text/html", on_click="ignore", icon=":material/description:")
+        st.caption("The whole lesson as a static site (every block size, the sweep, the guided lesson, the "
+                   "arithmetic pages): unzip it and open index.html, or put the folder on any static host.")
+        if st.toggle("Prepare the static site (about 20 s)", key="export_site"):
+            st.download_button("Static site (zip)", _site(scenario.canonical()),
+                               file_name=f"kv_paging_site_{name}.zip", mime="application/zip", on_click="ignore",
+                               icon=":material/folder_zip:")

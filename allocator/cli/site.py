@@ -1,0 +1,107 @@
+"""``python -m allocator export-site DIR``: the lesson as a static folder for any static host.
+
+The folder (``index.html``, plotly.js, the page's script and style, and data as ``<script>``
+files) opens from ``file://`` -- a USB stick -- or from any static web host, with no server and no
+network: the block-size slider, the animation, the cards, the sweep with its metadata-cost
+slider, the guided lesson, presentation mode and the arithmetic pages all work offline. It takes
+the same scenario options as ``simulate``; ``--block-size`` is where the slider starts.
+
+Examples::
+
+    python -m allocator export-site site/
+    python -m allocator export-site site/ --workload azure-conv --json
+    python -m allocator export-site lesson.zip --zip
+
+Nothing is written until the whole site is built in memory and the destination is known to be
+good (a missing or empty folder, or one holding an earlier export); then every file is written
+whole or none is (``allocator.cli.common.write_files``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from ..validate import FieldError, show
+from . import simulate as cli_simulate
+from .common import check_output, note, write_files
+from .export import _scenario_parser
+
+
+def register(sub) -> None:
+    """Add the ``export-site`` sub-command to ``sub`` (an argparse sub-parsers object)."""
+    p = sub.add_parser(
+        "export-site", parents=[_scenario_parser()], conflict_handler="resolve",
+        help="write the lesson as a static site (index.html + data) for file:// or any static host",
+        description="Precompute a scenario at every block size of the sweep and write a static folder: "
+                    "index.html, plotly.js and data files, no server or network needed. The same scenario "
+                    "options as `simulate`; --block-size is where the slider starts.")
+    p.add_argument("out", metavar="DIR", help="folder to write (created; may hold an earlier export), or with "
+                   "--zip the zip file to write")
+    p.add_argument("--zip", action="store_true", help="write one zip file of the folder instead")
+    p.add_argument("--sweep", action="store_true", help=argparse.SUPPRESS)   # the site always has the sweep
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
+    p.set_defaults(func=run)
+
+
+def _check_folder(path: str) -> None:
+    """Refuse a destination folder that exists and holds anything but an earlier export."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise FieldError("out", f" = {show(path, 120)} is a file, not a folder (use --zip to write one zip file)")
+    if os.path.isdir(path):
+        entries = set(os.listdir(path))
+        if entries and "index.html" not in entries:
+            raise FieldError("out", f" = {show(path, 120)} is a folder that is not empty and holds no earlier "
+                             "export (index.html); choose a new or empty folder")
+        if not os.access(path, os.W_OK):
+            raise FieldError("out", f" = {show(path, 120)} is not writable")
+    else:
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise FieldError("out", f" = {show(path, 120)}: its parent folder does not exist")
+        if not os.access(parent, os.W_OK):
+            raise FieldError("out", f" = {show(path, 120)}: its parent folder is not writable")
+
+
+def run(args) -> int:
+    """Build the site and write it; returns the exit status.
+
+    Raises:
+        FieldError: bad scenario settings, a bad trace, or a destination that cannot be written,
+            naming the field; ``python -m allocator`` prints it as one line, exit status 2.
+            Nothing is written unless every file can be.
+    """
+    from ..viz.site import build_site, site_bytes, site_zip
+
+    sc = cli_simulate.scenario_from_args(args).checked()
+    if args.zip:
+        check_output("out", args.out)
+    else:
+        _check_folder(args.out)
+    timed = [f"--{n}" for n in ("gpu", "model") if getattr(args, n, None) is not None]
+    note(cli_simulate.unused_options(args, sweep_only_cost=False)
+         + ([f"{' and '.join(timed)} {'applies' if len(timed) == 1 else 'apply'} only to simulate (the site "
+             "counts engine steps); ignored"] if timed else []))
+    files = build_site(sc)
+    if args.zip:
+        data = site_zip(files)
+        tmp = args.out + ".part"
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, args.out)
+        finally:                              # a failed write leaves no partial file behind
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        written = {"path": args.out, "bytes": len(data), "files": len(files), "site_bytes": site_bytes(files)}
+    else:
+        os.makedirs(os.path.join(args.out, "data"), exist_ok=True)
+        write_files([("out", os.path.join(args.out, name), content.decode("utf-8"))
+                     for name, content in files.items()])
+        written = {"path": args.out, "bytes": site_bytes(files), "files": sorted(files)}
+    if args.json:
+        print(json.dumps({"scenario": sc.as_dict(), "written": written}, indent=2))
+    else:
+        print(f"wrote {written['path']} ({written['bytes']:,} bytes"
+              + (", zip" if args.zip else f", {len(files)} files; open {os.path.join(args.out, 'index.html')}") + ")")
+    return 0

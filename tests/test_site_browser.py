@@ -1,0 +1,185 @@
+"""The exported static site in a real browser, served by nothing: ``index.html`` opened from disk
+(``file://``) in headless Chromium with every other request aborted.
+
+It drags the block-size slider across every value and reads the headline cards back: each must
+equal the figure ``python -m allocator simulate --json`` prints for that block size. It plays the
+animation, checks the page's JavaScript decoder rebuilds the figure's frames exactly, walks the
+guided lesson and opens the arithmetic pages.
+
+Needs Debian's Chromium at /usr/bin/chromium; skips without it (never ``playwright install``).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+
+import pytest
+
+from allocator.__main__ import main as cli_main
+from allocator.scenario import SWEEP_BLOCK_SIZES, Scenario, build_workload, run_both
+from allocator.viz.charts import explainer_figure
+from allocator.viz.claims import pct
+from allocator.viz.site import build_site
+from allocator.viz.sitecodec import plain_frames
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} not found: browser tests skipped (apt-get install chromium as root).",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api")
+WAIT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def site_dir(tmp_path_factory):
+    """The default scenario's site, written as export-site writes it."""
+    out = tmp_path_factory.mktemp("site") / "lesson"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli_main(["export-site", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def page(site_dir):
+    """The site open in Chromium from disk; every request that is not file:// is aborted and kept."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1366, "height": 768})
+        pg.blocked, pg.errors = [], []
+
+        def route(r):
+            if r.request.url.startswith("file://"):
+                r.continue_()
+            else:
+                pg.blocked.append(r.request.url)
+                r.abort()
+
+        pg.route("**/*", route)
+        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+        pg.goto((site_dir / "index.html").as_uri())
+        pg.wait_for_selector("body[data-ready]", state="attached", timeout=WAIT_MS)
+        yield pg
+        browser.close()
+
+
+def _cli(bs: int) -> dict:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert cli_main(["simulate", "--json", "--block-size", str(bs)]) == 0
+    return json.loads(buf.getvalue())
+
+
+def _expected_cards(summary: dict) -> list[str]:
+    """The three cards as the CLI's figures say they must read (mean running, utilisation while
+    requests wait, steps to drain)."""
+    return [f"{summary['mean_running_busy']:.1f}", pct(summary["mean_utilization_busy"]), f"{summary['steps']:,}"]
+
+
+def _cards(pg) -> dict:
+    return pg.evaluate("""() => Object.fromEntries(['reserve_max', 'paged'].map(k => [k,
+        [0, 1, 2].map(i => document.querySelector(`[data-testid="card-${k}-${i}"] .value`).textContent)]))""")
+
+
+def _wait_ready(pg, bs: int):
+    pg.wait_for_function(f"document.body.getAttribute('data-ready').startsWith('{bs}|main|')", timeout=WAIT_MS)
+
+
+def test_the_slider_dragged_across_every_block_size_shows_the_cli_figures(page):
+    box = page.locator("#bs").bounding_box()
+    n = len(SWEEP_BLOCK_SIZES)
+    assert page.evaluate("document.getElementById('bs').max") == str(n - 1)
+    x0, width, y = box["x"] + 8, box["width"] - 16, box["y"] + box["height"] / 2    # the thumb's travel
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    seen = []
+    for i, bs in enumerate(SWEEP_BLOCK_SIZES):
+        page.mouse.move(x0 + width * i / (n - 1), y, steps=4)
+        _wait_ready(page, bs)
+        assert page.locator("#bs-out").text_content() == f"{bs} slots"
+        cli = _cli(bs)
+        cards = _cards(page)
+        assert cards["reserve_max"] == _expected_cards(cli["reserve_max"]), bs
+        assert cards["paged"] == _expected_cards(cli["paged"]), bs
+        title = page.locator('[data-side="paged"] h3').text_content()
+        assert title == f"Paged · blocks of {bs}"
+        seen.append(bs)
+    page.mouse.up()
+    assert seen == list(SWEEP_BLOCK_SIZES)
+    assert page.blocked == [] and page.errors == []
+
+
+def test_play_runs_the_animation_and_the_decoder_rebuilds_the_figures_frames(page):
+    page.locator("#bs").fill(str(SWEEP_BLOCK_SIZES.index(16)))
+    _wait_ready(page, 16)
+    assert page.evaluate("KV_PLAYER.current()") == 0
+    page.locator("#maps .updatemenu-button").filter(has_text="Play").click()
+    page.wait_for_function("KV_PLAYER.current() >= 3", timeout=WAIT_MS)
+    readout = page.locator("#maps .annotation-text").first.text_content()
+    assert "step" in readout and "step 0:" not in readout          # the readout moved with the frames
+    page.locator("#maps .updatemenu-button").filter(has_text="Pause").click()
+    page.keyboard.press("Home")                                     # nothing focused that takes keys
+    at = page.evaluate("KV_PLAYER.current()")
+    page.locator("h2").first.click()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"KV_PLAYER.current() === {at + 1}", timeout=WAIT_MS)
+    # the page's JavaScript decoder gives back the frames the app's builder drew
+    sc = Scenario().checked()
+    fig = explainer_figure(run_both(build_workload(sc), sc.slots, 16)).freeze()
+    want = plain_frames(fig.to_dict()["frames"])
+    got = page.evaluate("""() => { const f = KV_SITE.root.fig.main['16'];
+        const r = KV_DECODE.resolve(f, KV_SITE.pool);
+        return KV_DECODE.decodeFrames(r.frames, r.frames.template); }""")
+    assert len(got) == len(want) > 2
+    assert got == json.loads(json.dumps(want))
+
+
+def test_the_metadata_cost_slider_redraws_the_sweep_and_the_details(page):
+    from allocator.viz.claims import details_rows
+    costs = page.evaluate("Array.from({length: +document.getElementById('cost').max + 1}, (_, i) => i)")
+    assert len(costs) == 33
+    page.locator("#cost").fill("4")                                 # c = 1
+    page.wait_for_function("document.getElementById('c-out').textContent === '1'", timeout=WAIT_MS)
+    assert "With c = 1 slot equivalents per block" in page.locator("#sweep-text").text_content()
+    sc = Scenario().checked()
+    bs = int(page.locator("#bs-out").text_content().split()[0])
+    want = next(r for r in details_rows(run_both(build_workload(sc), sc.slots, bs, record_snapshots=False), 1.0)
+                if r["measure"].startswith("cost per stored token"))
+    row = page.locator("#details tr").filter(has_text="cost per stored token").locator("td").all_text_contents()
+    assert row == [str(v) for v in want.values()]
+    page.locator("#cost").fill("0")
+
+
+def test_guided_lesson_hides_then_reveals_numbers_of_the_run_on_screen(page):
+    page.locator("#lesson-start").click()
+    page.wait_for_selector("#lesson h3", timeout=WAIT_MS)
+    assert page.locator("#maps-hidden").is_visible() and not page.locator("#cards").is_visible()
+    page.locator("#lesson input[type=radio]").first.check()
+    page.locator("#lesson-reveal").click()
+    text = page.locator('[data-testid="reveal"]').text_content()
+    cli = _cli(16)
+    assert text.startswith(f"{cli['reserve_max']['peak_running']}.")
+    assert f"{cli['reserve_max']['mean_running_busy']:.1f} ran while requests waited" in text
+    assert "The class predicted: 3." in text
+    for _ in range(3):                                 # step 4 moves the slider to 256
+        page.locator("#lesson-next").click()
+    _wait_ready(page, 256)
+    assert page.locator("#bs-out").text_content() == "256 slots"
+    page.locator("#lesson-reveal").click()
+    util = pct(_cli(256)["paged"]["mean_utilization_busy"])
+    assert f"to {util}" in page.locator('[data-testid="reveal"]').text_content()
+    page.locator("#lesson-end").click()
+    assert not page.locator("#lesson").is_visible()
+
+
+def test_presentation_mode_enlarges_the_figure_and_escape_leaves(page):
+    page.locator("#present").click()
+    page.wait_for_function("document.body.getAttribute('data-ready').endsWith('|p')", timeout=WAIT_MS)
+    assert page.evaluate("document.getElementById('maps').layout.height") == 960
+    page.keyboard.press("Escape")
+    page.wait_for_function("document.body.getAttribute('data-ready').endsWith('|n')", timeout=WAIT_MS)
+    assert page.evaluate("document.getElementById('maps').layout.height") == 900
+    assert page.blocked == [] and page.errors == []
