@@ -256,7 +256,7 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
     else:
         raise _file_error(
             "the file is missing columns: expected TIMESTAMP, ContextTokens, GeneratedTokens (Azure schema) or "
-            f"prompt_tokens, output_tokens[, arrival_s] (plain schema); found {', '.join(df.columns) or 'none'}")
+            f"prompt_tokens, output_tokens[, arrival_s] (plain schema); found {_cut(', '.join(map(str, df.columns)), 120) or 'none'}")
     if len(df) == 0:
         raise _file_error("the file has a header but no rows")
     if len(df) > max_rows:

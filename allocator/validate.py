@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -119,6 +121,56 @@ def show(value: object, limit: int = 40) -> str:
     """A value as the project's messages show it (``2.5``, ``inf``, ``'abc'``), cut to about
     ``limit`` characters; for callers wording a FieldError of their own."""
     return _show(value, limit)
+
+
+#: Every ASCII punctuation character: CommonMark lets each be backslash-escaped, and an escaped one
+#: is always shown as itself (https://spec.commonmark.org/0.31.2/#backslash-escapes).
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+#: Where GitHub-flavoured Markdown would turn plain words into a link by itself (``www.``,
+#: ``scheme://``, ``name@host``): Streamlit's renderer does this on the text after escapes are
+#: undone, so these spots get a zero-width space that breaks the pattern and changes nothing seen.
+_AUTOLINK_SPOTS = re.compile(r"(?i)(?<=www)(?=\.)|(?<=:)(?=/)|(?=@)")
+#: Longest piece of user text a message quotes (characters), unless the caller says otherwise.
+PLAIN_LIMIT = 80
+
+
+def cut(text: object, limit: int = PLAIN_LIMIT) -> str:
+    """``str(text)`` cut to at most ``limit`` characters, the last being "…" when it was longer (a
+    100,000-character URL value or file name is never echoed whole)."""
+    text = str(text)
+    return text if len(text) <= limit else text[:max(limit - 1, 0)] + "…"
+
+
+def one_line(text: object, limit: int = PLAIN_LIMIT) -> str:
+    """A user's text (an uploaded file's name) as a label other outputs can quote: control, format
+    (e.g. right-to-left overrides) and line-break characters each become a space, so it stays one
+    line in a CSV comment, a title or a terminal; then cut to ``limit`` characters (:func:`cut`).
+    Still Markdown- and HTML-active: show it with :func:`plain_markdown` or ``html.escape``."""
+    text = "".join(" " if unicodedata.category(ch)[0] == "C" or unicodedata.category(ch) in ("Zl", "Zp") else ch
+                   for ch in cut(text, limit))
+    return text
+
+
+def plain_markdown(text: object, limit: int | None = None) -> str:
+    """Text that a Markdown renderer (Streamlit's ``st.markdown``, ``st.warning``, ``st.error``,
+    labels and captions) shows exactly as written: no link, image, emphasis, colour
+    (``:red-background[...]``), maths, HTML or heading can come out of it.
+
+    The one way the project shows text that came from a user (a URL parameter's name or value, an
+    uploaded file's name, a CSV header or cell) or a message that quotes such text: every ASCII
+    punctuation character is backslash-escaped, line breaks become spaces, and the spots where
+    GitHub-flavoured Markdown would make a bare address into a link get a zero-width space.
+
+    Args:
+        text: anything; ``str()`` of it is shown.
+        limit: if given, the text is first cut to this many characters (see :func:`cut`).
+
+    Returns:
+        The Markdown source, e.g. ``plain_markdown("[a](b)") == "\\[a\\]\\(b\\)"``.
+    """
+    text = cut(text, limit) if limit is not None else str(text)
+    text = text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", _AUTOLINK_SPOTS.sub("\u200b", text))
 
 
 def _blank(value: object) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP_PATH, metric
+from tests.conftest import APP_PATH, metric, seen
 
 LENGTH_COL = "length (tokens)"
 
@@ -32,7 +32,7 @@ def _page(path: str | None = None, state: dict | None = None, params: dict | Non
 
 def _shown(at: AppTest) -> list[str]:
     """Every error and warning on the page, sidebar included."""
-    return [e.value for e in at.error] + [w.value for w in at.warning]
+    return [seen(e.value) for e in at.error] + [seen(w.value) for w in at.warning]
 
 
 # --- the upload ---------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def test_a_bad_upload_is_named_and_the_last_good_run_stays(upload_page, name):
     data, words = UPLOADS[name]
     at.file_uploader(key="trace_file").upload(f"{name}.csv", data, "text/csv").run()
     assert not at.exception, [e.value for e in at.exception]
-    assert any(words in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
+    assert any(words in seen(e.value) for e in at.sidebar.error), [e.value for e in at.sidebar.error]
     assert metric(at, "Steps to drain") == good
 
 
