@@ -29,12 +29,13 @@ import io
 import json
 import math
 import os
+import zlib
 
 import numpy as np
 import pandas as pd
 
 from .block_hash import splitmix64
-from .trace import ASSETS, MAX_BYTES, MAX_ROWS, MAX_TOKENS, _read_bytes, _shown, trace_workload
+from .trace import ASSETS, MAX_BYTES, MAX_ROWS, MAX_TOKENS, _read_bytes, _shown, load_shipped, trace_workload
 from .validate import FieldError, whole_number
 from .workload import Workload
 
@@ -107,7 +108,7 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
                 data = fh.read(max_bytes + 1)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise _file_error(f"the file is not a readable gzip file ({exc})") from None
         if len(data) > max_bytes:
             raise _file_error(f"the uncompressed trace is over {max_bytes / 2**20:.0f} MiB")
@@ -248,7 +249,11 @@ _CACHE: dict = {}
 
 
 def shipped_mooncake() -> pd.DataFrame:
-    """The shipped Mooncake conversation trace, loaded once per process (see ``MOONCAKE_ATTRIBUTION``)."""
+    """The shipped Mooncake conversation trace, loaded once per process (see ``MOONCAKE_ATTRIBUTION``).
+
+    Raises:
+        allocator.trace.ShippedDataError: the file is missing or damaged (named relative to the project).
+    """
     if "mooncake" not in _CACHE:
-        _CACHE["mooncake"] = load_mooncake(MOONCAKE_TRACE)
+        _CACHE["mooncake"] = load_shipped(MOONCAKE_TRACE, load_mooncake, "the Mooncake conversation trace")
     return _CACHE["mooncake"]

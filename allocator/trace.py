@@ -344,10 +344,67 @@ def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_
 
 
 _CACHE: dict = {}
+#: The project's folder: a shipped file is named relative to it (a message never shows a server's path).
+PROJECT = os.path.dirname(ASSETS)
+
+
+class ShippedDataError(FieldError):
+    """A data file the project ships under ``assets/`` is missing, unreadable or damaged (field
+    ``shipped_data``; ``.path`` is the file relative to the project). The message names that file,
+    never the server's absolute path, and says what to do; the pages that need the file show it
+    and the rest of the app keeps working."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__("shipped_data", problem, subject="")
+        self.path = path
+
+    def __reduce__(self):
+        return (ShippedDataError, (self.path, self.problem))
+
+
+def project_path(path: str) -> str:
+    """``path`` as a message names it: relative to the project when it lies inside it
+    (``assets/azure_llm_conv_2023.csv``), else ``assets/`` plus its file name."""
+    full = os.path.abspath(path)
+    if full.startswith(PROJECT + os.sep):
+        return os.path.relpath(full, PROJECT).replace(os.sep, "/")
+    return "assets/" + os.path.basename(full)
+
+
+def load_shipped(path: str, loader, what: str):
+    """``loader(path)`` for a file the project ships, with every failure turned into one message.
+
+    Args:
+        path: the file (``AZURE_TRACE``, ``allocator.mooncake.MOONCAKE_TRACE``).
+        loader: reads and validates it (``load_trace``, ``load_mooncake``).
+        what: what the file feeds, for the message (``"the Azure conversation trace"``).
+
+    Raises:
+        ShippedDataError: the file is missing, not a readable file, or fails ``loader``'s checks
+            (truncated, corrupt, not UTF-8, not gzip); the message names the file relative to the
+            project and says how to restore it.
+    """
+    name = project_path(path)
+    restore = (f"restore it from the project's repository (git checkout -- {name}) or copy it back from "
+               "a fresh copy of the project")
+    try:
+        return loader(path)
+    except FileNotFoundError:
+        raise ShippedDataError(name, f"the shipped data file {name} ({what}) is missing: {restore}") from None
+    except (ValueError, OSError, EOFError, MemoryError) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        detail = detail.replace(os.path.abspath(path), name).replace(str(path), name).lstrip(": ")
+        raise ShippedDataError(name, f"the shipped data file {name} ({what}) is damaged ({detail}): "
+                                     f"{restore}") from None
 
 
 def shipped_trace() -> pd.DataFrame:
-    """The shipped Azure conversation trace, loaded once per process (see ``AZURE_ATTRIBUTION``)."""
+    """The shipped Azure conversation trace, loaded once per process (see ``AZURE_ATTRIBUTION``).
+
+    Raises:
+        ShippedDataError: the file is missing or damaged (:func:`load_shipped`); not cached, so a
+            restored file is read on the next call.
+    """
     if "azure" not in _CACHE:
-        _CACHE["azure"] = load_trace(AZURE_TRACE)
+        _CACHE["azure"] = load_shipped(AZURE_TRACE, load_trace, "the Azure conversation trace")
     return _CACHE["azure"]

@@ -12,7 +12,8 @@ from allocator.maps import frame_steps
 from allocator.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, mooncake_workload, shipped_mooncake
 from allocator.prefix_cache import DEFAULT_FRACTIONS, pool_sweep, run, trace_hit_statistic, ttft_comparison
 from allocator.timing import GPUS, TIMED_MODELS, cost_model
-from allocator.validate import FieldError
+from allocator.trace import ShippedDataError
+from allocator.validate import FieldError, plain_markdown
 from allocator.viz.prefix import (block_map_figure, hit_rate_figure, sweep_table, ttft_figure, ttft_summary,
                                   window_summary)
 from pages._ui.state import set_defaults
@@ -37,7 +38,11 @@ st.markdown(
     "two prompts with the same leading ids share that much text. Here a window of it is replayed through the "
     "same engine as the other pages, with the cache on.")
 
-df = shipped_mooncake()
+try:
+    df = shipped_mooncake()
+except ShippedDataError as exc:                  # the page needs the trace; the other pages do not
+    st.error(plain_markdown(str(exc)), icon=":material/error:")
+    st.stop()
 c = st.columns([1, 1, 1.2])
 c[0].number_input("First request (offset)", min_value=0, max_value=len(df) - 1, step=100, key="pc_offset",
                   help=f"Where the window starts in the trace's {len(df):,} requests (0 = the first).")
@@ -52,7 +57,7 @@ errors = st.container()
 
 def fail(exc: Exception) -> None:
     """Show a core error in the page's words and stop (never a traceback)."""
-    errors.error(f"These settings cannot run: {exc}.", icon=":material/error:")
+    errors.error(plain_markdown(f"These settings cannot run: {exc}."), icon=":material/error:")
     st.stop()
 
 

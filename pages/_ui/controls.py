@@ -10,7 +10,7 @@ import streamlit as st
 
 from allocator import CLASSROOM_40
 from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
-from allocator.trace import shipped_trace
+from allocator.trace import ShippedDataError, shipped_trace
 from allocator.validate import one_line, plain_markdown, show
 from allocator.viz.claims import plural
 from pages._ui.cache import uploaded_rows
@@ -111,7 +111,10 @@ def controls() -> Scenario:
                 except ValueError as exc:
                     sb.error(plain_markdown(f"{show(up.name)}: {exc}"))
         else:
-            n_rows = len(shipped_trace())
+            try:
+                n_rows = len(shipped_trace())
+            except ShippedDataError:        # the run fails too, and the page names the file and what to do
+                pass
         last_row = max(0, (n_rows or 1) - 1)
         key = f"offset_{workload}"
         if key in st.query_params and st.query_params[key].isascii() and st.query_params[key].isdigit() and int(st.query_params[key]) > last_row:
