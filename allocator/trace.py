@@ -114,20 +114,31 @@ def _read_bytes(source, max_bytes: int) -> bytes:
 def _decode(data: bytes) -> str:
     """The file's text: UTF-8, with or without a byte-order mark.
 
+    Line ends CR LF and LF are read as they are; a file whose lines end in CR alone (Excel's "CSV
+    (Macintosh)") is read with each CR as a line end.
+
     Raises:
-        FieldError (``trace``): UTF-16 or UTF-32 (by its byte-order mark or its NUL bytes), or any
-            other bytes that are not UTF-8 (Latin-1, Windows-1252), with the first bad position.
+        FieldError (``trace``): a gzip file, a zip archive or Excel workbook, UTF-16 or UTF-32 (by
+            its byte-order mark or its NUL bytes), or any other bytes that are not UTF-8 (Latin-1,
+            Windows-1252), with the first bad position.
     """
+    if data.startswith(b"\x1f\x8b"):
+        raise _file_error("the file is gzip-compressed, not CSV text: decompress it (gunzip) and give the CSV inside")
+    if data.startswith(b"PK\x03\x04"):
+        raise _file_error("the file is a zip archive or an Excel workbook (.xlsx), not CSV text: save it as CSV UTF-8")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise _file_error("the file is UTF-16 text, not UTF-8; save it as CSV UTF-8")
     if b"\x00" in data:
         raise _file_error("the file holds NUL bytes: it is not UTF-8 text (UTF-16 without a byte-order "
                           "mark?); save it as CSV UTF-8")
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise _file_error(f"the file is not UTF-8 text (bad byte at position {exc.start}); "
                           "save it as CSV UTF-8") from None
+    if "\r" in text and "\n" not in text:        # CR-only line ends (Excel's "CSV (Macintosh)"): read as lines
+        text = text.replace("\r", "\n")
+    return text
 
 
 def _check_structure(text: str) -> None:

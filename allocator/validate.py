@@ -107,10 +107,17 @@ def _show(value: object, limit: int = 40) -> str:
     if isinstance(value, (bool, np.bool_)):
         return repr(bool(value))
     if isinstance(value, numbers.Integral):
-        digits = str(abs(int(value))) if abs(int(value)) < 10 ** 4000 else None
-        if digits is not None and len(digits) <= limit:
-            return str(int(value))
-        return f"{'-' if value < 0 else ''}{(digits or '1')[:12]}… ({'over 4,000' if digits is None else len(digits)} digits)"
+        size = abs(int(value))
+        if size < 10 ** 4000:
+            digits = str(size)
+            if len(digits) <= limit:
+                return str(int(value))
+            return f"{'-' if value < 0 else ''}{digits[:12]}… ({len(digits):,} digits)"
+        n = int(size.bit_length() * 0.30102999566398) + 1          # digits, to within one
+        while size < 10 ** (n - 1):
+            n -= 1
+        head = str(size // 10 ** (n - 12))[:12]
+        return f"{'-' if value < 0 else ''}{head}… ({n:,} digits)"
     if isinstance(value, numbers.Real):
         return repr(float(value))
     text = repr(value)
@@ -370,6 +377,12 @@ def number_from_text(text: object) -> object:
         return int(stripped)
     except ValueError:                  # not an integer (or past Python's 4,300-digit limit)
         pass
+    digits = stripped.lstrip("+-")
+    if digits.isascii() and digits.isdigit() and len(stripped) - len(digits) <= 1:
+        # a whole number past Python's digit limit: one of the same size, so the range check names it
+        # as too large (``999999999999… (over 4,000 digits)``) instead of reading it as inf
+        value = int(digits[:40]) * 10 ** (len(digits) - 40)
+        return -value if stripped.startswith("-") else value
     try:
         return float(stripped)
     except ValueError:

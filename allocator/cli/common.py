@@ -36,6 +36,23 @@ def real_arg(text: str):
     return value
 
 
+def gpus_arg(text: object, counts=(1, 2, 4, 8)):
+    """The ``--gpus`` value: ``"auto"`` or one of ``counts`` (the tensor-parallel sizes the cost model
+    prices, ``allocator.timing.GPU_COUNTS``) as an int.
+
+    Raises:
+        FieldError: ``gpus`` naming what was typed (cut) and the allowed values, e.g.
+            ``"gpus = '²' must be auto or one of 1, 2, 4, 8"``.
+    """
+    if isinstance(text, str) and text.strip().lower() == "auto":
+        return "auto"
+    value = number_from_text(text)
+    if isinstance(value, int) and value in counts:
+        return value
+    raise FieldError("gpus", f" = {show(text)} must be auto or one of {', '.join(map(str, counts))} "
+                             "(GPUs per model copy)")
+
+
 def flag(name: str) -> str:
     """The command-line spelling of a field: ``"steps_per_second"`` -> ``"--steps-per-second"``."""
     return "--" + name.replace("_", "-")
@@ -177,9 +194,11 @@ def write_files(files: list[tuple[str, str, str]]) -> None:
             temps.remove(tmp)
             if not existed:
                 placed.append(path)
-    except (OSError, UnicodeError) as exc:
-        for path in placed:
+    except BaseException as exc:
+        for path in placed:                      # nothing this call put in place survives a failure or Ctrl-C
             _remove(path)
+        if not isinstance(exc, (OSError, UnicodeError)):
+            raise
         field, path = current[0], current[1]
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise FieldError(field, f" = {show(path, 120)} cannot be written: {reason}") from None

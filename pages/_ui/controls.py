@@ -107,9 +107,9 @@ def controls() -> Scenario:
                 kw["trace_bytes"], kw["trace_name"] = up.getvalue(), one_line(up.name)
                 try:
                     n_rows = uploaded_rows(kw["trace_bytes"])
-                    sb.success(plain_markdown(f"{show(up.name)}: {plural(n_rows, 'request')}"))
+                    sb.success(plain_markdown(f"{one_line(up.name)}: {plural(n_rows, 'request')}"))
                 except ValueError as exc:
-                    sb.error(plain_markdown(f"{show(up.name)}: {exc}"))
+                    sb.error(plain_markdown(f"{one_line(up.name)}: {exc}"))
         else:
             try:
                 n_rows = len(shipped_trace())
