@@ -16,6 +16,7 @@ from allocator.trace import ShippedDataError
 from allocator.validate import FieldError, plain_markdown
 from allocator.viz.prefix import (block_map_figure, hit_rate_figure, sweep_table, ttft_figure, ttft_summary,
                                   window_summary)
+from pages._ui.heavy import shared
 from pages._ui.state import set_defaults
 
 BLOCK_SIZES = (16, 32, 64, 128, 256, 512)
@@ -66,8 +67,7 @@ def _window(offset: int, count: int):
     return mooncake_workload(shipped_mooncake(), offset=offset, count=count)
 
 
-@st.cache_resource(show_spinner="Replaying the window with pools of six sizes (and 512-slot blocks)…",
-                   max_entries=8)
+@shared("Replaying the window with pools of six sizes (and 512-slot blocks)", max_entries=8)
 def _sweep(offset: int, count: int, block_size: int):
     wl = _window(offset, count)
     sweep = pool_sweep(wl, block_size)
@@ -75,13 +75,13 @@ def _sweep(offset: int, count: int, block_size: int):
     return sweep, native, trace_hit_statistic(wl), trace_hit_statistic(wl, engine_rules=False)
 
 
-@st.cache_resource(show_spinner="Replaying the chosen pool with snapshots…", max_entries=8)
+@shared("Replaying the chosen pool with snapshots", max_entries=8)
 def _mapped(offset: int, count: int, block_size: int, pool_blocks: int):
     wl = _window(offset, count)
     return run(wl, block_size, pool_blocks, record_snapshots=True)
 
 
-@st.cache_resource(show_spinner="Timing the window with and without the cache…", max_entries=8)
+@shared("Timing the window with and without the cache", max_entries=8)
 def _ttft(offset: int, count: int, block_size: int, gpu: str, model: str, gpus: int):
     wl = _window(offset, count)
     cost = cost_model(gpu, model, gpus)

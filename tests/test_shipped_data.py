@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 import allocator.mooncake as mooncake
 import allocator.trace as trace
 from allocator.__main__ import main
+from pages._ui import heavy
 from tests.conftest import APP_PATH, ROOT, metric, seen
 
 FILES = {"azure": ("AZURE_TRACE", trace, "assets/azure_llm_conv_2023.csv"),
@@ -59,6 +60,7 @@ def damaged(tmp_path, monkeypatch, request):
         mooncake._CACHE.clear()
         st.cache_data.clear()
         st.cache_resource.clear()
+        heavy.STORE.clear()
     clear()
     yield which, how, str(tmp_path)
     clear()

@@ -1,5 +1,9 @@
 """The explainer's cached computations, shared by every session on the server.
 
+The heavy ones (both runs and their figure, the seconds figure, the block-size sweep) go through
+``pages._ui.heavy.shared``: one server-wide queue, a store bounded by memory, and one computation
+per distinct scenario however many sessions ask at once.
+
 They live in a module (not in the page script) so that ``app.py`` can warm the default
 scenario before the first student connects (``warm_default``): forty students opening the app
 in the same second then find the simulation, the figure and the sweep already built.
@@ -14,6 +18,7 @@ from allocator.timing import cost_model, price
 from allocator.trace import load_trace
 from allocator.viz.charts import FrozenFigure, explainer_figure, for_projector, sweep_figure
 from allocator.viz.exports import metrics_frame
+from pages._ui.heavy import shared
 
 
 def compute(sc: Scenario):
@@ -21,7 +26,7 @@ def compute(sc: Scenario):
     return _compute(sc.canonical())
 
 
-@st.cache_resource(max_entries=32, show_spinner="Simulating both allocators…")
+@shared("Simulating both allocators", max_entries=32)
 def _compute(sc: Scenario):
     """``compute`` for a canonical scenario (the cache key)."""
     workload = build_workload(sc)
@@ -52,7 +57,7 @@ def seconds_figure(sc: Scenario, gpu: str, model: str):
     return _seconds_figure(sc.canonical(), gpu, model)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Pricing every step in seconds…")
+@shared("Pricing every step in seconds", max_entries=16)
 def _seconds_figure(sc: Scenario, gpu: str, model: str):
     results = run_both(build_workload(sc), sc.slots, sc.block_size, preemption=sc.preemption, policy=sc.policy)
     cost = cost_model(gpu, model)
@@ -72,7 +77,7 @@ def sweep(sc: Scenario) -> tuple:
     return _sweep(dataclasses.replace(sc.canonical(), block_size=16))
 
 
-@st.cache_resource(max_entries=32, show_spinner="Sweeping block sizes…")
+@shared("Sweeping block sizes", max_entries=32)
 def _sweep(sc: Scenario) -> tuple:
     """The cached sweep for a scenario normalised to block size 16 (shared by every session, and
     a resource cache so that ``warm_default`` can fill it before the runtime starts; read only)."""
