@@ -114,3 +114,13 @@ def test_size_of_counts_arrays_frames_and_nested_objects():
     assert 8000 <= size_of(arr) < 9000
     assert size_of({"a": arr, "b": [arr, arr]}) < 10_000                    # one array counted once
     assert size_of(pd.DataFrame({"x": np.zeros(1000)})) >= 8000
+
+
+def test_the_default_lesson_is_light_and_the_heaviest_link_is_heavy():
+    from allocator.scenario import Scenario
+    from pages._ui.cache import is_heavy
+    assert not is_heavy(Scenario()) and not is_heavy(Scenario(block_size=24))
+    assert not is_heavy(Scenario(workload="azure-conv", count=40))
+    assert is_heavy(Scenario(workload="azure-conv", count=200, block_size=1, total_slots=1 << 20,
+                             max_new_tokens=32768, shared_prefix=4096, steps_per_second=200))
+    assert is_heavy(Scenario(workload="azure-conv", count=200, shared_prefix=4096))        # 1M tokens

@@ -21,12 +21,32 @@ from allocator.viz.exports import metrics_frame
 from pages._ui.heavy import shared
 
 
+#: Past these a scenario is heavy work and takes its turn in the server's queue (``pages._ui.heavy``):
+#: tokens simulated (prompts, shared prompt included, plus answers), pool slots, blocks. The default
+#: lesson has ~12,000 tokens in 2,048 slots and runs in about 1 s; the heaviest in-range link
+#: (200 trace requests behind a 4,096-token shared prompt, 2**20 slots in blocks of 1) has ~1,050,000
+#: tokens and ~1,000,000 blocks and takes about 11 s alone on the lab's 2-core machine (measured).
+HEAVY_TOKENS, HEAVY_SLOTS, HEAVY_BLOCKS = 150_000, 262_144, 65_536
+
+
+def is_heavy(sc: Scenario, *_args) -> bool:
+    """Whether simulating ``sc`` is heavy work (see ``HEAVY_TOKENS``); a workload that cannot be
+    built is light (it fails at once with its message)."""
+    if sc.slots > HEAVY_SLOTS or sc.slots // max(1, sc.block_size) > HEAVY_BLOCKS:
+        return True
+    try:
+        workload = build_workload(sc)
+    except ValueError:
+        return False
+    return sum(r.prompt_len + r.output_len for r in workload.requests) > HEAVY_TOKENS
+
+
 def compute(sc: Scenario):
     """Workload, both results and the animated figure for one scenario (shared by every session)."""
     return _compute(sc.canonical())
 
 
-@shared("Simulating both allocators", max_entries=32)
+@shared("Simulating both allocators", max_entries=32, heavy=is_heavy)
 def _compute(sc: Scenario):
     """``compute`` for a canonical scenario (the cache key)."""
     workload = build_workload(sc)
@@ -57,7 +77,7 @@ def seconds_figure(sc: Scenario, gpu: str, model: str):
     return _seconds_figure(sc.canonical(), gpu, model)
 
 
-@shared("Pricing every step in seconds", max_entries=16)
+@shared("Pricing every step in seconds", max_entries=16, heavy=is_heavy)
 def _seconds_figure(sc: Scenario, gpu: str, model: str):
     results = run_both(build_workload(sc), sc.slots, sc.block_size, preemption=sc.preemption, policy=sc.policy)
     cost = cost_model(gpu, model)
@@ -77,7 +97,8 @@ def sweep(sc: Scenario) -> tuple:
     return _sweep(dataclasses.replace(sc.canonical(), block_size=16))
 
 
-@shared("Sweeping block sizes", max_entries=32)
+@shared("Sweeping block sizes", max_entries=32,
+        heavy=lambda sc: is_heavy(dataclasses.replace(sc, block_size=min(SWEEP_BLOCK_SIZES))))
 def _sweep(sc: Scenario) -> tuple:
     """The cached sweep for a scenario normalised to block size 16 (shared by every session, and
     a resource cache so that ``warm_default`` can fill it before the runtime starts; read only)."""

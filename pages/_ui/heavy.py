@@ -32,8 +32,9 @@ from contextlib import contextmanager
 import numpy as np
 
 #: Heavy computations running at once: one per core beyond the first (the first serves pages), at
-#: least one. On the lab's 2-core machine: 1.
-HEAVY_SLOTS = max(1, (os.cpu_count() or 2) - 1)
+#: least one. On the lab's 2-core machine: 1. ``KVLAB_HEAVY_SLOTS`` overrides it (``tests/heavy_load.py``
+#: sets it high to measure the server without the queue).
+HEAVY_SLOTS = int(os.environ.get("KVLAB_HEAVY_SLOTS") or max(1, (os.cpu_count() or 2) - 1))
 
 
 def _memory_bytes() -> int:
@@ -280,11 +281,13 @@ def run_heavy(what: str, fn, *args, _spinner: bool = True, **kwargs):
             box.empty()
 
 
-def shared(what: str, *, max_entries: int = 32):
+def shared(what: str, *, max_entries: int = 32, heavy=None):
     """Decorator: the function's results are kept in the server's :data:`STORE` (shared by every
-    session, bounded by memory), computed once per distinct arguments inside the heavy-work queue
-    (:func:`run_heavy`). Arguments must be hashable; as with Streamlit's caches, those whose name
-    starts with ``_`` are left out of the key. ``.clear()`` drops this function's results."""
+    session, bounded by memory), computed once per distinct arguments, inside the heavy-work queue
+    (:func:`run_heavy`) when ``heavy(*args, **kwargs)`` says so (None: always). A light call skips
+    the queue, so a small change never waits behind the class's big runs. Arguments must be
+    hashable; as with Streamlit's caches, those whose name starts with ``_`` are left out of the
+    key. ``.clear()`` drops this function's results."""
     def decorate(fn):
         import inspect
         params = list(inspect.signature(fn).parameters)
@@ -308,7 +311,9 @@ def shared(what: str, *, max_entries: int = 32):
                     note.info(f"Another student is computing the same thing: using theirs when it is done "
                               f"({waited:.0f} s so far).", icon=":material/group:")
             try:
-                return STORE.compute_once(key, lambda: run_heavy(what, fn, *args, **kwargs), group=group,
+                queued = heavy is None or heavy(*args, **kwargs)
+                return STORE.compute_once(key, (lambda: run_heavy(what, fn, *args, **kwargs)) if queued
+                                          else (lambda: fn(*args, **kwargs)), group=group,
                                           max_entries=max_entries, on_other=other)
             finally:
                 if note is not None:
