@@ -4,7 +4,8 @@ Each sub-command lives in a module of :mod:`allocator.cli` exposing ``register(s
 module adds a parser whose ``func(args) -> int`` does the work. Bad input (ValueError) is reported on stderr as
 one line naming the field, with exit status 2 — never a traceback; so is a command line argparse
 cannot read (an unknown option, a missing value), and a file the system refuses (OSError). Ctrl-C
-prints one word and exits with status 130, leaving no partial output file.
+prints one word and exits with status 130, leaving no partial output file; a run that passes a quarter of
+the machine's memory is stopped with a message saying so (status 2).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import re
 import sys
 
 from allocator.cli import MODULES
+from allocator.cli.common import MemoryGuard
 
 #: What argparse should take as a negative number rather than an option (see ``_Parser``).
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
@@ -51,11 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen sub-command; return the process exit status (130 after
     Ctrl-C, at any moment: one word on stderr, no traceback, no partial file)."""
+    guard = MemoryGuard()
     try:
-        return _main(argv)
-    except KeyboardInterrupt:              # Ctrl-C: stop quietly with the shell's status for SIGINT;
-        print("interrupted", file=sys.stderr)   # files are written whole or not at all (write_files)
-        return 130
+        with guard:
+            return _main(argv)
+    except KeyboardInterrupt:
+        if guard.tripped:                  # the run outgrew the machine (allocator.cli.common.MEMORY_LIMIT)
+            print(guard.message(), file=sys.stderr)
+            return 2
+        print("interrupted", file=sys.stderr)   # Ctrl-C: the shell's status for SIGINT; files are
+        return 130                              # written whole or not at all (write_files)
 
 
 def _main(argv: list[str] | None) -> int:

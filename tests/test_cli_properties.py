@@ -476,3 +476,15 @@ def test_ctrl_c_in_a_real_process_exits_130_quietly(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130 and err == "interrupted\n", (proc.returncode, err[-2000:])
+
+
+def test_a_run_past_the_memory_limit_is_stopped_with_a_message(tmp_path, monkeypatch):
+    """The input caps allow a 10 GB run; the CLI watches its memory and stops with a message (here the
+    limit is set below what the process already holds, so the first check trips)."""
+    from allocator.cli import common
+    monkeypatch.setattr(common, "MEMORY_LIMIT", 1 << 20)
+    monkeypatch.setattr(common.MemoryGuard.__init__, "__defaults__", (1 << 20, 0.05))
+    out = tmp_path / "a.html"
+    rc, _, err, _ = run_cli(["export-html", "--workload", "azure-conv", "--count", "200", "--out", str(out)])
+    assert rc == 2 and "error: stopped: this run passed 0.0 GiB of memory (a quarter of this machine's" in err, err
+    assert "Traceback" not in err and not out.exists()
