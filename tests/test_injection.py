@@ -164,3 +164,14 @@ def test_exports_carry_an_uploads_name_as_escaped_bounded_text(payload):
         assert "y" * 1_000 not in html
         assert "&lt;a href=" in html or payload != "html"             # shown, escaped
     assert "evil" not in fig.to_json()                                   # no user text inside a Plotly figure
+
+
+# --- a typed table cell (Slot accounting) -----------------------------------------------------
+
+@pytest.mark.parametrize("payload", ["link", "html", "long"])
+def test_a_typed_table_cell_is_quoted_as_plain_text(payload):
+    from tests.conftest import open_page
+    edit = {"edited_rows": {0: {"length (tokens)": PAYLOADS[payload]}}, "added_rows": [], "deleted_rows": []}
+    at = open_page("pages/accounting.py", {"acc_lengths_seed001": edit}, timeout=60)
+    assert_plain(at)
+    assert any("Row 1: length = " in seen(e.value) for e in at.error), [e.value for e in at.error]
