@@ -10,7 +10,9 @@ a ``pages/`` folder — it runs the page file alone, with every module in ``page
 page — until some visitor has opened the app once. ``python app.py`` switches that legacy mode
 off before the server starts.
 """
+import os
 import sys
+import time
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -94,4 +96,10 @@ with st.sidebar:
         "cache is reserved for the worst case, and what changes when it is paged."
     )
 
-nav.run()
+_started = time.perf_counter()
+try:
+    nav.run()
+finally:      # the load test's server-side time per script run (tests/load.py sets KVLAB_RENDER_LOG)
+    if os.environ.get("KVLAB_RENDER_LOG"):
+        with open(os.environ["KVLAB_RENDER_LOG"], "a", encoding="utf-8") as _log:
+            _log.write(f"{time.time():.3f}\t{nav.url_path or 'explainer'}\t{time.perf_counter() - _started:.4f}\n")

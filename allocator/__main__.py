@@ -3,21 +3,37 @@
 Each sub-command lives in a module of :mod:`allocator.cli` exposing ``register(subparsers)``; the
 module adds a parser whose ``func(args) -> int`` does the work. Bad input (ValueError) is reported on stderr as
 one line naming the field, with exit status 2 — never a traceback; so is a command line argparse
-cannot read (an unknown option, a missing value), and a file the system refuses (OSError).
+cannot read (an unknown option, a missing value), and a file the system refuses (OSError). Ctrl-C
+prints one word and exits with status 130, leaving no partial output file; a run that passes a quarter of
+the machine's memory is stopped with a message saying so (status 2).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
+import re
 import sys
 
 from allocator.cli import MODULES
+from allocator.cli.common import MemoryGuard
+
+#: What argparse should take as a negative number rather than an option (see ``_Parser``).
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
 
 
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line on stderr (exit status 2), not the usage
-    block: ``python -m allocator simulate: error: unrecognized arguments: --x (see --help)``."""
+    block: ``python -m allocator simulate: error: unrecognized arguments: --x (see --help)``.
+
+    A value that starts with a minus sign and reads as a number (``-1e-3``, ``-inf``, ``-nan``,
+    ``-.5``) is a value, not an option, so ``--arrival-rate -1e-3`` reaches the range check that
+    names it (argparse alone takes only ``-1`` and ``-0.5``; no option of ours looks like a number).
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
 
     def error(self, message: str):
         """Print ``message`` as one line and exit with status 2 (argparse's own status for it)."""
@@ -35,7 +51,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen sub-command; return the process exit status."""
+    """Parse ``argv`` and run the chosen sub-command; return the process exit status (130 after
+    Ctrl-C, at any moment: one word on stderr, no traceback, no partial file)."""
+    guard = MemoryGuard()
+    try:
+        with guard:
+            return _main(argv)
+    except KeyboardInterrupt:
+        if guard.tripped:                  # the run outgrew the machine (allocator.cli.common.MEMORY_LIMIT)
+            print(guard.message(), file=sys.stderr)
+            return 2
+        print("interrupted", file=sys.stderr)   # Ctrl-C: the shell's status for SIGINT; files are
+        return 130                              # written whole or not at all (write_files)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -29,12 +29,15 @@ import io
 import json
 import math
 import os
+import zlib
 
 import numpy as np
 import pandas as pd
 
 from .block_hash import splitmix64
-from .trace import ASSETS, MAX_BYTES, MAX_ROWS, MAX_TOKENS, _read_bytes, _shown, trace_workload
+from .trace import (ASSETS, MAX_ARRIVAL_STEP, MAX_BYTES, MAX_ROWS, MAX_TOKENS, _cut, _read_bytes, _shown, load_shipped,
+                    trace_workload)
+from .limits import LIMITS
 from .validate import FieldError, whole_number
 from .workload import Workload
 
@@ -68,8 +71,42 @@ def _file_error(problem: str) -> FieldError:
     return FieldError("trace", problem, subject="")
 
 
+class _HugeInt:
+    """A JSON integer too long to convert (Python refuses over 4,300 digits): kept as its digit
+    count, so the field it sits in is named ("line 3, field input_length: a 5,000-digit number ...")."""
+
+    def __init__(self, text: str):
+        self.digits = len(text.lstrip("-"))
+        self.negative = text.startswith("-")
+
+    def __repr__(self) -> str:
+        return f"a {self.digits:,}-digit {'negative ' if self.negative else ''}number"
+
+
+#: Longest JSON integer read as a number (digits); longer ones are :class:`_HugeInt` (all out of range).
+MAX_INT_DIGITS = 30
+
+
+def _parse_int(text: str):
+    return int(text) if len(text) <= MAX_INT_DIGITS else _HugeInt(text)
+
+
+def _parse_float(text: str):
+    return float(text) if len(text) <= 400 else _HugeInt(text)
+
+
+def _lines(text: str):
+    """(1-based line number, line) of a JSONL text split at ``\\n`` only (a trailing ``\\r`` dropped):
+    ``str.splitlines`` would also split at U+2028, U+0085 and other characters JSON strings may
+    hold raw."""
+    for n, raw in enumerate(text.split("\n"), start=1):
+        yield n, raw[:-1] if raw.endswith("\r") else raw
+
+
 def _int_field(obj: dict, line: int, name: str, minimum: int, maximum: int) -> int:
     value = obj[name]
+    if isinstance(value, _HugeInt):
+        raise _line_error(line, name, f"{value!r} is not a whole number from {minimum} to {maximum:,}")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             (isinstance(value, float) and (not math.isfinite(value) or value != int(value))):
         raise _line_error(line, name, f"{_shown(value)} is not a whole number")
@@ -107,7 +144,7 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
                 data = fh.read(max_bytes + 1)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise _file_error(f"the file is not a readable gzip file ({exc})") from None
         if len(data) > max_bytes:
             raise _file_error(f"the uncompressed trace is over {max_bytes / 2**20:.0f} MiB")
@@ -116,15 +153,22 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
     except UnicodeDecodeError as exc:
         raise _file_error(f"the file is not UTF-8 text (bad byte at position {exc.start})") from None
     prompts, outputs, stamps, ids = [], [], [], []
-    for n, raw in enumerate(text.splitlines(), start=1):
+    for n, raw in _lines(text):
         if not raw.strip():
             continue
         if len(prompts) >= max_rows:
             raise _file_error(f"the file has more than {max_rows:,} requests")
         try:
-            obj = json.loads(raw)
+            obj = json.loads(raw, parse_int=_parse_int, parse_float=_parse_float)
         except json.JSONDecodeError as exc:
             raise FieldError("trace", f"line {n} is not valid JSON ({exc.msg} at column {exc.colno})",
+                             index=n - 1, subject="") from None
+        except RecursionError:
+            raise FieldError("trace", f"line {n} nests lists or objects too deeply to read (each line is one "
+                                      "flat object: timestamp, input_length, output_length, hash_ids)",
+                             index=n - 1, subject="") from None
+        except ValueError as exc:                  # any other refusal of the JSON reader
+            raise FieldError("trace", f"line {n} cannot be read as JSON ({_cut(str(exc), 80)})",
                              index=n - 1, subject="") from None
         if not isinstance(obj, dict):
             raise FieldError("trace", f"line {n} is not a JSON object with keys {', '.join(FIELDS)}",
@@ -134,6 +178,8 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
                 raise _line_error(n, key, "is missing (each line needs timestamp, input_length, "
                                           "output_length and hash_ids)")
         ts = obj["timestamp"]
+        if isinstance(ts, _HugeInt):
+            raise _line_error(n, "timestamp", f"{ts!r} is not a usable number of milliseconds")
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
             raise _line_error(n, "timestamp", f"{_shown(ts)} is not a non-negative number of milliseconds")
         prompt = _int_field(obj, n, "input_length", 1, MAX_TOKENS)
@@ -142,7 +188,7 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
         if not isinstance(hids, list):
             raise _line_error(n, "hash_ids", f"{_shown(hids)} is not a list of block ids")
         for j, h in enumerate(hids):
-            if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
+            if isinstance(h, _HugeInt) or isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
                 raise _line_error(n, "hash_ids", f"entry {j} = {_shown(h)} is not a block id "
                                                  f"(a whole number from 0 to {MAX_HASH_ID:,})")
         want = -(-prompt // TRACE_BLOCK)
@@ -152,6 +198,10 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
         if stamps and ts < stamps[-1]:
             raise _line_error(n, "timestamp", f"{ts:g} ms is earlier than the line before "
                                               f"({stamps[-1]:g} ms): sort the file by arrival")
+        if stamps and (ts - stamps[0]) / 1000.0 * LIMITS["steps_per_second"].low > MAX_ARRIVAL_STEP:
+            raise _line_error(n, "timestamp", f"{ts:g} ms is {ts - stamps[0]:.3g} ms after the first request: "
+                                              "past the engine's clock at any replay speed "
+                                              f"({MAX_ARRIVAL_STEP:,} steps); timestamps are milliseconds")
         prompts.append(prompt)
         outputs.append(output)
         stamps.append(float(ts))
@@ -236,8 +286,18 @@ def mooncake_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 200, st
             ``count`` below 1, ``steps_per_second`` not a positive finite number, an arrival past
             the engine's clock).
     """
-    wl = trace_workload(df, offset=offset, count=count, steps_per_second=steps_per_second,
-                        max_new_tokens=max_new_tokens, name=name)
+    try:
+        wl = trace_workload(df, offset=offset, count=count, steps_per_second=steps_per_second,
+                            max_new_tokens=max_new_tokens, name=name)
+    except FieldError as exc:
+        if exc.field != "arrival_s" or exc.index is None:
+            raise
+        # the replay's clock check in the file's own terms: field timestamp, in milliseconds
+        i, first = exc.index, float(df["arrival_s"].iloc[min(offset, len(df) - 1)])
+        raise FieldError("timestamp", f": {(float(df['arrival_s'].iloc[i]) - first) * 1000:.6g} ms after the "
+                                      f"window's first request is past the engine's clock at {steps_per_second:g} "
+                                      f"steps per second ({MAX_ARRIVAL_STEP:,} steps); lower steps_per_second",
+                         index=i, subject=f"request {i + 1}, field timestamp") from None
     first = wl.requests[0].id - 1                     # = offset, checked by trace_workload
     part = df.iloc[first: first + len(wl.requests)]
     by_id = {first + 1 + i: (h, int(p)) for i, (h, p) in enumerate(zip(part["hash_ids"], part["prompt_tokens"]))}
@@ -248,7 +308,11 @@ _CACHE: dict = {}
 
 
 def shipped_mooncake() -> pd.DataFrame:
-    """The shipped Mooncake conversation trace, loaded once per process (see ``MOONCAKE_ATTRIBUTION``)."""
+    """The shipped Mooncake conversation trace, loaded once per process (see ``MOONCAKE_ATTRIBUTION``).
+
+    Raises:
+        allocator.trace.ShippedDataError: the file is missing or damaged (named relative to the project).
+    """
     if "mooncake" not in _CACHE:
-        _CACHE["mooncake"] = load_mooncake(MOONCAKE_TRACE)
+        _CACHE["mooncake"] = load_shipped(MOONCAKE_TRACE, load_mooncake, "the Mooncake conversation trace")
     return _CACHE["mooncake"]

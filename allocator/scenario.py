@@ -17,7 +17,7 @@ from .engine import SimulationResult, simulate
 from .limits import LIMITS, check
 from .mooncake import is_mooncake_path, load_mooncake, mooncake_workload
 from .trace import load_trace, shipped_trace, trace_workload
-from .validate import FieldError, one_of
+from .validate import FieldError, one_line, one_of
 from .workload import ARRIVAL_PATTERNS, Workload, classroom_40, with_shared_prefix
 
 WORKLOADS = ("classroom-40", "azure-conv")
@@ -115,7 +115,7 @@ class Scenario:
             offset=0 if classroom else self.offset, count=40 if classroom else self.count,
             steps_per_second=20.0 if classroom else self.steps_per_second,
             trace_bytes=self.trace_bytes if self.workload == "upload" else None,
-            trace_name=self.trace_name if self.workload == "upload" else "")
+            trace_name=one_line(self.trace_name) if self.workload == "upload" else "")
 
     def checked(self) -> "Scenario":
         """The same scenario with every numeric setting checked against :data:`LIMITS` -- all of
@@ -166,7 +166,7 @@ def build_workload(sc: Scenario) -> Workload:
         if not sc.trace_bytes:
             raise FieldError("trace_file", ": no trace file uploaded yet", subject="trace_file")
         df = load_trace(sc.trace_bytes, max_rows=UPLOAD_MAX_ROWS)
-        name = f"upload: {sc.trace_name or 'trace.csv'}"
+        name = f"upload: {one_line(sc.trace_name) or 'trace.csv'}"
     elif is_mooncake_path(sc.workload):
         return with_shared_prefix(mooncake_workload(load_mooncake(sc.workload), offset=sc.offset, count=sc.count,
                                                     steps_per_second=sc.steps_per_second,

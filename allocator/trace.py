@@ -114,20 +114,31 @@ def _read_bytes(source, max_bytes: int) -> bytes:
 def _decode(data: bytes) -> str:
     """The file's text: UTF-8, with or without a byte-order mark.
 
+    Line ends CR LF and LF are read as they are; a file whose lines end in CR alone (Excel's "CSV
+    (Macintosh)") is read with each CR as a line end.
+
     Raises:
-        FieldError (``trace``): UTF-16 or UTF-32 (by its byte-order mark or its NUL bytes), or any
-            other bytes that are not UTF-8 (Latin-1, Windows-1252), with the first bad position.
+        FieldError (``trace``): a gzip file, a zip archive or Excel workbook, UTF-16 or UTF-32 (by
+            its byte-order mark or its NUL bytes), or any other bytes that are not UTF-8 (Latin-1,
+            Windows-1252), with the first bad position.
     """
+    if data.startswith(b"\x1f\x8b"):
+        raise _file_error("the file is gzip-compressed, not CSV text: decompress it (gunzip) and give the CSV inside")
+    if data.startswith(b"PK\x03\x04"):
+        raise _file_error("the file is a zip archive or an Excel workbook (.xlsx), not CSV text: save it as CSV UTF-8")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise _file_error("the file is UTF-16 text, not UTF-8; save it as CSV UTF-8")
     if b"\x00" in data:
         raise _file_error("the file holds NUL bytes: it is not UTF-8 text (UTF-16 without a byte-order "
                           "mark?); save it as CSV UTF-8")
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise _file_error(f"the file is not UTF-8 text (bad byte at position {exc.start}); "
                           "save it as CSV UTF-8") from None
+    if "\r" in text and "\n" not in text:        # CR-only line ends (Excel's "CSV (Macintosh)"): read as lines
+        text = text.replace("\r", "\n")
+    return text
 
 
 def _check_structure(text: str) -> None:
@@ -256,7 +267,7 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
     else:
         raise _file_error(
             "the file is missing columns: expected TIMESTAMP, ContextTokens, GeneratedTokens (Azure schema) or "
-            f"prompt_tokens, output_tokens[, arrival_s] (plain schema); found {', '.join(df.columns) or 'none'}")
+            f"prompt_tokens, output_tokens[, arrival_s] (plain schema); found {_cut(', '.join(map(str, df.columns)), 120) or 'none'}")
     if len(df) == 0:
         raise _file_error("the file has a header but no rows")
     if len(df) > max_rows:
@@ -344,10 +355,67 @@ def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_
 
 
 _CACHE: dict = {}
+#: The project's folder: a shipped file is named relative to it (a message never shows a server's path).
+PROJECT = os.path.dirname(ASSETS)
+
+
+class ShippedDataError(FieldError):
+    """A data file the project ships under ``assets/`` is missing, unreadable or damaged (field
+    ``shipped_data``; ``.path`` is the file relative to the project). The message names that file,
+    never the server's absolute path, and says what to do; the pages that need the file show it
+    and the rest of the app keeps working."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__("shipped_data", problem, subject="")
+        self.path = path
+
+    def __reduce__(self):
+        return (ShippedDataError, (self.path, self.problem))
+
+
+def project_path(path: str) -> str:
+    """``path`` as a message names it: relative to the project when it lies inside it
+    (``assets/azure_llm_conv_2023.csv``), else ``assets/`` plus its file name."""
+    full = os.path.abspath(path)
+    if full.startswith(PROJECT + os.sep):
+        return os.path.relpath(full, PROJECT).replace(os.sep, "/")
+    return "assets/" + os.path.basename(full)
+
+
+def load_shipped(path: str, loader, what: str):
+    """``loader(path)`` for a file the project ships, with every failure turned into one message.
+
+    Args:
+        path: the file (``AZURE_TRACE``, ``allocator.mooncake.MOONCAKE_TRACE``).
+        loader: reads and validates it (``load_trace``, ``load_mooncake``).
+        what: what the file feeds, for the message (``"the Azure conversation trace"``).
+
+    Raises:
+        ShippedDataError: the file is missing, not a readable file, or fails ``loader``'s checks
+            (truncated, corrupt, not UTF-8, not gzip); the message names the file relative to the
+            project and says how to restore it.
+    """
+    name = project_path(path)
+    restore = (f"restore it from the project's repository (git checkout -- {name}) or copy it back from "
+               "a fresh copy of the project")
+    try:
+        return loader(path)
+    except FileNotFoundError:
+        raise ShippedDataError(name, f"the shipped data file {name} ({what}) is missing: {restore}") from None
+    except (ValueError, OSError, EOFError, MemoryError) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        detail = detail.replace(os.path.abspath(path), name).replace(str(path), name).lstrip(": ")
+        raise ShippedDataError(name, f"the shipped data file {name} ({what}) is damaged ({detail}): "
+                                     f"{restore}") from None
 
 
 def shipped_trace() -> pd.DataFrame:
-    """The shipped Azure conversation trace, loaded once per process (see ``AZURE_ATTRIBUTION``)."""
+    """The shipped Azure conversation trace, loaded once per process (see ``AZURE_ATTRIBUTION``).
+
+    Raises:
+        ShippedDataError: the file is missing or damaged (:func:`load_shipped`); not cached, so a
+            restored file is read on the next call.
+    """
     if "azure" not in _CACHE:
-        _CACHE["azure"] = load_trace(AZURE_TRACE)
+        _CACHE["azure"] = load_shipped(AZURE_TRACE, load_trace, "the Azure conversation trace")
     return _CACHE["azure"]

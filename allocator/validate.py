@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -105,10 +107,17 @@ def _show(value: object, limit: int = 40) -> str:
     if isinstance(value, (bool, np.bool_)):
         return repr(bool(value))
     if isinstance(value, numbers.Integral):
-        digits = str(abs(int(value))) if abs(int(value)) < 10 ** 4000 else None
-        if digits is not None and len(digits) <= limit:
-            return str(int(value))
-        return f"{'-' if value < 0 else ''}{(digits or '1')[:12]}… ({'over 4,000' if digits is None else len(digits)} digits)"
+        size = abs(int(value))
+        if size < 10 ** 4000:
+            digits = str(size)
+            if len(digits) <= limit:
+                return str(int(value))
+            return f"{'-' if value < 0 else ''}{digits[:12]}… ({len(digits):,} digits)"
+        n = int(size.bit_length() * 0.30102999566398) + 1          # digits, to within one
+        while size < 10 ** (n - 1):
+            n -= 1
+        head = str(size // 10 ** (n - 12))[:12]
+        return f"{'-' if value < 0 else ''}{head}… ({n:,} digits)"
     if isinstance(value, numbers.Real):
         return repr(float(value))
     text = repr(value)
@@ -119,6 +128,56 @@ def show(value: object, limit: int = 40) -> str:
     """A value as the project's messages show it (``2.5``, ``inf``, ``'abc'``), cut to about
     ``limit`` characters; for callers wording a FieldError of their own."""
     return _show(value, limit)
+
+
+#: Every ASCII punctuation character: CommonMark lets each be backslash-escaped, and an escaped one
+#: is always shown as itself (https://spec.commonmark.org/0.31.2/#backslash-escapes).
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+#: Where GitHub-flavoured Markdown would turn plain words into a link by itself (``www.``,
+#: ``scheme://``, ``name@host``): Streamlit's renderer does this on the text after escapes are
+#: undone, so these spots get a zero-width space that breaks the pattern and changes nothing seen.
+_AUTOLINK_SPOTS = re.compile(r"(?i)(?<=www)(?=\.)|(?<=:)(?=/)|(?=@)")
+#: Longest piece of user text a message quotes (characters), unless the caller says otherwise.
+PLAIN_LIMIT = 80
+
+
+def cut(text: object, limit: int = PLAIN_LIMIT) -> str:
+    """``str(text)`` cut to at most ``limit`` characters, the last being "…" when it was longer (a
+    100,000-character URL value or file name is never echoed whole)."""
+    text = str(text)
+    return text if len(text) <= limit else text[:max(limit - 1, 0)] + "…"
+
+
+def one_line(text: object, limit: int = PLAIN_LIMIT) -> str:
+    """A user's text (an uploaded file's name) as a label other outputs can quote: control, format
+    (e.g. right-to-left overrides) and line-break characters each become a space, so it stays one
+    line in a CSV comment, a title or a terminal; then cut to ``limit`` characters (:func:`cut`).
+    Still Markdown- and HTML-active: show it with :func:`plain_markdown` or ``html.escape``."""
+    text = "".join(" " if unicodedata.category(ch)[0] == "C" or unicodedata.category(ch) in ("Zl", "Zp") else ch
+                   for ch in cut(text, limit))
+    return text
+
+
+def plain_markdown(text: object, limit: int | None = None) -> str:
+    """Text that a Markdown renderer (Streamlit's ``st.markdown``, ``st.warning``, ``st.error``,
+    labels and captions) shows exactly as written: no link, image, emphasis, colour
+    (``:red-background[...]``), maths, HTML or heading can come out of it.
+
+    The one way the project shows text that came from a user (a URL parameter's name or value, an
+    uploaded file's name, a CSV header or cell) or a message that quotes such text: every ASCII
+    punctuation character is backslash-escaped, line breaks become spaces, and the spots where
+    GitHub-flavoured Markdown would make a bare address into a link get a zero-width space.
+
+    Args:
+        text: anything; ``str()`` of it is shown.
+        limit: if given, the text is first cut to this many characters (see :func:`cut`).
+
+    Returns:
+        The Markdown source, e.g. ``plain_markdown("[a](b)") == "\\[a\\]\\(b\\)"``.
+    """
+    text = cut(text, limit) if limit is not None else str(text)
+    text = text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", _AUTOLINK_SPOTS.sub("\u200b", text))
 
 
 def _blank(value: object) -> bool:
@@ -318,6 +377,12 @@ def number_from_text(text: object) -> object:
         return int(stripped)
     except ValueError:                  # not an integer (or past Python's 4,300-digit limit)
         pass
+    digits = stripped.lstrip("+-")
+    if digits.isascii() and digits.isdigit() and len(stripped) - len(digits) <= 1:
+        # a whole number past Python's digit limit: one of the same size, so the range check names it
+        # as too large (``999999999999… (over 4,000 digits)``) instead of reading it as inf
+        value = int(digits[:40]) * 10 ** (len(digits) - 40)
+        return -value if stripped.startswith("-") else value
     try:
         return float(stripped)
     except ValueError:

@@ -13,7 +13,7 @@ import streamlit as st
 
 from allocator import accounting as acc
 from allocator.limits import LIMITS
-from allocator.validate import FieldError, number_from_text, whole_number
+from allocator.validate import FieldError, number_from_text, plain_markdown, whole_number
 from allocator.viz.arithmetic import allocation_figure as _allocation_figure
 from allocator.viz.arithmetic import cost_figure as _cost_figure
 from allocator.viz.arithmetic import sharing_figure as _sharing_figure
@@ -155,8 +155,8 @@ with col_in:
         column_config={LENGTH_COL: st.column_config.TextColumn(
             LENGTH_COL, help="Tokens the request holds right now (whole number, at least 1).")})
     lengths, length_rows, length_errors, blank_rows = _read_lengths(edited)
-    for message in length_errors:
-        st.error(message, icon=":material/error:")
+    for message in length_errors:            # they quote the typed cell: shown as plain text
+        st.error(plain_markdown(message), icon=":material/error:")
     table_slot = st.container()   # core errors about a row of the table (e.g. above reserve)
     if blank_rows:
         st.caption(f"{plural(blank_rows, 'blank row')} ignored.")

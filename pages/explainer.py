@@ -9,6 +9,7 @@ import streamlit as st
 from allocator.allocators import ReserveMaxAllocator
 from allocator.scenario import Scenario
 from allocator.trace import AZURE_ATTRIBUTION
+from allocator.validate import plain_markdown
 from allocator.viz.claims import (details_rows, headline, plural, reservation_name, reservation_rule, sweep_summary,
                                   sweep_table, workload_outcome)
 from pages._ui.cache import compute, metrics_table, presentation_figure, seconds_figure, sweep, sweep_chart, timings
@@ -113,7 +114,8 @@ def map_caption(shared: bool, in_seconds: bool = False) -> str:
 
 def workload_panel(workload, sc: Scenario, results) -> None:
     """The workload's parameters and requests, and what this run did with them (from ``results``)."""
-    with st.expander(f"The workload: {workload.name}, {plural(len(workload), 'request')}", expanded=False):
+    with st.expander(plain_markdown(f"The workload: {workload.name}, {plural(len(workload), 'request')}"),
+                     expanded=False):
         if sc.workload == "classroom-40":
             p = workload.params
             st.markdown(
@@ -131,9 +133,9 @@ def workload_panel(workload, sc: Scenario, results) -> None:
             st.caption("Data: " + AZURE_ATTRIBUTION)
         else:
             st.markdown(f"Rows {sc.offset + 1}–{sc.offset + len(workload)} of your file "
-                        f"**{sc.trace_name}**, arrivals at {sc.steps_per_second:g} steps per second.")
+                        f"**{plain_markdown(sc.trace_name, 80)}**, arrivals at {sc.steps_per_second:g} steps per second.")
         for note in workload.notes:
-            st.info(note)
+            st.info(plain_markdown(note))
         reserve = ReserveMaxAllocator(max(sc.slots, 1), workload.max_new_tokens, sc.policy)
         df = pd.DataFrame([{"request": f"r{r.id}", "prompt (tokens)": r.prompt_len,
                             "answer (tokens)": r.output_len, "arrives at step": r.arrival_step,
@@ -150,7 +152,7 @@ if not presenting:
 
 url_messages = read_url()
 for message in url_messages:
-    st.warning(message, icon=":material/link_off:")
+    st.warning(plain_markdown(message), icon=":material/link_off:")
 scenario = controls()
 clock = time_controls()
 try:
@@ -160,10 +162,10 @@ except ValueError as exc:
     if scenario.workload == "upload" and not scenario.trace_bytes:
         st.info("No trace uploaded yet: showing the last scenario that ran. Upload a CSV in the sidebar.")
     else:
-        st.sidebar.error(f"These settings cannot run: {exc}")
+        st.sidebar.error(plain_markdown(f"These settings cannot run: {exc}"))
         last = current_scenario()
-        st.error(f"These settings cannot run: {exc}. Showing the last scenario that could: "
-                 f"{last.workload}, {last.slots:,} slots, block size {last.block_size}.")
+        st.error(plain_markdown(f"These settings cannot run: {exc}. Showing the last scenario that could: "
+                                f"{last.workload}, {last.slots:,} slots, block size {last.block_size}."))
     scenario = current_scenario()
     workload, results, fig = compute(scenario)
 
@@ -190,7 +192,7 @@ else:
 hidden = hidden_sections()
 HIDDEN_NOTE = "Hidden until the class has predicted: press **Reveal** in the lesson box above."
 for note in workload.notes:
-    st.info(f"{workload.name}: {note}.")
+    st.info(plain_markdown(f"{workload.name}: {note}."))
 
 
 def maps_section() -> None:

@@ -12,9 +12,11 @@ from allocator.maps import frame_steps
 from allocator.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, mooncake_workload, shipped_mooncake
 from allocator.prefix_cache import DEFAULT_FRACTIONS, pool_sweep, run, trace_hit_statistic, ttft_comparison
 from allocator.timing import GPUS, TIMED_MODELS, cost_model
-from allocator.validate import FieldError
+from allocator.trace import ShippedDataError
+from allocator.validate import FieldError, plain_markdown
 from allocator.viz.prefix import (block_map_figure, hit_rate_figure, sweep_table, ttft_figure, ttft_summary,
                                   window_summary)
+from pages._ui.heavy import shared
 from pages._ui.state import set_defaults
 
 BLOCK_SIZES = (16, 32, 64, 128, 256, 512)
@@ -37,7 +39,11 @@ st.markdown(
     "two prompts with the same leading ids share that much text. Here a window of it is replayed through the "
     "same engine as the other pages, with the cache on.")
 
-df = shipped_mooncake()
+try:
+    df = shipped_mooncake()
+except ShippedDataError as exc:                  # the page needs the trace; the other pages do not
+    st.error(plain_markdown(str(exc)), icon=":material/error:")
+    st.stop()
 c = st.columns([1, 1, 1.2])
 c[0].number_input("First request (offset)", min_value=0, max_value=len(df) - 1, step=100, key="pc_offset",
                   help=f"Where the window starts in the trace's {len(df):,} requests (0 = the first).")
@@ -52,7 +58,7 @@ errors = st.container()
 
 def fail(exc: Exception) -> None:
     """Show a core error in the page's words and stop (never a traceback)."""
-    errors.error(f"These settings cannot run: {exc}.", icon=":material/error:")
+    errors.error(plain_markdown(f"These settings cannot run: {exc}."), icon=":material/error:")
     st.stop()
 
 
@@ -61,8 +67,7 @@ def _window(offset: int, count: int):
     return mooncake_workload(shipped_mooncake(), offset=offset, count=count)
 
 
-@st.cache_resource(show_spinner="Replaying the window with pools of six sizes (and 512-slot blocks)…",
-                   max_entries=8)
+@shared("Replaying the window with pools of six sizes (and 512-slot blocks)", max_entries=8)
 def _sweep(offset: int, count: int, block_size: int):
     wl = _window(offset, count)
     sweep = pool_sweep(wl, block_size)
@@ -70,13 +75,13 @@ def _sweep(offset: int, count: int, block_size: int):
     return sweep, native, trace_hit_statistic(wl), trace_hit_statistic(wl, engine_rules=False)
 
 
-@st.cache_resource(show_spinner="Replaying the chosen pool with snapshots…", max_entries=8)
+@shared("Replaying the chosen pool with snapshots", max_entries=8)
 def _mapped(offset: int, count: int, block_size: int, pool_blocks: int):
     wl = _window(offset, count)
     return run(wl, block_size, pool_blocks, record_snapshots=True)
 
 
-@st.cache_resource(show_spinner="Timing the window with and without the cache…", max_entries=8)
+@shared("Timing the window with and without the cache", max_entries=8)
 def _ttft(offset: int, count: int, block_size: int, gpu: str, model: str, gpus: int):
     wl = _window(offset, count)
     cost = cost_model(gpu, model, gpus)

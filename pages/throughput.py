@@ -13,7 +13,7 @@ from allocator.accounting import PRESETS
 from allocator.throughput import POLICY_LABELS, default_rate, parse_rates, with_latency_factor
 from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
 from allocator.trace import AZURE_ATTRIBUTION
-from allocator.validate import FieldError
+from allocator.validate import FieldError, plain_markdown
 from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, seconds, sustained_rows,
                                   sweep_headline, time_split_claim)
 from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure
@@ -65,7 +65,7 @@ def fail(exc: Exception) -> None:
     text = str(exc)
     if isinstance(exc, FieldError) and exc.field == "rates":
         text = exc.reworded("Request rates" + (f" (entry {exc.index + 1})" if exc.index is not None else ""))
-    errors.error(f"These settings cannot run: {text}.", icon=":material/error:")
+    errors.error(plain_markdown(f"These settings cannot run: {text}."), icon=":material/error:")
     st.stop()
 
 

@@ -32,3 +32,10 @@ def open_page(page_file: str, state: dict | None = None, timeout: float = 120):
 def markdown_text(at) -> str:
     """Every st.markdown of an AppTest run, joined by newlines."""
     return "\n".join(m.value for m in at.markdown)
+
+
+def seen(markdown: str) -> str:
+    """The text a reader sees of Markdown that ``allocator.validate.plain_markdown`` wrote: its
+    backslash escapes undone and its zero-width spaces dropped (for asserting on message words)."""
+    import re
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u200b", "")

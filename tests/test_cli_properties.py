@@ -21,6 +21,7 @@ Examples are bounded (``max_examples`` below) so the whole file runs in well und
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -45,7 +46,8 @@ RUN_SECONDS = 30
 
 #: What users type where a number belongs, besides the option's good values.
 BAD_NUMBERS = ["0", "-1", "-5", "2.5", "0.0001", "1e400", "-1e400", "nan", "NaN", "inf", "-inf", "1e300",
-               str(10 ** 12), str(10 ** 30), "9" * 400, "abc", "", " ", "1,5", "0x10", "\u0661\u0662", "\u00e9"]
+               str(10 ** 12), str(10 ** 30), "9" * 400, "abc", "", " ", "1,5", "0x10", "\u0661\u0662", "\u00e9",
+               "-1e-3", "-.5", "-nan", "9" * 5000, "-" + "9" * 5000, "\u00b2"]
 
 #: Words of which a failed run's message must contain at least one: the field's name, the option's
 #: spelling, or the trace's row, column or file.
@@ -139,9 +141,10 @@ def csv_bodies(draw) -> bytes:
             else:
                 cells.append(draw(st.sampled_from(CELLS)))
         rows.append(",".join(cells))
-    newline = draw(st.sampled_from(["\n", "\r\n"]))
+    newline = draw(st.sampled_from(["\n", "\r\n", "\r"]))          # CR alone: Excel's "CSV (Macintosh)"
     text = newline.join([header, *rows]) + draw(st.sampled_from([newline, ""]))
-    return text.encode(draw(st.sampled_from(ENCODINGS)), errors="replace")
+    data = text.encode(draw(st.sampled_from(ENCODINGS)), errors="replace")
+    return gzip.compress(data) if draw(st.integers(0, 9)) == 0 else data   # a .csv.gz given as the CSV
 
 
 @st.composite
@@ -163,12 +166,18 @@ def scenario_args(draw, folder: str) -> list[str]:
         argv += ["--trace", os.devnull]
     for option, values in SCENARIO_VALUES.items():
         if draw(st.integers(0, 3)) == 0:
-            argv.append(f"{option}={draw(number(values, bad_rate))}")
+            argv += option_value(option, draw(number(values, bad_rate)), draw(st.booleans()))
     if draw(st.booleans()):
         argv.append("--sweep")
     if draw(st.booleans()):
         argv.append("--json")
     return argv
+
+
+def option_value(option: str, value: str, joined: bool) -> list[str]:
+    """``--opt=value`` or, as most people type it, ``--opt value`` (a value such as ``-1e-3`` or
+    ``-inf`` must then still be taken as the value, not as an option)."""
+    return [f"{option}={value}"] if joined or not value.strip() else [option, value]
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str, float]:
@@ -201,6 +210,10 @@ def check_run(argv: list[str], rc: int, stdout: str, stderr: str, seconds: float
         assert message.startswith("error: ") or ": error: " in message, (argv, stderr)
         words = set(message.replace("=", " ").replace(":", " ").replace(",", " ").replace("[", " ").split())
         assert words & FIELD_WORDS or any(w in message for w in ("--", "row ", "line ", "file")), (argv, message)
+        typed = " ".join(argv).lower()
+        if "inf" not in typed and "1e400" not in typed:          # a long number is not echoed as inf
+            assert "= inf" not in message and "= -inf" not in message, (argv, message)
+        assert len(message) < 600, (argv, message[:300])             # nothing typed is echoed at length
     elif "--json" in argv:
         json.loads(stdout)
     assert seconds < RUN_SECONDS, (argv, seconds)
@@ -239,9 +252,17 @@ def jsonl_bodies(draw) -> bytes:
     if draw(st.booleans()):
         i = draw(st.integers(0, len(lines) - 1))
         broken = dict(rows[i])
-        kind = draw(st.sampled_from(["text", "missing", "type", "ids", "time", "negative"]))
+        kind = draw(st.sampled_from(["text", "missing", "type", "ids", "time", "negative", "extreme"]))
         if kind == "text":
             lines[i] = draw(st.sampled_from(["{", "not json", "[1, 2]", "null", '{"timestamp": NaN}']))
+        elif kind == "extreme":                 # shapes the JSON reader itself refuses or mis-splits
+            field = draw(st.sampled_from(["timestamp", "input_length", "output_length"]))
+            lines[i] = draw(st.sampled_from([
+                "[" * 100_000,                                              # nesting past the recursion limit
+                json.dumps(broken).replace(f'"{field}": {broken[field]}', f'"{field}": {"9" * 5000}'),
+                json.dumps({**broken, "timestamp": 1e300}),                 # past the engine's clock
+                json.dumps(broken)[:-1] + ', "note": "a\u2028b\u0085c"}',    # raw line separators in a string
+            ]))
         else:
             if kind == "missing":
                 broken.pop(draw(st.sampled_from(sorted(broken))))
@@ -375,3 +396,95 @@ def test_a_real_process_shows_no_warning_and_no_traceback(tmp_path):
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
         assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+
+
+RATE_SWEEP_VALUES = {
+    "--requests": ["10", "24", "40"],
+    "--block-size": ["1", "16", "256"],
+    "--max-new-tokens": ["64", "512"],
+    "--latency-factor": ["2", "10", "20"],
+    "--seed": ["0", "7"],
+}
+GPUS_VALUES = ["auto", "1", "2", "4", "8", "3", "0", "-1", "\u00b2", "abc", "", "1e400", "9" * 5000, "2.0"]
+RATES_VALUES = ["1,2", "0.5", "1,2,4", "0", "-1", "nan", "abc", "1,,2", "1e400", "9" * 5000, ""]
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(data=st.data())
+def test_rate_sweep_with_generated_arguments(data):
+    """rate-sweep is bounded here by always naming few requests and rates (a good run takes ~0.2 s)."""
+    bad_rate = data.draw(BAD_RATES)
+    argv = ["rate-sweep", "--rates", data.draw(st.sampled_from(RATES_VALUES if bad_rate else ["1,2", "0.5,3"]))]
+    argv += option_value("--requests", data.draw(number(RATE_SWEEP_VALUES["--requests"], bad_rate)),
+                         data.draw(st.booleans()))           # always given: the default, 1,000, takes seconds
+    for option, values in RATE_SWEEP_VALUES.items():
+        if option != "--requests" and data.draw(st.integers(0, 2)) == 0:
+            argv += option_value(option, data.draw(number(values, bad_rate)), data.draw(st.booleans()))
+    if data.draw(st.booleans()):
+        argv += option_value("--gpus", data.draw(st.sampled_from(GPUS_VALUES if bad_rate else ["auto", "1", "2"])),
+                             data.draw(st.booleans()))
+    if data.draw(st.integers(0, 3)) == 0:
+        argv += ["--gpu", data.draw(st.sampled_from(["a100-40gb", "h200", "l4"])),
+                 "--model", data.draw(st.sampled_from(["opt-13b", "7b-fp16", "llama3-8b"]))]
+    if data.draw(st.booleans()):
+        argv.append("--json")
+    rc, out, err, seconds = run_cli(argv)
+    check_run(argv, rc, out, err, seconds)
+    gpus = argv[argv.index("--gpus") + 1] if "--gpus" in argv else None
+    if gpus is not None and gpus not in ("auto", "1", "2", "4", "8"):
+        assert rc == 2 and "gpus = " in err and "must be auto or one of 1, 2, 4, 8" in err, (argv, err)
+
+
+def test_negative_numbers_are_values_that_the_range_refuses():
+    """argparse alone reads ``--arrival-rate -1e-3`` as a missing value followed by an option."""
+    for argv, words in ((["simulate", "--metadata-cost", "-inf"], "metadata_cost = -inf is not a finite number"),
+                        (["simulate", "--arrival", "trickle", "--arrival-rate", "-1e-3"],
+                         "arrival_rate = -0.001 must be a number from 0.001"),
+                        (["simulate", "--slots", "-.5"], "total_slots = -0.5"),
+                        (["simulate", "--slots", "9" * 5000], "total_slots = 999999999999… (5,000 digits)")):
+        rc, out, err, _ = run_cli(argv)
+        assert rc == 2 and words in err, (argv, err)
+
+
+def test_ctrl_c_while_writing_leaves_no_file_and_no_traceback(tmp_path, monkeypatch):
+    """Ctrl-C between the second file's write and the renames: exit 130, one word, nothing on disk."""
+    from allocator.cli import common
+    calls = []
+
+    def interrupted(handle, text):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        handle.write(text)
+    monkeypatch.setattr(common, "_write_text", interrupted)
+    out, csv = tmp_path / "a.html", tmp_path / "a.csv"
+    rc, _, err, _ = run_cli(["export-html", "--out", str(out), "--csv", str(csv)])
+    assert rc == 130 and err == "interrupted\n", err
+    assert os.listdir(tmp_path) == []
+
+
+def test_ctrl_c_in_a_real_process_exits_130_quietly(tmp_path):
+    """A real SIGINT during a long rate-sweep: status 130, no traceback."""
+    import signal
+    proc = subprocess.Popen([sys.executable, "-m", "allocator", "rate-sweep", "--requests", "3000"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(6)                    # past the imports, inside the sweep (it takes far longer)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and err == "interrupted\n", (proc.returncode, err[-2000:])
+
+
+def test_a_run_past_the_memory_limit_is_stopped_with_a_message(tmp_path, monkeypatch):
+    """The input caps allow a 10 GB run; the CLI watches its memory and stops with a message (here the
+    limit is set below what the process already holds, so the first check trips)."""
+    from allocator.cli import common
+    monkeypatch.setattr(common, "MEMORY_LIMIT", 1 << 20)
+    monkeypatch.setattr(common.MemoryGuard.__init__, "__defaults__", (1 << 20, 0.05))
+    out = tmp_path / "a.html"
+    rc, _, err, _ = run_cli(["export-html", "--workload", "azure-conv", "--count", "200", "--out", str(out)])
+    assert rc == 2 and "error: stopped: this run passed 0.0 GiB of memory (a quarter of this machine's" in err, err
+    assert "Traceback" not in err and not out.exists()

@@ -138,3 +138,41 @@ def test_workload_window_carries_prompts():
     with pytest.raises(FieldError, match="offset"):
         mooncake_workload(shipped_mooncake(), offset=12_031)
     assert MOONCAKE_TRACE.endswith("mooncake_conversation_trace.jsonl.gz")
+
+
+# --- extreme shapes (issue 19) -------------------------------------------------------------------
+
+def _with_line(line: str) -> bytes:
+    return (json.dumps(GOOD[0]) + "\n" + line + "\n").encode()
+
+
+@pytest.mark.parametrize("line, field, words", [
+    ("[" * 100_000, "trace", "line 2 nests lists or objects too deeply to read"),
+    (json.dumps(GOOD[1]).replace("1100", "9" * 5000), "input_length",
+     "line 2, field input_length: a 5,000-digit number is not a whole number from 1 to 10,000,000"),
+    (json.dumps(GOOD[1]).replace('"timestamp": 250', '"timestamp": ' + "9" * 5000), "timestamp",
+     "line 2, field timestamp: a 5,000-digit number is not a usable number of milliseconds"),
+    (json.dumps({**GOOD[1], "timestamp": 1e300}), "timestamp",
+     "line 2, field timestamp: 1e+300 ms is 1e+300 ms after the first request: past the engine's clock"),
+])
+def test_extreme_lines_are_named_by_line_and_field(line, field, words):
+    with pytest.raises(FieldError) as err:
+        load_mooncake(_with_line(line))
+    assert err.value.field == field and words in str(err.value), str(err.value)
+    assert len(str(err.value)) < 300
+
+
+def test_a_raw_line_separator_inside_a_string_does_not_split_the_line():
+    """U+2028, U+2029 and U+0085 are legal raw in a JSON string; ``str.splitlines`` would cut there."""
+    row = json.dumps(GOOD[1])[:-1] + ', "note": "a\u2028b\u2029c\u0085d"}'
+    df = load_mooncake(_with_line(row))
+    assert df["prompt_tokens"].tolist() == [600, 1100]
+
+
+def test_a_window_past_the_clock_at_its_speed_names_the_timestamp():
+    df = load_mooncake(_jsonl([GOOD[0], {**GOOD[1], "timestamp": 1e17}]))
+    with pytest.raises(FieldError) as err:
+        mooncake_workload(df, count=2, steps_per_second=1e6)
+    assert err.value.field == "timestamp" and "request 2, field timestamp: 1e+17 ms after the window's first " \
+                                                 "request is past the engine's clock at 1e+06 steps per second" \
+        in str(err.value), str(err.value)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import open_page
+from tests.conftest import open_page, seen
 LENGTH_COL = "length (tokens)"
 
 
@@ -38,7 +38,7 @@ def _table(at: AppTest, column: str):
 
 
 def _errors(block) -> list[str]:
-    return [e.value for e in block.error]
+    return [seen(e.value) for e in block.error]          # plain text (issue 19)
 
 
 def _edit(rows: dict | None = None, added: list | None = None, deleted: list | None = None):
@@ -332,7 +332,7 @@ def test_an_invalid_request_length_replaces_the_sharing_figures():
 
 def test_a_word_in_a_length_cell_is_named_not_read_as_zero():
     at = _page("pages/accounting.py", {"acc_lengths_seed001": _edit(rows={0: {LENGTH_COL: "abc"}})})
-    assert any("Row 1: length = 'abc' is not a number" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("Row 1: length = 'abc' is not a number" in seen(e.value) for e in at.error), [e.value for e in at.error]
     assert "Tokens stored" not in _metrics(at) or _metrics(at)["Tokens stored"][0] != "26"
 
 

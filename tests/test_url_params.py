@@ -3,7 +3,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages._ui.url_params import check_params
-from tests.conftest import APP_PATH
+from tests.conftest import APP_PATH, seen
 
 
 @pytest.mark.parametrize("params, message", [
@@ -34,7 +34,7 @@ def test_good_parameters_and_old_labels_are_accepted():
         "block_size": "64", "metadata_cost": "1.25", "count_azure-conv": "12", "present": "true"})
     assert messages == []
     assert accepted == {"workload": "azure-conv", "preemption": "swap", "block_size": 64, "metadata_cost": 1.25,
-                        "count_azure-conv": 12, "present": "true"}
+                        "count_azure-conv": 12, "present": True}
 
 
 def test_the_page_shows_the_message_and_keeps_short_values_in_the_url():
@@ -44,7 +44,7 @@ def test_the_page_shows_the_message_and_keeps_short_values_in_the_url():
     at.query_params["preemption"] = "swap to host"
     at.run()
     assert not at.exception
-    assert any("block_size='7'" in w.value and "using 16" in w.value for w in at.warning)
+    assert any("block_size='7'" in seen(w.value) and "using 16" in seen(w.value) for w in at.warning)
     assert at.select_slider(key="block_size").value == 16
     assert at.selectbox(key="workload").value == "azure-conv"
     assert at.radio(key="preemption").value == "swap"
@@ -75,3 +75,24 @@ def test_a_link_carries_the_policy_the_gpu_and_the_seconds_axis():
     assert at.toggle(key="seconds_axis").value is True
     assert at.query_params["policy"] == "oracle" and at.query_params["seconds_axis"] == "true"
     assert any("Reserve-oracle" in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"workload": "azure-conv", "offset_azure-conv": "1e5"},
+     "URL parameter offset_azure-conv='1e5' must be a whole number from 0 to 199,999 (trace rows, from 0) "
+     "written in digits only; using 0."),
+    ({"workload": "azure-conv", "offset_azure-conv": "19366.0"}, "offset_azure-conv='19366.0' must be a whole number"),
+    ({"seed": "1e3"}, "URL parameter seed='1e3' must be a whole number from 0 to 10,000 written in digits only"),
+    ({"present": "1"}, "URL parameter present='1' must be true or false; using false."),
+    ({"present": "yes"}, "URL parameter present='yes' must be true or false; using false."),
+])
+def test_a_number_the_widget_would_misread_and_a_bad_boolean_are_named(params, message):
+    """Streamlit's number widget reads only digits from a link: ``1e5`` used to become row 0 silently;
+    ``present`` was the one parameter taken without a check."""
+    accepted, messages = check_params(params)
+    assert len(messages) == 1 and message in messages[0], messages
+    assert not (set(params) - {"workload"}) & set(accepted)
+
+
+def test_present_true_is_taken_as_the_other_booleans_are():
+    assert check_params({"present": "True", "seconds_axis": "false"}) == ({"present": True, "seconds_axis": False}, [])

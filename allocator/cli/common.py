@@ -36,6 +36,90 @@ def real_arg(text: str):
     return value
 
 
+def gpus_arg(text: object, counts=(1, 2, 4, 8)):
+    """The ``--gpus`` value: ``"auto"`` or one of ``counts`` (the tensor-parallel sizes the cost model
+    prices, ``allocator.timing.GPU_COUNTS``) as an int.
+
+    Raises:
+        FieldError: ``gpus`` naming what was typed (cut) and the allowed values, e.g.
+            ``"gpus = '²' must be auto or one of 1, 2, 4, 8"``.
+    """
+    if isinstance(text, str) and text.strip().lower() == "auto":
+        return "auto"
+    value = number_from_text(text)
+    if isinstance(value, int) and value in counts:
+        return value
+    raise FieldError("gpus", f" = {show(text)} must be auto or one of {', '.join(map(str, counts))} "
+                             "(GPUs per model copy)")
+
+
+def machine_memory() -> int:
+    """This machine's memory (bytes, from /proc/meminfo; 4 GiB when it cannot be read)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 4 << 30
+
+
+#: Most memory one command may use (bytes): a quarter of this machine's (the lab's machine is shared
+#: by several people; 5.9 GiB of its 23.5 GiB). The input caps (200,000 trace rows, 4,194,304-token
+#: answers) allow runs far larger: reserve-max keeps about 640 bytes per engine step, and 200,000
+#: 9-token prompts with 99-token answers under a huge max_new_tokens run one at a time for some
+#: 20 million steps, over 10 GB (measured: 20,000 such rows at the default cap took 350 MB, 40,000
+#: took 530 MB). So a run is watched and stopped with a message when it passes this.
+MEMORY_LIMIT = machine_memory() // 4
+
+
+def _rss() -> int:
+    """This process's resident memory (bytes), from /proc/self/statm; 0 when it cannot be read."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class MemoryGuard:
+    """Watch the process's memory while a command runs (``with MemoryGuard(limit):``); past
+    ``limit`` bytes, interrupt the main thread (a KeyboardInterrupt there) and record it in
+    ``tripped`` (the memory seen), so the caller can say what happened instead of letting the
+    machine swap or the kernel kill the run. Checked every ``interval_s`` seconds."""
+
+    def __init__(self, limit: int = MEMORY_LIMIT, interval_s: float = 0.25):
+        self.limit, self.interval_s = limit, interval_s
+        self.tripped = 0
+        self._stop = None
+
+    def __enter__(self):
+        import _thread
+        import threading
+        self._stop = threading.Event()
+
+        def watch():
+            while not self._stop.wait(self.interval_s):
+                rss = _rss()
+                if rss > self.limit:
+                    self.tripped = rss
+                    _thread.interrupt_main()
+                    return
+        threading.Thread(target=watch, name="memory-guard", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        return False
+
+    def message(self) -> str:
+        """The one line a tripped guard prints."""
+        return (f"error: stopped: this run passed {self.limit / 2**30:.1f} GiB of memory (a quarter of this machine's "
+                f"{machine_memory() / 2**30:.1f} GiB); replay fewer requests (--count) or give a smaller "
+                "--max-new-tokens or a larger --slots, which shorten the run")
+
+
 def flag(name: str) -> str:
     """The command-line spelling of a field: ``"steps_per_second"`` -> ``"--steps-per-second"``."""
     return "--" + name.replace("_", "-")
@@ -177,9 +261,11 @@ def write_files(files: list[tuple[str, str, str]]) -> None:
             temps.remove(tmp)
             if not existed:
                 placed.append(path)
-    except (OSError, UnicodeError) as exc:
-        for path in placed:
+    except BaseException as exc:
+        for path in placed:                      # nothing this call put in place survives a failure or Ctrl-C
             _remove(path)
+        if not isinstance(exc, (OSError, UnicodeError)):
+            raise
         field, path = current[0], current[1]
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise FieldError(field, f" = {show(path, 120)} cannot be written: {reason}") from None

@@ -12,8 +12,8 @@ import json
 from ..throughput import (DEFAULT_BLOCK_SIZE, DEFAULT_LATENCY_FACTOR, DEFAULT_MAX_NEW, DEFAULT_REQUESTS,
                           DEFAULT_SEED, PAPER, PAPER_NAMES, POLICIES, POLICY_LABELS, parse_rates, rate_sweep)
 from ..limits import LIMITS
-from ..timing import DEFAULT_GPU, DEFAULT_MODEL, GPUS, TIMED_MODELS, cost_model
-from .common import count_arg, real_arg
+from ..timing import DEFAULT_GPU, DEFAULT_MODEL, GPU_COUNTS, GPUS, TIMED_MODELS, cost_model
+from .common import count_arg, gpus_arg, real_arg
 
 #: Per-point keys printed in the table (all of them go into --json).
 TABLE_KEYS = ("normalized_latency_s_per_token", "throughput_tokens_per_s", "ttft_p50_s", "tpot_p50_s",
@@ -58,7 +58,7 @@ def _range(name: str) -> str:
 
 def run(args) -> int:
     """Sweep and print; returns the exit status (ValueError propagates to ``__main__``)."""
-    cost = cost_model(args.gpu, args.model, args.gpus)
+    cost = cost_model(args.gpu, args.model, gpus_arg(args.gpus, GPU_COUNTS))
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     rates = parse_rates(args.rates) if args.rates is not None else None
     sweep = rate_sweep(cost, rates, policies=policies, requests=args.requests, seed=args.seed,

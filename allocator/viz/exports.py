@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from allocator.engine import METRICS
 from allocator.accounting import PRESETS, format_bytes
 from allocator.trace import AZURE_ATTRIBUTION
+from allocator.validate import one_line
 from allocator.viz.claims import pct, plural, ratio, reservation_name, reservation_rule
 
 #: Order of the allocators in every export (left to right, as on the explainer page).
@@ -179,7 +180,7 @@ def metrics_csv(results: dict, scenario=None, workload=None) -> str:
     """
     buf = io.StringIO()
     if scenario is not None:
-        buf.write(f"# KV Cache Paging Lab: {scenario_summary(scenario, workload)}\n")
+        buf.write(f"# KV Cache Paging Lab: {one_line(scenario_summary(scenario, workload), 400)}\n")
     metrics_frame(results).to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
 
@@ -205,7 +206,7 @@ def _footer_block(attribution: str) -> str:
 def _data_name(scenario) -> str:
     """What an export calls the scenario's data: a named workload, or an uploaded file's own name."""
     if scenario.workload == "upload":
-        return scenario.trace_name or "an uploaded CSV"
+        return one_line(scenario.trace_name) or "an uploaded CSV"
     return scenario.workload
 
 

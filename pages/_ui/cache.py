@@ -1,5 +1,9 @@
 """The explainer's cached computations, shared by every session on the server.
 
+The heavy ones (both runs and their figure, the seconds figure, the block-size sweep) go through
+``pages._ui.heavy.shared``: one server-wide queue, a store bounded by memory, and one computation
+per distinct scenario however many sessions ask at once.
+
 They live in a module (not in the page script) so that ``app.py`` can warm the default
 scenario before the first student connects (``warm_default``): forty students opening the app
 in the same second then find the simulation, the figure and the sweep already built.
@@ -14,6 +18,27 @@ from allocator.timing import cost_model, price
 from allocator.trace import load_trace
 from allocator.viz.charts import FrozenFigure, explainer_figure, for_projector, sweep_figure
 from allocator.viz.exports import metrics_frame
+from pages._ui.heavy import shared
+
+
+#: Past these a scenario is heavy work and takes its turn in the server's queue (``pages._ui.heavy``):
+#: tokens simulated (prompts, shared prompt included, plus answers), pool slots, blocks. The default
+#: lesson has ~12,000 tokens in 2,048 slots and runs in about 1 s; the heaviest in-range link
+#: (200 trace requests behind a 4,096-token shared prompt, 2**20 slots in blocks of 1) has ~1,050,000
+#: tokens and ~1,000,000 blocks and takes about 11 s alone on the lab's 2-core machine (measured).
+HEAVY_TOKENS, HEAVY_SLOTS, HEAVY_BLOCKS = 150_000, 262_144, 65_536
+
+
+def is_heavy(sc: Scenario, *_args) -> bool:
+    """Whether simulating ``sc`` is heavy work (see ``HEAVY_TOKENS``); a workload that cannot be
+    built is light (it fails at once with its message)."""
+    if sc.slots > HEAVY_SLOTS or sc.slots // max(1, sc.block_size) > HEAVY_BLOCKS:
+        return True
+    try:
+        workload = build_workload(sc)
+    except ValueError:
+        return False
+    return sum(r.prompt_len + r.output_len for r in workload.requests) > HEAVY_TOKENS
 
 
 def compute(sc: Scenario):
@@ -21,7 +46,7 @@ def compute(sc: Scenario):
     return _compute(sc.canonical())
 
 
-@st.cache_resource(max_entries=32, show_spinner="Simulating both allocators…")
+@shared("Simulating both allocators", max_entries=32, heavy=is_heavy)
 def _compute(sc: Scenario):
     """``compute`` for a canonical scenario (the cache key)."""
     workload = build_workload(sc)
@@ -52,7 +77,7 @@ def seconds_figure(sc: Scenario, gpu: str, model: str):
     return _seconds_figure(sc.canonical(), gpu, model)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Pricing every step in seconds…")
+@shared("Pricing every step in seconds", max_entries=16, heavy=is_heavy)
 def _seconds_figure(sc: Scenario, gpu: str, model: str):
     results = run_scenario(sc)
     cost = cost_model(gpu, model)
@@ -72,7 +97,8 @@ def sweep(sc: Scenario) -> tuple:
     return _sweep(dataclasses.replace(sc.canonical(), block_size=16))
 
 
-@st.cache_resource(max_entries=32, show_spinner="Sweeping block sizes…")
+@shared("Sweeping block sizes", max_entries=32,
+        heavy=lambda sc: is_heavy(dataclasses.replace(sc, block_size=min(SWEEP_BLOCK_SIZES))))
 def _sweep(sc: Scenario) -> tuple:
     """The cached sweep for a scenario normalised to block size 16 (shared by every session, and
     a resource cache so that ``warm_default`` can fill it before the runtime starts; read only)."""

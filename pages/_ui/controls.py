@@ -10,7 +10,8 @@ import streamlit as st
 
 from allocator import CLASSROOM_40
 from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
-from allocator.trace import shipped_trace
+from allocator.trace import ShippedDataError, shipped_trace
+from allocator.validate import one_line, plain_markdown, show
 from allocator.viz.claims import plural
 from pages._ui.cache import uploaded_rows
 from pages._ui.url_params import BLOCK_SIZES, CHOICE_DEFAULTS, CHOICES, check_params
@@ -103,19 +104,22 @@ def controls() -> Scenario:
             if up is None:
                 sb.info("Upload a CSV to replay it. " + UPLOAD_HELP)
             else:
-                kw["trace_bytes"], kw["trace_name"] = up.getvalue(), up.name
+                kw["trace_bytes"], kw["trace_name"] = up.getvalue(), one_line(up.name)
                 try:
                     n_rows = uploaded_rows(kw["trace_bytes"])
-                    sb.success(f"{up.name}: {plural(n_rows, 'request')}")
+                    sb.success(plain_markdown(f"{one_line(up.name)}: {plural(n_rows, 'request')}"))
                 except ValueError as exc:
-                    sb.error(f"{up.name}: {exc}")
+                    sb.error(plain_markdown(f"{one_line(up.name)}: {exc}"))
         else:
-            n_rows = len(shipped_trace())
+            try:
+                n_rows = len(shipped_trace())
+            except ShippedDataError:        # the run fails too, and the page names the file and what to do
+                pass
         last_row = max(0, (n_rows or 1) - 1)
         key = f"offset_{workload}"
-        if key in st.query_params and st.query_params[key].isdigit() and int(st.query_params[key]) > last_row:
-            st.warning(f"URL parameter {key}={st.query_params[key]!r} is past the trace's last row "
-                       f"({last_row:,}, counting from 0); using 0.")
+        if key in st.query_params and st.query_params[key].isascii() and st.query_params[key].isdigit() and int(st.query_params[key]) > last_row:
+            st.warning(plain_markdown(f"URL parameter {key}={show(st.query_params[key])} is past the trace's "
+                                      f"last row ({last_row:,}, counting from 0); using 0."))
             del st.query_params[key]
         kw["offset"] = int(sb.number_input("First row (offset)", min_value=0, max_value=last_row,
                                            value=0, key=key, **url))

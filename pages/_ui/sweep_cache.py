@@ -14,6 +14,7 @@ import streamlit as st
 
 from allocator.throughput import rate_sweep
 from allocator.timing import cost_model
+from pages._ui.heavy import run_heavy
 
 #: Sweeps kept (least recently used dropped first).
 MAX_SWEEPS = 12
@@ -55,8 +56,9 @@ def cached_sweep(key: tuple, progress=None):
         return cached_sweep(key, progress)          # the other session failed: try ourselves
     try:
         gpu, model, gpus, requests, rates, block_size = key
-        sweep = rate_sweep(cost_model(gpu, model, gpus), rates, requests=requests, block_size=block_size,
-                           progress=progress)
+        sweep = run_heavy("Simulating the sweep", rate_sweep, cost_model(gpu, model, gpus), rates,
+                          requests=requests, block_size=block_size, progress=progress,
+                          _spinner=progress is None)     # one server-wide queue (pages._ui.heavy)
         with store["lock"]:
             store["runs"][key] = sweep
             while len(store["runs"]) > MAX_SWEEPS:

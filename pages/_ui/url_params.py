@@ -8,7 +8,7 @@ which lie inside the core's documented ranges (``allocator.limits.LIMITS``: the 
 that table's range as it is, and every rule takes its unit from it), maps choices to short stable values (``workload=classroom-40|azure-conv|upload``,
 ``arrival=burst|trickle``, ``preemption=recompute|swap``, ``policy=max|pow2|oracle``, ``gpu`` and
 ``model`` as the cost model's preset keys; the old labels are still accepted), checks
-``seconds_axis=true|false``,
+``seconds_axis`` and ``present`` (``true|false``),
 and words a message naming the parameter, the value and what is used instead.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from allocator import CLASSROOM_40
 from allocator.accounting import PRESETS
 from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, LIMITS
 from allocator.timing import DEFAULT_GPU, DEFAULT_MODEL, GPUS, TIMED_MODELS
-from allocator.validate import Limit
+from allocator.validate import Limit, show
 
 #: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
 BLOCK_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -102,16 +102,40 @@ def number_rules(workload: str) -> dict[str, NumberRule]:
     return rules
 
 
+#: Longest parameter name and value a message quotes (characters; longer ones end in "…"), and most
+#: messages one link produces (the rest are counted in one more): a hostile or mangled link cannot
+#: fill the page.
+SHOWN_NAME, SHOWN_VALUE, MAX_MESSAGES = 40, 40, 6
+#: The true/false parameters, and the value each stands for when it is absent.
+BOOLEANS = {"seconds_axis": False, "present": False}
+
+
+def _name(name: str) -> str:
+    """A parameter name as a message shows it: as it is when it is a plain identifier (``seed``,
+    ``slots_classroom-40``), else quoted and cut like a value."""
+    return name if name.isascii() and name.replace("-", "_").isidentifier() and len(name) <= SHOWN_NAME \
+        else show(name, SHOWN_NAME)
+
+
+def _said(name: str, raw: str) -> str:
+    """``name='value'`` as every message writes a parameter, both cut (``validate.show``)."""
+    return f"{_name(name)}={show(raw, SHOWN_VALUE)}"
+
+
 def _number(raw: str, rule: NumberRule):
-    """The value ``raw`` stands for, or None if it is not one the widget offers."""
+    """The value ``raw`` stands for, or None if it is not one the widget offers. A whole number must
+    be written in plain digits (``19366``, not ``1e5`` or ``19366.0``): the widget that reads the
+    link takes nothing else and would silently start from its default."""
+    if rule.integer and not (raw.isascii() and raw.isdigit() and len(raw) <= 20):
+        return None
     try:
         value = float(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     if not math.isfinite(value) or not rule.low <= value <= rule.high:
         return None
     if rule.integer:
-        return int(value) if value.is_integer() else None
+        return int(raw)
     steps = (value - rule.low) / rule.step
     return value if abs(steps - round(steps)) < 1e-9 else None
 
@@ -135,9 +159,11 @@ def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
 
     Returns:
         (accepted, messages): ``accepted`` maps every good parameter to its value (choices as
-        short values, numbers as int/float); ``messages`` has one sentence per parameter that was
-        not used, naming it, its value and what is used instead. ``present`` (presentation mode)
-        and the page's own bookkeeping parameters are passed through unchecked.
+        short values, numbers as int/float, ``present`` and ``seconds_axis`` as bools);
+        ``messages`` has one sentence per parameter that was not used, naming it, its value (both
+        cut to 40 characters) and what is used instead, at most ``MAX_MESSAGES`` of them and then
+        one that counts the rest. Messages are plain text: a page shows them through
+        ``allocator.validate.plain_markdown``, since names and values came from whoever wrote the link.
     """
     accepted, messages = {}, []
     workload = CHOICE_DEFAULTS["workload"]
@@ -145,33 +171,32 @@ def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
     if raw_workload is not None:
         short = _choice("workload", raw_workload)
         if short is None:
-            messages.append(f"URL parameter workload={raw_workload!r} is not a workload of this page "
+            messages.append(f"URL parameter {_said('workload', raw_workload)} is not a workload of this page "
                             f"(one of {', '.join(WORKLOADS)}); using {workload}.")
         else:
             accepted["workload"] = workload = short
     rules = number_rules(workload)
     for name, raw in params.items():
-        if name in ("workload", "present"):
-            if name == "present":
-                accepted[name] = raw
+        if name == "workload":
             continue
-        if name == "seconds_axis":
+        if name in BOOLEANS:
             if raw.lower() in ("true", "false"):
                 accepted[name] = raw.lower() == "true"
             else:
-                messages.append(f"URL parameter seconds_axis={raw!r} must be true or false; using false.")
+                messages.append(f"URL parameter {_said(name, raw)} must be true or false; "
+                                f"using {str(BOOLEANS[name]).lower()}.")
             continue
         if name in CHOICES:
             short = _choice(name, raw)
             if short is None:
-                messages.append(f"URL parameter {name}={raw!r} is not one of {', '.join(CHOICES[name])}; "
+                messages.append(f"URL parameter {_said(name, raw)} is not one of {', '.join(CHOICES[name])}; "
                                 f"using {CHOICE_DEFAULTS[name]}.")
             else:
                 accepted[name] = short
         elif name == "block_size":
             value = _number(raw, NumberRule(Limit(1, 256, unit="slots per block"), 1, 16, "block_size"))
             if value not in BLOCK_SIZES:
-                messages.append(f"URL parameter block_size={raw!r} is not a block size the slider offers "
+                messages.append(f"URL parameter {_said(name, raw)} is not a block size the slider offers "
                                 f"({', '.join(map(str, BLOCK_SIZES))}); using 16.")
             else:
                 accepted[name] = value
@@ -180,15 +205,30 @@ def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
             value = _number(raw, rule)
             if value is None:
                 default = f"{rule.default:,.0f}" if rule.integer else f"{rule.default:g}"
-                messages.append(f"URL parameter {name}={raw!r} must be {rule.describe()}"
-                                + (f" ({rule.unit})" if rule.unit else "") + f"; using {default}.")
+                digits = (" written in digits only" if rule.integer and _number_anyhow(raw, rule) else "")
+                messages.append(f"URL parameter {_said(name, raw)} must be {rule.describe()}"
+                                + (f" ({rule.unit})" if rule.unit else "") + digits + f"; using {default}.")
             else:
                 accepted[name] = value
         else:
-            messages.append(f"URL parameter {name}={raw!r} is not a setting of this page"
+            messages.append(f"URL parameter {_said(name, raw)} is not a setting of this page"
                             + (f" for the {workload} workload" if _other_workload(name, workload) else "")
                             + "; it was ignored.")
+    if len(messages) > MAX_MESSAGES:
+        rest = len(messages) - MAX_MESSAGES + 1
+        messages = messages[:MAX_MESSAGES - 1] + [f"{rest} more URL parameters were not used either; "
+                                                  "the page uses its defaults for them."]
     return accepted, messages
+
+
+def _number_anyhow(raw: str, rule: NumberRule) -> bool:
+    """True when ``raw`` is a whole number in the rule's range written some other way (``1e3``,
+    ``19366.0``), so the message can say that only digits are taken."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return math.isfinite(value) and value.is_integer() and rule.low <= value <= rule.high
 
 
 def _other_workload(name: str, workload: str) -> bool:
