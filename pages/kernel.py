@@ -15,6 +15,7 @@ import time
 import pandas as pd
 import streamlit as st
 
+from pages._ui.heavy import run_heavy
 from pages._ui.state import current_scenario
 
 SWEEP_KEY = "kernel_sweep_result"
@@ -173,7 +174,8 @@ if any(res is None for *_, res, _how, _when in found):
     if st.button("Run the correctness check", key="kernel_run_check"):
         with st.spinner("Running the kernel on the small batch and comparing with the reference…"):
             try:
-                found = [(name, splits, *shared_check(name, splits)) for name, splits in cases]
+                found = [(name, splits, *run_heavy("Running the correctness check", shared_check, name, splits,
+                                                   _spinner=False)) for name, splits in cases]
             except Exception as exc:
                 st.error(f"The correctness check failed to run: {type(exc).__name__}: {exc}")
 cols = st.columns(len(found))
@@ -244,8 +246,10 @@ if sweep_backend.name != "cuda":
 if st.button("Run sweep", type="primary", key="kernel_run_sweep"):
     bar = st.progress(0.0, text="starting…")
     try:
-        result, how = shared_sweep(DEFAULT_BLOCK_SIZES, shape_options[choice], sweep_backend.name, repeats=None,
-                                   budget_s=DEFAULT_BUDGET_S, progress=lambda f, msg: bar.progress(f, text=msg))
+        # one heavy run at a time per server (pages._ui.heavy): a queued student sees how many are ahead
+        result, how = run_heavy("Measuring the kernel sweep", shared_sweep, DEFAULT_BLOCK_SIZES, shape_options[choice],
+                                sweep_backend.name, repeats=None, budget_s=DEFAULT_BUDGET_S,
+                                progress=lambda f, msg: bar.progress(f, text=msg), _spinner=False)
         st.session_state[SWEEP_KEY] = result
         st.session_state[SWEEP_KEY + "_how"] = how
         bar.progress(1.0, text=f"done: {len(result.rows)} block sizes on `{sweep_backend.name}`")
