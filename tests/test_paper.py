@@ -1,0 +1,162 @@
+"""Issue 21: the paper's workload, the artifact's Orca estimators and buddy allocator."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from allocator.allocators import ReserveMaxAllocator
+from allocator.buddy import BuddyBlocks, buddy_run_blocks, output_estimate, reservation_blocks
+from allocator.engine import simulate
+from allocator.sharegpt import sharegpt_lengths, sharegpt_workload
+from allocator.validate import FieldError
+from allocator.workload import Request, Workload
+
+
+# --- the workload ---------------------------------------------------------------------------------
+
+def test_sharegpt_filtered_means_are_the_papers():
+    df = sharegpt_lengths()
+    assert len(df) == 79_725
+    assert (df["prompt_tokens"] + df["output_tokens"]).max() < 2048
+    assert abs(df["prompt_tokens"].mean() - 161.2) <= 0.1
+    assert abs(df["output_tokens"].mean() - 338.0) <= 0.1
+
+
+def test_sharegpt_workload_arrives_per_10ms_quantum_with_exact_outputs():
+    w = sharegpt_workload(2.0, 600, seed=0)
+    arr = [r.arrival_s for r in w.requests]
+    assert arr == sorted(arr)
+    assert all(abs(a * 100 - round(a * 100)) < 1e-6 for a in arr)      # on 10 ms boundaries
+    assert 1100 < len(w) < 1300                                        # ~2/s for 600 s
+    assert w.max_new_tokens == 2048
+    pairs = set(zip(sharegpt_lengths()["prompt_tokens"][: len(w)], sharegpt_lengths()["output_tokens"][: len(w)]))
+    assert {(r.prompt_len, r.output_len) for r in w.requests} <= pairs   # the first N pairs, shuffled
+    assert sharegpt_workload(2.0, 600, seed=0).requests == w.requests    # the seed decides everything
+
+
+def test_sharegpt_workload_refuses_bad_rate():
+    with pytest.raises(FieldError) as e:
+        sharegpt_workload(0, 600)
+    assert e.value.field == "rates"
+
+
+# --- the estimators, on hand-computed cases --------------------------------------------------------
+
+@pytest.mark.parametrize("estimator,output,expected", [
+    ("max", 300, 2048), ("pow2", 300, 512), ("oracle", 300, 300),
+    ("pow2", 1, 1), ("pow2", 512, 512), ("pow2", 513, 1024), ("oracle", 1, 1),
+])
+def test_output_estimate(estimator, output, expected):
+    assert output_estimate(output, estimator) == expected
+
+
+@pytest.mark.parametrize("prompt,output,estimator,blocks,run", [
+    (100, 300, "max", 128, 128),        # min(100 + 2048, 2048) / 16 = 128
+    (100, 300, "pow2", 39, 64),         # ceil((100 + 512) / 16) = ceil(38.25) = 39 -> 64
+    (100, 300, "oracle", 25, 32),       # (100 + 300) / 16 = 25 -> 32
+    (1500, 300, "pow2", 126, 128),      # 1500 + 512 = 2012 -> ceil(125.75) = 126 -> 128
+    (16, 16, "oracle", 2, 2),
+    (17, 16, "oracle", 3, 4),
+    (1, 1, "max", 128, 128),
+])
+def test_reservation_blocks(prompt, output, estimator, blocks, run):
+    assert reservation_blocks(prompt, output, estimator) == blocks
+    assert buddy_run_blocks(blocks) == run
+    alloc = ReserveMaxAllocator(15_728, 2048, estimator, placement="buddy")
+    assert alloc.reservation(prompt, output) == run * 16
+
+
+def test_unknown_estimator_and_placement_are_named():
+    with pytest.raises(FieldError) as e:
+        output_estimate(3, "median")
+    assert e.value.field == "estimator"
+    with pytest.raises(FieldError) as e:
+        ReserveMaxAllocator(100, 10, "max", placement="best-fit")
+    assert e.value.field == "placement"
+
+
+# --- the buddy allocator against a plain model -----------------------------------------------------
+
+def test_initial_pool_is_128_block_runs_then_halves():
+    b = BuddyBlocks(983, 128)           # the paper's 15,728 slots / 16
+    assert b.initial_runs() == [(i * 128, 128) for i in range(7)] + [(896, 64), (960, 16), (976, 4), (980, 2), (982, 1)]
+    assert b.free_list() == b.initial_runs()
+    assert b.num_free == 983
+
+
+def test_split_and_merge_by_hand():
+    b = BuddyBlocks(128, 128)
+    a = b.allocate(3)                   # 4 blocks: 128 -> 64 + 32 + 16 + 8 + 4 + (4 taken)
+    assert a == 0
+    assert b.free_list() == [(4, 4), (8, 8), (16, 16), (32, 32), (64, 64)]
+    c = b.allocate(4)                   # the smallest fit is the free 4 at block 4
+    assert c == 4
+    b.free(a)                           # block 0's buddy (4) is owned: no merge
+    assert (0, 4) in b.free_list()
+    b.free(c)                           # now 0+4 -> 8, +8 -> 16, ... back to one 128-block run
+    assert b.free_list() == [(0, 128)]
+    b.check_invariants()
+
+
+def test_buddy_never_merges_past_max_run_or_with_a_different_size():
+    b = BuddyBlocks(256, 128)
+    x, y = b.allocate(128), b.allocate(128)
+    b.free(x)
+    b.free(y)
+    assert b.free_list() == [(0, 128), (128, 128)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(1, 130), st.integers(0, 10_000)), max_size=60),
+       blocks=st.integers(1, 400))
+def test_buddy_against_a_plain_model(ops, blocks):
+    """Every block has at most one owner, free counts add up, allocations are power-of-two aligned
+    runs, a failed allocation means no free run is large enough, and freeing everything merges
+    the pool back to its first shape."""
+    b = BuddyBlocks(blocks, 128)
+    owner = [None] * blocks             # the plain model: who holds each block
+    held = {}                           # start -> size
+    for n, (alloc, size, pick) in enumerate(ops):
+        if alloc or not held:
+            start = b.allocate(size)
+            want = 1 << (size - 1).bit_length()
+            if start is None:
+                assert want > 128 or all(s < want for _, s in b.free_list())
+                continue
+            assert start % want == 0 and start + want <= blocks
+            for i in range(start, start + want):
+                assert owner[i] is None, f"block {i} given twice"
+                owner[i] = n
+            held[start] = want
+        else:
+            start = sorted(held)[pick % len(held)]
+            for i in range(start, start + held.pop(start)):
+                owner[i] = None
+            b.free(start)
+        b.check_invariants()
+        assert b.num_free == owner.count(None)
+        free_blocks = {i for s, size in b.free_list() for i in range(s, s + size)}
+        assert free_blocks == {i for i, o in enumerate(owner) if o is None}
+    for start in list(held):
+        b.free(start)
+    assert b.free_list() == b.initial_runs()
+
+
+def test_buddy_reservations_run_in_the_engine_with_invariants():
+    reqs = tuple(Request(i + 1, p, o, i) for i, (p, o) in enumerate([(100, 300), (20, 5), (900, 900), (5, 40),
+                                                                      (300, 1000), (16, 16)] * 5))
+    w = Workload("t", reqs, 2048)
+    for policy in ("max", "pow2", "oracle"):
+        res = simulate(w, ReserveMaxAllocator(4096, 2048, policy, placement="buddy"), check_invariants=True)
+        assert res.summary["finished"] == len(reqs)
+        m = res.metrics
+        # the reservation share never exceeds what is allocated and unwritten
+        assert (m["pending_tokens"] <= m["internal_fragmentation"]).all()
+
+
+def test_buddy_refuses_a_request_longer_than_the_cap():
+    w = Workload("t", (Request(1, 2000, 100, 0),), 2048)
+    with pytest.raises(FieldError) as e:
+        simulate(w, ReserveMaxAllocator(4096, 2048, "oracle", placement="buddy"))
+    assert e.value.field == "max_context"
