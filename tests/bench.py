@@ -10,6 +10,7 @@ Sections:
     events     idle gaps and the full Azure trace x5: the engine's cost grows with events
     ratesweep  issue 14: 8 rates x 4 policies x 1,000 requests on the seconds clock <= 20 s
     prefix     issue 15: 2,000 Mooncake requests with prefix caching, block 16, 1/4 pool <= 5 s
+    paper      issue 21: the PagedAttention paper's replication (Figures 2, 12, 13) <= 60 s, paper / ours
     kernels    the paged-attention kernel sweep on this machine's backend (see kernels/)
 """
 from __future__ import annotations
@@ -206,8 +207,27 @@ def bench_prefix(repeat: int = 3) -> list[bool]:
     return [ok]
 
 
+def bench_paper() -> list[bool]:
+    """Issue 21's targets: the paper replication preset (``python -m allocator paper-replication``)
+    in at most 60 s, and each figure's value against the paper's within its tolerance (Figure 13
+    within 15 %, Figure 2's token states within 5 points and Orca (Max)'s split in the paper's
+    order, Figure 12's sustained-rate ratios inside the paper's ranges)."""
+    from allocator.paper import paper_replication
+
+    rep = paper_replication()
+    rows = [[r["figure"], r["measure"], r["paper"], r["ours"], r["error"], r["tolerance"], r["ok"]]
+            for r in rep.targets()]
+    print_table(f"paper replication (load scale x{rep.scale['scale']:.2f}: this model's paged saturation "
+                f"{rep.scale['ours']:.2f} requests/s / the paper's {rep.scale['paper']:g})",
+                ["figure", "measure", "paper", "ours", "error", "tolerance", "within"], rows)
+    ok_time = rep.seconds <= 60.0
+    print_table("paper replication: time", ["measure", "value", "target", "met"],
+                [["the whole preset (s)", f"{rep.seconds:.1f}", "<= 60", ok_time]])
+    return [r["ok"] for r in rep.targets()] + [ok_time]
+
+
 SECTIONS = {"explainer": bench_explainer, "scale": bench_scale, "events": bench_events,
-            "ratesweep": bench_ratesweep, "prefix": bench_prefix}
+            "ratesweep": bench_ratesweep, "prefix": bench_prefix, "paper": bench_paper}
 
 
 def _kernel_section():

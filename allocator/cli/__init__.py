@@ -8,7 +8,8 @@ because both call the same functions of :mod:`allocator`.
 * :mod:`.accounting` -- ``account`` and ``capacity``: the lesson's arithmetic.
 * :mod:`.export` -- ``export-html``: the animated figure, handout and CSV as files.
 * :mod:`.serving` -- ``rate-sweep``: the paper's four allocators against request rate, in seconds.
+* :mod:`.paper` -- ``paper-replication``: the PagedAttention paper's OPT-13B experiment, Figures 2, 12 and 13.
 """
 
 #: Sub-command modules, in help order.
-MODULES = ("simulate", "accounting", "export", "serving")
+MODULES = ("simulate", "accounting", "export", "serving", "paper")
