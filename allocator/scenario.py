@@ -16,17 +16,18 @@ from .allocators import RESERVATION_POLICIES, PagedAllocator, ReserveMaxAllocato
 from .engine import SimulationResult, simulate
 from .limits import LIMITS, check
 from .mooncake import is_mooncake_path, load_mooncake, mooncake_workload
+from .sharegpt import sharegpt_lengths
 from .trace import load_trace, shipped_trace, trace_workload
 from .validate import FieldError, one_of
 from .workload import ARRIVAL_PATTERNS, Workload, classroom_40, with_shared_prefix
 
-WORKLOADS = ("classroom-40", "azure-conv")
+WORKLOADS = ("classroom-40", "azure-conv", "sharegpt-opt")
 #: Block sizes of the sweep: powers of two 1..256 (seed 003 asks about 1, 16 and 256).
 SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: Default pool per workload (slots). The trace's requests average ~1,150 prompt tokens, so its
 #: pool is 4x the classroom's: about 4-6 reserve-max reservations fit in it at once.
-DEFAULT_SLOTS = {"classroom-40": 2048, "azure-conv": 8192}
-DEFAULT_MAX_NEW = {"classroom-40": 600, "azure-conv": 1024}
+DEFAULT_SLOTS = {"classroom-40": 2048, "azure-conv": 8192, "sharegpt-opt": 8192}
+DEFAULT_MAX_NEW = {"classroom-40": 600, "azure-conv": 1024, "sharegpt-opt": 2048}
 #: Defaults for a Mooncake JSONL trace (prompts average ~12,000 tokens, outputs up to 2,000).
 MOONCAKE_SLOTS = 1 << 20
 MOONCAKE_MAX_NEW = 2048
@@ -44,7 +45,9 @@ class Scenario:
     """Every setting of the explainer.
 
     Attributes:
-        workload: "classroom-40", "azure-conv" (the shipped trace slice) or a CSV path.
+        workload: "classroom-40", "azure-conv" (the shipped trace slice), "sharegpt-opt" (the
+            PagedAttention paper's ShareGPT lengths, :mod:`allocator.sharegpt`, in file order, all
+            arriving at once) or a CSV path.
         total_slots: pool size in slots (None: the workload's default, see ``DEFAULT_SLOTS``).
         block_size: slots per block for the paged allocator (1..256 on the page).
         max_new_tokens: generation cap in tokens (None: the workload's default).
@@ -162,6 +165,10 @@ def build_workload(sc: Scenario) -> Workload:
     if sc.workload == "azure-conv":
         df = shipped_trace()
         name = "azure-conv"
+    elif sc.workload == "sharegpt-opt":
+        pairs = sharegpt_lengths()
+        df = pairs.assign(arrival_s=0.0)
+        name = "sharegpt-opt"
     elif sc.workload == "upload":
         if not sc.trace_bytes:
             raise FieldError("trace_file", ": no trace file uploaded yet", subject="trace_file")

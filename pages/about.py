@@ -126,8 +126,9 @@ SOURCES = [
     ("Forty requests in 2,048 slots: about 3 running reserved vs about 30 paged",
      "The app's own simulation (classroom-40, calibrated to land in the paper's measured range)."),
     ("Orca (Max) 20.4 %, Orca (Pow2) 26.8 %, Orca (Oracle) 38.2 %, vLLM 96.3 % of KV memory holding token "
-     "states; vLLM sustaining 1.7–2.7× Orca (Oracle)'s and 2.7–8× Orca (Max)'s request rate (OPT-13B, A100, "
-     "ShareGPT)",
+     "states (OPT-13B, one A100, ShareGPT); vLLM sustaining 1.7–2.7× Orca (Oracle)'s and 2.7–8× Orca (Max)'s "
+     "request rate over OPT-13B, 66B and 175B together, and batching 2.2× and 4.3× as many requests for "
+     "OPT-13B alone (ShareGPT)",
      "Kwon et al., PagedAttention (SOSP 2023), Figure 2 and section 6.2; quoted beside the app's own figures, "
      "never fitted to them (Throughput and latency)."),
     ("GPU memory, memory bandwidth, dense fp16/bf16 tensor FLOP/s, PCIe bandwidth (A100 40GB, H100 SXM, H200, "

@@ -217,7 +217,8 @@ def sweep_allowed(sweep) -> set[str]:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 nums |= _forms(v) | _forms(v * 1000)          # seconds also print as ms
                 nums |= {f"{v:.3g}", f"{v * 1000:.3g}", f"{v:,.0f}"}
-    for v in (*PAPER["token_state_share"].values(), *PAPER["rate_ratio_vs_oracle"], *PAPER["rate_ratio_vs_max"]):
+    for v in (*PAPER["token_state_share"].values(), *PAPER["rate_ratio_vs_oracle"], *PAPER["rate_ratio_vs_max"],
+              *PAPER["batch_ratio_opt13b"].values(), 13, 66, 175):
         nums |= _forms(v)
     return nums
 

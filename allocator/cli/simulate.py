@@ -41,7 +41,8 @@ def register(sub) -> None:
                        description="Simulate the same workload under reserve-max and paged allocation.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--workload", choices=WORKLOADS, default=None,
-                     help="named workload (default classroom-40; azure-conv is the shipped Azure conversation trace)")
+                     help="named workload (default classroom-40; azure-conv is the shipped Azure conversation trace; "
+                          "sharegpt-opt the PagedAttention paper's ShareGPT lengths, all arriving at once)")
     src.add_argument("--trace", metavar="FILE", help="a trace to replay: CSV (Azure or plain schema) or Mooncake "
                      "JSONL (.jsonl, .jsonl.gz: prompts as block ids, for --prefix-caching)")
     p.add_argument("--slots", type=count_arg, default=None, help="pool size in slots (default: 2048 for "
