@@ -10,12 +10,15 @@ import pandas as pd
 import streamlit as st
 
 from allocator.accounting import PRESETS
+from allocator.paper import paper_replication
+from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.throughput import POLICY_LABELS, default_rate, parse_rates, with_latency_factor
 from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import FieldError
-from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, seconds, sustained_rows,
-                                  sweep_headline, time_split_claim)
+from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, paper_replication_texts, seconds,
+                                  sustained_rows, sweep_headline, time_split_claim)
+from allocator.viz.paper import fig2_figure, fig12_figure, fig13_figure, targets_rows
 from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure
 from pages._ui.sweep_cache import cached_sweep, is_cached, sweep_key
 from pages._ui.state import set_defaults
@@ -34,6 +37,43 @@ st.markdown(
     "datasheet figures, and the PagedAttention paper's experiment is run again: requests arrive at random "
     "(a Poisson stream) at a rising rate, under the paper's three reservation baselines and under paging, and "
     "each allocator's **sustained rate** is where its latency runs away.")
+
+
+
+@st.cache_resource(show_spinner=False)
+def _replication(seed: int = 0):
+    """The paper replication, computed once per server (about 10 s)."""
+    return paper_replication(seed=seed)
+
+
+with st.container(border=True):
+    st.markdown("**The paper's own experiment, one click.** OPT-13B on one A100-40GB (the paper's Table 1: "
+                "15,728 KV slots), ShareGPT request lengths, vLLM with blocks of 16 and recompute against the "
+                "paper's three Orca baselines placed by its buddy allocator — and the paper's Figures 2, 13 and "
+                "12 drawn beside this model's.")
+    if st.button("Run the paper replication", key="tp_paper_run", icon=":material/science:", type="primary"):
+        st.session_state["tp_paper"] = True
+if st.session_state.get("tp_paper"):
+    with st.spinner("Running the paper's configuration (about 10 s the first time)…"):
+        rep21 = _replication()
+    texts21 = paper_replication_texts(rep21)
+    st.subheader("The paper replication: its figures and this model's")
+    st.info(texts21["load"], icon=":material/speed:")
+    st.table(pd.DataFrame(targets_rows(rep21)).set_index("figure"))
+    f_l, f_r = st.columns(2)
+    with f_l:
+        st.plotly_chart(fig2_figure(rep21), key="tp_paper_fig2", config={"displaylogo": False})
+        st.markdown(texts21["fig2"])
+    with f_r:
+        st.plotly_chart(fig13_figure(rep21), key="tp_paper_fig13", config={"displaylogo": False})
+        st.markdown(texts21["fig13"])
+    st.plotly_chart(fig12_figure(rep21), key="tp_paper_fig12", config={"displaylogo": False})
+    st.markdown(texts21["fig12"])
+    st.markdown("**Where this model departs from the paper's system**\n\n"
+                + "\n".join(f"- {d}" for d in texts21["departures"]))
+    st.caption("Request lengths: " + SHAREGPT_ATTRIBUTION)
+    st.divider()
+    st.subheader("Your own sweep (Azure conversation lengths)")
 
 c = st.columns([1.4, 1.2, 0.7, 1.2])
 c[0].selectbox("GPU", list(GPUS), key="tp_gpu", format_func=lambda k: GPUS[k].label,
@@ -61,24 +101,33 @@ errors = st.container()
 
 
 def fail(exc: Exception) -> None:
-    """Show a core error in the page's words and stop (never a traceback)."""
+    """Show a core error in the page's words (never a traceback); keep the last result that ran on
+    screen beside it when there is one, else stop."""
     text = str(exc)
     if isinstance(exc, FieldError) and exc.field == "rates":
         text = exc.reworded("Request rates" + (f" (entry {exc.index + 1})" if exc.index is not None else ""))
+    last = st.session_state.get("tp_last_good")
+    if last is not None and is_cached(last["key"]):
+        errors.error(f"These settings cannot run: {text}. The charts below still show the last settings that "
+                     "ran.", icon=":material/error:")
+        return last
     errors.error(f"These settings cannot run: {text}.", icon=":material/error:")
     st.stop()
 
 
+fallback = None
 try:
     rates = parse_rates(st.session_state["tp_rates"]) if st.session_state["tp_rates"].strip() else None
     gpus = st.session_state["tp_gpus"]
     cost = cost_model(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus)
     pool = cost.pool_slots()
 except (FieldError, ValueError) as exc:
-    fail(exc)
-
-key = sweep_key(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus, st.session_state["tp_requests"],
-                rates, st.session_state["tp_block"])
+    fallback = fail(exc)
+if fallback is not None:
+    key, gpus, cost = fallback["key"], fallback["gpus"], fallback["cost"]
+else:
+    key = sweep_key(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus, st.session_state["tp_requests"],
+                    rates, st.session_state["tp_block"])
 try:
     if is_cached(key):
         sweep = cached_sweep(key)
@@ -91,7 +140,10 @@ try:
         sweep = cached_sweep(key, report)
         bar.empty()
 except (FieldError, ValueError) as exc:
-    fail(exc)
+    last = fail(exc)                       # returns only when an earlier result can stay on screen
+    key, gpus, cost = last["key"], last["gpus"], last["cost"]
+    sweep = cached_sweep(key)
+st.session_state["tp_last_good"] = {"key": key, "gpus": gpus, "cost": cost}
 sweep = with_latency_factor(sweep, st.session_state["tp_factor"])
 if gpus == "auto":
     st.caption(f"{cost.label}: {cost.gpus} GPU{'s' if cost.gpus > 1 else ''} chosen automatically.")
@@ -168,4 +220,4 @@ st.caption("Sources: Kwon et al., \"Efficient Memory Management for Large Langua
            "PagedAttention\", SOSP 2023 (the baselines, the normalised latency, Figure 2 and the sustained-rate "
            "ratios, quoted as the paper's); NVIDIA datasheets for the GPUs; Agrawal et al., \"Vidur: A "
            "Large-Scale Simulation Framework for LLM Inference\", MLSys 2024 (the idea of pricing each step). "
-           "Request lengths: " + AZURE_ATTRIBUTION)
+           "Request lengths: " + AZURE_ATTRIBUTION + " The paper replication's lengths: " + SHAREGPT_ATTRIBUTION)
