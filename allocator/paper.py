@@ -192,7 +192,7 @@ class Replication:
                          "tolerance": "within 15 %", "ok": abs(err) <= FIG13_TOLERANCE})
         for s in SYSTEMS:
             paper, ours = 100 * PAPER_FIGURES["fig2"]["token_states"][s], 100 * self.fig2[s]["token_states"]
-            rows.append({"figure": "Figure 2", "measure": f"token states, {PAPER_LABELS[s]} (% of KV memory)",
+            rows.append({"figure": "Figure 2", "measure": f"token states, {PAPER_LABELS[s]}",
                          "paper": paper, "ours": round(ours, 1), "error": f"{ours - paper:+.1f} points",
                          "tolerance": "within 5 points", "ok": abs(ours - paper) <= FIG2_TOLERANCE_POINTS})
         split = self.fig2["max"]

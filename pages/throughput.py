@@ -59,14 +59,13 @@ if st.session_state.get("tp_paper"):
     texts21 = paper_replication_texts(rep21)
     st.subheader("The paper replication: its figures and this model's")
     st.info(texts21["load"], icon=":material/speed:")
-    st.table(pd.DataFrame(targets_rows(rep21)).set_index("figure"))
-    f_l, f_r = st.columns(2)
-    with f_l:
-        st.plotly_chart(fig2_figure(rep21), key="tp_paper_fig2", config={"displaylogo": False})
-        st.markdown(texts21["fig2"])
-    with f_r:
-        st.plotly_chart(fig13_figure(rep21), key="tp_paper_fig13", config={"displaylogo": False})
-        st.markdown(texts21["fig13"])
+    st.markdown("**Targets: the paper's value, this model's, the error.** Token-state shares are % of the KV "
+                "memory; the Figure 12 rows compare ratios of sustained rates.")
+    st.table(pd.DataFrame(targets_rows(rep21)).set_index("measure"))
+    st.plotly_chart(fig2_figure(rep21), key="tp_paper_fig2", config={"displaylogo": False})
+    st.markdown(texts21["fig2"])
+    st.plotly_chart(fig13_figure(rep21), key="tp_paper_fig13", config={"displaylogo": False})
+    st.markdown(texts21["fig13"])
     st.plotly_chart(fig12_figure(rep21), key="tp_paper_fig12", config={"displaylogo": False})
     st.markdown(texts21["fig12"])
     st.markdown("**Where this model departs from the paper's system**\n\n"

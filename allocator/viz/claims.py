@@ -614,3 +614,18 @@ def paper_replication_texts(rep) -> dict:
         "averages over a longer run.",
     ]
     return {"load": load, "fig2": fig2, "fig13": fig13, "fig12": fig12, "departures": departures}
+
+
+def fig12_note(rep) -> str:
+    """The box inside the replication's Figure 12: the paper's stated ratios beside this model's
+    (plotly HTML; numbers from ``rep`` and :data:`allocator.paper.PAPER_FIGURES`)."""
+    from allocator.paper import PAPER_FIGURES
+    f = PAPER_FIGURES["fig12"]
+    parts = []
+    for other, key, name in (("oracle", "range_vs_oracle", "Orca (Oracle)"), ("max", "range_vs_max", "Orca (Max)")):
+        r = rep.ratio(other)
+        ours = "no ratio" if r is None else ({"exact": "", "at least": "≥ ", "at most": "≤ "}[r["kind"]]
+                                             + ratio(r["value"]))
+        lo, hi = f[key]
+        parts.append(f"vLLM / {name}: the paper {lo:g}–{hi:g}× (OPT-13B, 66B, 175B together); this model {ours}")
+    return "<br>".join(parts)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from allocator.paper import PAPER_FIGURES, PAPER_LABELS, SYSTEMS
+from allocator.viz.claims import fig12_note
 from allocator.viz.theme import GREY_FREE, ORANGE_EMPTY, REQUEST_COLOURS
 from allocator.viz.throughput import _LAYOUT, BUDGET_COLOUR, STYLE, _log_axis, _title
 
 TOKEN_COLOUR = REQUEST_COLOURS[1]
 #: Figure 2's four uses of memory: (key, legend name, colour, pattern).
 SHARES = (("token_states", "token states (stored tokens)", TOKEN_COLOUR, ""),
-          ("reservation", "reservation (room for tokens the request will still write)", ORANGE_EMPTY, "."),
+          ("reservation", "reservation (room for tokens the request will still write)", ORANGE_EMPTY, "/"),
           ("internal", "internal fragmentation (reserved beyond the request's length)", ORANGE_EMPTY, ""),
           ("external", "external fragmentation and other (free)", GREY_FREE, ""))
 
@@ -28,7 +29,7 @@ def fig2_figure(rep) -> go.Figure:
     The paper's values quoted here are its token-state shares for all four systems and Orca (Max)'s
     full split; where the split is not quoted, the rest of the paper's bar is left empty."""
     paper = PAPER_FIGURES["fig2"]
-    xs = [[PAPER_LABELS[s] for s in SYSTEMS for _ in (0, 1)], ["the paper", "this model"] * len(SYSTEMS)]
+    xs = [f"{PAPER_LABELS[s]}<br>{who}" for s in SYSTEMS for who in ("the paper", "this model")]
     fig = go.Figure()
     for key, name, colour, shape in SHARES:
         ys, texts = [], []
@@ -44,19 +45,22 @@ def fig2_figure(rep) -> go.Figure:
             texts += ["" if pv is None or pv < 0.05 else f"{100 * pv:.1f}", "" if ours < 0.05 else f"{100 * ours:.1f}"]
         fig.add_bar(x=xs, y=ys, name=name, text=texts, textposition="inside", insidetextanchor="middle",
                     marker=dict(color=colour, line=dict(color="#333333", width=1),
-                                pattern=dict(shape=shape, fgcolor="#333333", size=6, solidity=0.25)),
+                                pattern=dict(shape=shape, fgcolor="#7A4F00", bgcolor=colour, size=10,
+                                             solidity=0.15)),
+                    textfont=dict(size=13, color="white" if key == "token_states" else "black"),
                     customdata=[name] * len(ys),
                     hovertemplate="%{x}<br>%{customdata}: %{y:.1f} % of KV memory<extra></extra>")
     rest = [None if s == "max" else 100 * (1 - paper["token_states"][s]) for s in SYSTEMS]
-    fig.add_bar(x=[[PAPER_LABELS[s] for s in SYSTEMS], ["the paper"] * len(SYSTEMS)], y=rest,
+    fig.add_bar(x=[f"{PAPER_LABELS[s]}<br>the paper" for s in SYSTEMS], y=rest,
                 name="the paper's other uses (split not quoted here)",
                 marker=dict(color="white", line=dict(color="#888888", width=1), pattern=dict(shape="/", fgcolor="#BBBBBB")),
                 hovertemplate="%{x}<br>the paper's other uses: %{y:.1f} % (not split here)<extra></extra>")
-    fig.update_layout(barmode="stack", height=470,
+    fig.update_layout(barmode="stack", height=560, bargap=0.25,
                       title=_title(f"Figure 2 — KV memory by use at {paper['rate']:g} requests/s (paper's scale)"),
-                      **{**_LAYOUT, "legend": dict(orientation="h", yanchor="top", y=-0.22, x=0)})
+                      **{**_LAYOUT, "margin": dict(l=60, r=20, t=40, b=40),
+                         "legend": dict(orientation="h", yanchor="top", y=-0.16, x=0, traceorder="normal")})
     fig.update_yaxes(title_text="share of KV memory (%)", range=[0, 100], gridcolor="#eee")
-    fig.update_xaxes(title_text="system: the paper's bar, then this model's")
+    fig.update_xaxes(title_text=None, tickangle=0)
     return fig
 
 
@@ -67,16 +71,25 @@ def fig13_figure(rep) -> go.Figure:
     cats = [PAPER_LABELS[s] for s in SYSTEMS]
     colours = [STYLE[s][0] for s in SYSTEMS]
     fig = go.Figure()
-    fig.add_bar(x=cats, y=[paper[s] for s in SYSTEMS], name="the paper's Figure 13",
+    fig.add_bar(x=cats, y=[paper[s] for s in SYSTEMS], name="the paper's Figure 13", showlegend=False,
                 marker=dict(color="white", line=dict(color=colours, width=2),
                             pattern=dict(shape="/", fgcolor=colours, size=8, solidity=0.3)),
-                text=[f"{paper[s]:.2f}" for s in SYSTEMS], textposition="outside",
+                text=[f"{paper[s]:.2f}" for s in SYSTEMS], textposition="outside", textfont=dict(size=13),
+                constraintext="none", cliponaxis=False,
                 hovertemplate="%{x}<br>the paper: %{y:.2f} requests batched on average<extra></extra>")
     ours = [rep.fig13[s] for s in SYSTEMS]
-    fig.add_bar(x=cats, y=ours, name="this model", marker=dict(color=colours),
+    fig.add_bar(x=cats, y=ours, name="this model", marker=dict(color=colours), showlegend=False,
                 text=[f"{v:.2f} ({100 * (v / paper[s] - 1):+.1f} %)" for v, s in zip(ours, SYSTEMS)],
-                textposition="outside",
+                textposition="outside", textfont=dict(size=13), constraintext="none", cliponaxis=False,
                 hovertemplate="%{x}<br>this model: %{y:.2f} requests batched on average<extra></extra>")
+    # the bars take each system's colour (black Orca, blue vLLM): the legend shows the two kinds of
+    # bar in a neutral grey, not in one system's colour
+    fig.add_bar(x=[None], y=[None], name="the paper's Figure 13 (hatched outline)",
+                marker=dict(color="white", line=dict(color=BUDGET_COLOUR, width=2),
+                            pattern=dict(shape="/", fgcolor=BUDGET_COLOUR, size=8, solidity=0.3)),
+                hovertemplate="the paper's value<extra></extra>")
+    fig.add_bar(x=[None], y=[None], name="this model (solid, in the system's colour)", marker=dict(color=BUDGET_COLOUR),
+                hovertemplate="this model's value<extra></extra>")
     top = max(max(ours), max(paper.values()))
     fig.update_layout(barmode="group", height=470,
                       title=_title(f"Figure 13 — requests batched at {PAPER_FIGURES['fig13']['rate']:g} requests/s "
@@ -109,29 +122,43 @@ def fig12_figure(rep) -> go.Figure:
                           "(%{customdata:.2f} here)<br>%{y:.4f} s/token<extra></extra>"))
         sus = rep.sustained[s]
         if sus["rate"] is not None:
+            above = sus["bound"] == "above"
             fig.add_trace(go.Scatter(
                 x=[sus["rate"]], y=[budget], mode="markers", showlegend=False,
-                marker=dict(symbol="x-thin-open", size=16, line=dict(width=3), color=colour),
+                marker=dict(symbol="arrow-right" if above else "x-thin-open", size=16, line=dict(width=3),
+                            color=colour),
                 hovertemplate=f"<b>{PAPER_LABELS[s]}</b> knee: "
                               + ("at least " if sus["bound"] == "above" else "")
                               + f"{sus['rate']:.2f} requests/s (paper's scale)<extra></extra>"))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="knee: where a curve crosses the budget",
                              marker=dict(symbol="x-thin-open", size=14, line=dict(width=3), color=BUDGET_COLOUR),
                              hovertemplate="a knee<extra></extra>"))
+    if any(rep.sustained[s]["bound"] == "above" for s in SYSTEMS):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
+                                 name="no knee inside the sweep: sustains at least its highest rate",
+                                 marker=dict(symbol="arrow-right", size=14, color=BUDGET_COLOUR),
+                                 hovertemplate="a lower bound<extra></extra>"))
+    fig.add_annotation(text=fig12_note(rep), xref="paper", yref="paper", x=0, y=1.02, xanchor="left",
+                       yanchor="bottom", showarrow=False, align="left", font=dict(size=13, color="#333333"))
     fig.update_xaxes(title_text="request rate (requests/s, the paper's scale)", gridcolor="#eee", rangemode="tozero")
     fig.update_yaxes(title_text="normalised latency (s/token, log scale)", gridcolor="#eee", **_log_axis(ys))
-    fig.update_layout(height=470, title=_title("Figure 12 — latency as the load rises (OPT-13B, ShareGPT)"),
-                      **_LAYOUT)
+    fig.update_layout(height=560, title=_title("Figure 12 — latency as the load rises (OPT-13B, ShareGPT)"),
+                      **{**_LAYOUT, "margin": dict(l=60, r=20, t=100, b=60)})
     return fig
 
 
 def targets_rows(rep) -> list[dict]:
-    """The targets table as display rows (paper / this model / error / tolerance / within)."""
+    """The targets table as display rows: measure, the paper's value, this model's, the error and
+    whether it is within the tolerance (named in the same cell)."""
     rows = []
     for r in rep.targets():
-        rows.append({"figure": r["figure"], "measure": r["measure"], "the paper": str(r["paper"]),
-                     "this model": str(r["ours"]), "error": r["error"], "tolerance": r["tolerance"],
-                     "within": "yes" if r["ok"] else "no"})
+        paper, ours = r["paper"], r["ours"]
+        if r["figure"] == "Figure 13":
+            paper, ours = f"{paper:.2f}", f"{ours:.2f}"
+        elif isinstance(paper, float):
+            paper, ours = f"{paper:.1f} %", f"{ours:.1f} %"
+        rows.append({"measure": f"{r['figure']}: {r['measure']}", "the paper": str(paper), "this model": str(ours),
+                     "error": r["error"], "within tolerance": f"{'yes' if r['ok'] else 'no'} ({r['tolerance']})"})
     return rows
 
 
