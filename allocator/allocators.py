@@ -245,10 +245,9 @@ class ReserveMaxAllocator:
         Raises:
             FieldError (``max_new_tokens``): an output_len above this allocator's max_new_tokens.
         """
+        if self._buddy is not None:        # the cap sizes reservations; longer requests are rejected one by one
+            return
         for r in workload.requests:
-            if self._buddy is not None and r.total_len > self.max_context:
-                raise FieldError("max_context", f" = {self.max_context} is below request {r.id}'s prompt + output "
-                                 f"({r.total_len} tokens): its capped reservation could not hold its answer")
             if r.output_len > self.max_new_tokens:
                 raise FieldError("max_new_tokens", f" = {self.max_new_tokens} is below request {r.id}'s "
                                  f"output_len {r.output_len}: a reservation could not hold its answer")
@@ -257,6 +256,10 @@ class ReserveMaxAllocator:
         """Reason the request can never be admitted (its reservation exceeds the pool), else None."""
         need = self.reservation(prompt_len, output_len)
         if self._buddy is not None:
+            if prompt_len + output_len > self.max_context:
+                return (f"holds {prompt_len + output_len} tokens at its longest (prompt {prompt_len} + output "
+                        f"{output_len}), more than the {self.max_context}-token context its buddy reservation is "
+                        "capped at")
             largest = self._buddy.largest_possible() * self.unit
             if need > largest:
                 return (f"needs a buddy run of {need} slots ({need // self.unit} blocks of {self.unit}) but the "

@@ -62,6 +62,32 @@ def sharegpt_lengths() -> pd.DataFrame:
     return _CACHE["pairs"]
 
 
+#: The rate of the replayable trace the explainer and ``simulate --workload sharegpt-opt`` use: the
+#: paper's Figure 13 load point (requests/s).
+TRACE_RATE = 2.0
+
+
+def sharegpt_trace(rate: float = TRACE_RATE, seed: int = 0) -> pd.DataFrame:
+    """The filtered pairs in file order with Poisson arrival times (the artifact's 10 ms quanta) at
+    ``rate`` requests/s: a trace that ``allocator.trace.trace_workload`` can replay by rows.
+
+    Returns:
+        DataFrame with ``prompt_tokens``, ``output_tokens`` (tokens) and ``arrival_s`` (seconds,
+        ascending from 0), one row per filtered pair.
+    """
+    key = ("trace", float(rate), int(seed))
+    if key not in _CACHE:
+        pairs = sharegpt_lengths()
+        n = len(pairs)
+        rng = np.random.default_rng(seed)
+        counts = rng.poisson(rate * TIME_QUANTUM_S, size=int(1.2 * n / (rate * TIME_QUANTUM_S)) + 100)
+        while counts.sum() < n:
+            counts = np.concatenate([counts, rng.poisson(rate * TIME_QUANTUM_S, size=len(counts))])
+        arrivals = np.repeat(np.arange(len(counts)) * TIME_QUANTUM_S, counts)[:n]
+        _CACHE[key] = pairs.assign(arrival_s=arrivals - arrivals[0])
+    return _CACHE[key]
+
+
 def poisson_arrivals(rate: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
     """Arrival times (seconds, ascending) of a Poisson process counted per 10 ms quantum, as the
     artifact draws them: quantum i (starting at i x 0.01 s) receives Poisson(rate x 0.01) requests.

@@ -7,6 +7,7 @@ import streamlit as st
 
 from allocator.accounting import PRESETS, format_bytes
 from allocator.mooncake import MOONCAKE_ATTRIBUTION
+from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.trace import AZURE_ATTRIBUTION
 from pages._ui.texts import COPY_ON_WRITE_SHORT
 
@@ -146,6 +147,14 @@ SOURCES = [
      "start with a chain an earlier request had)",
      "Mooncake conversation trace, all 12,031 requests, Apache-2.0: " + MOONCAKE_ATTRIBUTION
      + " The percentage is the app's own count of the trace's block ids (Prefix cache on a real trace)."),
+    ("The PagedAttention paper's request lengths (ShareGPT first rounds, OPT tokenizer; 79,725 pairs with "
+     "prompt + output under 2,048 tokens, means 161.2 and 338.0)",
+     "The paper's artifact repository (sosp-ae-39/sosp-ae-astra), which publishes lengths only and carries no "
+     "licence file; cited as: " + SHAREGPT_ATTRIBUTION),
+    ("The paper's Orca baselines (estimators, buddy allocator) and how its figures were measured",
+     "The paper's artifact repository: orca/cacheflow/master/block_manager.py and scheduler.py, "
+     "experiments/fig2.sh and fig12-13b-sharegpt.sh, plot/plot_fig2.py and plot_fig13.py (Throughput and "
+     "latency, the paper replication)."),
     ("Kernel timings", "Measured live on the machine serving the app (labelled with its backend), or recorded on "
                        "a GPU and labelled with the device, date and versions."),
 ]
@@ -179,6 +188,8 @@ st.markdown(
     f"- Trace data: {MOONCAKE_ATTRIBUTION} Licensed under the Apache License 2.0 "
     "(assets/mooncake_LICENSE-APACHE.txt); the app ships the whole conversation trace (12,031 requests), "
     "gzip-compressed and otherwise unchanged.\n"
+    f"- Request lengths of the paper replication: {SHAREGPT_ATTRIBUTION} The app ships the 79,725 pairs the "
+    "artifact keeps (prompt + output under 2,048 tokens), gzip-compressed.\n"
     "- The lesson's worked examples come from four reference explainers on the same idea; the app "
     "recomputes their arithmetic and writes every explanation afresh."
 )

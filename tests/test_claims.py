@@ -26,6 +26,7 @@ GRID = {
     "reserve-oracle, swap at block 1": Scenario(policy="oracle", preemption="swap", block_size=1),
     "trickle": Scenario(arrival="trickle", arrival_rate=0.05),
     "azure-conv": Scenario(workload="azure-conv"),
+    "sharegpt-opt, pow2 buddy": Scenario(workload="sharegpt-opt", policy="pow2", placement="buddy"),
     "nothing waits": Scenario(total_slots=1 << 20),
     "everything rejected": Scenario(shared_prefix=2048),
 }

@@ -155,11 +155,12 @@ def test_buddy_reservations_run_in_the_engine_with_invariants():
         assert (m["pending_tokens"] <= m["internal_fragmentation"]).all()
 
 
-def test_buddy_refuses_a_request_longer_than_the_cap():
-    w = Workload("t", (Request(1, 2000, 100, 0),), 2048)
-    with pytest.raises(FieldError) as e:
-        simulate(w, ReserveMaxAllocator(4096, 2048, "oracle", placement="buddy"))
-    assert e.value.field == "max_context"
+def test_buddy_rejects_a_request_longer_than_the_cap_with_a_reason():
+    w = Workload("t", (Request(1, 2000, 100, 0), Request(2, 100, 100, 0)), 2048)
+    res = simulate(w, ReserveMaxAllocator(4096, 2048, "oracle", placement="buddy"))
+    assert [r["id"] for r in res.rejected] == [1]
+    assert "2100 tokens" in res.rejected[0]["reason"] and "2048-token context" in res.rejected[0]["reason"]
+    assert res.summary["finished"] == 1
 
 
 # --- the wrong attribution is gone ------------------------------------------------------------------
@@ -191,3 +192,33 @@ def test_paper_comparison_names_the_models_of_the_range():
     paper = paper_comparison(sweep)["paper"]
     assert "OPT-13B, OPT-66B and OPT-175B together" in paper
     assert "2.2x" in paper and "4.3x" in paper
+
+
+def test_buddy_rounding_is_drawn_as_allocated_and_empty():
+    """The map shows a buddy reservation as what it is: the request's tokens, then orange (EMPTY)
+    for the rest of its power-of-two run, rounding included."""
+    from allocator.allocators import EMPTY, TOKEN
+
+    w = Workload("t", (Request(1, 100, 300, 0),), 2048)      # oracle: 25 blocks -> a 32-block run
+    res = simulate(w, ReserveMaxAllocator(2048, 2048, "oracle", placement="buddy"))
+    owner, state = res.slot_states(0)
+    assert (owner == 1).sum() == 32 * 16
+    assert (state == TOKEN).sum() == 101                      # prompt + the first token
+    assert (state == EMPTY).sum() == 32 * 16 - 101
+    assert res.metrics["pending_tokens"][0] == 400 - 101
+    assert res.metrics["internal_fragmentation"][0] == 32 * 16 - 101
+
+
+def test_scenario_and_cli_take_the_buddy_placement():
+    from allocator.scenario import Scenario, run_scenario
+
+    sc = Scenario(workload="sharegpt-opt", policy="oracle", placement="buddy", count=30)
+    res = run_scenario(sc, record_snapshots=False)
+    assert res["reserve_max"].label == "Reserve-oracle (buddy)"
+    assert res["reserve_max"].summary["finished"] == 30
+    with pytest.raises(FieldError) as e:
+        Scenario(placement="best-fit").checked()
+    assert e.value.field == "placement"
+    # the explainer's seed lesson keeps first fit
+    assert Scenario().placement == "first-fit"
+    assert run_scenario(Scenario(), record_snapshots=False)["reserve_max"].label == "Reserve-max"

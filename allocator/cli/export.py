@@ -78,7 +78,8 @@ def run(args) -> int:
     note(cli_simulate.unused_options(args, sweep_only_cost=False)
          + ([f"{' and '.join(timed)} {'applies' if len(timed) == 1 else 'apply'} only to simulate (the exported "
              "files count engine steps); ignored"] if timed else []))
-    results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption, policy=sc.policy)
+    results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption, policy=sc.policy,
+                       placement=sc.placement)
     fig = explainer_figure(results)
     extra = []
     if args.sweep:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from allocator.buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT
+
 
 def pct(fraction: float | None, digits: int = 0) -> str:
     """A fraction as a percentage with enough figures to stay true: ``0.314 -> "31 %"``,
@@ -122,6 +124,14 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
 RESERVATION_RULES = {"Reserve-max": "prompt + max_new_tokens",
                      "Reserve-pow2": "prompt + the next power of two at or above the answer's length",
                      "Reserve-oracle": "prompt + exactly the answer's length"}
+#: The same with the paper's buddy placement (allocator.buddy): capped at the context, rounded up.
+_BUDDY_TAIL = (f", capped at {ORCA_MAX_CONTEXT:,} tokens and rounded up to a power of two of {ORCA_BLOCK_SIZE}-slot "
+               "blocks")
+RESERVATION_RULES.update({
+    "Reserve-max (buddy)": f"the whole {ORCA_MAX_CONTEXT:,}-token context (the paper's Orca (Max)) as a power of "
+                           f"two of {ORCA_BLOCK_SIZE}-slot blocks",
+    "Reserve-pow2 (buddy)": "prompt + the next power of two at or above the answer's length" + _BUDDY_TAIL,
+    "Reserve-oracle (buddy)": "prompt + exactly the answer's length" + _BUDDY_TAIL})
 
 
 def reservation_name(results: dict) -> str:
