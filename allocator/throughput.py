@@ -70,6 +70,25 @@ DEFAULT_SEED = 0
 RATE_GRID = (0.2, 0.35, 0.5, 0.65, 0.8, 0.95, 1.1, 1.4)
 MAX_REQUESTS = int(LIMITS["requests"].high)
 MAX_RATES = 16
+#: Named workloads a sweep draws its lengths from, and how texts name them.
+SWEEP_WORKLOADS = {"azure-conv": "Azure conversation lengths",
+                   "sharegpt-opt": "ShareGPT lengths (the PagedAttention paper's)"}
+#: The generation cap of a sweep on each workload (tokens): the paper's ShareGPT lengths run up to
+#: OPT's 2,048-token context and are never clipped.
+SWEEP_MAX_NEW = {"azure-conv": DEFAULT_MAX_NEW, "sharegpt-opt": 2048}
+
+
+def workload_trace(workload: str):
+    """The lengths a sweep draws from: the shipped Azure trace or the paper's ShareGPT pairs.
+
+    Raises:
+        FieldError (``workload``): not a key of :data:`SWEEP_WORKLOADS`.
+    """
+    one_of("workload", workload, tuple(SWEEP_WORKLOADS))
+    if workload == "sharegpt-opt":
+        from .sharegpt import sharegpt_lengths
+        return sharegpt_lengths()
+    return shipped_trace()
 
 
 def poisson_workload(rate: float, n: int = DEFAULT_REQUESTS, *, seed: int = DEFAULT_SEED, max_context: int,
@@ -225,6 +244,7 @@ class RateSweep:
             ``mean_running_busy`` (per step, over steps when requests waited; None if none did)
             and ``peak_running``.
         mean_prompt, mean_output: the workload's mean prompt and output lengths (tokens).
+        workload: the lengths' source, a key of :data:`SWEEP_WORKLOADS`.
         latencies: {(policy, rate): {"ttft_s", "tpot_s", "e2e_s"}} per finished request (arrays).
         sustained: {policy: {"rate": float or None, "bound": "within" | "above" | "below"}}: the
             interpolated rate where the policy's normalised latency crosses the budget; "above"
@@ -244,6 +264,7 @@ class RateSweep:
     unloaded_s_per_token: float
     mean_prompt: float = 0.0
     mean_output: float = 0.0
+    workload: str = "azure-conv"
     points: dict = field(default_factory=dict)
     latencies: dict = field(default_factory=dict)
     sustained: dict = field(default_factory=dict)
@@ -306,7 +327,7 @@ def sustained_rate(rates, latencies, budget: float) -> dict:
 def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int = DEFAULT_REQUESTS,
                seed: int = DEFAULT_SEED, block_size: int = DEFAULT_BLOCK_SIZE,
                max_new_tokens: int = DEFAULT_MAX_NEW, latency_factor: float = DEFAULT_LATENCY_FACTOR,
-               pool_slots: int | None = None, trace=None, progress=None) -> RateSweep:
+               pool_slots: int | None = None, trace=None, progress=None, workload: str = "azure-conv") -> RateSweep:
     """Run every policy at every rate on the seconds clock (see the module docstring).
 
     Args:
@@ -317,7 +338,8 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
         block_size: the paged allocator's block size (slots).
         latency_factor: the sustained-rate budget as a multiple of the unloaded latency (> 1).
         pool_slots: the KV pool (slots); None: what the GPU has left after the weights.
-        trace: lengths to draw from (default: the shipped Azure conversation trace).
+        trace: lengths to draw from (default: those of ``workload``).
+        workload: the named lengths, "azure-conv" (default) or "sharegpt-opt" (:data:`SWEEP_WORKLOADS`).
         progress: called as ``progress(done, total, text)`` after each run (a page's progress bar).
 
     Raises:
@@ -329,6 +351,8 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
     latency_factor = check("latency_factor", latency_factor)
     block_size = check("block_size", block_size)
     policies = tuple(one_of("policy", p, POLICIES) for p in policies)
+    if trace is None:
+        trace = workload_trace(workload)
     if not policies:
         raise FieldError("policies", " is empty: choose at least one allocator")
     pool = check("total_slots", pool_slots, subject="pool_slots") if pool_slots is not None else cost.pool_slots()
@@ -343,7 +367,7 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
                       requests=len(base), seed=seed, max_new_tokens=max_new_tokens, latency_factor=latency_factor,
                       unloaded_s_per_token=unloaded_latency(base, cost),
                       mean_prompt=float(np.mean([r.prompt_len for r in base.requests])),
-                      mean_output=float(np.mean([r.output_len for r in base.requests])))
+                      mean_output=float(np.mean([r.output_len for r in base.requests])), workload=workload)
     total, done = len(rates) * len(policies), 0
     for rate in rates:
         w = Workload(f"poisson {rate:g}/s", tuple(Request(r.id, r.prompt_len, r.output_len, 0, r.arrival_s / rate)

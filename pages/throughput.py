@@ -12,7 +12,7 @@ import streamlit as st
 from allocator.accounting import PRESETS
 from allocator.paper import paper_replication
 from allocator.sharegpt import SHAREGPT_ATTRIBUTION
-from allocator.throughput import POLICY_LABELS, default_rate, parse_rates, with_latency_factor
+from allocator.throughput import POLICY_LABELS, SWEEP_WORKLOADS, default_rate, parse_rates, with_latency_factor
 from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import FieldError
@@ -26,7 +26,7 @@ from pages._ui.state import set_defaults
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 GPU_CHOICES = ["auto", *GPU_COUNTS]
 DEFAULTS = {"tp_gpu": "a100-40gb", "tp_model": "opt-13b", "tp_gpus": "auto", "tp_requests": 1000, "tp_rates": "",
-            "tp_factor": 5, "tp_block": 16}
+            "tp_factor": 5, "tp_block": 16, "tp_workload": "azure-conv"}
 set_defaults(DEFAULTS)
 
 st.title("Throughput and latency: paging in seconds")
@@ -72,7 +72,7 @@ if st.session_state.get("tp_paper"):
                 + "\n".join(f"- {d}" for d in texts21["departures"]))
     st.caption("Request lengths: " + SHAREGPT_ATTRIBUTION)
     st.divider()
-    st.subheader("Your own sweep (Azure conversation lengths)")
+    st.subheader("Your own sweep")
 
 c = st.columns([1.4, 1.2, 0.7, 1.2])
 c[0].selectbox("GPU", list(GPUS), key="tp_gpu", format_func=lambda k: GPUS[k].label,
@@ -85,13 +85,17 @@ c[2].selectbox("GPUs", GPU_CHOICES, key="tp_gpus",
                     "weights with room for one full context of KV cache.")
 c[3].select_slider("Block size (slots)", BLOCK_SIZES, key="tp_block",
                    help="The paged allocator's block size.")
-c = st.columns([1.4, 1.2, 0.7, 1.2])
+c = st.columns([1.2, 0.9, 1.4, 1.2])
 c[0].text_input("Request rates (requests/s)", key="tp_rates", placeholder="auto",
                 help="Comma-separated, e.g. 0.5, 1, 2, 4. Empty: eight rates around the rate the paged "
                      "allocator finishes requests at when they all arrive at once.")
 c[1].number_input("Requests per run", min_value=100, max_value=5000, step=100, key="tp_requests",
-                  help="Drawn with a fixed seed from the Azure conversation trace's rows that fit the model's "
+                  help="Drawn with a fixed seed from the chosen lengths' rows that fit the model's "
                        "context window; the same requests at every rate.")
+c[2].selectbox("Lengths", list(SWEEP_WORKLOADS), key="tp_workload", format_func=SWEEP_WORKLOADS.get,
+               help="Request lengths: the shipped Azure conversation trace (prompts about three times the answers) "
+                    "or the PagedAttention paper's ShareGPT pairs (short prompts, long answers; generation cap "
+                    "2,048).")
 c[3].slider("Latency budget (× a request served alone)", 2, 20, key="tp_factor",
             help="A rate is sustained while the normalised latency stays under this many times the latency of "
                  "a request served alone on the same GPU.")
@@ -126,7 +130,7 @@ if fallback is not None:
     key, gpus, cost = fallback["key"], fallback["gpus"], fallback["cost"]
 else:
     key = sweep_key(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus, st.session_state["tp_requests"],
-                    rates, st.session_state["tp_block"])
+                    rates, st.session_state["tp_block"], st.session_state["tp_workload"])
 try:
     if is_cached(key):
         sweep = cached_sweep(key)

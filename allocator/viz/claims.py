@@ -459,7 +459,8 @@ def sweep_headline(sweep) -> str:
     """The page's headline sentence, every number from ``sweep`` (markdown)."""
     from allocator.throughput import POLICY_LABELS
     c = sweep.cost
-    text = (f"With {sweep.requests:,} requests of Azure conversation lengths on **{c.label}** (a KV pool of "
+    from allocator.throughput import SWEEP_WORKLOADS
+    text = (f"With {sweep.requests:,} requests of {SWEEP_WORKLOADS[sweep.workload]} on **{c.label}** (a KV pool of "
             f"{sweep.pool_slots:,} slots), ")
     if "paged" not in sweep.sustained:
         return text + "the sweep did not include the paged allocator."
@@ -476,7 +477,7 @@ def sweep_headline(sweep) -> str:
 def paper_comparison(sweep) -> dict:
     """The paper's reported ratios and this model's, side by side: {"paper": str, "model": str,
     "why": str} (markdown). The paper's figures are labelled as the paper's; ours as this model's."""
-    from allocator.throughput import PAPER, POLICY_LABELS
+    from allocator.throughput import PAPER, POLICY_LABELS, SWEEP_WORKLOADS
     lo_o, hi_o = PAPER["rate_ratio_vs_oracle"]
     lo_m, hi_m = PAPER["rate_ratio_vs_max"]
     batch = PAPER["batch_ratio_opt13b"]
@@ -492,7 +493,7 @@ def paper_comparison(sweep) -> dict:
             kind = "" if r is None else {"exact": "", "at least": "at least ", "at most": "at most "}[r["kind"]]
             parts.append(f"no stated ratio to {POLICY_LABELS[p].lower()} (see the chart)" if r is None
                          else f"{kind}{ratio(r['value'])} the rate of {POLICY_LABELS[p].lower()}")
-    model = (f"**This model's figures** ({sweep.cost.label}, Azure conversation lengths): paged sustained "
+    model = (f"**This model's figures** ({sweep.cost.label}, {SWEEP_WORKLOADS[sweep.workload]}): paged sustained "
              + " and ".join(parts) + " at the same latency budget." if parts
              else "**This model's figures**: the sweep has no paged run to compare.")
     full = (sweep.mean_prompt + sweep.mean_output) / (sweep.mean_prompt + sweep.max_new_tokens)
