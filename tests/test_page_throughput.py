@@ -121,3 +121,13 @@ def test_paper_replication_one_click():
     table = at.table[0].value
     assert "Figure 13: mean batched requests, vLLM" in list(table.index)
     assert all(v.startswith(("yes (", "no (")) for v in table["within tolerance"])
+
+
+def test_own_sweep_on_the_papers_sharegpt_lengths():
+    at = _page({**SMALL, "tp_workload": "sharegpt-opt"})
+    sweep = with_latency_factor(cached_sweep(sweep_key("a100-40gb", "opt-13b", "auto", 200, (0.5, 1.0, 2.0, 4.0), 16,
+                                                       "sharegpt-opt")), 5)
+    assert sweep.workload == "sharegpt-opt" and sweep.max_new_tokens == 2048
+    text = _markdown(at)
+    assert sweep_headline(sweep) in text
+    assert "ShareGPT lengths (the PagedAttention paper's)" in text
