@@ -42,10 +42,13 @@ def run(args) -> int:
     print(f"OPT-13B on one A100-40GB, {out['setup']['slots']:,} KV slots (the paper's Table 1), ShareGPT lengths; "
           f"rates x{sc['scale']:.2f} (same relative load: this model's paged saturation {sc['ours']:.2f} "
           f"requests/s over the paper's {sc['paper']:g})")
-    print(f"\n{'figure':<10}{'measure':<58}{'paper':>14}{'ours':>18}{'error':>22}  within")
-    for r in out["targets"]:
-        print(f"{r['figure']:<10}{r['measure']:<58}{str(r['paper']):>14}{str(r['ours']):>18}{r['error']:>22}  "
-              f"{'yes' if r['ok'] else 'NO'}")
+    rows = [[r["figure"], r["measure"], str(r["paper"]), str(r["ours"]), r["error"], "yes" if r["ok"] else "NO"]
+            for r in out["targets"]]
+    head = ["figure", "measure", "paper", "ours", "error", "within"]
+    widths = [max(len(x[i]) for x in rows + [head]) for i in range(len(head))]
+    print()
+    for row in [head] + rows:
+        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     print("\nFigure 2 (% of KV memory): token states / reservation / internal / external, this model")
     for s in SYSTEMS:
         f = rep.fig2[s]

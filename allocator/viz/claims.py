@@ -592,7 +592,8 @@ def paper_replication_texts(rep) -> dict:
                       f"{100 * (rep.fig13[s] / f13['batch'][s] - 1):+.1f} %)" for s in SYSTEMS)
     fig13 = (f"**Figure 13.** Mean requests batched per step at {f13['rate']:g} requests/s (paper's scale), "
              f"this model: {parts}. The three Orca versions are overloaded there, so their batch is set by memory "
-             "and placement alone; vLLM is near its knee.")
+             "and placement alone; vLLM is near its knee, so its batch moves with the random draw of arrivals more "
+             "than theirs does.")
     lo_o, hi_o = p["fig12"]["range_vs_oracle"]
     lo_m, hi_m = p["fig12"]["range_vs_max"]
     sus = ", ".join(f"{PAPER_LABELS[s]} {sustained_text(rep.sustained[s])}" for s in SYSTEMS)
