@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from allocator.accounting import PRESETS
-from allocator.paper import paper_replication
+from allocator.paper import replication_for
 from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.throughput import POLICY_LABELS, SWEEP_WORKLOADS, default_rate, parse_rates, with_latency_factor
 from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
@@ -43,7 +43,7 @@ st.markdown(
 @st.cache_resource(show_spinner=False)
 def _replication(seed: int = 0):
     """The paper replication, computed once per server (about 10 s)."""
-    return paper_replication(seed=seed)
+    return replication_for(seed)
 
 
 with st.container(border=True):

@@ -269,7 +269,8 @@ def test_throughput_headline_handles_bounds(sweep_case):
 def test_paper_replication_texts_quote_the_replication():
     """Issue 21: every number in the paper replication's sentences comes from the replication shown
     beside them (allocator.paper.Replication) or from the paper's quoted figures."""
-    from allocator.paper import PAPER_FIGURES, SYSTEMS, paper_replication
+    from allocator.paper import PAPER_FIGURES, SYSTEMS
+    from allocator.paper import replication_for as paper_replication
     from allocator.viz.claims import paper_replication_texts
 
     rep = paper_replication()

@@ -105,7 +105,7 @@ def test_a_bad_rate_keeps_the_last_good_result_beside_the_error():
 def test_paper_replication_one_click():
     """Issue 21: one click runs the paper's configuration and shows its figures beside the paper's."""
     from allocator.viz.claims import paper_replication_texts
-    from allocator.paper import paper_replication
+    from allocator.paper import replication_for as paper_replication
 
     at = _page(SMALL)
     at.button(key="tp_paper_run").click().run()

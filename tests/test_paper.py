@@ -222,3 +222,30 @@ def test_scenario_and_cli_take_the_buddy_placement():
     # the explainer's seed lesson keeps first fit
     assert Scenario().placement == "first-fit"
     assert run_scenario(Scenario(), record_snapshots=False)["reserve_max"].label == "Reserve-max"
+
+
+def test_cli_paper_replication_json_carries_paper_and_ours(capsys, monkeypatch):
+    """``python -m allocator paper-replication --json``: each figure's paper value beside ours."""
+    import json
+
+    import allocator.cli.paper as cli_paper
+    from allocator.__main__ import main
+    from allocator.paper import PAPER_FIGURES, replication_for
+
+    monkeypatch.setattr(cli_paper, "paper_replication", lambda seed=0: replication_for(seed))
+    assert main(["paper-replication", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rep = replication_for(0)
+    for s in ("max", "pow2", "oracle", "paged"):
+        assert out["fig13"]["systems"][s]["paper"] == PAPER_FIGURES["fig13"]["batch"][s]
+        assert out["fig13"]["systems"][s]["ours"] == rep.fig13[s]
+        assert out["fig2"]["systems"][s]["paper_token_states"] == PAPER_FIGURES["fig2"]["token_states"][s]
+        assert out["fig2"]["systems"][s]["token_states"] == rep.fig2[s]["token_states"]
+    assert out["fig2"]["paper_max_split"] == PAPER_FIGURES["fig2"]["max_split"]
+    assert out["fig12"]["paper_range_vs_oracle"] == [1.7, 2.7]
+    assert out["load"]["scale"] == rep.scale["scale"]
+    assert [t["ok"] for t in out["targets"]] == [t["ok"] for t in rep.targets()]
+    # the figures add up: every system's four shares partition the pool
+    for s in ("max", "pow2", "oracle", "paged"):
+        f = out["fig2"]["systems"][s]
+        assert abs(f["token_states"] + f["reservation"] + f["internal"] + f["external"] - 1) < 1e-9
