@@ -291,7 +291,9 @@ def test_paper_replication_texts_quote_the_replication():
             values.append(r["value"])
     for v in values:
         allowed |= _forms(v) | {f"{v:.2f}" if v is not None else "", f"{v:g}" if v is not None else ""}
+    from allocator.viz.claims import fig12_note
+
     texts = paper_replication_texts(rep)
-    for text in [texts["load"], texts["fig2"], texts["fig13"], texts["fig12"], *texts["departures"]]:
+    for text in [texts["load"], texts["fig2"], texts["fig13"], texts["fig12"], *texts["departures"], fig12_note(rep)]:
         for n in _numbers(text):
             assert n in allowed, (n, text)
