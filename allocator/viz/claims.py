@@ -124,12 +124,11 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
 RESERVATION_RULES = {"Reserve-max": "prompt + max_new_tokens",
                      "Reserve-pow2": "prompt + the next power of two at or above the answer's length",
                      "Reserve-oracle": "prompt + exactly the answer's length"}
-#: The same with the paper's buddy placement (allocator.buddy): capped at the context, rounded up.
-_BUDDY_TAIL = (f", capped at {ORCA_MAX_CONTEXT:,} tokens and rounded up to a power of two of {ORCA_BLOCK_SIZE}-slot "
-               "blocks")
+#: The same with the paper's buddy placement (allocator.buddy): capped at the context, rounded up to
+#: a power-of-two number of blocks. Each reads before "slots per request".
+_BUDDY_TAIL = f", capped at {ORCA_MAX_CONTEXT:,} and rounded up to {ORCA_BLOCK_SIZE} × a power of two"
 RESERVATION_RULES.update({
-    "Reserve-max (buddy)": f"the whole {ORCA_MAX_CONTEXT:,}-token context (the paper's Orca (Max)) as a power of "
-                           f"two of {ORCA_BLOCK_SIZE}-slot blocks",
+    "Reserve-max (buddy)": f"{ORCA_MAX_CONTEXT:,} (the paper's Orca (Max): the whole context)",
     "Reserve-pow2 (buddy)": "prompt + the next power of two at or above the answer's length" + _BUDDY_TAIL,
     "Reserve-oracle (buddy)": "prompt + exactly the answer's length" + _BUDDY_TAIL})
 

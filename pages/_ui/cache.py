@@ -25,7 +25,8 @@ def compute(sc: Scenario):
 def _compute(sc: Scenario):
     """``compute`` for a canonical scenario (the cache key)."""
     workload = build_workload(sc)
-    results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption, policy=sc.policy)
+    results = run_both(workload, sc.slots, sc.block_size, preemption=sc.preemption, policy=sc.policy,
+                       placement=sc.placement)
     fig = explainer_figure(results).freeze()     # serialised once, not on every rerun
     for res in results.values():      # the figure holds the frames now: keep the cache small
         res.snapshots = None
@@ -54,7 +55,8 @@ def seconds_figure(sc: Scenario, gpu: str, model: str):
 
 @st.cache_resource(max_entries=16, show_spinner="Pricing every step in seconds…")
 def _seconds_figure(sc: Scenario, gpu: str, model: str):
-    results = run_both(build_workload(sc), sc.slots, sc.block_size, preemption=sc.preemption, policy=sc.policy)
+    results = run_both(build_workload(sc), sc.slots, sc.block_size, preemption=sc.preemption, policy=sc.policy,
+                       placement=sc.placement)
     cost = cost_model(gpu, model)
     priced = {k: price(r, cost, idle_step_s=1 / sc.steps_per_second) for k, r in results.items()}
     return explainer_figure(results, timings=priced).freeze()
