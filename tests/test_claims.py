@@ -283,6 +283,7 @@ def test_paper_replication_texts_quote_the_replication():
               *p["fig2"]["token_states"].values(), *p["fig2"]["max_split"].values(), *p["fig13"]["batch"].values(),
               13, 66, 175, 100, 40, 2, 12]                 # model names (OPT-13B, 66B, 175B; A100-40GB), Figures 2, 12, 13
     for s in SYSTEMS:
+        values += [pt["paper_rate"] for pt in rep.fig12[s]]
         values += [*(v for k, v in rep.fig2[s].items() if k != "steps"), rep.fig13[s],
                    100 * (rep.fig13[s] / p["fig13"]["batch"][s] - 1), rep.sustained[s]["rate"]]
     for other in ("oracle", "max"):

@@ -114,9 +114,12 @@ def fig12_figure(rep) -> go.Figure:
         pts = rep.fig12[s]
         y = [p["normalized_latency_s_per_token"] for p in pts]
         ys += [v for v in y if v]
+        beyond = [bool(p.get("beyond_artifact")) for p in pts]
         fig.add_trace(go.Scatter(
             x=[p["paper_rate"] for p in pts], y=y, mode="lines+markers", name=f"{PAPER_LABELS[s]} (this model)",
-            line=dict(color=colour, dash=dash, width=2.5), marker=dict(symbol=symbol, size=9, color=colour),
+            line=dict(color=colour, dash=dash, width=2.5),
+            marker=dict(symbol=[f"{symbol}-open" if b else symbol for b in beyond], size=9, color=colour,
+                        line=dict(width=2, color=colour)),
             customdata=[p["rate"] for p in pts],
             hovertemplate=f"<b>{PAPER_LABELS[s]}</b><br>%{{x:g}} requests/s on the paper's scale "
                           "(%{customdata:.2f} here)<br>%{y:.4f} s/token<extra></extra>"))
@@ -133,6 +136,10 @@ def fig12_figure(rep) -> go.Figure:
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="knee: where a curve crosses the budget",
                              marker=dict(symbol="x-thin-open", size=14, line=dict(width=3), color=BUDGET_COLOUR),
                              hovertemplate="a knee<extra></extra>"))
+    if any(p.get("beyond_artifact") for s in SYSTEMS for p in rep.fig12[s]):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="open marker: a rate past the artifact's",
+                                 marker=dict(symbol="circle-open", size=10, color=BUDGET_COLOUR, line=dict(width=2)),
+                                 hovertemplate="beyond the artifact's rates<extra></extra>"))
     if any(rep.sustained[s]["bound"] == "above" for s in SYSTEMS):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
                                  name="no knee inside the sweep: sustains at least its highest rate",
