@@ -207,8 +207,8 @@ class Replication:
         paper_split = PAPER_FIGURES["fig2"]["max_split"]
         paper_order = sorted(paper_split, key=lambda k: -paper_split[k])
         rows.append({"figure": "Figure 2", "measure": "Orca (Max): its three wastes, largest first",
-                     "paper": ">".join(paper_order), "ours": ">".join(order),
-                     "error": " / ".join(f"{100 * split[k]:.1f}" for k in ("reservation", "internal", "external"))
+                     "paper": " > ".join(paper_order), "ours": " > ".join(order),
+                     "error": "ours " + " / ".join(f"{100 * split[k]:.1f}" for k in ("reservation", "internal", "external"))
                      + " %", "tolerance": "same order", "ok": order == paper_order})
         for other, key in (("oracle", "range_vs_oracle"), ("max", "range_vs_max")):
             lo, hi = PAPER_FIGURES["fig12"][key]
