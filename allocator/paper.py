@@ -37,7 +37,6 @@ The paper's figures are quoted in :data:`PAPER_FIGURES`, labelled as the paper's
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
