@@ -307,7 +307,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     Raises:
         FieldError: the allocator cannot serve this workload (e.g. an output_len above a
             reservation allocator's max_new_tokens); on the seconds clock, a request without
-            ``arrival_s`` when ``seconds_per_step`` is not given, or a bad ``seconds_per_step``.
+            ``arrival_s`` when ``seconds_per_step`` is not given, or a bad ``seconds_per_step`` or
+            ``stop_s``.
         RuntimeError: the loop ran past a bound it can never legitimately reach (a bug guard,
             so a fault shows as an error rather than a hang).
     """

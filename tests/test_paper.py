@@ -249,3 +249,24 @@ def test_cli_paper_replication_json_carries_paper_and_ours(capsys, monkeypatch):
     for s in ("max", "pow2", "oracle", "paged"):
         f = out["fig2"]["systems"][s]
         assert abs(f["token_states"] + f["reservation"] + f["internal"] + f["external"] - 1) < 1e-9
+
+
+def test_stop_s_cuts_a_run_at_a_measurement_window():
+    import numpy as np
+
+    from allocator.paper import make_system, paper_cost
+
+    cost = paper_cost()
+    w = sharegpt_workload(4.0, 120, seed=3)
+    alloc = make_system("max")
+    res = simulate(w, alloc, record_snapshots=False, clock=cost.for_blocks(None), stop_s=60.0)
+    start = np.cumsum(res.metrics["seconds"]) - res.metrics["seconds"]
+    assert start[-1] < 60.0 <= start[-1] + res.metrics["seconds"][-1]
+    assert res.summary["finished"] < len(w)          # the cut leaves requests running and waiting
+    assert res.metrics["waiting"][-1] > 0
+    full = simulate(w, make_system("max"), record_snapshots=False, clock=cost.for_blocks(None))
+    n = len(res.metrics["step"])
+    assert (full.metrics["running"][:n] == res.metrics["running"]).all()     # the same run, cut
+    with pytest.raises(FieldError) as e:
+        simulate(w, make_system("max"), clock=cost.for_blocks(None), stop_s=0)
+    assert e.value.field == "stop_s"
