@@ -37,6 +37,7 @@ The paper's figures are quoted in :data:`PAPER_FIGURES`, labelled as the paper's
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -334,11 +335,19 @@ def paper_replication(*, seed: int = 0, progress=None) -> Replication:
 
 
 _MEMO: dict = {}
+_MEMO_LOCK = threading.Lock()
 
 
-def replication_for(seed: int = 0) -> Replication:
+def replication_for(seed: int = 0, progress=None) -> Replication:
     """:func:`paper_replication` for ``seed``, computed once per process (it depends on nothing
-    else); the page and the tests share it. ``make bench`` times a fresh run instead."""
-    if seed not in _MEMO:
-        _MEMO[seed] = paper_replication(seed=seed)
-    return _MEMO[seed]
+    else; a second caller waits for the first): the page's sessions and the tests share it.
+    ``progress`` reports the runs when this call computes them. ``make bench`` times a fresh run."""
+    with _MEMO_LOCK:
+        if seed not in _MEMO:
+            _MEMO[seed] = paper_replication(seed=seed, progress=progress)
+        return _MEMO[seed]
+
+
+def is_computed(seed: int = 0) -> bool:
+    """Whether :func:`replication_for` has the replication for ``seed`` already (no progress bar needed)."""
+    return seed in _MEMO

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from allocator.accounting import PRESETS
-from allocator.paper import replication_for
+from allocator.paper import is_computed, replication_for
 from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.throughput import POLICY_LABELS, SWEEP_WORKLOADS, default_rate, parse_rates, with_latency_factor
 from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
@@ -40,11 +40,6 @@ st.markdown(
 
 
 
-@st.cache_resource(show_spinner=False)
-def _replication(seed: int = 0):
-    """The paper replication, computed once per server (about 10 s)."""
-    return replication_for(seed)
-
 
 with st.container(border=True):
     st.markdown("**The paper's own experiment, one click.** OPT-13B on one A100-40GB (the paper's Table 1: "
@@ -54,8 +49,13 @@ with st.container(border=True):
     if st.button("Run the paper replication", key="tp_paper_run", icon=":material/science:", type="primary"):
         st.session_state["tp_paper"] = True
 if st.session_state.get("tp_paper"):
-    with st.spinner("Running the paper's configuration (about 10 s the first time)…"):
-        rep21 = _replication()
+    if is_computed():
+        rep21 = replication_for()
+    else:
+        bar21 = st.progress(0.0, text="Running the paper's configuration…")
+        rep21 = replication_for(progress=lambda done, total, text: bar21.progress(
+            done / total, text=f"Simulating {text} ({done} of {total} runs)…"))
+        bar21.empty()
     texts21 = paper_replication_texts(rep21)
     st.subheader("The paper replication: its figures and this model's")
     st.info(texts21["load"], icon=":material/speed:")
