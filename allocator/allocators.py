@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 
 from .block_hash import prefix_block_keys, prompt_block_hashes
 from .block_pool import BlockPool, HostPool
+from .buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT, BuddyBlocks, reservation_blocks
 from .validate import FieldError, one_of, whole_number
 
 #: Slot states used by memory maps (small integers so a heatmap can colour them).
@@ -34,6 +35,10 @@ STATE_NAMES = {FREE: "free", TOKEN: "holds a token", EMPTY: "allocated, empty", 
 
 #: Reservation policies of :class:`ReserveMaxAllocator` (the PagedAttention paper's baselines).
 RESERVATION_POLICIES = ("max", "pow2", "oracle")
+#: Where a reservation is placed: "first-fit" (one contiguous run of slots, lowest address; the
+#: explainer's lesson, seed 000) or "buddy" (the paper's artifact: power-of-two runs of blocks,
+#: :mod:`allocator.buddy`).
+PLACEMENTS = ("first-fit", "buddy")
 #: Largest block size accepted (slots).
 MAX_BLOCK_SIZE = 4096
 #: Largest pool simulated (slots): 4x the explainer's largest, and small enough that a pool of
@@ -148,13 +153,26 @@ class ReserveMaxAllocator:
             aside room for tokens its cap forbids: with a cap of 600, a 513-token answer gets
             600, not 1,024); ``"oracle"`` prompt + the exact output length.
 
+        placement: ``"first-fit"`` (default: exactly ``reservation`` slots, the lowest free run
+            long enough) or ``"buddy"`` (the PagedAttention paper's artifact, :mod:`allocator.buddy`:
+            ``ceil(min(prompt + estimate, max_context) / block_size)`` blocks, where the estimate
+            is ``max_context`` for max, the next power of two of the output for pow2 and the
+            output for oracle, rounded up to a power of two of blocks and placed by a buddy
+            allocator whose largest run is ``max_context / block_size`` blocks; ``max_new_tokens``
+            plays no part in the size then).
+        block_size: tokens per block of the buddy placement (default 16, the artifact's).
+        max_context: the buddy placement's cap on a reservation (tokens; default 2,048, OPT's
+            context window); must be a power-of-two multiple of ``block_size``.
+
     Raises:
-        FieldError: ``total_slots`` or ``max_new_tokens`` not a whole number >= 1, or an unknown
-            ``policy``.
+        FieldError: ``total_slots`` or ``max_new_tokens`` not a whole number >= 1, an unknown
+            ``policy`` or ``placement``, or (buddy) a pool smaller than one block or a
+            ``max_context`` that is not a power-of-two number of blocks.
 
     A reservation never needs to grow, so this allocator never preempts. Its waste is the
-    unreached tail of each reservation (internal fragmentation) and the free runs between
-    reservations that are too short for the next reservation (external fragmentation).
+    unreached tail of each reservation (internal fragmentation: with buddy placement this includes
+    the rounding up to a power of two of blocks) and the free runs between reservations that are
+    too short for the next reservation (external fragmentation).
     """
 
     kind = "reserve_max"
@@ -166,11 +184,25 @@ class ReserveMaxAllocator:
     swap_traffic = 0
     LABELS = {"max": "Reserve-max", "pow2": "Reserve-pow2", "oracle": "Reserve-oracle"}
 
-    def __init__(self, total_slots: int, max_new_tokens: int, policy: str = "max"):
+    def __init__(self, total_slots: int, max_new_tokens: int, policy: str = "max", placement: str = "first-fit",
+                 block_size: int = ORCA_BLOCK_SIZE, max_context: int = ORCA_MAX_CONTEXT):
         self.total_slots = whole_number("total_slots", total_slots, 1, MAX_POOL_SLOTS)
         self.max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 1)
         self.policy = one_of("policy", policy, RESERVATION_POLICIES)
+        self.placement = one_of("placement", placement, PLACEMENTS)
         self.label = self.LABELS[self.policy]
+        self._buddy = None
+        if self.placement == "buddy":
+            self.unit = whole_number("block_size", block_size, 1, MAX_BLOCK_SIZE)
+            self.max_context = whole_number("max_context", max_context, 1)
+            run = self.max_context // self.unit
+            if self.max_context % self.unit or run & (run - 1):
+                raise FieldError("max_context", f" = {self.max_context} must be a power-of-two number of "
+                                 f"{self.unit}-token blocks")
+            if self.total_slots < self.unit:
+                raise FieldError("block_size", f" = {self.unit} is larger than the pool ({self.total_slots} slots)")
+            self._buddy = BuddyBlocks(self.total_slots // self.unit, run)
+            self.label += " (buddy)"
         self.reset()
 
     def reset(self, shared_prefix: int = 0, prompts=None) -> None:
@@ -180,6 +212,8 @@ class ReserveMaxAllocator:
         self._runs: list[tuple[int, int, int]] = []     # sorted (start, length, seq_id)
         self._by_seq: dict[int, tuple[int, int]] = {}    # seq_id -> (start, length)
         self.allocated_slots = 0
+        if self._buddy is not None:
+            self._buddy.reset()
         self._version = 0                                # bumped whenever the runs change
         self._ext_key: tuple | None = None
         self._ext_value = 0
@@ -190,7 +224,13 @@ class ReserveMaxAllocator:
         return len(self._by_seq)
 
     def reservation(self, prompt_len: int, output_len: int | None = None) -> int:
-        """Slots reserved for a request (see ``policy``); ``output_len`` is needed for pow2/oracle."""
+        """Slots reserved for a request (see ``policy`` and ``placement``); ``output_len`` is needed
+        for pow2/oracle. With buddy placement this is the whole power-of-two run of blocks."""
+        if self._buddy is not None:
+            if output_len is None and self.policy != "max":
+                raise FieldError("output_len", f" is needed by the {self.policy!r} reservation policy")
+            blocks = reservation_blocks(prompt_len, output_len or 1, self.policy, self.unit, self.max_context)
+            return _next_pow2(blocks) * self.unit
         if self.policy == "max":
             return prompt_len + self.max_new_tokens
         if output_len is None:
@@ -205,6 +245,8 @@ class ReserveMaxAllocator:
         Raises:
             FieldError (``max_new_tokens``): an output_len above this allocator's max_new_tokens.
         """
+        if self._buddy is not None:        # the cap sizes reservations; longer requests are rejected one by one
+            return
         for r in workload.requests:
             if r.output_len > self.max_new_tokens:
                 raise FieldError("max_new_tokens", f" = {self.max_new_tokens} is below request {r.id}'s "
@@ -213,6 +255,16 @@ class ReserveMaxAllocator:
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Reason the request can never be admitted (its reservation exceeds the pool), else None."""
         need = self.reservation(prompt_len, output_len)
+        if self._buddy is not None:
+            if prompt_len + output_len > self.max_context:
+                return (f"holds {prompt_len + output_len} tokens at its longest (prompt {prompt_len} + output "
+                        f"{output_len}), more than the {self.max_context}-token context its buddy reservation is "
+                        "capped at")
+            largest = self._buddy.largest_possible() * self.unit
+            if need > largest:
+                return (f"needs a buddy run of {need} slots ({need // self.unit} blocks of {self.unit}) but the "
+                        f"largest run this pool has is {largest} slots")
+            return None
         if need > self.total_slots:
             what = {"max": f"max_new_tokens {self.max_new_tokens}", "oracle": f"output {output_len}",
                     "pow2": f"{min(_next_pow2(output_len), self.max_new_tokens)} for its {output_len}-token output"
@@ -226,7 +278,15 @@ class ReserveMaxAllocator:
         return self.reservation(prompt_len, output_len)
 
     def _gaps(self):
-        """Yield (start, length) of every free run, in address order."""
+        """Yield (start, length) of every free run, in address order (buddy placement: the buddy
+        allocator's free runs, in slots, then the slots past the last whole block)."""
+        if self._buddy is not None:
+            for start, size in self._buddy.free_list():
+                yield start * self.unit, size * self.unit
+            tail = self.total_slots - self._buddy.num_blocks * self.unit
+            if tail:
+                yield self._buddy.num_blocks * self.unit, tail
+            return
         pos = 0
         for start, length, _ in self._runs:
             if start > pos:
@@ -239,6 +299,16 @@ class ReserveMaxAllocator:
         """Reserve the first (lowest-address) free run long enough; its length is the room, or
         None if no run is long enough."""
         need = self.reservation(prompt_len, output_len)
+        if self._buddy is not None:
+            block = self._buddy.allocate(need // self.unit)
+            if block is None:
+                return None
+            start = block * self.unit
+            insort(self._runs, (start, need, seq_id))
+            self._by_seq[seq_id] = (start, need)
+            self.allocated_slots += need
+            self._version += 1
+            return need
         for start, length in self._gaps():
             if length >= need:
                 insort(self._runs, (start, need, seq_id))
@@ -263,6 +333,8 @@ class ReserveMaxAllocator:
         self._runs.remove((start, length, seq_id))
         self.allocated_slots -= length
         self._version += 1
+        if self._buddy is not None:
+            self._buddy.free(start // self.unit)
 
     def preempt(self, seq_id: int) -> str:
         """Release the sequence's reservation for recompute (never needed: reservations never grow)."""
@@ -309,6 +381,10 @@ class ReserveMaxAllocator:
             held += length
         assert pos <= self.total_slots, "a reservation runs past the pool"
         assert held == self.allocated_slots, "allocated slots do not add up"
+        if self._buddy is not None:
+            self._buddy.check_invariants()
+            assert {(s // self.unit, n // self.unit) for s, n, _ in self._runs} == set(self._buddy.owned.items()), \
+                "reservations and buddy runs differ"
         assert {s for _, _, s in self._runs} == set(lengths), "reservations and running sequences differ"
 
 

@@ -88,6 +88,9 @@ METRICS = (
     "prompt_tokens_admitted", # prompt tokens of this step's first admissions (the hit rate's denominator)
     "cached_blocks",          # blocks held only by the prefix cache at the end of the step (count)
     "cached_evictions",       # cached blocks the free queue handed out again this step (count)
+    "pending_tokens",         # tokens the running sequences will still write before they finish: the sum of
+                              # (prompt + output_len - tokens held) (the PagedAttention paper's Figure 2 calls
+                              # the room a reservation keeps for them "reservation")
 )
 
 
@@ -292,7 +295,7 @@ def _arrivals(workload: Workload, clock, seconds_per_step) -> tuple[dict, float]
 
 def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
              check_invariants: bool = False, clock=None, seconds_per_step: float | None = None,
-             rules: "V1Rules | None" = None) -> SimulationResult:
+             rules: "V1Rules | None" = None, stop_s: float | None = None) -> SimulationResult:
     """Run ``workload`` against ``allocator`` until every request finishes or is rejected.
 
     Args:
@@ -317,6 +320,10 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             prefill, a cap on running sequences, recompute-only preemption, prefix caching of
             prompt and generated blocks when the paged allocator has ``prefix_caching``); see
             :class:`V1Rules`. Needs a paged allocator.
+        stop_s: on the seconds clock, end the run after the first record that ends at or past this
+            many seconds (None: run until every request finished). A cut run is a measurement window
+            (the PagedAttention paper's artifact measures its Figure 2 over a fixed stretch of a
+            longer trace): requests still running or waiting are neither finished nor rejected.
 
     Returns:
         SimulationResult with per-record metrics, snapshots, per-request steps and summary.
@@ -324,7 +331,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     Raises:
         FieldError: the allocator cannot serve this workload (e.g. an output_len above a
             reservation allocator's max_new_tokens); on the seconds clock, a request without
-            ``arrival_s`` when ``seconds_per_step`` is not given, or a bad ``seconds_per_step``.
+            ``arrival_s`` when ``seconds_per_step`` is not given, or a bad ``seconds_per_step`` or
+            ``stop_s``.
         RuntimeError: the loop ran past a bound it can never legitimately reach (a bug guard,
             so a fault shows as an error rather than a hang).
     """
@@ -352,11 +360,11 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     cache_names = ["hit", "prompt_in", "cached", "evicted"]
     names = ["step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
              "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
-             "decode_pairs"] + (cache_names if caching else []) + (["seconds"] if timed else [])
+             "decode_pairs", "final"] + (cache_names if caching else []) + (["seconds"] if timed else [])
     cols = {name: [] for name in names}
     (a_step, a_span, a_logical, a_holders, a_saving, a_alloc, a_ext, a_running, a_waiting, a_finished, a_pre,
-     a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs
-     ) = (cols[name].append for name in names[:19])
+     a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs, a_final
+     ) = (cols[name].append for name in names[:20])
     if caching:
         a_hit, a_prompt_in, a_cached, a_evicted = (cols[name].append for name in cache_names)
     a_seconds = cols["seconds"].append if timed else None
@@ -376,16 +384,21 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     free, preempt = allocator.free, allocator.preempt
     need_of, ext_of = allocator.admission_need, allocator.external_fragmentation
     ptr = finished = order = busy = 0
+    final_sum = 0                              # sum of prompt + output_len over running
+    if stop_s is not None:
+        stop_s = real_number("stop_s", stop_s, above=0)
     base_sum = 0                               # sum of base over running: they hold base_sum + len * t
     t = 0
     now = 0.0 if timed else 0                  # the clock: seconds (timed) or the step itself
 
     while finished + len(rejected) < n:
+        if stop_s is not None and timed and now >= stop_s:
+            break
         if not timed:
             now = t
         if not running and not waiting and keys[ptr] > now + tol:
             # Nothing in flight: skip to the next arrival; the whole gap is one record.
-            a_step(t); a_logical(0); a_holders(0)
+            a_step(t); a_logical(0); a_holders(0); a_final(0)
             a_saving(allocator.shared_saving)
             a_alloc(allocator.allocated_slots); a_ext(ext_of(0)); a_running(0); a_waiting(0)
             a_finished(finished); a_pre(0); a_units(allocator.units_in_use); a_need(0); a_swapped(0)
@@ -446,6 +459,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                     victim.running = False
                     del running[victim.id]
                     base_sum -= victim.base
+                    final_sum -= victim.prompt_len + victim.output_len
                     finish_at[victim.finish_step].remove(victim)
                     if victim.grow_step > t:
                         grow_at[victim.grow_step].remove(victim)
@@ -473,6 +487,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 c = s.context_len
                 s.base = c + 1 - t
                 base_sum += s.base
+                final_sum += s.prompt_len + s.output_len
                 admitted += 1
                 cached = allocator.last_hit_tokens     # prompt tokens found in the prefix cache
                 prefill += c - cached                  # tokens computed: the cached ones are not
@@ -499,6 +514,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
                 del running[s.id]
                 s.running = False
                 base_sum -= s.base
+                final_sum -= s.prompt_len + s.output_len
                 served.append((s.id, s.prompt_len, s.output_len, s.arrival, s.first_step, t))
             finished += len(done)
         # 6. record
@@ -508,7 +524,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         else:
             need = 0
         swapped = allocator.swap_traffic - swap_before
-        a_step(t); a_span(1); a_logical(base_sum + len(running) * t); a_holders(len(running))
+        a_step(t); a_span(1); a_logical(base_sum + len(running) * t); a_holders(len(running)); a_final(final_sum)
         a_saving(allocator.shared_saving)
         a_alloc(allocator.allocated_slots); a_ext(ext_of(need)); a_running(batch); a_waiting(len(waiting))
         a_finished(finished); a_pre(preempted); a_units(allocator.units_in_use); a_need(need)
@@ -582,6 +598,7 @@ def _build_result(workload: Workload, allocator, cols: dict, snapshots, stride: 
         "prefill_pairs": arr["prefill_pairs"], "decode_pairs": arr["decode_pairs"],
         "prefix_hit_tokens": arr["hit"], "prompt_tokens_admitted": arr["prompt_in"],
         "cached_blocks": arr["cached"], "cached_evictions": arr["evicted"],
+        "pending_tokens": arr["final"] - arr["logical"],
     }
     if timed:
         metrics["seconds"] = arr["seconds"]

@@ -12,21 +12,22 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 
-from .allocators import RESERVATION_POLICIES, PagedAllocator, ReserveMaxAllocator
+from .allocators import PLACEMENTS, RESERVATION_POLICIES, PagedAllocator, ReserveMaxAllocator
 from .engine import SimulationResult, simulate
 from .limits import LIMITS, check
 from .mooncake import is_mooncake_path, load_mooncake, mooncake_workload
+from .sharegpt import sharegpt_trace
 from .trace import load_trace, shipped_trace, trace_workload
 from .validate import FieldError, one_line, one_of
 from .workload import ARRIVAL_PATTERNS, Workload, classroom_40, with_shared_prefix
 
-WORKLOADS = ("classroom-40", "azure-conv")
+WORKLOADS = ("classroom-40", "azure-conv", "sharegpt-opt")
 #: Block sizes of the sweep: powers of two 1..256 (seed 003 asks about 1, 16 and 256).
 SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: Default pool per workload (slots). The trace's requests average ~1,150 prompt tokens, so its
 #: pool is 4x the classroom's: about 4-6 reserve-max reservations fit in it at once.
-DEFAULT_SLOTS = {"classroom-40": 2048, "azure-conv": 8192}
-DEFAULT_MAX_NEW = {"classroom-40": 600, "azure-conv": 1024}
+DEFAULT_SLOTS = {"classroom-40": 2048, "azure-conv": 8192, "sharegpt-opt": 8192}
+DEFAULT_MAX_NEW = {"classroom-40": 600, "azure-conv": 1024, "sharegpt-opt": 2048}
 #: Defaults for a Mooncake JSONL trace (prompts average ~12,000 tokens, outputs up to 2,000).
 MOONCAKE_SLOTS = 1 << 20
 MOONCAKE_MAX_NEW = 2048
@@ -44,7 +45,9 @@ class Scenario:
     """Every setting of the explainer.
 
     Attributes:
-        workload: "classroom-40", "azure-conv" (the shipped trace slice) or a CSV path.
+        workload: "classroom-40", "azure-conv" (the shipped trace slice), "sharegpt-opt" (the
+            PagedAttention paper's ShareGPT lengths in file order, arriving as a Poisson stream of
+            2 requests/s, :func:`allocator.sharegpt.sharegpt_trace`) or a CSV path.
         total_slots: pool size in slots (None: the workload's default, see ``DEFAULT_SLOTS``).
         block_size: slots per block for the paged allocator (1..256 on the page).
         max_new_tokens: generation cap in tokens (None: the workload's default).
@@ -64,6 +67,9 @@ class Scenario:
             answer length) or "oracle" (prompt + the exact answer length).
         prefix_caching: the paged allocator keeps finished prompts' blocks findable (a Mooncake
             JSONL trace's prompts, or the shared system prompt).
+        placement: where the reservation allocator puts a reservation: "first-fit" (default, the
+            lesson's) or "buddy" (the PagedAttention paper's artifact: power-of-two runs of 16-slot
+            blocks, capped at 2,048 tokens; :mod:`allocator.buddy`).
     """
 
     workload: str = "classroom-40"
@@ -83,6 +89,7 @@ class Scenario:
     preemption: str = "recompute"
     policy: str = "max"
     prefix_caching: bool = False
+    placement: str = "first-fit"
 
     @property
     def slots(self) -> int:
@@ -134,6 +141,7 @@ class Scenario:
         one_of("arrival", self.arrival, ARRIVAL_PATTERNS)
         one_of("preemption", self.preemption, PREEMPTION_MODES)
         one_of("policy", self.policy, RESERVATION_POLICIES)
+        one_of("placement", self.placement, PLACEMENTS)
         checked = replace(self, **values)
         if checked.block_size > checked.slots:       # the paged allocator's own refusal, said up front
             raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")
@@ -162,6 +170,9 @@ def build_workload(sc: Scenario) -> Workload:
     if sc.workload == "azure-conv":
         df = shipped_trace()
         name = "azure-conv"
+    elif sc.workload == "sharegpt-opt":
+        df = sharegpt_trace()
+        name = "sharegpt-opt"
     elif sc.workload == "upload":
         if not sc.trace_bytes:
             raise FieldError("trace_file", ": no trace file uploaded yet", subject="trace_file")
@@ -180,14 +191,15 @@ def build_workload(sc: Scenario) -> Workload:
 
 
 def run_both(workload: Workload, total_slots: int, block_size: int, *, record_snapshots: bool = True,
-             preemption: str = "recompute", policy: str = "max", prefix_caching: bool = False
-             ) -> dict[str, SimulationResult]:
+             preemption: str = "recompute", policy: str = "max", prefix_caching: bool = False,
+             placement: str = "first-fit") -> dict[str, SimulationResult]:
     """Simulate ``workload`` under a reservation allocator and paged allocation of the same pool.
 
     ``preemption`` ("recompute" or "swap") is the paged allocator's preemption mode; ``policy``
     ("max", "pow2" or "oracle") the reservation allocator's (its result stays under the key
     "reserve_max", the left side of every page, and its ``label`` names the policy);
-    ``prefix_caching`` turns on the paged allocator's prefix cache.
+    ``prefix_caching`` turns on the paged allocator's prefix cache; ``placement`` ("first-fit" or
+    "buddy") is where the reservation allocator puts each reservation.
 
     Returns:
         {"reserve_max": result, "paged": result}.
@@ -195,7 +207,7 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
     Raises:
         FieldError: a bad pool or block size (e.g. block_size 0), naming the field.
     """
-    reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens, policy)
+    reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens, policy, placement=placement)
     paged = PagedAllocator(total_slots, block_size, preemption=preemption, prefix_caching=prefix_caching)
     return {"reserve_max": simulate(workload, reserve, record_snapshots=record_snapshots),
             "paged": simulate(workload, paged, record_snapshots=record_snapshots)}
@@ -220,7 +232,8 @@ def run_scenario(sc: Scenario, workload: Workload | None = None, *, record_snaps
     if workload is None:
         workload = build_workload(sc)
     return run_both(workload, sc.slots, sc.block_size, record_snapshots=record_snapshots,
-                    preemption=sc.preemption, policy=sc.policy, prefix_caching=sc.prefix_caching)
+                    preemption=sc.preemption, policy=sc.policy, prefix_caching=sc.prefix_caching,
+                    placement=sc.placement)
 
 
 def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLOCK_SIZES,

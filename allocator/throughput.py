@@ -1,9 +1,11 @@
 """Throughput at equal latency: a request-rate sweep of the paper's four allocators.
 
 The PagedAttention paper's headline (Kwon et al., SOSP 2023, section 6.2, Figure 12) is the
-request rate a system sustains before its latency runs away: with OPT-13B on an A100 and
-ShareGPT-like requests, vLLM sustained 1.7-2.7x the rate of Orca (Oracle) and 2.7-8x that of
-Orca (Max). This module runs the same kind of experiment on this project's engine and cost model:
+request rate a system sustains before its latency runs away: on ShareGPT requests, over OPT-13B,
+OPT-66B and OPT-175B together, vLLM sustained 1.7-2.7x the rate of Orca (Oracle) and 2.7-8x that
+of Orca (Max); for OPT-13B on one A100 alone the paper states batch sizes 2.2x and 4.3x theirs
+(Figure 13). This module runs the same kind of experiment on this project's engine and cost model
+(:mod:`allocator.paper` runs the paper's own configuration):
 
 1. :func:`poisson_workload`: ``n`` requests whose (prompt, output) lengths are drawn, with a seed,
    from a trace's rows that fit the model's context window, arriving as a Poisson process of
@@ -44,13 +46,16 @@ PAPER_NAMES = {"max": "Orca (Max)", "pow2": "Orca (Pow2)", "oracle": "Orca (Orac
 
 #: The PagedAttention paper's figures this page sets beside ours, labelled as the paper's.
 #: Source: Kwon et al., "Efficient Memory Management for Large Language Model Serving with
-#: PagedAttention", SOSP 2023: Figure 2 (average share of KV-cache memory holding token states
-#: in its section 6.2 experiments) and section 6.2 (request rates sustained at similar latency,
-#: OPT-13B on an A100, ShareGPT).
+#: PagedAttention", SOSP 2023: Figure 2 (average share of KV-cache memory holding token states,
+#: OPT-13B on one A100, ShareGPT) and section 6.2 (request rates sustained at similar latency on
+#: ShareGPT: ranges over OPT-13B, OPT-66B and OPT-175B together, not OPT-13B's own; for OPT-13B the
+#: section states the batch ratios of Figure 13).
 PAPER = {
     "token_state_share": {"max": 0.204, "pow2": 0.268, "oracle": 0.382, "paged": 0.963},
     "rate_ratio_vs_oracle": (1.7, 2.7),
     "rate_ratio_vs_max": (2.7, 8.0),
+    "rate_ratio_models": "OPT-13B, OPT-66B and OPT-175B together",
+    "batch_ratio_opt13b": {"oracle": 2.2, "max": 4.3},
     "setup": "OPT-13B on one NVIDIA A100, ShareGPT requests",
 }
 
@@ -65,6 +70,25 @@ DEFAULT_SEED = 0
 RATE_GRID = (0.2, 0.35, 0.5, 0.65, 0.8, 0.95, 1.1, 1.4)
 MAX_REQUESTS = int(LIMITS["requests"].high)
 MAX_RATES = 16
+#: Named workloads a sweep draws its lengths from, and how texts name them.
+SWEEP_WORKLOADS = {"azure-conv": "Azure conversation lengths",
+                   "sharegpt-opt": "ShareGPT lengths (the PagedAttention paper's)"}
+#: The generation cap of a sweep on each workload (tokens): the paper's ShareGPT lengths run up to
+#: OPT's 2,048-token context and are never clipped.
+SWEEP_MAX_NEW = {"azure-conv": DEFAULT_MAX_NEW, "sharegpt-opt": 2048}
+
+
+def workload_trace(workload: str):
+    """The lengths a sweep draws from: the shipped Azure trace or the paper's ShareGPT pairs.
+
+    Raises:
+        FieldError (``workload``): not a key of :data:`SWEEP_WORKLOADS`.
+    """
+    one_of("workload", workload, tuple(SWEEP_WORKLOADS))
+    if workload == "sharegpt-opt":
+        from .sharegpt import sharegpt_lengths
+        return sharegpt_lengths()
+    return shipped_trace()
 
 
 def poisson_workload(rate: float, n: int = DEFAULT_REQUESTS, *, seed: int = DEFAULT_SEED, max_context: int,
@@ -220,6 +244,7 @@ class RateSweep:
             ``mean_running_busy`` (per step, over steps when requests waited; None if none did)
             and ``peak_running``.
         mean_prompt, mean_output: the workload's mean prompt and output lengths (tokens).
+        workload: the lengths' source, a key of :data:`SWEEP_WORKLOADS`.
         latencies: {(policy, rate): {"ttft_s", "tpot_s", "e2e_s"}} per finished request (arrays).
         sustained: {policy: {"rate": float or None, "bound": "within" | "above" | "below"}}: the
             interpolated rate where the policy's normalised latency crosses the budget; "above"
@@ -239,6 +264,7 @@ class RateSweep:
     unloaded_s_per_token: float
     mean_prompt: float = 0.0
     mean_output: float = 0.0
+    workload: str = "azure-conv"
     points: dict = field(default_factory=dict)
     latencies: dict = field(default_factory=dict)
     sustained: dict = field(default_factory=dict)
@@ -301,7 +327,7 @@ def sustained_rate(rates, latencies, budget: float) -> dict:
 def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int = DEFAULT_REQUESTS,
                seed: int = DEFAULT_SEED, block_size: int = DEFAULT_BLOCK_SIZE,
                max_new_tokens: int = DEFAULT_MAX_NEW, latency_factor: float = DEFAULT_LATENCY_FACTOR,
-               pool_slots: int | None = None, trace=None, progress=None) -> RateSweep:
+               pool_slots: int | None = None, trace=None, progress=None, workload: str = "azure-conv") -> RateSweep:
     """Run every policy at every rate on the seconds clock (see the module docstring).
 
     Args:
@@ -312,7 +338,8 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
         block_size: the paged allocator's block size (slots).
         latency_factor: the sustained-rate budget as a multiple of the unloaded latency (> 1).
         pool_slots: the KV pool (slots); None: what the GPU has left after the weights.
-        trace: lengths to draw from (default: the shipped Azure conversation trace).
+        trace: lengths to draw from (default: those of ``workload``).
+        workload: the named lengths, "azure-conv" (default) or "sharegpt-opt" (:data:`SWEEP_WORKLOADS`).
         progress: called as ``progress(done, total, text)`` after each run (a page's progress bar).
 
     Raises:
@@ -324,6 +351,8 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
     latency_factor = check("latency_factor", latency_factor)
     block_size = check("block_size", block_size)
     policies = tuple(one_of("policy", p, POLICIES) for p in policies)
+    if trace is None:
+        trace = workload_trace(workload)
     if not policies:
         raise FieldError("policies", " is empty: choose at least one allocator")
     pool = check("total_slots", pool_slots, subject="pool_slots") if pool_slots is not None else cost.pool_slots()
@@ -338,7 +367,7 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
                       requests=len(base), seed=seed, max_new_tokens=max_new_tokens, latency_factor=latency_factor,
                       unloaded_s_per_token=unloaded_latency(base, cost),
                       mean_prompt=float(np.mean([r.prompt_len for r in base.requests])),
-                      mean_output=float(np.mean([r.output_len for r in base.requests])))
+                      mean_output=float(np.mean([r.output_len for r in base.requests])), workload=workload)
     total, done = len(rates) * len(policies), 0
     for rate in rates:
         w = Workload(f"poisson {rate:g}/s", tuple(Request(r.id, r.prompt_len, r.output_len, 0, r.arrival_s / rate)

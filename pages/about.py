@@ -7,6 +7,7 @@ import streamlit as st
 
 from allocator.accounting import PRESETS, format_bytes
 from allocator.mooncake import MOONCAKE_ATTRIBUTION
+from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.trace import AZURE_ATTRIBUTION
 from pages._ui.texts import COPY_ON_WRITE_SHORT
 
@@ -137,8 +138,9 @@ SOURCES = [
     ("Forty requests in 2,048 slots: about 3 running reserved vs about 30 paged",
      "The app's own simulation (classroom-40, calibrated to land in the paper's measured range)."),
     ("Orca (Max) 20.4 %, Orca (Pow2) 26.8 %, Orca (Oracle) 38.2 %, vLLM 96.3 % of KV memory holding token "
-     "states; vLLM sustaining 1.7–2.7× Orca (Oracle)'s and 2.7–8× Orca (Max)'s request rate (OPT-13B, A100, "
-     "ShareGPT)",
+     "states (OPT-13B, one A100, ShareGPT); vLLM sustaining 1.7–2.7× Orca (Oracle)'s and 2.7–8× Orca (Max)'s "
+     "request rate over OPT-13B, 66B and 175B together, and batching 2.2× and 4.3× as many requests for "
+     "OPT-13B alone (ShareGPT)",
      "Kwon et al., PagedAttention (SOSP 2023), Figure 2 and section 6.2; quoted beside the app's own figures, "
      "never fitted to them (Throughput and latency)."),
     ("GPU memory, memory bandwidth, dense fp16/bf16 tensor FLOP/s, PCIe bandwidth (A100 40GB, H100 SXM, H200, "
@@ -156,6 +158,14 @@ SOURCES = [
      "start with a chain an earlier request had)",
      "Mooncake conversation trace, all 12,031 requests, Apache-2.0: " + MOONCAKE_ATTRIBUTION
      + " The percentage is the app's own count of the trace's block ids (Prefix cache on a real trace)."),
+    ("The PagedAttention paper's request lengths (ShareGPT first rounds, OPT tokenizer; 79,725 pairs with "
+     "prompt + output under 2,048 tokens, means 161.2 and 338.0)",
+     "The paper's artifact repository (sosp-ae-39/sosp-ae-astra), which publishes lengths only and carries no "
+     "licence file; cited as: " + SHAREGPT_ATTRIBUTION),
+    ("The paper's Orca baselines (estimators, buddy allocator) and how its figures were measured",
+     "The paper's artifact repository: orca/cacheflow/master/block_manager.py and scheduler.py, "
+     "experiments/fig2.sh and fig12-13b-sharegpt.sh, plot/plot_fig2.py and plot_fig13.py (Throughput and "
+     "latency, the paper replication)."),
     ("Kernel timings", "Measured live on the machine serving the app (labelled with its backend), or recorded on "
                        "a GPU and labelled with the device, date and versions."),
     ("A real vLLM run (300 requests, Llama-3.1-8B on one RTX PRO 6000 Blackwell) and the calibrated step model",
@@ -191,6 +201,8 @@ st.markdown(
     f"- Trace data: {MOONCAKE_ATTRIBUTION} Licensed under the Apache License 2.0 "
     "(assets/mooncake_LICENSE-APACHE.txt); the app ships the whole conversation trace (12,031 requests), "
     "gzip-compressed and otherwise unchanged.\n"
+    f"- Request lengths of the paper replication: {SHAREGPT_ATTRIBUTION} The app ships the 79,725 pairs the "
+    "artifact keeps (prompt + output under 2,048 tokens), gzip-compressed.\n"
     "- The lesson's worked examples come from four reference explainers on the same idea; the app "
     "recomputes their arithmetic and writes every explanation afresh."
 )

@@ -8,6 +8,7 @@ import streamlit as st
 
 from allocator.allocators import ReserveMaxAllocator
 from allocator.scenario import Scenario
+from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import plain_markdown
 from allocator.viz.claims import (details_rows, headline, plural, reservation_name, reservation_rule, sweep_summary,
@@ -131,12 +132,17 @@ def workload_panel(workload, sc: Scenario, results) -> None:
                         f"LLM inference trace (conversation service), arrivals from its timestamps at "
                         f"{sc.steps_per_second:g} steps per second.")
             st.caption("Data: " + AZURE_ATTRIBUTION)
+        elif sc.workload == "sharegpt-opt":
+            st.markdown(f"Rows {sc.offset + 1}–{sc.offset + len(workload)} of the PagedAttention paper's ShareGPT "
+                        "length pairs (prompt + answer under 2,048 tokens, OPT tokenizer), arriving as a Poisson "
+                        f"stream of 2 requests/s counted per 10 ms, at {sc.steps_per_second:g} steps per second.")
+            st.caption("Data: " + SHAREGPT_ATTRIBUTION)
         else:
             st.markdown(f"Rows {sc.offset + 1}–{sc.offset + len(workload)} of your file "
                         f"**{plain_markdown(sc.trace_name, 80)}**, arrivals at {sc.steps_per_second:g} steps per second.")
         for note in workload.notes:
             st.info(plain_markdown(note))
-        reserve = ReserveMaxAllocator(max(sc.slots, 1), workload.max_new_tokens, sc.policy)
+        reserve = ReserveMaxAllocator(max(sc.slots, 1), workload.max_new_tokens, sc.policy, placement=sc.placement)
         df = pd.DataFrame([{"request": f"r{r.id}", "prompt (tokens)": r.prompt_len,
                             "answer (tokens)": r.output_len, "arrives at step": r.arrival_step,
                             f"{reservation_name(results)} reservation (slots)": reserve.reservation(r.prompt_len,

@@ -10,12 +10,15 @@ import pandas as pd
 import streamlit as st
 
 from allocator.accounting import PRESETS
-from allocator.throughput import POLICY_LABELS, default_rate, parse_rates, with_latency_factor
+from allocator.paper import is_computed, replication_for
+from allocator.sharegpt import SHAREGPT_ATTRIBUTION
+from allocator.throughput import POLICY_LABELS, SWEEP_WORKLOADS, default_rate, parse_rates, with_latency_factor
 from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import FieldError, plain_markdown
-from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, seconds, sustained_rows,
-                                  sweep_headline, time_split_claim)
+from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, paper_replication_texts, seconds,
+                                  sustained_rows, sweep_headline, time_split_claim)
+from allocator.viz.paper import fig2_figure, fig12_figure, fig13_figure, targets_rows
 from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure
 from pages._ui.sweep_cache import cached_sweep, is_cached, sweep_key
 from pages._ui.state import set_defaults
@@ -23,7 +26,7 @@ from pages._ui.state import set_defaults
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 GPU_CHOICES = ["auto", *GPU_COUNTS]
 DEFAULTS = {"tp_gpu": "a100-40gb", "tp_model": "opt-13b", "tp_gpus": "auto", "tp_requests": 1000, "tp_rates": "",
-            "tp_factor": 5, "tp_block": 16}
+            "tp_factor": 5, "tp_block": 16, "tp_workload": "azure-conv"}
 set_defaults(DEFAULTS)
 
 st.title("Throughput and latency: paging in seconds")
@@ -34,6 +37,42 @@ st.markdown(
     "datasheet figures, and the PagedAttention paper's experiment is run again: requests arrive at random "
     "(a Poisson stream) at a rising rate, under the paper's three reservation baselines and under paging, and "
     "each allocator's **sustained rate** is where its latency runs away.")
+
+
+
+
+with st.container(border=True):
+    st.markdown("**The paper's own experiment, one click.** OPT-13B on one A100-40GB (the paper's Table 1: "
+                "15,728 KV slots), ShareGPT request lengths, vLLM with blocks of 16 and recompute against the "
+                "paper's three Orca baselines placed by its buddy allocator — and the paper's Figures 2, 13 and "
+                "12 drawn beside this model's.")
+    if st.button("Run the paper replication", key="tp_paper_run", icon=":material/science:", type="primary"):
+        st.session_state["tp_paper"] = True
+if st.session_state.get("tp_paper"):
+    if is_computed():
+        rep21 = replication_for()
+    else:
+        bar21 = st.progress(0.0, text="Running the paper's configuration…")
+        rep21 = replication_for(progress=lambda done, total, text: bar21.progress(
+            done / total, text=f"Simulating {text} ({done} of {total} runs)…"))
+        bar21.empty()
+    texts21 = paper_replication_texts(rep21)
+    st.subheader("The paper replication: its figures and this model's")
+    st.info(texts21["load"], icon=":material/speed:")
+    st.markdown("**Targets: the paper's value, this model's, the error.** Token-state shares are % of the KV "
+                "memory; the Figure 12 rows compare ratios of sustained rates.")
+    st.table(pd.DataFrame(targets_rows(rep21)).set_index("measure"))
+    st.plotly_chart(fig2_figure(rep21), key="tp_paper_fig2", config={"displaylogo": False})
+    st.markdown(texts21["fig2"])
+    st.plotly_chart(fig13_figure(rep21), key="tp_paper_fig13", config={"displaylogo": False})
+    st.markdown(texts21["fig13"])
+    st.plotly_chart(fig12_figure(rep21), key="tp_paper_fig12", config={"displaylogo": False})
+    st.markdown(texts21["fig12"])
+    st.markdown("**Where this model departs from the paper's system**\n\n"
+                + "\n".join(f"- {d}" for d in texts21["departures"]))
+    st.caption("Request lengths: " + SHAREGPT_ATTRIBUTION)
+    st.divider()
+    st.subheader("Your own sweep")
 
 c = st.columns([1.4, 1.2, 0.7, 1.2])
 c[0].selectbox("GPU", list(GPUS), key="tp_gpu", format_func=lambda k: GPUS[k].label,
@@ -46,13 +85,17 @@ c[2].selectbox("GPUs", GPU_CHOICES, key="tp_gpus",
                     "weights with room for one full context of KV cache.")
 c[3].select_slider("Block size (slots)", BLOCK_SIZES, key="tp_block",
                    help="The paged allocator's block size.")
-c = st.columns([1.4, 1.2, 0.7, 1.2])
+c = st.columns([1.2, 0.9, 1.4, 1.2])
 c[0].text_input("Request rates (requests/s)", key="tp_rates", placeholder="auto",
                 help="Comma-separated, e.g. 0.5, 1, 2, 4. Empty: eight rates around the rate the paged "
                      "allocator finishes requests at when they all arrive at once.")
 c[1].number_input("Requests per run", min_value=100, max_value=5000, step=100, key="tp_requests",
-                  help="Drawn with a fixed seed from the Azure conversation trace's rows that fit the model's "
+                  help="Drawn with a fixed seed from the chosen lengths' rows that fit the model's "
                        "context window; the same requests at every rate.")
+c[2].selectbox("Lengths", list(SWEEP_WORKLOADS), key="tp_workload", format_func=SWEEP_WORKLOADS.get,
+               help="Request lengths: the shipped Azure conversation trace (prompts about three times the answers) "
+                    "or the PagedAttention paper's ShareGPT pairs (short prompts, long answers; generation cap "
+                    "2,048).")
 c[3].slider("Latency budget (× a request served alone)", 2, 20, key="tp_factor",
             help="A rate is sustained while the normalised latency stays under this many times the latency of "
                  "a request served alone on the same GPU.")
@@ -61,24 +104,33 @@ errors = st.container()
 
 
 def fail(exc: Exception) -> None:
-    """Show a core error in the page's words and stop (never a traceback)."""
+    """Show a core error in the page's words (never a traceback); keep the last result that ran on
+    screen beside it when there is one, else stop."""
     text = str(exc)
     if isinstance(exc, FieldError) and exc.field == "rates":
         text = exc.reworded("Request rates" + (f" (entry {exc.index + 1})" if exc.index is not None else ""))
+    last = st.session_state.get("tp_last_good")
+    if last is not None and is_cached(last["key"]):
+        errors.error(plain_markdown(f"These settings cannot run: {text}. The charts below still show the last settings "
+                                    "that ran."), icon=":material/error:")
+        return last
     errors.error(plain_markdown(f"These settings cannot run: {text}."), icon=":material/error:")
     st.stop()
 
 
+fallback = None
 try:
     rates = parse_rates(st.session_state["tp_rates"]) if st.session_state["tp_rates"].strip() else None
     gpus = st.session_state["tp_gpus"]
     cost = cost_model(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus)
     pool = cost.pool_slots()
 except (FieldError, ValueError) as exc:
-    fail(exc)
-
-key = sweep_key(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus, st.session_state["tp_requests"],
-                rates, st.session_state["tp_block"])
+    fallback = fail(exc)
+if fallback is not None:
+    key, gpus, cost = fallback["key"], fallback["gpus"], fallback["cost"]
+else:
+    key = sweep_key(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus, st.session_state["tp_requests"],
+                    rates, st.session_state["tp_block"], st.session_state["tp_workload"])
 try:
     if is_cached(key):
         sweep = cached_sweep(key)
@@ -91,7 +143,10 @@ try:
         sweep = cached_sweep(key, report)
         bar.empty()
 except (FieldError, ValueError) as exc:
-    fail(exc)
+    last = fail(exc)                       # returns only when an earlier result can stay on screen
+    key, gpus, cost = last["key"], last["gpus"], last["cost"]
+    sweep = cached_sweep(key)
+st.session_state["tp_last_good"] = {"key": key, "gpus": gpus, "cost": cost}
 sweep = with_latency_factor(sweep, st.session_state["tp_factor"])
 if gpus == "auto":
     st.caption(f"{cost.label}: {cost.gpus} GPU{'s' if cost.gpus > 1 else ''} chosen automatically.")
@@ -168,4 +223,4 @@ st.caption("Sources: Kwon et al., \"Efficient Memory Management for Large Langua
            "PagedAttention\", SOSP 2023 (the baselines, the normalised latency, Figure 2 and the sustained-rate "
            "ratios, quoted as the paper's); NVIDIA datasheets for the GPUs; Agrawal et al., \"Vidur: A "
            "Large-Scale Simulation Framework for LLM Inference\", MLSys 2024 (the idea of pricing each step). "
-           "Request lengths: " + AZURE_ATTRIBUTION)
+           "Request lengths: " + AZURE_ATTRIBUTION + " The paper replication's lengths: " + SHAREGPT_ATTRIBUTION)

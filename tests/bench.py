@@ -12,6 +12,7 @@ Sections:
     prefix     issue 15: 2,000 Mooncake requests with prefix caching, block 16, 1/4 pool <= 5 s
     replay     issue 22: the shipped vLLM run (300 requests) replayed under v1 rules <= 5 s
     site       issue 26: the exported static site <= 10 MB; a block-size switch redraws <= 0.5 s
+    paper      issue 21: the PagedAttention paper's replication (Figures 2, 12, 13) <= 60 s, paper / ours
     kernels    the paged-attention kernel sweep on this machine's backend (see kernels/)
 """
 from __future__ import annotations
@@ -295,8 +296,28 @@ def bench_site() -> list[bool]:
     return [r[3] for r in rows if r[2] != "(info)"]
 
 
+def bench_paper() -> list[bool]:
+    """Issue 21's targets: the paper replication preset (``python -m allocator paper-replication``)
+    in at most 60 s, and each figure's value against the paper's within its tolerance (Figure 13
+    within 15 %, Figure 2's token states within 5 points and Orca (Max)'s split in the paper's
+    order, Figure 12's sustained-rate ratios inside the paper's ranges)."""
+    from allocator.paper import paper_replication
+
+    rep = paper_replication()
+    rows = [[r["figure"], r["measure"], r["paper"], r["ours"], r["error"], r["tolerance"], r["ok"]]
+            for r in rep.targets()]
+    print_table(f"paper replication (load scale x{rep.scale['scale']:.2f}: this model's paged saturation "
+                f"{rep.scale['ours']:.2f} requests/s / the paper's {rep.scale['paper']:g})",
+                ["figure", "measure", "paper", "ours", "error", "tolerance", "within"], rows)
+    ok_time = rep.seconds <= 60.0
+    print_table("paper replication: time", ["measure", "value", "target", "met"],
+                [["the whole preset (s)", f"{rep.seconds:.1f}", "<= 60", ok_time]])
+    return [r["ok"] for r in rep.targets()] + [ok_time]
+
+
 SECTIONS = {"explainer": bench_explainer, "scale": bench_scale, "events": bench_events,
-            "ratesweep": bench_ratesweep, "prefix": bench_prefix, "replay": bench_replay, "site": bench_site}
+            "ratesweep": bench_ratesweep, "prefix": bench_prefix, "replay": bench_replay, "site": bench_site,
+            "paper": bench_paper}
 
 
 def kernel_page_seconds() -> float:

@@ -312,6 +312,27 @@ def test_throughput_page_draws_the_default_sweep(server, page):
     shot(page, "throughput_page")
 
 
+def test_throughput_page_paper_replication_one_click(server, page):
+    """Issue 21: one click draws the paper's three figures beside this model's, every chart renders,
+    and the targets table quotes the replication the core computes."""
+    from allocator.paper import replication_for as paper_replication
+    from allocator.viz.claims import paper_replication_texts
+
+    page.goto(server + "/throughput", wait_until="domcontentloaded")
+    settle(page, timeout_s=PAGE_S + 60)
+    page.get_by_role("button", name=re.compile("Run the paper replication")).click()
+    page.get_by_text("Where this model departs").wait_for(timeout=(PAGE_S + 120) * 1000)
+    settle(page, timeout_s=PAGE_S + 60)
+    assert not errors(page), errors(page)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 8
+    body = page.locator('[data-testid="stMain"]').inner_text()
+    texts = paper_replication_texts(paper_replication())
+    assert "Same relative load, not the same clock." in body
+    assert texts["fig13"].replace("**", "") in body
+    page.get_by_text("Figure 13.").scroll_into_view_if_needed()
+    shot(page, "throughput_paper_replication")
+
+
 def test_kernel_tab_runs_a_tiny_sweep_on_cpu(server, page):
     page.goto(server + "/kernel", wait_until="domcontentloaded")
     settle(page)

@@ -26,6 +26,7 @@ GRID = {
     "reserve-oracle, swap at block 1": Scenario(policy="oracle", preemption="swap", block_size=1),
     "trickle": Scenario(arrival="trickle", arrival_rate=0.05),
     "azure-conv": Scenario(workload="azure-conv"),
+    "sharegpt-opt, pow2 buddy": Scenario(workload="sharegpt-opt", policy="pow2", placement="buddy"),
     "nothing waits": Scenario(total_slots=1 << 20),
     "everything rejected": Scenario(shared_prefix=2048),
 }
@@ -217,7 +218,8 @@ def sweep_allowed(sweep) -> set[str]:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 nums |= _forms(v) | _forms(v * 1000)          # seconds also print as ms
                 nums |= {f"{v:.3g}", f"{v * 1000:.3g}", f"{v:,.0f}"}
-    for v in (*PAPER["token_state_share"].values(), *PAPER["rate_ratio_vs_oracle"], *PAPER["rate_ratio_vs_max"]):
+    for v in (*PAPER["token_state_share"].values(), *PAPER["rate_ratio_vs_oracle"], *PAPER["rate_ratio_vs_max"],
+              *PAPER["batch_ratio_opt13b"].values(), 13, 66, 175):
         nums |= _forms(v)
     return nums
 
@@ -262,3 +264,37 @@ def test_throughput_headline_handles_bounds(sweep_case):
         assert "below the lowest rate" in text and "no ratio" in text, text
     else:
         assert f"{s['rate']:.2f} requests/s" in text
+
+
+def test_paper_replication_texts_quote_the_replication():
+    """Issue 21: every number in the paper replication's sentences comes from the replication shown
+    beside them (allocator.paper.Replication) or from the paper's quoted figures."""
+    from allocator.paper import PAPER_FIGURES, SYSTEMS
+    from allocator.paper import replication_for as paper_replication
+    from allocator.viz.claims import paper_replication_texts
+
+    rep = paper_replication()
+    p = PAPER_FIGURES
+    allowed = set()
+    values = [rep.scale["ours"], rep.scale["paper"], rep.scale["scale"], rep.budget_s_per_token,
+              rep.unloaded_s_per_token, 5, *p["fig2"]["window_s"], p["fig2"]["duration_s"], p["fig2"]["rate"],
+              p["fig13"]["rate"], p["fig12"]["duration_s"], *p["fig12"]["range_vs_oracle"], *p["fig12"]["range_vs_max"],
+              p["fig12"]["batch_ratio_vs_oracle"], p["fig12"]["batch_ratio_vs_max"],
+              *p["fig2"]["token_states"].values(), *p["fig2"]["max_split"].values(), *p["fig13"]["batch"].values(),
+              13, 66, 175, 100, 40, 2, 12]                 # model names (OPT-13B, 66B, 175B; A100-40GB), Figures 2, 12, 13
+    for s in SYSTEMS:
+        values += [pt["paper_rate"] for pt in rep.fig12[s]]
+        values += [*(v for k, v in rep.fig2[s].items() if k != "steps"), rep.fig13[s],
+                   100 * (rep.fig13[s] / p["fig13"]["batch"][s] - 1), rep.sustained[s]["rate"]]
+    for other in ("oracle", "max"):
+        r = rep.ratio(other)
+        if r:
+            values.append(r["value"])
+    for v in values:
+        allowed |= _forms(v) | {f"{v:.2f}" if v is not None else "", f"{v:g}" if v is not None else ""}
+    from allocator.viz.claims import fig12_note
+
+    texts = paper_replication_texts(rep)
+    for text in [texts["load"], texts["fig2"], texts["fig13"], texts["fig12"], *texts["departures"], fig12_note(rep)]:
+        for n in _numbers(text):
+            assert n in allowed, (n, text)

@@ -209,6 +209,20 @@ def test_trace_workload_on_the_page(app):
     assert any("Splitwise" in c.value for c in app.caption)
 
 
+def test_sharegpt_workload_with_buddy_placement_on_the_page(app):
+    """Issue 21: the paper's lengths and its buddy-placed Orca baseline on the explainer."""
+    app.selectbox(key="workload").set_value("sharegpt-opt").run()
+    app.radio(key="policy").set_value("oracle").run()
+    app.radio(key="placement").set_value("buddy").run()
+    assert not app.exception
+    res = run_scenario(Scenario(workload="sharegpt-opt", policy="oracle", placement="buddy"), record_snapshots=False)
+    assert res["reserve_max"].label == "Reserve-oracle (buddy)"
+    assert metric(app, "Steps to drain")[0] == f"{res['reserve_max'].summary['steps']:,}"
+    text = "\n".join(m.value for m in app.markdown)
+    assert "reserve-oracle (buddy)" in text and "rounded up to 16 × a power of two" in text
+    assert any("Kwon" in c.value for c in app.caption)
+
+
 def test_impossible_pool_keeps_the_page_alive(app):
     app.number_input(key="slots_classroom-40").set_value(64).run()
     assert not app.exception

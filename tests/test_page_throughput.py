@@ -86,3 +86,48 @@ def test_kv_bytes_per_token_match_the_capacity_page(key):
     assert shown == acc.format_bytes(model.bytes_per_token)
     if model.params:
         assert shown == acc.format_bytes(kv_bytes(timed_model(key), 1))
+
+
+def test_a_bad_rate_keeps_the_last_good_result_beside_the_error():
+    """Issue 23: one bad entry in the rates must not wipe every chart."""
+    at = _page(SMALL)
+    charts = len(at.get("plotly_chart"))
+    assert charts >= 5
+    at.session_state["tp_rates"] = "1, x"
+    at.run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert any("Request rates (entry 2) = 'x' is not a number" in e and "last settings that ran" in e
+               for e in errors), errors
+    assert len(at.get("plotly_chart")) == charts
+
+
+def test_paper_replication_one_click():
+    """Issue 21: one click runs the paper's configuration and shows its figures beside the paper's."""
+    from allocator.viz.claims import paper_replication_texts
+    from allocator.paper import replication_for as paper_replication
+
+    at = _page(SMALL)
+    at.button(key="tp_paper_run").click().run()
+    assert not at.exception
+    text = _markdown(at)
+    rep = paper_replication()
+    texts = paper_replication_texts(rep)
+    for key in ("fig2", "fig13", "fig12"):
+        assert texts[key] in text
+    for d in texts["departures"]:
+        assert d in text
+    assert len(at.get("plotly_chart")) >= 8
+    table = at.table[0].value
+    assert "Figure 13: mean batched requests, vLLM" in list(table.index)
+    assert all(v.startswith(("yes (", "no (")) for v in table["within tolerance"])
+
+
+def test_own_sweep_on_the_papers_sharegpt_lengths():
+    at = _page({**SMALL, "tp_workload": "sharegpt-opt"})
+    sweep = with_latency_factor(cached_sweep(sweep_key("a100-40gb", "opt-13b", "auto", 200, (0.5, 1.0, 2.0, 4.0), 16,
+                                                       "sharegpt-opt")), 5)
+    assert sweep.workload == "sharegpt-opt" and sweep.max_new_tokens == 2048
+    text = _markdown(at)
+    assert sweep_headline(sweep) in text
+    assert "ShareGPT lengths (the PagedAttention paper's)" in text

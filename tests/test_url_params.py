@@ -15,7 +15,7 @@ from tests.conftest import APP_PATH, seen
     ({"metadata_cost": "100"}, "URL parameter metadata_cost='100' must be a number from 0 to 8 in steps of 0.25"),
     ({"metadata_cost": "0.3"}, "in steps of 0.25"),
     ({"workload": "bogus"}, "URL parameter workload='bogus' is not a workload of this page (one of classroom-40, "
-                            "azure-conv, upload); using classroom-40."),
+                            "azure-conv, sharegpt-opt, upload); using classroom-40."),
     ({"preemption": "evict"}, "URL parameter preemption='evict' is not one of recompute, swap; using recompute."),
     ({"shared_prefix": "99999"}, "URL parameter shared_prefix='99999' must be a whole number from 0 to 4,096"),
     ({"colour": "red"}, "URL parameter colour='red' is not a setting of this page; it was ignored."),

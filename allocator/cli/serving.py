@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 
 from ..throughput import (DEFAULT_BLOCK_SIZE, DEFAULT_LATENCY_FACTOR, DEFAULT_MAX_NEW, DEFAULT_REQUESTS,
-                          DEFAULT_SEED, PAPER, PAPER_NAMES, POLICIES, POLICY_LABELS, parse_rates, rate_sweep)
+                          DEFAULT_SEED, PAPER, PAPER_NAMES, POLICIES, POLICY_LABELS, SWEEP_MAX_NEW, SWEEP_WORKLOADS,
+                          parse_rates, rate_sweep)
 from ..limits import LIMITS
 from ..timing import DEFAULT_GPU, DEFAULT_MODEL, GPU_COUNTS, GPUS, TIMED_MODELS, cost_model
 from .common import count_arg, gpus_arg, real_arg
@@ -24,7 +25,7 @@ def register(sub) -> None:
     """Add the ``rate-sweep`` sub-command to ``sub`` (an argparse sub-parsers object)."""
     p = sub.add_parser("rate-sweep", help="normalised latency and throughput against request rate for the "
                                           "paper's four allocators, in seconds on a chosen GPU and model",
-                       description="Poisson arrivals with Azure conversation lengths at each rate, under "
+                       description="Poisson arrivals with Azure conversation (or the paper's ShareGPT) lengths at each rate, under "
                                    "reservation policies max, pow2, oracle and paged allocation, each step priced "
                                    "by the roofline cost model; reports each policy's sustained rate.")
     p.add_argument("--gpu", choices=sorted(GPUS), default=DEFAULT_GPU, help=f"GPU preset (default {DEFAULT_GPU})")
@@ -34,13 +35,18 @@ def register(sub) -> None:
                                                   "fewest that hold the weights)")
     p.add_argument("--rates", default=None, help="comma-separated request rates in requests/s (default: eight "
                                                  "around the paged allocator's saturation rate)")
+    p.add_argument("--workload", choices=tuple(SWEEP_WORKLOADS), default="azure-conv",
+                   help="the lengths requests are drawn from: azure-conv (the shipped Azure conversation trace, "
+                        "default) or sharegpt-opt (the PagedAttention paper's ShareGPT lengths; the generation cap "
+                        "then defaults to 2048)")
     p.add_argument("--requests", type=count_arg, default=DEFAULT_REQUESTS,
                    help=f"requests per run (default {DEFAULT_REQUESTS}; {_range('requests')})")
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset of " + ", ".join(POLICIES))
     p.add_argument("--block-size", type=count_arg, default=DEFAULT_BLOCK_SIZE,
                    help=f"paged block size (default {DEFAULT_BLOCK_SIZE}; {_range('block_size')})")
-    p.add_argument("--max-new-tokens", type=count_arg, default=DEFAULT_MAX_NEW,
-                   help=f"generation cap; reserve-max reserves prompt + this (default {DEFAULT_MAX_NEW}; "
+    p.add_argument("--max-new-tokens", type=count_arg, default=None,
+                   help=f"generation cap; reserve-max reserves prompt + this (default {DEFAULT_MAX_NEW}, 2048 with "
+                        f"--workload sharegpt-opt; "
                         f"{_range('max_new_tokens')})")
     p.add_argument("--latency-factor", type=real_arg, default=DEFAULT_LATENCY_FACTOR,
                    help="the sustained-rate budget: this many times the latency of a request served alone "
@@ -62,11 +68,12 @@ def run(args) -> int:
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     rates = parse_rates(args.rates) if args.rates is not None else None
     sweep = rate_sweep(cost, rates, policies=policies, requests=args.requests, seed=args.seed,
-                       block_size=args.block_size, max_new_tokens=args.max_new_tokens,
-                       latency_factor=args.latency_factor)
+                       block_size=args.block_size, latency_factor=args.latency_factor, workload=args.workload,
+                       max_new_tokens=SWEEP_MAX_NEW[args.workload] if args.max_new_tokens is None
+                       else args.max_new_tokens)
     out = {
         "gpu": cost.gpu.key, "model": cost.model.key, "gpus": cost.gpus, "pool_slots": sweep.pool_slots,
-        "block_size": sweep.block_size, "requests": sweep.requests, "seed": sweep.seed,
+        "workload": sweep.workload, "block_size": sweep.block_size, "requests": sweep.requests, "seed": sweep.seed,
         "max_new_tokens": sweep.max_new_tokens, "rates": list(sweep.rates),
         "unloaded_s_per_token": sweep.unloaded_s_per_token, "latency_factor": sweep.latency_factor,
         "budget_s_per_token": sweep.budget_s_per_token,
@@ -81,7 +88,7 @@ def run(args) -> int:
         print(json.dumps(out, indent=2))
         return 0
     print(f"{cost.label}: KV pool {sweep.pool_slots:,} slots, block size {sweep.block_size}, "
-          f"{sweep.requests:,} requests per run (Azure conversation lengths, seed {sweep.seed})")
+          f"{sweep.requests:,} requests per run ({SWEEP_WORKLOADS[sweep.workload]}, seed {sweep.seed})")
     print(f"budget: {sweep.budget_s_per_token:.4f} s/token = {sweep.latency_factor:g} x "
           f"{sweep.unloaded_s_per_token:.4f} s/token (a request served alone)")
     for key in TABLE_KEYS:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from ..allocators import RESERVATION_POLICIES
+from ..allocators import PLACEMENTS, RESERVATION_POLICIES
 from ..limits import LIMITS
 from ..mooncake import is_mooncake_path
 from ..scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep,
@@ -41,7 +41,8 @@ def register(sub) -> None:
                        description="Simulate the same workload under reserve-max and paged allocation.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--workload", choices=WORKLOADS, default=None,
-                     help="named workload (default classroom-40; azure-conv is the shipped Azure conversation trace)")
+                     help="named workload (default classroom-40; azure-conv is the shipped Azure conversation trace; "
+                          "sharegpt-opt the PagedAttention paper's ShareGPT lengths, Poisson arrivals at 2/s)")
     src.add_argument("--trace", metavar="FILE", help="a trace to replay: CSV (Azure or plain schema) or Mooncake "
                      "JSONL (.jsonl, .jsonl.gz: prompts as block ids, for --prefix-caching)")
     p.add_argument("--slots", type=count_arg, default=None, help="pool size in slots (default: 2048 for "
@@ -76,6 +77,10 @@ def register(sub) -> None:
     p.add_argument("--policy", choices=RESERVATION_POLICIES, default="max",
                    help="the reservation allocator's policy: max (prompt + max_new_tokens, default), pow2 (prompt "
                         "+ next power of two of the answer) or oracle (prompt + the exact answer)")
+    p.add_argument("--placement", choices=PLACEMENTS, default="first-fit",
+                   help="where the reservation allocator puts a reservation: first-fit (one run of slots, "
+                        "default) or buddy (the PagedAttention paper's artifact: power-of-two runs of 16-slot "
+                        "blocks, capped at 2,048 tokens)")
     p.add_argument("--gpu", choices=sorted(GPUS), default=None,
                    help="price every step in seconds on this GPU (with --model; default a100-40gb when only "
                         "--model is given): adds TTFT, TPOT, latency and throughput to each summary")
@@ -115,7 +120,7 @@ def scenario_from_args(args) -> Scenario:
                     steps_per_second=_given(args, "steps_per_second", d.steps_per_second),
                     metadata_cost=_given(args, "metadata_cost", d.metadata_cost),
                     shared_prefix=args.shared_prefix, preemption=args.preemption,
-                    policy=getattr(args, "policy", d.policy),
+                    policy=getattr(args, "policy", d.policy), placement=getattr(args, "placement", d.placement),
                     # --prefix-caching with nothing to find is ignored (a note says so)
                     prefix_caching=bool(getattr(args, "prefix_caching", False))
                     and bool(args.shared_prefix or is_mooncake_path(args.trace)))

@@ -53,6 +53,7 @@ METRIC_UNITS = {
     "prompt_tokens_admitted": "tokens this step",
     "cached_blocks": "blocks",
     "cached_evictions": "blocks this step",
+    "pending_tokens": "tokens still to write",
 }
 #: Header unit for a metric the engine records but this table does not know yet.
 UNKNOWN_UNIT = "units: see allocator.engine.METRICS"

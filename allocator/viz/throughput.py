@@ -131,14 +131,23 @@ def memory_figure(sweep, at: float) -> go.Figure:
     paper = [100 * PAPER["token_state_share"][p] for p in sweep.policies]
     ours = [100 * (sweep.points[(p, at)][key] or 0) for p in sweep.policies]
     fig = go.Figure()
-    fig.add_bar(x=cats, y=paper, name="the paper's Figure 2 (its experiments)",
+    fig.add_bar(x=cats, y=paper, name="the paper's Figure 2 (its experiments)", showlegend=False,
                 marker=dict(color="white", line=dict(color=colours, width=2),
                             pattern=dict(shape="/", fgcolor=colours, size=8, solidity=0.3)),
                 text=[f"{v:.1f} %" for v in paper], textposition="outside",
                 hovertemplate="%{x}<br>the paper: %{y:.1f} % of KV memory holds token states<extra></extra>")
-    fig.add_bar(x=cats, y=ours, name=f"this model at {rate_text(at)} requests/s ({words})",
+    fig.add_bar(x=cats, y=ours, name=f"this model at {rate_text(at)} requests/s ({words})", showlegend=False,
                 marker=dict(color=colours), text=[f"{v:.1f} %" for v in ours], textposition="outside",
                 hovertemplate="%{x}<br>this model: %{y:.1f} % of the KV pool holds tokens<extra></extra>")
+    # The bars take each allocator's colour (black reservation, blue paged), so the legend shows
+    # the two kinds of bar in a neutral grey rather than one allocator's colour.
+    fig.add_bar(x=[None], y=[None], name="the paper's Figure 2 (hatched outline)",
+                marker=dict(color="white", line=dict(color=BUDGET_COLOUR, width=2),
+                            pattern=dict(shape="/", fgcolor=BUDGET_COLOUR, size=8, solidity=0.3)),
+                hovertemplate="the paper's value<extra></extra>")
+    fig.add_bar(x=[None], y=[None], name=f"this model at {rate_text(at)} requests/s ({words}; solid, "
+                                         "in the allocator's colour)", marker=dict(color=BUDGET_COLOUR),
+                hovertemplate="this model's value<extra></extra>")
     fig.update_layout(barmode="group", height=440, title=_title("Share of the KV memory holding tokens"), **_LAYOUT)
     fig.update_yaxes(title_text="KV memory holding tokens (%)", range=[0, 112], gridcolor="#eee")
     fig.update_xaxes(title_text="allocator")

@@ -10,6 +10,7 @@ import streamlit as st
 
 from allocator import CLASSROOM_40
 from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
+from allocator.sharegpt import sharegpt_lengths
 from allocator.trace import ShippedDataError, shipped_trace
 from allocator.validate import one_line, plain_markdown, show
 from allocator.viz.claims import plural
@@ -110,6 +111,8 @@ def controls() -> Scenario:
                     sb.success(plain_markdown(f"{one_line(up.name)}: {plural(n_rows, 'request')}"))
                 except ValueError as exc:
                     sb.error(plain_markdown(f"{one_line(up.name)}: {exc}"))
+        elif workload == "sharegpt-opt":
+            n_rows = len(sharegpt_lengths())
         else:
             try:
                 n_rows = len(shipped_trace())
@@ -137,6 +140,12 @@ def controls() -> Scenario:
                            help="How much the contiguous allocator reserves per request (the PagedAttention paper's "
                                 "baselines): max, the worst case; pow2, the answer length rounded up to a power of "
                                 "two; oracle, exactly the answer's length — which no real server knows in advance.")
+    kw["placement"] = _choice(sb, "placement", "Reservation placement (left side)",
+                              help="Where the contiguous allocator puts a reservation. First fit: exactly the "
+                                   "reserved slots, at the lowest free run long enough (the lesson's). Buddy: as "
+                                   "the PagedAttention paper's Orca baselines did — capped at 2,048 tokens, rounded "
+                                   "up to a power of two of 16-slot blocks, split from and merged back into "
+                                   "power-of-two free runs; the rounding shows orange, allocated and empty.")
     kw["preemption"] = _choice(sb, "preemption", "When paged memory runs out", horizontal=True,
                                help="Recompute drops the evicted sequence's blocks and prefills its tokens "
                                     "again later; swap copies them to host memory and back.")

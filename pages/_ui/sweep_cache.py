@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 import streamlit as st
 
-from allocator.throughput import rate_sweep
+from allocator.throughput import SWEEP_MAX_NEW, rate_sweep
 from allocator.timing import cost_model
 from pages._ui.heavy import run_heavy
 
@@ -27,9 +27,10 @@ def _store() -> dict:
     return {"lock": threading.Lock(), "runs": OrderedDict(), "busy": {}}
 
 
-def sweep_key(gpu: str, model: str, gpus, requests: int, rates, block_size: int) -> tuple:
-    """The cache key of a sweep's settings (``rates`` None: the default grid)."""
-    return (gpu, model, gpus, int(requests), None if rates is None else tuple(rates), int(block_size))
+def sweep_key(gpu: str, model: str, gpus, requests: int, rates, block_size: int, workload: str = "azure-conv") -> tuple:
+    """The cache key of a sweep's settings (``rates`` None: the default grid; ``workload`` the lengths'
+    source, see ``allocator.throughput.SWEEP_WORKLOADS``)."""
+    return (gpu, model, gpus, int(requests), None if rates is None else tuple(rates), int(block_size), workload)
 
 
 def cached_sweep(key: tuple, progress=None):
@@ -55,9 +56,10 @@ def cached_sweep(key: tuple, progress=None):
                 return store["runs"][key]
         return cached_sweep(key, progress)          # the other session failed: try ourselves
     try:
-        gpu, model, gpus, requests, rates, block_size = key
+        gpu, model, gpus, requests, rates, block_size, workload = key
         sweep = run_heavy("Simulating the sweep", rate_sweep, cost_model(gpu, model, gpus), rates,
-                          requests=requests, block_size=block_size, progress=progress,
+                          requests=requests, block_size=block_size, progress=progress, workload=workload,
+                          max_new_tokens=SWEEP_MAX_NEW[workload],
                           _spinner=progress is None)     # one server-wide queue (pages._ui.heavy)
         with store["lock"]:
             store["runs"][key] = sweep

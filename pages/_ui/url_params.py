@@ -29,11 +29,13 @@ BLOCK_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 CHOICES = {
     "workload": {"classroom-40": "classroom-40 (synthetic)",
                  "azure-conv": "Azure trace (real, 2023)",
+                 "sharegpt-opt": "ShareGPT lengths (the PagedAttention paper's)",
                  "upload": "Your own trace (CSV)"},
     "arrival": {"burst": "all at step 0", "trickle": "trickle"},
     "preemption": {"recompute": "recompute", "swap": "swap to host"},
     "policy": {"max": "max: prompt + max_new_tokens", "pow2": "pow2: prompt + next power of two",
                "oracle": "oracle: prompt + exact answer"},
+    "placement": {"first-fit": "first fit: one run of slots", "buddy": "buddy: power-of-two runs of blocks (the paper's)"},
     "gpu": {key: gpu.label for key, gpu in GPUS.items()},
     "model": {key: PRESETS[key].short for key in TIMED_MODELS},
 }
@@ -44,6 +46,7 @@ OLD_LABELS = {"workload": {"classroom-40 (forty chat requests, all at once)": "c
 
 #: Default of each choice.
 CHOICE_DEFAULTS = {"workload": "classroom-40", "arrival": "burst", "preemption": "recompute", "policy": "max",
+                   "placement": "first-fit",
                    "gpu": DEFAULT_GPU, "model": DEFAULT_MODEL}
 
 WORKLOADS = tuple(CHOICES["workload"])
