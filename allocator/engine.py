@@ -738,7 +738,7 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
     cache_names = ["hit", "prompt_in", "cached", "evicted"]
     names = ["step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
              "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
-             "decode_pairs"] + (cache_names if caching else []) + (["seconds"] if timed else [])
+             "decode_pairs", "final"] + (cache_names if caching else []) + (["seconds"] if timed else [])
     cols = {name: [] for name in names}
     tokens_col: list[int] = []
     snapshots = {} if record_snapshots else None
@@ -896,7 +896,8 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
                       ext=allocator.external_fragmentation(need), running=batch, waiting=len(waiting),
                       finished=finished, preemptions=preempted, units=allocator.units_in_use, need=need,
                       recomputed=recomputed, admitted=admitted, prefill=prefill, prefill_pairs=prefill_pairs,
-                      decode_pairs=decode_pairs)
+                      decode_pairs=decode_pairs,
+                      final=sum(s.prompt_len + s.output_len for s in running))   # pending = final - logical
         if caching:
             values.update(hit=hit, prompt_in=prompt_in, cached=allocator.cached_blocks,
                           evicted=allocator.cache_evictions - evicted_before)

@@ -96,7 +96,7 @@ def test_a_bad_rate_keeps_the_last_good_result_beside_the_error():
     at.session_state["tp_rates"] = "1, x"
     at.run()
     assert not at.exception
-    errors = [e.value for e in at.error]
+    errors = [seen(e.value) for e in at.error]
     assert any("Request rates (entry 2) = 'x' is not a number" in e and "last settings that ran" in e
                for e in errors), errors
     assert len(at.get("plotly_chart")) == charts
