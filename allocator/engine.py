@@ -228,21 +228,26 @@ class SimulationResult:
         return self.metrics["allocated_slots"] + c * self.metrics["units"]
 
     def cost_per_token(self, metadata_cost: float, busy: bool = True) -> float | None:
-        """Mean of total cost / distinct tokens stored -- slot equivalents paid per stored token (1.0 = no
-        waste, no metadata) -- over the steps when requests waited (``busy``) or over every step.
+        """Slot equivalents paid per stored token (1.0 = no waste, no metadata): a **ratio of
+        means**, mean(allocated slots + c x units) / mean(distinct tokens stored), over the steps
+        when requests waited (``busy``) or over every step. A student recomputes it from the mean
+        shares beside it: (every allocated share + c x units / pool) / the token-state share.
+        (A mean of per-step ratios would weigh a step storing few tokens as much as a full one,
+        and could not be recomputed from the means shown.)
 
         Returns:
-            the mean, or None when no such step stored a token (nothing ran, or nothing waited).
+            the ratio, or None when no such step stored a token (nothing ran, or nothing waited).
 
         Source: seed 001's objective (allocated + c x blocks), divided by the useful tokens so
         allocators that store different amounts compare fairly.
         """
-        used = self.metrics["used_slots"]
-        mask = (self.busy_mask() if busy else np.ones(self.records, dtype=bool)) & (used > 0)
-        if not mask.any():
+        mask = self.busy_mask() if busy else None
+        if mask is not None and not mask.any():
             return None
-        ratio = np.divide(self.total_cost(metadata_cost), used, out=np.zeros(self.records), where=used > 0)
-        return self.mean(ratio, mask)
+        used = self.mean(self.metrics["used_slots"], mask)
+        if not used:
+            return None
+        return self.mean(self.total_cost(metadata_cost), mask) / used
 
     def slot_states(self, step: int) -> tuple[np.ndarray, np.ndarray]:
         """The pool at ``step``, slot by slot (see :func:`allocator.maps.slot_picture`).

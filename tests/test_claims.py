@@ -77,6 +77,11 @@ def allowed_numbers(sc: Scenario, results: dict, rows: list[dict], timings: dict
         s = res.summary
         for v in s.values():
             nums |= _forms(v)
+        for shares in (s["memory_shares_busy"], s["memory_shares"]):     # the pool's six shares
+            for v in (shares or {}).values():
+                nums |= _forms(v)
+            if shares:
+                nums |= _forms(sum(shares.values()))
         nums |= _forms(len(s["rejected"]))
         for step in lesson_key_steps(results):
             if step < res.steps:

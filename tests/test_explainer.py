@@ -3,6 +3,8 @@ import base64
 import json
 from types import SimpleNamespace
 
+import math
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -107,11 +109,32 @@ def _row(b, waited=True):
 def test_sweep_figure_marks_current_block_size():
     reserve = {"mean_utilization_busy": 0.3, "mean_utilization": 0.2, "mean_running_busy": 2.5, "finished": 40}
     fig = sweep_figure([_row(b) for b in (1, 16, 256)], 16, 0.5, reserve)
-    current = [t for t in fig.data if t.name.startswith("current block size")]
-    assert current and list(current[0].x) == [16, 16]
+    current = [sh for sh in fig.layout.shapes if sh.x0 == sh.x1 == 16]
+    assert current and any(a.text == "slider: 16" for a in fig.layout.annotations)
     assert fig.layout.xaxis.title.text.startswith("block size")
     util, line = fig.data[0], fig.data[1]
     assert list(util.y) == [90.0] * 3 and list(line.y) == [30.0] * 2 and "while requests wait" in util.name
+
+
+@pytest.mark.parametrize("costs", [[1.0, 1.0, 1.0], [1.0, 1.03, 1.2, 2.1], [2.63], [0.4, 0.5], [30.0, 41.0]])
+def test_sweep_chart_legend_and_cost_axis_read_cleanly(costs):
+    """Issue 23 item 16: no two legend entries look alike, the cost axis ticks are round (not 0.33 /
+    0.66 / 1.33), and the cost curve never sits on a gridline (the left axis draws one every fifth)."""
+    rows = [dict(_row(2 ** i), cost_per_token_busy=c) for i, c in enumerate(costs)]
+    reserve = {"mean_utilization_busy": 0.3, "mean_utilization": 0.2, "mean_running_busy": 2.5, "finished": 40}
+    fig = sweep_figure(rows, 2, 0.5, reserve)
+    looks = [(t.line.color, t.line.dash, t.mode) for t in fig.data if t.showlegend is not False]
+    assert len(set(looks)) == len(looks) and len({t.name for t in fig.data}) == len(fig.data)
+    y2 = fig.layout.yaxis2
+    lo, top = y2.range
+    assert lo == 0 and top >= 1.1 * max(costs) and y2.dtick == top / 5
+    assert fig.layout.yaxis.range == (0, 100) and fig.layout.yaxis.dtick == 20
+    ticks = [y2.dtick * k for k in range(6)]
+    assert all(float(format(t, y2.tickformat)) == pytest.approx(t) for t in ticks)       # printed exactly
+    assert all(round(y2.dtick / 10 ** math.floor(math.log10(y2.dtick)), 6) in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
+               for _ in [0])                                                              # a round step
+    for c in costs:
+        assert min(abs(c - t) for t in ticks) >= 0.025 * top - 1e-12, (c, ticks)
 
 
 def test_sweep_figure_never_mixes_two_kinds_of_average():

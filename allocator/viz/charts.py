@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 
 from allocator import DUPLICATE, EMPTY, FREE, HOLE, SHARED
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
-from allocator.viz.claims import lesson_key_steps, sweep_basis, sweep_value
+from allocator.viz.claims import lesson_key_steps, pct, sweep_basis, sweep_value
 from allocator.viz.theme import (ACCENT, DARK_HOLE, DUPLICATE as DUPLICATE_COLOUR, GREY_FREE, ORANGE_EMPTY,
                                  PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
 
@@ -92,12 +92,12 @@ def _frame_text(res, step: int) -> str:
     preempted = int((m["preemptions"][:r + 1] * m["span"][:r + 1]).sum())
     idle = (f"<br>idle: nothing runs or waits for {int(m['span'][r]):,} steps (to step "
             f"{int(m['step'][r] + m['span'][r]):,})" if m["span"][r] > 1 else "")
-    return (f"<b>{title}</b> · step {step:,}: {m['utilization'][r]:.0%} of slots hold a token<br>"
-            f"internal frag {m['internal_fragmentation'][r] / total:.0%} · "
-            f"external frag {m['external_fragmentation'][r] / total:.0%} · "
-            f"tokens this step {int(m['tokens'][r])}<br>"
-            f"running {int(m['running'][r])} · waiting {int(m['waiting'][r])} · "
-            f"finished {int(m['finished'][r])} · preemptions so far {preempted}"
+    return (f"<b>{title}</b> · end of step {step:,}: {pct(float(m['utilization'][r]))} of slots hold a token<br>"
+            f"reserved for tokens to come {m['reserved_slots'][r] / total:.0%} · "
+            f"never written {m['internal_fragmentation'][r] / total:.0%} · "
+            f"external frag {m['external_fragmentation'][r] / total:.0%}<br>"
+            f"{int(m['running'][r])} computed a token this step · {int(m['waiting'][r])} waiting · "
+            f"{int(m['finished'][r])} finished · preemptions so far {preempted}"
             + (f"<br>{int(m['logical_tokens'][r]):,} logical tokens in {int(m['used_slots'][r]):,} "
                f"distinct slots (shared prefix)" if res.shared_prefix and res.block_size else "")
             + idle)
@@ -436,20 +436,57 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
         hovertemplate=("block size %{x} slots<br>cost per stored token %{y:.3f}<br>"
                        "total cost %{customdata[0]:,.0f} slot equivalents<extra></extra>")),
         secondary_y=True)
-    fig.add_trace(go.Scatter(x=[current_block_size, current_block_size], y=[0, 100], mode="lines",
-                             name=f"current block size ({current_block_size})",
-                             line=dict(color="#333", dash="dash", width=1.5),
-                             hovertemplate=f"current block size: {current_block_size} slots<extra></extra>"),
-                  secondary_y=False)
+    # the slider's block size: a labelled vertical line, not a legend entry (a second dashed dark line
+    # in the legend read as a copy of the reservation line)
+    fig.add_vline(x=current_block_size, line=dict(color="#666", dash="dot", width=1.5),
+                  annotation_text=f"slider: {current_block_size}", annotation_position="top",
+                  annotation_font=dict(size=12, color="#444"))
     fig.update_xaxes(type="log", title_text="block size (slots per block, log scale)",
                      tickvals=bs, ticktext=[str(b) for b in bs], gridcolor="#eee")
-    fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], secondary_y=False,
+    fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 100], dtick=20, secondary_y=False,
                      gridcolor="#eee")
-    fig.update_yaxes(title_text="slot equivalents per stored token", rangemode="tozero", secondary_y=True,
-                     showgrid=False, tickformat=".2f")
+    costs = [sweep_value(r, "cost_per_token", basis) for r in rows]
+    top = cost_axis_top([c for c in costs if c is not None])
+    fig.update_yaxes(title_text="slot equivalents per stored token", range=[0, top], tickmode="linear", tick0=0,
+                     dtick=top / 5, secondary_y=True, showgrid=False, tickformat=_tick_format(top / 5))
     fig.update_layout(height=430, margin=dict(l=60, r=60, t=40, b=40), plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hoverlabel=dict(font_size=14))
     return fig
+
+
+#: Tops of the cost axis: each fifth of one is a round tick (the left axis has a gridline every fifth).
+_NICE_TOPS = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5)
+
+
+def cost_axis_top(costs: list[float], clearance: float = 0.025) -> float:
+    """The top of the sweep chart's cost axis: the smallest round number >= 1.1 x the largest cost
+    whose five ticks (top / 5 apart, on the left axis's gridlines) stay ``clearance`` of the axis
+    away from every cost, so the cost curve never hides on a gridline.
+
+    Args:
+        costs: the plotted costs per stored token (slot equivalents; empty: axis 0..1).
+        clearance: the least distance of a cost from a tick, as a fraction of the axis.
+
+    Returns:
+        The top (slot equivalents), one of :data:`_NICE_TOPS` times a power of ten.
+    """
+    if not costs:
+        return 1.0
+    need = max(costs) * 1.1
+    scale = 10.0 ** np.floor(np.log10(need)) if need > 0 else 1.0
+    candidates = [t * scale * k for k in (1, 10, 100) for t in _NICE_TOPS if t * scale * k >= need]
+    for top in candidates:
+        if all(min(abs(c / top * 5 - round(c / top * 5)), 1) / 5 >= clearance for c in costs):
+            return float(top)
+    return float(candidates[0])
+
+
+def _tick_format(step: float) -> str:
+    """Decimals enough to print ticks ``step`` apart exactly (0.25 -> ".2f", 0.3 -> ".1f", 2 -> ".0f")."""
+    for d in range(4):
+        if abs(step * 10 ** d - round(step * 10 ** d)) < 1e-9:
+            return f".{d}f"
+    return ".3f"
 
 
 def _times(value, factor):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from allocator.shares import SHARES
+
 
 def pct(fraction: float | None, digits: int = 0) -> str:
     """A fraction as a percentage with enough figures to stay true: ``0.314 -> "31 %"``,
@@ -225,6 +227,36 @@ def time_line(res, timing) -> str:
     return text + "."
 
 
+def share_cells(res) -> dict[str, str]:
+    """One run's memory shares (:data:`allocator.shares.SHARES`) as display strings, averaged over
+    the steps when requests waited, or over every step -- and then marked "(all steps)" -- when
+    none waited; "—" for every category when nothing ran. Also key "total": what they add up to."""
+    s = res.summary
+    shares, mark = s["memory_shares_busy"], ""
+    if shares is None and s["finished"]:
+        shares, mark = s["memory_shares"], " (all steps)"
+    if shares is None:
+        return {key: "—" for key, *_ in SHARES} | {"total": "—"}
+    out = {key: pct(shares[key], 1) + mark for key, *_ in SHARES}
+    out["total"] = pct(sum(shares.values()), 1) + mark
+    return out
+
+
+def share_rows(results: dict) -> list[dict]:
+    """The memory shares of both runs, one row per category plus a total (100 %): rows of
+    measure, the reservation allocator (column named by :func:`reservation_name`), paged, meaning.
+    The categories partition the pool (:mod:`allocator.shares`), so each column adds up to 100 %."""
+    left = reservation_name(results)
+    cells = {k: share_cells(results[k]) for k in ("reserve_max", "paged")}
+    rows = [{"measure": f"memory: {name}", left: cells["reserve_max"][key], "paged": cells["paged"][key],
+             "what it means": meaning + ", share of the pool while requests wait"}
+            for key, _, name, meaning in SHARES]
+    rows.append({"measure": "memory: all of the above", left: cells["reserve_max"]["total"],
+                 "paged": cells["paged"]["total"],
+                 "what it means": "the six shares partition the pool, so they add up to 100 %"})
+    return rows
+
+
 def details_rows(results: dict, metadata_cost: float, timings: dict | None = None) -> list[dict]:
     """Every other summary figure of both allocators: rows of measure, the reservation allocator (its
     column named by :func:`reservation_name`, "reserve-max" by default), paged, meaning.
@@ -240,16 +272,6 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
         rows.append({"measure": name, left: fn(results["reserve_max"]), "paged": fn(results["paged"]),
                      "what it means": meaning})
 
-    def waiting_avg(r, key):
-        s = r.summary
-        value = s[f"{key}_busy"]
-        if value is None and s["finished"]:
-            m = r.metrics
-            return pct(r.mean(m[{"mean_internal_fragmentation": "internal_fragmentation",
-                                 "mean_external_fragmentation": "external_fragmentation",
-                                 "mean_duplicate_fraction": "duplicate_slots"}[key]] / r.total_slots)) + " (all steps)"
-        return pct(value)
-
     add("peak running (one instant)", lambda r: (f"{r.summary['peak_running']} at step {r.summary['peak_running_step']:,}"
                                                   if r.summary["finished"] else "—"),
         "the most sequences that computed a token in the same step, and when")
@@ -257,19 +279,15 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
         "sequences computing per step over the whole run (equals tokens per step)")
     add("tokens per step", lambda r: f"{r.summary['mean_tokens_per_step']:.2f}",
         "mean tokens emitted per engine step (throughput)")
-    add("internal fragmentation", lambda r: waiting_avg(r, "mean_internal_fragmentation"),
-        "allocated slots holding no token, share of the pool while requests wait (orange)")
-    add("external fragmentation", lambda r: waiting_avg(r, "mean_external_fragmentation"),
-        "free slots in gaps too small for the next request, share of the pool while requests wait (dark grey)")
-    add("duplicate copies of the shared prompt", lambda r: waiting_avg(r, "mean_duplicate_fraction"),
-        "slots holding a second copy of the shared system prompt, share of the pool while requests wait (brown)")
+    rows.extend(share_rows(results))
     def cost(r):
         waited = r.summary["mean_running_busy"] is not None
         value = r.cost_per_token(metadata_cost, busy=waited)
         return "—" if value is None else f"{value:.3f}" + ("" if waited else " (all steps)")
 
     add(f"cost per stored token (c = {metadata_cost:g})", cost,
-        "(allocated slots + c × blocks or reservations) ÷ distinct tokens stored, while requests wait; "
+        "a ratio of means: (mean allocated slots + c × mean blocks or reservations) ÷ mean distinct tokens "
+        "stored, while requests wait. At c = 0 it is the four allocated shares above added up, ÷ token states; "
         "1.000 means nothing wasted")
     add("preemptions", lambda r: f"{r.summary['preemptions']:,}",
         "sequences evicted to make room (recompute or swap, as chosen in the sidebar)")

@@ -18,7 +18,8 @@ import plotly.graph_objects as go
 from allocator.engine import METRICS
 from allocator.accounting import PRESETS, format_bytes
 from allocator.trace import AZURE_ATTRIBUTION
-from allocator.viz.claims import pct, plural, ratio, reservation_name, reservation_rule
+from allocator.shares import SHARES
+from allocator.viz.claims import pct, plural, ratio, reservation_name, reservation_rule, share_cells
 
 #: Order of the allocators in every export (left to right, as on the explainer page).
 KINDS = ("reserve_max", "paged")
@@ -31,9 +32,11 @@ METRIC_UNITS = {
     "logical_tokens": "tokens",
     "allocated_unshared": "slots",
     "allocated_slots": "slots",
+    "reserved_slots": "slots",
     "internal_fragmentation": "slots",
     "external_fragmentation": "slots",
     "free_slots": "slots",
+    "free_other_slots": "slots",
     "utilization": "fraction of pool",
     "running": "sequences",
     "waiting": "requests",
@@ -310,8 +313,9 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
 
     Returns:
         Rows in display order: running while requests wait (mean sequences per step), the peak
-        (one instant, with its step), utilisation, internal and external fragmentation and
-        duplicate prompt copies while requests wait (% of pool), steps to drain, tokens per step,
+        (one instant, with its step), utilisation, the six memory shares of
+        :data:`allocator.shares.SHARES` while requests wait (% of pool) and their sum (100 %),
+        steps to drain, tokens per step,
         preemptions, finished, rejected (requests). "—" marks a figure that does not exist
         (nothing waited, or nothing ran); the table's last row says so when it appears.
 
@@ -329,12 +333,6 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
         ("Peak running (one instant)", peak),
         ("Utilisation while requests wait (% of slots holding a distinct token)",
          lambda x: pct(x["mean_utilization_busy"])),
-        ("Internal fragmentation while requests wait (% of pool allocated but empty)",
-         lambda x: pct(x["mean_internal_fragmentation_busy"])),
-        ("External fragmentation while requests wait (% of pool free but unusable)",
-         lambda x: pct(x["mean_external_fragmentation_busy"])),
-        ("Duplicate copies of a shared prompt while requests wait (% of pool)",
-         lambda x: pct(x["mean_duplicate_fraction_busy"])),
         ("Steps to drain (engine steps)", lambda x: _fmt(x["steps"])),
         ("Tokens per step (mean over all steps)", lambda x: _fmt(x["mean_tokens_per_step"])),
         ("Preemptions (sequences evicted to free memory)", lambda x: _fmt(x["preemptions"])),
@@ -342,6 +340,12 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
         ("Rejected, can never fit (requests)", lambda x: str(len(x["rejected"]))),
     ]
     rows = [(label, fn(s["reserve_max"]), fn(s["paged"])) for label, fn in spec]
+    # where the pool went: the same six shares as the page's details table, adding up to 100 %
+    cells = {k: share_cells(results[k]) for k in KINDS}
+    shares = [(f"Pool share while requests wait: {name} ({meaning})", cells["reserve_max"][key], cells["paged"][key])
+              for key, _, name, meaning in SHARES]
+    shares.append(("Pool shares above, added up", cells["reserve_max"]["total"], cells["paged"]["total"]))
+    rows[3:3] = shares
     if any("—" in (a, b) for _, a, b in rows):
         rows.append(("— means", "no such figure: nothing waited (or nothing ran) in that run", ""))
     return rows
