@@ -91,6 +91,13 @@ def allowed_numbers(sc: Scenario, results: dict, rows: list[dict], timings: dict
         if res.summary["finished"] and res.summary["mean_running_busy"] is None:
             for name in ("internal_fragmentation", "external_fragmentation", "duplicate_slots"):
                 nums |= _forms(res.mean(res.metrics[name] / res.total_slots))
+    for res in results.values():
+        if res.summary["finished"]:
+            nums |= _forms(round(float(res.requests["output_len"].mean())))   # "answers averaged 231"
+        m = res.metrics
+        empty = m["step"][(m["used_slots"] == 0) & (m["waiting"] > 0)]     # "reads 0 % at step 890 and 5 other"
+        if len(empty):
+            nums |= _forms(int(empty[0])) | _forms(len(empty) - 1)
     r, p = results["reserve_max"].summary, results["paged"].summary
     if r["mean_running_busy"] and p["mean_running_busy"]:
         nums |= _forms(p["mean_running_busy"] / r["mean_running_busy"])
@@ -134,8 +141,13 @@ def test_headline_cards_and_details_quote_the_result(case):
         s = results[key].summary
         values = {c["label"]: c["value"] for c in panel["cards"]}
         running = s["mean_running_busy"] if s["mean_running_busy"] is not None else s["mean_running"]
-        assert values["Mean running"] == f"{running:.1f}", name
-        assert values["Steps to drain"] == f"{s['steps']:,}", name
+        if s["finished"]:
+            assert values["Mean running"] == f"{running:.1f}", name
+            assert values["Steps to drain"] == f"{s['steps']:,}", name
+        else:                                  # nothing ran: a dash, as in the details table
+            assert set(values.values()) == {"—"}, (name, values)
+        for card in panel["cards"]:            # no "+0.0": a delta is shown only for a difference
+            assert card["delta"] is None or card["delta"].strip("+−-0.,pts ") != "", (name, card)
         texts = [panel["line"], panel["time"], *(c["value"] for c in panel["cards"]),
                  *(c["help"] for c in panel["cards"]), *(c["delta"] or "" for c in panel["cards"])]
         for text in texts:
@@ -267,3 +279,51 @@ def test_throughput_headline_handles_bounds(sweep_case):
         assert "below the lowest rate" in text and "no ratio" in text, text
     else:
         assert f"{s['rate']:.2f} requests/s" in text
+
+
+def test_sweep_that_reached_no_limit_says_so_plainly():
+    """Issue 23 item 17: "sustains at least 4.00 requests/s ... That is no ratio to reserve-max can be
+    stated" contradicted itself; with no allocator over budget the headline says the sweep reached no
+    limit, and which rates to add."""
+    from allocator.throughput import rate_sweep
+    from allocator.timing import cost_model
+    from allocator.viz.claims import sweep_headline
+
+    sweep = rate_sweep(cost_model("l4", "7b-fp16"), (0.01, 0.02), requests=150)
+    assert all(s["bound"] == "above" for s in sweep.sustained.values())
+    text = sweep_headline(sweep)
+    assert "did not reach any allocator's limit" in text and "above 0.02 requests/s" in text
+    assert "That is no ratio" not in text and "That is" not in text
+
+
+def test_cards_do_not_compare_unequal_work():
+    """Issue 23 item 9: with max_new_tokens 2000 reserve-max rejects 25 of 40; paged serves all 40.
+    The cards then show no differences, and the line under them says why."""
+    sc = Scenario(max_new_tokens=2000)
+    results = run_scenario(sc, record_snapshots=False)
+    r, p = results["reserve_max"].summary, results["paged"].summary
+    assert len(r["rejected"]) == 25 and p["finished"] == 40
+    panel = headline(results)["paged"]
+    assert all(c["delta"] is None for c in panel["cards"])
+    assert f"served {r['finished']:,} and rejected 25, paged served 40" in panel["line"]
+    same = headline(run_scenario(Scenario(), record_snapshots=False))["paged"]
+    assert any(c["delta"] for c in same["cards"])            # equal work: the differences are shown
+
+
+def test_texts_read_as_sentences():
+    """Issue 23 item 17 and 2, 11: no double full stop, no "1 ... were", no "at peak" for FLOP/s, and
+    the handout does not deny the seconds the explainer prices."""
+    bad = re.compile(r"\.\.(?!\.)|\b1 (?:request|sequence|block|step|token|preemption) (?:were|are|have)\b"
+                     r"|\bat peak\b|does not turn it into seconds")
+    for sc in (Scenario(), Scenario(preemption="swap"), Scenario(shared_prefix=256), Scenario(block_size=256)):
+        results = run_scenario(sc, record_snapshots=False)
+        rows = block_size_sweep(build_workload(sc), sc.slots, (1, 16, 256), sc.metadata_cost, sc.preemption)
+        texts = [reveal(step, results, slots=sc.slots, max_new=sc.max_new, sweep_rows=rows)
+                 for step in ("reserve", "waste", "paged", "big_blocks", "prefix")]
+        texts += takeaways(results)
+        timings = _timings(sc, results)
+        for panel in headline(results, timings).values():
+            texts += [panel["line"], panel["time"]]
+        texts += [row["what it means"] for row in details_rows(results, sc.metadata_cost, timings)]
+        for text in texts:
+            assert not bad.search(text), text

@@ -77,8 +77,8 @@ def test_figure_fits_its_payload_and_animates(sc):
     step = int(mid.name)
     text = mid.layout.annotations[0].text
     if step < rm.steps:
-        assert f"running {int(rm.value_at('running', step))}" in text
-        assert f"{rm.value_at('utilization', step):.0%} of slots hold a token" in text
+        assert f"{int(rm.value_at('running', step))} computed a token this step" in text
+        assert f"{pct(float(rm.value_at('utilization', step)))} of slots hold a token" in text
     spec = json.loads(fig.to_json())
     assert spec["layout"]["xaxis3"]["title"]["text"] == "engine step"
     assert spec["layout"]["yaxis3"]["title"]["text"] == "slots holding a token (%)"
@@ -321,10 +321,16 @@ def test_the_prefix_reveal_quotes_a_step_the_animation_shows():
     sc = Scenario(shared_prefix=256)
     results = run_scenario(sc)
     text = reveal("prefix", results, slots=sc.slots, max_new=sc.max_new)
-    s = results["paged"].summary
-    assert f"At step {s['peak_logical_step']:,}, {s['peak_logical_tokens']:,} logical tokens" in text
-    frames = [int(f.name) for f in explainer_figure(results).frames]
-    assert s["peak_logical_step"] in frames
+    pg = results["paged"]
+    # issue 23 item 8: it quoted step 1 (8,482) while the maps open on frame 0 (8,455): the numbers
+    # must be the first frame's, the one the class sees when the maps appear
+    fig = explainer_figure(results)
+    first = int(fig.frames[0].name)
+    assert (f"first frame (step {first:,}), {pg.value_at('logical_tokens', first):,} logical tokens are "
+            f"{pg.value_at('used_slots', first):,} distinct") in text
+    readout = fig.layout.annotations[1].text
+    assert f"{pg.value_at('logical_tokens', first):,} logical tokens in {pg.value_at('used_slots', first):,}" in readout
+    frames = [int(f.name) for f in fig.frames]
     for step in lesson_key_steps(results):
         assert step in frames
 

@@ -93,9 +93,9 @@ def _frame_text(res, step: int) -> str:
     idle = (f"<br>idle: nothing runs or waits for {int(m['span'][r]):,} steps (to step "
             f"{int(m['step'][r] + m['span'][r]):,})" if m["span"][r] > 1 else "")
     return (f"<b>{title}</b> · end of step {step:,}: {pct(float(m['utilization'][r]))} of slots hold a token<br>"
-            f"reserved for tokens to come {m['reserved_slots'][r] / total:.0%} · "
-            f"never written {m['internal_fragmentation'][r] / total:.0%} · "
-            f"external frag {m['external_fragmentation'][r] / total:.0%}<br>"
+            f"reserved for tokens to come {pct(m['reserved_slots'][r] / total)} · "
+            f"never written {pct(m['internal_fragmentation'][r] / total)} · "
+            f"external frag {pct(m['external_fragmentation'][r] / total)}<br>"
             f"{int(m['running'][r])} computed a token this step · {int(m['waiting'][r])} waiting · "
             f"{int(m['finished'][r])} finished · preemptions so far {preempted}"
             + (f"<br>{int(m['logical_tokens'][r]):,} logical tokens in {int(m['used_slots'][r]):,} "
@@ -309,7 +309,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     slider_steps = [dict(method="animate", label=label,
                          args=[[f["name"]], {"frame": {"duration": 0, "redraw": True}, "mode": "immediate",
                                           "transition": {"duration": 0}}]) for f, label in zip(frames, labels)]
-    slot_unit = "slot" if per_cell == 1 else f"{per_cell} slots per cell"
+    slot_unit = "1 slot" if per_cell == 1 else f"{per_cell} slots"
     for c in (1, 2):
         fig.update_xaxes(title_text=f"offset within row (slots; one cell = {slot_unit})", row=1, col=c,
                          showgrid=False, zeroline=False)

@@ -166,8 +166,11 @@ def headline(results: dict, timings: dict | None = None) -> dict:
     for key in ("reserve_max", "paged"):
         res = results[key]
         s = res.summary
-        compare = key != "reserve_max" and rm["finished"] > 0 and s["finished"] > 0
+        # a difference means something only when both sides served the same requests
+        same_work = s["finished"] == rm["finished"] and len(s["rejected"]) == len(rm["rejected"])
+        compare = key != "reserve_max" and rm["finished"] > 0 and s["finished"] > 0 and same_work
         waited = _waited(s)
+        ran = s["finished"] > 0
         running = s["mean_running_busy"] if waited else s["mean_running"]
         running_rm = rm["mean_running_busy"] if _waited(rm) else rm["mean_running"]
         util = s["mean_utilization_busy"] if waited else s["mean_utilization"]
@@ -175,19 +178,20 @@ def headline(results: dict, timings: dict | None = None) -> dict:
         same_basis = waited == _waited(rm)
         cards = [
             {"label": "Mean running",
-             "value": f"{running:.1f}",
-             "delta": f"{running - running_rm:+.1f}" if compare and same_basis else None, "delta_color": "normal",
+             "value": f"{running:.1f}" if ran else "—",
+             "delta": (f"{running - running_rm:+.1f}" if compare and same_basis
+                       and f"{running:.1f}" != f"{running_rm:.1f}" else None), "delta_color": "normal",
              "help": ("The sustained batch: sequences computing a token per step, averaged over the "
                       f"{plural(s['busy_steps'], 'step')} when at least one request was waiting."
                       if waited else "Nothing ever waited, so this is the mean over every step.")
                      + f" The peak, {s['peak_running']}, is a single instant (step {s['peak_running_step']:,})."},
             {"label": "Mean utilisation",
-             "value": pct(util),
+             "value": pct(util) if ran else "—",
              "delta": (f"{round((util - util_rm) * 100):+d} pts" if compare and same_basis and util is not None
                        and util_rm is not None and round((util - util_rm) * 100) else None), "delta_color": "normal",
              "help": "Distinct tokens stored ÷ all slots (a shared prompt counts once), "
                      + ("averaged over the steps when requests were waiting." if waited else "averaged over every step.")},
-            {"label": "Steps to drain", "value": f"{s['steps']:,}",
+            {"label": "Steps to drain", "value": f"{s['steps']:,}" if ran else "—",
              "delta": f"{s['steps'] - rm['steps']:+,}" if compare and s["steps"] != rm["steps"] else None,
              "delta_color": "inverse",
              "help": "Engine steps until every request has finished or been rejected."},
@@ -199,6 +203,11 @@ def headline(results: dict, timings: dict | None = None) -> dict:
             line = ((f"Means over the {plural(s['busy_steps'], 'step')} when requests waited. " if waited else
                      "Means over every step: no request ever had to wait. ")
                     + f"Peak: {s['peak_running']} running at once, at step {s['peak_running_step']:,} (one instant).")
+            line += empty_pool_note(res)
+            if key != "reserve_max" and rm["finished"] and not same_work:
+                line += (f" Not the same work: {reservation_name(results)} served {rm['finished']:,} and rejected "
+                         f"{len(rm['rejected']):,}, paged served {s['finished']:,} and rejected {len(s['rejected']):,}, "
+                         "so the cards show no differences: fewer requests drain sooner.")
         time = ""
         if timings is not None and s["finished"]:
             t, t_rm = timings[key].summary, timings["reserve_max"].summary
@@ -214,6 +223,23 @@ def headline(results: dict, timings: dict | None = None) -> dict:
     return out
 
 
+def empty_pool_note(res) -> str:
+    """A sentence (with a leading space) explaining the steps whose utilisation reads 0 % although
+    requests wait: every running request finished in that step, its memory is freed at the step's
+    end, and the queue is admitted at the start of the next (DESIGN.md, "Simulation semantics",
+    admission before finish). "" when there are none."""
+    m = res.metrics
+    empty = (m["used_slots"] == 0) & (m["waiting"] > 0)
+    if not empty.any():
+        return ""
+    steps = m["step"][empty]
+    first = int(steps[0])
+    return (f" Utilisation reads 0 % at step {first:,}" + (f" and {plural(len(steps) - 1, 'other step')}"
+                                                          if len(steps) > 1 else "")
+            + " although requests wait: every running request finished in that step, memory is freed at its "
+            "end, and the queue is admitted at the start of the next.")
+
+
 def time_line(res, timing) -> str:
     """What preemption cost in seconds, as the end of a sentence ("; swapping ... ." or ".")."""
     t = timing.summary
@@ -223,7 +249,7 @@ def time_line(res, timing) -> str:
                  "copies over the host link")
     if res.summary["preemptions"] and res.summary["recomputed_tokens"]:
         text += (f"; recomputing {res.summary['recomputed_tokens']:,} tokens cost {seconds(t['recompute_flops_s'])} "
-                 "of prefill compute at peak")
+                 "of prefill compute (priced at the GPU's peak FLOP/s)")
     return text + "."
 
 
@@ -324,7 +350,8 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
             "mean over requests of end-to-end latency ÷ answer length (the PagedAttention paper's measure)")
         add("swap copies / recompute FLOPs (seconds)",
             lambda r: f"{seconds(by[id(r)]['swap_s'])} / {seconds(by[id(r)]['recompute_flops_s'])}",
-            "what preemption cost: blocks copied over the host link, or the prefill of recomputed tokens at peak")
+            "what preemption cost: blocks copied over the host link, or the prefill of recomputed tokens "
+            "(priced at the GPU's peak FLOP/s)")
     if any(r.summary["finished"] == 0 for r in results.values()):
         rows.append({"measure": "why “—”", left: "", "paged": "",
                      "what it means": "a dash marks a figure that does not exist because nothing ran"})
@@ -336,11 +363,13 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
 # --------------------------------------------------------------------------------------------
 
 def lesson_key_steps(results: dict) -> list[int]:
-    """Steps the lesson quotes (the peaks it names): the animation must have a frame at each."""
+    """Steps the lesson quotes (the peaks it names, and the first frame): the animation must have a
+    frame at each."""
     steps = set()
     for res in results.values():
         if res.summary["finished"]:
-            steps.update((res.summary["peak_running_step"], res.summary["peak_logical_step"]))
+            steps.update((res.summary["peak_running_step"], res.summary["peak_logical_step"],
+                          int(res.metrics["step"][0])))
     return sorted(steps)
 
 
@@ -372,10 +401,14 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
                 f"{slots:,} slots and no free run was long enough for another: the other requests queued. "
                 f"On average {r['mean_running_busy'] or r['mean_running']:.1f} ran while requests waited.")
     if step == "waste":
-        return (f"**{pct(r['mean_utilization_busy'])}** of the pool holds tokens while requests wait. "
-                f"{pct(r['mean_internal_fragmentation_busy'])} is reserved but not yet written (orange), and "
-                f"{pct(r['mean_external_fragmentation_busy'])} is free yet in gaps too short to use (dark grey). "
-                "The PagedAttention paper measured 20–40 % for the engines of the day.")
+        sh = r["memory_shares_busy"] or r["memory_shares"]
+        answers = rm.requests["output_len"]
+        return (f"**{pct(sh['token_states'])}** of the pool holds tokens while requests wait. Most of the orange "
+                f"is never written: answers averaged {answers.mean():.0f} of the {max_new:,} answer slots reserved "
+                f"for them, so {pct(sh['internal_fragmentation'])} of the pool is room past an answer's end, and "
+                f"only {pct(sh['reservation'])} waits for tokens still to come. Another "
+                f"{pct(sh['external_fragmentation'])} is free but in gaps too short for the next reservation "
+                "(dark grey). The PagedAttention paper measured 20–40 % for the engines of the day.")
     if step == "paged":
         text = (f"**{p['mean_running_busy'] or p['mean_running']:.1f}** on average while requests wait, against "
                 f"{r['mean_running_busy'] or r['mean_running']:.1f} for reserve-max, at "
@@ -384,7 +417,7 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
                 "is one instant")
         if p["preemptions"]:
             text += (f": as answers grow the pool runs dry, and {plural(p['preemptions'], 'preemption')} "
-                     "send sequences back to the queue.")
+                     f"{'sends a sequence' if p['preemptions'] == 1 else 'send sequences'} back to the queue")
         return text + "."
     if step == "big_blocks":
         at16, here = _sweep_row(sweep_rows, 16), p["mean_utilization_busy"]
@@ -395,14 +428,15 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
                                                   if at16 else "")
                 + f". A {slots:,}-slot pool holds only {plural(slots // pg.block_size, 'block')} of "
                 f"{pg.block_size}, so at most {p['peak_running']} sequences ever run at once, and each one's "
-                "last block is mostly empty.")
+                "last block is on average about half empty.")
     if step == "prefix":
-        at = p["peak_logical_step"]
+        at = int(pg.metrics["step"][0])          # the frame the maps open on
         dup = pg.value_at("duplicate_slots", at)
         copies = ("**Once.**" if dup == 0 else
                   f"**Once for its full blocks**, plus {plural(dup, 'duplicate slot')} for the partly filled one.")
-        return (f"{copies} At step {at:,}, {p['peak_logical_tokens']:,} logical tokens were {p['used_slots_at_peak_logical']:,} "
-                "distinct tokens: every block table points at the same full prompt blocks (refcount > 1, drawn "
+        return (f"{copies} On the maps' first frame (step {at:,}), {pg.value_at('logical_tokens', at):,} logical "
+                f"tokens are {pg.value_at('used_slots', at):,} distinct tokens: every block table points at the same "
+                "full prompt blocks (refcount > 1, drawn "
                 f"pink). Reserve-max must copy the prompt into every reservation: {pct(r['mean_duplicate_fraction_busy'])} "
                 f"of its pool held duplicate copies (brown) while requests waited, and at most {r['peak_running']} "
                 "requests fit at once.")
@@ -456,9 +490,7 @@ def sustained_text(s: dict) -> str:
     return f"{rate(s['rate'])} requests/s"
 
 
-def _ratio_phrase(r: dict | None, other: str) -> str:
-    if r is None:
-        return f"no ratio to {other} can be stated (one of the two never crossed the budget inside the sweep)"
+def _ratio_phrase(r: dict, other: str) -> str:
     kind = {"exact": "", "at least": "at least ", "at most": "at most "}[r["kind"]]
     return f"**{kind}{ratio(r['value'])}** the rate {other} sustains"
 
@@ -475,9 +507,19 @@ def sweep_headline(sweep) -> str:
              f"passes the budget of {sweep.budget_s_per_token:.3f} s/token ({sweep.latency_factor:g} × the "
              f"{sweep.unloaded_s_per_token:.4f} s/token of a request served alone).")
     others = [p for p in ("max", "oracle") if p in sweep.sustained]
-    if others:
+    if all(s["bound"] == "above" for s in sweep.sustained.values()):
+        top = rate(sweep.rates[-1])
+        return text + (f" The sweep did not reach any allocator's limit: every allocator stayed within the budget "
+                       f"at every rate up to {top} requests/s, so no ratio between them can be read off. Add rates "
+                       f"above {top} requests/s to find where they part.")
+    stated = [p for p in others if sweep.ratio("paged", p) is not None]
+    unstated = [p for p in others if p not in stated]
+    if stated:
         text += " That is " + " and ".join(_ratio_phrase(sweep.ratio("paged", p), POLICY_LABELS[p].lower())
-                                          for p in others) + "."
+                                          for p in stated) + "."
+    if unstated:
+        text += (" There is no ratio to " + " or ".join(POLICY_LABELS[p].lower() for p in unstated) + " to state: "
+                 "the two did not both cross the budget inside the sweep (see the chart).")
     return text
 
 

@@ -411,8 +411,8 @@ def takeaways(results: dict) -> list[str]:
                 else f"{pg['recomputed_tokens']:,} tokens had to be prefilled again")
         out.append(f"Admitting requests without reserving their future has a price: the paged run ran out "
                    f"of blocks and evicted a sequence {plural(pg['preemptions'], 'time')}; {work}. The "
-                   "answers are unaffected; this simulation counts that extra work in tokens and blocks but "
-                   "does not turn it into seconds.")
+                   "answers are unaffected, but the work is done twice (recompute) or copied over the host link "
+                   "(swap); the explainer's details table prices it in seconds on the GPU chosen there.")
     return out
 
 
