@@ -299,6 +299,14 @@ def test_a_question_hides_its_answer_until_revealed(app):
     assert metric(app, "Mean running") and charts() == ["maps", "sweep"]
     app.button(key="lesson_next").click().run()                      # step 2 shows the maps: watch them
     assert not metric(app, "Mean running") and charts() == ["maps", "sweep"]
+    app.button(key="lesson_next").click().run()                      # step 3: paged, predict first
+    app.button(key="lesson_next").click().run()                      # step 4: block size 256
+    # the maps' utilisation line would answer "up, same or down?" (issue 23 item 7): all three wait
+    assert not metric(app, "Mean running") and charts() == []
+    assert sum("Hidden until the class has predicted" in i.value for i in app.info) == 3
+    app.toggle(key="lesson_reveal_3").set_value(True).run()
+    assert charts() == ["maps", "sweep"]
+    assert "about half empty" in " ".join(s.value for s in app.success)
 
 
 def test_ending_the_lesson_restores_the_lecturers_scenario():
