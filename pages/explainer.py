@@ -15,7 +15,7 @@ from pages._ui.cache import compute, metrics_table, presentation_figure, seconds
 from pages._ui.controls import controls, read_url, time_controls
 from pages._ui.exports_ui import exports_menu
 from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections
-from pages._ui.present import keyboard_shortcuts, presentation_mode, share_link
+from pages._ui.present import is_presenting, share_link
 from pages._ui.state import current_scenario, remember_scenario
 
 def cards_panel(results, priced) -> None:
@@ -143,7 +143,7 @@ def workload_panel(workload, sc: Scenario, results) -> None:
         st.dataframe(df, hide_index=True, height=260)
 
 
-presenting = presentation_mode()
+presenting = is_presenting()           # the toggle is app.py's, on every page
 st.title("Reserve for the worst case, or page?")
 if not presenting:
     intro = st.empty()        # filled once the runs are known: it names the left side's policy
@@ -172,7 +172,6 @@ if not presenting:
                    f"the left holds a contiguous run of {reservation_rule(results).replace('max_new_tokens', '`max_new_tokens`')} "
                    "slots per request; **paged** on the right hands out fixed blocks as sequences grow. Press "
                    "**▶ Play**, or drag the step slider.")
-keyboard_shortcuts()
 priced = timings(scenario, clock["gpu"], clock["model"])
 step_fig = fig                    # exports and the frame table keep the engine-step animation
 if clock["seconds_axis"]:

@@ -51,10 +51,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def app_url_paths() -> list[str]:
-    """``url_path`` values declared in app.py's navigation, in order (the default page first)."""
+def app_url_paths(hidden: bool = False) -> list[str]:
+    """``url_path`` values declared in app.py's navigation, in order (the default page first); pages
+    listed with ``visibility="hidden"`` (not in the menu, e.g. /explainer) only when ``hidden``."""
     with open(APP_PATH, encoding="utf-8") as fh:
-        return re.findall(r'url_path="([^"]+)"', fh.read())
+        calls = re.findall(r"st\.Page\(([^)]*)\)", fh.read())
+    return [re.search(r'url_path="([^"]+)"', c).group(1) for c in calls
+            if 'url_path="' in c and (hidden or 'visibility="hidden"' not in c)]
 
 
 @contextlib.contextmanager
@@ -392,3 +395,34 @@ def test_space_pauses_an_animation_started_with_the_play_button(server, page):
     stopped = label.text_content().strip()
     time.sleep(1.5)
     assert label.text_content().strip() == stopped, "space did not pause the animation started by ▶ Play"
+
+
+def test_every_page_presents(server, browser):
+    """Issue 23 item 13: ``?present=true`` is honoured on every page (no sidebar, the way back shown,
+    no error, no console error) at a projector's and a laptop's size; item 14: /explainer opens the
+    explainer instead of "Page not found"."""
+    paths = [""] + app_url_paths()[1:]
+    for width, height in ((1920, 1080), (1366, 768)):
+        ctx = browser.new_context(viewport={"width": width, "height": height})
+        pg = ctx.new_page()
+        console = []
+        pg.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
+        # a resource this offline machine cannot fetch (web fonts, telemetry) is no error of the app
+        pg.on("console", lambda msg: console.append(msg.text)
+              if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+        try:
+            for path in paths:
+                pg.goto(f"{server}/{path}?present=true", wait_until="domcontentloaded")
+                settle(pg)
+                shot(pg, f"present_{path or 'home'}_{width}x{height}")
+                assert not errors(pg), (path, errors(pg))
+                assert pg.get_by_role("button", name="Leave presentation mode").is_visible(), path
+                assert not pg.locator('section[data-testid="stSidebar"]').is_visible(), path
+            pg.goto(f"{server}/explainer?block_size=64", wait_until="domcontentloaded")
+            settle(pg)
+            assert "Page not found" not in pg.content()
+            assert pg.locator("h1").first.text_content().startswith("Reserve for the worst case")
+            assert not errors(pg), errors(pg)
+            assert not console, console
+        finally:
+            ctx.close()

@@ -1,4 +1,5 @@
-"""Classroom helpers for the explainer: presentation mode, keyboard shortcuts, a copyable link.
+"""Classroom helpers: presentation mode (every page: app.py's shared sidebar draws the toggle and
+honours ``?present=true``), keyboard shortcuts, a copyable link.
 
 Keyboard shortcuts (installed once per browser tab, ignored while typing in a field):
     → / ←      next / previous animation frame
@@ -94,18 +95,32 @@ def keyboard_shortcuts() -> None:
     st.html(_KEYS_JS, unsafe_allow_javascript=True)
 
 
-def presentation_mode() -> bool:
-    """The sidebar's presentation toggle (bound to the URL as ``present``); when on, enlarge the type,
-    hide the sidebar and offer a way back. Returns whether presentation mode is on."""
+def presentation_mode(animated: bool = False) -> bool:
+    """The shared sidebar's presentation toggle (bound to the URL as ``present``, so ``?present=true``
+    opens any page presenting); when on, enlarge the type, hide the sidebar and offer a way back.
+    Called once per run by app.py, before the page runs; pages ask :func:`is_presenting`.
+
+    Args:
+        animated: the page has an animation the keys step (the caption names those keys).
+
+    Returns:
+        Whether presentation mode is on.
+    """
     on = st.sidebar.toggle("Presentation mode", key="present", bind="query-params",
-                           help="Large type and no sidebar, for a projector. Keys: → ← step the animation, "
-                                "space plays or pauses, Esc leaves.")
+                           help="Large type and no sidebar, for a projector, on every page. Esc leaves; on "
+                                "the animation, → ← step it and space plays or pauses.")
     if on:
         st.html(_PRESENT_CSS)
-        left, right = st.columns([4, 1])
-        left.caption("Presentation mode · → / ← step the animation · space plays or pauses · Esc leaves")
+        left, right = st.columns([4, 1], vertical_alignment="center")
+        left.caption("Presentation mode · " + ("→ / ← step the animation · space plays or pauses · "
+                                               if animated else "") + "Esc leaves")
         right.button("Leave presentation mode", on_click=_leave, width="stretch")
     return on
+
+
+def is_presenting() -> bool:
+    """Whether presentation mode is on (the toggle app.py draws for every page)."""
+    return bool(st.session_state.get("present"))
 
 
 def _leave() -> None:
