@@ -54,12 +54,14 @@ NARRATIVE = {
         "the engine reserved the longest answer it allows — the prompt plus `max_new_tokens` — the "
         "moment the request was admitted, and kept all of it until the request ended."),
     "Two kinds of waste": (
-        "**Internal fragmentation** (orange) is reserved memory the request never writes: the tail "
-        "of its run beyond the tokens it has produced so far. **External fragmentation** (dark grey) "
-        "is memory nobody holds that is still useless: gaps between reservations shorter than the "
-        "reservation the next waiting request needs. Both sit idle while requests queue. With a shared "
-        "system prompt there is a third kind: **duplicate copies** (brown) of a prompt that is the same "
-        "in every request — each reservation stores its own."),
+        "Orange is memory a request holds that holds no token yet. Part of it is a **reservation** for "
+        "tokens the answer will still write; the rest, past the end of the answer it actually gives, is "
+        "**internal fragmentation**: never written. **External fragmentation** (dark grey) is memory "
+        "nobody holds that is still useless: gaps between reservations, each shorter than the next "
+        "waiting request needs, although together they would hold it. Both sit idle while requests "
+        "queue. With a shared system prompt there is a third kind: **duplicate copies** (brown) of a "
+        "prompt that is the same in every request — each reservation stores its own. The details table "
+        "above splits the pool into these shares; they add up to 100 %."),
     "What paging changes": (
         "The paged allocator cuts the pool into blocks of a few slots. A request gets a block only "
         "when its last one fills, from anywhere in the pool, and a small **block table** records which "
@@ -100,8 +102,9 @@ def narrative(sc: Scenario) -> None:
 def map_caption(shared: bool, in_seconds: bool = False) -> str:
     """What the map colours mean (the legend in words), with the shared-prompt colours when they appear."""
     text = ("Each cell is one slot (or, for large pools, a group of slots shown by what most of them hold). "
-            "Colours: a request's tokens (blues and greens); **orange** allocated but empty; **light grey** "
-            "free; **dark grey** free but unusable.")
+            "Colours: a request's tokens (blues and greens); **orange** allocated, holding no token (some for "
+            "tokens still to come, the rest never written); **light grey** free; **dark grey** free but in gaps "
+            "too short for the next request.")
     if shared:
         text += (" **Pink**: a shared system-prompt block, stored once for many block tables; **brown**: a "
                  "duplicate copy of the shared prompt.")

@@ -452,10 +452,35 @@ def workload_outcome(results: dict, slots: int) -> str:
         return "In this pool at least one allocator could run none of them (see the rejections above)."
 
     def side(s):
-        sustained = s["mean_running_busy"] if s["mean_running_busy"] is not None else s["mean_running"]
-        return f"at most {s['peak_running']} at once ({sustained:.1f} on average)"
+        if s["mean_running_busy"] is not None:
+            return f"at most {s['peak_running']} at once ({s['mean_running_busy']:.1f} on average while requests waited)"
+        return f"at most {s['peak_running']} at once ({s['mean_running']:.1f} on average over all steps)"
 
     return (f"In this {slots:,}-slot pool, {reservation_name(results)} held {side(r)} and paging {side(p)}.")
+
+
+def about_default_run(results: dict, slots: int) -> str:
+    """The About page's line on the default scenario's run (its sources table), from ``results``:
+    peaks named as peaks, the sustained batch as the mean while requests waited."""
+    p = results["paged"].summary
+    return (f"{p['finished'] + len(p['rejected']):,} requests, blocks of {results['paged'].block_size}. "
+            + workload_outcome(results, slots))
+
+
+def classroom_tip(results: dict) -> str:
+    """What the class sees when the lecturer presses Play on the default scenario (About's
+    presenting tips), every number from ``results``."""
+    r, p = results["reserve_max"].summary, results["paged"].summary
+    if not r["finished"] or not p["finished"]:
+        return "press **▶ Play** and let the class watch where the memory goes."
+
+    def sustained(s):
+        return s["mean_running_busy"] if s["mean_running_busy"] is not None else s["mean_running"]
+
+    return (f"press **▶ Play** and let the class watch the left side hold at most {r['peak_running']} requests "
+            f"at once, while the right side starts {p['peak_running']} at once (step {p['peak_running_step']:,}, one "
+            f"instant) and, as answers grow and the pool fills, runs {sustained(p):.1f} on average while requests "
+            f"wait, against {sustained(r):.1f} on the left.")
 
 
 # --------------------------------------------------------------------------------------------
