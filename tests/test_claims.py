@@ -13,6 +13,7 @@ import pytest
 
 from allocator.scenario import Scenario, block_size_sweep, build_workload, run_scenario
 from allocator.viz.claims import details_rows, headline, lesson_key_steps, reveal, seconds
+from allocator.trace import AZURE_ATTRIBUTION
 from allocator.viz.exports import animation_caption, handout_rows, takeaways
 
 GRID = {
@@ -327,3 +328,213 @@ def test_texts_read_as_sentences():
         texts += [row["what it means"] for row in details_rows(results, sc.metadata_cost, timings)]
         for text in texts:
             assert not bad.search(text), text
+
+
+# --------------------------------------------------------------------------------------------
+# Pages and exports as a reader meets them: every number on the rendered explainer and About
+# pages, in the whole handout, in the CSV header and in the standalone HTML's caption and frame
+# readouts comes from the run beside it (or is a listed literature / reference figure).
+# --------------------------------------------------------------------------------------------
+
+#: Names and dates that contain digits but are no figures ("Llama 3 70B", "SOSP 2023", a date).
+NAMES = re.compile(r"Llama \d+(?: \d+B)?|\b\d+B\b|\b(?:SOSP|MLSys|OSDI) \d{4}\b|\d{4}-\d{2}-\d{2}|\bsm_\d+\b"
+                   r"|\bRTX \d+\b|\b[AHL]\d+\b|\bOPT-\d+B\b|\bport \d+\b|:\d{4}\b|\bFigure \d+\b|\bsection \d+(?:\.\d+)?\b"
+                   r"|\bCC-BY \d\.\d\b|\bLicense \d\.\d\b|Apache-\d\.\d|\b\d+(?:th)? percentile\b|Before \d{4}")
+
+
+def _page_texts(at) -> list[str]:
+    """Every text a reader sees on an AppTest page: markdown, captions, alerts, titles, metric
+    labels, values and deltas, and st.table cells (st.dataframe of inputs is not a claim)."""
+    texts = []
+    for kind in ("markdown", "caption", "info", "success", "warning", "error", "title", "header", "subheader"):
+        texts += [e.value for e in at.get(kind)]
+    texts += [f"{m.label} {m.value} {m.delta or ''}" for m in at.metric]
+    for t in at.table:
+        texts += [str(v) for v in t.value.reset_index().values.ravel()]
+    return texts
+
+
+def _unquoted(texts, allowed) -> dict:
+    bad = {}
+    for text in texts:
+        for n in _numbers(NAMES.sub(" ", text)):
+            if n not in allowed:
+                bad.setdefault(n, text[:160])
+    return bad
+
+
+def _workload_numbers(workload) -> set[str]:
+    nums = set()
+    for v in (workload.params or {}).values() if isinstance(getattr(workload, "params", None), dict) else ():
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(x, (int, float)) and not isinstance(x, bool):
+                nums |= _forms(x)
+    prompts = [r.prompt_len for r in workload.requests]
+    outputs = [r.output_len for r in workload.requests]
+    for xs in (prompts, outputs):
+        nums |= _forms(min(xs)) | _forms(max(xs)) | {f"{sum(xs) / len(xs):,.0f}"}
+    for r in workload.requests:                             # a rejection names prompt and reservation
+        nums |= _forms(r.prompt_len) | _forms(r.prompt_len + workload.max_new_tokens)
+    return nums | _forms(len(workload)) | _forms(workload.max_new_tokens)
+
+
+#: Figures of the explainer's fixed explanations: 255 = 256 - 1 (the most a 256-slot last block can
+#: leave empty); 2023, the year paging arrived (Kwon et al., SOSP 2023).
+EXPLAINER_STATIC = {"255", "2023"}
+
+PAGE_GRID = {
+    "default": ({}, Scenario()),
+    "shared prompt 256, swap": ({"shared_prefix": "256", "preemption": "swap"},
+                                Scenario(shared_prefix=256, preemption="swap")),
+    "max_new_tokens 2000 (unequal work)": ({"max_new_classroom-40": "2000"}, Scenario(max_new_tokens=2000)),
+}
+
+
+@pytest.mark.parametrize("case", list(PAGE_GRID))
+def test_the_explainer_page_quotes_the_run_on_screen(case):
+    from streamlit.testing.v1 import AppTest
+
+    from allocator.scenario import SWEEP_BLOCK_SIZES
+    from tests.conftest import APP_PATH
+
+    params, sc = PAGE_GRID[case]
+    at = AppTest.from_file(APP_PATH, default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    results = run_scenario(sc, record_snapshots=False)
+    assert [m.value for m in at.metric if m.label == "Steps to drain"] == \
+        [f"{results[k].summary['steps']:,}" for k in ("reserve_max", "paged")], case     # the page ran sc
+    rows = block_size_sweep(build_workload(sc), sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)
+    allowed = (allowed_numbers(sc, results, rows, _timings(sc, results)) | _workload_numbers(build_workload(sc))
+               | EXPLAINER_STATIC)
+    for r in rows:                                          # the sweep's own figures (its table and summary)
+        for v in r.values():
+            nums = _forms(v) if not isinstance(v, bool) else set()
+            allowed |= nums | (_forms(v * 100) if isinstance(v, float) else set())
+    assert not _unquoted(_page_texts(at), allowed), (case, _unquoted(_page_texts(at), allowed))
+
+
+#: Figures the About page quotes from the literature and the reference explainers, with their
+#: source (each is also in its sources table).
+ABOUT_STATIC = {
+    "20", "40", "60", "80",                 # PagedAttention SOSP 2023 section 1: 20-40 % used, 60-80 % wasted
+    "2", "4",                               # the same paper: 2-4x throughput
+    "20.4", "26.8", "38.2", "96.3",         # its Figure 2: token-state shares of Orca Max / Pow2 / Oracle, vLLM
+    "1.7", "2.7", "8",                      # its section 6.2 rate ratios (issue 21 owns their attribution)
+    "5", "9", "17", "32", "96", "65", "8", "48", "64", "33",  # seed 001: 5, 9, 17 tokens reserved 32 ...
+    "1", "0", "0.25", "4", "50", "72",      # seed 001: best page size per metadata cost
+    "23", "44", "36", "43",                 # seed 001: lengths 20 and 23 sharing 8 tokens at page 4
+    "512", "37", "1900", "128", "2048", "10,240", "74.8", "2,608", "1.0", "40,960", "78", "3.9",  # seed 002
+    "66", "350", "83", "22", "352", "384", "320",   # seed 003: 7B fp16 capacity, Llama 3 70B per slot
+    "19,366", "12,031", "36.6",             # the shipped traces' sizes, the Mooncake repeated-block share
+    "2", "5",                               # the cost model's stated assumptions: 2 ms per step, 5 µs per copy
+    "8501", "125", "150", "2,000", "30",    # classroom notes: port, browser zoom, trace window, seconds
+    "7", "1.0",
+    "2023",                                 # pre-2023 engines; the paper's year (SOSP 2023)
+}
+
+
+def test_the_about_page_quotes_the_default_run():
+    from streamlit.testing.v1 import AppTest
+
+    from allocator.viz.claims import about_default_run, classroom_tip
+    from tests.conftest import APP_PATH
+
+    at = AppTest.from_file(APP_PATH, default_timeout=120)
+    at.switch_page("pages/about.py")
+    at.run()
+    assert not at.exception, at.exception
+    sc = Scenario()
+    results = run_scenario(sc, record_snapshots=False)
+    sources = at.dataframe[1].value
+    assert about_default_run(results, sc.slots) in list(sources["figure"])
+    text = "\n".join(m.value for m in at.markdown)
+    assert classroom_tip(results) in text
+    # issue 23 item 1: a peak of 30 was called what the paged side "runs"
+    assert not re.search(r"about (?:thirty|30)|about 3 running", text + " ".join(sources["figure"]))
+    p = results["paged"].summary
+    assert f"{p['mean_running_busy']:.1f} on average while requests wait" in classroom_tip(results)
+    texts = _page_texts(at) + [str(v) for df in at.dataframe for v in df.value.values.ravel()]
+    from allocator.mooncake import MOONCAKE_ATTRIBUTION
+
+    allowed = allowed_numbers(sc, results, []) | ABOUT_STATIC          # + the data citations' own numbers
+    allowed |= set(NUMBER.findall(AZURE_ATTRIBUTION + MOONCAKE_ATTRIBUTION))
+    from allocator.accounting import PRESETS, format_bytes
+    for name in ("7b-fp16", "llama3-70b"):
+        allowed |= set(NUMBER.findall(format_bytes(PRESETS[name].bytes_per_token)))
+    assert not _unquoted(texts, allowed), _unquoted(texts, allowed)
+
+
+def test_the_whole_handout_quotes_the_run():
+    import html as html_lib
+
+    from allocator.accounting import PRESETS, format_bytes
+    from allocator.viz.exports import handout_html
+
+    for sc in (Scenario(), Scenario(shared_prefix=256, preemption="swap"), Scenario(workload="azure-conv")):
+        results = run_scenario(sc, record_snapshots=False)
+        workload = build_workload(sc)
+        doc = handout_html(sc, results, workload)
+        text = re.sub(r"<[^>]+>", " ", re.sub(r"<style.*?</style>", " ", doc, flags=re.S))
+        text = html_lib.unescape(text)
+        allowed = allowed_numbers(sc, results, []) | _workload_numbers(workload) | _forms(sc.seed or 25)
+        allowed |= {"20", "40"}                                 # the paper's 20-40 %
+        for name in ("7b-fp16", "llama3-70b"):
+            allowed |= set(NUMBER.findall(format_bytes(PRESETS[name].bytes_per_token)))
+        if sc.workload != "classroom-40":
+            allowed |= _forms(sc.offset + 1) | _forms(sc.offset + sc.count) | _forms(sc.steps_per_second)
+            allowed |= set(NUMBER.findall(AZURE_ATTRIBUTION))
+        assert not _unquoted([text], allowed), (sc, _unquoted([text], allowed))
+
+
+def test_the_csv_header_names_engine_metrics_and_the_shares_partition_the_pool():
+    import io
+
+    import pandas as pd
+
+    from allocator.engine import METRICS
+    from allocator.shares import SHARES
+    from allocator.viz.exports import METRIC_UNITS, metrics_csv
+
+    sc = Scenario(shared_prefix=256)
+    results = run_scenario(sc, record_snapshots=False)
+    df = pd.read_csv(io.StringIO(metrics_csv(results, sc, build_workload(sc))), comment="#")
+    pattern = re.compile(r"(reserve_max|paged) (\w+) \((.+)\)")
+    for col in df.columns[2:]:
+        kind, metric, unit = pattern.fullmatch(col).groups()
+        assert metric in METRICS and (unit == METRIC_UNITS[metric] or metric == "units"), col
+    for kind, res in results.items():
+        cols = [f"{kind} {name} (slots)" for _, name, _, _ in SHARES]
+        rows = df[cols].dropna()
+        assert len(rows) and (rows.sum(axis=1) == res.total_slots).all(), kind   # the six shares: the pool
+
+
+def test_the_standalone_html_caption_and_frames_quote_the_run():
+    from allocator.viz.charts import explainer_figure
+    from allocator.viz.exports import animation_html
+
+    sc = Scenario(shared_prefix=256)
+    results = run_scenario(sc)
+    workload = build_workload(sc)
+    fig = explainer_figure(results)
+    doc = animation_html(sc, workload, results, fig)
+    caption = re.search(r"<p style=\"margin: 0 0 4px 0[^>]*>(.*?)</p>", doc).group(1)
+    allowed = allowed_numbers(sc, results, []) | _workload_numbers(workload)
+    assert not _unquoted([caption], allowed), caption
+    for frame in fig.frames[:: max(1, len(fig.frames) // 12)]:
+        step = int(frame.name)
+        nums = _forms(step)
+        for res in results.values():
+            nums |= _forms(res.steps) | _forms(res.block_size or 0) | _forms(len(res.rejected))
+            if step < res.steps:
+                r = res.record_index(step)
+                for name, values in res.metrics.items():
+                    nums |= _forms(values[r]) | _forms(values[r] / res.total_slots)
+                nums |= _forms(int((res.metrics["preemptions"][:r + 1] * res.metrics["span"][:r + 1]).sum()))
+                nums |= _forms(int(res.metrics["step"][r] + res.metrics["span"][r]))
+            else:
+                nums |= _forms(int(res.metrics["finished"][-1]))
+        texts = [a.text for a in frame.layout.annotations or () if a.text]
+        assert texts and not _unquoted(texts, nums), (step, _unquoted(texts, nums))
