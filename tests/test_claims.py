@@ -538,3 +538,136 @@ def test_the_standalone_html_caption_and_frames_quote_the_run():
                 nums |= _forms(int(res.metrics["finished"][-1]))
         texts = [a.text for a in frame.layout.annotations or () if a.text]
         assert texts and not _unquoted(texts, nums), (step, _unquoted(texts, nums))
+
+
+def _json_numbers(obj, out: set) -> set:
+    """Every number in a JSON value, in every printed form (fractions also as percentages)."""
+    if isinstance(obj, dict):
+        for v in obj.values():
+            _json_numbers(v, out)
+    elif isinstance(obj, list):
+        for v in obj:
+            _json_numbers(v, out)
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        out |= _forms(obj) | _forms(obj * 100)
+    elif isinstance(obj, str):
+        out |= set(NUMBER.findall(obj))
+    return out
+
+
+def _cli_json(argv: list[str]) -> dict:
+    import contextlib
+    import io
+    import json
+
+    from allocator.__main__ import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(argv) == 0
+    return json.loads(buf.getvalue())
+
+
+def _open(page_file: str):
+    from tests.conftest import open_page
+
+    return open_page(page_file)
+
+
+#: Reference figures the arithmetic pages quote as the references' own worked answers (seed 001's
+#: best page size per metadata cost; seed 003's 800 KB-per-token example of binary units) and the
+#: seeds' names ("seed 001").
+ARITHMETIC_STATIC = {"001", "002", "003", "0.25", "38.25", "72", "800", "819,200"}
+
+
+def test_the_accounting_page_quotes_what_the_cli_computes():
+    """Slot accounting: every number on the page is the CLI's for the same inputs (the page and
+    ``python -m allocator account`` call the same functions), a widget's value, or a seed's own."""
+    at = _open("pages/accounting.py")
+    ss = at.session_state
+    lengths = "5,9,17"
+    assert [int(v) for v in at.dataframe[0].value.iloc[:, 0].dropna() if str(v).strip()] == [5, 9, 17]
+    j = _cli_json(["account", "--lengths", lengths, "--reserve", str(ss["acc_reserve"]),
+                   "--metadata-cost", str(at.slider(key="acc_metadata_cost").value),
+                   "--page-size", str(at.slider(key="acc_page_size").value), "--pool-slots", str(ss["acc_pool"]),
+                   "--share", f"{ss['acc_share_a']},{ss['acc_share_b']},{ss['acc_share_prefix']}",
+                   "--share-page-size", str(ss["acc_share_page"]), "--json"])
+    allowed = _json_numbers(j, set()) | ARITHMETIC_STATIC
+    for v in (ss["acc_reserve"], ss["acc_pool"], at.slider(key="acc_metadata_cost").value,
+              at.select_slider(key="acc_cand_max").value, 1, 3):      # sizes 1-32; section 3
+        allowed |= _forms(v)
+    assert not _unquoted(_page_texts(at), allowed), _unquoted(_page_texts(at), allowed)
+
+
+def test_the_capacity_page_quotes_what_the_cli_computes():
+    at = _open("pages/capacity.py")
+    ss = at.session_state
+    j = _cli_json(["capacity", "--model", ss["cap_model"], "--free-gib", f"{ss['cap_free_gib']:g}",
+                   "--max-context", str(ss["cap_max_context"]), "--mean-tokens", f"{ss['cap_mean_tokens']:g}",
+                   "--block-size", str(ss["cap_block_size"]), "--json"])
+    allowed = _json_numbers(j, set()) | ARITHMETIC_STATIC
+    from allocator.accounting import PRESETS
+
+    model = PRESETS[ss["cap_model"]]
+    for v in (ss["cap_free_gib"], ss["cap_max_context"], ss["cap_mean_tokens"], ss["cap_block_size"],
+              *(getattr(model, f) for f in ("layers", "kv_heads", "head_dim", "bytes_per_element")), 1, 2, 1024):
+        allowed |= _forms(v)                                  # "2 (K and V)", "1 KiB = 1,024 bytes"
+    assert not _unquoted(_page_texts(at), allowed), _unquoted(_page_texts(at), allowed)
+
+
+def test_the_block_tables_page_quotes_its_pool():
+    """Block tables & sharing: every number is the demo pool's (block ids, counts, refcounts, its
+    size) after a fork, or a reference's section."""
+    at = _open("pages/block_tables.py")
+    demo = at.session_state["bt_demo"]
+    mgr = demo.mgr
+    allowed = {"003", "4.4", "4.5"}                          # seed 003; the paper's sections 4.4, 4.5
+    for v in range(max(mgr.num_blocks, mgr.block_size, 16) + 1):
+        allowed |= _forms(v)                                  # block ids, slots in a block, host blocks
+    counts = mgr.slot_counts()
+    for v in vars(counts).values():
+        allowed |= _forms(v)
+    values = {m.label: m.value for m in at.metric}
+    assert values["Logical tokens"] == f"{counts.logical_tokens:,}"
+    assert values["Distinct physical slots"] == f"{counts.physical_slots:,}"
+    assert not _unquoted(_page_texts(at), allowed), _unquoted(_page_texts(at), allowed)
+
+
+def _object_numbers(obj, out: set, depth: int = 0) -> set:
+    """Numbers of a dataclass-like object's fields (nested; strings read for their numbers), in
+    every printed form, with byte and FLOP figures also in G, T, GiB and per-cent forms."""
+    if depth > 3:
+        return out
+    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        out |= _forms(obj) | _forms(obj * 100) | _forms(obj * 1000)
+        for scale in (1e9, 1e12, 2**30, 2**20):
+            out |= _forms(obj / scale) | {f"{obj / scale:,.0f}", f"{obj / scale:.2f}"}
+    elif isinstance(obj, str):
+        out |= set(NUMBER.findall(obj))
+    elif hasattr(obj, "__dict__") or hasattr(obj, "__dataclass_fields__"):
+        names = list(getattr(obj, "__dataclass_fields__", None) or vars(obj))
+        names += [n for n, a in vars(type(obj)).items() if isinstance(a, property)]
+        for name in names:
+            _object_numbers(getattr(obj, name, None), out, depth + 1)
+    return out
+
+
+def test_the_throughput_page_quotes_its_sweep():
+    """Throughput and latency: every number on the page is the sweep's, the cost model's (GPU
+    datasheet, model shape, stated assumptions) or the paper's (allocator.throughput.PAPER)."""
+    from allocator.throughput import with_latency_factor
+    from pages._ui.sweep_cache import cached_sweep, sweep_key
+    from tests.conftest import open_page
+
+    at = open_page("pages/throughput.py", {"tp_requests": 200, "tp_rates": "0.5, 1, 2, 4"})
+    sweep = with_latency_factor(cached_sweep(sweep_key("a100-40gb", "opt-13b", "auto", 200, (0.5, 1.0, 2.0, 4.0), 16)),
+                                5)
+    from allocator.timing import describe
+
+    allowed = sweep_allowed(sweep) | _object_numbers(sweep.cost, set())
+    allowed |= {n for row in describe(sweep.cost) for v in row.values() for n in NUMBER.findall(str(v))}
+    allowed |= {"2023", "2024", "800", "819,200", "10", "0.9", "1", "2", "4", "80"}   # paper years; binary-unit
+    # example; vLLM's 10 % reserve (gpu_memory_utilization 0.9); 2 x FLOPs, K and V; per-layer copies
+    allowed |= _forms(sweep.cost.model.layers * 2)
+    bad = _unquoted(_page_texts(at), allowed)
+    assert not bad, bad
