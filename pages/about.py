@@ -182,14 +182,13 @@ st.header("Glossary")
 st.markdown("The app uses the field's standard words. Here is what each one means on these pages.")
 for term, meaning, _ in GLOSSARY:
     st.markdown(f"**{term}** — {meaning}")
-st.dataframe(pd.DataFrame(GLOSSARY, columns=["term", "meaning", "where in the app"]), hide_index=True,
-             width="stretch", key="glossary_table")
+# st.table, not st.dataframe: its cells wrap, so no meaning or source is cut off at 1366 px
+st.table(pd.DataFrame(GLOSSARY, columns=["term", "meaning", "where in the app"]).set_index("term"))
 
 st.header("Where the figures come from")
 sources = [(figure.format(default_run=about_default_run(DEFAULT_RESULTS, DEFAULT_SLOTS)), source)
            for figure, source in SOURCES]
-st.dataframe(pd.DataFrame(sources, columns=["figure", "source"]), hide_index=True, width="stretch",
-             key="sources_table")
+st.table(pd.DataFrame(sources, columns=["figure", "source"]).set_index("figure"))
 st.markdown(
     "- Woosuk Kwon, Zhuohan Li, Siyuan Zhuang, Ying Sheng, Lianmin Zheng, Cody Hao Yu, Joseph E. Gonzalez, "
     "Hao Zhang, Ion Stoica. *Efficient Memory Management for Large Language Model Serving with "
