@@ -14,7 +14,7 @@ from allocator.viz.claims import (details_rows, headline, plural, reservation_na
 from pages._ui.cache import compute, metrics_table, presentation_figure, seconds_figure, sweep, sweep_chart, timings
 from pages._ui.controls import controls, read_url, time_controls
 from pages._ui.exports_ui import exports_menu
-from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections
+from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections, lesson_heading
 from pages._ui.present import is_presenting, share_link
 from pages._ui.state import current_scenario, remember_scenario
 
@@ -147,7 +147,8 @@ def workload_panel(workload, sc: Scenario, results) -> None:
 
 
 presenting = is_presenting()           # the toggle is app.py's, on every page
-st.title("Reserve for the worst case, or page?")
+# presenting a lesson: the step's title is the heading (the maps then stay on a laptop's first screen)
+st.title((presenting and lesson_heading()) or "Reserve for the worst case, or page?")
 if not presenting:
     intro = st.empty()        # filled once the runs are known: it names the left side's policy
 
@@ -181,7 +182,7 @@ if clock["seconds_axis"]:
     fig = seconds_figure(scenario, clock["gpu"], clock["model"])
 rows = sweep(scenario)
 if presenting:                 # a projector: the lesson box, then straight to the maps
-    guided_lesson(results, scenario, rows)
+    guided_lesson(results, scenario, rows, compact=True)
 else:
     tools = st.columns([2, 2, 1, 3], vertical_alignment="center")
     with tools[0]:

@@ -426,3 +426,49 @@ def test_every_page_presents(server, browser):
             assert not console, console
         finally:
             ctx.close()
+
+
+def test_play_and_pause_log_no_console_error(server, browser):
+    """Issue 23 item 18: ▶ Play then Pause logged "pageerror: undefined" (Plotly rejects an
+    interrupted animation's promise with no reason)."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    console = []
+    pg.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
+    pg.on("console", lambda msg: console.append(msg.text)
+          if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+    try:
+        pg.goto(server + "/", wait_until="domcontentloaded")
+        settle(pg)
+        buttons = pg.locator(".js-plotly-plot .updatemenu-button")
+        buttons.first.click()                                      # ▶ Play
+        label = pg.locator(".js-plotly-plot text.slider-label").first
+        wait_until(lambda: label.text_content().strip() != "engine step 0", 20, "the animation to start")
+        buttons.nth(1).click()                                     # ❚❚ Pause
+        time.sleep(1.0)
+        assert not console, console
+    finally:
+        ctx.close()
+
+
+def test_a_presented_lesson_step_keeps_play_and_the_maps_on_screen(server, browser):
+    """Issue 23 item 18: at 1366x768 in presentation mode the lesson box pushed the maps below the
+    fold while step 2 says "watch the left map"; now Play and the top of the maps show."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    try:
+        pg.goto(server + "/?present=true", wait_until="domcontentloaded")
+        settle(pg)
+        pg.get_by_role("button", name="Start the guided lesson").click()
+        settle(pg)
+        pg.get_by_role("button", name="Next ▶").click()          # step 2: watch the waste
+        settle(pg)
+        assert "Watch the waste" in pg.content()
+        play = pg.locator(".js-plotly-plot .updatemenu-button").first.bounding_box()
+        maps = pg.locator(".js-plotly-plot .heatmaplayer").first.bounding_box()
+        shot(pg, "present_lesson_step2_1366x768")
+        assert play and play["y"] + play["height"] <= 768, play
+        assert maps and maps["y"] < 768 - 150, maps                 # a good part of the maps shows
+        assert not errors(pg), errors(pg)
+    finally:
+        ctx.close()

@@ -283,7 +283,11 @@ def standalone_html(fig: go.Figure, *, title: str = "Reserve for the worst case,
     doc = fig.to_html(include_plotlyjs=True, full_html=True, auto_play=False)
     extras = "".join(f.to_html(include_plotlyjs=False, full_html=False) for f in extra_figures)
     foot = _footer_block(attribution if attribution is not None else default_attribution())
-    head_extra = f"<title>{html.escape(title)}</title>"
+    # Plotly rejects an interrupted animation's promise with no reason (Pause during Play): quieten
+    # only that, so the file's console stays clean (pages/_ui/present.py does the same in the app)
+    head_extra = (f"<title>{html.escape(title)}</title>"
+                  "<script>window.addEventListener('unhandledrejection', function (e) "
+                  "{ if (e.reason === undefined) e.preventDefault(); });</script>")
     charset = '<meta charset="utf-8" />'
     if charset in doc:
         doc = doc.replace(charset, charset + "\n    " + head_extra, 1)

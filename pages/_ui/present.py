@@ -17,6 +17,10 @@ _KEYS_JS = """
   const w = window.parent && window.parent.document ? window.parent : window;
   if (w.__kvlabKeys) return;
   w.__kvlabKeys = true;
+  // Plotly rejects the promise of an animation that another one interrupts (Pause, a key, the
+  // slider) with no reason at all; nobody awaits Plotly's own buttons' promises, so each Pause
+  // logged "Uncaught (in promise) undefined". Only that reasonless rejection is quietened.
+  w.addEventListener('unhandledrejection', function (ev) { if (ev.reason === undefined) ev.preventDefault(); });
   // Whether the animation is playing, as Plotly itself reports it: the Play button, the slider
   // and these keys all start and stop the same animation, so the state is read from its events.
   let playing = false;
@@ -40,7 +44,7 @@ _KEYS_JS = """
     const steps = gd._fullLayout.sliders[0].steps;
     i = Math.max(0, Math.min(steps.length - 1, i));
     w.Plotly.animate(gd, [steps[i].args[0][0]],
-      {frame: {duration: 0, redraw: true}, mode: 'immediate', transition: {duration: 0}});
+      {frame: {duration: 0, redraw: true}, mode: 'immediate', transition: {duration: 0}}).catch(function () {});
   }
   w.document.addEventListener('keydown', function (ev) {
     const t = ev.target;
@@ -61,11 +65,11 @@ _KEYS_JS = """
       ev.preventDefault();
       if (playing) {
         w.Plotly.animate(gd, [null], {frame: {duration: 0, redraw: false}, mode: 'immediate',
-                                      transition: {duration: 0}});
+                                      transition: {duration: 0}}).catch(function () {});
         playing = false;
       } else {
         w.Plotly.animate(gd, null, {frame: {duration: 140, redraw: true}, fromcurrent: true,
-                                    transition: {duration: 0}});
+                                    transition: {duration: 0}}).catch(function () {});
       }
     }
   });
