@@ -410,9 +410,10 @@ def takeaways(results: dict) -> list[str]:
                f"{bs} slots per sequence here. Bigger blocks waste more of it; smaller blocks make the "
                f"block table longer and the attention kernel's reads more scattered.")
     if pg["preemptions"]:
-        work = (f"{pg['swapped_blocks']:,} blocks were copied to host memory and back"
+        work = (f"{plural(pg['swapped_blocks'], 'block')} {'was' if pg['swapped_blocks'] == 1 else 'were'} "
+                "copied to host memory and back"
                 if pg.get("preemption_mode") == "swap" and pg["swapped_blocks"]
-                else f"{pg['recomputed_tokens']:,} tokens had to be prefilled again")
+                else f"{plural(pg['recomputed_tokens'], 'token')} had to be prefilled again")
         out.append(f"Admitting requests without reserving their future has a price: the paged run ran out "
                    f"of blocks and evicted a sequence {plural(pg['preemptions'], 'time')}; {work}. The "
                    "answers are unaffected, but the work is done twice (recompute) or copied over the host link "
