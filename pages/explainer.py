@@ -90,13 +90,14 @@ NARRATIVE = {
 
 def narrative(sc: Scenario) -> None:
     """The five short explanations under the maps (the pool-size example uses the scenario's pool)."""
-    cols = st.columns(len(NARRATIVE))
     blocks = sc.slots // 256
     fill = {"slots": sc.slots, "blocks_256": plural(blocks, "block"), "blocks_256_n": f"{blocks:,}"}
-    for col, (title, body) in zip(cols, NARRATIVE.items()):
-        with col:
-            st.markdown(f"**{title}**")
-            st.markdown(body.format(**fill) if "{" in body else body)
+    items = list(NARRATIVE.items())
+    for start in range(0, len(items), 3):     # three to a row: five columns were a word wide at 1366 px
+        for col, (title, body) in zip(st.columns(3), items[start:start + 3]):
+            with col:
+                st.markdown(f"**{title}**")
+                st.markdown(body.format(**fill) if "{" in body else body)
 
 
 def map_caption(shared: bool, in_seconds: bool = False) -> str:

@@ -110,13 +110,17 @@ def test_sweep_figure_marks_current_block_size():
     reserve = {"mean_utilization_busy": 0.3, "mean_utilization": 0.2, "mean_running_busy": 2.5, "finished": 40}
     fig = sweep_figure([_row(b) for b in (1, 16, 256)], 16, 0.5, reserve)
     current = [sh for sh in fig.layout.shapes if sh.x0 == sh.x1 == 16]
-    assert current and any(a.text == "slider: 16" for a in fig.layout.annotations)
+    label = [a for a in fig.layout.annotations if a.text == "slider: 16"]
+    assert current and label and label[0].x == pytest.approx(math.log10(16))      # log axis: log10 units
+    lo, hi = fig.layout.xaxis.range                       # the axis spans the sweep, not 10^16
+    assert 10 ** lo < 1 and 256 < 10 ** hi < 512
     assert fig.layout.xaxis.title.text.startswith("block size")
     util, line = fig.data[0], fig.data[1]
     assert list(util.y) == [90.0] * 3 and list(line.y) == [30.0] * 2 and "while requests wait" in util.name
 
 
-@pytest.mark.parametrize("costs", [[1.0, 1.0, 1.0], [1.0, 1.03, 1.2, 2.1], [2.63], [0.4, 0.5], [30.0, 41.0]])
+@pytest.mark.parametrize("costs", [[1.0, 1.0, 1.0], [1.0, 1.03, 1.2, 2.1], [2.63], [0.4, 0.5], [30.0, 41.0],
+                                   [1.0, 1.0, 1.0, 1.01, 1.02, 1.05, 1.1, 1.25, 1.5]])
 def test_sweep_chart_legend_and_cost_axis_read_cleanly(costs):
     """Issue 23 item 16: no two legend entries look alike, the cost axis ticks are round (not 0.33 /
     0.66 / 1.33), and the cost curve never sits on a gridline (the left axis draws one every fifth)."""
@@ -133,8 +137,9 @@ def test_sweep_chart_legend_and_cost_axis_read_cleanly(costs):
     assert all(float(format(t, y2.tickformat)) == pytest.approx(t) for t in ticks)       # printed exactly
     assert all(round(y2.dtick / 10 ** math.floor(math.log10(y2.dtick)), 6) in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
                for _ in [0])                                                              # a round step
-    for c in costs:
-        assert min(abs(c - t) for t in ticks) >= 0.025 * top - 1e-12, (c, ticks)
+    assert top <= 3.3 * max(costs)                                # the curve keeps its height
+    near = [c for c in costs if min(abs(c - t) for t in ticks) < 0.025 * top]
+    assert len(near) <= len(costs) // 3, (near, ticks)            # it does not run along a gridline
 
 
 def test_sweep_figure_never_mixes_two_kinds_of_average():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 
 import numpy as np
 import plotly.graph_objects as go
@@ -438,10 +439,14 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
         secondary_y=True)
     # the slider's block size: a labelled vertical line, not a legend entry (a second dashed dark line
     # in the legend read as a copy of the reservation line)
-    fig.add_vline(x=current_block_size, line=dict(color="#666", dash="dot", width=1.5),
-                  annotation_text=f"slider: {current_block_size}", annotation_position="top",
-                  annotation_font=dict(size=12, color="#444"))
+    fig.add_shape(type="line", x0=current_block_size, x1=current_block_size, xref="x", y0=0, y1=1, yref="paper",
+                  line=dict(color="#666", dash="dot", width=1.5))
+    # on a log axis an annotation's x is log10 of the value (a shape's is the value itself)
+    fig.add_annotation(x=math.log10(current_block_size), y=1, xref="x", yref="paper", yanchor="bottom",
+                       text=f"slider: {current_block_size}", showarrow=False, font=dict(size=12, color="#444"))
+    lo, hi = min(bs + [current_block_size]), max(bs + [current_block_size])
     fig.update_xaxes(type="log", title_text="block size (slots per block, log scale)",
+                     range=[math.log10(lo) - 0.15, math.log10(hi) + 0.15],
                      tickvals=bs, ticktext=[str(b) for b in bs], gridcolor="#eee")
     fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 100], dtick=20, secondary_y=False,
                      gridcolor="#eee")
@@ -459,13 +464,14 @@ _NICE_TOPS = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5)
 
 
 def cost_axis_top(costs: list[float], clearance: float = 0.025) -> float:
-    """The top of the sweep chart's cost axis: the smallest round number >= 1.1 x the largest cost
-    whose five ticks (top / 5 apart, on the left axis's gridlines) stay ``clearance`` of the axis
-    away from every cost, so the cost curve never hides on a gridline.
+    """The top of the sweep chart's cost axis: a round number between 1.1x and 3.3x the largest
+    cost whose five ticks (top / 5 apart, on the left axis's gridlines) have the fewest costs
+    within ``clearance`` of the axis of them -- so the cost curve does not run along a gridline --
+    the smallest such top on a tie (the curve stays tall).
 
     Args:
         costs: the plotted costs per stored token (slot equivalents; empty: axis 0..1).
-        clearance: the least distance of a cost from a tick, as a fraction of the axis.
+        clearance: how near a tick a cost counts as on it, as a fraction of the axis.
 
     Returns:
         The top (slot equivalents), one of :data:`_NICE_TOPS` times a power of ten.
@@ -473,12 +479,15 @@ def cost_axis_top(costs: list[float], clearance: float = 0.025) -> float:
     if not costs:
         return 1.0
     need = max(costs) * 1.1
-    scale = 10.0 ** np.floor(np.log10(need)) if need > 0 else 1.0
-    candidates = [t * scale * k for k in (1, 10, 100) for t in _NICE_TOPS if t * scale * k >= need]
-    for top in candidates:
-        if all(min(abs(c / top * 5 - round(c / top * 5)), 1) / 5 >= clearance for c in costs):
-            return float(top)
-    return float(candidates[0])
+    if need <= 0:
+        return 1.0
+    scale = 10.0 ** np.floor(np.log10(need))
+    candidates = [t * scale * k for k in (1, 10) for t in _NICE_TOPS if need <= t * scale * k <= 3 * need]
+
+    def on_grid(top):
+        return sum(abs(c / top * 5 - round(c / top * 5)) / 5 < clearance for c in costs)
+
+    return float(min(candidates, key=lambda top: (on_grid(top), top)))
 
 
 def _tick_format(step: float) -> str:
