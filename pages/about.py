@@ -179,9 +179,8 @@ st.markdown(
 )
 
 st.header("Glossary")
-st.markdown("The app uses the field's standard words. Here is what each one means on these pages.")
-for term, meaning, _ in GLOSSARY:
-    st.markdown(f"**{term}** — {meaning}")
+st.markdown("The app uses the field's standard words. Here is what each one means on these pages, and where "
+            "the app shows it.")
 # st.table, not st.dataframe: its cells wrap, so no meaning or source is cut off at 1366 px
 st.table(pd.DataFrame(GLOSSARY, columns=["term", "meaning", "where in the app"]).set_index("term"))
 
