@@ -18,7 +18,7 @@ import numpy as np
 #: orange (allocated, holding no token yet), external fragmentation dark grey, free grey.
 SHARES = (
     ("token_states", "used_slots", "token states",
-     "distinct tokens stored (a shared prompt counted once)"),
+     "distinct tokens stored, a shared prompt counted once: the utilisation"),
     ("duplicates", "duplicate_slots", "duplicate copies",
      "extra copies of a shared system prompt"),
     ("reservation", "reserved_slots", "reservation",

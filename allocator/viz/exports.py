@@ -317,8 +317,8 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
 
     Returns:
         Rows in display order: running while requests wait (mean sequences per step), the peak
-        (one instant, with its step), utilisation, the six memory shares of
-        :data:`allocator.shares.SHARES` while requests wait (% of pool) and their sum (100 %),
+        (one instant, with its step), the six memory shares of :data:`allocator.shares.SHARES`
+        while requests wait (% of pool; token states is the utilisation) and their sum (100 %),
         steps to drain, tokens per step,
         preemptions, finished, rejected (requests). "—" marks a figure that does not exist
         (nothing waited, or nothing ran); the table's last row says so when it appears.
@@ -335,8 +335,6 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
     spec = [
         ("Running while requests wait (mean sequences per step)", lambda x: _fmt(x["mean_running_busy"])),
         ("Peak running (one instant)", peak),
-        ("Utilisation while requests wait (% of slots holding a distinct token)",
-         lambda x: pct(x["mean_utilization_busy"])),
         ("Steps to drain (engine steps)", lambda x: _fmt(x["steps"])),
         ("Tokens per step (mean over all steps)", lambda x: _fmt(x["mean_tokens_per_step"])),
         ("Preemptions (sequences evicted to free memory)", lambda x: _fmt(x["preemptions"])),
@@ -349,7 +347,7 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
     shares = [(f"Pool share while requests wait: {name} ({meaning})", cells["reserve_max"][key], cells["paged"][key])
               for key, _, name, meaning in SHARES]
     shares.append(("Pool shares above, added up", cells["reserve_max"]["total"], cells["paged"]["total"]))
-    rows[3:3] = shares
+    rows[2:2] = shares                     # token states first: the utilisation
     if any("—" in (a, b) for _, a, b in rows):
         rows.append(("— means", "no such figure: nothing waited (or nothing ran) in that run", ""))
     return rows
