@@ -159,7 +159,8 @@ def guided_lesson(results, scenario, sweep_rows, button_place=None, compact: boo
                 _step_buttons(i, n, controls)
                 return
         else:
-            st.markdown("#### 6 · Challenges to take away")
+            if not compact:                     # presenting: the page heading names the step
+                st.markdown("#### 6 · Challenges to take away")
             for j, (q, a) in enumerate(CHALLENGES):
                 st.markdown(f"**{j + 1}.** {q}")
                 if st.toggle("Show an answer", key=f"lesson_challenge_{j}"):
