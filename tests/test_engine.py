@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from allocator import (EMPTY, FREE, HOLE, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload,
+from allocator import (EMPTY, FREE, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload,
                        classroom_40, generate_workload, simulate)
 from allocator.__main__ import main
 from allocator.scenario import Scenario, block_size_sweep, run_scenario
