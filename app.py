@@ -17,6 +17,8 @@ import time
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from pages._ui.present import keyboard_shortcuts, presentation_mode
+
 
 def serve(argv: list[str]) -> int:
     """Run the Streamlit server on this file with ``argv`` as extra ``streamlit run`` options."""
@@ -55,10 +57,20 @@ if __name__ == "__main__" and get_script_run_ctx(suppress_warning=True) is None:
 
 st.set_page_config(page_title="KV Cache Paging Lab", page_icon=":material/memory:", layout="wide")
 
+EXPLAINER = st.Page("pages/explainer.py", title="Reserve vs paged", icon=":material/grid_view:",
+                    url_path="reserve-vs-paged", default=True)
+
+
+def _to_explainer() -> None:
+    """/explainer, the page's name in shared links and notes: open the explainer (served at the
+    root URL, as the default page) with the same query parameters."""
+    st.switch_page(EXPLAINER, query_params=st.query_params.to_dict())
+
+
 PAGES = {
     "Lesson": [
-        st.Page("pages/explainer.py", title="Reserve vs paged", icon=":material/grid_view:",
-                url_path="explainer", default=True),
+        EXPLAINER,
+        st.Page(_to_explainer, title="Reserve vs paged", url_path="explainer", visibility="hidden"),
     ],
     "Arithmetic": [
         st.Page("pages/accounting.py", title="Slot accounting", icon=":material/calculate:",
@@ -95,6 +107,10 @@ with st.sidebar:
         "**KV Cache Paging Lab** — where the memory of an LLM server goes when every request's "
         "cache is reserved for the worst case, and what changes when it is paged."
     )
+# every page presents: one toggle in the shared sidebar (``?present=true`` in any page's URL), and
+# the keys (Esc leaves; on the explainer's animation → ← step and space plays)
+presentation_mode(animated=nav is EXPLAINER)
+keyboard_shortcuts()
 
 _started = time.perf_counter()
 try:

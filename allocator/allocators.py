@@ -127,7 +127,10 @@ class Allocator(Protocol):
         """Evict a running sequence; returns ``"recompute"`` or ``"swap"`` (how it will come back)."""
 
     def external_fragmentation(self, need: int) -> int:
-        """Free slots that cannot serve a request needing ``need`` slots."""
+        """Free slots that cannot serve a request needing ``need`` slots although all free slots
+        together could (placement, not shortage; 0 when ``need`` exceeds the free total)."""
+
+    never_written: int  # allocated slots the holding requests will never write (internal fragmentation)
 
     def snapshot(self, lengths: dict) -> tuple:
         """A compact picture of the pool (``lengths``: tokens held per running sequence id)."""
@@ -214,6 +217,8 @@ class ReserveMaxAllocator:
         self.allocated_slots = 0
         if self._buddy is not None:
             self._buddy.reset()
+        self._unwritten: dict[int, int] = {}             # seq_id -> slots of its run it will never write
+        self.never_written = 0                           # their sum: internal fragmentation
         self._version = 0                                # bumped whenever the runs change
         self._ext_key: tuple | None = None
         self._ext_value = 0
@@ -314,6 +319,9 @@ class ReserveMaxAllocator:
                 insort(self._runs, (start, need, seq_id))
                 self._by_seq[seq_id] = (start, need)
                 self.allocated_slots += need
+                unwritten = need - (prompt_len + output_len)   # the answer ends at prompt + output_len
+                self._unwritten[seq_id] = unwritten
+                self.never_written += unwritten
                 self._version += 1
                 return need
         return None
@@ -332,6 +340,7 @@ class ReserveMaxAllocator:
         start, length = self._by_seq.pop(seq_id)
         self._runs.remove((start, length, seq_id))
         self.allocated_slots -= length
+        self.never_written -= self._unwritten.pop(seq_id)
         self._version += 1
         if self._buddy is not None:
             self._buddy.free(start // self.unit)
@@ -342,10 +351,13 @@ class ReserveMaxAllocator:
         return "recompute"
 
     def external_fragmentation(self, need: int) -> int:
-        """Free slots lying in runs shorter than ``need`` slots (0 when nothing is waiting).
+        """Free slots lying in runs shorter than ``need`` slots, counted only when all free slots
+        together would hold ``need`` (then placement, not shortage, keeps the request out); 0 when
+        nothing waits or the queue head needs more than the whole free pool (free memory, not
+        fragmentation: no allocator could admit it).
 
         Cached until the reservations or ``need`` change, so the engine can ask every step."""
-        if need <= 0:
+        if need <= 0 or need > self.total_slots - self.allocated_slots:
             return 0
         key = (self._version, need)
         if key != self._ext_key:
@@ -354,8 +366,9 @@ class ReserveMaxAllocator:
         return self._ext_value
 
     def holes(self, need: int) -> list[tuple[int, int]]:
-        """Free runs (start, length) shorter than ``need`` slots: the holes the map marks."""
-        if need <= 0:
+        """Free runs (start, length) shorter than ``need`` slots: the holes the map marks (none when
+        ``need`` exceeds the whole free pool, as :meth:`external_fragmentation` counts them)."""
+        if need <= 0 or need > self.total_slots - self.allocated_slots:
             return []
         return [(s, n) for s, n in self._gaps() if n < need]
 
@@ -478,6 +491,9 @@ class PagedAllocator:
         self.pool = BlockPool(self.num_blocks, cache_freed=self.prefix_caching)
         self.host = HostPool(self.host_blocks)
         self.block_tables: dict[int, list[int]] = {}
+        self._final: dict[int, int] = {}            # seq_id -> tokens it holds when it finishes
+        self._unwritten: dict[int, int] = {}        # seq_id -> slots of its last block it will never write
+        self.never_written = 0                      # their sum: internal fragmentation
         self.swapped: dict[int, list[int]] = {}     # seq_id -> host blocks it holds
         self.swap_traffic = 0                       # blocks moved out + in, total
         self.shared_saving = 0                      # slots saved by sharing right now
@@ -574,6 +590,7 @@ class PagedAllocator:
             if need > pool.num_free:
                 return None
             self.block_tables[seq_id] = pool.allocate(need)
+            self._track(seq_id, prompt_len + output_len, need * self.block_size)
             return need * self.block_size
         keys, hits = self._hits(seq_id, prompt_len) if self._sharing else ((), [])
         ref = pool.refcounts
@@ -595,7 +612,16 @@ class PagedAllocator:
         if host is not None:
             self.host.give_back(host)
             self.swap_traffic += len(host)
+        self._track(seq_id, prompt_len + output_len, need * self.block_size)
         return need * self.block_size
+
+    def _track(self, seq_id: int, final: int, room: int) -> None:
+        """Remember a newly admitted sequence's final length (tokens) and count the slots of its
+        room (tokens) it will never write, if its last block is already allocated."""
+        self._final[seq_id] = final
+        if room >= final:
+            self._unwritten[seq_id] = room - final
+            self.never_written += room - final
 
     def grow(self, seq_id: int) -> int | None:
         """One more block at the end of the sequence's table (its last block is full); the new
@@ -605,7 +631,12 @@ class PagedAllocator:
             return None
         table = self.block_tables[seq_id]
         table.append(b)
-        return len(table) * self.block_size
+        room = len(table) * self.block_size
+        extra = room - self._final[seq_id]
+        if extra >= 0:                         # its last block: the rest of it is never written
+            self._unwritten[seq_id] = extra
+            self.never_written += extra
+        return room
 
     def grow_all(self, seq_ids: list) -> int | None:
         """One more block for each listed sequence, taken from the free queue in the order listed;
@@ -613,10 +644,15 @@ class PagedAllocator:
         free than sequences listed."""
         if len(seq_ids) > self.pool.num_free:
             return None
-        tables = self.block_tables
+        tables, final, bs = self.block_tables, self._final, self.block_size
         for seq_id, b in zip(seq_ids, self.pool.allocate(len(seq_ids))):
-            tables[seq_id].append(b)
-        return self.block_size
+            table = tables[seq_id]
+            table.append(b)
+            extra = len(table) * bs - final[seq_id]
+            if extra >= 0:                     # its last block: the rest of it is never written
+                self._unwritten[seq_id] = extra
+                self.never_written += extra
+        return bs
 
     def free(self, seq_id: int) -> None:
         """Drop the sequence's block table: its blocks lose one reference each, last block first;
@@ -627,6 +663,8 @@ class PagedAllocator:
     def _release(self, seq_id: int) -> None:
         """Drop the sequence's block table (see :meth:`free`); its prompt keys are kept."""
         table = self.block_tables.pop(seq_id)
+        self._final.pop(seq_id, None)
+        self.never_written -= self._unwritten.pop(seq_id, 0)
         if self._sharing:
             ref = self.pool.refcounts
             shared = sum(1 for b in table if ref[b] > 1)
@@ -760,13 +798,18 @@ class PagedAllocator:
             hits.append(b)
         return hits
 
-    def v1_allocate(self, seq_id: int, prompt_len: int, num_tokens: int, upto: int, hits=()) -> bool:
+    def v1_allocate(self, seq_id: int, prompt_len: int, num_tokens: int, upto: int, hits=(),
+                    final: int | None = None) -> bool:
         """vLLM v1's ``allocate_slots``: make the sequence's block table hold ``upto`` tokens
         (its computed tokens plus this step's scheduled ones) -- ceil(upto / block_size) blocks, no
         block for a token not yet scheduled -- reusing ``hits`` (from :meth:`v1_computed_blocks`)
         at the front of a new table. With prefix caching, every full block among the first
         min(upto, num_tokens) tokens is registered under its chained key (prompt and generated
         blocks alike; the first registration of a key wins).
+
+        ``final`` (tokens: prompt + the whole answer) lets the allocator count the slots of the
+        last block the sequence will never write (``never_written``, the internal fragmentation of
+        :mod:`allocator.shares`), as :meth:`admit` and :meth:`grow` do.
 
         Returns:
             True, or False with nothing changed when too few blocks are free (hits taken out of
@@ -791,6 +834,12 @@ class PagedAllocator:
                 self.last_hit_tokens = len(hits) * bs
         if need > 0:
             table.extend(pool.allocate(need))
+        if final is not None:
+            self._final[seq_id] = final
+            extra = len(table) * bs - final
+            if extra >= 0:                     # its last block: the rest of it is never written
+                self.never_written += extra - self._unwritten.get(seq_id, 0)
+                self._unwritten[seq_id] = extra
         if self.prefix_caching:
             full = min(upto, num_tokens) // bs
             if full:

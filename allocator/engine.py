@@ -44,6 +44,7 @@ import numpy as np
 
 from .allocators import FREE, HOLE
 from .maps import slot_picture
+from .shares import memory_shares
 from .validate import FieldError, real_number, whole_number
 from .workload import Workload
 
@@ -63,9 +64,16 @@ METRICS = (
     "logical_tokens",         # tokens the running sequences hold, counting a shared prefix per sequence
     "allocated_unshared",     # slots the block tables would need if nothing were shared
     "allocated_slots",        # slots held by some sequence
-    "internal_fragmentation", # allocated - used - duplicate: allocated slots holding no token
-    "external_fragmentation", # free slots that cannot serve the next request
+    "reserved_slots",         # allocated slots for tokens the holding request will still write (the
+                              # paper's Figure 2 "reservation"): the part of its room up to its final length
+    "internal_fragmentation", # allocated slots the holding request will never write: a reservation's room
+                              # past the answer's end, a paged sequence's last block past its final token
+    "external_fragmentation", # free slots that cannot serve the queue head although all free slots
+                              # together could (placement: holes between reservations, a paged pool's
+                              # remainder that forms no block); 0 when the head needs more than all free
     "free_slots",             # total - allocated
+    "free_other_slots",       # free slots that are not fragmentation: nobody waits, or the queue head
+                              # needs more than all free memory together (free - external)
     "utilization",            # used / total (fraction)
     "running",                # the step's batch: sequences that computed (emitted a token) this step,
                               # including any that finished in it (count)
@@ -223,21 +231,26 @@ class SimulationResult:
         return self.metrics["allocated_slots"] + c * self.metrics["units"]
 
     def cost_per_token(self, metadata_cost: float, busy: bool = True) -> float | None:
-        """Mean of total cost / distinct tokens stored -- slot equivalents paid per stored token (1.0 = no
-        waste, no metadata) -- over the steps when requests waited (``busy``) or over every step.
+        """Slot equivalents paid per stored token (1.0 = no waste, no metadata): a **ratio of
+        means**, mean(allocated slots + c x units) / mean(distinct tokens stored), over the steps
+        when requests waited (``busy``) or over every step. A student recomputes it from the mean
+        shares beside it: (every allocated share + c x units / pool) / the token-state share.
+        (A mean of per-step ratios would weigh a step storing few tokens as much as a full one,
+        and could not be recomputed from the means shown.)
 
         Returns:
-            the mean, or None when no such step stored a token (nothing ran, or nothing waited).
+            the ratio, or None when no such step stored a token (nothing ran, or nothing waited).
 
         Source: seed 001's objective (allocated + c x blocks), divided by the useful tokens so
         allocators that store different amounts compare fairly.
         """
-        used = self.metrics["used_slots"]
-        mask = (self.busy_mask() if busy else np.ones(self.records, dtype=bool)) & (used > 0)
-        if not mask.any():
+        mask = self.busy_mask() if busy else None
+        if mask is not None and not mask.any():
             return None
-        ratio = np.divide(self.total_cost(metadata_cost), used, out=np.zeros(self.records), where=used > 0)
-        return self.mean(ratio, mask)
+        used = self.mean(self.metrics["used_slots"], mask)
+        if not used:
+            return None
+        return self.mean(self.total_cost(metadata_cost), mask) / used
 
     def slot_states(self, step: int) -> tuple[np.ndarray, np.ndarray]:
         """The pool at ``step``, slot by slot (see :func:`allocator.maps.slot_picture`).
@@ -360,11 +373,12 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     cache_names = ["hit", "prompt_in", "cached", "evicted"]
     names = ["step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
              "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
-             "decode_pairs", "final"] + (cache_names if caching else []) + (["seconds"] if timed else [])
+             "decode_pairs", "final", "unwritten"] + (cache_names if caching else []) + (["seconds"] if timed else [])
     cols = {name: [] for name in names}
     (a_step, a_span, a_logical, a_holders, a_saving, a_alloc, a_ext, a_running, a_waiting, a_finished, a_pre,
-     a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs, a_final
-     ) = (cols[name].append for name in names[:20])
+     a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs, a_final,
+     a_unwritten
+     ) = (cols[name].append for name in names[:21])
     if caching:
         a_hit, a_prompt_in, a_cached, a_evicted = (cols[name].append for name in cache_names)
     a_seconds = cols["seconds"].append if timed else None
@@ -403,6 +417,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             a_alloc(allocator.allocated_slots); a_ext(ext_of(0)); a_running(0); a_waiting(0)
             a_finished(finished); a_pre(0); a_units(allocator.units_in_use); a_need(0); a_swapped(0)
             a_recomputed(0); a_admitted(0); a_prefill(0); a_prefill_pairs(0); a_decode_pairs(0)
+            a_unwritten(allocator.never_written)
             if caching:
                 a_hit(0); a_prompt_in(0); a_cached(allocator.cached_blocks); a_evicted(0)
             if snapshots is not None:          # the pool as the last step left it: only cached blocks
@@ -530,6 +545,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         a_finished(finished); a_pre(preempted); a_units(allocator.units_in_use); a_need(need)
         a_swapped(swapped); a_recomputed(recomputed)
         a_admitted(admitted); a_prefill(prefill); a_prefill_pairs(prefill_pairs); a_decode_pairs(decode_pairs)
+        a_unwritten(allocator.never_written)
         if caching:                            # without a prefix cache these stay 0 (filled in below)
             a_hit(hit); a_prompt_in(prompt_in); a_cached(allocator.cached_blocks)
             a_evicted(allocator.cache_evictions - evicted_before)
@@ -588,8 +604,10 @@ def _build_result(workload: Workload, allocator, cols: dict, snapshots, stride: 
         "step": arr["step"], "span": arr["span"],
         "used_slots": used, "duplicate_slots": stored - used, "logical_tokens": arr["logical"],
         "allocated_unshared": arr["allocated"] + arr["saving"],
-        "allocated_slots": arr["allocated"], "internal_fragmentation": arr["allocated"] - stored,
+        "allocated_slots": arr["allocated"], "reserved_slots": arr["allocated"] - stored - arr["unwritten"],
+        "internal_fragmentation": arr["unwritten"],
         "external_fragmentation": arr["ext"], "free_slots": total - arr["allocated"],
+        "free_other_slots": total - arr["allocated"] - arr["ext"],
         "utilization": used / float(total), "running": arr["running"], "waiting": arr["waiting"],
         "finished": arr["finished"],
         "tokens": arr["running"].copy() if tokens is None else np.asarray(tokens, dtype=np.int64), "preemptions": arr["preemptions"],
@@ -809,7 +827,8 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
             want = s.prompt_len + s.generated - s.computed
             new = want if want < budget else budget
             ok = True
-            while not allocate(s.id, s.prompt_len, s.prompt_len + s.generated, s.computed + new):
+            while not allocate(s.id, s.prompt_len, s.prompt_len + s.generated, s.computed + new,
+                               final=s.prompt_len + s.output_len):
                 victim = running.pop()
                 v1_free(victim.id, keep_keys=True)
                 victim.recomputing = victim.computed       # work lost: computed again on return
@@ -836,7 +855,7 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
                 if not chunked and budget < want <= budget_cap:
                     break
                 new = want if want < budget else budget
-                if not allocate(s.id, s.prompt_len, total, cached + new, hits):
+                if not allocate(s.id, s.prompt_len, total, cached + new, hits, final=s.prompt_len + s.output_len):
                     break
                 waiting.popleft()
                 s.computed = cached
@@ -897,7 +916,8 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
                       finished=finished, preemptions=preempted, units=allocator.units_in_use, need=need,
                       recomputed=recomputed, admitted=admitted, prefill=prefill, prefill_pairs=prefill_pairs,
                       decode_pairs=decode_pairs,
-                      final=sum(s.prompt_len + s.output_len for s in running))   # pending = final - logical
+                      final=sum(s.prompt_len + s.output_len for s in running),   # pending = final - logical
+                      unwritten=allocator.never_written)
         if caching:
             values.update(hit=hit, prompt_in=prompt_in, cached=allocator.cached_blocks,
                           evicted=allocator.cache_evictions - evicted_before)
@@ -974,8 +994,10 @@ def summarize(result: SimulationResult) -> dict:
     steps; None if there were none), mean_utilization (all steps),
     preemptions (total), mean_tokens_per_step, finished, rejected (list of {id, reason}),
     total_slots, block_size, peak_utilization, mean_internal_fragmentation_busy and
-    mean_external_fragmentation_busy and mean_duplicate_fraction_busy (fractions of the pool
-    over busy steps; None if none),
+    mean_external_fragmentation_busy and mean_duplicate_fraction_busy and mean_reservation_busy
+    (fractions of the pool over busy steps; None if none), memory_shares_busy and memory_shares
+    (the pool partitioned as :data:`allocator.shares.SHARES`, over busy steps and over all steps:
+    {key: fraction}, adding up to 1; None where there is nothing to average),
     shared_prefix (tokens), peak_logical_tokens with its step (peak_logical_step) and the distinct
     physical slots holding them at that same step (used_slots_at_peak_logical: they differ only
     when a prefix is shared), peak_used_slots (the peak of distinct slots, at its own step), the
@@ -1022,6 +1044,9 @@ def summarize(result: SimulationResult) -> dict:
         "mean_internal_fragmentation_busy": busy_mean(m["internal_fragmentation"] / total),
         "mean_duplicate_fraction_busy": busy_mean(m["duplicate_slots"] / total),
         "mean_external_fragmentation_busy": busy_mean(m["external_fragmentation"] / total),
+        "mean_reservation_busy": busy_mean(m["reserved_slots"] / total),
+        "memory_shares_busy": memory_shares(result, busy=True),
+        "memory_shares": memory_shares(result, busy=False),
         "shared_prefix": result.shared_prefix,
         "peak_logical_tokens": int(m["logical_tokens"][peak]) if has else 0,
         "peak_logical_step": int(m["step"][peak]) if has else 0,

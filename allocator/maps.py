@@ -120,7 +120,8 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
         total_slots: pool size in slots.
         block_size: slots per block, or None for a reservation pool.
         need: slots the queue head needed at that step (reservations: free runs shorter than
-            this are drawn as holes).
+            this are drawn as holes, unless it needed more than all free slots together --
+            then no placement could admit it, and free is drawn free).
         shared_prefix: tokens of the system prompt every request starts with (0: none). One copy
             of it is the real thing; every other copy is drawn DUPLICATE: each reservation's own
             copy after the lowest-addressed one, and, paged, the prompt tokens in the partly
@@ -161,6 +162,8 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
                 b = table[shared_prefix // bs]
                 state[b * bs: b * bs + partial] = DUPLICATE
     else:
+        if need > total_slots - sum(e[2] for e in snapshot):
+            need = 0                 # more than all free slots together: shortage, not fragmentation
         pos = 0
         for i, (seq_id, start, length, used) in enumerate(snapshot):
             if need and 0 < start - pos < need:

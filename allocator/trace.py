@@ -346,7 +346,8 @@ def trace_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 40, steps_
     outputs = part["output_tokens"].to_numpy()
     clipped = int((outputs > max_new_tokens).sum())
     if clipped:
-        notes.append(f"{clipped} outputs longer than max_new_tokens={max_new_tokens} were clipped to it")
+        notes.append(f"{clipped} output{'' if clipped == 1 else 's'} longer than max_new_tokens={max_new_tokens} "
+                     f"{'was' if clipped == 1 else 'were'} clipped to it")
     rows = zip(part["prompt_tokens"].to_numpy().tolist(),
                np.minimum(outputs, max_new_tokens).tolist(), steps.tolist(),
                (part["arrival_s"].to_numpy() - t0).tolist())

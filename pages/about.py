@@ -1,6 +1,7 @@
 """About: the words the app uses, where every figure comes from, and how to run it for a class.
 
-Renders only static text and one table; no allocation logic.
+Renders text and tables; its sentences about the default run are built by
+``allocator.viz.claims`` from that run (cached: the explainer's own), never typed in.
 """
 import pandas as pd
 import streamlit as st
@@ -9,6 +10,9 @@ from allocator.accounting import PRESETS, format_bytes
 from allocator.mooncake import MOONCAKE_ATTRIBUTION
 from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.trace import AZURE_ATTRIBUTION
+from allocator.scenario import Scenario
+from allocator.viz.claims import about_default_run, classroom_tip
+from pages._ui.cache import compute
 from pages._ui.texts import COPY_ON_WRITE_SHORT
 
 #: The calibration in one paragraph; tests/test_replay_page.py checks every figure against the replay.
@@ -42,13 +46,24 @@ GLOSSARY = [
     ("reserve-max", "The pre-2023 policy: when a request is admitted, reserve one unbroken run of "
      "prompt + max_new_tokens slots for it, and keep it all until the request ends.",
      "Reserve vs paged, Capacity"),
-    ("internal fragmentation", "Memory a request holds but does not fill: the unwritten tail of a "
-     "reservation, or the unfilled end of a sequence's last block. Drawn in orange.",
+    ("internal fragmentation", "Memory a request holds and will never write: the part of a reservation "
+     "past the end of the answer it actually gives, or the end of a sequence's last block past its final "
+     "token. Drawn in orange, like the reservation still to be filled (the map cannot know the future; the "
+     "tables split the two).",
      "Reserve vs paged, Slot accounting"),
-    ("external fragmentation", "Memory nobody holds that is still useless: free gaps between reservations "
-     "that are each too short for the next waiting request. Paging has none, because any free block will do. "
-     "Drawn in dark grey.",
+    ("reservation (for tokens to come)", "Memory a request holds for tokens it has not written yet but will: "
+     "the PagedAttention paper's Figure 2 counts it apart from fragmentation. Orange on the maps.",
+     "Reserve vs paged (details table), handout"),
+    ("external fragmentation", "Memory nobody holds that still cannot serve the next waiting request "
+     "although there is enough of it in total: free gaps between reservations, each too short. When the "
+     "request needs more than all free memory together, that free memory is counted as free, not as "
+     "fragmentation. Paging has none (any free block will do) but a pool remainder too small to form a "
+     "block. Drawn in dark grey.",
      "Reserve vs paged"),
+    ("memory shares", "Where the pool goes, as six shares that add up to 100 % for both allocators at every "
+     "step: token states, duplicate copies of a shared prompt, reservation for tokens to come, internal "
+     "fragmentation, external fragmentation, and free memory that is no fragmentation.",
+     "Reserve vs paged (details table), handout, `python -m allocator simulate`"),
     ("prefill", "The first step of a request: the whole prompt is processed at once and its keys and values "
      "are written to the cache, and the first answer token comes out.",
      "Reserve vs paged"),
@@ -135,8 +150,9 @@ SOURCES = [
      "Reference explainer, recomputed (Slot accounting)."),
     ("7B fp16: 512 KB per token, 66 sequences in 66 GB reserved vs about 384 paged; Llama 3 70B: 320 KiB per slot",
      "Reference explainers, recomputed from the model configuration (Capacity)."),
-    ("Forty requests in 2,048 slots: about 3 running reserved vs about 30 paged",
-     "The app's own simulation (classroom-40, calibrated to land in the paper's measured range)."),
+    ("{default_run}",
+     "The app's own simulation of the explainer's default scenario (classroom-40, calibrated to land in the "
+     "paper's measured range); the numbers are computed by the simulation, not typed in."),
     ("Orca (Max) 20.4 %, Orca (Pow2) 26.8 %, Orca (Oracle) 38.2 %, vLLM 96.3 % of KV memory holding token "
      "states (OPT-13B, one A100, ShareGPT); vLLM sustaining 1.7–2.7× Orca (Oracle)'s and 2.7–8× Orca (Max)'s "
      "request rate over OPT-13B, 66B and 175B together, and batching 2.2× and 4.3× as many requests for "
@@ -173,6 +189,10 @@ SOURCES = [
 ]
 
 
+# the default scenario's run (cached and warmed at start-up: the explainer shows the same one)
+_, DEFAULT_RESULTS, _ = compute(Scenario())
+DEFAULT_SLOTS = Scenario().checked().slots
+
 st.title("About this lab")
 st.markdown(
     "This lab simulates one question: what happens to an LLM server's memory when every request's "
@@ -182,15 +202,15 @@ st.markdown(
 )
 
 st.header("Glossary")
-st.markdown("The app uses the field's standard words. Here is what each one means on these pages.")
-for term, meaning, _ in GLOSSARY:
-    st.markdown(f"**{term}** — {meaning}")
-st.dataframe(pd.DataFrame(GLOSSARY, columns=["term", "meaning", "where in the app"]), hide_index=True,
-             width="stretch", key="glossary_table")
+st.markdown("The app uses the field's standard words. Here is what each one means on these pages, and where "
+            "the app shows it.")
+# st.table, not st.dataframe: its cells wrap, so no meaning or source is cut off at 1366 px
+st.table(pd.DataFrame(GLOSSARY, columns=["term", "meaning", "where in the app"]).set_index("term"))
 
 st.header("Where the figures come from")
-st.dataframe(pd.DataFrame(SOURCES, columns=["figure", "source"]), hide_index=True, width="stretch",
-             key="sources_table")
+sources = [(figure.format(default_run=about_default_run(DEFAULT_RESULTS, DEFAULT_SLOTS)), source)
+           for figure, source in SOURCES]
+st.table(pd.DataFrame(sources, columns=["figure", "source"]).set_index("figure"))
 st.markdown(
     "- Woosuk Kwon, Zhuohan Li, Siyuan Zhuang, Ying Sheng, Lianmin Zheng, Cody Hao Yu, Joseph E. Gonzalez, "
     "Hao Zhang, Ion Stoica. *Efficient Memory Management for Large Language Model Serving with "
@@ -243,8 +263,7 @@ one row for each idle stretch (its "steps covered" column says how long), so wei
   browser to 125–150 %.
 - **Start the guided lesson** on *Reserve vs paged* walks the class through the argument in short
   steps that move the visuals for you.
-- Start on *Reserve vs paged* with the defaults: press **▶ Play** and let the class watch the left
-  side stall at three requests while the right side runs about thirty.
+- Start on *Reserve vs paged* with the defaults: {tip}
 - Then drag the block size to 256 and back to 1: utilisation and the batch change, and the sweep chart
   below shows the whole curve. Raise the metadata cost to see why nobody uses one-slot blocks.
 - *Slot accounting* and *Capacity* redo the same argument with pencil-and-paper numbers;
@@ -256,5 +275,5 @@ one row for each idle stretch (its "steps covered" column says how long), so wei
   size or GPU choice takes seconds to tens of seconds. Results are cached for everyone, so open the page
   with the settings you will show before the class arrives.
 - A copied link (**Copy link to this scenario**) reopens the same settings on every student's machine.
-"""
+""".replace("{tip}", classroom_tip(DEFAULT_RESULTS))
 )

@@ -94,24 +94,24 @@ with st.container(border=True):
         b[1].button("Fork", key="bt_fork", on_click=_do, args=("fork",),
                     icon=":material/call_split:", width="stretch")
         b[2].button("Write shared", key="bt_write", on_click=_do,
-                    args=("write_shared",), icon=":material/content_copy:", width="stretch",
-                    help="Appends a token to a sequence whose last block is shared (after a fork): "
-                         "copy-on-write.")
+                    args=("write_shared",), icon=":material/content_copy:", width="stretch")
         b[3].button("Finish", key="bt_finish", on_click=_do, args=("finish",),
                     icon=":material/done:", width="stretch")
         b2 = st.columns(4)
         b2[0].button("Same prompt", key="bt_new_same", on_click=_do,
-                     args=("new_same",), icon=":material/cached:", width="stretch",
-                     help="A new request: the same system prompt with a new question. Its full "
-                          "system-prompt blocks are found by hash.")
+                     args=("new_same",), icon=":material/cached:", width="stretch")
         b2[1].button("Other prompt", key="bt_new_other", on_click=_do,
-                     args=("new_other",), icon=":material/help:", width="stretch",
-                     help="A new request: a different system prompt followed by A's question. Its "
-                          "third block holds the same four words as A's third block.")
+                     args=("new_other",), icon=":material/help:", width="stretch")
         b2[2].button("Swap out", key="bt_swap_out", on_click=_do, args=("swap_out",),
                      icon=":material/download:", width="stretch")
         b2[3].button("Swap in", key="bt_swap_in", on_click=_do, args=("swap_in",),
                      icon=":material/upload:", width="stretch")
+        # in words under the buttons, not as tooltips: a tooltip stayed open after a click and
+        # covered the row above (Append, Fork)
+        st.caption("**Write shared** appends a token to a sequence whose last block is shared (after a fork): "
+                   "copy-on-write. **Same prompt**: a new request, the same system prompt with a new question; "
+                   "its full system-prompt blocks are found by hash. **Other prompt**: a different system "
+                   "prompt followed by A's question; its third block holds the same four words as A's third.")
     if demo.error:
         (st.error if demo.error.kind == "error" else st.info)(demo.error.text)
 

@@ -16,8 +16,8 @@ from allocator.viz.claims import (details_rows, headline, plural, reservation_na
 from pages._ui.cache import compute, metrics_table, presentation_figure, seconds_figure, sweep, sweep_chart, timings
 from pages._ui.controls import controls, read_url, time_controls
 from pages._ui.exports_ui import exports_menu
-from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections
-from pages._ui.present import keyboard_shortcuts, presentation_mode, share_link
+from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections, lesson_heading
+from pages._ui.present import is_presenting, share_link
 from pages._ui.state import current_scenario, remember_scenario
 
 def cards_panel(results, priced) -> None:
@@ -56,12 +56,14 @@ NARRATIVE = {
         "the engine reserved the longest answer it allows — the prompt plus `max_new_tokens` — the "
         "moment the request was admitted, and kept all of it until the request ended."),
     "Two kinds of waste": (
-        "**Internal fragmentation** (orange) is reserved memory the request never writes: the tail "
-        "of its run beyond the tokens it has produced so far. **External fragmentation** (dark grey) "
-        "is memory nobody holds that is still useless: gaps between reservations shorter than the "
-        "reservation the next waiting request needs. Both sit idle while requests queue. With a shared "
-        "system prompt there is a third kind: **duplicate copies** (brown) of a prompt that is the same "
-        "in every request — each reservation stores its own."),
+        "Orange is memory a request holds that holds no token yet. Part of it is a **reservation** for "
+        "tokens the answer will still write; the rest, past the end of the answer it actually gives, is "
+        "**internal fragmentation**: never written. **External fragmentation** (dark grey) is memory "
+        "nobody holds that is still useless: gaps between reservations, each shorter than the next "
+        "waiting request needs, although together they would hold it. Both sit idle while requests "
+        "queue. With a shared system prompt there is a third kind: **duplicate copies** (brown) of a "
+        "prompt that is the same in every request — each reservation stores its own. The details table "
+        "above splits the pool into these shares; they add up to 100 %."),
     "What paging changes": (
         "The paged allocator cuts the pool into blocks of a few slots. A request gets a block only "
         "when its last one fills, from anywhere in the pool, and a small **block table** records which "
@@ -90,20 +92,22 @@ NARRATIVE = {
 
 def narrative(sc: Scenario) -> None:
     """The five short explanations under the maps (the pool-size example uses the scenario's pool)."""
-    cols = st.columns(len(NARRATIVE))
     blocks = sc.slots // 256
     fill = {"slots": sc.slots, "blocks_256": plural(blocks, "block"), "blocks_256_n": f"{blocks:,}"}
-    for col, (title, body) in zip(cols, NARRATIVE.items()):
-        with col:
-            st.markdown(f"**{title}**")
-            st.markdown(body.format(**fill) if "{" in body else body)
+    items = list(NARRATIVE.items())
+    for start in range(0, len(items), 3):     # three to a row: five columns were a word wide at 1366 px
+        for col, (title, body) in zip(st.columns(3), items[start:start + 3]):
+            with col:
+                st.markdown(f"**{title}**")
+                st.markdown(body.format(**fill) if "{" in body else body)
 
 
 def map_caption(shared: bool, in_seconds: bool = False) -> str:
     """What the map colours mean (the legend in words), with the shared-prompt colours when they appear."""
     text = ("Each cell is one slot (or, for large pools, a group of slots shown by what most of them hold). "
-            "Colours: a request's tokens (blues and greens); **orange** allocated but empty; **light grey** "
-            "free; **dark grey** free but unusable.")
+            "Colours: a request's tokens (blues and greens); **orange** allocated, holding no token (some for "
+            "tokens still to come, the rest never written); **light grey** free; **dark grey** free but in gaps "
+            "too short for the next request.")
     if shared:
         text += (" **Pink**: a shared system-prompt block, stored once for many block tables; **brown**: a "
                  "duplicate copy of the shared prompt.")
@@ -151,8 +155,9 @@ def workload_panel(workload, sc: Scenario, results) -> None:
         st.dataframe(df, hide_index=True, height=260)
 
 
-presenting = presentation_mode()
-st.title("Reserve for the worst case, or page?")
+presenting = is_presenting()           # the toggle is app.py's, on every page
+# presenting a lesson: the step's title is the heading (the maps then stay on a laptop's first screen)
+st.title((presenting and lesson_heading()) or "Reserve for the worst case, or page?")
 if not presenting:
     intro = st.empty()        # filled once the runs are known: it names the left side's policy
 
@@ -180,14 +185,13 @@ if not presenting:
                    f"the left holds a contiguous run of {reservation_rule(results).replace('max_new_tokens', '`max_new_tokens`')} "
                    "slots per request; **paged** on the right hands out fixed blocks as sequences grow. Press "
                    "**▶ Play**, or drag the step slider.")
-keyboard_shortcuts()
 priced = timings(scenario, clock["gpu"], clock["model"])
 step_fig = fig                    # exports and the frame table keep the engine-step animation
 if clock["seconds_axis"]:
     fig = seconds_figure(scenario, clock["gpu"], clock["model"])
 rows = sweep(scenario)
 if presenting:                 # a projector: the lesson box, then straight to the maps
-    guided_lesson(results, scenario, rows)
+    guided_lesson(results, scenario, rows, compact=True)
 else:
     tools = st.columns([2, 2, 1, 3], vertical_alignment="center")
     with tools[0]:

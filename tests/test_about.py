@@ -14,12 +14,12 @@ def test_about_page_renders_glossary_sources_and_classroom_notes():
     at.switch_page("pages/about.py")
     at.run()
     assert not at.exception, at.exception
-    glossary = at.dataframe[0].value
+    glossary = at.table[0].value.reset_index()     # st.table: cells wrap, nothing cut at 1366 px
     assert set(TERMS) <= set(glossary["term"])
     assert glossary["meaning"].str.len().min() > 40
     text = "\n".join(m.value for m in at.markdown)
     for needle in ("SOSP 2023", "Splitwise", "AzureLLMInferenceDataset2023", "CC-BY 4.0", "make run",
                    "http://<teacher-ip>:8501", "export-html"):
         assert needle in text, needle
-    sources = at.dataframe[1].value
+    sources = at.table[1].value.reset_index()
     assert any("20–40 %" in f for f in sources["figure"]) and any("2–4×" in f for f in sources["figure"])

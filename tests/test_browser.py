@@ -51,10 +51,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def app_url_paths() -> list[str]:
-    """``url_path`` values declared in app.py's navigation, in order (the default page first)."""
+def app_url_paths(hidden: bool = False) -> list[str]:
+    """``url_path`` values declared in app.py's navigation, in order (the default page first); pages
+    listed with ``visibility="hidden"`` (not in the menu, e.g. /explainer) only when ``hidden``."""
     with open(APP_PATH, encoding="utf-8") as fh:
-        return re.findall(r'url_path="([^"]+)"', fh.read())
+        calls = re.findall(r"st\.Page\(([^)]*)\)", fh.read())
+    return [re.search(r'url_path="([^"]+)"', c).group(1) for c in calls
+            if 'url_path="' in c and (hidden or 'visibility="hidden"' not in c)]
 
 
 @contextlib.contextmanager
@@ -413,3 +416,80 @@ def test_space_pauses_an_animation_started_with_the_play_button(server, page):
     stopped = label.text_content().strip()
     time.sleep(1.5)
     assert label.text_content().strip() == stopped, "space did not pause the animation started by ▶ Play"
+
+
+def test_every_page_presents(server, browser):
+    """Issue 23 item 13: ``?present=true`` is honoured on every page (no sidebar, the way back shown,
+    no error, no console error) at a projector's and a laptop's size; item 14: /explainer opens the
+    explainer instead of "Page not found"."""
+    paths = [""] + app_url_paths()[1:]
+    for width, height in ((1920, 1080), (1366, 768)):
+        ctx = browser.new_context(viewport={"width": width, "height": height})
+        pg = ctx.new_page()
+        console = []
+        pg.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
+        # a resource this offline machine cannot fetch (web fonts, telemetry) is no error of the app
+        pg.on("console", lambda msg: console.append(msg.text)
+              if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+        try:
+            for path in paths:
+                pg.goto(f"{server}/{path}?present=true", wait_until="domcontentloaded")
+                settle(pg)
+                shot(pg, f"present_{path or 'home'}_{width}x{height}")
+                assert not errors(pg), (path, errors(pg))
+                assert pg.get_by_role("button", name="Leave presentation mode").is_visible(), path
+                assert not pg.locator('section[data-testid="stSidebar"]').is_visible(), path
+            pg.goto(f"{server}/explainer?block_size=64", wait_until="domcontentloaded")
+            settle(pg)
+            assert "Page not found" not in pg.content()
+            assert pg.locator("h1").first.text_content().startswith("Reserve for the worst case")
+            assert not errors(pg), errors(pg)
+            assert not console, console
+        finally:
+            ctx.close()
+
+
+def test_play_and_pause_log_no_console_error(server, browser):
+    """Issue 23 item 18: ▶ Play then Pause logged "pageerror: undefined" (Plotly rejects an
+    interrupted animation's promise with no reason)."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    console = []
+    pg.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
+    pg.on("console", lambda msg: console.append(msg.text)
+          if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+    try:
+        pg.goto(server + "/", wait_until="domcontentloaded")
+        settle(pg)
+        buttons = pg.locator(".js-plotly-plot .updatemenu-button")
+        buttons.first.click()                                      # ▶ Play
+        label = pg.locator(".js-plotly-plot text.slider-label").first
+        wait_until(lambda: label.text_content().strip() != "engine step 0", 20, "the animation to start")
+        buttons.nth(1).click()                                     # ❚❚ Pause
+        time.sleep(1.0)
+        assert not console, console
+    finally:
+        ctx.close()
+
+
+def test_a_presented_lesson_step_keeps_play_and_the_maps_on_screen(server, browser):
+    """Issue 23 item 18: at 1366x768 in presentation mode the lesson box pushed the maps below the
+    fold while step 2 says "watch the left map"; now Play and the top of the maps show."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    try:
+        pg.goto(server + "/?present=true", wait_until="domcontentloaded")
+        settle(pg)
+        pg.get_by_role("button", name="Start the guided lesson").click()
+        settle(pg)
+        pg.get_by_role("button", name="Next ▶").click()          # step 2: watch the waste
+        settle(pg)
+        assert "Watch the waste" in pg.content()
+        play = pg.locator(".js-plotly-plot .updatemenu-button").first.bounding_box()
+        maps = pg.locator(".js-plotly-plot .heatmaplayer").first.bounding_box()
+        shot(pg, "present_lesson_step2_1366x768")
+        assert play and play["y"] + play["height"] <= 768, play
+        assert maps and maps["y"] < 768 - 150, maps                 # a good part of the maps shows
+        assert not errors(pg), errors(pg)
+    finally:
+        ctx.close()

@@ -13,6 +13,7 @@ import pytest
 
 from allocator.scenario import Scenario, block_size_sweep, build_workload, run_scenario
 from allocator.viz.claims import details_rows, headline, lesson_key_steps, reveal, seconds
+from allocator.trace import AZURE_ATTRIBUTION
 from allocator.viz.exports import animation_caption, handout_rows, takeaways
 
 GRID = {
@@ -78,6 +79,11 @@ def allowed_numbers(sc: Scenario, results: dict, rows: list[dict], timings: dict
         s = res.summary
         for v in s.values():
             nums |= _forms(v)
+        for shares in (s["memory_shares_busy"], s["memory_shares"]):     # the pool's six shares
+            for v in (shares or {}).values():
+                nums |= _forms(v)
+            if shares:
+                nums |= _forms(sum(shares.values()))
         nums |= _forms(len(s["rejected"]))
         for step in lesson_key_steps(results):
             if step < res.steps:
@@ -87,6 +93,13 @@ def allowed_numbers(sc: Scenario, results: dict, rows: list[dict], timings: dict
         if res.summary["finished"] and res.summary["mean_running_busy"] is None:
             for name in ("internal_fragmentation", "external_fragmentation", "duplicate_slots"):
                 nums |= _forms(res.mean(res.metrics[name] / res.total_slots))
+    for res in results.values():
+        if res.summary["finished"]:
+            nums |= _forms(round(float(res.requests["output_len"].mean())))   # "answers averaged 231"
+        m = res.metrics
+        empty = m["step"][(m["used_slots"] == 0) & (m["waiting"] > 0)]     # "reads 0 % at step 890 and 5 other"
+        if len(empty):
+            nums |= _forms(int(empty[0])) | _forms(len(empty) - 1)
     r, p = results["reserve_max"].summary, results["paged"].summary
     if r["mean_running_busy"] and p["mean_running_busy"]:
         nums |= _forms(p["mean_running_busy"] / r["mean_running_busy"])
@@ -130,8 +143,13 @@ def test_headline_cards_and_details_quote_the_result(case):
         s = results[key].summary
         values = {c["label"]: c["value"] for c in panel["cards"]}
         running = s["mean_running_busy"] if s["mean_running_busy"] is not None else s["mean_running"]
-        assert values["Mean running"] == f"{running:.1f}", name
-        assert values["Steps to drain"] == f"{s['steps']:,}", name
+        if s["finished"]:
+            assert values["Mean running"] == f"{running:.1f}", name
+            assert values["Steps to drain"] == f"{s['steps']:,}", name
+        else:                                  # nothing ran: a dash, as in the details table
+            assert set(values.values()) == {"—"}, (name, values)
+        for card in panel["cards"]:            # no "+0.0": a delta is shown only for a difference
+            assert card["delta"] is None or card["delta"].strip("+−-0.,pts ") != "", (name, card)
         texts = [panel["line"], panel["time"], *(c["value"] for c in panel["cards"]),
                  *(c["help"] for c in panel["cards"]), *(c["delta"] or "" for c in panel["cards"])]
         for text in texts:
@@ -298,3 +316,394 @@ def test_paper_replication_texts_quote_the_replication():
     for text in [texts["load"], texts["fig2"], texts["fig13"], texts["fig12"], *texts["departures"], fig12_note(rep)]:
         for n in _numbers(text):
             assert n in allowed, (n, text)
+
+
+def test_sweep_that_reached_no_limit_says_so_plainly():
+    """Issue 23 item 17: "sustains at least 4.00 requests/s ... That is no ratio to reserve-max can be
+    stated" contradicted itself; with no allocator over budget the headline says the sweep reached no
+    limit, and which rates to add."""
+    from allocator.throughput import rate_sweep
+    from allocator.timing import cost_model
+    from allocator.viz.claims import sweep_headline
+
+    sweep = rate_sweep(cost_model("l4", "7b-fp16"), (0.01, 0.02), requests=150)
+    assert all(s["bound"] == "above" for s in sweep.sustained.values())
+    text = sweep_headline(sweep)
+    assert "did not reach any allocator's limit" in text and "above 0.02 requests/s" in text
+    assert "That is no ratio" not in text and "That is" not in text
+
+
+def test_cards_do_not_compare_unequal_work():
+    """Issue 23 item 9: with max_new_tokens 2000 reserve-max rejects 25 of 40; paged serves all 40.
+    The cards then show no differences, and the line under them says why."""
+    sc = Scenario(max_new_tokens=2000)
+    results = run_scenario(sc, record_snapshots=False)
+    r, p = results["reserve_max"].summary, results["paged"].summary
+    assert len(r["rejected"]) == 25 and p["finished"] == 40
+    panel = headline(results)["paged"]
+    assert all(c["delta"] is None for c in panel["cards"])
+    assert f"served {r['finished']:,} and rejected 25, paged served 40" in panel["line"]
+    same = headline(run_scenario(Scenario(), record_snapshots=False))["paged"]
+    assert any(c["delta"] for c in same["cards"])            # equal work: the differences are shown
+
+
+def test_texts_read_as_sentences():
+    """Issue 23 item 17 and 2, 11: no double full stop, no "1 ... were", no "at peak" for FLOP/s, and
+    the handout does not deny the seconds the explainer prices."""
+    bad = re.compile(r"\.\.(?!\.)|\b1 (?:request|sequence|block|step|token|preemption) (?:were|are|have)\b"
+                     r"|\bat peak\b|does not turn it into seconds")
+    for sc in (Scenario(), Scenario(preemption="swap"), Scenario(shared_prefix=256), Scenario(block_size=256)):
+        results = run_scenario(sc, record_snapshots=False)
+        rows = block_size_sweep(build_workload(sc), sc.slots, (1, 16, 256), sc.metadata_cost, sc.preemption)
+        texts = [reveal(step, results, slots=sc.slots, max_new=sc.max_new, sweep_rows=rows)
+                 for step in ("reserve", "waste", "paged", "big_blocks", "prefix")]
+        texts += takeaways(results)
+        timings = _timings(sc, results)
+        for panel in headline(results, timings).values():
+            texts += [panel["line"], panel["time"]]
+        texts += [row["what it means"] for row in details_rows(results, sc.metadata_cost, timings)]
+        for text in texts:
+            assert not bad.search(text), text
+
+
+# --------------------------------------------------------------------------------------------
+# Pages and exports as a reader meets them: every number on the rendered explainer and About
+# pages, in the whole handout, in the CSV header and in the standalone HTML's caption and frame
+# readouts comes from the run beside it (or is a listed literature / reference figure).
+# --------------------------------------------------------------------------------------------
+
+#: Names and dates that contain digits but are no figures ("Llama 3 70B", "SOSP 2023", a date).
+NAMES = re.compile(r"Llama \d+(?: \d+B)?|\b\d+B\b|\b(?:SOSP|MLSys|OSDI) \d{4}\b|\d{4}-\d{2}-\d{2}|\bsm_\d+\b"
+                   r"|\bRTX \d+\b|\b[AHL]\d+\b|\bOPT-\d+B\b|\bport \d+\b|:\d{4}\b|\bFigure \d+\b|\bsection \d+(?:\.\d+)?\b"
+                   r"|\bCC-BY \d\.\d\b|\bLicense \d\.\d\b|Apache-\d\.\d|\b\d+(?:th)? percentile\b|Before \d{4}")
+
+
+def _page_texts(at) -> list[str]:
+    """Every text a reader sees on an AppTest page: markdown, captions, alerts, titles, metric
+    labels, values and deltas, and st.table cells (st.dataframe of inputs is not a claim)."""
+    texts = []
+    for kind in ("markdown", "caption", "info", "success", "warning", "error", "title", "header", "subheader"):
+        texts += [e.value for e in at.get(kind)]
+    texts += [f"{m.label} {m.value} {m.delta or ''}" for m in at.metric]
+    for t in at.table:
+        texts += [str(v) for v in t.value.reset_index().values.ravel()]
+    return texts
+
+
+def _unquoted(texts, allowed) -> dict:
+    bad = {}
+    for text in texts:
+        for n in _numbers(NAMES.sub(" ", text)):
+            if n not in allowed:
+                bad.setdefault(n, text[:160])
+    return bad
+
+
+def _workload_numbers(workload) -> set[str]:
+    nums = set()
+    for v in (workload.params or {}).values() if isinstance(getattr(workload, "params", None), dict) else ():
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(x, (int, float)) and not isinstance(x, bool):
+                nums |= _forms(x)
+    prompts = [r.prompt_len for r in workload.requests]
+    outputs = [r.output_len for r in workload.requests]
+    for xs in (prompts, outputs):
+        nums |= _forms(min(xs)) | _forms(max(xs)) | {f"{sum(xs) / len(xs):,.0f}"}
+    for r in workload.requests:                             # a rejection names prompt and reservation
+        nums |= _forms(r.prompt_len) | _forms(r.prompt_len + workload.max_new_tokens)
+    return nums | _forms(len(workload)) | _forms(workload.max_new_tokens)
+
+
+#: Figures of the explainer's fixed explanations: 255 = 256 - 1 (the most a 256-slot last block can
+#: leave empty); 2023, the year paging arrived (Kwon et al., SOSP 2023).
+EXPLAINER_STATIC = {"255", "2023"}
+
+PAGE_GRID = {
+    "default": ({}, Scenario()),
+    "shared prompt 256, swap": ({"shared_prefix": "256", "preemption": "swap"},
+                                Scenario(shared_prefix=256, preemption="swap")),
+    "max_new_tokens 2000 (unequal work)": ({"max_new_classroom-40": "2000"}, Scenario(max_new_tokens=2000)),
+}
+
+
+@pytest.mark.parametrize("case", list(PAGE_GRID))
+def test_the_explainer_page_quotes_the_run_on_screen(case):
+    from streamlit.testing.v1 import AppTest
+
+    from allocator.scenario import SWEEP_BLOCK_SIZES
+    from tests.conftest import APP_PATH
+
+    params, sc = PAGE_GRID[case]
+    at = AppTest.from_file(APP_PATH, default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    results = run_scenario(sc, record_snapshots=False)
+    assert [m.value for m in at.metric if m.label == "Steps to drain"] == \
+        [f"{results[k].summary['steps']:,}" for k in ("reserve_max", "paged")], case     # the page ran sc
+    rows = block_size_sweep(build_workload(sc), sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)
+    allowed = (allowed_numbers(sc, results, rows, _timings(sc, results)) | _workload_numbers(build_workload(sc))
+               | EXPLAINER_STATIC)
+    for r in rows:                                          # the sweep's own figures (its table and summary)
+        for v in r.values():
+            nums = _forms(v) if not isinstance(v, bool) else set()
+            allowed |= nums | (_forms(v * 100) if isinstance(v, float) else set())
+    assert not _unquoted(_page_texts(at), allowed), (case, _unquoted(_page_texts(at), allowed))
+
+
+#: Figures the About page quotes from the literature and the reference explainers, with their
+#: source (each is also in its sources table).
+ABOUT_STATIC = {
+    "20", "40", "60", "80",                 # PagedAttention SOSP 2023 section 1: 20-40 % used, 60-80 % wasted
+    "2", "4",                               # the same paper: 2-4x throughput
+    "20.4", "26.8", "38.2", "96.3",         # its Figure 2: token-state shares of Orca Max / Pow2 / Oracle, vLLM
+    "1.7", "2.7", "8",                      # its section 6.2 rate ratios (issue 21 owns their attribution)
+    "5", "9", "17", "32", "96", "65", "8", "48", "64", "33",  # seed 001: 5, 9, 17 tokens reserved 32 ...
+    "1", "0", "0.25", "4", "50", "72",      # seed 001: best page size per metadata cost
+    "23", "44", "36", "43",                 # seed 001: lengths 20 and 23 sharing 8 tokens at page 4
+    "512", "37", "1900", "128", "2048", "10,240", "74.8", "2,608", "1.0", "40,960", "78", "3.9",  # seed 002
+    "66", "350", "83", "22", "352", "384", "320",   # seed 003: 7B fp16 capacity, Llama 3 70B per slot
+    "19,366", "12,031", "36.6",             # the shipped traces' sizes, the Mooncake repeated-block share
+    "2", "5",                               # the cost model's stated assumptions: 2 ms per step, 5 µs per copy
+    "8501", "125", "150", "2,000", "30",    # classroom notes: port, browser zoom, trace window, seconds
+    "7", "1.0",
+    "2023",                                 # pre-2023 engines; the paper's year (SOSP 2023)
+}
+
+
+def test_the_about_page_quotes_the_default_run():
+    from streamlit.testing.v1 import AppTest
+
+    from allocator.viz.claims import about_default_run, classroom_tip
+    from tests.conftest import APP_PATH
+
+    at = AppTest.from_file(APP_PATH, default_timeout=120)
+    at.switch_page("pages/about.py")
+    at.run()
+    assert not at.exception, at.exception
+    sc = Scenario()
+    results = run_scenario(sc, record_snapshots=False)
+    sources = at.table[1].value.reset_index()
+    assert about_default_run(results, sc.slots) in list(sources["figure"])
+    text = "\n".join(m.value for m in at.markdown)
+    assert classroom_tip(results) in text
+    # issue 23 item 1: a peak of 30 was called what the paged side "runs"
+    assert not re.search(r"about (?:thirty|30)|about 3 running", text + " ".join(sources["figure"]))
+    p = results["paged"].summary
+    assert f"{p['mean_running_busy']:.1f} on average while requests wait" in classroom_tip(results)
+    texts = _page_texts(at)                                   # st.table cells included
+    from allocator.mooncake import MOONCAKE_ATTRIBUTION
+
+    allowed = allowed_numbers(sc, results, []) | ABOUT_STATIC          # + the data citations' own numbers
+    allowed |= set(NUMBER.findall(AZURE_ATTRIBUTION + MOONCAKE_ATTRIBUTION))
+    from allocator.accounting import PRESETS, format_bytes
+    for name in ("7b-fp16", "llama3-70b"):
+        allowed |= set(NUMBER.findall(format_bytes(PRESETS[name].bytes_per_token)))
+    assert not _unquoted(texts, allowed), _unquoted(texts, allowed)
+
+
+def test_the_whole_handout_quotes_the_run():
+    import html as html_lib
+
+    from allocator.accounting import PRESETS, format_bytes
+    from allocator.viz.exports import handout_html
+
+    for sc in (Scenario(), Scenario(shared_prefix=256, preemption="swap"), Scenario(workload="azure-conv")):
+        results = run_scenario(sc, record_snapshots=False)
+        workload = build_workload(sc)
+        doc = handout_html(sc, results, workload)
+        text = re.sub(r"<[^>]+>", " ", re.sub(r"<style.*?</style>", " ", doc, flags=re.S))
+        text = html_lib.unescape(text)
+        allowed = allowed_numbers(sc, results, []) | _workload_numbers(workload) | _forms(sc.seed or 25)
+        allowed |= {"20", "40"}                                 # the paper's 20-40 %
+        for name in ("7b-fp16", "llama3-70b"):
+            allowed |= set(NUMBER.findall(format_bytes(PRESETS[name].bytes_per_token)))
+        if sc.workload != "classroom-40":
+            allowed |= _forms(sc.offset + 1) | _forms(sc.offset + sc.count) | _forms(sc.steps_per_second)
+            allowed |= set(NUMBER.findall(AZURE_ATTRIBUTION))
+        assert not _unquoted([text], allowed), (sc, _unquoted([text], allowed))
+
+
+def test_the_csv_header_names_engine_metrics_and_the_shares_partition_the_pool():
+    import io
+
+    import pandas as pd
+
+    from allocator.engine import METRICS
+    from allocator.shares import SHARES
+    from allocator.viz.exports import METRIC_UNITS, metrics_csv
+
+    sc = Scenario(shared_prefix=256)
+    results = run_scenario(sc, record_snapshots=False)
+    df = pd.read_csv(io.StringIO(metrics_csv(results, sc, build_workload(sc))), comment="#")
+    pattern = re.compile(r"(reserve_max|paged) (\w+) \((.+)\)")
+    for col in df.columns[2:]:
+        kind, metric, unit = pattern.fullmatch(col).groups()
+        assert metric in METRICS and (unit == METRIC_UNITS[metric] or metric == "units"), col
+    for kind, res in results.items():
+        cols = [f"{kind} {name} (slots)" for _, name, _, _ in SHARES]
+        rows = df[cols].dropna()
+        assert len(rows) and (rows.sum(axis=1) == res.total_slots).all(), kind   # the six shares: the pool
+
+
+def test_the_standalone_html_caption_and_frames_quote_the_run():
+    from allocator.viz.charts import explainer_figure
+    from allocator.viz.exports import animation_html
+
+    sc = Scenario(shared_prefix=256)
+    results = run_scenario(sc)
+    workload = build_workload(sc)
+    fig = explainer_figure(results)
+    doc = animation_html(sc, workload, results, fig)
+    caption = re.search(r"<p style=\"margin: 0 0 4px 0[^>]*>(.*?)</p>", doc).group(1)
+    allowed = allowed_numbers(sc, results, []) | _workload_numbers(workload)
+    assert not _unquoted([caption], allowed), caption
+    for frame in fig.frames[:: max(1, len(fig.frames) // 12)]:
+        step = int(frame.name)
+        nums = _forms(step)
+        for res in results.values():
+            nums |= _forms(res.steps) | _forms(res.block_size or 0) | _forms(len(res.rejected))
+            if step < res.steps:
+                r = res.record_index(step)
+                for name, values in res.metrics.items():
+                    nums |= _forms(values[r]) | _forms(values[r] / res.total_slots)
+                nums |= _forms(int((res.metrics["preemptions"][:r + 1] * res.metrics["span"][:r + 1]).sum()))
+                nums |= _forms(int(res.metrics["step"][r] + res.metrics["span"][r]))
+            else:
+                nums |= _forms(int(res.metrics["finished"][-1]))
+        texts = [a.text for a in frame.layout.annotations or () if a.text]
+        assert texts and not _unquoted(texts, nums), (step, _unquoted(texts, nums))
+
+
+def _json_numbers(obj, out: set) -> set:
+    """Every number in a JSON value, in every printed form (fractions also as percentages)."""
+    if isinstance(obj, dict):
+        for v in obj.values():
+            _json_numbers(v, out)
+    elif isinstance(obj, list):
+        for v in obj:
+            _json_numbers(v, out)
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        out |= _forms(obj) | _forms(obj * 100)
+    elif isinstance(obj, str):
+        out |= set(NUMBER.findall(obj))
+    return out
+
+
+def _cli_json(argv: list[str]) -> dict:
+    import contextlib
+    import io
+    import json
+
+    from allocator.__main__ import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(argv) == 0
+    return json.loads(buf.getvalue())
+
+
+def _open(page_file: str):
+    from tests.conftest import open_page
+
+    return open_page(page_file)
+
+
+#: Reference figures the arithmetic pages quote as the references' own worked answers (seed 001's
+#: best page size per metadata cost; seed 003's 800 KB-per-token example of binary units) and the
+#: seeds' names ("seed 001").
+ARITHMETIC_STATIC = {"001", "002", "003", "0.25", "38.25", "72", "800", "819,200"}
+
+
+def test_the_accounting_page_quotes_what_the_cli_computes():
+    """Slot accounting: every number on the page is the CLI's for the same inputs (the page and
+    ``python -m allocator account`` call the same functions), a widget's value, or a seed's own."""
+    at = _open("pages/accounting.py")
+    ss = at.session_state
+    lengths = "5,9,17"
+    assert [int(v) for v in at.dataframe[0].value.iloc[:, 0].dropna() if str(v).strip()] == [5, 9, 17]
+    j = _cli_json(["account", "--lengths", lengths, "--reserve", str(ss["acc_reserve"]),
+                   "--metadata-cost", str(at.slider(key="acc_metadata_cost").value),
+                   "--page-size", str(at.slider(key="acc_page_size").value), "--pool-slots", str(ss["acc_pool"]),
+                   "--share", f"{ss['acc_share_a']},{ss['acc_share_b']},{ss['acc_share_prefix']}",
+                   "--share-page-size", str(ss["acc_share_page"]), "--json"])
+    allowed = _json_numbers(j, set()) | ARITHMETIC_STATIC
+    for v in (ss["acc_reserve"], ss["acc_pool"], at.slider(key="acc_metadata_cost").value,
+              at.select_slider(key="acc_cand_max").value, 1, 3):      # sizes 1-32; section 3
+        allowed |= _forms(v)
+    assert not _unquoted(_page_texts(at), allowed), _unquoted(_page_texts(at), allowed)
+
+
+def test_the_capacity_page_quotes_what_the_cli_computes():
+    at = _open("pages/capacity.py")
+    ss = at.session_state
+    j = _cli_json(["capacity", "--model", ss["cap_model"], "--free-gib", f"{ss['cap_free_gib']:g}",
+                   "--max-context", str(ss["cap_max_context"]), "--mean-tokens", f"{ss['cap_mean_tokens']:g}",
+                   "--block-size", str(ss["cap_block_size"]), "--json"])
+    allowed = _json_numbers(j, set()) | ARITHMETIC_STATIC
+    from allocator.accounting import PRESETS
+
+    model = PRESETS[ss["cap_model"]]
+    for v in (ss["cap_free_gib"], ss["cap_max_context"], ss["cap_mean_tokens"], ss["cap_block_size"],
+              *(getattr(model, f) for f in ("layers", "kv_heads", "head_dim", "bytes_per_element")), 1, 2, 1024):
+        allowed |= _forms(v)                                  # "2 (K and V)", "1 KiB = 1,024 bytes"
+    assert not _unquoted(_page_texts(at), allowed), _unquoted(_page_texts(at), allowed)
+
+
+def test_the_block_tables_page_quotes_its_pool():
+    """Block tables & sharing: every number is the demo pool's (block ids, counts, refcounts, its
+    size) after a fork, or a reference's section."""
+    at = _open("pages/block_tables.py")
+    demo = at.session_state["bt_demo"]
+    mgr = demo.mgr
+    allowed = {"003", "4.4", "4.5"}                          # seed 003; the paper's sections 4.4, 4.5
+    for v in range(max(mgr.num_blocks, mgr.block_size, 16) + 1):
+        allowed |= _forms(v)                                  # block ids, slots in a block, host blocks
+    counts = mgr.slot_counts()
+    for v in vars(counts).values():
+        allowed |= _forms(v)
+    values = {m.label: m.value for m in at.metric}
+    assert values["Logical tokens"] == f"{counts.logical_tokens:,}"
+    assert values["Distinct physical slots"] == f"{counts.physical_slots:,}"
+    assert not _unquoted(_page_texts(at), allowed), _unquoted(_page_texts(at), allowed)
+
+
+def _object_numbers(obj, out: set, depth: int = 0) -> set:
+    """Numbers of a dataclass-like object's fields (nested; strings read for their numbers), in
+    every printed form, with byte and FLOP figures also in G, T, GiB and per-cent forms."""
+    if depth > 3:
+        return out
+    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        out |= _forms(obj) | _forms(obj * 100) | _forms(obj * 1000)
+        for scale in (1e9, 1e12, 2**30, 2**20):
+            out |= _forms(obj / scale) | {f"{obj / scale:,.0f}", f"{obj / scale:.2f}"}
+    elif isinstance(obj, str):
+        out |= set(NUMBER.findall(obj))
+    elif hasattr(obj, "__dict__") or hasattr(obj, "__dataclass_fields__"):
+        names = list(getattr(obj, "__dataclass_fields__", None) or vars(obj))
+        names += [n for n, a in vars(type(obj)).items() if isinstance(a, property)]
+        for name in names:
+            _object_numbers(getattr(obj, name, None), out, depth + 1)
+    return out
+
+
+def test_the_throughput_page_quotes_its_sweep():
+    """Throughput and latency: every number on the page is the sweep's, the cost model's (GPU
+    datasheet, model shape, stated assumptions) or the paper's (allocator.throughput.PAPER)."""
+    from allocator.throughput import with_latency_factor
+    from pages._ui.sweep_cache import cached_sweep, sweep_key
+    from tests.conftest import open_page
+
+    at = open_page("pages/throughput.py", {"tp_requests": 200, "tp_rates": "0.5, 1, 2, 4"})
+    sweep = with_latency_factor(cached_sweep(sweep_key("a100-40gb", "opt-13b", "auto", 200, (0.5, 1.0, 2.0, 4.0), 16)),
+                                5)
+    from allocator.timing import describe
+
+    allowed = sweep_allowed(sweep) | _object_numbers(sweep.cost, set())
+    allowed |= {n for row in describe(sweep.cost) for v in row.values() for n in NUMBER.findall(str(v))}
+    allowed |= {"2023", "2024", "800", "819,200", "10", "0.9", "1", "2", "4", "80"}   # paper years; binary-unit
+    # example; vLLM's 10 % reserve (gpu_memory_utilization 0.9); 2 x FLOPs, K and V; per-layer copies
+    allowed |= _forms(sweep.cost.model.layers * 2)
+    bad = _unquoted(_page_texts(at), allowed)
+    assert not bad, bad

@@ -452,3 +452,20 @@ def test_demo_and_figure_import_without_streamlit():
     code = ("import sys; import pages._ui.block_tables_demo, pages._ui.block_tables_figure; "
             "assert 'streamlit' not in sys.modules, 'streamlit was imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+@pytest.mark.parametrize("selected", ["A", "B", "A.1"])
+def test_the_selected_sequences_arrows_cross_no_other_row(selected):
+    """Issue 23 item 18: A's arrows ran through B's row (its labels) at 1366 px. The selected
+    sequence is drawn last, next to the pool: every arrow starts below every other row."""
+    demo = BlockTablesDemo()
+    demo.do("fork", "A")
+    m = demo.mgr
+    fig = block_table_figure(m, demo.meta, demo.highlight, demo.colours(), demo.salt, selected=selected)
+    arrows = [a for a in fig.layout.annotations if a.showarrow]
+    rows = {a.text.split("<b>")[1].split("</b>")[0]: a.y for a in fig.layout.annotations
+            if not a.showarrow and "tokens" in (a.text or "")}
+    assert arrows and set(rows) == set(m.sequences())
+    assert min(rows, key=rows.get) == selected                 # the lowest row
+    others = [y for s, y in rows.items() if s != selected]
+    assert all(a.ay < min(others) for a in arrows)

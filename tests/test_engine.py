@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from allocator import (EMPTY, FREE, HOLE, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload,
+from allocator import (EMPTY, FREE, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload,
                        classroom_40, generate_workload, simulate)
 from allocator.__main__ import main
 from allocator.scenario import Scenario, block_size_sweep, run_scenario
@@ -86,7 +86,11 @@ def test_paged_tiny_run_step_by_step():
     assert res.steps == 4
     assert m["used_slots"].tolist() == [7, 5, 0, 0]
     assert m["allocated_slots"].tolist() == [8, 8, 0, 0]
-    assert m["internal_fragmentation"].tolist() == [1, 3, 0, 0]
+    # r1 will hold 6 tokens at the end, r2 4: at t0 r2's block is exactly its final length, r1's
+    # first block will fill (1 slot reserved for a token still to come); at t1 r1's second block
+    # has 3 empty slots, of which it will write 1 and never the other 2.
+    assert m["reserved_slots"].tolist() == [1, 1, 0, 0]
+    assert m["internal_fragmentation"].tolist() == [0, 2, 0, 0]
     assert m["running"].tolist() == [2, 1, 1, 1]       # the batch, including one that finishes
     assert m["waiting"].tolist() == [0, 1, 1, 0]
     assert m["preemptions"].tolist() == [0, 1, 0, 0]
@@ -108,12 +112,17 @@ def test_reserve_max_tiny_run_step_by_step():
     assert res.steps == 5
     assert m["allocated_slots"].tolist() == [6, 6, 0, 5, 0]
     assert m["used_slots"].tolist() == [4, 5, 0, 3, 0]
-    assert m["external_fragmentation"].tolist() == [2, 2, 0, 0, 0]
+    # r2's 5 slots exceed the 2 free ones together: a shortage, not fragmentation (no placement
+    # could admit it), so those 2 slots are free memory, drawn free
+    assert m["external_fragmentation"].tolist() == [0, 0, 0, 0, 0]
+    assert m["free_other_slots"].tolist() == [2, 2, 8, 3, 8]
+    # r1 (final length 6) reserved 6: nothing it never writes; r2 (final 4) reserved 5: one slot
+    assert m["internal_fragmentation"].tolist() == [0, 0, 0, 1, 0]
     assert m["running"].tolist() == [1, 1, 1, 1, 1]
     assert m["waiting"].tolist() == [1, 1, 1, 0, 0]
     owner, state = res.slot_states(0)
     assert owner.tolist() == [1] * 6 + [-1, -1]
-    assert state.tolist() == [TOKEN] * 4 + [EMPTY] * 2 + [HOLE] * 2
+    assert state.tolist() == [TOKEN] * 4 + [EMPTY] * 2 + [FREE] * 2
     owner, state = res.slot_states(3)
     assert state.tolist() == [TOKEN] * 3 + [EMPTY] * 2 + [FREE] * 3
 

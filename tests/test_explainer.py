@@ -3,6 +3,8 @@ import base64
 import json
 from types import SimpleNamespace
 
+import math
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -75,8 +77,8 @@ def test_figure_fits_its_payload_and_animates(sc):
     step = int(mid.name)
     text = mid.layout.annotations[0].text
     if step < rm.steps:
-        assert f"running {int(rm.value_at('running', step))}" in text
-        assert f"{rm.value_at('utilization', step):.0%} of slots hold a token" in text
+        assert f"{int(rm.value_at('running', step))} computed a token this step" in text
+        assert f"{pct(float(rm.value_at('utilization', step)))} of slots hold a token" in text
     spec = json.loads(fig.to_json())
     assert spec["layout"]["xaxis3"]["title"]["text"] == "engine step"
     assert spec["layout"]["yaxis3"]["title"]["text"] == "slots holding a token (%)"
@@ -107,11 +109,37 @@ def _row(b, waited=True):
 def test_sweep_figure_marks_current_block_size():
     reserve = {"mean_utilization_busy": 0.3, "mean_utilization": 0.2, "mean_running_busy": 2.5, "finished": 40}
     fig = sweep_figure([_row(b) for b in (1, 16, 256)], 16, 0.5, reserve)
-    current = [t for t in fig.data if t.name.startswith("current block size")]
-    assert current and list(current[0].x) == [16, 16]
+    current = [sh for sh in fig.layout.shapes if sh.x0 == sh.x1 == 16]
+    label = [a for a in fig.layout.annotations if a.text == "slider: 16"]
+    assert current and label and label[0].x == pytest.approx(math.log10(16))      # log axis: log10 units
+    lo, hi = fig.layout.xaxis.range                       # the axis spans the sweep, not 10^16
+    assert 10 ** lo < 1 and 256 < 10 ** hi < 512
     assert fig.layout.xaxis.title.text.startswith("block size")
     util, line = fig.data[0], fig.data[1]
     assert list(util.y) == [90.0] * 3 and list(line.y) == [30.0] * 2 and "while requests wait" in util.name
+
+
+@pytest.mark.parametrize("costs", [[1.0, 1.0, 1.0], [1.0, 1.03, 1.2, 2.1], [2.63], [0.4, 0.5], [30.0, 41.0],
+                                   [1.0, 1.0, 1.0, 1.01, 1.02, 1.05, 1.1, 1.25, 1.5]])
+def test_sweep_chart_legend_and_cost_axis_read_cleanly(costs):
+    """Issue 23 item 16: no two legend entries look alike, the cost axis ticks are round (not 0.33 /
+    0.66 / 1.33), and the cost curve never sits on a gridline (the left axis draws one every fifth)."""
+    rows = [dict(_row(2 ** i), cost_per_token_busy=c) for i, c in enumerate(costs)]
+    reserve = {"mean_utilization_busy": 0.3, "mean_utilization": 0.2, "mean_running_busy": 2.5, "finished": 40}
+    fig = sweep_figure(rows, 2, 0.5, reserve)
+    looks = [(t.line.color, t.line.dash, t.mode) for t in fig.data if t.showlegend is not False]
+    assert len(set(looks)) == len(looks) and len({t.name for t in fig.data}) == len(fig.data)
+    y2 = fig.layout.yaxis2
+    lo, top = y2.range
+    assert lo == 0 and top >= 1.1 * max(costs) and y2.dtick == top / 5
+    assert fig.layout.yaxis.range == (0, 100) and fig.layout.yaxis.dtick == 20
+    ticks = [y2.dtick * k for k in range(6)]
+    assert all(float(format(t, y2.tickformat)) == pytest.approx(t) for t in ticks)       # printed exactly
+    assert all(round(y2.dtick / 10 ** math.floor(math.log10(y2.dtick)), 6) in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
+               for _ in [0])                                                              # a round step
+    assert top <= 3.3 * max(costs)                                # the curve keeps its height
+    near = [c for c in costs if min(abs(c - t) for t in ticks) < 0.025 * top]
+    assert len(near) <= len(costs) // 3, (near, ticks)            # it does not run along a gridline
 
 
 def test_sweep_figure_never_mixes_two_kinds_of_average():
@@ -290,6 +318,14 @@ def test_a_question_hides_its_answer_until_revealed(app):
     assert metric(app, "Mean running") and charts() == ["maps", "sweep"]
     app.button(key="lesson_next").click().run()                      # step 2 shows the maps: watch them
     assert not metric(app, "Mean running") and charts() == ["maps", "sweep"]
+    app.button(key="lesson_next").click().run()                      # step 3: paged, predict first
+    app.button(key="lesson_next").click().run()                      # step 4: block size 256
+    # the maps' utilisation line would answer "up, same or down?" (issue 23 item 7): all three wait
+    assert not metric(app, "Mean running") and charts() == []
+    assert sum("Hidden until the class has predicted" in i.value for i in app.info) == 3
+    app.toggle(key="lesson_reveal_3").set_value(True).run()
+    assert charts() == ["maps", "sweep"]
+    assert "about half empty" in " ".join(s.value for s in app.success)
 
 
 def test_ending_the_lesson_restores_the_lecturers_scenario():
@@ -312,10 +348,16 @@ def test_the_prefix_reveal_quotes_a_step_the_animation_shows():
     sc = Scenario(shared_prefix=256)
     results = run_scenario(sc)
     text = reveal("prefix", results, slots=sc.slots, max_new=sc.max_new)
-    s = results["paged"].summary
-    assert f"At step {s['peak_logical_step']:,}, {s['peak_logical_tokens']:,} logical tokens" in text
-    frames = [int(f.name) for f in explainer_figure(results).frames]
-    assert s["peak_logical_step"] in frames
+    pg = results["paged"]
+    # issue 23 item 8: it quoted step 1 (8,482) while the maps open on frame 0 (8,455): the numbers
+    # must be the first frame's, the one the class sees when the maps appear
+    fig = explainer_figure(results)
+    first = int(fig.frames[0].name)
+    assert (f"first frame (step {first:,}), {pg.value_at('logical_tokens', first):,} logical tokens are "
+            f"{pg.value_at('used_slots', first):,} distinct") in text
+    readout = fig.layout.annotations[1].text
+    assert f"{pg.value_at('logical_tokens', first):,} logical tokens in {pg.value_at('used_slots', first):,}" in readout
+    frames = [int(f.name) for f in fig.frames]
     for step in lesson_key_steps(results):
         assert step in frames
 

@@ -30,7 +30,8 @@ def check_run(res, workload):
     total = res.total_slots
     assert (m["allocated_slots"] + m["free_slots"] == total).all()
     assert (m["used_slots"] <= m["allocated_slots"]).all()
-    assert (m["internal_fragmentation"] == m["allocated_slots"] - m["used_slots"]).all()
+    assert (m["reserved_slots"] + m["internal_fragmentation"] + m["duplicate_slots"]
+            == m["allocated_slots"] - m["used_slots"]).all()
     assert (m["external_fragmentation"] <= m["free_slots"]).all()
     assert ((0 <= m["utilization"]) & (m["utilization"] <= 1)).all()
     rejected = {r["id"] for r in res.rejected}

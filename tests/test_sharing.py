@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator import DUPLICATE, EMPTY, SHARED, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
+from allocator import DUPLICATE, EMPTY, HOLE, SHARED, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
 from allocator.__main__ import main
 from allocator.accounting import prefix_sharing
 from allocator.workload import classroom_40, with_shared_prefix
@@ -47,7 +47,7 @@ def test_reserve_max_cannot_share():
     m = res.metrics
     assert m["logical_tokens"][0] == 43 and m["used_slots"][0] == 35 and m["duplicate_slots"][0] == 8
     assert m["allocated_slots"][0] == (19 + 2) + (22 + 2)
-    assert m["internal_fragmentation"][0] == m["allocated_slots"][0] - 43
+    assert m["internal_fragmentation"][0] + m["reserved_slots"][0] == m["allocated_slots"][0] - 43
     owner, state = res.slot_states(0)
     assert (state == DUPLICATE).sum() == 8 and (state == TOKEN).sum() == 35
 
@@ -81,7 +81,8 @@ def test_the_map_draws_exactly_what_the_metrics_count(n, prefix, block, total, d
             owner, state = res.slot_states(int(m["step"][r]))
             assert (state == DUPLICATE).sum() == m["duplicate_slots"][r]
             assert (state == TOKEN).sum() + (state == SHARED).sum() == m["used_slots"][r]
-            assert (state == EMPTY).sum() == m["internal_fragmentation"][r]
+            assert (state == EMPTY).sum() == m["internal_fragmentation"][r] + m["reserved_slots"][r]
+            assert (state == HOLE).sum() == m["external_fragmentation"][r]
 
 
 def test_shared_prefix_fits_more_of_classroom_40():

@@ -21,7 +21,8 @@ from ..mooncake import is_mooncake_path
 from ..scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep,
                         build_workload, run_scenario)
 from ..timing import GPUS, TIMED_MODELS, cost_model, price
-from ..viz.claims import sweep_basis, sweep_value
+from ..shares import SHARES
+from ..viz.claims import share_cells, sweep_basis, sweep_value
 from .common import and_list, count_arg, flag, note as print_note, real_arg
 
 SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
@@ -202,6 +203,12 @@ def run(args) -> int:
         vals = [len(v) if isinstance(v, list) else v for v in vals]
         vals = [format(v, ".6g") if isinstance(v, float) else v for v in vals]
         print(f"{k:{width}}  " + "  ".join(f"{'-' if v is None else v:>14}" for v in vals))
+    cells = {key: share_cells(results[key]) for key in ("reserve_max", "paged")}
+    print("\nwhere the pool went while requests waited (% of pool; the shares partition it):")
+    names = SHARES + (("total", None, "all of the above", None),)
+    w = max(width, *(len(name) for _, _, name, _ in names))
+    for key, _, name, _ in names:
+        print(f"{name:{w}}  {cells['reserve_max'][key]:>14}  {cells['paged'][key]:>14}")
     for key in ("reserve_max", "paged"):
         for r in out[key]["rejected"]:
             print(f"{key} rejected request {r['id']}: {r['reason']}")

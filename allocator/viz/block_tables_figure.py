@@ -2,7 +2,8 @@
 
 One row per sequence lists its block table (logical block index left to right), each entry
 naming the physical block it points at; arrows run from the *selected* sequence's entries to
-those blocks in the GPU pool below (arrows for every row would cross the rows beneath them); the
+those blocks in the GPU pool below (arrows for every row would cross the rows beneath them; the
+selected row is drawn last, next to the pool, so its own arrows cross none); the
 host (swap) pool sits under that. Every box has hover text naming the sequence, block and slot.
 Colours follow the app's palette (:mod:`allocator.viz.theme`), with the meanings they have on
 every page: a sequence's own colour for the tokens of a block only it holds, pink for a block
@@ -44,6 +45,10 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
     """
     bs = mgr.block_size
     seqs = mgr.sequences()
+    # the selected sequence's table is drawn last, next to the pool, so its arrows cross no other
+    # row's labels (they crossed B's when A, drawn above it, was selected)
+    if selected in seqs:
+        seqs = [s for s in seqs if s != selected] + [selected]
     wrong = {(s, i) for s, i, _ in mgr.wrong_shares()}
     wrong_blocks = {b for _, _, b in mgr.wrong_shares()}
     slot_w, gap = 1.25, 0.9

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 
 import numpy as np
 import plotly.graph_objects as go
@@ -14,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from allocator import DUPLICATE, EMPTY, FREE, HOLE, SHARED
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
-from allocator.viz.claims import lesson_key_steps, sweep_basis, sweep_value
+from allocator.viz.claims import lesson_key_steps, pct, sweep_basis, sweep_value
 from allocator.viz.theme import (ACCENT, DARK_HOLE, DUPLICATE as DUPLICATE_COLOUR, GREY_FREE, ORANGE_EMPTY,
                                  PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
 
@@ -92,12 +93,12 @@ def _frame_text(res, step: int) -> str:
     preempted = int((m["preemptions"][:r + 1] * m["span"][:r + 1]).sum())
     idle = (f"<br>idle: nothing runs or waits for {int(m['span'][r]):,} steps (to step "
             f"{int(m['step'][r] + m['span'][r]):,})" if m["span"][r] > 1 else "")
-    return (f"<b>{title}</b> · step {step:,}: {m['utilization'][r]:.0%} of slots hold a token<br>"
-            f"internal frag {m['internal_fragmentation'][r] / total:.0%} · "
-            f"external frag {m['external_fragmentation'][r] / total:.0%} · "
-            f"tokens this step {int(m['tokens'][r])}<br>"
-            f"running {int(m['running'][r])} · waiting {int(m['waiting'][r])} · "
-            f"finished {int(m['finished'][r])} · preemptions so far {preempted}"
+    return (f"<b>{title}</b> · end of step {step:,}: {pct(float(m['utilization'][r]))} of slots hold a token<br>"
+            f"reserved for tokens to come {pct(m['reserved_slots'][r] / total)} · "
+            f"never written {pct(m['internal_fragmentation'][r] / total)} · "
+            f"external frag {pct(m['external_fragmentation'][r] / total)}<br>"
+            f"{int(m['running'][r])} computed a token this step · {int(m['waiting'][r])} waiting · "
+            f"{int(m['finished'][r])} finished · preemptions so far {preempted}"
             + (f"<br>{int(m['logical_tokens'][r]):,} logical tokens in {int(m['used_slots'][r]):,} "
                f"distinct slots (shared prefix)" if res.shared_prefix and res.block_size else "")
             + idle)
@@ -309,7 +310,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     slider_steps = [dict(method="animate", label=label,
                          args=[[f["name"]], {"frame": {"duration": 0, "redraw": True}, "mode": "immediate",
                                           "transition": {"duration": 0}}]) for f, label in zip(frames, labels)]
-    slot_unit = "slot" if per_cell == 1 else f"{per_cell} slots per cell"
+    slot_unit = "1 slot" if per_cell == 1 else f"{per_cell} slots"
     for c in (1, 2):
         fig.update_xaxes(title_text=f"offset within row (slots; one cell = {slot_unit})", row=1, col=c,
                          showgrid=False, zeroline=False)
@@ -436,20 +437,65 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
         hovertemplate=("block size %{x} slots<br>cost per stored token %{y:.3f}<br>"
                        "total cost %{customdata[0]:,.0f} slot equivalents<extra></extra>")),
         secondary_y=True)
-    fig.add_trace(go.Scatter(x=[current_block_size, current_block_size], y=[0, 100], mode="lines",
-                             name=f"current block size ({current_block_size})",
-                             line=dict(color="#333", dash="dash", width=1.5),
-                             hovertemplate=f"current block size: {current_block_size} slots<extra></extra>"),
-                  secondary_y=False)
+    # the slider's block size: a labelled vertical line, not a legend entry (a second dashed dark line
+    # in the legend read as a copy of the reservation line)
+    fig.add_shape(type="line", x0=current_block_size, x1=current_block_size, xref="x", y0=0, y1=1, yref="paper",
+                  line=dict(color="#666", dash="dot", width=1.5))
+    # on a log axis an annotation's x is log10 of the value (a shape's is the value itself)
+    fig.add_annotation(x=math.log10(current_block_size), y=1, xref="x", yref="paper", yanchor="bottom",
+                       text=f"slider: {current_block_size}", showarrow=False, font=dict(size=12, color="#444"))
+    lo, hi = min(bs + [current_block_size]), max(bs + [current_block_size])
     fig.update_xaxes(type="log", title_text="block size (slots per block, log scale)",
+                     range=[math.log10(lo) - 0.15, math.log10(hi) + 0.15],
                      tickvals=bs, ticktext=[str(b) for b in bs], gridcolor="#eee")
-    fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], secondary_y=False,
+    fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 100], dtick=20, secondary_y=False,
                      gridcolor="#eee")
-    fig.update_yaxes(title_text="slot equivalents per stored token", rangemode="tozero", secondary_y=True,
-                     showgrid=False, tickformat=".2f")
+    costs = [sweep_value(r, "cost_per_token", basis) for r in rows]
+    top = cost_axis_top([c for c in costs if c is not None])
+    fig.update_yaxes(title_text="slot equivalents per stored token", range=[0, top], tickmode="linear", tick0=0,
+                     dtick=top / 5, secondary_y=True, showgrid=False, tickformat=_tick_format(top / 5))
     fig.update_layout(height=430, margin=dict(l=60, r=60, t=40, b=40), plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hoverlabel=dict(font_size=14))
     return fig
+
+
+#: Tops of the cost axis: each fifth of one is a round tick (the left axis has a gridline every fifth).
+_NICE_TOPS = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5)
+
+
+def cost_axis_top(costs: list[float], clearance: float = 0.025) -> float:
+    """The top of the sweep chart's cost axis: a round number between 1.1x and 3.3x the largest
+    cost whose five ticks (top / 5 apart, on the left axis's gridlines) have the fewest costs
+    within ``clearance`` of the axis of them -- so the cost curve does not run along a gridline --
+    the smallest such top on a tie (the curve stays tall).
+
+    Args:
+        costs: the plotted costs per stored token (slot equivalents; empty: axis 0..1).
+        clearance: how near a tick a cost counts as on it, as a fraction of the axis.
+
+    Returns:
+        The top (slot equivalents), one of :data:`_NICE_TOPS` times a power of ten.
+    """
+    if not costs:
+        return 1.0
+    need = max(costs) * 1.1
+    if need <= 0:
+        return 1.0
+    scale = 10.0 ** np.floor(np.log10(need))
+    candidates = [t * scale * k for k in (1, 10) for t in _NICE_TOPS if need <= t * scale * k <= 3 * need]
+
+    def on_grid(top):
+        return sum(abs(c / top * 5 - round(c / top * 5)) / 5 < clearance for c in costs)
+
+    return float(min(candidates, key=lambda top: (on_grid(top), top)))
+
+
+def _tick_format(step: float) -> str:
+    """Decimals enough to print ticks ``step`` apart exactly (0.25 -> ".2f", 0.3 -> ".1f", 2 -> ".0f")."""
+    for d in range(4):
+        if abs(step * 10 ** d - round(step * 10 ** d)) < 1e-9:
+            return f".{d}f"
+    return ".3f"
 
 
 def _times(value, factor):

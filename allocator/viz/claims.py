@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from allocator.buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT
+from allocator.shares import SHARES
 
 
 def pct(fraction: float | None, digits: int = 0) -> str:
@@ -173,8 +174,11 @@ def headline(results: dict, timings: dict | None = None) -> dict:
     for key in ("reserve_max", "paged"):
         res = results[key]
         s = res.summary
-        compare = key != "reserve_max" and rm["finished"] > 0 and s["finished"] > 0
+        # a difference means something only when both sides served the same requests
+        same_work = s["finished"] == rm["finished"] and len(s["rejected"]) == len(rm["rejected"])
+        compare = key != "reserve_max" and rm["finished"] > 0 and s["finished"] > 0 and same_work
         waited = _waited(s)
+        ran = s["finished"] > 0
         running = s["mean_running_busy"] if waited else s["mean_running"]
         running_rm = rm["mean_running_busy"] if _waited(rm) else rm["mean_running"]
         util = s["mean_utilization_busy"] if waited else s["mean_utilization"]
@@ -182,19 +186,20 @@ def headline(results: dict, timings: dict | None = None) -> dict:
         same_basis = waited == _waited(rm)
         cards = [
             {"label": "Mean running",
-             "value": f"{running:.1f}",
-             "delta": f"{running - running_rm:+.1f}" if compare and same_basis else None, "delta_color": "normal",
+             "value": f"{running:.1f}" if ran else "—",
+             "delta": (f"{running - running_rm:+.1f}" if compare and same_basis
+                       and f"{running:.1f}" != f"{running_rm:.1f}" else None), "delta_color": "normal",
              "help": ("The sustained batch: sequences computing a token per step, averaged over the "
                       f"{plural(s['busy_steps'], 'step')} when at least one request was waiting."
                       if waited else "Nothing ever waited, so this is the mean over every step.")
                      + f" The peak, {s['peak_running']}, is a single instant (step {s['peak_running_step']:,})."},
             {"label": "Mean utilisation",
-             "value": pct(util),
+             "value": pct(util) if ran else "—",
              "delta": (f"{round((util - util_rm) * 100):+d} pts" if compare and same_basis and util is not None
                        and util_rm is not None and round((util - util_rm) * 100) else None), "delta_color": "normal",
              "help": "Distinct tokens stored ÷ all slots (a shared prompt counts once), "
                      + ("averaged over the steps when requests were waiting." if waited else "averaged over every step.")},
-            {"label": "Steps to drain", "value": f"{s['steps']:,}",
+            {"label": "Steps to drain", "value": f"{s['steps']:,}" if ran else "—",
              "delta": f"{s['steps'] - rm['steps']:+,}" if compare and s["steps"] != rm["steps"] else None,
              "delta_color": "inverse",
              "help": "Engine steps until every request has finished or been rejected."},
@@ -206,6 +211,11 @@ def headline(results: dict, timings: dict | None = None) -> dict:
             line = ((f"Means over the {plural(s['busy_steps'], 'step')} when requests waited. " if waited else
                      "Means over every step: no request ever had to wait. ")
                     + f"Peak: {s['peak_running']} running at once, at step {s['peak_running_step']:,} (one instant).")
+            line += empty_pool_note(res)
+            if key != "reserve_max" and rm["finished"] and not same_work:
+                line += (f" Not the same work: {reservation_name(results)} served {rm['finished']:,} and rejected "
+                         f"{len(rm['rejected']):,}, paged served {s['finished']:,} and rejected {len(s['rejected']):,}, "
+                         "so the cards show no differences: fewer requests drain sooner.")
         time = ""
         if timings is not None and s["finished"]:
             t, t_rm = timings[key].summary, timings["reserve_max"].summary
@@ -221,6 +231,23 @@ def headline(results: dict, timings: dict | None = None) -> dict:
     return out
 
 
+def empty_pool_note(res) -> str:
+    """A sentence (with a leading space) explaining the steps whose utilisation reads 0 % although
+    requests wait: every running request finished in that step, its memory is freed at the step's
+    end, and the queue is admitted at the start of the next (DESIGN.md, "Simulation semantics",
+    admission before finish). "" when there are none."""
+    m = res.metrics
+    empty = (m["used_slots"] == 0) & (m["waiting"] > 0)
+    if not empty.any():
+        return ""
+    steps = m["step"][empty]
+    first = int(steps[0])
+    return (f" Utilisation reads 0 % at step {first:,}" + (f" and {plural(len(steps) - 1, 'other step')}"
+                                                          if len(steps) > 1 else "")
+            + " although requests wait: every running request finished in that step, memory is freed at its "
+            "end, and the queue is admitted at the start of the next.")
+
+
 def time_line(res, timing) -> str:
     """What preemption cost in seconds, as the end of a sentence ("; swapping ... ." or ".")."""
     t = timing.summary
@@ -230,8 +257,38 @@ def time_line(res, timing) -> str:
                  "copies over the host link")
     if res.summary["preemptions"] and res.summary["recomputed_tokens"]:
         text += (f"; recomputing {res.summary['recomputed_tokens']:,} tokens cost {seconds(t['recompute_flops_s'])} "
-                 "of prefill compute at peak")
+                 "of prefill compute (priced at the GPU's peak FLOP/s)")
     return text + "."
+
+
+def share_cells(res) -> dict[str, str]:
+    """One run's memory shares (:data:`allocator.shares.SHARES`) as display strings, averaged over
+    the steps when requests waited, or over every step -- and then marked "(all steps)" -- when
+    none waited; "—" for every category when nothing ran. Also key "total": what they add up to."""
+    s = res.summary
+    shares, mark = s["memory_shares_busy"], ""
+    if shares is None and s["finished"]:
+        shares, mark = s["memory_shares"], " (all steps)"
+    if shares is None:
+        return {key: "—" for key, *_ in SHARES} | {"total": "—"}
+    out = {key: pct(shares[key], 1) + mark for key, *_ in SHARES}
+    out["total"] = pct(sum(shares.values()), 1) + mark
+    return out
+
+
+def share_rows(results: dict) -> list[dict]:
+    """The memory shares of both runs, one row per category plus a total (100 %): rows of
+    measure, the reservation allocator (column named by :func:`reservation_name`), paged, meaning.
+    The categories partition the pool (:mod:`allocator.shares`), so each column adds up to 100 %."""
+    left = reservation_name(results)
+    cells = {k: share_cells(results[k]) for k in ("reserve_max", "paged")}
+    rows = [{"measure": f"memory: {name}", left: cells["reserve_max"][key], "paged": cells["paged"][key],
+             "what it means": meaning + ", share of the pool while requests wait"}
+            for key, _, name, meaning in SHARES]
+    rows.append({"measure": "memory: all of the above", left: cells["reserve_max"]["total"],
+                 "paged": cells["paged"]["total"],
+                 "what it means": "the six shares partition the pool, so they add up to 100 %"})
+    return rows
 
 
 def details_rows(results: dict, metadata_cost: float, timings: dict | None = None) -> list[dict]:
@@ -249,16 +306,6 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
         rows.append({"measure": name, left: fn(results["reserve_max"]), "paged": fn(results["paged"]),
                      "what it means": meaning})
 
-    def waiting_avg(r, key):
-        s = r.summary
-        value = s[f"{key}_busy"]
-        if value is None and s["finished"]:
-            m = r.metrics
-            return pct(r.mean(m[{"mean_internal_fragmentation": "internal_fragmentation",
-                                 "mean_external_fragmentation": "external_fragmentation",
-                                 "mean_duplicate_fraction": "duplicate_slots"}[key]] / r.total_slots)) + " (all steps)"
-        return pct(value)
-
     add("peak running (one instant)", lambda r: (f"{r.summary['peak_running']} at step {r.summary['peak_running_step']:,}"
                                                   if r.summary["finished"] else "—"),
         "the most sequences that computed a token in the same step, and when")
@@ -266,19 +313,15 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
         "sequences computing per step over the whole run (equals tokens per step)")
     add("tokens per step", lambda r: f"{r.summary['mean_tokens_per_step']:.2f}",
         "mean tokens emitted per engine step (throughput)")
-    add("internal fragmentation", lambda r: waiting_avg(r, "mean_internal_fragmentation"),
-        "allocated slots holding no token, share of the pool while requests wait (orange)")
-    add("external fragmentation", lambda r: waiting_avg(r, "mean_external_fragmentation"),
-        "free slots in gaps too small for the next request, share of the pool while requests wait (dark grey)")
-    add("duplicate copies of the shared prompt", lambda r: waiting_avg(r, "mean_duplicate_fraction"),
-        "slots holding a second copy of the shared system prompt, share of the pool while requests wait (brown)")
+    rows.extend(share_rows(results))
     def cost(r):
         waited = r.summary["mean_running_busy"] is not None
         value = r.cost_per_token(metadata_cost, busy=waited)
         return "—" if value is None else f"{value:.3f}" + ("" if waited else " (all steps)")
 
     add(f"cost per stored token (c = {metadata_cost:g})", cost,
-        "(allocated slots + c × blocks or reservations) ÷ distinct tokens stored, while requests wait; "
+        "a ratio of means: (mean allocated slots + c × mean blocks or reservations) ÷ mean distinct tokens "
+        "stored, while requests wait. At c = 0 it is the four allocated shares above added up, ÷ token states; "
         "1.000 means nothing wasted")
     add("preemptions", lambda r: f"{r.summary['preemptions']:,}",
         "sequences evicted to make room (recompute or swap, as chosen in the sidebar)")
@@ -315,7 +358,8 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
             "mean over requests of end-to-end latency ÷ answer length (the PagedAttention paper's measure)")
         add("swap copies / recompute FLOPs (seconds)",
             lambda r: f"{seconds(by[id(r)]['swap_s'])} / {seconds(by[id(r)]['recompute_flops_s'])}",
-            "what preemption cost: blocks copied over the host link, or the prefill of recomputed tokens at peak")
+            "what preemption cost: blocks copied over the host link, or the prefill of recomputed tokens "
+            "(priced at the GPU's peak FLOP/s)")
     if any(r.summary["finished"] == 0 for r in results.values()):
         rows.append({"measure": "why “—”", left: "", "paged": "",
                      "what it means": "a dash marks a figure that does not exist because nothing ran"})
@@ -327,11 +371,13 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
 # --------------------------------------------------------------------------------------------
 
 def lesson_key_steps(results: dict) -> list[int]:
-    """Steps the lesson quotes (the peaks it names): the animation must have a frame at each."""
+    """Steps the lesson quotes (the peaks it names, and the first frame): the animation must have a
+    frame at each."""
     steps = set()
     for res in results.values():
         if res.summary["finished"]:
-            steps.update((res.summary["peak_running_step"], res.summary["peak_logical_step"]))
+            steps.update((res.summary["peak_running_step"], res.summary["peak_logical_step"],
+                          int(res.metrics["step"][0])))
     return sorted(steps)
 
 
@@ -363,10 +409,14 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
                 f"{slots:,} slots and no free run was long enough for another: the other requests queued. "
                 f"On average {r['mean_running_busy'] or r['mean_running']:.1f} ran while requests waited.")
     if step == "waste":
-        return (f"**{pct(r['mean_utilization_busy'])}** of the pool holds tokens while requests wait. "
-                f"{pct(r['mean_internal_fragmentation_busy'])} is reserved but not yet written (orange), and "
-                f"{pct(r['mean_external_fragmentation_busy'])} is free yet in gaps too short to use (dark grey). "
-                "The PagedAttention paper measured 20–40 % for the engines of the day.")
+        sh = r["memory_shares_busy"] or r["memory_shares"]
+        answers = rm.requests["output_len"]
+        return (f"**{pct(sh['token_states'])}** of the pool holds tokens while requests wait. Most of the orange "
+                f"is never written: answers averaged {answers.mean():.0f} of the {max_new:,} answer slots reserved "
+                f"for them, so {pct(sh['internal_fragmentation'])} of the pool is room past an answer's end, and "
+                f"only {pct(sh['reservation'])} waits for tokens still to come. Another "
+                f"{pct(sh['external_fragmentation'])} is free but in gaps too short for the next reservation "
+                "(dark grey). The PagedAttention paper measured 20–40 % for the engines of the day.")
     if step == "paged":
         text = (f"**{p['mean_running_busy'] or p['mean_running']:.1f}** on average while requests wait, against "
                 f"{r['mean_running_busy'] or r['mean_running']:.1f} for reserve-max, at "
@@ -375,7 +425,7 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
                 "is one instant")
         if p["preemptions"]:
             text += (f": as answers grow the pool runs dry, and {plural(p['preemptions'], 'preemption')} "
-                     "send sequences back to the queue.")
+                     f"{'sends a sequence' if p['preemptions'] == 1 else 'send sequences'} back to the queue")
         return text + "."
     if step == "big_blocks":
         at16, here = _sweep_row(sweep_rows, 16), p["mean_utilization_busy"]
@@ -386,14 +436,15 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
                                                   if at16 else "")
                 + f". A {slots:,}-slot pool holds only {plural(slots // pg.block_size, 'block')} of "
                 f"{pg.block_size}, so at most {p['peak_running']} sequences ever run at once, and each one's "
-                "last block is mostly empty.")
+                "last block is on average about half empty.")
     if step == "prefix":
-        at = p["peak_logical_step"]
+        at = int(pg.metrics["step"][0])          # the frame the maps open on
         dup = pg.value_at("duplicate_slots", at)
         copies = ("**Once.**" if dup == 0 else
                   f"**Once for its full blocks**, plus {plural(dup, 'duplicate slot')} for the partly filled one.")
-        return (f"{copies} At step {at:,}, {p['peak_logical_tokens']:,} logical tokens were {p['used_slots_at_peak_logical']:,} "
-                "distinct tokens: every block table points at the same full prompt blocks (refcount > 1, drawn "
+        return (f"{copies} On the maps' first frame (step {at:,}), {pg.value_at('logical_tokens', at):,} logical "
+                f"tokens are {pg.value_at('used_slots', at):,} distinct tokens: every block table points at the same "
+                "full prompt blocks (refcount > 1, drawn "
                 f"pink). Reserve-max must copy the prompt into every reservation: {pct(r['mean_duplicate_fraction_busy'])} "
                 f"of its pool held duplicate copies (brown) while requests waited, and at most {r['peak_running']} "
                 "requests fit at once.")
@@ -409,10 +460,35 @@ def workload_outcome(results: dict, slots: int) -> str:
         return "In this pool at least one allocator could run none of them (see the rejections above)."
 
     def side(s):
-        sustained = s["mean_running_busy"] if s["mean_running_busy"] is not None else s["mean_running"]
-        return f"at most {s['peak_running']} at once ({sustained:.1f} on average)"
+        if s["mean_running_busy"] is not None:
+            return f"at most {s['peak_running']} at once ({s['mean_running_busy']:.1f} on average while requests waited)"
+        return f"at most {s['peak_running']} at once ({s['mean_running']:.1f} on average over all steps)"
 
     return (f"In this {slots:,}-slot pool, {reservation_name(results)} held {side(r)} and paging {side(p)}.")
+
+
+def about_default_run(results: dict, slots: int) -> str:
+    """The About page's line on the default scenario's run (its sources table), from ``results``:
+    peaks named as peaks, the sustained batch as the mean while requests waited."""
+    p = results["paged"].summary
+    return (f"{p['finished'] + len(p['rejected']):,} requests, blocks of {results['paged'].block_size}. "
+            + workload_outcome(results, slots))
+
+
+def classroom_tip(results: dict) -> str:
+    """What the class sees when the lecturer presses Play on the default scenario (About's
+    presenting tips), every number from ``results``."""
+    r, p = results["reserve_max"].summary, results["paged"].summary
+    if not r["finished"] or not p["finished"]:
+        return "press **▶ Play** and let the class watch where the memory goes."
+
+    def sustained(s):
+        return s["mean_running_busy"] if s["mean_running_busy"] is not None else s["mean_running"]
+
+    return (f"press **▶ Play** and let the class watch the left side hold at most {r['peak_running']} requests "
+            f"at once, while the right side starts {p['peak_running']} at once (step {p['peak_running_step']:,}, one "
+            f"instant) and, as answers grow and the pool fills, runs {sustained(p):.1f} on average while requests "
+            f"wait, against {sustained(r):.1f} on the left.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -447,9 +523,7 @@ def sustained_text(s: dict) -> str:
     return f"{rate(s['rate'])} requests/s"
 
 
-def _ratio_phrase(r: dict | None, other: str) -> str:
-    if r is None:
-        return f"no ratio to {other} can be stated (one of the two never crossed the budget inside the sweep)"
+def _ratio_phrase(r: dict, other: str) -> str:
     kind = {"exact": "", "at least": "at least ", "at most": "at most "}[r["kind"]]
     return f"**{kind}{ratio(r['value'])}** the rate {other} sustains"
 
@@ -467,9 +541,19 @@ def sweep_headline(sweep) -> str:
              f"passes the budget of {sweep.budget_s_per_token:.3f} s/token ({sweep.latency_factor:g} × the "
              f"{sweep.unloaded_s_per_token:.4f} s/token of a request served alone).")
     others = [p for p in ("max", "oracle") if p in sweep.sustained]
-    if others:
+    if all(s["bound"] == "above" for s in sweep.sustained.values()):
+        top = rate(sweep.rates[-1])
+        return text + (f" The sweep did not reach any allocator's limit: every allocator stayed within the budget "
+                       f"at every rate up to {top} requests/s, so no ratio between them can be read off. Add rates "
+                       f"above {top} requests/s to find where they part.")
+    stated = [p for p in others if sweep.ratio("paged", p) is not None]
+    unstated = [p for p in others if p not in stated]
+    if stated:
         text += " That is " + " and ".join(_ratio_phrase(sweep.ratio("paged", p), POLICY_LABELS[p].lower())
-                                          for p in others) + "."
+                                          for p in stated) + "."
+    if unstated:
+        text += (" There is no ratio to " + " or ".join(POLICY_LABELS[p].lower() for p in unstated) + " to state: "
+                 "the two did not both cross the budget inside the sweep (see the chart).")
     return text
 
 

@@ -20,6 +20,8 @@ from allocator.accounting import PRESETS, format_bytes
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import one_line
 from allocator.viz.claims import pct, plural, ratio, reservation_name, reservation_rule
+from allocator.shares import SHARES
+from allocator.viz.claims import pct, plural, ratio, reservation_name, reservation_rule, share_cells
 
 #: Order of the allocators in every export (left to right, as on the explainer page).
 KINDS = ("reserve_max", "paged")
@@ -32,9 +34,11 @@ METRIC_UNITS = {
     "logical_tokens": "tokens",
     "allocated_unshared": "slots",
     "allocated_slots": "slots",
+    "reserved_slots": "slots",
     "internal_fragmentation": "slots",
     "external_fragmentation": "slots",
     "free_slots": "slots",
+    "free_other_slots": "slots",
     "utilization": "fraction of pool",
     "running": "sequences",
     "waiting": "requests",
@@ -282,7 +286,11 @@ def standalone_html(fig: go.Figure, *, title: str = "Reserve for the worst case,
     doc = fig.to_html(include_plotlyjs=True, full_html=True, auto_play=False)
     extras = "".join(f.to_html(include_plotlyjs=False, full_html=False) for f in extra_figures)
     foot = _footer_block(attribution if attribution is not None else default_attribution())
-    head_extra = f"<title>{html.escape(title)}</title>"
+    # Plotly rejects an interrupted animation's promise with no reason (Pause during Play): quieten
+    # only that, so the file's console stays clean (pages/_ui/present.py does the same in the app)
+    head_extra = (f"<title>{html.escape(title)}</title>"
+                  "<script>window.addEventListener('unhandledrejection', function (e) "
+                  "{ if (e.reason === undefined) e.preventDefault(); });</script>")
     charset = '<meta charset="utf-8" />'
     if charset in doc:
         doc = doc.replace(charset, charset + "\n    " + head_extra, 1)
@@ -312,8 +320,9 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
 
     Returns:
         Rows in display order: running while requests wait (mean sequences per step), the peak
-        (one instant, with its step), utilisation, internal and external fragmentation and
-        duplicate prompt copies while requests wait (% of pool), steps to drain, tokens per step,
+        (one instant, with its step), the six memory shares of :data:`allocator.shares.SHARES`
+        while requests wait (% of pool; token states is the utilisation) and their sum (100 %),
+        steps to drain, tokens per step,
         preemptions, finished, rejected (requests). "—" marks a figure that does not exist
         (nothing waited, or nothing ran); the table's last row says so when it appears.
 
@@ -329,14 +338,6 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
     spec = [
         ("Running while requests wait (mean sequences per step)", lambda x: _fmt(x["mean_running_busy"])),
         ("Peak running (one instant)", peak),
-        ("Utilisation while requests wait (% of slots holding a distinct token)",
-         lambda x: pct(x["mean_utilization_busy"])),
-        ("Internal fragmentation while requests wait (% of pool allocated but empty)",
-         lambda x: pct(x["mean_internal_fragmentation_busy"])),
-        ("External fragmentation while requests wait (% of pool free but unusable)",
-         lambda x: pct(x["mean_external_fragmentation_busy"])),
-        ("Duplicate copies of a shared prompt while requests wait (% of pool)",
-         lambda x: pct(x["mean_duplicate_fraction_busy"])),
         ("Steps to drain (engine steps)", lambda x: _fmt(x["steps"])),
         ("Tokens per step (mean over all steps)", lambda x: _fmt(x["mean_tokens_per_step"])),
         ("Preemptions (sequences evicted to free memory)", lambda x: _fmt(x["preemptions"])),
@@ -344,6 +345,12 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
         ("Rejected, can never fit (requests)", lambda x: str(len(x["rejected"]))),
     ]
     rows = [(label, fn(s["reserve_max"]), fn(s["paged"])) for label, fn in spec]
+    # where the pool went: the same six shares as the page's details table, adding up to 100 %
+    cells = {k: share_cells(results[k]) for k in KINDS}
+    shares = [(f"Pool share while requests wait: {name} ({meaning})", cells["reserve_max"][key], cells["paged"][key])
+              for key, _, name, meaning in SHARES]
+    shares.append(("Pool shares above, added up", cells["reserve_max"]["total"], cells["paged"]["total"]))
+    rows[2:2] = shares                     # token states first: the utilisation
     if any("—" in (a, b) for _, a, b in rows):
         rows.append(("— means", "no such figure: nothing waited (or nothing ran) in that run", ""))
     return rows
@@ -404,13 +411,14 @@ def takeaways(results: dict) -> list[str]:
                f"{bs} slots per sequence here. Bigger blocks waste more of it; smaller blocks make the "
                f"block table longer and the attention kernel's reads more scattered.")
     if pg["preemptions"]:
-        work = (f"{pg['swapped_blocks']:,} blocks were copied to host memory and back"
+        work = (f"{plural(pg['swapped_blocks'], 'block')} {'was' if pg['swapped_blocks'] == 1 else 'were'} "
+                "copied to host memory and back"
                 if pg.get("preemption_mode") == "swap" and pg["swapped_blocks"]
-                else f"{pg['recomputed_tokens']:,} tokens had to be prefilled again")
+                else f"{plural(pg['recomputed_tokens'], 'token')} had to be prefilled again")
         out.append(f"Admitting requests without reserving their future has a price: the paged run ran out "
                    f"of blocks and evicted a sequence {plural(pg['preemptions'], 'time')}; {work}. The "
-                   "answers are unaffected; this simulation counts that extra work in tokens and blocks but "
-                   "does not turn it into seconds.")
+                   "answers are unaffected, but the work is done twice (recompute) or copied over the host link "
+                   "(swap); the explainer's details table prices it in seconds on the GPU chosen there.")
     return out
 
 

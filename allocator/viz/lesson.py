@@ -26,7 +26,9 @@ STEPS = [
          question="In a 2,048-slot pool, how many requests can run at once?",
          choices=["3", "10", "30", "all 40"]),
     dict(title="2 · Watch the waste", settings={}, reveal="waste", hides={CARDS},
-         text="Press ▶ Play and watch the left map: orange is reserved and empty, dark grey is free but useless.",
+         text="Press ▶ Play and watch the left map: orange is reserved and holds no token — most of it never "
+              "will, because few answers reach the cap — and dark grey is free but in gaps too short for the "
+              "next reservation.",
          question="While requests are waiting, what share of the pool holds tokens?",
          choices=["under 40 %", "about 60 %", "over 90 %"]),
     dict(title="3 · Page the cache", settings={}, reveal="paged", hides={CARDS, MAPS},
@@ -35,8 +37,9 @@ STEPS = [
          question="While requests are waiting, how many run at once on average now?",
          choices=["about 3", "about 8", "about 30", "all 40"]),
     dict(title="4 · Raise the block size", settings={"block_size": 256}, reveal="big_blocks",
-         hides={CARDS, SWEEP},
-         text="The block-size slider is now at 256 slots per block.",
+         hides={CARDS, MAPS, SWEEP},
+         text="The block-size slider is now at 256 slots per block. The maps, numbers and sweep stay hidden "
+              "until the class has predicted.",
          question="Does the paged side's utilisation go up, stay, or go down?",
          choices=["up", "stays the same", "down"]),
     dict(title="5 · Share a system prompt", settings={"shared_prefix": 256}, reveal="prefix",

@@ -43,6 +43,15 @@ def end_lesson() -> None:
             st.session_state.pop(key, None)
 
 
+def lesson_heading() -> str | None:
+    """The current step's title while the lesson runs (presentation mode shows it as the page's
+    heading, in place of the page title, to keep the maps on a laptop's first screen), else None."""
+    if not st.session_state.get("lesson_on"):
+        return None
+    i = st.session_state.get("lesson_step", 0)
+    return STEPS[i]["title"] if i < len(STEPS) else "6 · Challenges to take away"
+
+
 def hidden_sections() -> frozenset:
     """The page sections that must stay hidden right now: those that would answer the current
     step's question before the class has predicted (nothing when the lesson is off or revealed)."""
@@ -54,7 +63,7 @@ def hidden_sections() -> frozenset:
     return frozenset(STEPS[i]["hides"])
 
 
-def guided_lesson(results, scenario, sweep_rows, button_place=None) -> None:
+def guided_lesson(results, scenario, sweep_rows, button_place=None, compact: bool = False) -> None:
     """Render the current lesson step (if the lesson is on) with its question and reveal.
 
     Args:
@@ -63,6 +72,9 @@ def guided_lesson(results, scenario, sweep_rows, button_place=None) -> None:
         sweep_rows: the block-size sweep of the same workload (step 4 compares with block size 16).
         button_place: where the "Start the guided lesson" button goes while the lesson is off (a
             column of the tool row); the lesson box itself always spans the page.
+        compact: presentation mode: the step's words and question on the left, Reveal and the
+            step buttons on the right, so the maps a step talks about stay on the first screen
+            of a 1366x768 laptop.
     """
     if not st.session_state.get("lesson_on"):
         (button_place or st).button("Start the guided lesson", icon=":material/school:", on_click=start_lesson,
@@ -74,23 +86,42 @@ def guided_lesson(results, scenario, sweep_rows, button_place=None) -> None:
     with st.container(border=True):
         if i < len(STEPS):
             step = STEPS[i]
-            st.markdown(f"#### {step['title']}  \n{step['text']}")
-            st.radio(f"Predict: {step['question']}", step["choices"], index=None, key=f"lesson_guess_{i}",
-                     horizontal=True)
-            if st.toggle("Reveal", key=f"lesson_reveal_{i}"):
+            if compact:
+                words, controls = st.columns([4, 1.4], vertical_alignment="center")
+            else:
+                words = controls = st.container()
+            words.markdown(step["text"] if compact                  # the page's heading names the step
+                           else f"#### {step['title']}  \n{step['text']}")
+            words.radio(f"Predict: {step['question']}", step["choices"], index=None, key=f"lesson_guess_{i}",
+                        horizontal=True)
+            if controls.toggle("Reveal", key=f"lesson_reveal_{i}"):
                 guess = st.session_state.get(f"lesson_guess_{i}")
                 st.success(reveal(step["reveal"], results, slots=scenario.slots, max_new=scenario.max_new,
                                   sweep_rows=sweep_rows)
                            + (f"\n\nThe class predicted: *{guess}*." if guess else ""))
+            if compact:
+                _step_buttons(i, n, controls)
+                return
         else:
-            st.markdown("#### 6 · Challenges to take away")
+            if not compact:                     # presenting: the page heading names the step
+                st.markdown("#### 6 · Challenges to take away")
             for j, (q, a) in enumerate(CHALLENGES):
                 st.markdown(f"**{j + 1}.** {q}")
                 if st.toggle("Show an answer", key=f"lesson_challenge_{j}"):
                     st.info(a)
-        a, b, c = st.columns([1, 1, 4])
-        a.button("◀ Previous", disabled=i == 0, on_click=_go, args=(i - 1,), key="lesson_prev", width="stretch")
-        b.button("Next ▶", disabled=i >= n - 1, on_click=_go, args=(i + 1,), key="lesson_next", width="stretch")
-        c.caption(f"Step {i + 1} of {n}")
-        c.button("End the lesson", key="lesson_end", type="tertiary", on_click=end_lesson,
+        _step_buttons(i, n)
+
+
+def _step_buttons(i: int, n: int, column=None) -> None:
+    """Previous / Next, the step count and End the lesson: in a row under the lesson box, or
+    stacked in ``column`` (presentation mode's right-hand column)."""
+    if column is None:
+        a, b, where = st.columns([1, 1, 4])
+    else:
+        a, b = column.columns(2)
+        where = column
+    a.button("◀ Previous", disabled=i == 0, on_click=_go, args=(i - 1,), key="lesson_prev", width="stretch")
+    b.button("Next ▶", disabled=i >= n - 1, on_click=_go, args=(i + 1,), key="lesson_next", width="stretch")
+    where.caption(f"Step {i + 1} of {n}")
+    where.button("End the lesson", key="lesson_end", type="tertiary", on_click=end_lesson,
                  help="Leaves the lesson and restores the settings you had before it.")

@@ -1,4 +1,5 @@
-"""Classroom helpers for the explainer: presentation mode, keyboard shortcuts, a copyable link.
+"""Classroom helpers: presentation mode (every page: app.py's shared sidebar draws the toggle and
+honours ``?present=true``), keyboard shortcuts, a copyable link.
 
 Keyboard shortcuts (installed once per browser tab, ignored while typing in a field):
     → / ←      next / previous animation frame
@@ -16,6 +17,10 @@ _KEYS_JS = """
   const w = window.parent && window.parent.document ? window.parent : window;
   if (w.__kvlabKeys) return;
   w.__kvlabKeys = true;
+  // Plotly rejects the promise of an animation that another one interrupts (Pause, a key, the
+  // slider) with no reason at all; nobody awaits Plotly's own buttons' promises, so each Pause
+  // logged "Uncaught (in promise) undefined". Only that reasonless rejection is quietened.
+  w.addEventListener('unhandledrejection', function (ev) { if (ev.reason === undefined) ev.preventDefault(); });
   // Whether the animation is playing, as Plotly itself reports it: the Play button, the slider
   // and these keys all start and stop the same animation, so the state is read from its events.
   let playing = false;
@@ -39,7 +44,7 @@ _KEYS_JS = """
     const steps = gd._fullLayout.sliders[0].steps;
     i = Math.max(0, Math.min(steps.length - 1, i));
     w.Plotly.animate(gd, [steps[i].args[0][0]],
-      {frame: {duration: 0, redraw: true}, mode: 'immediate', transition: {duration: 0}});
+      {frame: {duration: 0, redraw: true}, mode: 'immediate', transition: {duration: 0}}).catch(function () {});
   }
   w.document.addEventListener('keydown', function (ev) {
     const t = ev.target;
@@ -60,11 +65,11 @@ _KEYS_JS = """
       ev.preventDefault();
       if (playing) {
         w.Plotly.animate(gd, [null], {frame: {duration: 0, redraw: false}, mode: 'immediate',
-                                      transition: {duration: 0}});
+                                      transition: {duration: 0}}).catch(function () {});
         playing = false;
       } else {
         w.Plotly.animate(gd, null, {frame: {duration: 140, redraw: true}, fromcurrent: true,
-                                    transition: {duration: 0}});
+                                    transition: {duration: 0}}).catch(function () {});
       }
     }
   });
@@ -94,18 +99,32 @@ def keyboard_shortcuts() -> None:
     st.html(_KEYS_JS, unsafe_allow_javascript=True)
 
 
-def presentation_mode() -> bool:
-    """The sidebar's presentation toggle (bound to the URL as ``present``); when on, enlarge the type,
-    hide the sidebar and offer a way back. Returns whether presentation mode is on."""
+def presentation_mode(animated: bool = False) -> bool:
+    """The shared sidebar's presentation toggle (bound to the URL as ``present``, so ``?present=true``
+    opens any page presenting); when on, enlarge the type, hide the sidebar and offer a way back.
+    Called once per run by app.py, before the page runs; pages ask :func:`is_presenting`.
+
+    Args:
+        animated: the page has an animation the keys step (the caption names those keys).
+
+    Returns:
+        Whether presentation mode is on.
+    """
     on = st.sidebar.toggle("Presentation mode", key="present", bind="query-params",
-                           help="Large type and no sidebar, for a projector. Keys: → ← step the animation, "
-                                "space plays or pauses, Esc leaves.")
+                           help="Large type and no sidebar, for a projector, on every page. Esc leaves; on "
+                                "the animation, → ← step it and space plays or pauses.")
     if on:
         st.html(_PRESENT_CSS)
-        left, right = st.columns([4, 1])
-        left.caption("Presentation mode · → / ← step the animation · space plays or pauses · Esc leaves")
+        left, right = st.columns([4, 1], vertical_alignment="center")
+        left.caption("Presentation mode · " + ("→ / ← step the animation · space plays or pauses · "
+                                               if animated else "") + "Esc leaves")
         right.button("Leave presentation mode", on_click=_leave, width="stretch")
     return on
+
+
+def is_presenting() -> bool:
+    """Whether presentation mode is on (the toggle app.py draws for every page)."""
+    return bool(st.session_state.get("present"))
 
 
 def _leave() -> None:
