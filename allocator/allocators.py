@@ -308,23 +308,22 @@ class ReserveMaxAllocator:
             block = self._buddy.allocate(need // self.unit)
             if block is None:
                 return None
-            start = block * self.unit
-            insort(self._runs, (start, need, seq_id))
-            self._by_seq[seq_id] = (start, need)
-            self.allocated_slots += need
-            self._version += 1
-            return need
+            return self._place(seq_id, block * self.unit, need, prompt_len + output_len)
         for start, length in self._gaps():
             if length >= need:
-                insort(self._runs, (start, need, seq_id))
-                self._by_seq[seq_id] = (start, need)
-                self.allocated_slots += need
-                unwritten = need - (prompt_len + output_len)   # the answer ends at prompt + output_len
-                self._unwritten[seq_id] = unwritten
-                self.never_written += unwritten
-                self._version += 1
-                return need
+                return self._place(seq_id, start, need, prompt_len + output_len)
         return None
+
+    def _place(self, seq_id: int, start: int, need: int, final: int) -> int:
+        """Record a reservation of ``need`` slots at ``start`` for a sequence that ends at ``final``
+        tokens; the slots past ``final`` are never written (internal fragmentation). Returns need."""
+        insort(self._runs, (start, need, seq_id))
+        self._by_seq[seq_id] = (start, need)
+        self.allocated_slots += need
+        self._unwritten[seq_id] = need - final
+        self.never_written += need - final
+        self._version += 1
+        return need
 
     def grow(self, seq_id: int) -> int | None:
         """A contiguous reservation cannot grow: None. (The engine never asks, since a reservation

@@ -756,7 +756,7 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
     cache_names = ["hit", "prompt_in", "cached", "evicted"]
     names = ["step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
              "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
-             "decode_pairs", "final"] + (cache_names if caching else []) + (["seconds"] if timed else [])
+             "decode_pairs", "final", "unwritten"] + (cache_names if caching else []) + (["seconds"] if timed else [])
     cols = {name: [] for name in names}
     tokens_col: list[int] = []
     snapshots = {} if record_snapshots else None

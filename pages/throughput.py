@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from allocator.accounting import PRESETS
-from allocator.paper import is_computed, replication_for
+from allocator.paper import PAPER_POOL_SLOTS, is_computed, replication_for
 from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.throughput import POLICY_LABELS, SWEEP_WORKLOADS, default_rate, parse_rates, with_latency_factor
 from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
@@ -43,7 +43,7 @@ st.markdown(
 
 with st.container(border=True):
     st.markdown("**The paper's own experiment, one click.** OPT-13B on one A100-40GB (the paper's Table 1: "
-                "15,728 KV slots), ShareGPT request lengths, vLLM with blocks of 16 and recompute against the "
+                f"{PAPER_POOL_SLOTS:,} KV slots), ShareGPT request lengths, vLLM with blocks of 16 and recompute against the "
                 "paper's three Orca baselines placed by its buddy allocator — and the paper's Figures 2, 13 and "
                 "12 drawn beside this model's.")
     if st.button("Run the paper replication", key="tp_paper_run", icon=":material/science:", type="primary"):

@@ -497,6 +497,18 @@ def test_the_about_page_quotes_the_default_run():
 
     allowed = allowed_numbers(sc, results, []) | ABOUT_STATIC          # + the data citations' own numbers
     allowed |= set(NUMBER.findall(AZURE_ATTRIBUTION + MOONCAKE_ATTRIBUTION))
+    from allocator.paper import PAPER_FIGURES
+    from allocator.sharegpt import SHAREGPT_ATTRIBUTION
+    from pages.about import CALIBRATION_SOURCE
+    # the ShareGPT lengths' citation (artifact "sosp-ae-39") and their filtered count and means;
+    # the calibration paragraph (tests/test_replay_page.py ties each of its figures to the replay)
+    from allocator.sharegpt import sharegpt_lengths
+    pairs = sharegpt_lengths()
+    allowed |= set(NUMBER.findall(SHAREGPT_ATTRIBUTION + CALIBRATION_SOURCE)) | {"39"} | _forms(len(pairs))
+    allowed |= {f"{pairs['prompt_tokens'].mean():.1f}", f"{pairs['output_tokens'].mean():.1f}"}
+    allowed |= {"13", "300", "3.1", "6000"}   # fig12-13b-sharegpt.sh; the run's 300 requests, Llama-3.1, RTX PRO 6000
+    fig12 = PAPER_FIGURES["fig12"]
+    allowed |= _forms(fig12["batch_ratio_vs_oracle"]) | _forms(fig12["batch_ratio_vs_max"])   # OPT-13B's 2.2x, 4.3x
     from allocator.accounting import PRESETS, format_bytes
     for name in ("7b-fp16", "llama3-70b"):
         allowed |= set(NUMBER.findall(format_bytes(PRESETS[name].bytes_per_token)))
@@ -705,5 +717,7 @@ def test_the_throughput_page_quotes_its_sweep():
     allowed |= {"2023", "2024", "800", "819,200", "10", "0.9", "1", "2", "4", "80"}   # paper years; binary-unit
     # example; vLLM's 10 % reserve (gpu_memory_utilization 0.9); 2 x FLOPs, K and V; per-layer copies
     allowed |= _forms(sweep.cost.model.layers * 2)
+    from allocator.paper import PAPER_POOL_SLOTS
+    allowed |= _forms(PAPER_POOL_SLOTS) | {"39"}             # the preset's pool (Table 1); artifact "sosp-ae-39"
     bad = _unquoted(_page_texts(at), allowed)
     assert not bad, bad

@@ -151,8 +151,11 @@ def test_buddy_reservations_run_in_the_engine_with_invariants():
         res = simulate(w, ReserveMaxAllocator(4096, 2048, policy, placement="buddy"), check_invariants=True)
         assert res.summary["finished"] == len(reqs)
         m = res.metrics
-        # the reservation share never exceeds what is allocated and unwritten
-        assert (m["pending_tokens"] <= m["internal_fragmentation"]).all()
+        # the reservation share is exactly the tokens the running requests will still write, and the
+        # rest of what is allocated and empty is never written (issue 23's shares)
+        assert (m["pending_tokens"] == m["reserved_slots"]).all()
+        assert (m["allocated_slots"] - m["used_slots"] - m["duplicate_slots"]
+                == m["reserved_slots"] + m["internal_fragmentation"]).all()
 
 
 def test_buddy_rejects_a_request_longer_than_the_cap_with_a_reason():
@@ -206,7 +209,8 @@ def test_buddy_rounding_is_drawn_as_allocated_and_empty():
     assert (state == TOKEN).sum() == 101                      # prompt + the first token
     assert (state == EMPTY).sum() == 32 * 16 - 101
     assert res.metrics["pending_tokens"][0] == 400 - 101
-    assert res.metrics["internal_fragmentation"][0] == 32 * 16 - 101
+    assert res.metrics["reserved_slots"][0] == 400 - 101            # still to be written
+    assert res.metrics["internal_fragmentation"][0] == 32 * 16 - 400   # never written, rounding included
 
 
 def test_scenario_and_cli_take_the_buddy_placement():

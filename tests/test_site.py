@@ -19,7 +19,7 @@ from allocator.scenario import SWEEP_BLOCK_SIZES, Scenario, block_size_sweep, bu
 from allocator.viz.charts import explainer_figure, for_projector, sweep_figure
 from allocator.viz.claims import reservation_name, reveal
 from allocator.viz.lesson import STEPS
-from allocator.viz.site import (MARKER_NAME, build_data, build_site, lesson_applies, markdown_html, site_bytes,
+from allocator.viz.site import (build_data, build_site, lesson_applies, markdown_html, site_bytes, with_marker,
                                 site_zip, sweep_marker)
 from allocator.viz.sitecodec import (PAD, decode_frames, decode_runs, encode_frames, encode_runs, plain_frames,
                                      pool_refs, resolve_refs)
@@ -143,11 +143,12 @@ def test_the_sweep_chart_put_together_in_the_page_equals_the_builders(data, defa
         rows = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES, c, sc.preemption)
         want = json.loads(sweep_figure(rows, bs, c, reserve, name).to_json())
         got = json.loads(json.dumps(data["sweep"]["main"]["curves"][costs.index(c)]))
-        marker = data["sweep"]["main"]["marker"][str(bs)]
-        got["data"] = [marker if t.get("name", "").startswith(MARKER_NAME) else t for t in got["data"]]
+        got = with_marker(got, data["sweep"]["main"]["marker"][str(bs)])
         assert got == want, (bs, c)
-    with pytest.raises(ValueError, match="expected one"):
-        sweep_marker(sweep_figure([], 16, 0.0).update_traces(name="x"))
+    with pytest.raises(ValueError, match="no shape"):
+        unmarked = sweep_figure([], 16, 0.0)
+        unmarked.layout.shapes = ()
+        sweep_marker(unmarked)
 
 
 def test_each_lesson_step_shows_its_scenario_and_reveals_from_that_run(data, default_run):

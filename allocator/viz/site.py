@@ -137,25 +137,36 @@ def _plain(fig) -> dict:
     return json.loads(fig.to_json())
 
 
-#: The name of the sweep chart's trace that marks the current block size (``charts.sweep_figure``).
-MARKER_NAME = "current block size"
+#: The parts of the sweep chart's layout that mark the current block size (``charts.sweep_figure``
+#: draws it as a labelled vertical line, and the x range makes room for it).
+MARKER_KEYS = ("shapes", "annotations")
 
 
 def sweep_marker(fig) -> dict:
-    """The trace of ``charts.sweep_figure``'s chart that marks the current block size (plain data).
+    """What of ``charts.sweep_figure``'s chart depends on the current block size (plain data):
+    ``{"shapes": [...], "annotations": [...], "xrange": [lo, hi]}`` -- the slider's labelled line
+    and the x axis's range.
 
-    The chart is its curves (which depend on the metadata cost c, not on the block size) plus this
-    one trace (which depends on the block size only); the site stores the curves once per c and
-    this trace once per block size, and the page puts them together
+    The chart is its curves and their axes (which depend on the metadata cost c, not on the block
+    size) plus these layout parts (which depend on the block size only); the site stores the curves
+    once per c and these once per block size, and the page puts them together
     (tests/test_site.py checks the result equals ``sweep_figure`` drawn directly).
 
     Raises:
-        ValueError: no trace or more than one is named after the current block size.
+        ValueError: the chart marks no block size (no shape).
     """
-    traces = [t for t in _plain(fig)["data"] if str(t.get("name", "")).startswith(MARKER_NAME)]
-    if len(traces) != 1:
-        raise ValueError(f"the sweep chart has {len(traces)} traces named {MARKER_NAME!r}, expected one")
-    return traces[0]
+    layout = _plain(fig)["layout"]
+    if not layout.get("shapes"):
+        raise ValueError("the sweep chart marks no current block size (it has no shape)")
+    return {**{k: layout.get(k, []) for k in MARKER_KEYS}, "xrange": layout["xaxis"]["range"]}
+
+
+def with_marker(fig: dict, marker: dict) -> dict:
+    """A plain sweep chart (one metadata cost's curves) with ``marker``'s block size put in, as the
+    page's script does (``drawSweep`` in site_static/site.js)."""
+    layout = {**fig["layout"], **{k: marker[k] for k in MARKER_KEYS}}
+    layout["xaxis"] = {**layout["xaxis"], "range": marker["xrange"]}
+    return {**fig, "layout": layout}
 
 
 def build_data(sc: Scenario, *, progress=None) -> dict:

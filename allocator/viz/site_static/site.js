@@ -175,9 +175,10 @@
   function drawSweep() {
     var v = state.variant, fig = get(SITE, ['sweep', v, 'curves', state.cost]);
     var marker = get(SITE, ['sweep', v, 'marker', String(state.bs)]);
-    fig.data = fig.data.map(function (t) {
-      return String(t.name || '').indexOf('current block size') === 0 ? marker : t;
-    });
+    // the slider's block size lives in the layout: its labelled line and the x range (site.py's with_marker)
+    fig.layout.shapes = marker.shapes;
+    fig.layout.annotations = marker.annotations;
+    fig.layout.xaxis = Object.assign({}, fig.layout.xaxis, {range: marker.xrange});
     if (state.present) fig.layout.font = Object.assign({}, fig.layout.font || {}, {size: 17});
     $('sweep-text').innerHTML = get(SITE, ['sweep', v, 'text_html', String(state.bs), state.cost]);
     return Plotly.react($('sweep'), fig.data, fig.layout, CONFIG);
