@@ -20,9 +20,12 @@ and 6 (the Orca baselines); vLLM's block manager and free block queue.
 from __future__ import annotations
 
 from bisect import insort
+from operator import itemgetter
 from typing import Protocol, runtime_checkable
 
-from .block_hash import prefix_block_keys, prompt_block_hashes
+import numpy as np
+
+from .block_hash import block_keys_from, prefix_block_keys, prompt_block_hashes
 from .block_pool import BlockPool, HostPool
 from .validate import FieldError, one_of, whole_number
 
@@ -39,6 +42,10 @@ MAX_BLOCK_SIZE = 4096
 #: Largest pool simulated (slots): 4x the explainer's largest, and small enough that a pool of
 #: one-slot blocks keeps its per-block lists in a few hundred MB.
 MAX_POOL_SLOTS = 1 << 22
+#: Trace blocks (512-token prompt pieces) whose block keys a paged allocator with prefix caching
+#: remembers for reuse (see ``PagedAllocator._chunked_keys``): 16,384 pieces of 32 keys at block
+#: size 16 is about 25 MB.
+_CHUNK_MEMORY = 1 << 14
 #: Largest paged pool in blocks: what bounds the paged allocator's per-block lists. A paged
 #: allocator built directly (a trace replay with prefix caching) may have up to this many blocks
 #: of any size, so more slots than MAX_POOL_SLOTS when blocks are large; the scenario, the CLI and
@@ -129,6 +136,13 @@ class Allocator(Protocol):
 
     def check_invariants(self, lengths: dict) -> None:
         """Assert the bookkeeping agrees with the running sequences' lengths (tests)."""
+
+
+def _refs(ref: list, blocks: list) -> tuple:
+    """The refcounts of ``blocks`` (read from the pool's list ``ref``), gathered in one C call."""
+    if len(blocks) > 1:
+        return itemgetter(*blocks)(ref)
+    return tuple(ref[b] for b in blocks)
 
 
 def _next_pow2(n: int) -> int:
@@ -409,6 +423,7 @@ class PagedAllocator:
         self.prompts = prompts if self.prefix_caching else None
         self._keys: dict[int, list] = {}            # seq_id -> its prompt's block keys (prefix caching)
         self._v1_registered: dict[int, int] = {}    # v1 scheduler: seq_id -> its leading blocks registered
+        self._chunk_keys: dict = {}                 # (sums before, trace block id, index) -> (keys, sums after)
         self.last_hit_tokens = 0                    # prompt tokens the last admission found cached
         self.hit_tokens = 0                         # all admissions: prompt tokens found cached
         self.prompt_tokens = 0                      # all admissions: prompt tokens admitted
@@ -453,11 +468,52 @@ class PagedAllocator:
         if self.prompts is not None and seq_id is not None and seq_id in self.prompts:
             keys = self._keys.get(seq_id)
             if keys is None:
-                keys = self._keys[seq_id] = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size)
+                chunks = getattr(self.prompts, "chunks", None)
+                if chunks is not None:
+                    keys = self._chunked_keys(*chunks(seq_id))
+                if keys is None:
+                    keys = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size)
+                self._keys[seq_id] = keys
             return keys
         if self._prefix_hashes and prompt_len >= self.shared_prefix:
             return self._prefix_hashes
         return []
+
+    def _chunked_keys(self, ids, n: int, chunk: int, tokens_of) -> list | None:
+        """The keys of a prompt of ``n`` tokens made of ``chunk``-token pieces named by ``ids``
+        (a trace's block ids; ``tokens_of(ids, n)`` gives the tokens), equal to
+        ``prefix_block_keys(tokens_of(ids, n), block_size)``: the keys of a whole piece are
+        remembered under (the running sums before it, its id, its index), so a prompt that repeats
+        an earlier prompt's leading pieces reuses their keys and hashes only its new tokens.
+        None when ``block_size`` does not divide ``chunk`` (pieces would not hold whole blocks).
+        At most ``_CHUNK_MEMORY`` pieces are remembered (oldest forgotten first)."""
+        bs = self.block_size
+        if chunk % bs:
+            return None
+        per = chunk // bs
+        whole = n // chunk
+        memory = self._chunk_keys
+        keys: list = []
+        state = (0, 0)
+        k = 0
+        while k < whole:
+            entry = memory.get((state, ids[k], k))
+            if entry is None:
+                break
+            keys += entry[0]
+            state = entry[1]
+            k += 1
+        if len(keys) < n // bs:
+            start = k * chunk
+            marks = [(c + 1) * chunk for c in range(whole - k)]
+            new, states = block_keys_from(np.asarray(tokens_of(ids[k:], n - start)), bs, start, state, marks)
+            keys += new
+            for c, end in enumerate(states):
+                memory[(state, ids[k + c], k + c)] = (new[c * per:(c + 1) * per], end)
+                state = end
+            while len(memory) > _CHUNK_MEMORY:
+                del memory[next(iter(memory))]
+        return keys
 
     def _hits(self, seq_id, prompt_len: int) -> tuple[list, list[int]]:
         """(the prompt's keys, the blocks already cached for its longest run of leading keys)."""
@@ -484,7 +540,7 @@ class PagedAllocator:
             return -(-(context_len + 1) // bs) * bs
         _, hits = self._hits(seq_id, prompt_len)
         ref = self.pool.refcounts
-        cached_free = sum(1 for b in hits if ref[b] == 0)
+        cached_free = _refs(ref, hits).count(0)
         return (-(-(context_len + 1) // bs) - len(hits) + cached_free) * bs
 
     def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
@@ -501,15 +557,16 @@ class PagedAllocator:
             return need * self.block_size
         keys, hits = self._hits(seq_id, prompt_len) if self._sharing else ((), [])
         ref = pool.refcounts
-        cached_free = sum(1 for b in hits if ref[b] == 0)
+        cached_free = _refs(ref, hits).count(0)
         if need - len(hits) > pool.num_free - cached_free:
             return None
         if hits:
             self.shared_saving += (len(hits) - cached_free) * self.block_size   # blocks another table holds
             pool.touch(hits)
         table = hits + pool.allocate(need - len(hits))
-        for i in range(len(hits), min(len(keys), prompt_len // self.block_size)):
-            pool.register(table[i], keys[i])           # this sequence fills these prompt blocks
+        upto = min(len(keys), prompt_len // self.block_size)
+        if upto > len(hits):                           # this sequence fills these prompt blocks
+            pool.register_all(table[len(hits):upto], keys[len(hits):upto])
         self.block_tables[seq_id] = table
         if self.prefix_caching:
             self.last_hit_tokens = len(hits) * self.block_size
@@ -553,7 +610,7 @@ class PagedAllocator:
         table = self.block_tables.pop(seq_id)
         if self._sharing:
             ref = self.pool.refcounts
-            shared = sum(1 for b in table if ref[b] > 1)
+            shared = len(table) - _refs(ref, table).count(1)   # held blocks have refcount >= 1
             self.shared_saving -= shared * self.block_size
             self.pool.release(table)
         else:                                  # nothing is ever shared: every block is exclusive
@@ -565,7 +622,7 @@ class PagedAllocator:
         mode = "recompute"
         if self.preemption == "swap":
             ref = self.pool.refcounts
-            private = sum(1 for b in self.block_tables[seq_id] if ref[b] == 1)
+            private = _refs(ref, self.block_tables[seq_id]).count(1)
             if private <= self.host.num_free:
                 self.swapped[seq_id] = self.host.take(private)
                 self.swap_traffic += private
@@ -702,7 +759,7 @@ class PagedAllocator:
         need = -(-upto // bs) - (len(table) if table is not None else len(hits))
         if hits:
             ref = pool.refcounts
-            cached_free = sum(1 for b in hits if ref[b] == 0)
+            cached_free = _refs(ref, hits).count(0)
             if need > pool.num_free - cached_free:
                 return False
             self.shared_saving += (len(hits) - cached_free) * bs
@@ -719,9 +776,9 @@ class PagedAllocator:
             full = min(upto, num_tokens) // bs
             if full:
                 keys = self._v1_keys(seq_id, prompt_len, num_tokens)
-                register = pool.register
-                for i in range(self._v1_registered.get(seq_id, 0), full):
-                    register(table[i], keys[i])
+                done = self._v1_registered.get(seq_id, 0)
+                if full > done:
+                    pool.register_all(table[done:full], keys[done:full])
                 self._v1_registered[seq_id] = full
         return True
 

@@ -258,6 +258,15 @@ class BlockPool:
         self._hash[block_id] = block_hash
         return True
 
+    def register_all(self, blocks, block_hashes) -> None:
+        """:meth:`register` each block under the hash beside it, in order (one call for a whole
+        prompt's blocks: the allocator's fast path). Same rules: the first registration wins."""
+        cache, hashes = self._cache, self._hash
+        for b, h in zip(blocks, block_hashes):
+            if h not in cache and hashes[b] is None:
+                cache[h] = b
+                hashes[b] = h
+
     def release(self, blocks) -> list[int]:
         """Drop one reference to each block, the **last block first**.
 
