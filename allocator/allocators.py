@@ -20,6 +20,7 @@ and 6 (the Orca baselines); vLLM's block manager and free block queue.
 from __future__ import annotations
 
 from bisect import insort
+from collections import OrderedDict
 from operator import itemgetter
 from typing import Protocol, runtime_checkable
 
@@ -423,7 +424,7 @@ class PagedAllocator:
         self.prompts = prompts if self.prefix_caching else None
         self._keys: dict[int, list] = {}            # seq_id -> its prompt's block keys (prefix caching)
         self._v1_registered: dict[int, int] = {}    # v1 scheduler: seq_id -> its leading blocks registered
-        self._chunk_keys: dict = {}                 # (sums before, trace block id, index) -> (keys, sums after)
+        self._chunk_keys = OrderedDict()            # (sums before, trace block id, index) -> (keys, sums after)
         self.last_hit_tokens = 0                    # prompt tokens the last admission found cached
         self.hit_tokens = 0                         # all admissions: prompt tokens found cached
         self.prompt_tokens = 0                      # all admissions: prompt tokens admitted
@@ -472,7 +473,7 @@ class PagedAllocator:
                 if chunks is not None:
                     keys = self._chunked_keys(*chunks(seq_id))
                 if keys is None:
-                    keys = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size)
+                    keys = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size, as_bytes=True)
                 self._keys[seq_id] = keys
             return keys
         if self._prefix_hashes and prompt_len >= self.shared_prefix:
@@ -482,7 +483,7 @@ class PagedAllocator:
     def _chunked_keys(self, ids, n: int, chunk: int, tokens_of) -> list | None:
         """The keys of a prompt of ``n`` tokens made of ``chunk``-token pieces named by ``ids``
         (a trace's block ids; ``tokens_of(ids, n)`` gives the tokens), equal to
-        ``prefix_block_keys(tokens_of(ids, n), block_size)``: the keys of a whole piece are
+        ``prefix_block_keys(tokens_of(ids, n), block_size, as_bytes=True)``: the keys of a whole piece are
         remembered under (the running sums before it, its id, its index), so a prompt that repeats
         an earlier prompt's leading pieces reuses their keys and hashes only its new tokens.
         None when ``block_size`` does not divide ``chunk`` (pieces would not hold whole blocks).
@@ -506,13 +507,14 @@ class PagedAllocator:
         if len(keys) < n // bs:
             start = k * chunk
             marks = [(c + 1) * chunk for c in range(whole - k)]
-            new, states = block_keys_from(np.asarray(tokens_of(ids[k:], n - start)), bs, start, state, marks)
+            new, states = block_keys_from(np.asarray(tokens_of(ids[k:], n - start)), bs, start, state, marks,
+                                          as_bytes=True)
             keys += new
             for c, end in enumerate(states):
                 memory[(state, ids[k + c], k + c)] = (new[c * per:(c + 1) * per], end)
                 state = end
             while len(memory) > _CHUNK_MEMORY:
-                del memory[next(iter(memory))]
+                memory.popitem(last=False)             # the oldest piece
         return keys
 
     def _hits(self, seq_id, prompt_len: int) -> tuple[list, list[int]]:
@@ -715,7 +717,7 @@ class PagedAllocator:
         if keys is None or len(keys) < total // self.block_size:
             n = max(total, 2 * len(keys) * self.block_size) if keys else total
             keys = self._keys[seq_id] = prefix_block_keys(self._v1_tokens(seq_id, prompt_len, n),
-                                                          self.block_size)
+                                                          self.block_size, as_bytes=True)
         return keys
 
     def v1_computed_blocks(self, seq_id: int, prompt_len: int, num_tokens: int) -> list[int]:

@@ -182,7 +182,7 @@ def splitmix64(x: np.ndarray) -> np.ndarray:
 _LANES = (np.uint64(0x243F6A8885A308D3), np.uint64(0x13198A2E03707344))
 
 
-def prefix_block_keys(token_ids, block_size: int) -> list[int]:
+def prefix_block_keys(token_ids, block_size: int, *, as_bytes: bool = False) -> list:
     """Keys of every *full* block of a prompt, each covering the block and every token before it.
 
     The engine's fast equivalent of :func:`prompt_block_hashes` for long prompts (a 12k-token
@@ -197,8 +197,12 @@ def prefix_block_keys(token_ids, block_size: int) -> list[int]:
         token_ids: int array-like, shape (n,), values >= 0.
         block_size: tokens per block (>= 1).
 
+        as_bytes: give each key as 16 bytes (``key.to_bytes(16, "big")``: the same keys, equal
+            exactly when the ints are, but far cheaper to make; the paged allocator's block-hash
+            map uses these).
+
     Returns:
-        floor(n / block_size) Python ints (< 2**128), in block order.
+        floor(n / block_size) Python ints (< 2**128), or 16-byte strings, in block order.
 
     Raises:
         FieldError: ``block_size`` not a whole number >= 1, or a negative token id (``token_ids``).
@@ -207,7 +211,7 @@ def prefix_block_keys(token_ids, block_size: int) -> list[int]:
     tokens = np.asarray(token_ids)
     if tokens.size and int(tokens.min()) < 0:
         raise FieldError("token_ids", " must hold token ids >= 0")
-    return block_keys_from(tokens, block_size)[0]
+    return block_keys_from(tokens, block_size, as_bytes=as_bytes)[0]
 
 
 #: splitmix64(position x golden + lane seed) for positions 0 .. len - 1, per lane: the same for every
@@ -228,7 +232,7 @@ def _position_mix(lane: int, start: int, stop: int) -> np.ndarray:
 
 
 def block_keys_from(tokens: np.ndarray, block_size: int, start: int = 0, state: tuple = (0, 0),
-                    marks=()) -> tuple[list[int], list[tuple[int, int]]]:
+                    marks=(), as_bytes: bool = False) -> tuple[list, list[tuple[int, int]]]:
     """:func:`prefix_block_keys` of a prompt's tokens from position ``start`` on, given the two
     lanes' running sums over tokens 0 .. start - 1 (``state``; (0, 0) at the start of a prompt).
 
@@ -243,6 +247,7 @@ def block_keys_from(tokens: np.ndarray, block_size: int, start: int = 0, state: 
         state: (lane 0 sum, lane 1 sum) of every token before ``start``.
         marks: positions p (relative to ``start``, each a multiple of block_size within the full
             blocks) at which to report the running sums over tokens before start + p.
+        as_bytes: keys as 16-byte strings (see :func:`prefix_block_keys`).
 
     Returns:
         (keys of the full blocks among ``tokens``, in order; the state at each mark).
@@ -259,6 +264,12 @@ def block_keys_from(tokens: np.ndarray, block_size: int, start: int = 0, state: 
             sums = np.cumsum(mixed, dtype=np.uint64)
             if s0:
                 sums += np.uint64(s0)
-            lanes.append(sums[ends].tolist())
+            lanes.append(sums[ends])
             at.append([int(sums[m - 1]) if m else s0 for m in marks])
-    return [(a << 64) | b for a, b in zip(*lanes)], list(zip(*at)) if marks else []
+    if as_bytes:                               # lane 0 then lane 1, big-endian: (a << 64 | b).to_bytes(16)
+        pairs = np.empty((len(ends), 2), dtype=">u8")
+        pairs[:, 0], pairs[:, 1] = lanes
+        keys = pairs.view("V16").ravel().tolist()
+    else:
+        keys = [(a << 64) | b for a, b in zip(lanes[0].tolist(), lanes[1].tolist())]
+    return keys, list(zip(*at)) if marks else []
