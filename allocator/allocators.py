@@ -524,14 +524,7 @@ class PagedAllocator:
             return keys, []
         # with prefix caching the block holding the prompt's last token is always computed
         limit = min(len(keys), (prompt_len - 1) // self.block_size) if self.prefix_caching else len(keys)
-        lookup = self.pool.lookup
-        hits = []
-        for h in keys[:limit]:
-            b = lookup(h)
-            if b is None:
-                break
-            hits.append(b)
-        return keys, hits
+        return keys, self.pool.lookup_run(keys, limit)
 
     def admission_need(self, prompt_len: int, context_len: int, output_len: int, seq_id: int | None = None) -> int:
         """Slots of new blocks needed to admit: ceil((context_len + 1) / block_size) blocks, less
@@ -734,14 +727,7 @@ class PagedAllocator:
         limit = (num_tokens - 1) // self.block_size
         if not limit:
             return []
-        lookup = self.pool.lookup
-        hits = []
-        for h in self._v1_keys(seq_id, prompt_len, num_tokens)[:limit]:
-            b = lookup(h)
-            if b is None:
-                break
-            hits.append(b)
-        return hits
+        return self.pool.lookup_run(self._v1_keys(seq_id, prompt_len, num_tokens), limit)
 
     def v1_allocate(self, seq_id: int, prompt_len: int, num_tokens: int, upto: int, hits=()) -> bool:
         """vLLM v1's ``allocate_slots``: make the sequence's block table hold ``upto`` tokens

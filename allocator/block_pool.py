@@ -29,6 +29,7 @@ queue and automatic prefix caching design (LRU eviction order, blocks freed in r
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 from .validate import FieldError, OutOfBlocksError, whole_number
 
@@ -145,6 +146,18 @@ class BlockPool:
     def lookup(self, block_hash: bytes) -> int | None:
         """The block registered under ``block_hash`` (in use or cached), or None."""
         return self._cache.get(block_hash)
+
+    def lookup_run(self, block_hashes, limit: int) -> list[int]:
+        """The blocks registered under the leading hashes of ``block_hashes`` (at most ``limit``
+        of them), up to the first hash not found: a prompt's longest cached prefix in one call."""
+        get = self._cache.get
+        found = []
+        for h in islice(block_hashes, limit):
+            b = get(h)
+            if b is None:
+                break
+            found.append(b)
+        return found
 
     def state(self, block_id: int) -> str:
         """``"free"``, ``"cached"`` (refcount 0 but findable by hash) or ``"in use"``."""
