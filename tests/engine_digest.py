@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import sys
 
 import numpy as np
@@ -24,7 +25,7 @@ def _feed(h, obj) -> None:
         h.update(f"nd{obj.dtype.str}{obj.shape}".encode())
         h.update(np.ascontiguousarray(obj).tobytes())
     elif isinstance(obj, dict) and obj and isinstance(next(iter(obj.values())), tuple):
-        h.update(repr(sorted(obj.items())).encode())          # snapshots: plain ints and tuples
+        h.update(pickle.dumps(sorted(obj.items()), protocol=4))   # snapshots: plain ints and tuples
     elif isinstance(obj, dict):
         h.update(b"{")
         for k in sorted(obj, key=repr):
