@@ -20,13 +20,10 @@ and 6 (the Orca baselines); vLLM's block manager and free block queue.
 from __future__ import annotations
 
 from bisect import insort
-from collections import OrderedDict
 from operator import itemgetter
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-
-from .block_hash import block_keys_from, prefix_block_keys, prompt_block_hashes
+from .block_hash import prefix_block_keys, prompt_block_hashes
 from .block_pool import BlockPool, HostPool
 from .validate import FieldError, one_of, whole_number
 
@@ -43,10 +40,6 @@ MAX_BLOCK_SIZE = 4096
 #: Largest pool simulated (slots): 4x the explainer's largest, and small enough that a pool of
 #: one-slot blocks keeps its per-block lists in a few hundred MB.
 MAX_POOL_SLOTS = 1 << 22
-#: Trace blocks (512-token prompt pieces) whose block keys a paged allocator with prefix caching
-#: remembers for reuse (see ``PagedAllocator._chunked_keys``): 16,384 pieces of 32 keys at block
-#: size 16 is about 25 MB.
-_CHUNK_MEMORY = 1 << 14
 #: Largest paged pool in blocks: what bounds the paged allocator's per-block lists. A paged
 #: allocator built directly (a trace replay with prefix caching) may have up to this many blocks
 #: of any size, so more slots than MAX_POOL_SLOTS when blocks are large; the scenario, the CLI and
@@ -424,7 +417,6 @@ class PagedAllocator:
         self.prompts = prompts if self.prefix_caching else None
         self._keys: dict[int, list] = {}            # seq_id -> its prompt's block keys (prefix caching)
         self._v1_registered: dict[int, int] = {}    # v1 scheduler: seq_id -> its leading blocks registered
-        self._chunk_keys = OrderedDict()            # (sums before, trace block id, index) -> (keys, sums after)
         self.last_hit_tokens = 0                    # prompt tokens the last admission found cached
         self.hit_tokens = 0                         # all admissions: prompt tokens found cached
         self.prompt_tokens = 0                      # all admissions: prompt tokens admitted
@@ -469,53 +461,12 @@ class PagedAllocator:
         if self.prompts is not None and seq_id is not None and seq_id in self.prompts:
             keys = self._keys.get(seq_id)
             if keys is None:
-                chunks = getattr(self.prompts, "chunks", None)
-                if chunks is not None:
-                    keys = self._chunked_keys(*chunks(seq_id))
-                if keys is None:
-                    keys = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size, as_bytes=True)
-                self._keys[seq_id] = keys
+                keys = self._keys[seq_id] = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size,
+                                                              as_bytes=True)
             return keys
         if self._prefix_hashes and prompt_len >= self.shared_prefix:
             return self._prefix_hashes
         return []
-
-    def _chunked_keys(self, ids, n: int, chunk: int, tokens_of) -> list | None:
-        """The keys of a prompt of ``n`` tokens made of ``chunk``-token pieces named by ``ids``
-        (a trace's block ids; ``tokens_of(ids, n)`` gives the tokens), equal to
-        ``prefix_block_keys(tokens_of(ids, n), block_size, as_bytes=True)``: the keys of a whole piece are
-        remembered under (the running sums before it, its id, its index), so a prompt that repeats
-        an earlier prompt's leading pieces reuses their keys and hashes only its new tokens.
-        None when ``block_size`` does not divide ``chunk`` (pieces would not hold whole blocks).
-        At most ``_CHUNK_MEMORY`` pieces are remembered (oldest forgotten first)."""
-        bs = self.block_size
-        if chunk % bs:
-            return None
-        per = chunk // bs
-        whole = n // chunk
-        memory = self._chunk_keys
-        keys: list = []
-        state = (0, 0)
-        k = 0
-        while k < whole:
-            entry = memory.get((state, ids[k], k))
-            if entry is None:
-                break
-            keys += entry[0]
-            state = entry[1]
-            k += 1
-        if len(keys) < n // bs:
-            start = k * chunk
-            marks = [(c + 1) * chunk for c in range(whole - k)]
-            new, states = block_keys_from(np.asarray(tokens_of(ids[k:], n - start)), bs, start, state, marks,
-                                          as_bytes=True)
-            keys += new
-            for c, end in enumerate(states):
-                memory[(state, ids[k + c], k + c)] = (new[c * per:(c + 1) * per], end)
-                state = end
-            while len(memory) > _CHUNK_MEMORY:
-                memory.popitem(last=False)             # the oldest piece
-        return keys
 
     def _hits(self, seq_id, prompt_len: int) -> tuple[list, list[int]]:
         """(the prompt's keys, the blocks already cached for its longest run of leading keys)."""

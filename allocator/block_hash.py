@@ -196,7 +196,6 @@ def prefix_block_keys(token_ids, block_size: int, *, as_bytes: bool = False) -> 
     Args:
         token_ids: int array-like, shape (n,), values >= 0.
         block_size: tokens per block (>= 1).
-
         as_bytes: give each key as 16 bytes (``key.to_bytes(16, "big")``: the same keys, equal
             exactly when the ints are, but far cheaper to make; the paged allocator's block-hash
             map uses these).
@@ -211,7 +210,21 @@ def prefix_block_keys(token_ids, block_size: int, *, as_bytes: bool = False) -> 
     tokens = np.asarray(token_ids)
     if tokens.size and int(tokens.min()) < 0:
         raise FieldError("token_ids", " must hold token ids >= 0")
-    return block_keys_from(tokens, block_size, as_bytes=as_bytes)[0]
+    full = (tokens.size // block_size) * block_size
+    if full == 0:
+        return []
+    t = splitmix64(tokens[:full].astype(np.uint64))
+    ends = np.arange(block_size - 1, full, block_size)
+    lanes = []
+    with np.errstate(over="ignore"):
+        for lane in range(len(_LANES)):
+            mixed = splitmix64(t ^ _position_mix(lane, full))
+            lanes.append(np.cumsum(mixed, dtype=np.uint64)[ends])
+    if as_bytes:                               # lane 0 then lane 1, big-endian: (a << 64 | b).to_bytes(16)
+        pairs = np.empty((len(ends), 2), dtype=">u8")
+        pairs[:, 0], pairs[:, 1] = lanes
+        return pairs.view("V16").ravel().tolist()
+    return [(a << 64) | b for a, b in zip(lanes[0].tolist(), lanes[1].tolist())]
 
 
 #: splitmix64(position x golden + lane seed) for positions 0 .. len - 1, per lane: the same for every
@@ -219,8 +232,8 @@ def prefix_block_keys(token_ids, block_size: int, *, as_bytes: bool = False) -> 
 _POS_MIX: list = [np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint64)]
 
 
-def _position_mix(lane: int, start: int, stop: int) -> np.ndarray:
-    """splitmix64(p x golden + seed of ``lane``) for p in start .. stop - 1 (uint64, read-only)."""
+def _position_mix(lane: int, stop: int) -> np.ndarray:
+    """splitmix64(p x golden + seed of ``lane``) for p in 0 .. stop - 1 (uint64, read-only)."""
     table = _POS_MIX[lane]
     if len(table) < stop:
         size = max(stop, 2 * len(table), 1 << 16)
@@ -228,48 +241,4 @@ def _position_mix(lane: int, start: int, stop: int) -> np.ndarray:
             table = splitmix64(np.arange(size, dtype=np.uint64) * _GOLDEN + _LANES[lane])
         table.flags.writeable = False
         _POS_MIX[lane] = table
-    return table[start:stop]
-
-
-def block_keys_from(tokens: np.ndarray, block_size: int, start: int = 0, state: tuple = (0, 0),
-                    marks=(), as_bytes: bool = False) -> tuple[list, list[tuple[int, int]]]:
-    """:func:`prefix_block_keys` of a prompt's tokens from position ``start`` on, given the two
-    lanes' running sums over tokens 0 .. start - 1 (``state``; (0, 0) at the start of a prompt).
-
-    So a prompt made of chunks that recur (a trace's 512-token blocks) can reuse the keys of a
-    chunk it shares, with the same chunks before it, and compute only the rest: the sums are
-    taken modulo 2**64, so continuing from ``state`` gives exactly the keys of the whole prompt.
-
-    Args:
-        tokens: non-negative int array, shape (m,): the prompt's tokens start .. start + m - 1.
-        block_size: tokens per block; ``start`` must be a multiple of it.
-        start: position of ``tokens[0]`` in the prompt.
-        state: (lane 0 sum, lane 1 sum) of every token before ``start``.
-        marks: positions p (relative to ``start``, each a multiple of block_size within the full
-            blocks) at which to report the running sums over tokens before start + p.
-        as_bytes: keys as 16-byte strings (see :func:`prefix_block_keys`).
-
-    Returns:
-        (keys of the full blocks among ``tokens``, in order; the state at each mark).
-    """
-    full = (tokens.size // block_size) * block_size
-    if full == 0:
-        return [], [state for _ in marks]
-    t = splitmix64(tokens[:full].astype(np.uint64))
-    ends = np.arange(block_size - 1, full, block_size)
-    lanes, at = [], []
-    with np.errstate(over="ignore"):
-        for lane, (seed, s0) in enumerate(zip(_LANES, state)):
-            mixed = splitmix64(t ^ _position_mix(lane, start, start + full))
-            sums = np.cumsum(mixed, dtype=np.uint64)
-            if s0:
-                sums += np.uint64(s0)
-            lanes.append(sums[ends])
-            at.append([int(sums[m - 1]) if m else s0 for m in marks])
-    if as_bytes:                               # lane 0 then lane 1, big-endian: (a << 64 | b).to_bytes(16)
-        pairs = np.empty((len(ends), 2), dtype=">u8")
-        pairs[:, 0], pairs[:, 1] = lanes
-        keys = pairs.view("V16").ravel().tolist()
-    else:
-        keys = [(a << 64) | b for a, b in zip(lanes[0].tolist(), lanes[1].tolist())]
-    return keys, list(zip(*at)) if marks else []
+    return table[:stop]

@@ -219,13 +219,6 @@ class TracePrompts:
         """The trace's own block ids of the request's prompt (512 tokens each)."""
         return self._ids[request_id][0]
 
-    def chunks(self, request_id: int) -> tuple:
-        """(the prompt's trace block ids, its length in tokens, tokens per trace block, the
-        function ``prompt_token_ids``): what the paged allocator needs to key the prompt's blocks
-        chunk by chunk, reusing the keys of chunks it met before (see ``PagedAllocator``)."""
-        hids, n = self._ids[request_id]
-        return hids, n, TRACE_BLOCK, prompt_token_ids
-
 
 def mooncake_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 200, steps_per_second: float = 20.0,
                       max_new_tokens: int = 2048, name: str = "mooncake-conv") -> Workload:
