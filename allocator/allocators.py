@@ -20,6 +20,7 @@ and 6 (the Orca baselines); vLLM's block manager and free block queue.
 from __future__ import annotations
 
 from bisect import insort
+from operator import itemgetter
 from typing import Protocol, runtime_checkable
 
 from .block_hash import prefix_block_keys, prompt_block_hashes
@@ -137,6 +138,13 @@ class Allocator(Protocol):
 
     def check_invariants(self, lengths: dict) -> None:
         """Assert the bookkeeping agrees with the running sequences' lengths (tests)."""
+
+
+def _refs(ref: list, blocks: list) -> tuple:
+    """The refcounts of ``blocks`` (read from the pool's list ``ref``), gathered in one C call."""
+    if len(blocks) > 1:
+        return itemgetter(*blocks)(ref)
+    return tuple(ref[b] for b in blocks)
 
 
 def _next_pow2(n: int) -> int:
@@ -544,7 +552,8 @@ class PagedAllocator:
         if self.prompts is not None and seq_id is not None and seq_id in self.prompts:
             keys = self._keys.get(seq_id)
             if keys is None:
-                keys = self._keys[seq_id] = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size)
+                keys = self._keys[seq_id] = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size,
+                                                              as_bytes=True)
             return keys
         if self._prefix_hashes and prompt_len >= self.shared_prefix:
             return self._prefix_hashes
@@ -557,14 +566,7 @@ class PagedAllocator:
             return keys, []
         # with prefix caching the block holding the prompt's last token is always computed
         limit = min(len(keys), (prompt_len - 1) // self.block_size) if self.prefix_caching else len(keys)
-        lookup = self.pool.lookup
-        hits = []
-        for h in keys[:limit]:
-            b = lookup(h)
-            if b is None:
-                break
-            hits.append(b)
-        return keys, hits
+        return keys, self.pool.lookup_run(keys, limit)
 
     def admission_need(self, prompt_len: int, context_len: int, output_len: int, seq_id: int | None = None) -> int:
         """Slots of new blocks needed to admit: ceil((context_len + 1) / block_size) blocks, less
@@ -575,7 +577,7 @@ class PagedAllocator:
             return -(-(context_len + 1) // bs) * bs
         _, hits = self._hits(seq_id, prompt_len)
         ref = self.pool.refcounts
-        cached_free = sum(1 for b in hits if ref[b] == 0)
+        cached_free = _refs(ref, hits).count(0)
         return (-(-(context_len + 1) // bs) - len(hits) + cached_free) * bs
 
     def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
@@ -593,15 +595,16 @@ class PagedAllocator:
             return need * self.block_size
         keys, hits = self._hits(seq_id, prompt_len) if self._sharing else ((), [])
         ref = pool.refcounts
-        cached_free = sum(1 for b in hits if ref[b] == 0)
+        cached_free = _refs(ref, hits).count(0)
         if need - len(hits) > pool.num_free - cached_free:
             return None
         if hits:
             self.shared_saving += (len(hits) - cached_free) * self.block_size   # blocks another table holds
             pool.touch(hits)
         table = hits + pool.allocate(need - len(hits))
-        for i in range(len(hits), min(len(keys), prompt_len // self.block_size)):
-            pool.register(table[i], keys[i])           # this sequence fills these prompt blocks
+        upto = min(len(keys), prompt_len // self.block_size)
+        if upto > len(hits):                           # this sequence fills these prompt blocks
+            pool.register_all(table[len(hits):upto], keys[len(hits):upto])
         self.block_tables[seq_id] = table
         if self.prefix_caching:
             self.last_hit_tokens = len(hits) * self.block_size
@@ -666,7 +669,7 @@ class PagedAllocator:
         self.never_written -= self._unwritten.pop(seq_id, 0)
         if self._sharing:
             ref = self.pool.refcounts
-            shared = sum(1 for b in table if ref[b] > 1)
+            shared = len(table) - _refs(ref, table).count(1)   # held blocks have refcount >= 1
             self.shared_saving -= shared * self.block_size
             self.pool.release(table)
         else:                                  # nothing is ever shared: every block is exclusive
@@ -678,7 +681,7 @@ class PagedAllocator:
         mode = "recompute"
         if self.preemption == "swap":
             ref = self.pool.refcounts
-            private = sum(1 for b in self.block_tables[seq_id] if ref[b] == 1)
+            private = _refs(ref, self.block_tables[seq_id]).count(1)
             if private <= self.host.num_free:
                 self.swapped[seq_id] = self.host.take(private)
                 self.swap_traffic += private
@@ -771,7 +774,7 @@ class PagedAllocator:
         if keys is None or len(keys) < total // self.block_size:
             n = max(total, 2 * len(keys) * self.block_size) if keys else total
             keys = self._keys[seq_id] = prefix_block_keys(self._v1_tokens(seq_id, prompt_len, n),
-                                                          self.block_size)
+                                                          self.block_size, as_bytes=True)
         return keys
 
     def v1_computed_blocks(self, seq_id: int, prompt_len: int, num_tokens: int) -> list[int]:
@@ -788,14 +791,7 @@ class PagedAllocator:
         limit = (num_tokens - 1) // self.block_size
         if not limit:
             return []
-        lookup = self.pool.lookup
-        hits = []
-        for h in self._v1_keys(seq_id, prompt_len, num_tokens)[:limit]:
-            b = lookup(h)
-            if b is None:
-                break
-            hits.append(b)
-        return hits
+        return self.pool.lookup_run(self._v1_keys(seq_id, prompt_len, num_tokens), limit)
 
     def v1_allocate(self, seq_id: int, prompt_len: int, num_tokens: int, upto: int, hits=(),
                     final: int | None = None) -> bool:
@@ -820,7 +816,7 @@ class PagedAllocator:
         need = -(-upto // bs) - (len(table) if table is not None else len(hits))
         if hits:
             ref = pool.refcounts
-            cached_free = sum(1 for b in hits if ref[b] == 0)
+            cached_free = _refs(ref, hits).count(0)
             if need > pool.num_free - cached_free:
                 return False
             self.shared_saving += (len(hits) - cached_free) * bs
@@ -843,9 +839,9 @@ class PagedAllocator:
             full = min(upto, num_tokens) // bs
             if full:
                 keys = self._v1_keys(seq_id, prompt_len, num_tokens)
-                register = pool.register
-                for i in range(self._v1_registered.get(seq_id, 0), full):
-                    register(table[i], keys[i])
+                done = self._v1_registered.get(seq_id, 0)
+                if full > done:
+                    pool.register_all(table[done:full], keys[done:full])
                 self._v1_registered[seq_id] = full
         return True
 

@@ -182,7 +182,7 @@ def splitmix64(x: np.ndarray) -> np.ndarray:
 _LANES = (np.uint64(0x243F6A8885A308D3), np.uint64(0x13198A2E03707344))
 
 
-def prefix_block_keys(token_ids, block_size: int) -> list[int]:
+def prefix_block_keys(token_ids, block_size: int, *, as_bytes: bool = False) -> list:
     """Keys of every *full* block of a prompt, each covering the block and every token before it.
 
     The engine's fast equivalent of :func:`prompt_block_hashes` for long prompts (a 12k-token
@@ -196,9 +196,12 @@ def prefix_block_keys(token_ids, block_size: int) -> list[int]:
     Args:
         token_ids: int array-like, shape (n,), values >= 0.
         block_size: tokens per block (>= 1).
+        as_bytes: give each key as 16 bytes (``key.to_bytes(16, "big")``: the same keys, equal
+            exactly when the ints are, but far cheaper to make; the paged allocator's block-hash
+            map uses these).
 
     Returns:
-        floor(n / block_size) Python ints (< 2**128), in block order.
+        floor(n / block_size) Python ints (< 2**128), or 16-byte strings, in block order.
 
     Raises:
         FieldError: ``block_size`` not a whole number >= 1, or a negative token id (``token_ids``).
@@ -211,11 +214,31 @@ def prefix_block_keys(token_ids, block_size: int) -> list[int]:
     if full == 0:
         return []
     t = splitmix64(tokens[:full].astype(np.uint64))
-    pos = np.arange(full, dtype=np.uint64)
     ends = np.arange(block_size - 1, full, block_size)
     lanes = []
     with np.errstate(over="ignore"):
-        for seed in _LANES:
-            mixed = splitmix64(t ^ splitmix64(pos * _GOLDEN + seed))
-            lanes.append(np.cumsum(mixed, dtype=np.uint64)[ends].tolist())
-    return [(a << 64) | b for a, b in zip(*lanes)]
+        for lane in range(len(_LANES)):
+            mixed = splitmix64(t ^ _position_mix(lane, full))
+            lanes.append(np.cumsum(mixed, dtype=np.uint64)[ends])
+    if as_bytes:                               # lane 0 then lane 1, big-endian: (a << 64 | b).to_bytes(16)
+        pairs = np.empty((len(ends), 2), dtype=">u8")
+        pairs[:, 0], pairs[:, 1] = lanes
+        return pairs.view("V16").ravel().tolist()
+    return [(a << 64) | b for a, b in zip(lanes[0].tolist(), lanes[1].tolist())]
+
+
+#: splitmix64(position x golden + lane seed) for positions 0 .. len - 1, per lane: the same for every
+#: prompt, so computed once (grown by doubling) instead of once per prompt.
+_POS_MIX: list = [np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint64)]
+
+
+def _position_mix(lane: int, stop: int) -> np.ndarray:
+    """splitmix64(p x golden + seed of ``lane``) for p in 0 .. stop - 1 (uint64, read-only)."""
+    table = _POS_MIX[lane]
+    if len(table) < stop:
+        size = max(stop, 2 * len(table), 1 << 16)
+        with np.errstate(over="ignore"):
+            table = splitmix64(np.arange(size, dtype=np.uint64) * _GOLDEN + _LANES[lane])
+        table.flags.writeable = False
+        _POS_MIX[lane] = table
+    return table[:stop]

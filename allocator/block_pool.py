@@ -29,6 +29,7 @@ queue and automatic prefix caching design (LRU eviction order, blocks freed in r
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 from .validate import FieldError, OutOfBlocksError, whole_number
 
@@ -146,6 +147,18 @@ class BlockPool:
         """The block registered under ``block_hash`` (in use or cached), or None."""
         return self._cache.get(block_hash)
 
+    def lookup_run(self, block_hashes, limit: int) -> list[int]:
+        """The blocks registered under the leading hashes of ``block_hashes`` (at most ``limit``
+        of them), up to the first hash not found: a prompt's longest cached prefix in one call."""
+        get = self._cache.get
+        found = []
+        for h in islice(block_hashes, limit):
+            b = get(h)
+            if b is None:
+                break
+            found.append(b)
+        return found
+
     def state(self, block_id: int) -> str:
         """``"free"``, ``"cached"`` (refcount 0 but findable by hash) or ``"in use"``."""
         b = self.check_block(block_id)
@@ -257,6 +270,15 @@ class BlockPool:
         self._cache[block_hash] = block_id
         self._hash[block_id] = block_hash
         return True
+
+    def register_all(self, blocks, block_hashes) -> None:
+        """:meth:`register` each block under the hash beside it, in order (one call for a whole
+        prompt's blocks: the allocator's fast path). Same rules: the first registration wins."""
+        cache, hashes = self._cache, self._hash
+        for b, h in zip(blocks, block_hashes):
+            if h not in cache and hashes[b] is None:
+                cache[h] = b
+                hashes[b] = h
 
     def release(self, blocks) -> list[int]:
         """Drop one reference to each block, the **last block first**.

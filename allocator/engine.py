@@ -36,13 +36,14 @@ is a record with span 1; an idle gap has span >= 1, nothing running, waiting or 
 """
 from __future__ import annotations
 
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 from operator import attrgetter
 
 import numpy as np
 
-from .allocators import FREE, HOLE
+from .allocators import FREE, HOLE, PagedAllocator
 from .maps import slot_picture
 from .shares import memory_shares
 from .validate import FieldError, real_number, whole_number
@@ -100,6 +101,14 @@ METRICS = (
                               # (prompt + output_len - tokens held) (the PagedAttention paper's Figure 2 calls
                               # the room a reservation keeps for them "reservation")
 )
+
+
+#: The int64 columns both loops record per record, in order (see ``_build_result``); the four
+#: prefix-cache columns follow only when the allocator caches prefixes.
+_COLUMNS = ("step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
+            "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
+            "decode_pairs", "final", "unwritten")
+_CACHE_COLUMNS = ("hit", "prompt_in", "cached", "evicted")
 
 
 class _Seq:
@@ -370,18 +379,10 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     rejected: list[dict] = []
     served: list[tuple] = []                   # (id, prompt, output, arrival, first step, finish step)
     caching = bool(allocator.prefix_caching)   # the four prefix-cache columns are recorded only then
-    cache_names = ["hit", "prompt_in", "cached", "evicted"]
-    names = ["step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
-             "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
-             "decode_pairs", "final", "unwritten"] + (cache_names if caching else []) + (["seconds"] if timed else [])
-    cols = {name: [] for name in names}
-    (a_step, a_span, a_logical, a_holders, a_saving, a_alloc, a_ext, a_running, a_waiting, a_finished, a_pre,
-     a_units, a_need, a_swapped, a_recomputed, a_admitted, a_prefill, a_prefill_pairs, a_decode_pairs, a_final,
-     a_unwritten
-     ) = (cols[name].append for name in names[:21])
-    if caching:
-        a_hit, a_prompt_in, a_cached, a_evicted = (cols[name].append for name in cache_names)
-    a_seconds = cols["seconds"].append if timed else None
+    names = _COLUMNS + (_CACHE_COLUMNS if caching else ())
+    pack = struct.Struct(f"<{len(names)}q").pack
+    rows = bytearray()                         # one record: its int64 columns packed, in `names` order
+    seconds_col: list[float] | None = [] if timed else None
     snapshots = {} if record_snapshots else None
     stride, snap_bytes = 1, 0
 
@@ -397,6 +398,12 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     admit, grow, grow_all = allocator.admit, allocator.grow, allocator.grow_all
     free, preempt = allocator.free, allocator.preempt
     need_of, ext_of = allocator.admission_need, allocator.external_fragmentation
+    # The paged allocator's counters, read straight from its pool (the same figures its properties
+    # give: blocks in use = blocks - free; its external fragmentation is the fixed remainder).
+    fast = type(allocator) is PagedAllocator
+    if fast:
+        pool, num_blocks, bs, ext_const = (allocator.pool, allocator.num_blocks, allocator.block_size,
+                                           allocator.remainder_slots)
     ptr = finished = order = busy = 0
     final_sum = 0                              # sum of prompt + output_len over running
     if stop_s is not None:
@@ -411,24 +418,25 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         if not timed:
             now = t
         if not running and not waiting and keys[ptr] > now + tol:
-            # Nothing in flight: skip to the next arrival; the whole gap is one record.
-            a_step(t); a_logical(0); a_holders(0); a_final(0)
-            a_saving(allocator.shared_saving)
-            a_alloc(allocator.allocated_slots); a_ext(ext_of(0)); a_running(0); a_waiting(0)
-            a_finished(finished); a_pre(0); a_units(allocator.units_in_use); a_need(0); a_swapped(0)
-            a_recomputed(0); a_admitted(0); a_prefill(0); a_prefill_pairs(0); a_decode_pairs(0)
-            a_unwritten(allocator.never_written)
-            if caching:
-                a_hit(0); a_prompt_in(0); a_cached(allocator.cached_blocks); a_evicted(0)
+            # Nothing in flight: skip to the next arrival; the whole gap is one record (of span 1
+            # lasting until the arrival on the seconds clock).
+            span = 1 if timed else keys[ptr] - t
+            if fast:
+                units = num_blocks - pool.num_free
+                row = (t, span, 0, 0, allocator.shared_saving, units * bs, ext_const, 0, 0, finished, 0, units,
+                       0, 0, 0, 0, 0, 0, 0, 0, allocator.never_written)
+            else:
+                row = (t, span, 0, 0, allocator.shared_saving, allocator.allocated_slots, ext_of(0), 0, 0,
+                       finished, 0, allocator.units_in_use, 0, 0, 0, 0, 0, 0, 0, 0, allocator.never_written)
+            rows += pack(*row, 0, 0, allocator.cached_blocks, 0) if caching else pack(*row)
             if snapshots is not None:          # the pool as the last step left it: only cached blocks
                 keep_picture(t, allocator.snapshot({}) if allocator.cached_blocks else ())
-            if timed:                          # one record of span 1 lasting until the arrival
+            if timed:
                 gap = keys[ptr] - now
-                a_span(1); a_seconds(gap)
+                seconds_col.append(gap)
                 now += gap
                 t += 1
             else:
-                a_span(keys[ptr] - t)
                 t = now = keys[ptr]
         # 1. arrivals
         while ptr < n and keys[ptr] <= now + tol:
@@ -539,19 +547,23 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         else:
             need = 0
         swapped = allocator.swap_traffic - swap_before
-        a_step(t); a_span(1); a_logical(base_sum + len(running) * t); a_holders(len(running)); a_final(final_sum)
-        a_saving(allocator.shared_saving)
-        a_alloc(allocator.allocated_slots); a_ext(ext_of(need)); a_running(batch); a_waiting(len(waiting))
-        a_finished(finished); a_pre(preempted); a_units(allocator.units_in_use); a_need(need)
-        a_swapped(swapped); a_recomputed(recomputed)
-        a_admitted(admitted); a_prefill(prefill); a_prefill_pairs(prefill_pairs); a_decode_pairs(decode_pairs)
-        a_unwritten(allocator.never_written)
-        if caching:                            # without a prefix cache these stay 0 (filled in below)
-            a_hit(hit); a_prompt_in(prompt_in); a_cached(allocator.cached_blocks)
-            a_evicted(allocator.cache_evictions - evicted_before)
+        holders = len(running)
+        if fast:
+            units = num_blocks - pool.num_free
+            row = (t, 1, base_sum + holders * t, holders, allocator.shared_saving, units * bs, ext_const, batch,
+                   len(waiting), finished, preempted, units, need, swapped, recomputed, admitted, prefill,
+                   prefill_pairs, decode_pairs, final_sum, allocator.never_written)
+        else:
+            row = (t, 1, base_sum + holders * t, holders, allocator.shared_saving, allocator.allocated_slots,
+                   ext_of(need), batch, len(waiting), finished, preempted, allocator.units_in_use, need, swapped,
+                   recomputed, admitted, prefill, prefill_pairs, decode_pairs, final_sum, allocator.never_written)
+        if caching:                            # without a prefix cache these stay 0 (filled in later)
+            rows += pack(*row, hit, prompt_in, allocator.cached_blocks, allocator.cache_evictions - evicted_before)
+        else:
+            rows += pack(*row)
         if timed:
             dt = step_seconds(prefill, prefill_pairs, batch - admitted, decode_pairs, swapped)
-            a_seconds(dt)
+            seconds_col.append(dt)
             now += dt
         if snapshots is not None or check_invariants:
             lengths = {s.id: s.base + t for s in running.values()}
@@ -566,34 +578,40 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             raise RuntimeError(f"simulation did not drain within {busy_limit} busy steps ({allocator.label})")
         t += 1
 
-    return _build_result(workload, allocator, cols, snapshots, stride, rejected, served, timed, clock, caching,
-                         cache_names)
+    return _build_result(workload, allocator, names, rows, seconds_col, snapshots, stride, rejected, served,
+                         clock, caching)
 
 
-def _build_result(workload: Workload, allocator, cols: dict, snapshots, stride: int, rejected: list, served: list,
-                  timed: bool, clock, caching: bool, cache_names: list, tokens=None) -> SimulationResult:
-    """Turn the loop's per-record columns into a :class:`SimulationResult` (both schedulers share it).
+def _build_result(workload: Workload, allocator, names: tuple, rows: bytearray, seconds: list | None, snapshots,
+                  stride: int, rejected: list, served: list, clock, caching: bool) -> SimulationResult:
+    """Turn the loop's records into a :class:`SimulationResult` (both schedulers share it).
 
-    ``tokens`` (a list, one per record) overrides the emitted-token count, which the classroom
-    scheduler takes to be the batch (every running sequence emits one token per step); the v1
-    scheduler passes its own, since a prefill chunk that does not finish its prompt emits none.
+    ``rows`` holds each record's int64 columns packed in ``names`` order (one ``struct`` pack per
+    record: far cheaper than one list append per column); ``seconds`` the records' durations on
+    the seconds clock (None on the step clock). A ``tokens`` column, when named, overrides the
+    emitted-token count, which the classroom scheduler takes to be the batch (every running
+    sequence emits one token per step); the v1 scheduler records its own, since a prefill chunk
+    that does not finish its prompt emits none.
     """
+    timed = seconds is not None
+    table = np.frombuffer(rows, dtype="<i8").reshape(-1, len(names))
+    col = {name: table[:, i] for i, name in enumerate(names)}
     # An idle stretch that only led up to arrivals which were all rejected is no part of the run:
     # the run ends with its last piece of work (the rejections keep their arrival steps).
-    while (cols["step"] and cols["running"][-1] == 0 and cols["waiting"][-1] == 0
-           and (timed or cols["span"][-1] > 1)):
-        start = cols["step"][-1]
-        for values in cols.values():
-            values.pop()
-        if tokens is not None:
-            tokens.pop()
+    k = len(table)
+    step, span, running, waiting = col["step"], col["span"], col["running"], col["waiting"]
+    while k and running[k - 1] == 0 and waiting[k - 1] == 0 and (timed or span[k - 1] > 1):
         if snapshots is not None:
-            snapshots.pop(start, None)
-    total = allocator.total_slots
+            snapshots.pop(int(step[k - 1]), None)
+        k -= 1
+    arr = {name: np.array(values[:k], dtype=np.int64) for name, values in col.items()}
     if not caching:                            # nothing was found, held or evicted by a cache
-        for name in cache_names:
-            cols[name] = [0] * len(cols["step"])
-    arr = {k: np.asarray(v, dtype=np.float64 if k == "seconds" else np.int64) for k, v in cols.items()}
+        for name in _CACHE_COLUMNS:
+            arr[name] = np.zeros(k, dtype=np.int64)
+    if timed:
+        arr["seconds"] = np.asarray(seconds[:k], dtype=np.float64)
+    tokens = arr.get("tokens")
+    total = allocator.total_slots
     # Every running sequence's prompt starts with the shared prefix (Workload checks it), so with
     # k running, k - 1 of the prefix copies are redundant: distinct tokens = logical - (k-1) x P.
     # Blocks shared through the prefix cache of a trace's prompts save their slots (``saving``);
@@ -610,7 +628,7 @@ def _build_result(workload: Workload, allocator, cols: dict, snapshots, stride: 
         "free_other_slots": total - arr["allocated"] - arr["ext"],
         "utilization": used / float(total), "running": arr["running"], "waiting": arr["waiting"],
         "finished": arr["finished"],
-        "tokens": arr["running"].copy() if tokens is None else np.asarray(tokens, dtype=np.int64), "preemptions": arr["preemptions"],
+        "tokens": arr["running"].copy() if tokens is None else tokens, "preemptions": arr["preemptions"],
         "units": arr["units"], "next_need": arr["need"], "swapped_blocks": arr["swapped"],
         "recomputed_tokens": arr["recomputed"], "admitted": arr["admitted"], "prefill_tokens": arr["prefill"],
         "prefill_pairs": arr["prefill_pairs"], "decode_pairs": arr["decode_pairs"],
@@ -753,12 +771,10 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
     rejected: list[dict] = []
     served: list[tuple] = []
     caching = bool(allocator.prefix_caching)
-    cache_names = ["hit", "prompt_in", "cached", "evicted"]
-    names = ["step", "span", "logical", "holders", "saving", "allocated", "ext", "running", "waiting", "finished",
-             "preemptions", "units", "need", "swapped", "recomputed", "admitted", "prefill", "prefill_pairs",
-             "decode_pairs", "final", "unwritten"] + (cache_names if caching else []) + (["seconds"] if timed else [])
-    cols = {name: [] for name in names}
-    tokens_col: list[int] = []
+    names = _COLUMNS + (_CACHE_COLUMNS if caching else ()) + ("tokens",)
+    pack = struct.Struct(f"<{len(names)}q").pack
+    rows = bytearray()
+    seconds_col: list[float] | None = [] if timed else None
     snapshots = {} if record_snapshots else None
     stride, snap_bytes = 1, 0
 
@@ -776,29 +792,20 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
     t = 0
     now = 0.0 if timed else 0
 
-    def record(**values):
-        for name in names:
-            cols[name].append(values.get(name, 0))
-
     while finished + len(rejected) < n:
         if not timed:
             now = t
         if not running and not waiting and keys[ptr] > now + tol:
-            extra = {"cached": allocator.cached_blocks} if caching else {}
-            if timed:
-                gap = keys[ptr] - now
-                record(step=t, span=1, saving=allocator.shared_saving, allocated=allocator.allocated_slots,
-                       ext=allocator.external_fragmentation(0), finished=finished, units=allocator.units_in_use,
-                       seconds=gap, **extra)
-                now += gap
-            else:
-                record(step=t, span=keys[ptr] - t, saving=allocator.shared_saving,
-                       allocated=allocator.allocated_slots, ext=allocator.external_fragmentation(0),
-                       finished=finished, units=allocator.units_in_use, **extra)
-            tokens_col.append(0)
+            row = (t, 1 if timed else keys[ptr] - t, 0, 0, allocator.shared_saving, allocator.allocated_slots,
+                   allocator.external_fragmentation(0), 0, 0, finished, 0, allocator.units_in_use,
+                   0, 0, 0, 0, 0, 0, 0, 0, allocator.never_written)
+            rows += pack(*row, 0, 0, allocator.cached_blocks, 0, 0) if caching else pack(*row, 0)
             if snapshots is not None:
                 keep_picture(t, allocator.snapshot({}) if allocator.cached_blocks else ())
             if timed:
+                gap = keys[ptr] - now
+                seconds_col.append(gap)
+                now += gap
                 t += 1
             else:
                 t = now = keys[ptr]
@@ -910,23 +917,20 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
             need = -(-(head.prompt_len + head.generated) // bs) * bs
         else:
             need = 0
-        values = dict(step=t, span=1, logical=held - sum(s.computed for s in done), holders=len(running),
-                      saving=allocator.shared_saving, allocated=allocator.allocated_slots,
-                      ext=allocator.external_fragmentation(need), running=batch, waiting=len(waiting),
-                      finished=finished, preemptions=preempted, units=allocator.units_in_use, need=need,
-                      recomputed=recomputed, admitted=admitted, prefill=prefill, prefill_pairs=prefill_pairs,
-                      decode_pairs=decode_pairs,
-                      final=sum(s.prompt_len + s.output_len for s in running),   # pending = final - logical
-                      unwritten=allocator.never_written)
+        row = (t, 1, held - sum(s.computed for s in done), len(running), allocator.shared_saving,
+               allocator.allocated_slots, allocator.external_fragmentation(need), batch, len(waiting), finished,
+               preempted, allocator.units_in_use, need, 0, recomputed, admitted, prefill, prefill_pairs,
+               decode_pairs, sum(s.prompt_len + s.output_len for s in running),   # final: pending = final - logical
+               allocator.never_written)
         if caching:
-            values.update(hit=hit, prompt_in=prompt_in, cached=allocator.cached_blocks,
-                          evicted=allocator.cache_evictions - evicted_before)
+            rows += pack(*row, hit, prompt_in, allocator.cached_blocks, allocator.cache_evictions - evicted_before,
+                         emitted)
+        else:
+            rows += pack(*row, emitted)
         if timed:
             dt = step_seconds(prefill, prefill_pairs, decodes, decode_pairs, 0)
-            values["seconds"] = dt
+            seconds_col.append(dt)
             now += dt
-        record(**values)
-        tokens_col.append(emitted)
         if snapshots is not None or check_invariants:
             lengths = {s.id: s.computed for s in running}
             if snapshots is not None and t % stride == 0:
@@ -939,8 +943,8 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
         if busy > busy_limit:
             raise RuntimeError(f"v1 simulation did not drain within {busy_limit} busy steps ({allocator.label})")
         t += 1
-    return _build_result(workload, allocator, cols, snapshots, stride, rejected, served, timed, clock, caching,
-                         cache_names, tokens=tokens_col)
+    return _build_result(workload, allocator, names, rows, seconds_col, snapshots, stride, rejected, served,
+                         clock, caching)
 
 
 def _request_table(served: list, workload: Workload, timed: bool) -> dict:
