@@ -372,6 +372,9 @@ class PagedAllocator:
     kind = "paged"
     label = "Paged"
     PREEMPTION_MODES = ("recompute", "swap")
+    #: The pool type ``reset`` builds (called as ``pool_class(num_blocks, cache_freed=...)``); a
+    #: subclass may use a BlockPool subclass that also measures something.
+    pool_class = BlockPool
 
     def __init__(self, total_slots: int, block_size: int, preemption: str = "recompute",
                  host_blocks: int | None = None, prefix_caching: bool = False):
@@ -397,7 +400,7 @@ class PagedAllocator:
                 :class:`allocator.mooncake.TracePrompts`), used with prefix caching; requests it
                 does not know share only the system prompt.
         """
-        self.pool = BlockPool(self.num_blocks, cache_freed=self.prefix_caching)
+        self.pool = self.pool_class(self.num_blocks, cache_freed=self.prefix_caching)
         self.host = HostPool(self.host_blocks)
         self.block_tables: dict[int, list[int]] = {}
         self.swapped: dict[int, list[int]] = {}     # seq_id -> host blocks it holds
