@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .allocators import MAX_POOL_BLOCKS, PagedAllocator
-from .block_pool import BlockPool
+from .allocators import MAX_POOL_SLOTS, PagedAllocator
+from .block_pool import _TOMBSTONE, BlockPool
 from .block_hash import prefix_block_keys
 from .engine import SimulationResult, simulate
+from .limits import check_pool_blocks
 from .mooncake import TRACE_BLOCK
 from .validate import FieldError, real_number, whole_number
 from .workload import Workload
@@ -66,12 +67,13 @@ def run(workload: Workload, block_size: int, pool_blocks: int, *, prefix_caching
             what the model says (cached prompt tokens cost no prefill).
 
     Raises:
-        FieldError: a bad size (more than :data:`allocator.allocators.MAX_POOL_BLOCKS` blocks),
-            or a workload without prompt tokens.
+        FieldError: a bad size (``pool_blocks`` outside the one pool range,
+            :func:`allocator.limits.check_pool_blocks`: at most 2**30 slots), or a workload
+            without prompt tokens.
     """
     _prompts(workload)
     block_size = whole_number("block_size", block_size, 1)
-    pool_blocks = whole_number("pool_blocks", pool_blocks, 1, MAX_POOL_BLOCKS)
+    pool_blocks = check_pool_blocks(pool_blocks, block_size)
     alloc = PagedAllocator(pool_blocks * block_size, block_size, prefix_caching=prefix_caching)
     return simulate(workload, alloc, record_snapshots=record_snapshots, clock=clock)
 
@@ -121,7 +123,7 @@ def _curve_sizes(low: int, high: int, extra) -> np.ndarray:
 
 def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS) -> PoolSweep:
     """Hit rate, prefill saved and evictions for pools of ``fraction x distinct_blocks`` blocks
-    (never below the largest request's need, never above :data:`MAX_POOL_BLOCKS`), and at every
+    (never below the largest request's need, never above 2**30 slots), and at every
     pool size between, from **one** replay: LRU stack distances (Mattson, Gecsei, Slutz and
     Traiger, "Evaluation techniques for storage hierarchies", IBM Systems Journal 9(2), 1970).
 
@@ -153,14 +155,15 @@ def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS)
     block_size = whole_number("block_size", block_size, 1)
     distinct = distinct_prompt_blocks(workload, block_size)
     floor = min_pool_blocks(workload, block_size)
+    most = MAX_POOL_SLOTS // block_size
     sizes = []
     for f in sorted(fractions):
-        blocks = min(MAX_POOL_BLOCKS, max(floor, math.ceil(f * distinct)))
+        blocks = min(most, max(floor, math.ceil(f * distinct)))
         if blocks not in sizes:
             sizes.append(blocks)
     # all requests at their longest at once: a pool this big never makes anyone wait
     everyone = sum(-(-(r.prompt_len + r.output_len) // block_size) for r in workload.requests)
-    ref_blocks = min(MAX_POOL_BLOCKS, max(max(sizes), everyone))
+    ref_blocks = min(most, max(max(sizes), everyone))
     alloc = _StackDepthAllocator(ref_blocks * block_size, block_size, size_hint=everyone + 1)
     ref = simulate(workload, alloc, record_snapshots=False)
     pool = alloc.pool
@@ -374,7 +377,7 @@ class _StackDepthPool(BlockPool):
 
     def final_depths(self) -> list[int]:
         """Depth of each block still cached when the run ends (nothing is in use then)."""
-        queue = self.free_queue()
+        queue = [b for b in self._queue[self._head:] if b != _TOMBSTONE]   # released blocks, LRU first
         hashes, n = self._hash, len(queue)
         return [n - 1 - i for i, b in enumerate(queue) if hashes[b] is not None]
 
