@@ -8,7 +8,6 @@ from __future__ import annotations
 import streamlit as st
 
 from allocator.accounting import PRESETS
-from allocator.maps import frame_steps
 from allocator.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, shipped_mooncake
 from allocator.prefix_cache import DEFAULT_FRACTIONS
 from allocator.timing import GPUS, TIMED_MODELS
@@ -103,7 +102,7 @@ st.dataframe(sweep_table(sweep), hide_index=True, key="pc_table",
 
 st.subheader("Where the blocks are")
 res = data.mapped(offset, count, block, chosen)
-steps = [int(s) for s in frame_steps([res], 40)]
+steps = data.map_steps(res)
 sharing = res.metrics["allocated_unshared"] - res.metrics["allocated_slots"]      # slots saved by sharing
 busiest = int(res.metrics["step"][int(sharing.argmax() if sharing.max() > 0 else res.metrics["running"].argmax())])
 start = min(steps, key=lambda s: abs(s - busiest))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from allocator.maps import frame_steps
 from allocator.mooncake import TRACE_BLOCK, mooncake_workload, shipped_mooncake
 from allocator.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
 from allocator.timing import cost_model
@@ -46,10 +47,23 @@ def sweeps(offset: int, count: int, block_size: int):
     return (chosen, native) + statistics(offset, count)
 
 
+#: Most pictures of the pool the map's step slider offers.
+MAP_FRAMES = 40
+
+
 @st.cache_resource(show_spinner="Replaying the chosen pool with pictures of it…", max_entries=16)
 def mapped(offset: int, count: int, block_size: int, pool_blocks: int):
-    """The engine's own run at the chosen pool, with snapshots (the block map)."""
-    return run(window(offset, count), block_size, pool_blocks, record_snapshots=True)
+    """The engine's own run at the chosen pool, with snapshots (the block map), keeping only the
+    pictures of the steps the page offers (:func:`map_steps`), so a cached run stays small."""
+    res = run(window(offset, count), block_size, pool_blocks, record_snapshots=True)
+    keep = set(map_steps(res))
+    res.snapshots = {k: v for k, v in res.snapshots.items() if k in keep}
+    return res
+
+
+def map_steps(res) -> list[int]:
+    """The steps the map can show: at most MAP_FRAMES, evenly spread (``allocator.maps.frame_steps``)."""
+    return [int(s) for s in frame_steps([res], MAP_FRAMES)]
 
 
 @st.cache_resource(show_spinner="Timing the window with and without the cache…", max_entries=16)
@@ -67,7 +81,8 @@ def default_map_pool(sw) -> int:
 
 def warm() -> None:
     """Compute the default window's figures at every block size (default block size first): the
-    sweeps, the default pool's map run and the default hardware's time comparison."""
+    sweeps, the default pool's map run and the default hardware's time comparison; then the map
+    runs of the default block size's other pools."""
     d = DEFAULTS
     order = (d["pc_block"],) + tuple(b for b in BLOCK_SIZES if b != d["pc_block"])
     statistics(d["pc_offset"], d["pc_count"])
@@ -77,3 +92,7 @@ def warm() -> None:
             sweep(d["pc_offset"], d["pc_count"], TRACE_BLOCK)
         mapped(d["pc_offset"], d["pc_count"], bs, default_map_pool(sw))
         ttft(d["pc_offset"], d["pc_count"], bs, d["pc_gpu"], d["pc_model"], d["pc_gpus"])
+    # last, the map's other pools at the default block size (the pool slider's other stops)
+    sw = sweep(d["pc_offset"], d["pc_count"], d["pc_block"])
+    for row in sw.rows:
+        mapped(d["pc_offset"], d["pc_count"], d["pc_block"], row["pool_blocks"])
