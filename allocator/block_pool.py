@@ -281,14 +281,17 @@ class BlockPool:
         for b in blocks:
             if ref[b] == 0 and hashes[b] is None:
                 raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
+        queue, pos, cached = self._queue, self._pos, self._cached_free
+        taken = 0
         for b in blocks:
             if ref[b] == 0:
-                self._queue[self._pos[b]] = _TOMBSTONE
-                self._pos[b] = -1
-                self._tombstones += 1
-                self.num_free -= 1
-                del self._cached_free[b]
+                queue[pos[b]] = _TOMBSTONE
+                pos[b] = -1
+                del cached[b]
+                taken += 1
             ref[b] += 1
+        self._tombstones += taken
+        self.num_free -= taken
 
     def register(self, block_id: int, block_hash: bytes) -> bool:
         """Make an in-use block findable under ``block_hash``.
@@ -373,17 +376,19 @@ class BlockPool:
     # ------------------------------------------------------------------ internals
 
     def _evict(self, blocks, evicted: list | None) -> None:
-        hashes, cache = self._hash, self._cache
+        hashes, cache, cached = self._hash, self._cache, self._cached_free
+        n = 0
         for b in blocks:
             h = hashes[b]
             if h is not None:
                 if cache.get(h) == b:
                     del cache[h]
                 hashes[b] = None
-                self._cached_free.pop(b, None)
-                self.evictions += 1
+                del cached[b]
+                n += 1
                 if evicted is not None:
                     evicted.append(b)
+        self.evictions += n
 
     def _compact(self) -> None:
         """Drop consumed entries and tombstones from the queue list (amortised O(1) per entry)."""
