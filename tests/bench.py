@@ -11,6 +11,7 @@ Sections:
     ratesweep  issue 14: 8 rates x 4 policies x 1,000 requests on the seconds clock <= 20 s
     prefix     issue 15: 2,000 Mooncake requests with prefix caching, block 16, 1/4 pool <= 5 s
     prefixpage issue 24: the Prefix cache page cold <= 3 s, each control change <= 2 s (AppTest)
+    prefixbrowser issue 24: the same first visit in headless Chromium, server up 60 s (<= 3 s)
     cli        issue 24: --help <= 0.5 s, simulate classroom-40 --json <= 1 s, import allocator <= 0.3 s
     pools      issue 24: a pool of 2**30 slots through the CLI, memory growing with blocks used
     kernels    the paged-attention kernel sweep on this machine's backend (see kernels/)
@@ -281,6 +282,51 @@ def bench_prefixpage() -> list[bool]:
     return met
 
 
+def bench_prefixbrowser(repeat: int = 3, up_s: float = 60.0) -> list[bool]:
+    """Issue 24's first-visit target in a real browser: ``python app.py`` (which warms the Prefix
+    cache page's default window in the background), wait until the server has been up ``up_s``
+    seconds, then time the click from the About page to the Prefix cache page's first chart
+    (median of ``repeat``), beside the same click to the Capacity page (a light page: what the
+    server, the browser and this machine's load cost any page)."""
+    try:
+        from playwright.sync_api import sync_playwright
+
+        from tests.test_browser import CHROMIUM, serve_app
+    except Exception as exc:                    # no playwright or no Chromium: say so, count nothing
+        print_table("prefix cache page in a browser", ["measure", "value"], [["skipped", str(exc)[:100]]])
+        return []
+    rows, met = [], []
+    with serve_app("bench-prefix-browser") as base:
+        started = time.monotonic()
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync"])
+            page = browser.new_page(viewport={"width": 1920, "height": 1080})
+            page.goto(f"{base}/about", timeout=300_000)
+            page.wait_for_selector("h1", timeout=300_000)
+            time.sleep(max(0.0, up_s - (time.monotonic() - started)))
+            for title, target in (("Capacity", None), ("Prefix cache on a real trace", 3.0)):
+                times = []
+                for _ in range(repeat):
+                    page.goto(f"{base}/about", timeout=300_000)
+                    page.wait_for_selector("h1", timeout=300_000)
+                    t = time.perf_counter()
+                    page.get_by_text(title).first.click()
+                    page.wait_for_selector(".js-plotly-plot", timeout=300_000)
+                    times.append(time.perf_counter() - t)
+                value = statistics.median(times)
+                ok = target is None or value <= target
+                if target is not None:
+                    met.append(ok)
+                rows.append([f"About -> {title}: first chart", f"{value:.2f}", f"{min(times):.2f}",
+                             "(info)" if target is None else f"<= {target:g}", ok])
+            browser.close()
+    print_table(f"prefix cache page in headless Chromium, server up {up_s:.0f} s (median of {repeat}, s)",
+                ["navigation", "median", "min", "target", "met"], rows)
+    return met
+
+
 def _timed_runs(argv: list[str], n: int) -> tuple[float, float]:
     """(min, median) wall seconds of ``n`` runs of a command (after one unmeasured run)."""
     import subprocess
@@ -357,7 +403,7 @@ def bench_pools() -> list[bool]:
 
 SECTIONS = {"explainer": bench_explainer, "scale": bench_scale, "events": bench_events,
             "ratesweep": bench_ratesweep, "prefix": bench_prefix, "prefixpage": bench_prefixpage,
-            "cli": bench_cli, "pools": bench_pools}
+            "prefixbrowser": bench_prefixbrowser, "cli": bench_cli, "pools": bench_pools}
 
 
 def _kernel_section():
