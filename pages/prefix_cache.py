@@ -9,7 +9,7 @@ import streamlit as st
 
 from allocator.accounting import PRESETS
 from allocator.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, shipped_mooncake
-from allocator.prefix_cache import DEFAULT_FRACTIONS
+from allocator.prefix_cache import DEFAULT_FRACTIONS, MODEL_TOLERANCE_PP
 from allocator.timing import GPUS, TIMED_MODELS
 from allocator.validate import FieldError
 from allocator.viz.prefix import (block_map_figure, hit_rate_figure, sweep_table, ttft_figure, ttft_summary,
@@ -85,7 +85,7 @@ st.caption(
     "runs the same schedule and finds exactly these hits, and a test replays the engine at a few pool sizes "
     "and checks they are equal. The dotted line, below that size, is the LRU model's: there the engine would "
     "have to delay admissions or preempt requests, which changes what is recent (the test finds the engine's "
-    "figure within 2 percentage points of the model's there).")
+    f"figure within {MODEL_TOLERANCE_PP:g} percentage points of the model's there).")
 st.caption("The dashed line is counted from the trace's own block ids, not simulated: for each request, the "
            "leading 512-token blocks whose whole chain of ids an earlier request in the window already had "
            "(full blocks only, and never the block holding the prompt's last token, which the engine always "
