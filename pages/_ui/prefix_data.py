@@ -8,6 +8,7 @@ what they return.
 """
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from allocator.maps import frame_steps
@@ -54,10 +55,12 @@ MAP_FRAMES = 40
 @st.cache_resource(show_spinner="Replaying the chosen pool with pictures of it…", max_entries=16)
 def mapped(offset: int, count: int, block_size: int, pool_blocks: int):
     """The engine's own run at the chosen pool, with snapshots (the block map), keeping only the
-    pictures of the steps the page offers (:func:`map_steps`), so a cached run stays small."""
+    pictures of the steps the page offers (:func:`map_steps`), each block table as an int32 array
+    (``allocator.maps.block_picture`` reads either), so a cached run stays small."""
     res = run(window(offset, count), block_size, pool_blocks, record_snapshots=True)
     keep = set(map_steps(res))
-    res.snapshots = {k: v for k, v in res.snapshots.items() if k in keep}
+    res.snapshots = {k: tuple((sid, n, np.asarray(table, dtype=np.int32)) for sid, n, table in v)
+                     for k, v in res.snapshots.items() if k in keep}
     return res
 
 
