@@ -38,8 +38,9 @@ def serve(argv: list[str]) -> int:
 
 
 def _warm_in_background() -> None:
-    """Compute the Throughput page's default rate sweep (seconds of work) while the server starts
-    and serves: the first visitor then finds it ready, or waits for it instead of starting another."""
+    """Compute the Throughput page's default rate sweep and the Prefix cache page's default window
+    at every block size (seconds of work each) while the server starts and serves: the first
+    visitor then finds them ready, or waits for them instead of starting another."""
     import threading
 
     def warm():
@@ -50,6 +51,15 @@ def _warm_in_background() -> None:
             print(f"warning: could not pre-build the default rate sweep: {exc}", file=sys.stderr)
 
     threading.Thread(target=warm, name="warm-rate-sweep", daemon=True).start()
+
+    def warm_prefix():
+        try:
+            from pages._ui.prefix_data import warm as warm_prefix_page
+            warm_prefix_page()
+        except Exception as exc:  # the page computes on demand
+            print(f"warning: could not pre-build the prefix cache page: {exc}", file=sys.stderr)
+
+    threading.Thread(target=warm_prefix, name="warm-prefix-cache", daemon=True).start()
 
 
 if __name__ == "__main__" and get_script_run_ctx(suppress_warning=True) is None:

@@ -42,14 +42,13 @@ RESERVATION_POLICIES = ("max", "pow2", "oracle")
 PLACEMENTS = ("first-fit", "buddy")
 #: Largest block size accepted (slots).
 MAX_BLOCK_SIZE = 4096
-#: Largest pool simulated (slots): 4x the explainer's largest, and small enough that a pool of
-#: one-slot blocks keeps its per-block lists in a few hundred MB.
-MAX_POOL_SLOTS = 1 << 22
-#: Largest paged pool in blocks: what bounds the paged allocator's per-block lists. A paged
-#: allocator built directly (a trace replay with prefix caching) may have up to this many blocks
-#: of any size, so more slots than MAX_POOL_SLOTS when blocks are large; the scenario, the CLI and
-#: the pages keep to MAX_POOL_SLOTS (``allocator.limits``).
-MAX_POOL_BLOCKS = 1 << 22
+#: Largest pool simulated (slots), for every allocator, the CLI and every page
+#: (``allocator.limits``): 2**30. Production prefix caches span GPU, host memory and disk
+#: (Mooncake, FAST 2025), so pools this large are real; the block pool's memory grows with the
+#: blocks used, not with the pool's size (``allocator.block_pool``), so they cost what they hold.
+MAX_POOL_SLOTS = 1 << 30
+#: Largest paged pool in blocks: a pool of one-slot blocks of the largest pool.
+MAX_POOL_BLOCKS = MAX_POOL_SLOTS
 
 
 @runtime_checkable
@@ -435,7 +434,7 @@ class PagedAllocator:
 
     Raises:
         FieldError: ``block_size`` or ``total_slots`` not a whole number >= 1 (at most
-            :data:`MAX_POOL_BLOCKS` blocks), a block larger than the pool, an unknown
+            :data:`MAX_POOL_SLOTS` slots), a block larger than the pool, an unknown
             ``preemption`` mode or a negative ``host_blocks``.
 
     A sequence is admitted with ceil((context_len + 1) / block_size) blocks -- room for its
@@ -470,11 +469,14 @@ class PagedAllocator:
     kind = "paged"
     label = "Paged"
     PREEMPTION_MODES = ("recompute", "swap")
+    #: The pool type ``reset`` builds (called as ``pool_class(num_blocks, cache_freed=...)``); a
+    #: subclass may use a BlockPool subclass that also measures something.
+    pool_class = BlockPool
 
     def __init__(self, total_slots: int, block_size: int, preemption: str = "recompute",
                  host_blocks: int | None = None, prefix_caching: bool = False):
         self.block_size = whole_number("block_size", block_size, 1, MAX_BLOCK_SIZE)
-        self.total_slots = whole_number("total_slots", total_slots, 1, MAX_POOL_BLOCKS * self.block_size)
+        self.total_slots = whole_number("total_slots", total_slots, 1, MAX_POOL_SLOTS)
         self.prefix_caching = bool(prefix_caching)
         self.num_blocks = self.total_slots // self.block_size
         if self.num_blocks == 0:
@@ -495,7 +497,7 @@ class PagedAllocator:
                 :class:`allocator.mooncake.TracePrompts`), used with prefix caching; requests it
                 does not know share only the system prompt.
         """
-        self.pool = BlockPool(self.num_blocks, cache_freed=self.prefix_caching)
+        self.pool = self.pool_class(self.num_blocks, cache_freed=self.prefix_caching)
         self.host = HostPool(self.host_blocks)
         self.block_tables: dict[int, list[int]] = {}
         self._final: dict[int, int] = {}            # seq_id -> tokens it holds when it finishes
@@ -530,7 +532,7 @@ class PagedAllocator:
     @property
     def refcounts(self) -> list[int]:
         """Refcount of every block, shape (num_blocks,)."""
-        return list(self.pool.refcounts)
+        return self.pool.all_refcounts()
 
     def blocks_for(self, tokens: int) -> int:
         """Blocks needed to hold ``tokens`` tokens: ceil(tokens / block_size)."""

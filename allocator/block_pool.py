@@ -19,6 +19,11 @@ Model
   with ``cache_freed=False`` its hash is dropped the moment it is released.
 * Touching a cached block that waits in the queue takes it out of the queue (a cache hit).
   Invariant: ``free (no hash) + cached (refcount 0, hashed) + in use == num_blocks``.
+* Memory grows with the blocks used, not with the pool's size: blocks never used yet wait at the
+  front of the free queue in id order, so they are not stored; the queue hands out their ids from
+  a counter and the per-block lists grow as ids are first handed out. A pool of 2**30 blocks
+  (a prefix cache spanning GPU, host memory and disk) costs what the blocks it used cost. A pool
+  built with an explicit ``free_order`` stores its whole queue (the Block tables page's small pools).
 
 A host (CPU) pool for swapped-out sequences is :class:`HostPool`.
 
@@ -55,29 +60,39 @@ class BlockPool:
     Raises:
         FieldError: ``num_blocks`` not a whole number >= 1, or ``free_order`` not a permutation.
 
-    All operations are O(blocks touched); a refused operation changes nothing.
+    All operations are O(blocks touched); a refused operation changes nothing. Memory is
+    O(blocks ever handed out), not O(num_blocks) (see the module docstring).
     """
 
     def __init__(self, num_blocks: int, *, free_order=None, cache_freed: bool = True):
         self.num_blocks = whole_number("num_blocks", num_blocks, 1)
-        order = list(range(self.num_blocks)) if free_order is None else [int(b) for b in free_order]
-        if sorted(order) != list(range(self.num_blocks)):
-            raise FieldError("free_order", f" must be a permutation of 0..{self.num_blocks - 1}")
         self.cache_freed = bool(cache_freed)
-        self._ref = [0] * self.num_blocks
+        if free_order is None:
+            # never-used blocks fresh .. num_blocks - 1 wait at the front of the queue, unstored
+            self._fresh = 0
+            order = []
+        else:
+            order = [int(b) for b in free_order]
+            if sorted(order) != list(range(self.num_blocks)):
+                raise FieldError("free_order", f" must be a permutation of 0..{self.num_blocks - 1}")
+            self._fresh = self.num_blocks
+        n = self._fresh                     # the per-block lists hold blocks 0 .. len - 1
+        self._ref = [0] * n
         self._queue = order                 # live entries: self._queue[self._head:], minus tombstones
         self._head = 0
         self._tombstones = 0
         #: Blocks an allocation can take: refcount 0, hashed or not (the free queue's length).
         #: Read it; only the pool's own operations change it.
         self.num_free = self.num_blocks
-        self._pos = list(range(self.num_blocks)) if self.cache_freed else None
+        self._pos = [0] * n if self.cache_freed else None
         if self._pos is not None:
             for i, b in enumerate(order):
                 self._pos[b] = i
-        self._hash: list[bytes | None] = [None] * self.num_blocks
+        self._hash: list[bytes | None] = [None] * n
         self._cache: dict[bytes, int] = {}
-        self._cached_free = 0               # blocks with refcount 0 that still have a hash
+        # blocks with refcount 0 that still have a hash, in free-queue order (a dict keeps the order;
+        # a snapshot lists them without scanning the whole queue)
+        self._cached_free: dict[int, None] = {}
         #: Cached blocks whose hash was dropped because the queue handed them out again.
         self.evictions = 0
 
@@ -96,13 +111,19 @@ class BlockPool:
         Raises:
             FieldError: ``block_id`` outside 0 .. num_blocks - 1.
         """
-        return self._ref[self.check_block(block_id)]
+        b = self.check_block(block_id)
+        return self._ref[b] if b < len(self._ref) else 0
 
     @property
     def refcounts(self) -> list[int]:
-        """Every block's refcount, shape (num_blocks,). The pool's own list, for fast reads in
-        allocators' inner loops: read it, never write it."""
+        """Refcounts of the blocks handed out so far, shape (k,), k <= num_blocks: block ids
+        0 .. k - 1 (every block at or past k was never used: refcount 0). The pool's own list, for
+        fast reads of blocks in block tables in allocators' inner loops: read it, never write it."""
         return self._ref
+
+    def all_refcounts(self) -> list[int]:
+        """Every block's refcount, shape (num_blocks,) (a new list: O(num_blocks), for small pools)."""
+        return self._ref + [0] * (self.num_blocks - len(self._ref))
 
     def check_block(self, block_id) -> int:
         """Return ``block_id`` as an int in 0 .. num_blocks - 1, else raise FieldError (``block_id``)."""
@@ -111,12 +132,12 @@ class BlockPool:
     @property
     def num_cached_free(self) -> int:
         """Blocks with refcount 0 that are still findable by hash (cached, unreferenced)."""
-        return self._cached_free
+        return len(self._cached_free)
 
     @property
     def num_plain_free(self) -> int:
         """Blocks with refcount 0 and no hash."""
-        return self.num_free - self._cached_free
+        return self.num_free - len(self._cached_free)
 
     @property
     def num_in_use(self) -> int:
@@ -129,19 +150,18 @@ class BlockPool:
         return len(self._cache)
 
     def free_queue(self) -> list[int]:
-        """Block ids with refcount 0, in the order allocation takes them (least recently used first)."""
-        return [b for b in self._queue[self._head:] if b != _TOMBSTONE]
+        """Block ids with refcount 0, in the order allocation takes them (least recently used first:
+        never-used blocks in id order, then released ones). O(num_free): for small pools and tests."""
+        return list(range(self._fresh, self.num_blocks)) + [b for b in self._queue[self._head:] if b != _TOMBSTONE]
 
     def cached_free_queue(self) -> list[int]:
         """Blocks with refcount 0 that are still findable by hash, least recently used first."""
-        if not self._cached_free:
-            return []
-        hashes = self._hash
-        return [b for b in self._queue[self._head:] if b != _TOMBSTONE and hashes[b] is not None]
+        return list(self._cached_free)
 
     def hash_of(self, block_id: int) -> bytes | None:
         """The hash a block can be found by, or None."""
-        return self._hash[self.check_block(block_id)]
+        b = self.check_block(block_id)
+        return self._hash[b] if b < len(self._hash) else None
 
     def lookup(self, block_hash: bytes) -> int | None:
         """The block registered under ``block_hash`` (in use or cached), or None."""
@@ -162,9 +182,27 @@ class BlockPool:
     def state(self, block_id: int) -> str:
         """``"free"``, ``"cached"`` (refcount 0 but findable by hash) or ``"in use"``."""
         b = self.check_block(block_id)
+        if b >= len(self._ref):
+            return BLOCK_FREE
         if self._ref[b] > 0:
             return BLOCK_IN_USE
         return BLOCK_CACHED if self._hash[b] is not None else BLOCK_FREE
+
+    # ------------------------------------------------------------------ never-used blocks
+
+    def _take_fresh(self, n: int) -> list[int]:
+        """Hand out up to ``n`` never-used blocks (the front of the queue), refcount 1; grows the
+        per-block lists to cover them."""
+        f = self._fresh
+        k = min(n, self.num_blocks - f)
+        if k <= 0:
+            return []
+        self._fresh = f + k
+        self._ref.extend([1] * k)
+        self._hash.extend([None] * k)
+        if self._pos is not None:
+            self._pos.extend([-1] * k)
+        return list(range(f, f + k))
 
     # ------------------------------------------------------------------ operations
 
@@ -185,6 +223,11 @@ class BlockPool:
                                    f"{self.num_blocks} free", needed=n, available=self.num_free)
         if n <= 0:
             return []
+        fresh = self._take_fresh(n) if self._fresh < self.num_blocks else []
+        self.num_free -= n
+        n -= len(fresh)
+        if not n:
+            return fresh
         q, h = self._queue, self._head
         if not self._tombstones:
             blocks = q[h:h + n]
@@ -199,7 +242,6 @@ class BlockPool:
                 else:
                     blocks.append(b)
         self._head = h
-        self.num_free -= n
         ref = self._ref
         for b in blocks:
             ref[b] = 1
@@ -211,7 +253,7 @@ class BlockPool:
             self._evict(blocks, evicted)
         if h >= _COMPACT_AFTER and 2 * h >= len(q):
             self._compact()
-        return blocks
+        return fresh + blocks if fresh else blocks
 
     def allocate_one(self) -> int | None:
         """Take one block from the front of the free queue (refcount 1), or None if none is free.
@@ -220,6 +262,9 @@ class BlockPool:
         """
         if not self.num_free:
             return None
+        if self._fresh < self.num_blocks:
+            self.num_free -= 1
+            return self._take_fresh(1)[0]
         q, h = self._queue, self._head
         b = q[h]
         while b == _TOMBSTONE:
@@ -249,14 +294,17 @@ class BlockPool:
         for b in blocks:
             if ref[b] == 0 and hashes[b] is None:
                 raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
+        queue, pos, cached = self._queue, self._pos, self._cached_free
+        taken = 0
         for b in blocks:
             if ref[b] == 0:
-                self._queue[self._pos[b]] = _TOMBSTONE
-                self._pos[b] = -1
-                self._tombstones += 1
-                self.num_free -= 1
-                self._cached_free -= 1
+                queue[pos[b]] = _TOMBSTONE
+                pos[b] = -1
+                del cached[b]
+                taken += 1
             ref[b] += 1
+        self._tombstones += taken
+        self.num_free -= taken
 
     def register(self, block_id: int, block_hash: bytes) -> bool:
         """Make an in-use block findable under ``block_hash``.
@@ -314,12 +362,12 @@ class BlockPool:
         self.num_free += len(freed)
         q = self._queue
         if self._pos is not None:
-            pos, hashes = self._pos, self._hash
+            pos, hashes, cached = self._pos, self._hash, self._cached_free
             for b in freed:
                 pos[b] = len(q)
                 q.append(b)
                 if hashes[b] is not None:
-                    self._cached_free += 1
+                    cached[b] = None
         else:
             q.extend(freed)
             if self._cache:
@@ -350,17 +398,19 @@ class BlockPool:
     # ------------------------------------------------------------------ internals
 
     def _evict(self, blocks, evicted: list | None) -> None:
-        hashes, cache = self._hash, self._cache
+        hashes, cache, cached = self._hash, self._cache, self._cached_free
+        n = 0
         for b in blocks:
             h = hashes[b]
             if h is not None:
                 if cache.get(h) == b:
                     del cache[h]
                 hashes[b] = None
-                self._cached_free -= 1
-                self.evictions += 1
+                del cached[b]
+                n += 1
                 if evicted is not None:
                     evicted.append(b)
+        self.evictions += n
 
     def _compact(self) -> None:
         """Drop consumed entries and tombstones from the queue list (amortised O(1) per entry)."""
@@ -386,10 +436,15 @@ class BlockPool:
             a block queued twice, refcount != tables pointing at it, free + cached + in use !=
             num_blocks, a stale hash entry.
         """
-        queued = self.free_queue()
+        used = len(self._ref)
+        assert used == self._fresh == len(self._hash), "per-block lists do not cover exactly the blocks handed out"
+        assert self._pos is None or len(self._pos) == used, "queue positions do not cover the blocks handed out"
+        queued = [b for b in self._queue[self._head:] if b != _TOMBSTONE]     # released (used) blocks
         assert len(set(queued)) == len(queued), "a block is queued twice"
-        assert len(queued) == self.num_free, f"{len(queued)} queued but {self.num_free} counted free"
-        unreferenced = {b for b in range(self.num_blocks) if self._ref[b] == 0}
+        assert all(b < used for b in queued), "a never-used block is stored in the queue"
+        assert len(queued) + self.num_blocks - self._fresh == self.num_free, (
+            f"{len(queued) + self.num_blocks - self._fresh} queued but {self.num_free} counted free")
+        unreferenced = {b for b in range(used) if self._ref[b] == 0}
         assert set(queued) == unreferenced, "the free queue does not hold exactly the blocks with refcount 0"
         if self._pos is not None:
             for i, b in enumerate(self._queue):
@@ -397,15 +452,19 @@ class BlockPool:
                     assert self._pos[b] == i, f"block {b}: queue position {self._pos[b]} != {i}"
         tables = list(tables)
         if tables:
-            pointing = [0] * self.num_blocks
+            pointing = [0] * used
             for table in tables:
                 for b in table:
+                    assert b < used, f"block {b} is in a block table but was never handed out"
                     pointing[b] += 1
-            for b in range(self.num_blocks):
+            for b in range(used):
                 assert pointing[b] == self._ref[b], (
                     f"block {b}: refcount {self._ref[b]} but {pointing[b]} block tables point at it")
         cached_free = sum(1 for b in queued if self._hash[b] is not None)
-        assert cached_free == self._cached_free, f"{cached_free} cached free blocks, {self._cached_free} counted"
+        assert cached_free == len(self._cached_free), (
+            f"{cached_free} cached free blocks, {len(self._cached_free)} counted")
+        assert list(self._cached_free) == [b for b in queued if self._hash[b] is not None], (
+            "the cached free blocks are not in free-queue order")
         assert self.num_plain_free + self.num_cached_free + self.num_in_use == self.num_blocks, (
             f"free {self.num_plain_free} + cached {self.num_cached_free} + in use {self.num_in_use} "
             f"!= {self.num_blocks} blocks")
@@ -431,7 +490,8 @@ class HostPool:
 
     def __init__(self, num_blocks: int):
         self.num_blocks = whole_number("num_host_blocks", num_blocks, 0)
-        self._free: deque[int] = deque(range(self.num_blocks))
+        self._fresh = 0                     # never-used host blocks fresh .. num_blocks - 1 come first
+        self._free: deque[int] = deque()    # host blocks given back, oldest first
 
     def __eq__(self, other) -> bool:
         """Equal when both hold the same free host blocks in the same order."""
@@ -442,18 +502,23 @@ class HostPool:
     @property
     def num_free(self) -> int:
         """Host blocks not holding anything."""
-        return len(self._free)
+        return self.num_blocks - self._fresh + len(self._free)
 
     def take(self, n: int) -> list[int]:
-        """Take ``n`` host blocks (oldest freed first).
+        """Take ``n`` host blocks: never-used ones first (in id order), then the oldest given back.
+        Memory grows with the host blocks used, not with ``num_blocks``.
 
         Raises:
             OutOfBlocksError: fewer than ``n`` are free (field ``num_host_blocks``; nothing taken).
         """
-        if n > len(self._free):
-            raise OutOfBlocksError("num_host_blocks", f"{n} needed, {len(self._free)} "
-                                   f"of {self.num_blocks} free", needed=n, available=len(self._free))
-        return [self._free.popleft() for _ in range(n)]
+        free = self.num_free
+        if n > free:
+            raise OutOfBlocksError("num_host_blocks", f"{n} needed, {free} "
+                                   f"of {self.num_blocks} free", needed=n, available=free)
+        f = self._fresh
+        k = min(max(n, 0), self.num_blocks - f)
+        self._fresh = f + k
+        return list(range(f, f + k)) + [self._free.popleft() for _ in range(n - k)]
 
     def give_back(self, host_blocks) -> None:
         """Return host blocks to the pool (they join the back of its free list)."""
@@ -461,5 +526,6 @@ class HostPool:
 
     def check_invariants(self, held: int) -> None:
         """Assert that ``held`` blocks in use plus the free ones make up the pool."""
-        assert held + len(self._free) == self.num_blocks, "host blocks lost"
+        assert held + self.num_free == self.num_blocks, "host blocks lost"
         assert len(set(self._free)) == len(self._free), "a host block is free twice"
+        assert all(b < self._fresh for b in self._free), "a never-used host block is stored as given back"

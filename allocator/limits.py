@@ -17,9 +17,17 @@ narrower ranges of their own (``pages._ui.url_params``), and use these where the
   ``requests``, ``rates`` (each entry), ``latency_factor``, and ``seed``, ``block_size``,
   ``max_new_tokens`` as above.
 
-Why these ends: a pool larger than ``MAX_POOL_SLOTS`` would not fit the engine's per-block lists
-in memory; a block larger than ``MAX_BLOCK_SIZE`` is no page at all; ``MAX_TOKENS`` (10 million) is
-longer than any model's context; a trace has at most ``MAX_ROWS`` rows; a seed is 32 bits; a metadata
+Pools (``total_slots``, ``pool_blocks``): one range, up to ``MAX_POOL_SLOTS`` = 2**30 slots, for
+the CLI, the core and every page (a prefix cache spanning GPU, host memory and disk is that big;
+the block pool's memory grows with the blocks used, not with the pool). ``pool_blocks`` (a trace
+replay's pool in blocks, the Prefix cache page and ``allocator.prefix_cache``) is the same range
+in blocks: at most ``MAX_POOL_SLOTS // block_size``. Only a pool *drawn slot by slot* (the
+animated memory maps of ``export-html``) keeps to ``drawn_slots``, 4,194,304 slots, because each
+frame's picture holds every slot.
+
+Why the other ends: a block larger than ``MAX_BLOCK_SIZE`` is no page at all; ``MAX_TOKENS``
+(10 million) is longer than any model's context; an output cap past ``MAX_NEW_TOKENS`` would make
+one decode millions of engine events; a trace has at most ``MAX_ROWS`` rows; a seed is 32 bits; a metadata
 cost past a million slots per block only turns every total into noise; arrivals slower than one per
 thousand steps or faster than a thousand per step, and clocks outside 0.001 .. 1,000,000 steps per
 second, stop describing a serving engine (and far enough out overflow its clock).
@@ -35,6 +43,11 @@ from .workload import MAX_PROMPT_TOKENS
 MAX_SEED = 2 ** 32 - 1
 #: Largest metadata cost c (slot equivalents per block); the engine's ``total_cost`` takes the same.
 MAX_METADATA_COST = 1_000_000
+#: Largest output cap (tokens): a decode that long is already 262,144 block boundaries of 16; the
+#: pool's range grew to 2**30 slots (issue 24), this one stays where it was.
+MAX_NEW_TOKENS = 1 << 22
+#: Largest pool drawn slot by slot (``export-html``'s animated maps: every frame holds every slot).
+MAX_DRAWN_SLOTS = 1 << 22
 #: Largest pool of the Accounting page's "how many fit" arithmetic (slots).
 MAX_ACCOUNT_POOL = 10 ** 12
 #: Largest memory budget of the Capacity arithmetic (GiB): one PiB.
@@ -43,8 +56,10 @@ MAX_FREE_GIB = 2 ** 20
 LIMITS: dict[str, Limit] = {
     # scenario (simulate, export-html, the explainer)
     "total_slots": Limit(1, MAX_POOL_SLOTS, unit="slots"),
+    "pool_blocks": Limit(1, MAX_POOL_SLOTS, unit="blocks, at most 2**30 slots in all"),
+    "drawn_slots": Limit(1, MAX_DRAWN_SLOTS, unit="slots: a pool drawn slot by slot"),
     "block_size": Limit(1, MAX_BLOCK_SIZE, unit="slots per block"),
-    "max_new_tokens": Limit(1, MAX_POOL_SLOTS, unit="tokens"),
+    "max_new_tokens": Limit(1, MAX_NEW_TOKENS, unit="tokens"),
     "seed": Limit(0, MAX_SEED),
     "arrival_rate": Limit(0.001, 1000, integer=False, unit="requests per step"),
     "offset": Limit(0, MAX_ROWS - 1, unit="trace rows, from 0"),
@@ -76,6 +91,18 @@ LIMITS: dict[str, Limit] = {
     "latency_factor": Limit(1, 1000, integer=False, unit="times the latency of a request served alone",
                             low_open=True),
 }
+
+
+def check_pool_blocks(pool_blocks: object, block_size: int) -> int:
+    """Check a pool given in blocks: a whole number of blocks from 1 to ``MAX_POOL_SLOTS // block_size``
+    (the one pool range, in blocks of ``block_size`` slots).
+
+    Raises:
+        FieldError: ``pool_blocks``, naming the value and the range for this block size.
+    """
+    high = max(1, MAX_POOL_SLOTS // block_size)
+    return in_range("pool_blocks", pool_blocks,
+                    Limit(1, high, unit=f"blocks of {block_size} slots: at most 2**30 slots in all"))
 
 
 def check(field: str, value: object, *, index: int | None = None, subject: str | None = None):

@@ -30,9 +30,12 @@ import json
 import math
 import os
 import zlib
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:                   # pandas is imported where a trace is read or replayed
+    import pandas as pd
 
 from .block_hash import splitmix64
 from .trace import (ASSETS, MAX_ARRIVAL_STEP, MAX_BYTES, MAX_ROWS, MAX_TOKENS, _cut, _read_bytes, _shown, load_shipped,
@@ -139,6 +142,8 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
             ``trace``): not UTF-8, empty, too large, too many lines.
         FileNotFoundError: the path does not exist.
     """
+    import pandas as pd
+
     data = _read_bytes(source, MAX_GZIP_BYTES if str(source).endswith(".gz") else max_bytes)
     if data[:2] == b"\x1f\x8b":
         try:

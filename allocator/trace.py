@@ -18,8 +18,12 @@ import math
 import os
 import stat
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:                   # pandas is imported where a CSV is read (it takes most of `import allocator`)
+    import pandas as pd
 
 from .validate import FieldError, real_number, whole_number
 from .workload import Workload, workload_from_lengths
@@ -188,6 +192,8 @@ def _numeric_cells(df: pd.DataFrame, col: str, what: str) -> np.ndarray:
     """Column ``col`` as float64, every cell a finite number, else FieldError naming the first bad
     row and column: an empty cell, text that is not a number, or one that is not finite (``inf``,
     ``1e400``, ``NaN``) -- before any other check looks at the values."""
+    import pandas as pd
+
     raw = df[col]
     num = pd.to_numeric(raw, errors="coerce")
     values = num.to_numpy(dtype=float)
@@ -249,6 +255,8 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
             schema); too many rows, a file larger than ``max_bytes``.
         FileNotFoundError: the path does not exist.
     """
+    import pandas as pd
+
     data = _read_bytes(source, max_bytes)
     text = _decode(data)
     _check_structure(text)

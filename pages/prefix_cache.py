@@ -8,21 +8,19 @@ from __future__ import annotations
 import streamlit as st
 
 from allocator.accounting import PRESETS
-from allocator.maps import frame_steps
-from allocator.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, mooncake_workload, shipped_mooncake
-from allocator.prefix_cache import DEFAULT_FRACTIONS, pool_sweep, run, trace_hit_statistic, ttft_comparison
-from allocator.timing import GPUS, TIMED_MODELS, cost_model
+from allocator.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, shipped_mooncake
+from allocator.prefix_cache import DEFAULT_FRACTIONS, MODEL_TOLERANCE_PP
+from allocator.timing import GPUS, TIMED_MODELS
 from allocator.trace import ShippedDataError
 from allocator.validate import FieldError, plain_markdown
 from allocator.viz.prefix import (block_map_figure, hit_rate_figure, sweep_table, ttft_figure, ttft_summary,
                                   window_summary)
-from pages._ui.heavy import shared
+from pages._ui import prefix_data as data
+from pages._ui.prefix_data import BLOCK_SIZES, DEFAULTS
 from pages._ui.state import set_defaults
 
-BLOCK_SIZES = (16, 32, 64, 128, 256, 512)
-#: Most requests a window may hold on this page (a replay of 2,000 takes a few seconds a pool).
+#: Most requests a window may hold on this page (one replay of 2,000 takes a few seconds).
 MAX_WINDOW = 2000
-DEFAULTS = {"pc_offset": 0, "pc_count": 1000, "pc_block": 16, "pc_gpu": "h200", "pc_model": "llama3-8b", "pc_gpus": 4}
 GPU_COUNTS = (1, 2, 4, 8)
 set_defaults(DEFAULTS)
 
@@ -62,36 +60,9 @@ def fail(exc: Exception) -> None:
     st.stop()
 
 
-def _window(offset: int, count: int):
-    """The trace window as a workload (outputs capped at 2,048 tokens, the replay's default)."""
-    return mooncake_workload(shipped_mooncake(), offset=offset, count=count)
-
-
-@shared("Replaying the window with pools of six sizes (and 512-slot blocks)", max_entries=8)
-def _sweep(offset: int, count: int, block_size: int):
-    wl = _window(offset, count)
-    sweep = pool_sweep(wl, block_size)
-    native = sweep if block_size == TRACE_BLOCK else pool_sweep(wl, TRACE_BLOCK)
-    return sweep, native, trace_hit_statistic(wl), trace_hit_statistic(wl, engine_rules=False)
-
-
-@shared("Replaying the chosen pool with snapshots", max_entries=8)
-def _mapped(offset: int, count: int, block_size: int, pool_blocks: int):
-    wl = _window(offset, count)
-    return run(wl, block_size, pool_blocks, record_snapshots=True)
-
-
-@shared("Timing the window with and without the cache", max_entries=8)
-def _ttft(offset: int, count: int, block_size: int, gpu: str, model: str, gpus: int):
-    wl = _window(offset, count)
-    cost = cost_model(gpu, model, gpus)
-    pool_blocks = max(1, cost.pool_slots() // block_size)
-    return cost, pool_blocks, ttft_comparison(wl, block_size, pool_blocks, cost)
-
-
 offset, count, block = int(st.session_state["pc_offset"]), int(st.session_state["pc_count"]), int(st.session_state["pc_block"])
 try:
-    sweep, native, stat, raw = _sweep(offset, count, block)
+    sweep, native, stat, raw = data.sweeps(offset, count, block)
 except FieldError as exc:
     fail(exc)
 asked, count = count, min(count, len(df) - offset)
@@ -102,20 +73,31 @@ with st.container(border=True):
 st.subheader("How big must the cache be?")
 labels = {r["pool_blocks"]: f"{r['pool_blocks']:,} blocks ({r['fraction']:.2f}× the distinct prompt blocks)"
           for r in sweep.rows}
-default = next((r["pool_blocks"] for r in sweep.rows if r["fraction"] >= 0.25), sweep.rows[-1]["pool_blocks"])
+default = data.default_map_pool(sweep)
 chosen = st.select_slider("Pool for the map below", options=list(labels), value=default,
                           format_func=labels.get, key=f"pc_pool_{offset}_{count}_{block}",
                           help="Pool sizes are fractions "
                                f"({', '.join(f'{f:g}' for f in DEFAULT_FRACTIONS)}) of the window's distinct full "
                                "prompt blocks, never smaller than the longest request needs.")
 st.plotly_chart(hit_rate_figure(sweep, stat, chosen, compare=native), key="pc_hits", config={"displaylogo": False})
+st.caption(
+    "Every pool size's hit rate comes from **one** replay of the window, not one replay per size: each time a "
+    "request finds a cached block, the replay notes how many blocks had been used more recently (its depth in "
+    "the least-recently-used order, with blocks of running requests always on top). A pool of P blocks still "
+    "holds exactly the blocks at depth below P, so one sorted list of depths gives the hit rate of every pool "
+    "(LRU stack distances, Mattson et al. 1970). The solid line is the engine's own figure: those pools hold "
+    f"every block the running requests ever held at once ({sweep.peak_in_use:,} blocks here), so the engine "
+    "runs the same schedule and finds exactly these hits, and a test replays the engine at a few pool sizes "
+    "and checks they are equal. The dotted line, below that size, is the LRU model's: there the engine would "
+    "have to delay admissions or preempt requests, which changes what is recent (the test finds the engine's "
+    f"figure within {MODEL_TOLERANCE_PP:g} percentage points of the model's there).")
 st.caption("The dashed line is counted from the trace's own block ids, not simulated: for each request, the "
            "leading 512-token blocks whose whole chain of ids an earlier request in the window already had "
            "(full blocks only, and never the block holding the prompt's last token, which the engine always "
            "computes). With 512-slot blocks and a pool that never evicts, the simulation must land exactly on "
            "it (a test checks this); smaller blocks can only find more, since a partly shared 512-token block "
            "still has whole smaller blocks in common."
-           + ("" if block == TRACE_BLOCK else " The dotted line is the same window with 512-slot blocks, the "
+           + ("" if block == TRACE_BLOCK else " The grey line is the same window with 512-slot blocks, the "
               "trace's own size, on the same memory (slots)."))
 _whole = st.column_config.NumberColumn(format="localized")
 st.dataframe(sweep_table(sweep), hide_index=True, key="pc_table",
@@ -124,8 +106,8 @@ st.dataframe(sweep_table(sweep), hide_index=True, key="pc_table",
                             "hit rate (% of prompt tokens)": st.column_config.NumberColumn(format="%.1f")})
 
 st.subheader("Where the blocks are")
-res = _mapped(offset, count, block, chosen)
-steps = [int(s) for s in frame_steps([res], 40)]
+res = data.mapped(offset, count, block, chosen)
+steps = data.map_steps(res)
 sharing = res.metrics["allocated_unshared"] - res.metrics["allocated_slots"]      # slots saved by sharing
 busiest = int(res.metrics["step"][int(sharing.argmax() if sharing.max() > 0 else res.metrics["running"].argmax())])
 start = min(steps, key=lambda s: abs(s - busiest))
@@ -150,7 +132,7 @@ c[2].selectbox("GPUs", GPU_COUNTS, key="pc_gpus",
                help="Tensor parallelism: the model split over this many GPUs, whose memory, bandwidth and FLOP/s "
                     "add up. The trace's traffic overloads a single GPU; a real service spreads it.")
 try:
-    cost, pool_blocks, cmp = _ttft(offset, count, block, st.session_state["pc_gpu"], st.session_state["pc_model"],
+    cost, pool_blocks, cmp = data.ttft(offset, count, block, st.session_state["pc_gpu"], st.session_state["pc_model"],
                                    int(st.session_state["pc_gpus"]))
 except FieldError as exc:           # shown here, under the GPU, model and GPUs it is about
     text = str(exc)

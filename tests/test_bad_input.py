@@ -140,7 +140,7 @@ def test_an_arrival_past_the_engines_clock_is_named(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--trace", "/tmp"], "/tmp is a directory, not a trace file"),
-    (["--slots", "10000000000"], "total_slots = 10000000000 must be a whole number from 1 to 4,194,304 (slots)"),
+    (["--slots", "10000000000"], "total_slots = 10000000000 must be a whole number from 1 to 1,073,741,824 (slots)"),
     (["--shared-prefix", "99999999999999999999"], "shared_prefix = 99999999999999999999 must be a whole number "
                                                   "from 0 to 4,194,304 (tokens)"),
     (["--shared-prefix", "100000000"], "shared_prefix = 100000000 must be a whole number from 0 to 4,194,304"),
@@ -229,7 +229,7 @@ NUMERIC_FLAGS = [
     (["--seed", "-1"], "seed = -1 must be a whole number from 0 to 4,294,967,295"),
     (["--seed", str(10 ** 30)], "seed = 1000000000000000000000000000000 must be a whole number from 0 to 4,294,967,295"),
     (["--seed", "2.5"], "seed = 2.5 is not a whole number: give a whole number from 0 to 4,294,967,295"),
-    (["--slots", "abc"], "total_slots = 'abc' is not a number: give a whole number from 1 to 4,194,304"),
+    (["--slots", "abc"], "total_slots = 'abc' is not a number: give a whole number from 1 to 1,073,741,824"),
     (["--shared-prefix", "1e400"], "shared_prefix = inf is not a finite number: give a whole number from 0"),
     (["--slots", "64", "--block-size", "128"], "block_size = 128 is larger than the pool (64 slots)"),
 ]

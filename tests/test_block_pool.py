@@ -180,3 +180,29 @@ def test_the_engine_uses_only_the_allocator_protocol(make):
     direct = simulate(w, make(), record_snapshots=True)
     wrapped = simulate(w, OnlyTheProtocol(make()), record_snapshots=True)
     assert direct.summary == wrapped.summary and direct.summary["finished"] == 25
+
+
+def test_memory_follows_the_blocks_used_not_the_pool():
+    """A pool of 2**30 blocks stores only the blocks it handed out; never-used ones come from a
+    counter at the front of the queue, in id order, exactly as a stored queue would give them."""
+    import tracemalloc
+
+    tracemalloc.start()
+    pool = BlockPool(2 ** 30)
+    a = pool.allocate(3)
+    b = pool.allocate_one()
+    pool.register(a[0], b"h")
+    pool.release(a)
+    c = pool.allocate(2)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert (a, b, c) == ([0, 1, 2], 3, [4, 5]) and peak < 2 ** 20
+    assert pool.num_free == 2 ** 30 - 3 and pool.num_cached_free == 1 and pool.state(2 ** 30 - 1) == "free"
+    assert pool.refcount(2 ** 30 - 1) == 0 and pool.hash_of(7) is None
+    # the released blocks wait behind every never-used one (least recently used first)
+    small = BlockPool(8)
+    small.allocate(3)
+    small.release([0, 1, 2])
+    assert small.free_queue() == [3, 4, 5, 6, 7, 2, 1, 0]
+    assert small.allocate(6) == [3, 4, 5, 6, 7, 2]
+    small.check_invariants([[3], [4], [5], [6], [7], [2]])

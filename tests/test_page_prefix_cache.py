@@ -63,9 +63,17 @@ def test_default_page_quotes_its_own_replay():
     hit, _, ttft = charts
     assert hit["layout"]["xaxis"]["title"]["text"].startswith("pool size (slots")
     assert ttft["layout"]["xaxis"]["title"]["text"] == "time to first token (s)"
-    # 16-slot blocks, with the trace's own 512-slot blocks dotted beside them
+    # 16-slot blocks (one-pass curve: solid where exact, dotted where the model's), with the trace's own
+    # 512-slot blocks beside them
     names = [t["name"] for t in hit["data"]]
-    assert "simulated, 16-slot blocks" in names and "simulated, 512-slot blocks (the trace's size)" in names
+    assert "16-slot blocks" in names and "512-slot blocks (the trace's size)" in names
+    assert f"16-slot blocks: the LRU model's, below {sweep.peak_in_use:,} blocks" in names
+    solid = next(t for t in hit["data"] if t["name"] == "16-slot blocks")
+    assert min(solid["x"]) >= sweep.peak_in_use * 16
+    captions = "\n".join(c.value for c in at.caption)
+    assert "**one** replay" in captions and f"({sweep.peak_in_use:,} blocks here)" in captions
+    from allocator.prefix_cache import MODEL_TOLERANCE_PP       # the tolerance tests/test_prefix_trace.py checks
+    assert f"within {MODEL_TOLERANCE_PP:g} percentage points of the model's" in captions
     dashed = next(t for t in hit["data"] if t["name"].startswith("the trace's own count"))
     assert dashed["y"][0] == pytest.approx(100 * stat["token_hit_rate"])
     # attribution and licence
@@ -88,7 +96,7 @@ def test_block_map_legend_counts_the_blocks_of_the_step_it_draws():
         assert f"{BLOCK_LABELS[k]} ({int((state == k).sum()):,})" in legend
     # a 512-slot window has no dotted comparison line: it is the trace's own block size
     names = [t["name"] for t in _charts(at)[0]["data"]]
-    assert names.count("simulated, 512-slot blocks") == 1
+    assert names.count("512-slot blocks") == 1 and not any("trace's size" in n for n in names)
 
 
 def test_moving_the_step_slider_redraws_the_map_at_that_step():

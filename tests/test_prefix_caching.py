@@ -207,12 +207,33 @@ def test_the_reference_count_itself_on_the_hand_trace():
     assert _reference_hits(4, [Request(1, 10, 2, 0), Request(2, 8, 2, 5)], {1: A, 2: A[:8]}) == 4
 
 
-@pytest.mark.parametrize("bad", [0, -1, 2 ** 22 + 1])
+@pytest.mark.parametrize("bad", [0, -1, 2 ** 26 + 1])
 def test_a_bad_pool_for_a_trace_replay_is_named(bad):
+    """The one pool range (allocator.limits): at most 2**30 slots, so 2**26 blocks of 16."""
     from allocator.mooncake import mooncake_workload, shipped_mooncake
     from allocator.prefix_cache import run
     from allocator.validate import FieldError
 
     wl = mooncake_workload(shipped_mooncake(), count=3)
-    with pytest.raises(FieldError, match="pool_blocks"):
+    with pytest.raises(FieldError, match="pool_blocks") as err:
         run(wl, 16, bad)
+    assert "from 1 to 67,108,864 (blocks of 16 slots" in str(err.value)
+
+
+def test_a_pool_of_2_to_the_30_slots_costs_what_it_holds():
+    """The largest pool of the range replays a trace window, and its memory follows the blocks
+    used, not the pool's 2**26 blocks (a per-block list of that many entries alone is 512 MiB)."""
+    import tracemalloc
+
+    from allocator.mooncake import mooncake_workload, shipped_mooncake
+    from allocator.prefix_cache import run
+
+    wl = mooncake_workload(shipped_mooncake(), count=20)
+    small = run(wl, 16, 2 ** 16).summary
+    tracemalloc.start()
+    big = run(wl, 16, 2 ** 26).summary
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert big["total_slots"] == 2 ** 30 and big["cached_block_evictions"] == 0
+    assert big["prefill_tokens_saved"] == small["prefill_tokens_saved"] > 0
+    assert peak < 64 * 2 ** 20

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from allocator import prefix_cache
@@ -104,7 +105,12 @@ def test_smaller_pools_find_less(trace):
     assert [r["pool_blocks"] for r in sweep.rows] == [1027, 2053, 5132, 10264, 20527, 25659]
     rates = [r["hit_rate"] for r in sweep.rows]
     assert rates == sorted(rates) and rates[0] < rates[-1] / 5
-    assert rates == [0.039035, 0.045, 0.108231, 0.177242, 0.215493, 0.215493]
+    # one pass (LRU stack distances): the rows of at least peak_in_use blocks are the engine's own
+    # figures; the first two pools are smaller, so theirs are the LRU model's (the engine's own runs
+    # there find 0.039035 and 0.045: see test_one_pass_curve_against_the_engine)
+    assert sweep.peak_in_use == 2508
+    assert [r["exact"] for r in sweep.rows] == [False, False, True, True, True, True]
+    assert rates == [0.042502, 0.045, 0.108231, 0.177242, 0.215493, 0.215493]
     # the pool of 1.25 x the distinct blocks never evicts and lands on the trace's count
     assert sweep.rows[-1]["cached_block_evictions"] == 0
     ruled = _count(trace.iloc[:1000], engine_rules=True)
@@ -112,6 +118,38 @@ def test_smaller_pools_find_less(trace):
     # saved prefill is the hit rate's numerator
     for r in sweep.rows:
         assert r["prefill_tokens_saved"] / r["prompt_tokens_admitted"] == pytest.approx(r["hit_rate"], abs=5e-7)
+    # the drawn curve passes through the rows and never falls as the pool grows
+    curve = sweep.curve
+    for r in sweep.rows:
+        i = list(curve["pool_blocks"]).index(r["pool_blocks"])
+        assert curve["prefill_tokens_saved"][i] == r["prefill_tokens_saved"]
+    assert (np.diff(curve["hit_rate"]) >= 0).all() and (np.diff(curve["cached_block_evictions"]) <= 0).all()
+
+
+#: The stated tolerance of the one-pass curve below ``peak_in_use`` (percentage points of prompt tokens).
+MODEL_TOLERANCE_PP = prefix_cache.MODEL_TOLERANCE_PP
+
+
+@pytest.mark.parametrize("offset,count,block", [(0, 1000, BLOCK), (5000, 500, 64), (8000, 200, 16)])
+def test_one_pass_curve_against_the_engine(trace, offset, count, block):
+    """The check the page's caption describes: the engine replayed at each pool size of the sweep.
+    Pools of at least ``peak_in_use`` blocks run the one-pass replay's own schedule, so hit rate,
+    prefill saved, evictions, steps and preemptions are equal exactly; below, the engine delays or
+    preempts requests and its hit rate stays within MODEL_TOLERANCE_PP of the model's."""
+    assert MODEL_TOLERANCE_PP == 2.0            # the figure the page's caption and the docstring state
+    wl = mooncake_workload(trace, offset=offset, count=count)
+    sweep = prefix_cache.pool_sweep(wl, block)
+    assert any(r["exact"] for r in sweep.rows) and not all(r["exact"] for r in sweep.rows)
+    for r in sweep.rows:
+        s = prefix_cache.run(wl, block, r["pool_blocks"]).summary
+        assert s["prompt_tokens_admitted"] == r["prompt_tokens_admitted"] or not r["exact"]
+        if r["exact"]:
+            assert (s["prefix_cache_hit_rate"], s["prefill_tokens_saved"], s["cached_block_evictions"],
+                    s["steps"], s["preemptions"]) == (r["hit_rate"], r["prefill_tokens_saved"],
+                                                      r["cached_block_evictions"], r["steps"], 0)
+        else:
+            assert abs(s["prefix_cache_hit_rate"] - r["hit_rate"]) * 100 <= MODEL_TOLERANCE_PP
+            assert r["steps"] is None and r["preemptions"] is None
 
 
 def _cli(*args):

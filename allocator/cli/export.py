@@ -23,7 +23,9 @@ import argparse
 import json
 
 from . import simulate as cli_simulate
+from ..limits import LIMITS
 from ..scenario import SWEEP_BLOCK_SIZES, block_size_sweep, build_workload, run_scenario
+from ..validate import in_range
 from .common import check_distinct, check_output, check_text, note, write_files
 
 
@@ -66,6 +68,7 @@ def run(args) -> int:
     from ..viz.exports import animation_html, handout_html, metrics_csv, metrics_frame
 
     sc = cli_simulate.scenario_from_args(args).checked()
+    in_range("total_slots", sc.slots, LIMITS["drawn_slots"])     # every frame's map holds every slot
     if args.title is not None:
         check_text("title", args.title)
     outputs = {field: path for field, path in (("out", args.out), ("handout", args.handout), ("csv", args.csv))

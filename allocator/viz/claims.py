@@ -6,7 +6,10 @@ read one source and a claim can never drift from the figure next to it.
 """
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                   # pandas is imported by the one builder that makes a table
+    import pandas as pd
 
 from allocator.buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT
 from allocator.shares import SHARES
@@ -95,6 +98,8 @@ def sweep_summary(rows: list[dict], block_size: int, metadata_cost: float, reser
 def sweep_table(rows: list[dict], reserve: dict | None = None) -> pd.DataFrame:
     """The sweep as a table, on one averaging basis (see :func:`sweep_basis`); a block size that ran
     nothing shows "—" with the reason in a column."""
+    import pandas as pd
+
     basis, words = sweep_basis(rows, reserve)
 
     def cell(value, scale=1.0, digits=1):

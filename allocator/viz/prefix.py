@@ -34,18 +34,41 @@ def _short(n: int) -> str:
     return str(n)
 
 
-def _sweep_trace(sweep, name: str, colour: str, dash: str) -> go.Scatter:
-    """One pool sweep as a line of hit rate (%) against pool size (slots), hover from its rows."""
+def _curve_traces(sweep, name: str, colour: str) -> list[go.Scatter]:
+    """One sweep's one-pass curve as lines of hit rate (%) against pool size (slots): solid where
+    the figures are the engine's own (pools of at least ``sweep.peak_in_use`` blocks), dotted
+    below, where they are the LRU model's; plus a marker at each pool of the sweep's table."""
+    c, bs, peak = sweep.curve, sweep.block_size, sweep.peak_in_use
+    blocks = np.asarray(c["pool_blocks"])
+    custom = np.stack([blocks, blocks / sweep.distinct_blocks, np.asarray(c["prefill_tokens_saved"]),
+                       np.asarray(c["cached_block_evictions"])], axis=1)
+    hover = (f"{bs}-slot blocks: a pool of %{{customdata[0]:,}} blocks (%{{x:,}} slots, %{{customdata[1]:.2f}}× "
+             "the window's distinct prompt blocks)<br>hit rate %{y:.1f} % of prompt tokens ({whose})<br>prefill "
+             "saved %{customdata[2]:,} tokens<br>cached blocks evicted %{customdata[3]:,}<extra></extra>")
+    exact = blocks >= peak
+    below = blocks <= (blocks[exact][0] if exact.any() else blocks[-1])     # the dotted part meets the solid
+    traces = []
+    if (~exact).any():
+        traces.append(go.Scatter(
+            x=(blocks[below] * bs).tolist(), y=(100 * np.asarray(c["hit_rate"])[below]).tolist(),
+            customdata=custom[below].tolist(), mode="lines",
+            name=f"{name}: the LRU model's, below {peak:,} blocks", line=dict(color=colour, dash="dot", width=2),
+            hovertemplate=hover.replace("{whose}", "the LRU model's: the engine would delay or preempt requests "
+                                                   "in a pool this small")))
+    if exact.any():
+        traces.append(go.Scatter(
+            x=(blocks[exact] * bs).tolist(), y=(100 * np.asarray(c["hit_rate"])[exact]).tolist(),
+            customdata=custom[exact].tolist(), mode="lines",
+            name=name, line=dict(color=colour, width=3),
+            hovertemplate=hover.replace("{whose}", "the engine's own: the pool holds every running request")))
     rows = sweep.rows
-    custom = [[r["pool_blocks"], r["fraction"], r["prefill_tokens_saved"], r["cached_block_evictions"],
-               r["preemptions"]] for r in rows]
-    return go.Scatter(
-        x=[r["pool_slots"] for r in rows], y=[100 * (r["hit_rate"] or 0) for r in rows], mode="lines+markers",
-        name=name, line=dict(color=colour, dash=dash), customdata=custom,
-        hovertemplate=(f"{sweep.block_size}-slot blocks: a pool of %{{customdata[0]:,}} blocks (%{{x:,}} slots, "
-                       "%{customdata[1]:.2f}× the window's distinct prompt blocks)<br>hit rate %{y:.1f} % of prompt "
-                       "tokens<br>prefill saved %{customdata[2]:,} tokens<br>cached blocks evicted "
-                       "%{customdata[3]:,}<br>preemptions %{customdata[4]}<extra></extra>"))
+    traces.append(go.Scatter(
+        x=[r["pool_slots"] for r in rows], y=[100 * (r["hit_rate"] or 0) for r in rows], mode="markers",
+        marker=dict(color=colour, size=8), showlegend=False, name=f"{name}: the table's pools",
+        customdata=[[r["pool_blocks"], r["fraction"], r["prefill_tokens_saved"], r["cached_block_evictions"]]
+                    for r in rows],
+        hovertemplate=hover.replace("{whose}", "a row of the table")))
+    return traces
 
 
 def hit_rate_figure(sweep, trace_stat: dict, chosen_blocks: int | None = None, compare=None) -> go.Figure:
@@ -53,21 +76,23 @@ def hit_rate_figure(sweep, trace_stat: dict, chosen_blocks: int | None = None, c
     own count (an unbounded cache of 512-token blocks).
 
     Args:
-        sweep: :class:`allocator.prefix_cache.PoolSweep` of the chosen block size.
+        sweep: :class:`allocator.prefix_cache.PoolSweep` of the chosen block size (its one-pass
+            curve is drawn, solid where it is the engine's figure and dotted where the model's).
         trace_stat: :func:`allocator.prefix_cache.trace_hit_statistic` with engine rules.
         chosen_blocks: the pool (blocks of ``sweep.block_size``) the map below uses (marked), or None.
-        compare: another block size's sweep of the same window (drawn dotted), or None.
+        compare: another block size's sweep of the same window (drawn in grey), or None.
     """
     rows = sweep.rows
     fig = go.Figure()
-    fig.add_trace(_sweep_trace(sweep, f"simulated, {sweep.block_size}-slot blocks", PAGED, "solid"))
-    x = [r["pool_slots"] for r in rows]
-    y = [100 * (r["hit_rate"] or 0) for r in rows]
+    for t in _curve_traces(sweep, f"{sweep.block_size}-slot blocks", PAGED):
+        fig.add_trace(t)
+    x = list(np.asarray(sweep.curve["pool_blocks"]) * sweep.block_size)
+    y = list(100 * np.asarray(sweep.curve["hit_rate"]))
     if compare is not None and compare.block_size != sweep.block_size:
-        fig.add_trace(_sweep_trace(compare, f"simulated, {compare.block_size}-slot blocks (the trace's size)",
-                                   COMPARE, "dot"))
-        x += [r["pool_slots"] for r in compare.rows]
-        y += [100 * (r["hit_rate"] or 0) for r in compare.rows]
+        for t in _curve_traces(compare, f"{compare.block_size}-slot blocks (the trace's size)", COMPARE):
+            fig.add_trace(t)
+        x += list(np.asarray(compare.curve["pool_blocks"]) * compare.block_size)
+        y += list(100 * np.asarray(compare.curve["hit_rate"]))
     ref = 100 * trace_stat["token_hit_rate"]
     fig.add_trace(go.Scatter(
         x=[min(x), max(x)], y=[ref, ref], mode="lines", line=dict(color=RESERVE_MAX, dash="dash"),
@@ -91,7 +116,9 @@ def hit_rate_figure(sweep, trace_stat: dict, chosen_blocks: int | None = None, c
 
 
 def sweep_table(sweep):
-    """The sweep's rows as a table (pandas DataFrame, one row per pool size; units in the headers)."""
+    """The sweep's rows as a table (pandas DataFrame, one row per pool size; units in the headers).
+    The last column says whose figure each row is: the engine's own (the pool holds every running
+    request, so the engine's run gives exactly these) or the LRU model's."""
     return pd.DataFrame({
         "pool (blocks)": [r["pool_blocks"] for r in sweep.rows],
         "pool (slots)": [r["pool_slots"] for r in sweep.rows],
@@ -99,7 +126,7 @@ def sweep_table(sweep):
         "hit rate (% of prompt tokens)": [round(100 * (r["hit_rate"] or 0), 1) for r in sweep.rows],
         "prefill saved (tokens)": [r["prefill_tokens_saved"] for r in sweep.rows],
         "cached blocks evicted": [r["cached_block_evictions"] for r in sweep.rows],
-        "preemptions": [r["preemptions"] for r in sweep.rows],
+        "figure": ["engine's (exact)" if r["exact"] else "LRU model's" for r in sweep.rows],
     })
 
 
@@ -190,8 +217,11 @@ def window_summary(sweep, trace_stat: dict, raw_stat: dict, offset: int, count: 
             f"an unbounded cache of **512-token blocks** would find **{pct(trace_stat['token_hit_rate'], 1)}** of "
             f"their prompt tokens under the engine's rules (only full blocks are cached; the block holding a "
             f"prompt's last token is always computed); the trace's plain count, in blocks rather than tokens and "
-            f"without those rules, is {pct(raw_stat['block_hit_rate'], 1)} of its 512-token blocks. Simulated with "
-            f"{sweep.block_size}-slot blocks, a pool of {full['pool_blocks']:,} blocks finds "
+            f"without those rules, is {pct(raw_stat['block_hit_rate'], 1)} of its 512-token blocks. "
+            + ("Simulated with" if full["exact"] else f"In the LRU model (the running requests alone held up to "
+               f"{sweep.peak_in_use:,} blocks at once, more than this pool holds, so the engine would delay or preempt "
+               "some), with") +
+            f" {sweep.block_size}-slot blocks, a pool of {full['pool_blocks']:,} blocks finds "
             f"**{pct(full['hit_rate'], 1)}** and saves {full['prefill_tokens_saved']:,} prefill tokens")
     if sweep.block_size < 512 and full["hit_rate"] is not None and full["hit_rate"] > trace_stat["token_hit_rate"]:
         text += (" (a little more than the 512-token count: a 512-token block the trace calls different can "
@@ -199,7 +229,10 @@ def window_summary(sweep, trace_stat: dict, raw_stat: dict, offset: int, count: 
     if small["pool_blocks"] < full["pool_blocks"]:
         text += (f"; a pool of {small['pool_blocks']:,} blocks ({small['fraction']:.2f}× the window's "
                  f"{sweep.distinct_blocks:,} distinct prompt blocks) finds **{pct(small['hit_rate'], 1)}**, "
-                 f"evicting {plural(small['cached_block_evictions'], 'cached block')}.")
+                 f"evicting {plural(small['cached_block_evictions'], 'cached block')}")
+        text += (" (the LRU model's figure: the running requests alone held up to "
+                 f"{sweep.peak_in_use:,} blocks at once, so in a pool this small the engine would delay or "
+                 "preempt some of them and may find a little less)." if not small["exact"] else ".")
     else:
         text += (f". The window is so small that every pool of the sweep is the smallest that fits its longest "
                  "request, so pool size cannot change anything here.")
