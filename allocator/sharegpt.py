@@ -23,13 +23,17 @@ from __future__ import annotations
 
 import os
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .limits import check
 from .trace import ASSETS
 from .validate import FieldError, real_number
 from .workload import Request, Workload
+
+if TYPE_CHECKING:                      # pandas is imported where a CSV is read (CLI start-up, issue 24)
+    import pandas as pd
 
 #: The filtered pairs (prompt + output < 2,048), in the artifact file's order.
 SHAREGPT_FILE = os.path.join(ASSETS, "sharegpt_opt_lengths_filtered.csv.gz")
@@ -57,6 +61,7 @@ def sharegpt_lengths() -> pd.DataFrame:
         artifact file's order; every row has prompt + output < 2,048.
     """
     if "pairs" not in _CACHE:
+        import pandas as pd
         df = pd.read_csv(SHAREGPT_FILE, dtype="int64")
         _CACHE["pairs"] = df[(df["prompt_tokens"] + df["output_tokens"]) < MAX_SEQ_LEN].reset_index(drop=True)
     return _CACHE["pairs"]

@@ -26,10 +26,14 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .validate import FieldError, show
+
+if TYPE_CHECKING:                      # pandas is imported where the CSV is read (CLI start-up, issue 24)
+    import pandas as pd
 
 #: Fields every line of requests.jsonl must carry (numbers).
 REQUEST_FIELDS = ("input_toks", "output_toks", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")
@@ -193,6 +197,7 @@ def load_run(path: str) -> VllmRun:
     ts = None
     ts_path = os.path.join(path, "timeseries.csv")
     if os.path.isfile(ts_path):
+        import pandas as pd
         try:
             ts = pd.read_csv(ts_path)
         except (ValueError, pd.errors.ParserError, UnicodeDecodeError):
