@@ -17,6 +17,7 @@ import sys
 
 from allocator.cli import MODULES
 from allocator.cli.common import MemoryGuard
+from allocator.validate import cut, one_line
 
 #: What argparse should take as a negative number rather than an option (see ``_Parser``).
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
@@ -36,7 +37,10 @@ class _Parser(argparse.ArgumentParser):
         self._negative_number_matcher = NEGATIVE_NUMBER
 
     def error(self, message: str):
-        """Print ``message`` as one line and exit with status 2 (argparse's own status for it)."""
+        """Print ``message`` as one line and exit with status 2 (argparse's own status for it).
+        Whatever argparse quotes of the command line (``invalid choice: '...'``, an unrecognised
+        argument) is cut to a few dozen characters, so a 5,000-character value is never echoed whole."""
+        message = one_line(re.sub(r"'([^']{41,})'", lambda m: repr(cut(m.group(1), 40)), message), 400)
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 

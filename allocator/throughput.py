@@ -36,7 +36,7 @@ from .engine import simulate
 from .limits import LIMITS, check
 from .timing import CostModel, price
 from .trace import shipped_trace
-from .validate import FieldError, one_of
+from .validate import FieldError, number_from_text, one_of, show
 from .workload import Request, Workload
 
 #: The four allocators of the sweep, in the order the paper draws them (its names beside ours).
@@ -217,11 +217,10 @@ def parse_rates(text) -> tuple[float, ...]:
         raise FieldError("rates", f" has {len(parts)} entries; at most {MAX_RATES} are swept")
     rates = []
     for i, p in enumerate(parts):
-        try:
-            value = float(p)
-        except (TypeError, ValueError):
-            raise FieldError("rates", f" = {p!r} is not a number", index=i) from None
-        rates.append(check("rates", value, index=i))
+        value = number_from_text(p)          # a 5,000-digit entry stays a (too large) number, not inf
+        if isinstance(value, str) or not isinstance(value, (int, float)):
+            raise FieldError("rates", f" = {show(p)} is not a number", index=i) from None
+        rates.append(float(check("rates", value, index=i)))
     rates = sorted(rates)
     if len(set(rates)) != len(rates):
         raise FieldError("rates", ": a rate appears twice")
