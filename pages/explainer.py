@@ -11,8 +11,8 @@ from allocator.scenario import Scenario
 from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import plain_markdown
-from allocator.viz.claims import (details_rows, headline, plural, reservation_name, reservation_rule, sweep_summary,
-                                  sweep_table, workload_outcome)
+from allocator.viz.claims import (details_rows, headline, plural, reservation_name, reservation_rule,
+                                  scheduler_rules_text, sweep_summary, sweep_table, workload_outcome)
 from pages._ui.cache import compute, metrics_table, presentation_figure, seconds_figure, sweep, sweep_chart, timings
 from pages._ui.controls import controls, read_url, time_controls
 from pages._ui.exports_ui import exports_menu
@@ -146,6 +146,7 @@ def workload_panel(workload, sc: Scenario, results) -> None:
                         f"**{plain_markdown(sc.trace_name, 80)}**, arrivals at {sc.steps_per_second:g} steps per second.")
         for note in workload.notes:
             st.info(plain_markdown(note))
+        st.caption(scheduler_rules_text())
         reserve = ReserveMaxAllocator(max(sc.slots, 1), workload.max_new_tokens, sc.policy, placement=sc.placement)
         df = pd.DataFrame([{"request": f"r{r.id}", "prompt (tokens)": r.prompt_len,
                             "answer (tokens)": r.output_len, "arrives at step": r.arrival_step,

@@ -428,6 +428,7 @@ PAGE_GRID = {
 
 @pytest.mark.parametrize("case", list(PAGE_GRID))
 def test_the_explainer_page_quotes_the_run_on_screen(case):
+    from allocator.viz.claims import scheduler_rules_text
     from streamlit.testing.v1 import AppTest
 
     from allocator.scenario import SWEEP_BLOCK_SIZES
@@ -443,8 +444,11 @@ def test_the_explainer_page_quotes_the_run_on_screen(case):
     assert [m.value for m in at.metric if m.label == "Steps to drain"] == \
         [f"{results[k].summary['steps']:,}" for k in ("reserve_max", "paged")], case     # the page ran sc
     rows = block_size_sweep(build_workload(sc), sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)
+    from allocator.engine import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
     allowed = (allowed_numbers(sc, results, rows, _timings(sc, results)) | _workload_numbers(build_workload(sc))
-               | EXPLAINER_STATIC)
+               | EXPLAINER_STATIC | _forms(V1_DEFAULT_MAX_NUM_SEQS) | _forms(V1_DEFAULT_MAX_NUM_BATCHED_TOKENS))
+    # issue 22: the page says which scheduler rules it runs (the classroom engine's, not vLLM v1's)
+    assert scheduler_rules_text() in [c.value for c in at.caption], case
     for r in rows:                                          # the sweep's own figures (its table and summary)
         for v in r.values():
             nums = _forms(v) if not isinstance(v, bool) else set()

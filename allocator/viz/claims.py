@@ -735,3 +735,17 @@ def fig12_note(rep) -> str:
         lo, hi = f[key]
         parts.append(f"vLLM / {name}: the paper {lo:g}–{hi:g}× (OPT-13B, 66B, 175B together); this model {ours}")
     return "<br>".join(parts)
+
+
+def scheduler_rules_text() -> str:
+    """Which scheduling rules the explainer's engine runs (DESIGN.md "Simulation semantics") and
+    which of vLLM v1's it leaves off, with v1's defaults read from :mod:`allocator.engine`, so the page
+    never claims rules it does not run (issue 22)."""
+    from allocator.engine import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
+    return ("Scheduler rules here: the classroom engine's. Running sequences are served first, then the queue "
+            "is admitted in order while memory allows; a whole prompt is prefilled in one step; no cap on "
+            "running sequences; no prefix caching unless a shared prompt or a trace asks for it. vLLM v1's "
+            f"own rules (at most {V1_DEFAULT_MAX_NUM_SEQS} running, a budget of "
+            f"{V1_DEFAULT_MAX_NUM_BATCHED_TOKENS:,} tokens per step with chunked prefill, prefix caching of "
+            "prompt and generated blocks) are off on this page; they run on \"Checked against a real engine\" "
+            "and in `python -m allocator replay-vllm`.")
