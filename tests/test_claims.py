@@ -157,7 +157,9 @@ def test_headline_cards_and_details_quote_the_result(case):
                 assert n in allowed, (name, key, n, text)
         assert "batch" not in panel["line"] or "sustained" in panel["line"]
         if s["finished"]:
-            assert panel["time"].startswith(f"**{seconds(timings[key].summary['makespan_s'])}** to drain"), name
+            # a model's figure is called the model's (a new user read these seconds as measured)
+            assert panel["time"].startswith(f"Modelled: **{seconds(timings[key].summary['makespan_s'])}** to drain"), name
+            assert "the cost model's" in panel["line"] and "not a measurement" in panel["line"], name
     for row in details_rows(results, sc.metadata_cost, timings):
         for column in (results["reserve_max"].label.lower(), "paged"):
             for n in _numbers(row[column]):

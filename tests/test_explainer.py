@@ -180,10 +180,10 @@ def test_page_renders_the_core_figures(app):
     cost = cost_model("a100-40gb", "opt-13b")
     t = {k: price(r, cost).summary for k, r in res.items()}
     times = [m.value for m in app.markdown if "to drain" in m.value]
-    assert [x.split(" to drain")[0] for x in times] == [f":material/timer: **{seconds(t[k]['makespan_s'])}**"
+    assert [x.split(" to drain")[0] for x in times] == [f":material/timer: Modelled: **{seconds(t[k]['makespan_s'])}**"
                                                        for k in ("reserve_max", "paged")]
     assert f"**{t['paged']['throughput_tokens_per_s']:,.0f}** output tokens/s" in times[1]
-    assert "Seconds on OPT-13B fp16 on NVIDIA A100 40GB; recomputing" in lines[1]
+    assert "not a measurement; \"Checked against a real engine\" shows how far such figures are from a real run) on OPT-13B fp16 on NVIDIA A100 40GB; recomputing" in lines[1]
     assert len(app.get("plotly_chart")) == 2
 
 

@@ -225,12 +225,14 @@ def headline(results: dict, timings: dict | None = None) -> dict:
         if timings is not None and s["finished"]:
             t, t_rm = timings[key].summary, timings["reserve_max"].summary
             diff = t["makespan_s"] - t_rm["makespan_s"]
-            time = (f"**{seconds(t['makespan_s'])}** to drain"
+            time = (f"Modelled: **{seconds(t['makespan_s'])}** to drain"
                     + (f" ({'+' if diff > 0 else '−'}{seconds(abs(diff))} against {reservation_name(results)})"
                        if compare and abs(diff) >= 0.05 else "")
                     + (f" · **{t['throughput_tokens_per_s']:,.0f}** output tokens/s"
                        if t["throughput_tokens_per_s"] else ""))
-            line += f" Seconds on {timings[key].cost.label}" + time_line(res, timings[key])
+            line += (f" Seconds are the cost model's (a roofline from datasheet peaks, not a measurement; "
+                     f"\"Checked against a real engine\" shows how far such figures are from a real run) on "
+                     f"{timings[key].cost.label}" + time_line(res, timings[key]))
         out[key] = {"title": res.label + (f" · blocks of {res.block_size}" if res.block_size else " · contiguous"),
                     "cards": cards, "line": line, "time": time}
     return out
