@@ -65,7 +65,11 @@ def _warm_in_background() -> None:
 if __name__ == "__main__" and get_script_run_ctx(suppress_warning=True) is None:
     sys.exit(serve(sys.argv[1:]))
 
-st.set_page_config(page_title="KV Cache Paging Lab", page_icon=":material/memory:", layout="wide")
+# The tab's icon ships with the app: a material-symbol icon is fetched from Google's font servers,
+# which an offline classroom cannot reach (the browser logged a failed request on every load).
+st.set_page_config(page_title="KV Cache Paging Lab",
+                   page_icon=os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "favicon.png"),
+                   layout="wide")
 
 EXPLAINER = st.Page("pages/explainer.py", title="Reserve vs paged", icon=":material/grid_view:",
                     url_path="reserve-vs-paged", default=True)
