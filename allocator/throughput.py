@@ -20,7 +20,11 @@ of Orca (Max); for OPT-13B on one A100 alone the paper states batch sizes 2.2x a
    ``latency_factor`` (5 by default) x the **unloaded** normalised latency: each request served
    alone on the same GPU (:func:`unloaded_latency`), so the budget means the same on a fast and
    a slow GPU. Between two swept rates the crossing is interpolated linearly in the rate against
-   the logarithm of the latency (latency climbs roughly exponentially near saturation).
+   the logarithm of the latency (latency climbs roughly exponentially near saturation) -- but only
+   where the grid is fine enough: when the upper of the two rates is more than
+   :data:`INTERPOLATION_SPAN` (1.5) x the lower, the knee could lie anywhere between them, so the
+   sustained rate is reported as that bracket ("between 0.2 and 500 requests/s"), not as a number.
+   :func:`rate_ratio` then states a ratio only as far as the brackets support it.
 
 The paper's figures are quoted in :data:`PAPER` as the paper's; nothing here is fitted to them.
 """
@@ -68,6 +72,14 @@ DEFAULT_SEED = 0
 #: Rates of the default grid, as multiples of the paged allocator's saturation rate (see
 #: :func:`default_rates`): dense around the knees of the four curves.
 RATE_GRID = (0.2, 0.35, 0.5, 0.65, 0.8, 0.95, 1.1, 1.4)
+#: The coarsest step between two swept rates across which a sustained rate is interpolated: the
+#: upper rate at most this many times the lower. Across a wider step the crossing is reported as a
+#: bracket (between the two rates). The default grid (:data:`RATE_GRID`) is finer above its first
+#: step; the paper replication's rates (allocator.paper) step by at most 1.5x where its knees lie.
+INTERPOLATION_SPAN = 1.5
+#: The widest range (high / low) a ratio of two bracketed sustained rates is stated as; wider, or a
+#: range that includes 1 (the grid cannot tell which sustains more), and no ratio is stated.
+RATIO_RANGE_SPAN = 4.0
 MAX_REQUESTS = int(LIMITS["requests"].high)
 MAX_RATES = 16
 #: Named workloads a sweep draws its lengths from, and how texts name them.
@@ -245,10 +257,12 @@ class RateSweep:
         mean_prompt, mean_output: the workload's mean prompt and output lengths (tokens).
         workload: the lengths' source, a key of :data:`SWEEP_WORKLOADS`.
         latencies: {(policy, rate): {"ttft_s", "tpot_s", "e2e_s"}} per finished request (arrays).
-        sustained: {policy: {"rate": float or None, "bound": "within" | "above" | "below"}}: the
+        sustained: {policy: {"rate": float or None, "bound": "within" | "between" | "above" | "below"}}: the
             interpolated rate where the policy's normalised latency crosses the budget; "above"
             when it never crosses (the rate is then the highest swept, a lower bound), "below"
-            when it is over the budget already at the lowest rate (rate None).
+            when it is over the budget already at the lowest rate (rate None), "between" (rate
+            None, "low" and "high" the two rates) when the crossing lies across a step of the grid
+            too wide to interpolate (:data:`INTERPOLATION_SPAN`).
     """
 
     cost: CostModel
@@ -278,21 +292,49 @@ class RateSweep:
         return [self.points[(policy, r)].get(key) for r in self.rates]
 
     def ratio(self, a: str = "paged", b: str = "max") -> dict | None:
-        """Sustained rate of ``a`` over that of ``b``: {"value", "kind"} where kind is "exact"
-        (both crossed the budget inside the sweep), "at least" or "at most" (one is a bound),
-        or None when it cannot be stated (neither crossed, or ``b`` was over budget from the
-        start)."""
-        sa, sb = self.sustained[a], self.sustained[b]
-        if sa["rate"] is None or sb["rate"] is None:
-            return None
-        value = sa["rate"] / sb["rate"]
-        if sa["bound"] == "within" and sb["bound"] == "within":
-            return {"value": value, "kind": "exact"}
-        if sa["bound"] == "above" and sb["bound"] == "within":
-            return {"value": value, "kind": "at least"}
-        if sa["bound"] == "within" and sb["bound"] == "above":
-            return {"value": value, "kind": "at most"}
+        """Sustained rate of ``a`` over that of ``b``: :func:`rate_ratio` of the two."""
+        return rate_ratio(self.sustained[a], self.sustained[b])
+
+
+def _interval(s: dict) -> tuple[float, float] | None:
+    """The rates (low, high) a sustained rate is known to lie in; None when below the sweep."""
+    if s["bound"] == "within":
+        return s["rate"], s["rate"]
+    if s["bound"] == "above":
+        return s["rate"], math.inf
+    if s["bound"] == "between":
+        return s["low"], s["high"]
+    return None
+
+
+def rate_ratio(sa: dict, sb: dict) -> dict | None:
+    """The ratio of two sustained rates (:func:`sustained_rate`'s dicts), as far as they support it.
+
+    Returns:
+        {"value": a / b, "kind": "exact"} when both crossed the budget at an interpolated rate;
+        {"value", "kind": "at least"} or {"value", "kind": "at most"} when one side is a bound (``a``
+        never over the budget: a / b is at least top / b's highest possible rate; ``b`` never over:
+        at most); {"value": None, "kind": "between", "low", "high"} when a bracket leaves a range
+        no wider than :data:`RATIO_RANGE_SPAN` that does not include 1; None when no ratio can be
+        stated (either was over the budget at its lowest rate, neither crossed it, or the brackets
+        leave too wide a range).
+    """
+    ia, ib = _interval(sa), _interval(sb)
+    if ia is None or ib is None:
         return None
+    if sa["bound"] == "above" and sb["bound"] == "above":
+        return None
+    lo = ia[0] / ib[1]
+    hi = ia[1] / ib[0]
+    if lo == hi:
+        return {"value": lo, "kind": "exact"}
+    if math.isinf(hi):
+        return {"value": lo, "kind": "at least"}
+    if lo == 0:
+        return {"value": hi, "kind": "at most"}
+    if hi / lo <= RATIO_RANGE_SPAN and not lo <= 1 <= hi:
+        return {"value": None, "kind": "between", "low": lo, "high": hi}
+    return None
 
 
 def sustained_rate(rates, latencies, budget: float) -> dict:
@@ -306,8 +348,11 @@ def sustained_rate(rates, latencies, budget: float) -> dict:
 
     Returns:
         {"rate": r, "bound": "within"} with r interpolated between the last rate under budget and
-        the next (linear in rate, logarithmic in latency); {"rate": highest rate, "bound":
-        "above"} if no rate went over; {"rate": None, "bound": "below"} if the lowest already did.
+        the next (linear in rate, logarithmic in latency) when the next is at most
+        :data:`INTERPOLATION_SPAN` x the last; {"rate": None, "bound": "between", "low": last,
+        "high": next} when the step is wider (or the next rate finished nothing, so there is
+        nothing to interpolate towards); {"rate": highest rate, "bound": "above"} if no rate went
+        over; {"rate": None, "bound": "below"} if the lowest already did.
     """
     lat = [math.inf if v is None else v for v in latencies]
     over = [v > budget for v in lat]
@@ -317,10 +362,21 @@ def sustained_rate(rates, latencies, budget: float) -> dict:
     if k == 0:
         return {"rate": None, "bound": "below"}
     r0, r1, l0, l1 = rates[k - 1], rates[k], lat[k - 1], lat[k]
-    if not math.isfinite(l1) or l1 <= l0 or l0 <= 0:
-        return {"rate": float(r0), "bound": "within"}
+    if r1 > INTERPOLATION_SPAN * r0 or not math.isfinite(l1) or l0 <= 0:
+        return {"rate": None, "bound": "between", "low": float(r0), "high": float(r1)}
     frac = (math.log(budget) - math.log(l0)) / (math.log(l1) - math.log(l0))
     return {"rate": float(r0 + frac * (r1 - r0)), "bound": "within"}
+
+
+def sustained_short(s: dict, digits: int = 2) -> str:
+    """A sustained rate (:func:`sustained_rate`'s dict) for a terminal table: ``"1.81"``
+    (interpolated, ``digits`` decimals), ``"4.00+"`` (never over the budget: a lower bound),
+    ``"0.2-500"`` (a bracket, the two swept rates as given) or ``"below the lowest rate"``."""
+    if s["bound"] == "between":
+        return f"{s['low']:g}-{s['high']:g}"
+    if s["rate"] is None:
+        return "below the lowest rate"
+    return f"{s['rate']:.{digits}f}" + ("+" if s["bound"] == "above" else "")
 
 
 def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int = DEFAULT_REQUESTS,
@@ -408,8 +464,9 @@ def default_rate(sweep: RateSweep) -> float:
     """The swept rate a page shows first: the highest at which paged stays within the budget (where
     the contrast with the reservation policies is sharpest), else the middle one."""
     s = sweep.sustained.get("paged")
-    if s and s["rate"] is not None:
-        ok = [r for r in sweep.rates if r <= s["rate"]]
+    top = None if not s else s["low"] if s["bound"] == "between" else s["rate"]
+    if top is not None:
+        ok = [r for r in sweep.rates if r <= top]
         if ok:
             return ok[-1]
     return sweep.rates[len(sweep.rates) // 2]
@@ -426,5 +483,6 @@ def memory_basis(sweep: RateSweep, rate: float) -> tuple[str, str]:
 
 __all__ = ["POLICIES", "POLICY_LABELS", "PAPER_NAMES", "PAPER", "RATE_GRID", "RESERVATION_POLICIES",
            "poisson_workload", "make_allocator", "unloaded_latency", "saturation_rate", "default_rates",
-           "parse_rates", "RateSweep", "sustained_rate", "rate_sweep", "with_latency_factor", "default_rate",
+           "parse_rates", "RateSweep", "sustained_rate", "sustained_short", "rate_ratio", "INTERPOLATION_SPAN",
+           "RATIO_RANGE_SPAN", "rate_sweep", "with_latency_factor", "default_rate",
            "memory_basis"]

@@ -12,7 +12,8 @@ import streamlit as st
 from allocator.accounting import PRESETS
 from allocator.paper import PAPER_POOL_SLOTS, is_computed, replication_for
 from allocator.sharegpt import SHAREGPT_ATTRIBUTION
-from allocator.throughput import POLICY_LABELS, SWEEP_WORKLOADS, default_rate, parse_rates, with_latency_factor
+from allocator.throughput import (INTERPOLATION_SPAN, POLICY_LABELS, SWEEP_WORKLOADS, default_rate, parse_rates,
+                                 with_latency_factor)
 from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import FieldError, plain_markdown
@@ -42,10 +43,11 @@ st.markdown(
 
 
 with st.container(border=True):
-    st.markdown("**The paper's own experiment, one click.** OPT-13B on one A100-40GB (the paper's Table 1: "
-                f"{PAPER_POOL_SLOTS:,} KV slots), ShareGPT request lengths, vLLM with blocks of 16 and recompute against the "
-                "paper's three Orca baselines placed by its buddy allocator — and the paper's Figures 2, 13 and "
-                "12 drawn beside this model's.")
+    st.markdown("**The paper's own experiment, one click.** OPT-13B on one A100-40GB with the KV pool of the "
+                f"paper's Table 1 ({PAPER_POOL_SLOTS:,} slots: 12 GiB at 800 KiB per token; the sweep under \"Your own "
+                "sweep\" sizes its pool from this lab's cost model instead, so its pool differs), ShareGPT request "
+                "lengths, vLLM with blocks of 16 and recompute against the paper's three Orca baselines placed by "
+                "its buddy allocator — and the paper's Figures 2, 13 and 12 drawn beside this model's.")
     if st.button("Run the paper replication", key="tp_paper_run", icon=":material/science:", type="primary"):
         st.session_state["tp_paper"] = True
 if st.session_state.get("tp_paper"):
@@ -88,7 +90,9 @@ c[3].select_slider("Block size (slots)", BLOCK_SIZES, key="tp_block",
 c = st.columns([1.2, 0.9, 1.4, 1.2])
 c[0].text_input("Request rates (requests/s)", key="tp_rates", placeholder="auto",
                 help="Comma-separated, e.g. 0.5, 1, 2, 4. Empty: eight rates around the rate the paged "
-                     "allocator finishes requests at when they all arrive at once.")
+                     "allocator finishes requests at when they all arrive at once. A sustained rate is "
+                     f"interpolated only between two rates at most {INTERPOLATION_SPAN:g}× apart; across a wider "
+                     "step it is reported as the two rates it lies between.")
 c[1].number_input("Requests per run", min_value=100, max_value=5000, step=100, key="tp_requests",
                   help="Drawn with a fixed seed from the chosen lengths' rows that fit the model's "
                        "context window; the same requests at every rate.")

@@ -208,7 +208,8 @@ def test_the_check_can_fail():
 # --------------------------------------------------------------------------------------------
 
 SWEEP_GRID = {
-    "A100 OPT-13B": ("a100-40gb", "opt-13b", (0.5, 1.0, 2.0, 4.0)),
+    "A100 OPT-13B": ("a100-40gb", "opt-13b", (0.5, 1.0, 2.0, 4.0)),            # steps of 2x: brackets
+    "A100 OPT-13B, fine grid": ("a100-40gb", "opt-13b", (0.9, 1.05, 1.2, 1.4, 1.6, 1.8, 2.0, 2.3)),
     "L4 7B, every rate sustained": ("l4", "7b-fp16", (0.01, 0.02)),
     "H200 Llama 3 70B, nothing sustained": ("h200", "llama3-70b", (20.0, 40.0)),
 }
@@ -227,12 +228,12 @@ def sweep_allowed(sweep) -> set[str]:
         nums |= _forms(v) | {f"{v:,.0f}"}
     nums |= _forms((sweep.mean_prompt + sweep.mean_output) / (sweep.mean_prompt + sweep.max_new_tokens))
     for s in sweep.sustained.values():
-        nums |= _forms(s["rate"])
+        nums |= _forms(s["rate"]) | _forms(s.get("low")) | _forms(s.get("high"))
     for a in sweep.policies:
         for b in sweep.policies:
             r = sweep.ratio(a, b) if a != b else None
             if r:
-                nums |= _forms(r["value"])
+                nums |= _forms(r["value"]) | _forms(r.get("low")) | _forms(r.get("high"))
     for point in sweep.points.values():
         for key, v in point.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -282,6 +283,8 @@ def test_throughput_headline_handles_bounds(sweep_case):
         assert "at least" in text and "never over the budget" in text, text
     elif s["bound"] == "below":
         assert "below the lowest rate" in text and "no ratio" in text, text
+    elif s["bound"] == "between":
+        assert f"between {s['low']:g} and {s['high']:g} requests/s" in text and "too far apart" in text, text
     else:
         assert f"{s['rate']:.2f} requests/s" in text
 
@@ -309,7 +312,9 @@ def test_paper_replication_texts_quote_the_replication():
     for other in ("oracle", "max"):
         r = rep.ratio(other)
         if r:
-            values.append(r["value"])
+            values += [r["value"], r.get("low"), r.get("high")]
+    from allocator.paper import SATURATION_REQUESTS
+    values += [SATURATION_REQUESTS, rep.sustained["paged"]["rate"] * rep.scale["scale"]]   # vLLM's knee, our clock
     for v in values:
         allowed |= _forms(v) | {f"{v:.2f}" if v is not None else "", f"{v:g}" if v is not None else ""}
     from allocator.viz.claims import fig12_note
@@ -727,3 +732,72 @@ def test_the_throughput_page_quotes_its_sweep():
     allowed |= _forms(PAPER_POOL_SLOTS) | {"39"}             # the preset's pool (Table 1); artifact "sosp-ae-39"
     bad = _unquoted(_page_texts(at), allowed)
     assert not bad, bad
+
+
+def test_a_sweep_over_a_coarse_grid_quotes_brackets_not_interpolations():
+    """A new user typed 0.1, 0.2, 500 on the Throughput page: the headline said paged sustains 167.37
+    requests/s, 1.1x reserve-max (the default grid gives 1.81). Across a step wider than 1.5x the
+    sustained rate is the bracket of the two rates typed, and no ratio is quoted that the brackets
+    cannot support."""
+    from allocator.throughput import rate_sweep
+    from allocator.timing import cost_model
+    from allocator.viz.claims import paper_comparison, sustained_rows, sweep_headline
+
+    sweep = rate_sweep(cost_model("a100-40gb", "opt-13b"), (0.1, 0.2, 500), requests=150)
+    assert sweep.sustained["paged"] == {"rate": None, "bound": "between", "low": 0.2, "high": 500.0}
+    text = sweep_headline(sweep)
+    assert "between 0.2 and 500 requests/s" in text and "167" not in text
+    assert "That is" not in text and "no ratio" in text, text
+    assert all(row["paged sustains (× this rate)"] in ("—", "not comparable") for row in sustained_rows(sweep))
+    assert "x the rate" not in paper_comparison(sweep)["model"]
+    # every number the texts print is a rate typed, a setting or a measured value (no interpolation)
+    allowed = sweep_allowed(sweep)
+    for t in [text, paper_comparison(sweep)["model"], *(r["sustained rate"] for r in sustained_rows(sweep))]:
+        for n in _numbers(t):
+            assert n in allowed, (n, t)
+
+
+def test_paper_replication_names_its_three_rates_and_its_traces():
+    """The paper replication's burst saturation rate (the load scale), Figure 12's knees (sustained
+    rates under the latency budget) and the Throughput page's own sweep are named apart; the traces'
+    lengths agree between the sentences; the figures are called simulated, not measured."""
+    from allocator.paper import PAPER_FIGURES, SATURATION_REQUESTS
+    from allocator.paper import replication_for as paper_replication
+    from allocator.viz.claims import paper_replication_texts
+
+    rep = paper_replication()
+    t = paper_replication_texts(rep)
+    sc = rep.scale
+    assert f"burst saturation rate" in t["load"] and f"{SATURATION_REQUESTS:,} of the paper's requests" in t["load"]
+    assert f"{sc['ours']:.2f} requests/s" in t["load"] and "not a sustained rate" in t["load"]
+    assert "measured" not in t["load"] and "simulated" in t["load"]
+    knee = rep.sustained["paged"]["rate"]
+    assert f"vLLM's knee is {knee * sc['scale']:.2f} requests/s" in t["fig12"]
+    assert "knee" in t["fig12"] and "latency budget" in t["fig12"] and "rate sweep" in t["fig12"]
+    f2, f12 = PAPER_FIGURES["fig2"], PAPER_FIGURES["fig12"]
+    assert f"One trace of {f2['duration_s']:g} s of arrivals" in t["fig2"]
+    assert f"{f12['duration_s']:g} s of arrivals per rate" in t["fig12"]
+    trace = next(d for d in t["departures"] if "quick mode" in d)
+    assert f"Figure 12 runs {f12['duration_s']:g} s" in trace
+    assert f"Figures 2 and 13 one {f2['duration_s']:g} s" in trace
+    # Orca (Max)'s split: each figure labelled, the paper's with its words
+    theirs = t["fig2"].split("**the paper**")[-1]
+    split = PAPER_FIGURES["fig2"]["max_split"]
+    assert all(f"{100 * split[k]:.1f} % {k}" in theirs for k in ("reservation", "internal", "external")), theirs
+
+
+def test_the_split_row_prints_its_numbers_in_the_order_of_its_words():
+    """The targets row listed "internal > reservation > external" beside "13.3 / 57.4 / 9.1 %" (another
+    order): each share is now printed after its own word, largest first."""
+    import re
+
+    from allocator.paper import PAPER_FIGURES
+    from allocator.paper import replication_for as paper_replication
+
+    rep = paper_replication()
+    row = next(r for r in rep.targets() if "largest first" in r["measure"])
+    for cell, split in ((row["ours"], rep.fig2["max"]), (row["paper"], PAPER_FIGURES["fig2"]["max_split"])):
+        pairs = re.findall(r"(reservation|internal|external) (\d+\.\d) %", cell)
+        assert [k for k, _ in pairs] == sorted(("reservation", "internal", "external"), key=lambda k: -split[k])
+        assert [float(v) for _, v in pairs] == [round(100 * split[k], 1) for k, _ in pairs]
+        assert [float(v) for _, v in pairs] == sorted((float(v) for _, v in pairs), reverse=True), cell

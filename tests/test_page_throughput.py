@@ -131,3 +131,18 @@ def test_own_sweep_on_the_papers_sharegpt_lengths():
     text = _markdown(at)
     assert sweep_headline(sweep) in text
     assert "ShareGPT lengths (the PagedAttention paper's)" in text
+
+
+def test_rates_far_apart_show_a_bracket_not_an_interpolated_rate():
+    """A new user typed 0.1, 0.2, 500: the page said paged sustains 167.37 requests/s, 1.1x reserve-max.
+    The table and headline now give the bracket the crossing lies in, and no ratio."""
+    at = _page({"tp_requests": 200, "tp_rates": "0.1, 0.2, 500"})
+    assert not at.exception
+    sweep = with_latency_factor(cached_sweep(sweep_key("a100-40gb", "opt-13b", "auto", 200, (0.1, 0.2, 500.0), 16,
+                                                       "azure-conv")), 5)
+    assert sweep.sustained["paged"]["bound"] == "between"
+    text = _markdown(at)
+    assert sweep_headline(sweep) in text and "between 0.2 and 500 requests/s" in text and "167" not in text
+    table = at.table[0].value
+    assert table.loc["Paged", "sustained rate"].startswith("between 0.2 and 500 requests/s")
+    assert set(table["paged sustains (× this rate)"]) <= {"—", "not comparable"}

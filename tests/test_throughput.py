@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 
 from allocator import PagedAllocator, simulate
-from allocator.throughput import (PAPER, POLICIES, RateSweep, parse_rates, poisson_workload, rate_sweep,
-                                  sustained_rate, unloaded_latency)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from allocator.throughput import (INTERPOLATION_SPAN, PAPER, POLICIES, RateSweep, parse_rates, poisson_workload,
+                                  rate_ratio, rate_sweep, sustained_rate, sustained_short, unloaded_latency)
 from allocator.timing import cost_model, price
 from allocator.trace import shipped_trace
 from allocator.validate import FieldError
@@ -27,13 +30,105 @@ def overloaded(a100):
 
 
 def test_sustained_rate_interpolates_by_hand():
-    # crosses 0.4 s/token between 2 (0.2) and 4 (1.6) requests/s: (ln 0.4 - ln 0.2) / (ln 1.6 - ln 0.2)
-    # = ln 2 / ln 8 = 1/3 of the way, i.e. 2 + 2/3 requests/s
-    s = sustained_rate((1, 2, 4), (0.1, 0.2, 1.6), 0.4)
-    assert s["bound"] == "within" and s["rate"] == pytest.approx(2 + 2 / 3)
+    # crosses 0.4 s/token between 2 (0.2) and 3 (1.6) requests/s: (ln 0.4 - ln 0.2) / (ln 1.6 - ln 0.2)
+    # = ln 2 / ln 8 = 1/3 of the way, i.e. 2 + 1/3 requests/s (3 is 1.5x 2: fine enough to interpolate)
+    s = sustained_rate((1, 2, 3), (0.1, 0.2, 1.6), 0.4)
+    assert s["bound"] == "within" and s["rate"] == pytest.approx(2 + 1 / 3)
     assert sustained_rate((1, 2), (0.1, 0.2), 1.0) == {"rate": 2.0, "bound": "above"}
     assert sustained_rate((1, 2), (0.5, 0.9), 0.4) == {"rate": None, "bound": "below"}
-    assert sustained_rate((1, 2), (0.1, None), 0.4) == {"rate": 1.0, "bound": "within"}   # nothing finished
+    # nothing finished at the next rate: nothing to interpolate towards (was reported as 1.0 "within")
+    assert sustained_rate((1, 1.2), (0.1, None), 0.4) == {"rate": None, "bound": "between", "low": 1.0, "high": 1.2}
+
+
+def test_a_coarse_step_is_a_bracket_not_a_number():
+    """A user typed 0.1, 0.2, 500: the crossing between 0.2 and 500 was interpolated to 167 requests/s.
+    Across a step wider than INTERPOLATION_SPAN the sustained rate is the bracket itself."""
+    assert INTERPOLATION_SPAN == 1.5
+    assert sustained_rate((0.1, 0.2, 500), (0.02, 0.03, 9.0), 0.1) == \
+        {"rate": None, "bound": "between", "low": 0.2, "high": 500.0}
+    # the same curve on 2-4 (a 2x step) is a bracket too; on 2-3 it is interpolated
+    assert sustained_rate((1, 2, 4), (0.1, 0.2, 1.6), 0.4)["bound"] == "between"
+    assert sustained_short(sustained_rate((0.1, 0.2, 500), (0.02, 0.03, 9.0), 0.1)) == "0.2-500"
+    assert sustained_short({"rate": 1.8053, "bound": "within"}) == "1.81"
+    assert sustained_short({"rate": 4.0, "bound": "above"}, 3) == "4.000+"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.01, 100), min_size=1, max_size=8, unique=True),
+       st.lists(st.one_of(st.none(), st.floats(0.001, 10)), min_size=8, max_size=8), st.floats(0.001, 10))
+def test_sustained_rate_is_a_number_only_on_a_fine_step(rates, lats, budget):
+    rates = sorted(rates)
+    lats = lats[:len(rates)]
+    s = sustained_rate(rates, lats, budget)
+    over = [v is None or v > budget for v in lats]
+    if s["bound"] in ("within", "between"):
+        k = over.index(True)                     # the first rate over the budget; the one before was not
+        assert k > 0
+        if s["bound"] == "within":
+            assert rates[k] <= INTERPOLATION_SPAN * rates[k - 1] and lats[k] is not None
+            assert rates[k - 1] - 1e-9 <= s["rate"] <= rates[k] + 1e-9
+        else:
+            assert s["rate"] is None and (s["low"], s["high"]) == (rates[k - 1], rates[k])
+            assert rates[k] > INTERPOLATION_SPAN * rates[k - 1] or lats[k] is None
+    else:
+        assert s["bound"] == ("above" if not any(over) else "below")
+
+
+_point = st.floats(0.1, 10)
+
+
+@st.composite
+def _sustained(draw):
+    kind = draw(st.sampled_from(("within", "between", "above", "below")))
+    if kind == "within":
+        return {"rate": draw(_point), "bound": "within"}
+    if kind == "above":
+        return {"rate": draw(_point), "bound": "above"}
+    if kind == "below":
+        return {"rate": None, "bound": "below"}
+    lo = draw(_point)
+    return {"rate": None, "bound": "between", "low": lo, "high": lo * draw(st.floats(1.51, 50))}
+
+
+def _inside(s, x):
+    return {"within": lambda: x == s["rate"], "above": lambda: x >= s["rate"],
+            "between": lambda: s["low"] <= x <= s["high"], "below": lambda: False}[s["bound"]]()
+
+
+@settings(max_examples=300, deadline=None)
+@given(_sustained(), _sustained(), st.floats(0, 1), st.floats(0, 1))
+def test_a_stated_ratio_holds_for_every_rate_the_brackets_allow(sa, sb, ta, tb):
+    """Whatever the true rates inside the two brackets, the stated ratio (exact, bound or range) holds."""
+    def pick(s, t):
+        return {"within": lambda: s["rate"], "above": lambda: s["rate"] * (1 + 10 * t),
+                "between": lambda: s["low"] + t * (s["high"] - s["low"]), "below": lambda: None}[s["bound"]]()
+    a, b = pick(sa, ta), pick(sb, tb)
+    r = rate_ratio(sa, sb)
+    if r is None or a is None or b is None:
+        return
+    assert _inside(sa, a) and _inside(sb, b)
+    x, eps = a / b, 1e-9
+    if r["kind"] == "exact":
+        assert x == pytest.approx(r["value"])
+    elif r["kind"] == "at least":
+        assert x >= r["value"] * (1 - eps)
+    elif r["kind"] == "at most":
+        assert x <= r["value"] * (1 + eps)
+    else:
+        assert r["value"] is None and r["low"] * (1 - eps) <= x <= r["high"] * (1 + eps)
+        assert r["high"] / r["low"] <= 4 and not r["low"] <= 1 <= r["high"]
+
+
+def test_ratio_of_brackets_by_hand():
+    between = {"rate": None, "bound": "between", "low": 0.2, "high": 500.0}
+    assert rate_ratio(between, between) is None                                   # 0.0004x to 2,500x: nothing
+    assert rate_ratio({"rate": 3.0, "bound": "within"}, {"rate": None, "bound": "between", "low": 1.0, "high": 2.0}) \
+        == {"value": None, "kind": "between", "low": 1.5, "high": 3.0}
+    assert rate_ratio({"rate": 4.0, "bound": "above"}, {"rate": None, "bound": "between", "low": 1.0, "high": 2.0}) \
+        == {"value": 2.0, "kind": "at least"}
+    # both between 1 and 2: either could be higher, so no ratio
+    assert rate_ratio({"rate": None, "bound": "between", "low": 1.0, "high": 2.0},
+                      {"rate": None, "bound": "between", "low": 1.0, "high": 2.0}) is None
 
 
 def test_ratio_kinds(a100):

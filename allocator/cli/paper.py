@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 
 from ..limits import LIMITS
-from ..paper import PAPER_LABELS, SYSTEMS, paper_replication
+from ..paper import PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS, paper_replication
+from ..throughput import sustained_short
 from .common import count_arg
 
 
@@ -40,8 +41,9 @@ def run(args) -> int:
         return 0
     sc = rep.scale
     print(f"OPT-13B on one A100-40GB, {out['setup']['slots']:,} KV slots (the paper's Table 1), ShareGPT lengths; "
-          f"rates x{sc['scale']:.2f} (same relative load: this model's paged saturation {sc['ours']:.2f} "
-          f"requests/s over the paper's {sc['paper']:g})")
+          f"rates x{sc['scale']:.2f} (same relative load: this model's paged burst saturation rate, "
+          f"{SATURATION_REQUESTS:,} requests arriving at once, {sc['ours']:.2f} requests/s over the paper's "
+          f"{sc['paper']:g}; a scale, not a sustained rate)")
     rows = [[r["figure"], r["measure"], str(r["paper"]), str(r["ours"]), r["error"], "yes" if r["ok"] else "NO"]
             for r in out["targets"]]
     head = ["figure", "measure", "paper", "ours", "error", "within"]
@@ -54,12 +56,14 @@ def run(args) -> int:
         f = rep.fig2[s]
         print(f"  {PAPER_LABELS[s]:<14}" + " / ".join(f"{100 * f[k]:5.1f}" for k in
                                                      ("token_states", "reservation", "internal", "external")))
-    print("\nFigure 12: normalised latency (s/token) by rate (requests/s on the paper's scale)")
+    print(f"\nFigure 12: normalised latency (s/token) by rate (requests/s on the paper's scale); knee = the "
+          f"sustained rate, where the curve crosses the {rep.budget_s_per_token:.4f} s/token budget "
+          f"(paper's scale; x{sc['scale']:.2f} for this model's requests/s)")
     for s in SYSTEMS:
         pts = rep.fig12[s]
         sus = rep.sustained[s]
-        text = "-" if sus["rate"] is None else f"{sus['rate']:.2f}" + ("+" if sus["bound"] == "above" else "")
+        text = sustained_short(sus)
         print(f"  {PAPER_LABELS[s]:<14}" + "  ".join(f"{p['paper_rate']:g}: {p['normalized_latency_s_per_token']:.4f}"
-                                                     for p in pts) + f"   sustained {text}")
+                                                     for p in pts) + f"   knee {text}")
     print(f"\n{rep.seconds:.1f} s")
     return 0

@@ -11,7 +11,7 @@ import json
 
 from ..throughput import (DEFAULT_BLOCK_SIZE, DEFAULT_LATENCY_FACTOR, DEFAULT_MAX_NEW, DEFAULT_REQUESTS,
                           DEFAULT_SEED, PAPER, PAPER_NAMES, POLICIES, POLICY_LABELS, SWEEP_MAX_NEW, SWEEP_WORKLOADS,
-                          parse_rates, rate_sweep)
+                          INTERPOLATION_SPAN, parse_rates, rate_sweep, sustained_short)
 from ..limits import LIMITS
 from ..timing import DEFAULT_GPU, DEFAULT_MODEL, GPU_COUNTS, GPUS, TIMED_MODELS, cost_model
 from .common import count_arg, gpus_arg, real_arg
@@ -34,7 +34,9 @@ def register(sub) -> None:
     p.add_argument("--gpus", default="auto", help="tensor-parallel GPU count 1, 2, 4 or 8 (default auto: the "
                                                   "fewest that hold the weights)")
     p.add_argument("--rates", default=None, help="comma-separated request rates in requests/s (default: eight "
-                                                 "around the paged allocator's saturation rate)")
+                                                 "around the paged allocator's saturation rate); a sustained rate "
+                                                 "is interpolated only between two rates at most "
+                                                 f"{INTERPOLATION_SPAN:g}x apart, else reported as that bracket")
     p.add_argument("--workload", choices=tuple(SWEEP_WORKLOADS), default="azure-conv",
                    help="the lengths requests are drawn from: azure-conv (the shipped Azure conversation trace, "
                         "default) or sharegpt-opt (the PagedAttention paper's ShareGPT lengths; the generation cap "
@@ -78,6 +80,7 @@ def run(args) -> int:
         "unloaded_s_per_token": sweep.unloaded_s_per_token, "latency_factor": sweep.latency_factor,
         "budget_s_per_token": sweep.budget_s_per_token,
         "sustained": {p: sweep.sustained[p] for p in sweep.policies},
+        "interpolation_span": INTERPOLATION_SPAN,
         "ratios": {f"paged/{p}": sweep.ratio("paged", p) for p in sweep.policies
                    if p != "paged" and "paged" in sweep.policies},
         "points": {p: [sweep.points[(p, r)] for r in sweep.rates] for p in sweep.policies},
@@ -97,9 +100,14 @@ def run(args) -> int:
         for p in sweep.policies:
             vals = [sweep.points[(p, r)][key] for r in sweep.rates]
             print(f"{POLICY_LABELS[p]:<16}" + "".join(f"{'-' if v is None else format(v, '.4g'):>10}" for v in vals))
-    print("\nsustained rate (requests/s; + = never over the budget, a lower bound)")
+    print("\nsustained rate (requests/s; + = never over the budget, a lower bound; a-b = between two swept rates "
+          f"more than {INTERPOLATION_SPAN:g}x apart, not interpolated)")
     for p in sweep.policies:
         s = sweep.sustained[p]
-        text = "below the lowest rate" if s["rate"] is None else f"{s['rate']:.3f}" + ("+" if s["bound"] == "above" else "")
+        text = sustained_short(s, digits=3)
         print(f"{POLICY_LABELS[p]:<16}{text:>14}   (paper: {PAPER_NAMES[p]})")
+    if sweep.workload == "sharegpt-opt":
+        print(f"\nThese are this sweep's sustained rates: {sweep.requests:,} requests on the cost model's "
+              f"{sweep.pool_slots:,}-slot pool. `paper-replication` runs the paper's own traces on its Table 1 pool "
+              "and reports its knees on the paper's rate scale, so its figures differ.")
     return 0

@@ -522,7 +522,12 @@ def rate(x: float) -> str:
 
 
 def sustained_text(s: dict) -> str:
-    """A sustained rate (``allocator.throughput.sustained_rate``'s dict) in words."""
+    """A sustained rate (``allocator.throughput.sustained_rate``'s dict) in words: interpolated
+    ("1.81 requests/s"), a bracket across a coarse step of the grid ("between 0.2 and 500
+    requests/s", the rates as typed), a lower bound, or below the sweep."""
+    if s["bound"] == "between":
+        return (f"between {s['low']:g} and {s['high']:g} requests/s (the two swept rates it lies between; "
+                "too far apart to interpolate)")
     if s["rate"] is None:
         return "below the lowest rate swept (over the budget already there)"
     if s["bound"] == "above":
@@ -530,9 +535,22 @@ def sustained_text(s: dict) -> str:
     return f"{rate(s['rate'])} requests/s"
 
 
+def ratio_words(r: dict | None, symbols: bool = False) -> str | None:
+    """A ratio of sustained rates (``allocator.throughput.rate_ratio``'s dict) as words ("at least
+    2.0x", "between 1.2x and 2.5x") or, with ``symbols``, as a table cell ("≥ 2.0x"); None when no
+    ratio can be stated."""
+    if r is None:
+        return None
+    if r["kind"] == "between":
+        return f"between {ratio(r['low'])} and {ratio(r['high'])}" if not symbols else \
+            f"{ratio(r['low'])}–{ratio(r['high'])}"
+    marks = ({"exact": "", "at least": "≥ ", "at most": "≤ "} if symbols
+             else {"exact": "", "at least": "at least ", "at most": "at most "})
+    return marks[r["kind"]] + ratio(r["value"])
+
+
 def _ratio_phrase(r: dict, other: str) -> str:
-    kind = {"exact": "", "at least": "at least ", "at most": "at most "}[r["kind"]]
-    return f"**{kind}{ratio(r['value'])}** the rate {other} sustains"
+    return f"**{ratio_words(r)}** the rate {other} sustains"
 
 
 def sweep_headline(sweep) -> str:
@@ -541,7 +559,8 @@ def sweep_headline(sweep) -> str:
     c = sweep.cost
     from allocator.throughput import SWEEP_WORKLOADS
     text = (f"With {sweep.requests:,} requests of {SWEEP_WORKLOADS[sweep.workload]} on **{c.label}** (a KV pool of "
-            f"{sweep.pool_slots:,} slots), ")
+            f"{sweep.pool_slots:,} slots: this cost model's, what the GPU's memory leaves after the weights and a "
+            "reserve), ")
     if "paged" not in sweep.sustained:
         return text + "the sweep did not include the paged allocator."
     text += (f"paged allocation sustains **{sustained_text(sweep.sustained['paged'])}** before its normalised latency "
@@ -559,8 +578,10 @@ def sweep_headline(sweep) -> str:
         text += " That is " + " and ".join(_ratio_phrase(sweep.ratio("paged", p), POLICY_LABELS[p].lower())
                                           for p in stated) + "."
     if unstated:
+        coarse = any(sweep.sustained[p]["bound"] == "between" for p in ("paged", *unstated))
         text += (" There is no ratio to " + " or ".join(POLICY_LABELS[p].lower() for p in unstated) + " to state: "
-                 "the two did not both cross the budget inside the sweep (see the chart).")
+                 + ("the swept rates around the crossings are too far apart to state one (add rates between "
+                    "them)." if coarse else "the two did not both cross the budget inside the sweep (see the chart)."))
     return text
 
 
@@ -580,9 +601,8 @@ def paper_comparison(sweep) -> dict:
     for p in ("oracle", "max"):
         if p in sweep.sustained and "paged" in sweep.sustained:
             r = sweep.ratio("paged", p)
-            kind = "" if r is None else {"exact": "", "at least": "at least ", "at most": "at most "}[r["kind"]]
             parts.append(f"no stated ratio to {POLICY_LABELS[p].lower()} (see the chart)" if r is None
-                         else f"{kind}{ratio(r['value'])} the rate of {POLICY_LABELS[p].lower()}")
+                         else f"{ratio_words(r)} the rate of {POLICY_LABELS[p].lower()}")
     model = (f"**This model's figures** ({sweep.cost.label}, {SWEEP_WORKLOADS[sweep.workload]}): paged sustained "
              + " and ".join(parts) + " at the same latency budget." if parts
              else "**This model's figures**: the sweep has no paged run to compare.")
@@ -606,8 +626,7 @@ def sustained_rows(sweep) -> list[dict]:
         rows.append({"allocator": POLICY_LABELS[p], "the paper's name": PAPER_NAMES[p],
                      "sustained rate": sustained_text(sweep.sustained[p]),
                      "paged sustains (× this rate)": ("—" if p == "paged" else "not comparable" if r is None
-                                        else {"exact": "", "at least": "≥ ", "at most": "≤ "}[r["kind"]]
-                                        + ratio(r["value"]))})
+                                                      else ratio_words(r, symbols=True))})
     return rows
 
 
@@ -657,49 +676,59 @@ def paper_replication_texts(rep) -> dict:
         {"load": why the rates are scaled, "fig2", "fig13", "fig12": one paragraph each,
         "departures": list of one-sentence differences between this model and the paper's system}.
     """
-    from allocator.paper import PAPER_FIGURES, PAPER_LABELS, SYSTEMS
+    from allocator.paper import PAPER_FIGURES, PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS
     p = PAPER_FIGURES
     sc = rep.scale
     load = (f"**Same relative load, not the same clock.** This model's roofline prices a step of OPT-13B on an "
-            f"A100 from datasheet peaks, so its paged allocator saturates at {sc['ours']:.2f} requests/s of the "
-            f"paper's requests, where the paper's vLLM ran up to {sc['paper']:g} requests/s (the top of the rates "
-            f"its artifact sweeps). Every rate of the paper is therefore run here × {sc['scale']:.2f}, and the "
-            "charts label rates on the paper's scale; the batch sizes and memory shares are measured, not fitted, "
-            "and the ratios of Figure 12 do not depend on the scale.")
+            f"A100 from datasheet peaks, so its paged allocator's **burst saturation rate** — requests finished per "
+            f"second when {SATURATION_REQUESTS:,} of the paper's requests all arrive at once — is "
+            f"{sc['ours']:.2f} requests/s, where the paper's vLLM ran up to {sc['paper']:g} requests/s (the top of "
+            f"the rates its artifact sweeps). Every rate of the paper is therefore run here × {sc['scale']:.2f}, and "
+            "the charts label rates on the paper's scale. The burst saturation rate only sets that scale; it is not "
+            "a sustained rate (Figure 12's knees are). The batch sizes and memory shares below are this model's, "
+            "simulated, not fitted to the paper's, and the ratios of Figure 12 do not depend on the scale.")
     f2 = p["fig2"]
     ours_ts = ", ".join(f"{pct(rep.fig2[s]['token_states'], 1)} for {PAPER_LABELS[s]}" for s in SYSTEMS)
     paper_ts = ", ".join(f"{pct(f2['token_states'][s], 1)}" for s in SYSTEMS)
     mx = rep.fig2["max"]
-    fig2 = (f"**Figure 2.** Averaged per step from {f2['window_s'][0]:g} s to {f2['window_s'][1]:g} s of "
-            f"{f2['duration_s']:g} s of arrivals at {f2['rate']:g} requests/s (paper's scale): token states "
+    fig2 = (f"**Figure 2.** One trace of {f2['duration_s']:g} s of arrivals at {f2['rate']:g} requests/s (paper's "
+            f"scale), averaged per step over its window from {f2['window_s'][0]:g} s to {f2['window_s'][1]:g} s: "
+            "token states "
             f"filled {ours_ts} of the KV memory in this model; **the paper's** Figure 2 shows {paper_ts}. For "
-            f"Orca (Max) this model measures {pct(mx['reservation'], 1)} reservation, {pct(mx['internal'], 1)} "
+            f"Orca (Max) this model's run gives {pct(mx['reservation'], 1)} reservation, {pct(mx['internal'], 1)} "
             f"internal and {pct(mx['external'], 1)} external fragmentation; **the paper** shows "
-            f"{pct(f2['max_split']['reservation'], 1)}, {pct(f2['max_split']['internal'], 1)} and "
-            f"{pct(f2['max_split']['external'], 1)}.")
+            f"{pct(f2['max_split']['reservation'], 1)} reservation, {pct(f2['max_split']['internal'], 1)} internal "
+            f"and {pct(f2['max_split']['external'], 1)} external.")
     f13 = p["fig13"]
     parts = ", ".join(f"{PAPER_LABELS[s]} {rep.fig13[s]:.2f} (the paper: {f13['batch'][s]:.2f}, "
                       f"{100 * (rep.fig13[s] / f13['batch'][s] - 1):+.1f} %)" for s in SYSTEMS)
-    fig13 = (f"**Figure 13.** Mean requests batched per step at {f13['rate']:g} requests/s (paper's scale), "
-             f"this model: {parts}. The three Orca versions are overloaded there, so their batch is set by memory "
+    fig13 = (f"**Figure 13.** Mean requests batched per step at {f13['rate']:g} requests/s (paper's scale), over "
+             f"the same window of a {f2['duration_s']:g} s trace as Figure 2, this model: {parts}. The three Orca "
+             "versions are overloaded there, so their batch is set by memory "
              "and placement alone; vLLM is near its knee, so its batch moves with the random draw of arrivals more "
              "than theirs does.")
     lo_o, hi_o = p["fig12"]["range_vs_oracle"]
     lo_m, hi_m = p["fig12"]["range_vs_max"]
     sus = ", ".join(f"{PAPER_LABELS[s]} {sustained_text(rep.sustained[s])}" for s in SYSTEMS)
+    vk = rep.sustained["paged"]
+    here = (f" On this model's own clock (× the scale) vLLM's knee is {vk['rate'] * sc['scale']:.2f} "
+            "requests/s: a sustained rate under a latency budget, so not the burst "
+            f"saturation rate above ({sc['ours']:.2f}), nor the sustained rate of the rate sweep further down with "
+            "ShareGPT lengths (a fixed number of requests on the cost model's KV pool, not this "
+            f"{p['fig12']['duration_s']:g} s trace on Table 1's)." if vk["bound"] == "within" else "")
     ro, rm = rep.ratio("oracle"), rep.ratio("max")
 
     def said(r):
-        if r is None:
-            return "no ratio can be stated"
-        return {"exact": "", "at least": "at least ", "at most": "at most "}[r["kind"]] + ratio(r["value"])
+        return "no ratio can be stated" if r is None else ratio_words(r)
     extended = [(s, [pt["paper_rate"] for pt in rep.fig12[s] if pt.get("beyond_artifact")]) for s in SYSTEMS]
     extended = [(s, r) for s, r in extended if r]
     beyond = "".join(f" {PAPER_LABELS[s]} stayed under the budget up to the artifact's highest rate, so it was also "
                      f"run at {' and '.join(f'{x:g}' for x in r)} requests/s to find its knee." for s, r in extended)
-    fig12 = (f"**Figure 12.** Each system at the rates the paper's artifact sweeps it.{beyond} Judged against a budget of "
+    fig12 = (f"**Figure 12.** Each system at the rates the paper's artifact sweeps it, {p['fig12']['duration_s']:g} s "
+             f"of arrivals per rate.{beyond} Judged against a latency budget of "
              f"{rep.budget_s_per_token:.4f} s/token ({5:g} × the {rep.unloaded_s_per_token:.4f} s/token of a "
-             f"request served alone). Knees on the paper's scale, this model: {sus}. vLLM sustains {said(ro)} "
+             f"request served alone). Each system's **knee** is its sustained rate: where its latency crosses that "
+             f"budget. Knees on the paper's scale, this model: {sus}.{here} vLLM sustains {said(ro)} "
              f"Orca (Oracle)'s rate and {said(rm)} Orca (Max)'s; **the paper** states {lo_o:g}–{hi_o:g}× and "
              f"{lo_m:g}–{hi_m:g}× over OPT-13B, 66B and 175B together, and batch ratios of "
              f"{ratio(p['fig12']['batch_ratio_vs_oracle'])} and {ratio(p['fig12']['batch_ratio_vs_max'])} "
@@ -711,8 +740,9 @@ def paper_replication_texts(rep) -> dict:
         "that proxy is what is rebuilt here.",
         "The scheduler has no per-step token budget or sequence cap (the artifact's max_num_batched_tokens and "
         "max_num_sequences), so a step may admit more prompt tokens than the paper's could.",
-        f"The trace is {p['fig12']['duration_s']:g} s of arrivals per rate (the artifact's quick mode), not the "
-        "paper's hour, and the requests are shuffled with numpy, so the order differs from the artifact's.",
+        f"Figure 12 runs {p['fig12']['duration_s']:g} s of arrivals per rate (the artifact's quick mode) and "
+        f"Figures 2 and 13 one {p['fig2']['duration_s']:g} s trace each (as long as the artifact's Figure 2 run), "
+        "not the paper's hour; the requests are shuffled with numpy, so their order differs from the artifact's.",
         "The artifact files the rounding of a buddy run up to a power of two under 'external fragmentation and "
         "other'; here it is internal fragmentation (it sits inside an allocation), so only the token-state "
         "shares and Orca (Max)'s split (which has no rounding) compare one to one.",
@@ -732,8 +762,7 @@ def fig12_note(rep) -> str:
     parts = []
     for other, key, name in (("oracle", "range_vs_oracle", "Orca (Oracle)"), ("max", "range_vs_max", "Orca (Max)")):
         r = rep.ratio(other)
-        ours = "no ratio" if r is None else ({"exact": "", "at least": "≥ ", "at most": "≤ "}[r["kind"]]
-                                             + ratio(r["value"]))
+        ours = "no ratio" if r is None else ratio_words(r, symbols=True)
         lo, hi = f[key]
         parts.append(f"vLLM / {name}: the paper {lo:g}–{hi:g}× (OPT-13B, 66B, 175B together); this model {ours}")
     return "<br>".join(parts)

@@ -135,7 +135,8 @@ def fig12_figure(rep) -> go.Figure:
                 hovertemplate=f"<b>{PAPER_LABELS[s]}</b> knee: "
                               + ("at least " if sus["bound"] == "above" else "")
                               + f"{sus['rate']:.2f} requests/s (paper's scale)<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="knee: where a curve crosses the budget",
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
+                             name="knee (sustained rate): crosses the latency budget",
                              marker=dict(symbol="x-thin-open", size=14, line=dict(width=3), color=BUDGET_COLOUR),
                              hovertemplate="a knee<extra></extra>"))
     if any(p.get("beyond_artifact") for s in SYSTEMS for p in rep.fig12[s]):
