@@ -174,7 +174,7 @@ def bench_ratesweep() -> list[bool]:
     """Issue 14's target: a rate sweep of 8 rates x 4 policies x 1,000 requests in at most 20 s
     (A100 40GB, OPT-13B, Azure conversation lengths, the default rate grid). Prints each policy's
     normalised latency per rate and its sustained rate."""
-    from allocator.throughput import POLICY_LABELS, rate_sweep
+    from allocator.throughput import POLICY_LABELS, rate_sweep, sustained_short
     from allocator.timing import cost_model
 
     cost = cost_model("a100-40gb", "opt-13b")
@@ -183,8 +183,7 @@ def bench_ratesweep() -> list[bool]:
     elapsed = time.perf_counter() - t
     runs = len(sweep.rates) * len(sweep.policies)
     rows = [[POLICY_LABELS[p]] + [f"{v:.3f}" for v in sweep.curve(p)]
-            + [("-" if sweep.sustained[p]["rate"] is None else f"{sweep.sustained[p]['rate']:.2f}")
-               + ("+" if sweep.sustained[p]["bound"] == "above" else "")] for p in sweep.policies]
+            + [sustained_short(sweep.sustained[p])] for p in sweep.policies]
     print_table(f"rate sweep: normalised latency (s/token) by request rate (requests/s); budget "
                 f"{sweep.budget_s_per_token:.3f} s/token ({cost.label}, {sweep.requests:,} requests)",
                 ["policy"] + [f"{r:g}/s" for r in sweep.rates] + ["sustained /s"], rows)
