@@ -389,3 +389,44 @@ def test_reservation_policy_changes_the_left_side(app, policy):
     assert f"reserve-{policy}" in details.columns and "reserve-max" not in details.columns
     text = "\n".join(m.value for m in app.markdown)
     assert f"**reserve-{policy}** on the left" in text
+
+
+def test_the_lesson_sets_the_sidebar_without_streamlits_duplicate_value_warning(monkeypatch):
+    """Walking the lesson (start, steps 1-5, end) never logs Streamlit's "created with a default
+    value but also had its value set via the Session State API" warning: a widget the lesson (or
+    the URL) has just set through ``st.session_state`` is drawn without ``value=``.
+
+    Streamlit checks this only under a live server (``runtime.exists()``) and logs it once per
+    process, so the test makes the check run under AppTest and re-arms it."""
+    import logging
+    from types import SimpleNamespace
+
+    from streamlit.elements.lib import policies
+
+    monkeypatch.setattr(policies, "runtime", SimpleNamespace(exists=lambda: True))
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    handler = Keep(level=logging.WARNING)
+    policies._LOGGER.addHandler(handler)
+    try:
+        at = AppTest.from_file(APP_PATH, default_timeout=60)
+        at.query_params["block_size"] = "64"
+        at.run()
+        next(b for b in at.button if b.label == "Start the guided lesson").click().run()
+        assert at.select_slider(key="block_size").value == 16
+        for _ in range(3):
+            at.button(key="lesson_next").click().run()
+        assert at.select_slider(key="block_size").value == 256                 # step 4
+        at.button(key="lesson_next").click().run()                              # step 5
+        assert at.number_input(key="shared_prefix").value == 256
+        at.button(key="lesson_end").click().run()
+        assert at.select_slider(key="block_size").value == 64
+        assert not at.exception
+    finally:
+        policies._LOGGER.removeHandler(handler)
+    assert not [m for m in seen if "Session State API" in m], seen

@@ -235,3 +235,29 @@ def test_the_export_menu_offers_the_static_site_as_a_zip():
     at.toggle(key="export_site").set_value(True).run(timeout=300)
     assert not at.exception, at.exception
     assert "Static site (zip)" in [b.proto.label for b in at.get("download_button")]
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+    def isatty(self):
+        return True
+
+
+def test_export_site_shows_its_progress_on_a_terminal_and_nothing_when_piped(tmp_path):
+    from allocator.cli.site import progress_line
+    small = ["--slots", "256", "--max-new-tokens", "64"]                  # nine block sizes, a few seconds
+    out, err = io.StringIO(), _Terminal()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert cli_main(["export-site", str(tmp_path / "tty"), *small]) == 0
+    lines = err.getvalue().split("\r")
+    steps = [line.split(": ", 1)[1].split("\u2026")[0] for line in lines if line.startswith("building the site: ")]
+    sizes = [b for b in SWEEP_BLOCK_SIZES if b <= 256]
+    assert steps == (["block-size sweep at 33 metadata costs"]
+                     + [f"block size {b} ({i} of {len(sizes)})" for i, b in enumerate(sizes, 1)]
+                     + ["the arithmetic pages and the Block tables walk-through"])
+    assert lines[-1] == "" and not lines[-2].strip()                    # the line is blanked at the end
+    assert out.getvalue().startswith(f"wrote {tmp_path / 'tty'} (")
+    code, printed, piped = _run(["export-site", str(tmp_path / "piped"), *small])   # stderr not a terminal
+    assert code == 0 and piped == "" and printed.startswith("wrote ")
+    assert progress_line(_Terminal(), quiet=True)[0] is None            # --json: quiet on a terminal too
+    assert progress_line(io.StringIO(), quiet=False)[0] is None

@@ -183,3 +183,44 @@ def test_presentation_mode_enlarges_the_figure_and_escape_leaves(page):
     page.wait_for_function("document.body.getAttribute('data-ready').endsWith('|n')", timeout=WAIT_MS)
     assert page.evaluate("document.getElementById('maps').layout.height") == 900
     assert page.blocked == [] and page.errors == []
+
+
+def _thumb_centre_x(pg) -> float:
+    """Where the block-size slider's thumb is drawn: the middle of the columns of the slider's
+    screenshot that hold the thumb's colour (the palette's blue, #0072B2), in page pixels."""
+    import numpy as np
+    from PIL import Image
+    box = pg.locator("#bs").bounding_box()
+    png = pg.screenshot(clip=box)
+    rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    blue = (np.abs(rgb - np.array([0, 114, 178])).sum(axis=2) < 60).any(axis=0)
+    cols = np.flatnonzero(blue)
+    assert cols.size >= 10, "the thumb was not found in the slider's screenshot"
+    return box["x"] + (cols[0] + cols[-1] + 1) / 2 * box["width"] / rgb.shape[1]
+
+
+@pytest.mark.parametrize("width,height", [(1366, 768), (1920, 1080)])
+def test_each_block_size_label_sits_under_the_thumb_at_its_value(page, site_dir, width, height):
+    """The nine labels under the block-size slider: each label's centre (and its tick's) is within
+    3 px of the thumb's centre as drawn at that value, in normal and in presentation mode."""
+    pg = page.context.browser.new_page(viewport={"width": width, "height": height})
+    try:
+        for present in (False, True):
+            pg.goto((site_dir / "index.html").as_uri() + ("?present=true" if present else ""))
+            pg.wait_for_selector("body[data-ready]", state="attached", timeout=WAIT_MS)
+            labels = pg.locator("#bs-labels span")
+            assert labels.all_text_contents() == [str(b) for b in SWEEP_BLOCK_SIZES]
+            for i, bs in enumerate(SWEEP_BLOCK_SIZES):
+                pg.locator("#bs").fill(str(i))
+                _wait_ready(pg, bs)
+                pg.evaluate("document.activeElement.blur()")
+                thumb = _thumb_centre_x(pg)
+                lab = labels.nth(i).bounding_box()
+                tick = pg.evaluate("""i => { const s = document.querySelectorAll('#bs-labels span')[i];
+                    const r = s.getBoundingClientRect(), b = getComputedStyle(s, '::before');
+                    return r.left + parseFloat(b.left) + parseFloat(b.width) / 2; }""", i)
+                where = f"{width}x{height} {'presentation' if present else 'normal'} block size {bs}"
+                assert abs(lab["x"] + lab["width"] / 2 - thumb) <= 3, (where, lab, thumb)
+                assert abs(tick - thumb) <= 3, (where, tick, thumb)
+    finally:
+        pg.close()

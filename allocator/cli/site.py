@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
+import time
 
 from ..validate import FieldError, show
 from . import simulate as cli_simulate
@@ -63,6 +65,35 @@ def _check_folder(path: str) -> None:
             raise FieldError("out", f" = {show(path, 120)}: its parent folder is not writable")
 
 
+def progress_line(stream, quiet: bool):
+    """What ``export-site`` shows while it builds (20-80 s for the default scenario): one line on
+    ``stream`` (stderr), rewritten in place for each step ``build_site`` reports, e.g. ``building the
+    site: block size 16 (5 of 9)... 12 s``. Nothing when ``quiet`` (``--json``) or when ``stream``
+    is not a terminal (piped or redirected), so a pipe or a log gets only the result.
+
+    Returns:
+        ``(report, finish)``: ``report(text)`` for ``build_site(progress=...)`` (None when quiet) and
+        ``finish()``, which blanks the line again (call it however the build ends).
+    """
+    isatty = getattr(stream, "isatty", None)
+    if quiet or not (isatty and isatty()):
+        return None, lambda: None
+    start, width = time.monotonic(), [0]
+
+    def report(text: str) -> None:
+        line = f"building the site: {text}\u2026 {time.monotonic() - start:.0f} s"
+        stream.write("\r" + line + " " * max(0, width[0] - len(line)))
+        stream.flush()
+        width[0] = len(line)
+
+    def finish() -> None:
+        if width[0]:
+            stream.write("\r" + " " * width[0] + "\r")
+            stream.flush()
+            width[0] = 0
+    return report, finish
+
+
 def run(args) -> int:
     """Build the site and write it; returns the exit status.
 
@@ -82,7 +113,11 @@ def run(args) -> int:
     note(cli_simulate.unused_options(args, sweep_only_cost=False)
          + ([f"{' and '.join(timed)} {'applies' if len(timed) == 1 else 'apply'} only to simulate (the site "
              "counts engine steps); ignored"] if timed else []))
-    files = build_site(sc)
+    report, finish = progress_line(sys.stderr, quiet=args.json)
+    try:
+        files = build_site(sc, progress=report)
+    finally:
+        finish()
     if args.zip:
         data = site_zip(files)
         tmp = args.out + ".part"

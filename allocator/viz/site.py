@@ -175,7 +175,9 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
     Args:
         sc: the scenario (its block size is where the slider starts; every block size of the sweep
             that fits the pool is precomputed, plus ``sc.block_size`` itself).
-        progress: optional callable(str) told what is being built.
+        progress: optional callable(str) told what is being built, once before the block-size
+            sweep of each variant and once before each block size's run, e.g. ``"block size 16
+            (5 of 9)"`` (``python -m allocator export-site`` shows it on a terminal).
 
     Returns:
         ``{"meta", "fig", "cards", "details", "sweep", "lesson"}``: ``fig``, ``cards``, ``details`` and
@@ -197,17 +199,22 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
                               "shared_prefix": LESSON_PREFIX}
     data = {"fig": {}, "cards": {}, "details": {}, "sweep": {}}
     reveals = {}
+    done, total = 0, len(variants) * len(sizes)
     for vkey, v in variants.items():
+        which = "" if vkey == "main" else f", {v['label']}"
         vsc = dataclasses.replace(sc, shared_prefix=v["shared_prefix"])
         workload = build_workload(vsc)
         if vkey == "main":
             main_workload = workload
+        if progress:
+            progress(f"block-size sweep at {len(costs)} metadata costs{which}")
         rows_by_cost = {c: block_size_sweep(workload, vsc.slots, SWEEP_BLOCK_SIZES, c, vsc.preemption) for c in costs}
         for name in data:
             data[name][vkey] = {}
         for bs in sizes:
+            done += 1
             if progress:
-                progress(f"{vkey}: block size {bs}")
+                progress(f"block size {bs}{which} ({done} of {total})")
             results = run_both(workload, vsc.slots, bs, preemption=vsc.preemption, policy=vsc.policy)
             fig = explainer_figure(results).freeze()
             d = fig.to_dict()
@@ -301,6 +308,8 @@ def build_site(sc: Scenario, *, progress=None, data: dict | None = None) -> dict
 
     from allocator.viz.site_lessons import lessons_data
     data = build_data(sc, progress=progress) if data is None else dict(data, meta=dict(data["meta"]))
+    if progress:
+        progress("the arithmetic pages and the Block tables walk-through")
     data["meta"]["attribution_html"] = attribution_html(sc.checked())
     title = data["meta"]["title"]
     page = (STATIC / "index.html").read_text(encoding="utf-8")

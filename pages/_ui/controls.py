@@ -61,6 +61,21 @@ def _seed_widgets_from_checked_url() -> None:
         pass
 
 
+def _start(key: str, value) -> dict:
+    """``value=`` for the keyed widget ``key``, or nothing when its value was just set through
+    ``st.session_state`` (by the guided lesson, the end of the lesson or the URL): Streamlit then
+    takes the value from session state and logs a warning with a stack trace if ``value=`` is
+    given as well ("created with a default value but also had its value set via the Session State
+    API"). The check uses Streamlit's session state (an internal API, as above); without it, any
+    key already in session state is drawn without ``value=``."""
+    try:
+        from streamlit.runtime.state import get_session_state
+        just_set = get_session_state().is_new_state_value(key)
+    except (ImportError, AttributeError, RuntimeError):
+        just_set = key in st.session_state
+    return {} if just_set else {"value": value}
+
+
 def _choice(container, name: str, label: str, **kwargs):
     """A choice widget whose URL value is its short value (written back after every run)."""
     options = list(CHOICES[name])
@@ -80,24 +95,24 @@ def controls() -> Scenario:
     workload = _choice(sb, "workload", "Workload",
                        help="classroom-40 is synthetic and calibrated for the lesson; the trace replays "
                             "real request lengths and arrival times.")
-    block_size = sb.select_slider("Block size (slots per block)", options=list(BLOCK_SIZES), value=16,
-                                  key="block_size",
+    block_size = sb.select_slider("Block size (slots per block)", options=list(BLOCK_SIZES),
+                                  key="block_size", **_start("block_size", 16),
                                   help="Paged allocator only: how many tokens' K and V one block holds.", **url)
     total_slots = sb.number_input("Pool size (slots)", min_value=64, max_value=1 << 20,
-                                  value=DEFAULT_SLOTS.get(workload, 8192), step=256, key=f"slots_{workload}",
+                                  **_start(f"slots_{workload}", DEFAULT_SLOTS.get(workload, 8192)), step=256, key=f"slots_{workload}",
                                   help="Slots of KV cache both allocators share; one slot holds one token.", **url)
     max_new = sb.number_input("max_new_tokens (generation cap)", min_value=1, max_value=32768,
-                              value=DEFAULT_MAX_NEW.get(workload, 1024), step=50, key=f"max_new_{workload}",
+                              **_start(f"max_new_{workload}", DEFAULT_MAX_NEW.get(workload, 1024)), step=50, key=f"max_new_{workload}",
                               help="Reserve-max reserves prompt + this many slots for every request.", **url)
     kw = {}
     if workload == "classroom-40":
-        kw["seed"] = int(sb.number_input("Seed", min_value=0, max_value=10_000, value=CLASSROOM_40["seed"],
+        kw["seed"] = int(sb.number_input("Seed", min_value=0, max_value=10_000, **_start("seed", CLASSROOM_40["seed"]),
                                          key="seed", help="Draws a different forty requests of the same kind.",
                                          **url))
         kw["arrival"] = _choice(sb, "arrival", "Arrivals", horizontal=True)
         if kw["arrival"] == "trickle":
-            kw["arrival_rate"] = sb.slider("Arrival rate (requests per step)", 0.01, 2.0, 0.1, 0.01,
-                                           key="arrival_rate", **url)
+            kw["arrival_rate"] = sb.slider("Arrival rate (requests per step)", 0.01, 2.0, step=0.01,
+                                           key="arrival_rate", **_start("arrival_rate", 0.1), **url)
     else:
         n_rows = None
         if workload == "upload":
@@ -133,7 +148,7 @@ def controls() -> Scenario:
             help="One step is one decode iteration; 20 per second is 50 ms each.", **url))
     sb.subheader("Sharing and preemption")
     kw["shared_prefix"] = int(sb.number_input(
-        "Shared system prompt (tokens)", min_value=0, max_value=4096, value=0, step=16, key="shared_prefix",
+        "Shared system prompt (tokens)", min_value=0, max_value=4096, **_start("shared_prefix", 0), step=16, key="shared_prefix",
         help="Put the same system prompt in front of every request. Paging stores its full blocks once "
              "and points every block table at them; reserve-max must copy it into every reservation.", **url))
     kw["policy"] = _choice(sb, "policy", "Reservation policy (left side)",
@@ -149,7 +164,8 @@ def controls() -> Scenario:
     kw["preemption"] = _choice(sb, "preemption", "When paged memory runs out", horizontal=True,
                                help="Recompute drops the evicted sequence's blocks and prefills its tokens "
                                     "again later; swap copies them to host memory and back.")
-    cost = sb.slider("Metadata cost c (slot equivalents per block)", 0.0, 8.0, 0.0, 0.25, key="metadata_cost",
+    cost = sb.slider("Metadata cost c (slot equivalents per block)", 0.0, 8.0, step=0.25, key="metadata_cost",
+                     **_start("metadata_cost", 0.0),
                      help="What one block-table entry costs, in slots. Raises the price of small blocks.", **url)
     return Scenario(workload=workload, total_slots=int(total_slots), block_size=int(block_size),
                     max_new_tokens=int(max_new), metadata_cost=float(cost), **kw)
@@ -166,7 +182,7 @@ def time_controls() -> dict:
     model = _choice(sb, "model", "Model",
                     help="The model whose weights and KV cache each step reads and writes. The pool stays the size "
                          "set above; a model too big for one GPU is priced split over several.")
-    axis = sb.toggle("Animation's time axis in seconds", key="seconds_axis",
+    axis = sb.toggle("Animation's time axis in seconds", key="seconds_axis", **_start("seconds_axis", False),
                      help="Off: the animation steps through engine steps, the same for both allocators. On: it "
                           "moves through seconds on this GPU, and each map shows where its own run was at that "
                           "moment (the lesson's steps are quoted in engine steps).")

@@ -203,6 +203,7 @@
   function update() {               // a control moved: redraw everything that depends on it
     var t0 = performance.now();
     $('bs').value = sizes.indexOf(state.bs);
+    $('bs').setAttribute('aria-valuetext', state.bs + ' slots per block');
     $('bs-out').textContent = state.bs + ' slots';
     $('cost').value = state.cost;
     $('c-out').textContent = String(costs[state.cost]);
@@ -363,7 +364,13 @@
   function init() {
     var bs = $('bs'), ticks = $('bs-labels');
     bs.max = sizes.length - 1;
-    sizes.forEach(function (b) { ticks.appendChild(el('span', null, b)); $('bs-ticks').appendChild(el('option', {value: sizes.indexOf(b)})); });
+    // each label (with its tick) stands where the thumb's centre is at that value: site.css places
+    // it at thumb/2 + (track width - thumb) * --at, the way the browser moves the thumb
+    sizes.forEach(function (b, i) {
+      var s = el('span', null, b);
+      s.style.setProperty('--at', String(sizes.length > 1 ? i / (sizes.length - 1) : 0));
+      ticks.appendChild(s);
+    });
     bs.addEventListener('input', function () { state.bs = sizes[+bs.value]; update(); });
     var cost = $('cost'); cost.max = costs.length - 1;
     cost.addEventListener('input', function () {
