@@ -111,6 +111,29 @@ _COLUMNS = ("step", "span", "logical", "holders", "saving", "allocated", "ext", 
 _CACHE_COLUMNS = ("hit", "prompt_in", "cached", "evicted")
 
 
+class _Pictures:
+    """The pool pictures (snapshots) of one run, kept within ``SNAPSHOT_BUDGET_BYTES``: past it,
+    every other non-empty picture is dropped and the stride between kept steps doubles (both engine
+    loops keep them this way)."""
+
+    __slots__ = ("snapshots", "stride", "_bytes")
+
+    def __init__(self) -> None:
+        self.snapshots: dict[int, tuple] = {}
+        self.stride = 1
+        self._bytes = 0
+
+    def keep(self, step: int, snap: tuple) -> None:
+        """Keep step's picture, thinning the kept ones while they pass the budget."""
+        snapshots = self.snapshots
+        snapshots[step] = snap
+        self._bytes += _snapshot_bytes(snap)
+        while self._bytes > SNAPSHOT_BUDGET_BYTES and len(snapshots) > 2:
+            self.stride *= 2
+            for k in [k for k, v in snapshots.items() if v and k % self.stride]:
+                self._bytes -= _snapshot_bytes(snapshots.pop(k))
+
+
 class _Seq:
     """A request inside the engine. While running, it holds ``base + t`` tokens at the end of step t."""
 
@@ -383,18 +406,9 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     pack = struct.Struct(f"<{len(names)}q").pack
     rows = bytearray()                         # one record: its int64 columns packed, in `names` order
     seconds_col: list[float] | None = [] if timed else None
-    snapshots = {} if record_snapshots else None
-    stride, snap_bytes = 1, 0
-
-    def keep_picture(t: int, snap: tuple) -> None:
-        """Record the picture of step t; past the budget, drop every other non-empty one."""
-        nonlocal stride, snap_bytes
-        snapshots[t] = snap
-        snap_bytes += _snapshot_bytes(snap)
-        while snap_bytes > SNAPSHOT_BUDGET_BYTES and len(snapshots) > 2:
-            stride *= 2
-            for k in [k for k, v in snapshots.items() if v and k % stride]:
-                snap_bytes -= _snapshot_bytes(snapshots.pop(k))
+    pictures = _Pictures() if record_snapshots else None
+    snapshots = pictures.snapshots if pictures is not None else None
+    keep_picture = pictures.keep if pictures is not None else None
     admit, grow, grow_all = allocator.admit, allocator.grow, allocator.grow_all
     free, preempt = allocator.free, allocator.preempt
     need_of, ext_of = allocator.admission_need, allocator.external_fragmentation
@@ -567,7 +581,7 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             now += dt
         if snapshots is not None or check_invariants:
             lengths = {s.id: s.base + t for s in running.values()}
-            if snapshots is not None and t % stride == 0:
+            if snapshots is not None and t % pictures.stride == 0:
                 keep_picture(t, allocator.snapshot(lengths))
             if check_invariants:
                 assert sum(lengths.values()) == base_sum + len(running) * t, "token count drifted"
@@ -578,7 +592,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
             raise RuntimeError(f"simulation did not drain within {busy_limit} busy steps ({allocator.label})")
         t += 1
 
-    return _build_result(workload, allocator, names, rows, seconds_col, snapshots, stride, rejected, served,
+    return _build_result(workload, allocator, names, rows, seconds_col, snapshots,
+                         pictures.stride if pictures is not None else 1, rejected, served,
                          clock, caching)
 
 
@@ -775,18 +790,9 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
     pack = struct.Struct(f"<{len(names)}q").pack
     rows = bytearray()
     seconds_col: list[float] | None = [] if timed else None
-    snapshots = {} if record_snapshots else None
-    stride, snap_bytes = 1, 0
-
-    def keep_picture(step: int, snap: tuple) -> None:
-        """Keep step's picture; past SNAPSHOT_BUDGET_BYTES drop every other one (the stride doubles)."""
-        nonlocal stride, snap_bytes
-        snapshots[step] = snap
-        snap_bytes += _snapshot_bytes(snap)
-        while snap_bytes > SNAPSHOT_BUDGET_BYTES and len(snapshots) > 2:
-            stride *= 2
-            for k in [k for k, v in snapshots.items() if v and k % stride]:
-                snap_bytes -= _snapshot_bytes(snapshots.pop(k))
+    pictures = _Pictures() if record_snapshots else None
+    snapshots = pictures.snapshots if pictures is not None else None
+    keep_picture = pictures.keep if pictures is not None else None
     computed_blocks, allocate, v1_free = (allocator.v1_computed_blocks, allocator.v1_allocate, allocator.v1_free)
     ptr = finished = busy = 0
     t = 0
@@ -933,7 +939,7 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
             now += dt
         if snapshots is not None or check_invariants:
             lengths = {s.id: s.computed for s in running}
-            if snapshots is not None and t % stride == 0:
+            if snapshots is not None and t % pictures.stride == 0:
                 keep_picture(t, allocator.snapshot(lengths))
             if check_invariants:
                 assert len(running) <= seq_cap, "more running than max_num_seqs"
@@ -943,7 +949,8 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
         if busy > busy_limit:
             raise RuntimeError(f"v1 simulation did not drain within {busy_limit} busy steps ({allocator.label})")
         t += 1
-    return _build_result(workload, allocator, names, rows, seconds_col, snapshots, stride, rejected, served,
+    return _build_result(workload, allocator, names, rows, seconds_col, snapshots,
+                         pictures.stride if pictures is not None else 1, rejected, served,
                          clock, caching)
 
 

@@ -801,3 +801,45 @@ def test_the_split_row_prints_its_numbers_in_the_order_of_its_words():
         assert [k for k, _ in pairs] == sorted(("reservation", "internal", "external"), key=lambda k: -split[k])
         assert [float(v) for _, v in pairs] == [round(100 * split[k], 1) for k, _ in pairs]
         assert [float(v) for _, v in pairs] == sorted((float(v) for _, v in pairs), reverse=True), cell
+
+
+def test_the_kernel_page_quotes_its_records():
+    """Issue 23: every number the kernel page says before anything runs comes from what it shows:
+    the compile records (Triton 3.9 and 3.6), the prediction tables and the H200 figures of
+    ``kernels.predict``, the correctness check's case, the sweep's shape, budget and limits, and the
+    explainer's scenario for the memory side."""
+    import torch
+
+    from kernels import compile_check, gpu_check, predict
+    from kernels import sweep as ks
+    from kernels.paged_attention import CHECK_CASE
+    from tests.conftest import open_page
+
+    at = open_page("pages/kernel.py")
+    allowed: set[str] = set()
+    for report in (compile_check.load_report(), compile_check.load_report(compile_check.TRITON36_OUT)):
+        if report is not None:
+            _json_numbers(report, allowed)
+            for r in report["results"]:                        # shared memory in KiB, as the facts say
+                if r.get("shared_bytes") is not None:
+                    allowed |= _forms(r["shared_bytes"] / 1024) | {f"{r['shared_bytes'] / 1024:.0f}"}
+            _json_numbers(compile_check.facts_text(report), allowed)
+    h, hkv, d = gpu_check.TIMING_HEADS
+    for n, t in gpu_check.TIMING_SHAPES:
+        allowed |= _forms(n) | _forms(t)
+        for row in predict.prediction_table(compile_check.load_report(), n, t, h, hkv, d, "bf16"):
+            _object_numbers(row, allowed)
+            allowed |= _forms(round(100 * row["fraction_of_nominal"]))
+    gpu = predict.H200
+    allowed |= (_forms(gpu.sms) | {f"{gpu.nominal_Bps / 1e12:.1f}", f"{gpu.copy_Bps / 1e12:.1f}",
+                                   f"{predict.ASSUMED_LATENCY_S * 1e6:.1f}"} | _forms(h) | _forms(hkv) | _forms(d))
+    _json_numbers({k: list(v) if isinstance(v, tuple) else v for k, v in CHECK_CASE.items()}, allowed)
+    allowed |= _forms(len(CHECK_CASE["seq_lens"]))
+    _object_numbers(ks.CPU_SHAPE, allowed)
+    allowed |= (_forms(ks.DEFAULT_BUDGET_S) | _forms(ks.HARD_LIMIT_S) | _forms(round(ks.CONFIDENCE * 100))
+                | {str(b) for b in ks.DEFAULT_BLOCK_SIZES} | _forms(torch.get_num_threads()))
+    sc = Scenario()
+    allowed |= _forms(sc.slots) | {"40"}                      # the explainer's pool; "classroom-40"
+    allowed |= {"3.9", "3.6", "90"}                           # Triton versions; sm_90
+    bad = _unquoted(_page_texts(at), allowed)
+    assert not bad, bad

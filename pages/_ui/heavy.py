@@ -31,28 +31,18 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from allocator.cli.common import machine_memory
+
 #: Heavy computations running at once: one per core beyond the first (the first serves pages), at
 #: least one. On the lab's 2-core machine: 1. ``KVLAB_HEAVY_SLOTS`` overrides it (``tests/heavy_load.py``
 #: sets it high to measure the server without the queue).
 HEAVY_SLOTS = int(os.environ.get("KVLAB_HEAVY_SLOTS") or max(1, (os.cpu_count() or 2) - 1))
 
 
-def _memory_bytes() -> int:
-    """The machine's memory (bytes), from /proc/meminfo; 4 GiB when it cannot be read."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 4 << 30
-
-
 #: Memory the result store may hold (bytes): an eighth of the machine's memory, between 128 MiB and
 #: 512 MiB, so the server's whole footprint (about 0.4 GB of code and Python, one heavy run at a time,
 #: and this store) stays under 2 GB (issue 19's target).
-STORE_BYTES = int(min(512 << 20, max(128 << 20, _memory_bytes() // 8)))
+STORE_BYTES = int(min(512 << 20, max(128 << 20, machine_memory() // 8)))
 #: Longest a session waits in the queue or for another session's identical run (seconds).
 WAIT_S = 600
 
