@@ -92,25 +92,32 @@ class MemoryGuard:
     def __init__(self, limit: int = MEMORY_LIMIT, interval_s: float = 0.25):
         self.limit, self.interval_s = limit, interval_s
         self.tripped = 0
-        self._stop = None
+        self._stop = self._lock = None
 
     def __enter__(self):
         import _thread
         import threading
-        self._stop = threading.Event()
+        self._stop, self._lock = threading.Event(), threading.Lock()
 
         def watch():
-            while not self._stop.wait(self.interval_s):
+            # checked at once, then every interval_s; never after the block has ended (the lock), so
+            # the interrupt always lands inside the ``with`` (a fast run cannot outlive its check)
+            while True:
                 rss = _rss()
                 if rss > self.limit:
-                    self.tripped = rss
-                    _thread.interrupt_main()
+                    with self._lock:
+                        if not self._stop.is_set():
+                            self.tripped = rss
+                            _thread.interrupt_main()
+                    return
+                if self._stop.wait(self.interval_s):
                     return
         threading.Thread(target=watch, name="memory-guard", daemon=True).start()
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
         return False
 
     def message(self) -> str:
