@@ -12,27 +12,38 @@ from pages._ui.heavy import HeavyQueue, Store, size_of
 
 
 def test_the_queue_runs_one_at_a_time_in_arrival_order_and_counts_who_is_ahead():
+    """Job 0 holds the one slot until jobs 1-4 have each queued (events, not sleeps: a busy CI machine
+    once let job 0 finish before job 4 arrived); each sees how many run or wait before it."""
     q = HeavyQueue(slots=1)
     order, running, peak, ahead_seen = [], [0], [0], {}
     lock = threading.Lock()
+    first_running, release = threading.Event(), threading.Event()
+    queued = [threading.Event() for _ in range(5)]
 
     def job(i):
         def waiting(ahead, waited):
             ahead_seen.setdefault(i, ahead)
+            queued[i].set()
         with q.slot(waiting):
             with lock:
                 running[0] += 1
                 peak[0] = max(peak[0], running[0])
                 order.append(i)
-            time.sleep(0.15)
+            if i == 0:
+                first_running.set()
+                release.wait(10)
+            else:
+                time.sleep(0.01)
             with lock:
                 running[0] -= 1
 
-    threads = []
-    for i in range(5):
-        threads.append(threading.Thread(target=job, args=(i,)))
-        threads[-1].start()
-        time.sleep(0.03)                         # arrive in order 0..4
+    threads = [threading.Thread(target=job, args=(i,)) for i in range(5)]
+    threads[0].start()
+    assert first_running.wait(10)
+    for i in range(1, 5):                        # arrive in order 1..4, each queued before the next
+        threads[i].start()
+        assert queued[i].wait(10)
+    release.set()
     for t in threads:
         t.join(10)
     assert order == [0, 1, 2, 3, 4] and peak[0] == 1
