@@ -39,6 +39,9 @@ def test_datasheet_step_model_is_shown_as_too_fast():
     text = markdown_text(at)
     assert headline(rep) in text
     assert rep.error_pct("ttft") < -30 and signed_pct(rep.error_pct("ttft")) in text
+    # the "where the model is right" sentences describe this model, not the fitted one (a new user
+    # found "three fitted efficiencies" under the uncalibrated choice)
+    assert "This step model is not fitted" in text and "three fitted efficiencies" not in text
     # the calibration section still lists the fitted parameters, not the datasheet's 1 and 1
     params = at.table[1].value["value"].tolist()
     assert params == [f"{CALIBRATED.eta_flops:g}", f"{CALIBRATED.eta_bw:g}", f"{1e3 * CALIBRATED.overhead_s:g} ms"]

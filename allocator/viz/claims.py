@@ -412,7 +412,7 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
     if step == "reserve":
         held = rm.value_at("allocated_slots", r["peak_running_step"])
         return (f"**{r['peak_running']}.** Every reservation is its prompt plus {max_new:,} slots, so at step "
-                f"{r['peak_running_step']:,} {plural(r['peak_running'], 'reservation')} took {held:,} of the "
+                f"{r['peak_running_step']:,}, {plural(r['peak_running'], 'reservation')} took {held:,} of the "
                 f"{slots:,} slots and no free run was long enough for another: the other requests queued. "
                 f"On average {r['mean_running_busy'] or r['mean_running']:.1f} ran while requests waited.")
     if step == "waste":
@@ -601,11 +601,20 @@ def paper_comparison(sweep) -> dict:
     for p in ("oracle", "max"):
         if p in sweep.sustained and "paged" in sweep.sustained:
             r = sweep.ratio("paged", p)
-            parts.append(f"no stated ratio to {POLICY_LABELS[p].lower()} (see the chart)" if r is None
-                         else f"{ratio_words(r)} the rate of {POLICY_LABELS[p].lower()}")
-    model = (f"**This model's figures** ({sweep.cost.label}, {SWEEP_WORKLOADS[sweep.workload]}): paged sustained "
-             + " and ".join(parts) + " at the same latency budget." if parts
-             else "**This model's figures**: the sweep has no paged run to compare.")
+            parts.append((p, None if r is None else f"{ratio_words(r)} the rate of {POLICY_LABELS[p].lower()}"))
+    stated = [text for _, text in parts if text]
+    unstated = [POLICY_LABELS[p].lower() for p, text in parts if not text]
+    if stated:
+        model = (f"**This model's figures** ({sweep.cost.label}, {SWEEP_WORKLOADS[sweep.workload]}): paged sustained "
+                 + " and ".join(stated) + " at the same latency budget."
+                 + (f" No ratio to {' or '.join(unstated)} can be stated from these rates (add rates between the "
+                    "two around each crossing; see the chart)." if unstated else ""))
+    elif unstated:
+        model = (f"**This model's figures** ({sweep.cost.label}, {SWEEP_WORKLOADS[sweep.workload]}): no ratio of "
+                 f"paged to {' or '.join(unstated)} can be stated from these rates (add rates between the two "
+                 "around each crossing; see the chart).")
+    else:
+        model = "**This model's figures**: the sweep has no paged run to compare."
     full = (sweep.mean_prompt + sweep.mean_output) / (sweep.mean_prompt + sweep.max_new_tokens)
     why = (f"A comparison, not a fit. Here prompts average {sweep.mean_prompt:,.0f} tokens and answers "
            f"{sweep.mean_output:,.0f}; reservations of prompt + {sweep.max_new_tokens:,} slots would, all together, be "

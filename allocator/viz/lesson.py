@@ -59,7 +59,7 @@ CHALLENGES = [
      "It can need a block when none is free. The engine must evict someone — the preemptions counted on this "
      "page — and either recompute that sequence later or swap its blocks to host memory."),
     ("Two sequences share a block (refcount 2) and one of them writes into it. What must happen, in what order?",
-     COPY_ON_WRITE + " Try both orders on the Block tables page."),
+     COPY_ON_WRITE),
     ("Prefix caching finds shared blocks by hashing. Why is hashing a block's own tokens not enough?",
      "Two prompts can have an identical third block after different first blocks: the cached keys and values "
      "differ because attention saw different context. The hash must chain over everything before the block "

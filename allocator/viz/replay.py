@@ -156,9 +156,15 @@ def right_and_wrong(rep) -> list[str]:
     ms = rep.makespan_s
     out.append(f"The last token came {seconds(ms['measured'])} after the first arrival in the real run and "
                f"{seconds(ms['simulated'])} in the replay ({signed_pct(100 * (ms['simulated'] / ms['measured'] - 1))}).")
-    why = ("The model prices a step from its token counts with three fitted efficiencies; the real engine's steps "
-           "also vary with kernel choice, CUDA-graph batch padding, sampling and the GPU's clock, which the model "
-           "averages away.")
+    from allocator.calibration import CALIBRATED
+    if rep.cost.efficiency == CALIBRATED:
+        why = ("The model prices a step from its token counts with three fitted efficiencies; the real engine's steps "
+               "also vary with kernel choice, CUDA-graph batch padding, sampling and the GPU's clock, which the model "
+               "averages away.")
+    else:                                  # the uncalibrated contrast: not fitted, and it shows
+        why = ("This step model is not fitted: it assumes the GPU reaches 100 % of its datasheet FLOP/s and memory "
+               "bandwidth with a fixed per-step overhead, which no real engine does, so its steps are too short and "
+               "every error above is too fast; the calibrated model fits those efficiencies on this run.")
     if worst_fig == "ttft":
         why = (f"Time to first token is the hardest figure here: once {rep.rules.max_num_seqs} requests run, a new one "
                "waits for others to finish, so every step that is a little slow or fast is added up over the whole "
