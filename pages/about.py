@@ -173,7 +173,9 @@ SOURCES = [
     ("Repeated prompt prefixes in real chat traffic (36.6 % of the conversation trace's 512-token blocks "
      "start with a chain an earlier request had)",
      "Mooncake conversation trace, all 12,031 requests, Apache-2.0: " + MOONCAKE_ATTRIBUTION
-     + " The percentage is the app's own count of the trace's block ids (Prefix cache on a real trace)."),
+     + " The percentage is the app's own count over the whole trace's block ids (tests/test_prefix_trace.py "
+       "recomputes it); the Prefix cache page counts a window of up to 2,000 requests the same way, so it shows "
+       "that window's share, not this one."),
     ("The PagedAttention paper's request lengths (ShareGPT first rounds, OPT tokenizer; 79,725 pairs with "
      "prompt + output under 2,048 tokens, means 161.2 and 338.0)",
      "The paper's artifact repository (sosp-ae-39/sosp-ae-astra), which publishes lengths only and carries no "
