@@ -148,7 +148,7 @@ SOURCES = [
      "Reference explainer, recomputed (Slot accounting, shared prefix)."),
     ("512, 37, 1900, 128, 4 tokens with max 2048: 74.8 % waste reserved, 1.0 % paged, 20 vs 78 requests",
      "Reference explainer, recomputed (Slot accounting)."),
-    ("7B fp16: 512 KiB per token, 66 sequences in 66 GB reserved vs about 384 paged; Llama 3 70B: 320 KiB per slot",
+    ("7B fp16: 512 KiB per token, 66 sequences in 66 GiB reserved vs about 384 paged; Llama 3 70B: 320 KiB per slot",
      "Reference explainers, recomputed from the model configuration (Capacity)."),
     ("{default_run}",
      "The app's own simulation of the explainer's default scenario (classroom-40, calibrated to land in the "

@@ -201,3 +201,12 @@ def test_the_handout_quotes_bytes_per_slot_from_the_capacity_presets(run):
     big = PRESETS["llama3-70b"]
     assert f"{format_bytes(big.bytes_per_token)} for Llama 3 70B in {big.dtype}" in doc
     assert "320 KiB for Llama 3 70B in bf16" in doc and " KB" not in doc and "fp16, 512 KB" not in doc
+
+
+def test_the_handout_names_one_step_once_when_both_peaks_share_it(run):
+    """A second new user read "single instants (steps 0 and 0)"; both peaks of classroom-40 are at step 0."""
+    _, _, results = run
+    text = " ".join(takeaways(results))
+    r, p = results["reserve_max"].summary, results["paged"].summary
+    assert r["peak_running_step"] == p["peak_running_step"] == 0
+    assert "both at step 0" in text and "steps 0 and 0" not in text

@@ -399,8 +399,9 @@ def takeaways(results: dict) -> list[str]:
         b_rm, b_pg = rm["mean_running"], pg["mean_running"]
     out.append(f"{when}, the same memory ran {b_rm:.1f} sequences per step on average under {left} and "
                f"{b_pg:.1f} when paged" + (f" ({ratio(b_pg / b_rm)})" if b_rm else "")
-               + f". The peaks, {rm['peak_running']} and {pg['peak_running']}, were single instants (steps "
-               f"{rm['peak_running_step']:,} and {pg['peak_running_step']:,}).")
+               + f". The peaks, {rm['peak_running']} and {pg['peak_running']}, were single instants ("
+               + (f"both at step {rm['peak_running_step']:,}" if rm["peak_running_step"] == pg["peak_running_step"]
+                  else f"steps {rm['peak_running_step']:,} and {pg['peak_running_step']:,}") + ").")
     if pg["steps"] < rm["steps"]:
         out[-1] += (f" Running more at a time is why the paged run finished everything in {pg['steps']:,} steps "
                     f"instead of {rm['steps']:,}.")
