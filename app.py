@@ -41,25 +41,19 @@ def _warm_in_background() -> None:
     """Compute the Throughput page's default rate sweep and the Prefix cache page's default window
     at every block size (seconds of work each) while the server starts and serves: the first
     visitor then finds them ready, or waits for them instead of starting another."""
+    import importlib
     import threading
 
-    def warm():
+    def warm(module: str, function: str, what: str):
         try:
-            from pages._ui.sweep_cache import warm_default_sweep
-            warm_default_sweep()
+            getattr(importlib.import_module(module), function)()
         except Exception as exc:  # the page computes on demand
-            print(f"warning: could not pre-build the default rate sweep: {exc}", file=sys.stderr)
+            print(f"warning: could not pre-build {what}: {exc}", file=sys.stderr)
 
-    threading.Thread(target=warm, name="warm-rate-sweep", daemon=True).start()
-
-    def warm_prefix():
-        try:
-            from pages._ui.prefix_data import warm as warm_prefix_page
-            warm_prefix_page()
-        except Exception as exc:  # the page computes on demand
-            print(f"warning: could not pre-build the prefix cache page: {exc}", file=sys.stderr)
-
-    threading.Thread(target=warm_prefix, name="warm-prefix-cache", daemon=True).start()
+    for name, module, function, what in (
+            ("warm-rate-sweep", "pages._ui.sweep_cache", "warm_default_sweep", "the default rate sweep"),
+            ("warm-prefix-cache", "pages._ui.prefix_data", "warm", "the prefix cache page")):
+        threading.Thread(target=warm, args=(module, function, what), name=name, daemon=True).start()
 
 
 if __name__ == "__main__" and get_script_run_ctx(suppress_warning=True) is None:
