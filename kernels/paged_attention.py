@@ -41,7 +41,9 @@ from dataclasses import dataclass
 
 import torch
 
+from allocator.mathutils import cdiv, round_up
 from kernels.backend import BACKENDS, detect
+from kernels.errors import FieldError
 
 from kernels.triton_kernels import HAVE_TRITON, LOG2E, LaunchConfig, choose_config, next_pow2
 
@@ -67,7 +69,7 @@ def validate_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     call the kernels with ``validate=False`` after validating once.
 
     Raises:
-        ValueError: naming the field -- ``q``/``k_cache``/``v_cache``/``block_tables``/``seq_lens``
+        FieldError (a ValueError) naming the field in ``.field`` -- ``q``/``k_cache``/``v_cache``/``block_tables``/``seq_lens``
             (wrong rank, shape or dtype, or tensors on different devices), ``num_heads`` (not a
             multiple of ``num_kv_heads``), ``head_dim`` (mismatch), ``dtype`` (not fp16/bf16/fp32
             or not equal across q, k_cache, v_cache), ``seq_lens`` (a value < 0, or longer than
@@ -76,67 +78,67 @@ def validate_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                     ("block_tables", block_tables), ("seq_lens", seq_lens)):
         if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            raise FieldError(name, f" must be a torch.Tensor, got {type(t).__name__}")
     if q.dim() != 3:
-        raise ValueError(f"q must be [num_seqs, num_heads, head_dim], got shape {tuple(q.shape)}")
+        raise FieldError("q", f" must be [num_seqs, num_heads, head_dim], got shape {tuple(q.shape)}")
     if k_cache.dim() != 4:
-        raise ValueError("k_cache must be [num_blocks, block_size, num_kv_heads, head_dim], "
+        raise FieldError("k_cache", " must be [num_blocks, block_size, num_kv_heads, head_dim], "
                          f"got shape {tuple(k_cache.shape)}")
     if v_cache.shape != k_cache.shape:
-        raise ValueError(f"v_cache shape {tuple(v_cache.shape)} must equal k_cache shape "
+        raise FieldError("v_cache", f" shape {tuple(v_cache.shape)} must equal k_cache shape "
                          f"{tuple(k_cache.shape)}")
     if block_tables.dim() != 2:
-        raise ValueError("block_tables must be [num_seqs, max_blocks_per_seq], got shape "
+        raise FieldError("block_tables", " must be [num_seqs, max_blocks_per_seq], got shape "
                          f"{tuple(block_tables.shape)}")
     if seq_lens.dim() != 1:
-        raise ValueError(f"seq_lens must be [num_seqs], got shape {tuple(seq_lens.shape)}")
+        raise FieldError("seq_lens", f" must be [num_seqs], got shape {tuple(seq_lens.shape)}")
     if q.dtype not in SUPPORTED_DTYPES:
-        raise ValueError(f"dtype of q must be float16, bfloat16 or float32, got {q.dtype}")
+        raise FieldError("dtype", f" must be float16, bfloat16 or float32, got {q.dtype}", subject="dtype of q")
     if k_cache.dtype != q.dtype:
-        raise ValueError(f"dtype of k_cache ({k_cache.dtype}) must equal dtype of q ({q.dtype})")
+        raise FieldError("dtype", f" ({k_cache.dtype}) must equal dtype of q ({q.dtype})", subject="dtype of k_cache")
     if v_cache.dtype != q.dtype:
-        raise ValueError(f"dtype of v_cache ({v_cache.dtype}) must equal dtype of q ({q.dtype})")
+        raise FieldError("dtype", f" ({v_cache.dtype}) must equal dtype of q ({q.dtype})", subject="dtype of v_cache")
     if block_tables.dtype != torch.int32:
-        raise ValueError(f"block_tables must be int32, got {block_tables.dtype}")
+        raise FieldError("block_tables", f" must be int32, got {block_tables.dtype}")
     if seq_lens.dtype != torch.int32:
-        raise ValueError(f"seq_lens must be int32, got {seq_lens.dtype}")
+        raise FieldError("seq_lens", f" must be int32, got {seq_lens.dtype}")
     dev = q.device
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache),
                     ("block_tables", block_tables), ("seq_lens", seq_lens)):
         if t.device != dev:
-            raise ValueError(f"{name} is on {t.device} but q is on {dev}")
+            raise FieldError(name, f" is on {t.device} but q is on {dev}")
     num_seqs, num_heads, head_dim = q.shape
     num_blocks, block_size, num_kv_heads, kv_head_dim = k_cache.shape
     if block_tables.shape[0] != num_seqs:
-        raise ValueError(f"block_tables has {block_tables.shape[0]} rows but q has {num_seqs} sequences")
+        raise FieldError("block_tables", f" has {block_tables.shape[0]} rows but q has {num_seqs} sequences")
     if seq_lens.shape[0] != num_seqs:
-        raise ValueError(f"seq_lens has {seq_lens.shape[0]} entries but q has {num_seqs} sequences")
+        raise FieldError("seq_lens", f" has {seq_lens.shape[0]} entries but q has {num_seqs} sequences")
     if kv_head_dim != head_dim:
-        raise ValueError(f"head_dim of k_cache ({kv_head_dim}) must equal head_dim of q ({head_dim})")
+        raise FieldError("head_dim", f" of k_cache ({kv_head_dim}) must equal head_dim of q ({head_dim})")
     if head_dim < 1 or num_heads < 1 or num_kv_heads < 1 or block_size < 1:
-        raise ValueError("head_dim, num_heads, num_kv_heads and block_size must be >= 1")
+        raise FieldError("head_dim", ", num_heads, num_kv_heads and block_size must be >= 1")
     if num_heads % num_kv_heads != 0:
-        raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
+        raise FieldError("num_heads", f" ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
     if num_seqs == 0:
         return
     lens = seq_lens.detach().to("cpu", torch.int64)
     if int(lens.min()) < 0:
         bad = int(torch.nonzero(lens < 0)[0, 0])
-        raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])} is negative")
-    used = (lens + block_size - 1) // block_size           # blocks each sequence reads
+        raise FieldError("seq_lens", f" = {int(lens[bad])} is negative", index=bad)
+    used = cdiv(lens, block_size)                          # blocks each sequence reads
     max_blocks = block_tables.shape[1]
     if int(used.max()) > max_blocks:
         bad = int(torch.nonzero(used > max_blocks)[0, 0])
-        raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])} needs {int(used[bad])} blocks of "
-                         f"{block_size} slots but block_tables has only {max_blocks} columns")
+        raise FieldError("seq_lens", f" = {int(lens[bad])} needs {int(used[bad])} blocks of "
+                         f"{block_size} slots but block_tables has only {max_blocks} columns", index=bad)
     table = block_tables.detach().to("cpu", torch.int64)
     cols = torch.arange(max_blocks).unsqueeze(0)
     in_use = cols < used.unsqueeze(1)
     bad_ids = in_use & ((table < 0) | (table >= num_blocks))
     if bool(bad_ids.any()):
         s, j = (int(x) for x in torch.nonzero(bad_ids)[0])
-        raise ValueError(f"block_tables[{s}, {j}] = {int(table[s, j])} is out of range: "
-                         f"the cache has blocks 0..{num_blocks - 1}")
+        raise FieldError("block_tables", f" = {int(table[s, j])} is out of range: the cache has blocks "
+                         f"0..{num_blocks - 1}", index=s, subject=f"block_tables[{s}, {j}]")
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,7 +189,7 @@ def paged_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         ``out`` [num_seqs, num_heads, head_dim], q's dtype. A sequence with 0 tokens gives 0.
 
     Raises:
-        ValueError: from :func:`validate_inputs`; ``head_dim`` above 256; a bad tile, warp,
+        FieldError: from :func:`validate_inputs`; ``head_dim`` above 256; a bad tile, warp,
             stage or split count.
         RuntimeError: if Triton is not installed.
     """
@@ -201,17 +203,17 @@ def validate_contiguous(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_l
     """Check the contiguous baseline's inputs: ``k``/``v`` [num_seqs, max_len, num_kv_heads, head_dim].
 
     Raises:
-        ValueError: naming the field, as :func:`validate_inputs` does; ``seq_lens`` above ``max_len``.
+        FieldError: naming the field, as :func:`validate_inputs` does; ``seq_lens`` above ``max_len``.
     """
     if not isinstance(k, torch.Tensor) or k.dim() != 4:
-        raise ValueError("k must be [num_seqs, max_len, num_kv_heads, head_dim], got "
+        raise FieldError("k", " must be [num_seqs, max_len, num_kv_heads, head_dim], got "
                          f"{tuple(k.shape) if isinstance(k, torch.Tensor) else type(k).__name__}")
     n, max_len = k.shape[0], k.shape[1]
     if isinstance(seq_lens, torch.Tensor) and seq_lens.dim() == 1 and seq_lens.numel():
         lens = seq_lens.detach().to("cpu", torch.int64)
         if int(lens.max()) > max_len:
             bad = int(torch.nonzero(lens > max_len)[0, 0])
-            raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])} is longer than k holds ({max_len} tokens)")
+            raise FieldError("seq_lens", f" = {int(lens[bad])} is longer than k holds ({max_len} tokens)", index=bad)
     tables = torch.arange(n, dtype=torch.int32, device=k.device).reshape(n, 1)
     # One block of max_len slots per sequence: the paged contract with an identity table says the
     # same thing about shapes, dtypes, heads and lengths.
@@ -240,7 +242,7 @@ def contiguous_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
         [num_seqs, num_heads, head_dim] in q's dtype (0 for an empty sequence).
 
     Raises:
-        ValueError: from :func:`validate_contiguous`; as :func:`paged_attention_triton`.
+        FieldError: from :func:`validate_contiguous`; as :func:`paged_attention_triton`.
         RuntimeError: if Triton is not installed.
     """
     if validate:
@@ -334,7 +336,7 @@ def meta_plan(num_seqs: int, max_len: int, num_heads: int, num_kv_heads: int, he
         kv = torch.empty((num_seqs, max_len, num_kv_heads, head_dim), dtype=dtype, device=meta)
         tables = None
     else:
-        cols = -(-max(1, -(-max_len // block_size)) // TABLE_COLUMN_MULTIPLE) * TABLE_COLUMN_MULTIPLE
+        cols = round_up(max(1, cdiv(max_len, block_size)), TABLE_COLUMN_MULTIPLE)
         kv = torch.empty((num_seqs * cols + 1, block_size, num_kv_heads, head_dim), dtype=dtype, device=meta)
         tables = torch.empty((num_seqs, cols), dtype=torch.int32, device=meta)
     return launch_plan(q, kv, kv, tables, lens, cfg, torch.empty_like(q))
@@ -353,7 +355,7 @@ def _launch(q, k_cache, v_cache, block_tables, seq_lens, scale, out, *, paged: b
 
     head_dim = q.shape[2]
     if head_dim > MAX_HEAD_DIM:
-        raise ValueError(f"head_dim {head_dim} is above the kernel's limit of {MAX_HEAD_DIM}")
+        raise FieldError("head_dim", f" {head_dim} is above the kernel's limit of {MAX_HEAD_DIM}")
     if out is None:
         out = torch.empty_like(q)
     if q.shape[0] == 0:
@@ -429,7 +431,7 @@ def paged_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
         [num_seqs, num_heads, head_dim] in q's dtype; a sequence with 0 tokens gives 0.
 
     Raises:
-        ValueError: from :func:`validate_inputs` when ``validate`` is True.
+        FieldError: from :func:`validate_inputs` when ``validate`` is True.
     """
     if validate:
         validate_inputs(q, k_cache, v_cache, block_tables, seq_lens)
@@ -471,7 +473,7 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
         sequence with no tokens.
 
     Raises:
-        ValueError: from :func:`validate_inputs`.
+        FieldError: from :func:`validate_inputs`.
     """
     validate_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     num_seqs, num_heads, head_dim = q.shape
@@ -509,11 +511,11 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             (ignored by the torch path, which has no launch).
 
     Raises:
-        ValueError: unknown backend, or from :func:`validate_inputs`.
+        FieldError: unknown backend, or from :func:`validate_inputs`.
     """
     name = backend or detect("check").name
     if name not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+        raise FieldError("backend", f" must be one of {BACKENDS}, got {name!r}")
     if name == "torch-cpu":
         return paged_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, scale, validate)
     return paged_attention_triton(q, k_cache, v_cache, block_tables, seq_lens, scale, validate,
@@ -573,19 +575,18 @@ def page_tokens(k_dense: torch.Tensor, v_dense: torch.Tensor, seq_lens: torch.Te
         :data:`TABLE_COLUMN_MULTIPLE`], on k_dense's device.
 
     Raises:
-        ValueError: ``block_size`` < 1.
+        FieldError: ``block_size`` < 1.
     """
     if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
+        raise FieldError("block_size", f" must be >= 1, got {block_size}")
     num_seqs, max_len, h, d = k_dense.shape
     dev = k_dense.device
     lens = [int(x) for x in seq_lens.tolist()]
-    per_seq = [-(-n // block_size) for n in lens]
+    per_seq = [cdiv(n, block_size) for n in lens]
     num_used = sum(per_seq)
     num_blocks = num_used + spare_blocks
     perm = torch.randperm(num_blocks, generator=generator).to(dev)
-    max_blocks = max(1, -(-max_len // block_size))
-    max_blocks = -(-max_blocks // TABLE_COLUMN_MULTIPLE) * TABLE_COLUMN_MULTIPLE
+    max_blocks = round_up(max(1, cdiv(max_len, block_size)), TABLE_COLUMN_MULTIPLE)
     tables = torch.full((num_seqs, max_blocks), table_pad, dtype=torch.int32, device=dev)
     k_cache = torch.full((num_blocks, block_size, h, d), fill, dtype=k_dense.dtype, device=dev)
     v_cache = torch.full_like(k_cache, fill)
@@ -628,10 +629,10 @@ def make_paged_inputs(seq_lens: list[int], num_heads: int, num_kv_heads: int, he
         :class:`PagedInputs`.
 
     Raises:
-        ValueError: ``seq_lens`` empty, negative or all 0, ``block_size`` < 1.
+        FieldError: ``seq_lens`` empty, negative or all 0, ``block_size`` < 1.
     """
     if not seq_lens or min(seq_lens) < 0 or max(seq_lens) < 1:
-        raise ValueError(f"seq_lens must be a non-empty list of values >= 0, not all 0, got {seq_lens}")
+        raise FieldError("seq_lens", f" must be a non-empty list of values >= 0, not all 0, got {seq_lens}")
     gen = torch.Generator().manual_seed(seed)
     n = len(seq_lens)
     max_len = max_len or max(seq_lens)
@@ -684,7 +685,7 @@ def check_correctness(backend: str | None = None, block_size: int = CHECK_CASE["
         ``shape`` (dict of the case's sizes).
 
     Raises:
-        ValueError: unknown backend or invalid shape.
+        FieldError: unknown backend or invalid shape.
     """
     import time
 
