@@ -16,7 +16,9 @@ Modules:
     triton_kernels  -- the Triton kernels (single pass, split-KV, reduction; paged, or the
                        contiguous baseline with the table compiled out) and the launch choice.
     paged_attention -- the Triton wrappers (paged and contiguous), the torch CPU path, the
-                       reference, input validation, launch plans.
+                       reference, launch plans, the quick correctness check.
+    validation      -- the input checks (FieldError naming the input).
+    inputs          -- dense tokens paged into a shuffled block pool; the contiguous baseline.
     sweep           -- the block-size sweep's runner (paged vs contiguous, paired timing, a time
                        budget), shared between sessions (:func:`kernels.sweep.shared_sweep`);
                        re-exports the names of the three modules below.
