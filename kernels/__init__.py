@@ -16,10 +16,19 @@ Modules:
     triton_kernels  -- the Triton kernels (single pass, split-KV, reduction; paged, or the
                        contiguous baseline with the table compiled out) and the launch choice.
     paged_attention -- the Triton wrappers (paged and contiguous), the torch CPU path, the
-                       reference, input validation, launch plans.
-    sweep           -- block-size sweep (paged vs contiguous, paired timing, bootstrap intervals),
-                       shared between sessions (:func:`kernels.sweep.shared_sweep`), CLI
-                       ``python -m kernels.sweep``, recorded GPU results.
+                       reference, launch plans, the quick correctness check.
+    validation      -- the input checks (FieldError naming the input).
+    inputs          -- dense tokens paged into a shuffled block pool; the contiguous baseline.
+    sweep           -- the block-size sweep's runner (paged vs contiguous, paired timing, a time
+                       budget), shared between sessions (:func:`kernels.sweep.shared_sweep`);
+                       re-exports the names of the three modules below.
+    stats           -- paired-timing statistics: median ratio, bootstrap interval, verdict.
+    sweep_data      -- the sweep's shape and result types; recorded GPU results in assets/.
+    sweep_cli       -- ``python -m kernels.sweep``.
+    figures         -- the kernel page's figures, tables and sentences (plotly, pandas; never
+                       streamlit), built from the results above.
+    errors          -- :class:`FieldError`, the core's bad-input error (with a numpy-free
+                       stand-in for GPU machines).
     compile_check   -- offline compile for an H200 (sm_90) without a GPU of every launch the page
                        and gpu_check make: registers, spills, shared memory, pipelining
                        (``assets/kernel_compile_sm90.json``; ``make compile-check``).

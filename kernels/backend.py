@@ -18,6 +18,8 @@ from typing import Literal
 
 import torch
 
+from kernels.errors import FieldError
+
 BackendName = Literal["cuda", "torch-cpu", "triton-interpreter"]
 BACKENDS: tuple[str, ...] = ("cuda", "torch-cpu", "triton-interpreter")
 
@@ -160,10 +162,10 @@ def detect(purpose: Literal["sweep", "check"] = "sweep") -> Backend:
         active, else "torch-cpu".
 
     Raises:
-        ValueError: if ``purpose`` is not "sweep" or "check".
+        FieldError (``purpose``): not "sweep" or "check".
     """
     if purpose not in ("sweep", "check"):
-        raise ValueError(f"purpose must be 'sweep' or 'check', got {purpose!r}")
+        raise FieldError("purpose", f" must be 'sweep' or 'check', got {purpose!r}")
     importable, interp, msg = triton_status()
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)

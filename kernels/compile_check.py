@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kernels.errors import FieldError
+
 #: The H200's compute capability and warp size, and its SM count (for the split choice).
 TARGET = ("cuda", 90, 32)
 H200_SMS = 132
@@ -286,8 +288,8 @@ def load_report(path: str | Path = DEFAULT_OUT) -> dict | None:
     """Read a report written by :func:`main` (None when the file does not exist).
 
     Raises:
-        ValueError: the file is not JSON with ``triton_version``, ``target`` and a ``results``
-            list whose entries name ``kernel``, ``dtype`` and ``head_dim`` (message names the file).
+        FieldError (``file``; the message starts with the file's name): the file is not JSON with ``triton_version``, ``target`` and a ``results``
+            list whose entries name ``kernel``, ``dtype`` and ``head_dim``.
     """
     path = Path(path)
     if not path.exists():
@@ -295,13 +297,14 @@ def load_report(path: str | Path = DEFAULT_OUT) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path.name}: not readable JSON ({exc})") from None
+        raise FieldError("file", f": not readable JSON ({exc})", subject=path.name) from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), list) \
             or "triton_version" not in data or "target" not in data:
-        raise ValueError(f"{path.name}: expected an object with 'triton_version', 'target' and 'results'")
+        raise FieldError("file", ": expected an object with 'triton_version', 'target' and 'results'",
+                         subject=path.name)
     for i, r in enumerate(data["results"]):
         if not isinstance(r, dict) or any(k not in r for k in ("kernel", "dtype", "head_dim")):
-            raise ValueError(f"{path.name}: results[{i}] must name kernel, dtype and head_dim")
+            raise FieldError("file", f": results[{i}] must name kernel, dtype and head_dim", subject=path.name)
     data["summary"] = summary(data)
     return data
 

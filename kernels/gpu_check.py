@@ -20,7 +20,7 @@ torch 2.13 / Triton 3.9; no install, no network, no virtualenv):
    overwritten before every sample (cold L2). Bandwidth counts bytes as FlashInfer's decode
    benchmarks do: q, K and V read plus the output written, over the median time. The overhead is
    the median of paired paged / contiguous ratios with a bootstrap interval
-   (:func:`kernels.sweep.pair_stats`).
+   (:func:`kernels.stats.pair_stats`).
 4. Writes ``DIR/kernel_gpu_check.json`` (default DIR: ``assets/``), which the kernel page reads
    and labels with the GPU, date and versions; the targets (>= 70 % of the data-sheet bandwidth,
    paged / contiguous <= 1.10 at block size >= 16) are reported in it, not asserted.
@@ -43,6 +43,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from kernels.errors import FieldError
 
 #: File name written into DIR, read by the kernel page.
 RESULT_NAME = "kernel_gpu_check.json"
@@ -246,7 +248,7 @@ def time_shape(num_seqs: int, seq_len: int, heads: tuple[int, int, int], dtype_n
     import torch
     from kernels.paged_attention import (contiguous_attention_triton, launch_config, page_tokens,
                                          paged_attention_triton, validate_inputs)
-    from kernels.sweep import NO_DIFFERENCE, pair_stats
+    from kernels.stats import NO_DIFFERENCE, pair_stats
 
     num_heads, num_kv_heads, head_dim = heads
     dtype = getattr(torch, dtype_name)
@@ -347,8 +349,15 @@ def run(out_dir: str | Path, dry: bool = False, samples: int | None = None, budg
     """Run every step and write ``out_dir/kernel_gpu_check.json``; returns (report, path).
 
     Raises:
+        FieldError (``samples``, ``budget_s``): fewer than 3 samples, or a budget that is not a
+            positive number of seconds (nothing is run or written).
         RuntimeError: not ``dry`` and no CUDA GPU (or Triton would run in its interpreter).
     """
+    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 3):
+        raise FieldError("samples", f" = {samples!r} must be a whole number >= 3 (timed samples per side)")
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0 \
+            or not math.isfinite(budget_s):
+        raise FieldError("budget_s", f" = {budget_s!r} must be a positive number of seconds")
     import torch
 
     t0 = time.perf_counter()
@@ -399,7 +408,8 @@ def load_result(path: str | Path | None = None) -> dict | None:
     """Read a ``kernel_gpu_check.json`` (None when absent).
 
     Raises:
-        ValueError: not JSON, or missing ``meta``/``correctness``/``sweeps`` (message names the file).
+        FieldError (``file``; the message starts with the file's name): not JSON, or missing
+            ``meta``/``correctness``/``sweeps``.
     """
     path = Path(path) if path else DEFAULT_DIR / RESULT_NAME
     if not path.exists():
@@ -407,10 +417,10 @@ def load_result(path: str | Path | None = None) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path.name}: not readable JSON ({exc})") from None
+        raise FieldError("file", f": not readable JSON ({exc})", subject=path.name) from None
     if not isinstance(data, dict) or not all(isinstance(data.get(k), t) for k, t in
                                              (("meta", dict), ("correctness", list), ("sweeps", list))):
-        raise ValueError(f"{path.name}: expected an object with 'meta', 'correctness' and 'sweeps'")
+        raise FieldError("file", ": expected an object with 'meta', 'correctness' and 'sweeps'", subject=path.name)
     return data
 
 
@@ -422,12 +432,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, help=f"timed samples per side (default {SAMPLES})")
     ap.add_argument("--budget", type=float, default=TIME_BUDGET_S, help="seconds after which timing stops")
     args = ap.parse_args(argv)
-    if args.samples is not None and args.samples < 3:
-        print("error: --samples must be >= 3", file=sys.stderr)
-        return EXIT_NO_GPU
     try:
         report, _ = run(args.out_dir, dry=args.dry, samples=args.samples, budget_s=args.budget,
                         log=lambda m: print(m, flush=True))
+    except FieldError as exc:                       # bad input: one line, nothing run or written
+        flag = {"samples": "--samples", "budget_s": "--budget"}.get(exc.field, exc.field)
+        print(f"error: {exc.reworded(flag)}", file=sys.stderr)
+        return EXIT_NO_GPU
     except RuntimeError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_NO_GPU

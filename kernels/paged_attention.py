@@ -31,8 +31,12 @@ The contiguous baseline on the Triton backends is :func:`contiguous_attention_tr
 kernels and launch with the block table compiled out (K/V ``[num_seqs, max_len, num_kv_heads,
 head_dim]``, token ``t`` of sequence ``s`` at ``k[s, t]``). For the torch path,
 :func:`make_contiguous` stores each sequence as one block of the maximum length, so the same
-function runs on it and differs from the paged run only in where the gather reads. Sources: Kwon et al., PagedAttention (SOSP 2023); vLLM
-``csrc/attention`` and ``vllm/attention/ops/paged_attn.py`` for the layout.
+function runs on it and differs from the paged run only in where the gather reads.
+
+Input checks live in :mod:`kernels.validation` and test inputs (paged from dense tokens) in
+:mod:`kernels.inputs`; both are re-exported here. Sources: Kwon et al., PagedAttention (SOSP
+2023, arXiv:2309.06180), section 4.1 (the PagedAttention algorithm); vLLM ``csrc/attention``
+and ``vllm/attention/ops/paged_attn.py`` for the layout.
 """
 from __future__ import annotations
 
@@ -41,102 +45,16 @@ from dataclasses import dataclass
 
 import torch
 
+from allocator.mathutils import cdiv, round_up
 from kernels.backend import BACKENDS, detect
-
+from kernels.errors import FieldError
+from kernels.inputs import (TABLE_COLUMN_MULTIPLE, PagedInputs, make_contiguous, make_paged_inputs,  # noqa: F401
+                            page_tokens)
 from kernels.triton_kernels import HAVE_TRITON, LOG2E, LaunchConfig, choose_config, next_pow2
+from kernels.validation import SUPPORTED_DTYPES, validate_contiguous, validate_inputs  # noqa: F401
 
-SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-#: Block-table rows built here are padded (with ``table_pad``) to a multiple of this many columns,
-#: so the row stride is divisible by 16 for every shape: Triton then compiles one specialisation
-#: per block size (it specialises integer arguments on divisibility by 16), and the offline
-#: compile check covers what runs.
-TABLE_COLUMN_MULTIPLE = 16
 #: Largest head_dim the Triton kernels take (the tile is padded to the next power of two).
 MAX_HEAD_DIM = 256
-
-
-# --------------------------------------------------------------------------------------------
-# Validation
-# --------------------------------------------------------------------------------------------
-
-def validate_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                    block_tables: torch.Tensor, seq_lens: torch.Tensor) -> None:
-    """Check shapes, dtypes, head ratio, seq_lens and block ids before any launch.
-
-    Reads ``block_tables`` and ``seq_lens`` on the host (a device sync on CUDA), so timing loops
-    call the kernels with ``validate=False`` after validating once.
-
-    Raises:
-        ValueError: naming the field -- ``q``/``k_cache``/``v_cache``/``block_tables``/``seq_lens``
-            (wrong rank, shape or dtype, or tensors on different devices), ``num_heads`` (not a
-            multiple of ``num_kv_heads``), ``head_dim`` (mismatch), ``dtype`` (not fp16/bf16/fp32
-            or not equal across q, k_cache, v_cache), ``seq_lens`` (a value < 0, or longer than
-            its block table covers) or ``block_tables`` (a used block id outside [0, num_blocks)).
-    """
-    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
-                    ("block_tables", block_tables), ("seq_lens", seq_lens)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if q.dim() != 3:
-        raise ValueError(f"q must be [num_seqs, num_heads, head_dim], got shape {tuple(q.shape)}")
-    if k_cache.dim() != 4:
-        raise ValueError("k_cache must be [num_blocks, block_size, num_kv_heads, head_dim], "
-                         f"got shape {tuple(k_cache.shape)}")
-    if v_cache.shape != k_cache.shape:
-        raise ValueError(f"v_cache shape {tuple(v_cache.shape)} must equal k_cache shape "
-                         f"{tuple(k_cache.shape)}")
-    if block_tables.dim() != 2:
-        raise ValueError("block_tables must be [num_seqs, max_blocks_per_seq], got shape "
-                         f"{tuple(block_tables.shape)}")
-    if seq_lens.dim() != 1:
-        raise ValueError(f"seq_lens must be [num_seqs], got shape {tuple(seq_lens.shape)}")
-    if q.dtype not in SUPPORTED_DTYPES:
-        raise ValueError(f"dtype of q must be float16, bfloat16 or float32, got {q.dtype}")
-    if k_cache.dtype != q.dtype:
-        raise ValueError(f"dtype of k_cache ({k_cache.dtype}) must equal dtype of q ({q.dtype})")
-    if v_cache.dtype != q.dtype:
-        raise ValueError(f"dtype of v_cache ({v_cache.dtype}) must equal dtype of q ({q.dtype})")
-    if block_tables.dtype != torch.int32:
-        raise ValueError(f"block_tables must be int32, got {block_tables.dtype}")
-    if seq_lens.dtype != torch.int32:
-        raise ValueError(f"seq_lens must be int32, got {seq_lens.dtype}")
-    dev = q.device
-    for name, t in (("k_cache", k_cache), ("v_cache", v_cache),
-                    ("block_tables", block_tables), ("seq_lens", seq_lens)):
-        if t.device != dev:
-            raise ValueError(f"{name} is on {t.device} but q is on {dev}")
-    num_seqs, num_heads, head_dim = q.shape
-    num_blocks, block_size, num_kv_heads, kv_head_dim = k_cache.shape
-    if block_tables.shape[0] != num_seqs:
-        raise ValueError(f"block_tables has {block_tables.shape[0]} rows but q has {num_seqs} sequences")
-    if seq_lens.shape[0] != num_seqs:
-        raise ValueError(f"seq_lens has {seq_lens.shape[0]} entries but q has {num_seqs} sequences")
-    if kv_head_dim != head_dim:
-        raise ValueError(f"head_dim of k_cache ({kv_head_dim}) must equal head_dim of q ({head_dim})")
-    if head_dim < 1 or num_heads < 1 or num_kv_heads < 1 or block_size < 1:
-        raise ValueError("head_dim, num_heads, num_kv_heads and block_size must be >= 1")
-    if num_heads % num_kv_heads != 0:
-        raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
-    if num_seqs == 0:
-        return
-    lens = seq_lens.detach().to("cpu", torch.int64)
-    if int(lens.min()) < 0:
-        bad = int(torch.nonzero(lens < 0)[0, 0])
-        raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])} is negative")
-    used = (lens + block_size - 1) // block_size           # blocks each sequence reads
-    max_blocks = block_tables.shape[1]
-    if int(used.max()) > max_blocks:
-        bad = int(torch.nonzero(used > max_blocks)[0, 0])
-        raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])} needs {int(used[bad])} blocks of "
-                         f"{block_size} slots but block_tables has only {max_blocks} columns")
-    table = block_tables.detach().to("cpu", torch.int64)
-    cols = torch.arange(max_blocks).unsqueeze(0)
-    in_use = cols < used.unsqueeze(1)
-    bad_ids = in_use & ((table < 0) | (table >= num_blocks))
-    if bool(bad_ids.any()):
-        s, j = (int(x) for x in torch.nonzero(bad_ids)[0])
-        raise ValueError(f"block_tables[{s}, {j}] = {int(table[s, j])} is out of range: "
-                         f"the cache has blocks 0..{num_blocks - 1}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,7 +105,7 @@ def paged_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         ``out`` [num_seqs, num_heads, head_dim], q's dtype. A sequence with 0 tokens gives 0.
 
     Raises:
-        ValueError: from :func:`validate_inputs`; ``head_dim`` above 256; a bad tile, warp,
+        FieldError: from :func:`validate_inputs`; ``head_dim`` above 256; a bad tile, warp,
             stage or split count.
         RuntimeError: if Triton is not installed.
     """
@@ -195,27 +113,6 @@ def paged_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         validate_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     return _launch(q, k_cache, v_cache, block_tables, seq_lens, scale, out, paged=True, num_splits=num_splits,
                    tile=tile, num_warps=num_warps, num_stages=num_stages, config=config)
-
-
-def validate_contiguous(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_lens: torch.Tensor) -> None:
-    """Check the contiguous baseline's inputs: ``k``/``v`` [num_seqs, max_len, num_kv_heads, head_dim].
-
-    Raises:
-        ValueError: naming the field, as :func:`validate_inputs` does; ``seq_lens`` above ``max_len``.
-    """
-    if not isinstance(k, torch.Tensor) or k.dim() != 4:
-        raise ValueError("k must be [num_seqs, max_len, num_kv_heads, head_dim], got "
-                         f"{tuple(k.shape) if isinstance(k, torch.Tensor) else type(k).__name__}")
-    n, max_len = k.shape[0], k.shape[1]
-    if isinstance(seq_lens, torch.Tensor) and seq_lens.dim() == 1 and seq_lens.numel():
-        lens = seq_lens.detach().to("cpu", torch.int64)
-        if int(lens.max()) > max_len:
-            bad = int(torch.nonzero(lens > max_len)[0, 0])
-            raise ValueError(f"seq_lens[{bad}] = {int(lens[bad])} is longer than k holds ({max_len} tokens)")
-    tables = torch.arange(n, dtype=torch.int32, device=k.device).reshape(n, 1)
-    # One block of max_len slots per sequence: the paged contract with an identity table says the
-    # same thing about shapes, dtypes, heads and lengths.
-    validate_inputs(q, k, v, tables, seq_lens)
 
 
 def contiguous_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_lens: torch.Tensor,
@@ -240,7 +137,7 @@ def contiguous_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
         [num_seqs, num_heads, head_dim] in q's dtype (0 for an empty sequence).
 
     Raises:
-        ValueError: from :func:`validate_contiguous`; as :func:`paged_attention_triton`.
+        FieldError: from :func:`validate_contiguous`; as :func:`paged_attention_triton`.
         RuntimeError: if Triton is not installed.
     """
     if validate:
@@ -334,7 +231,7 @@ def meta_plan(num_seqs: int, max_len: int, num_heads: int, num_kv_heads: int, he
         kv = torch.empty((num_seqs, max_len, num_kv_heads, head_dim), dtype=dtype, device=meta)
         tables = None
     else:
-        cols = -(-max(1, -(-max_len // block_size)) // TABLE_COLUMN_MULTIPLE) * TABLE_COLUMN_MULTIPLE
+        cols = round_up(max(1, cdiv(max_len, block_size)), TABLE_COLUMN_MULTIPLE)
         kv = torch.empty((num_seqs * cols + 1, block_size, num_kv_heads, head_dim), dtype=dtype, device=meta)
         tables = torch.empty((num_seqs, cols), dtype=torch.int32, device=meta)
     return launch_plan(q, kv, kv, tables, lens, cfg, torch.empty_like(q))
@@ -353,7 +250,7 @@ def _launch(q, k_cache, v_cache, block_tables, seq_lens, scale, out, *, paged: b
 
     head_dim = q.shape[2]
     if head_dim > MAX_HEAD_DIM:
-        raise ValueError(f"head_dim {head_dim} is above the kernel's limit of {MAX_HEAD_DIM}")
+        raise FieldError("head_dim", f" {head_dim} is above the kernel's limit of {MAX_HEAD_DIM}")
     if out is None:
         out = torch.empty_like(q)
     if q.shape[0] == 0:
@@ -429,7 +326,7 @@ def paged_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
         [num_seqs, num_heads, head_dim] in q's dtype; a sequence with 0 tokens gives 0.
 
     Raises:
-        ValueError: from :func:`validate_inputs` when ``validate`` is True.
+        FieldError: from :func:`validate_inputs` when ``validate`` is True.
     """
     if validate:
         validate_inputs(q, k_cache, v_cache, block_tables, seq_lens)
@@ -471,7 +368,7 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
         sequence with no tokens.
 
     Raises:
-        ValueError: from :func:`validate_inputs`.
+        FieldError: from :func:`validate_inputs`.
     """
     validate_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     num_seqs, num_heads, head_dim = q.shape
@@ -509,152 +406,15 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             (ignored by the torch path, which has no launch).
 
     Raises:
-        ValueError: unknown backend, or from :func:`validate_inputs`.
+        FieldError: unknown backend, or from :func:`validate_inputs`.
     """
     name = backend or detect("check").name
     if name not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+        raise FieldError("backend", f" must be one of {BACKENDS}, got {name!r}")
     if name == "torch-cpu":
         return paged_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, scale, validate)
     return paged_attention_triton(q, k_cache, v_cache, block_tables, seq_lens, scale, validate,
                                   num_splits=num_splits)
-
-
-# --------------------------------------------------------------------------------------------
-# Inputs: paged caches from dense tokens, and the contiguous baseline
-# --------------------------------------------------------------------------------------------
-
-@dataclass
-class PagedInputs:
-    """Tensors for one decode step (shapes in the module docstring), plus the dense tokens.
-
-    ``k_dense``/``v_dense`` [num_seqs, max_len, num_kv_heads, head_dim] hold the same tokens the
-    paged cache holds, so the contiguous baseline and the check see identical data.
-    """
-
-    q: torch.Tensor
-    k_cache: torch.Tensor
-    v_cache: torch.Tensor
-    block_tables: torch.Tensor
-    seq_lens: torch.Tensor
-    k_dense: torch.Tensor
-    v_dense: torch.Tensor
-
-    @property
-    def args(self) -> tuple[torch.Tensor, ...]:
-        """``(q, k_cache, v_cache, block_tables, seq_lens)`` for the kernels."""
-        return self.q, self.k_cache, self.v_cache, self.block_tables, self.seq_lens
-
-    @property
-    def kv_bytes(self) -> int:
-        """Bytes of K and V a decode step must read: 2 x sum(seq_lens) x num_kv_heads x head_dim x itemsize."""
-        _, _, h, d = self.k_dense.shape
-        return 2 * int(self.seq_lens.sum()) * h * d * self.k_dense.element_size()
-
-
-def page_tokens(k_dense: torch.Tensor, v_dense: torch.Tensor, seq_lens: torch.Tensor, block_size: int,
-                fill: float = 0.0, spare_blocks: int = 0, generator: torch.Generator | None = None,
-                table_pad: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Scatter dense tokens into a paged cache with randomly permuted block tables.
-
-    Args:
-        k_dense, v_dense: [num_seqs, max_len, num_kv_heads, head_dim].
-        seq_lens: int32 [num_seqs]; only the first ``seq_lens[s]`` tokens of row ``s`` are kept.
-        block_size: slots per block (>= 1).
-        fill: value for every slot holding no token (NaN in tests: any read past seq_len shows).
-        spare_blocks: extra unused blocks in the pool (also filled with ``fill``).
-        generator: torch RNG for the block permutation (CPU).
-        table_pad: value of block-table entries past each sequence's last block.
-
-    Returns:
-        ``(k_cache, v_cache, block_tables)`` with k/v_cache
-        [num_blocks, block_size, num_kv_heads, head_dim] and block_tables int32
-        [num_seqs, ceil(max_len / block_size) rounded up to a multiple of
-        :data:`TABLE_COLUMN_MULTIPLE`], on k_dense's device.
-
-    Raises:
-        ValueError: ``block_size`` < 1.
-    """
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    num_seqs, max_len, h, d = k_dense.shape
-    dev = k_dense.device
-    lens = [int(x) for x in seq_lens.tolist()]
-    per_seq = [-(-n // block_size) for n in lens]
-    num_used = sum(per_seq)
-    num_blocks = num_used + spare_blocks
-    perm = torch.randperm(num_blocks, generator=generator).to(dev)
-    max_blocks = max(1, -(-max_len // block_size))
-    max_blocks = -(-max_blocks // TABLE_COLUMN_MULTIPLE) * TABLE_COLUMN_MULTIPLE
-    tables = torch.full((num_seqs, max_blocks), table_pad, dtype=torch.int32, device=dev)
-    k_cache = torch.full((num_blocks, block_size, h, d), fill, dtype=k_dense.dtype, device=dev)
-    v_cache = torch.full_like(k_cache, fill)
-    nxt = 0
-    for s, (n, nb) in enumerate(zip(lens, per_seq)):
-        if nb == 0:
-            continue
-        ids = perm[nxt:nxt + nb]
-        nxt += nb
-        tables[s, :nb] = ids.to(torch.int32)
-        full = n // block_size                     # completely filled blocks
-        if full:
-            k_cache[ids[:full]] = k_dense[s, :full * block_size].reshape(full, block_size, h, d)
-            v_cache[ids[:full]] = v_dense[s, :full * block_size].reshape(full, block_size, h, d)
-        rest = n - full * block_size
-        if rest:
-            k_cache[ids[full], :rest] = k_dense[s, full * block_size:n]
-            v_cache[ids[full], :rest] = v_dense[s, full * block_size:n]
-    return k_cache, v_cache, tables
-
-
-def make_paged_inputs(seq_lens: list[int], num_heads: int, num_kv_heads: int, head_dim: int,
-                      block_size: int, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
-                      fill: float = 0.0, spare_blocks: int = 0, seed: int = 0,
-                      max_len: int | None = None) -> PagedInputs:
-    """Random q and tokens, paged into a randomly permuted block pool.
-
-    Args:
-        seq_lens: tokens per sequence (each >= 0, at least one > 0; a 0 has no blocks).
-        num_heads, num_kv_heads, head_dim: attention shape (num_heads a multiple of num_kv_heads).
-        block_size: slots per block.
-        dtype: torch.float16 or torch.float32.
-        device: where the tensors live.
-        fill: value in slots that hold no token (NaN in tests).
-        spare_blocks: unused blocks added to the pool.
-        seed: RNG seed (values ~ N(0, 1), generated on the CPU for reproducibility).
-        max_len: columns of the dense tensors (default max(seq_lens)).
-
-    Returns:
-        :class:`PagedInputs`.
-
-    Raises:
-        ValueError: ``seq_lens`` empty, negative or all 0, ``block_size`` < 1.
-    """
-    if not seq_lens or min(seq_lens) < 0 or max(seq_lens) < 1:
-        raise ValueError(f"seq_lens must be a non-empty list of values >= 0, not all 0, got {seq_lens}")
-    gen = torch.Generator().manual_seed(seed)
-    n = len(seq_lens)
-    max_len = max_len or max(seq_lens)
-    q = torch.randn(n, num_heads, head_dim, generator=gen).to(device=device, dtype=dtype)
-    k_dense = torch.randn(n, max_len, num_kv_heads, head_dim, generator=gen).to(device=device, dtype=dtype)
-    v_dense = torch.randn(n, max_len, num_kv_heads, head_dim, generator=gen).to(device=device, dtype=dtype)
-    lens = torch.tensor(seq_lens, dtype=torch.int32, device=device)
-    k_cache, v_cache, tables = page_tokens(k_dense, v_dense, lens, block_size, fill=fill,
-                                           spare_blocks=spare_blocks, generator=gen)
-    return PagedInputs(q, k_cache, v_cache, tables, lens, k_dense, v_dense)
-
-
-def make_contiguous(inputs: PagedInputs) -> tuple[torch.Tensor, ...]:
-    """The contiguous baseline for the same tokens: each sequence is one block of ``max_len``.
-
-    Returns:
-        ``(q, k_cache, v_cache, block_tables, seq_lens)`` with k/v_cache
-        ``[num_seqs, max_len, num_kv_heads, head_dim]`` (the dense tensors themselves, no copy)
-        and block_tables ``[[0], [1], ...]`` int32 -- ready for the same kernel.
-    """
-    n = inputs.k_dense.shape[0]
-    tables = torch.arange(n, dtype=torch.int32, device=inputs.q.device).reshape(n, 1)
-    return inputs.q, inputs.k_dense, inputs.v_dense, tables, inputs.seq_lens
 
 
 # --------------------------------------------------------------------------------------------
@@ -684,7 +444,7 @@ def check_correctness(backend: str | None = None, block_size: int = CHECK_CASE["
         ``shape`` (dict of the case's sizes).
 
     Raises:
-        ValueError: unknown backend or invalid shape.
+        FieldError: unknown backend or invalid shape.
     """
     import time
 

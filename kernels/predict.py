@@ -29,9 +29,10 @@ data sheet (132 SMs in the SXM part, 4.8 TB/s); the compile record ``assets/kern
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
+from allocator.mathutils import cdiv, round_up
+from kernels.errors import FieldError
 from kernels.triton_kernels import LaunchConfig, choose_config, next_pow2
 
 #: Assumed latency of a DRAM load under heavy load on Hopper (seconds). An assumption, not a
@@ -78,7 +79,7 @@ def occupancy(registers: int, num_warps: int, shared_bytes: int, gpu: GpuFigures
     ``gpu.shared_reserved_per_program`` bytes of shared memory. At least 1 (a program that fits
     at all).
     """
-    regs_per_warp = math.ceil(registers * 32 / 256) * 256
+    regs_per_warp = round_up(registers * 32, 256)
     limits = {
         "registers": gpu.regs_per_sm // max(1, regs_per_warp * num_warps),
         "shared memory": gpu.shared_per_sm // (shared_bytes + gpu.shared_reserved_per_program),
@@ -133,18 +134,18 @@ def predict(record_row: dict, num_seqs: int, seq_len: int, num_heads: int, num_k
         table_bytes: block-table bytes the call reads (0 for the contiguous kernel).
 
     Raises:
-        ValueError: a size below 1.
+        FieldError (the size's name): a size below 1.
     """
     for name, value in (("num_seqs", num_seqs), ("seq_len", seq_len), ("num_kv_heads", num_kv_heads),
                         ("head_dim", head_dim), ("itemsize", itemsize)):
         if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+            raise FieldError(name, f" must be >= 1, got {value}")
     programs, limit = occupancy(record_row["registers"], record_row["num_warps"], record_row["shared_bytes"], gpu)
     tile_bytes = 2 * cfg.tile * head_dim * itemsize                     # one K and one V tile
     inflight_prog = (max(1, record_row["num_stages"] - 1) if record_row.get("cp_async") else 1) * tile_bytes
     grid = num_seqs * num_kv_heads * cfg.num_splits
     slots = gpu.sms * programs
-    waves = math.ceil(grid / slots)
+    waves = cdiv(grid, slots)
     tokens_per_prog = min(seq_len, cfg.split_len)
     prog_bytes = tokens_per_prog * 2 * head_dim * itemsize + table_bytes / max(1, grid)   # K+V of one head
     full = min(grid, slots)
@@ -200,7 +201,7 @@ def prediction_table(report: dict, num_seqs: int, seq_len: int, num_heads: int =
         row = contig if bs is None else _find(report, kernel, dtype, head_dim, group, bs)
         if row is None:
             continue
-        table = 0 if bs is None else num_seqs * num_kv_heads * math.ceil(seq_len / bs) * 4
+        table = 0 if bs is None else num_seqs * num_kv_heads * cdiv(seq_len, bs) * 4
         p = base if bs is None else predict(row, num_seqs, seq_len, num_heads, num_kv_heads, head_dim, itemsize,
                                             cfg, gpu, latency_s, table_bytes=table)
         rows.append({"block_size": bs, "kernel": kernel, "registers": row["registers"], "num_warps": row["num_warps"],

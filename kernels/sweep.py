@@ -6,15 +6,11 @@ on the Triton backends the contiguous kernel (:func:`kernels.paged_attention.con
 the same launch with the table lookup compiled out); on the torch CPU path, which has no kernel
 to specialise, the same torch gather over one block per sequence, so there the ratio isolates
 where the gather reads. Paged / contiguous latency is the gather overhead -- the kernel-side cost
-of a page size, which the slack (memory waste) figures of the allocator do not capture.
+of a block size, which the slack (memory waste) figures of the allocator do not capture.
 
-Timing is paired: the two sides alternate (paged, contiguous, then contiguous, paged, ...) so
-that a slow moment of a shared machine hits both, and each pair gives one ratio. The overhead
-reported is the median of those ratios, with a bootstrap confidence interval over the pairs
-(:func:`pair_stats`); the intervals of one sweep hold at 95 % together (each row at
-1 - 0.05 / number of block sizes, Bonferroni), so a sweep of pure noise rarely shows any block
-size as different. Where an interval includes 1.0 the verdict is "no measurable difference".
-The spread of each side's times (quartiles) is reported beside the medians.
+The sides are timed in alternating pairs and summarised by :mod:`kernels.stats` (median paired
+ratio, bootstrap interval, verdict; the intervals of one sweep hold at 95 % together). The
+spread of each side's times (quartiles) is reported beside the medians.
 
 * On CUDA each timed sample is one call between two CUDA events, after a warm-up, with a 256 MiB
   buffer overwritten before it so that nothing stays in the L2 cache, and a K+V working set of
@@ -28,39 +24,42 @@ The spread of each side's times (quartiles) is reported beside the medians.
 parameters, so identical sweeps requested by several sessions run once (a second request waits
 for the running one and follows its progress), and a time budget (:data:`DEFAULT_BUDGET_S`)
 from which the number of timed pairs is chosen after timing one call of each side
-(:func:`estimate`). It is the one function to wrap in a server-wide queue for heavy work.
+(:func:`choose_repeats`). It is the one function to wrap in a server-wide queue for heavy work.
 
-CLI::
+Modules of the sweep: this one runs it; :mod:`kernels.stats` (statistics),
+:mod:`kernels.sweep_data` (:class:`SweepShape`, :class:`SweepResult`, :func:`load_recorded`) and
+:mod:`kernels.sweep_cli` (the command line) are re-exported here, so ``from kernels.sweep import
+...`` reaches every name. CLI::
 
     python -m kernels.sweep                      # auto backend, its default shape, prints a table
     python -m kernels.sweep --tiny               # seconds, tiny shape
     python -m kernels.gpu_check                  # on a GPU: validate, sweep, record results
 
-Sources: Kwon et al., PagedAttention (SOSP 2023), section on kernel overhead of block size;
-vLLM's paged-attention kernels for the cache layout; Efron & Tibshirani, *An Introduction to the
-Bootstrap* (1993) for the percentile interval.
+Sources: Kwon et al., PagedAttention (SOSP 2023, arXiv:2309.06180), sections 7.1-7.2 (the
+attention kernel's overhead and the impact of block size, Figure 18); vLLM's ``csrc/attention/``
+kernels for the cache layout.
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
-import json
 import math
-import statistics
 import sys
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict
 from typing import Callable
 
 import torch
 
 import kernels  # noqa: F401  (sets TRITON_INTERPRET before triton is imported on CPU)
 from kernels.backend import BACKENDS, Backend, cpu_description, detect, last_level_cache_bytes, versions
+from kernels.errors import FieldError
 from kernels.paged_attention import (contiguous_attention_triton, launch_config, page_tokens, paged_attention_torch,
                                      paged_attention_triton, validate_inputs)
+from kernels.stats import (BOOTSTRAP_RESAMPLES, CONFIDENCE, FASTER, NO_DIFFERENCE, SLOWER,  # noqa: F401
+                           pair_stats, verdict_text)
+from kernels.sweep_data import (DTYPES, SweepResult, SweepShape, format_bytes, load_recorded)  # noqa: F401
 
 DEFAULT_BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: Seconds a sweep with ``repeats=None`` is sized to take (issue 24: no sweep past 60 s by default).
@@ -74,53 +73,6 @@ MIN_REPEATS, MAX_REPEATS = 3, 15
 CACHE_ENTRIES = 16
 #: Above this many (token x KV head) pairs the interpreter backend refuses to time (far too slow).
 INTERPRETER_LIMIT = 16_384
-#: Confidence of the interval around each overhead ratio.
-CONFIDENCE = 0.95
-#: Bootstrap resamples per interval.
-BOOTSTRAP_RESAMPLES = 4000
-#: Verdicts of one block size's comparison.
-SLOWER, FASTER, NO_DIFFERENCE = "slower", "faster", "no measurable difference"
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-
-
-@dataclass(frozen=True)
-class SweepShape:
-    """The decode batch swept: ``num_seqs`` sequences of ``seq_len`` tokens each.
-
-    ``dtype`` is "float16", "bfloat16" or "float32". K+V bytes per call =
-    2 x num_seqs x seq_len x num_kv_heads x head_dim x itemsize.
-    """
-
-    num_seqs: int
-    seq_len: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    dtype: str = "float32"
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        """The torch dtype named by ``dtype``."""
-        return DTYPES[self.dtype]
-
-    @property
-    def kv_bytes(self) -> int:
-        """Bytes of K and V one decode call reads (bytes)."""
-        item = 4 if self.dtype == "float32" else 2
-        return 2 * self.num_seqs * self.seq_len * self.num_kv_heads * self.head_dim * item
-
-    def validate(self) -> None:
-        """Raise ValueError naming the field if a size is < 1, the head ratio is not whole or the
-        dtype is unknown."""
-        for name in ("num_seqs", "seq_len", "num_heads", "num_kv_heads", "head_dim"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
-                             f"({self.num_kv_heads})")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
 
 
 #: CPU default: K+V = 67 MB per call, twice the 32 MiB L3 of the lab's machines (Llama-3-8B-like
@@ -140,161 +92,6 @@ TINY_SHAPE = SweepShape(num_seqs=2, seq_len=64, num_heads=4, num_kv_heads=2, hea
 def default_shape(backend_name: str) -> SweepShape:
     """The default sweep shape for a backend name."""
     return {"cuda": CUDA_SHAPE, "torch-cpu": CPU_SHAPE}.get(backend_name, TINY_SHAPE)
-
-
-@dataclass
-class SweepResult:
-    """Rows (one per block size) plus metadata saying what produced them.
-
-    Row keys: ``block_size`` (slots), ``paged_s`` and ``contiguous_s`` (median latency, seconds),
-    ``paged_ms``/``contiguous_ms`` (milliseconds), ``paged_ms_q1``/``paged_ms_q3`` and
-    ``contiguous_ms_q1``/``contiguous_ms_q3`` (quartiles: the spread), ``overhead`` (median of
-    the paired paged / contiguous ratios), ``overhead_ci_low``/``overhead_ci_high`` (its bootstrap
-    interval; the rows' intervals hold at 95 % together), ``verdict`` ("slower", "faster" or
-    "no measurable difference"),
-    ``pairs`` (timed pairs), ``paged_GBps``/``contiguous_GBps`` (K+V bytes / median time, 1e9
-    bytes per second), ``paged_peak_fraction`` (paged_GBps / device peak, None when the peak is
-    unknown), ``max_abs_diff`` (paged vs contiguous output).
-
-    Meta keys: ``backend``, ``device``, ``reason``, ``peak_GBps``, ``peak_source``, ``shape``
-    (dict), ``kv_bytes``, ``llc_bytes`` (CPU last-level cache, None on CUDA or unknown),
-    ``timer``, ``confidence`` (0.95, for the whole sweep), ``row_confidence`` (each row's
-    level, Bonferroni), ``launch`` (the Triton launch shape, or None for torch),
-    ``date`` (UTC ISO 8601), ``versions`` (dict), ``recorded`` (True when loaded from a file),
-    ``warnings`` (list of str).
-    """
-
-    rows: list[dict] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        """Serialise rows and meta as indented JSON."""
-        return json.dumps({"meta": self.meta, "rows": self.rows}, indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> "SweepResult":
-        """Parse :meth:`to_json` output.
-
-        Raises:
-            ValueError: text is not JSON with "meta" (object) and "rows" (list of objects with
-                block_size, paged_ms, contiguous_ms, overhead).
-        """
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"results file is not valid JSON: {exc}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("meta"), dict) \
-                or not isinstance(data.get("rows"), list):
-            raise ValueError("results file must be a JSON object with 'meta' and 'rows'")
-        need = ("block_size", "paged_ms", "contiguous_ms", "overhead", "overhead_ci_low", "overhead_ci_high",
-                "verdict")
-        for i, row in enumerate(data["rows"]):
-            if not isinstance(row, dict) or any(k not in row for k in need):
-                raise ValueError(f"rows[{i}] must have keys {need}")
-        return cls(rows=data["rows"], meta=data["meta"])
-
-    @property
-    def measurable(self) -> bool:
-        """True when at least one block size's interval excludes 1.0 (a real difference)."""
-        return any(r["verdict"] != NO_DIFFERENCE for r in self.rows)
-
-    def verdict_text(self) -> str:
-        """One sentence on what the sweep can claim, with every number taken from the rows."""
-        return verdict_text(self.rows, self.meta.get("confidence", CONFIDENCE),
-                            simultaneous=self.meta.get("row_confidence", CONFIDENCE) > self.meta.get("confidence",
-                                                                                                  CONFIDENCE))
-
-    def table(self) -> str:
-        """A fixed-width text table of the rows."""
-        head = (f"{'block':>6} {'paged ms':>10} {'contig ms':>10} {'overhead':>9} {'interval':>15} "
-                f"{'verdict':>24} {'paged GB/s':>11} {'of peak':>8}")
-        lines = [head, "-" * len(head)]
-        for r in self.rows:
-            frac = r.get("paged_peak_fraction")
-            ci = f"{r['overhead_ci_low']:.3f}-{r['overhead_ci_high']:.3f}"
-            lines.append(f"{r['block_size']:>6} {r['paged_ms']:>10.4g} {r['contiguous_ms']:>10.4g} "
-                         f"{r['overhead']:>9.3f} {ci:>15} {r['verdict']:>24} {r['paged_GBps']:>11.4g} "
-                         f"{('%.0f%%' % (100 * frac)) if frac is not None else 'n/a':>8}")
-        return "\n".join(lines)
-
-
-def pair_stats(a_s: list[float], b_s: list[float], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
-               confidence: float = CONFIDENCE) -> dict:
-    """Summarise paired timings of two sides (a = paged, b = contiguous), in seconds.
-
-    The overhead is the median of the per-pair ratios a_i / b_i; its interval is the percentile
-    bootstrap of that median over pairs (``resamples`` resamples with replacement, fixed
-    ``seed``). The verdict is "slower" when the interval lies above 1.0, "faster" when below, and
-    "no measurable difference" when it contains 1.0. Source: Efron & Tibshirani (1993), ch. 13.
-
-    Returns:
-        dict with ``a_median``, ``a_q1``, ``a_q3``, ``b_median``, ``b_q1``, ``b_q3`` (seconds),
-        ``overhead``, ``ci_low``, ``ci_high`` (ratios), ``verdict`` and ``pairs``.
-
-    Raises:
-        ValueError: the two lists differ in length or are empty, or a time is not > 0.
-    """
-    # torch, not numpy: gpu_check imports this on GPU machines whose python3 may have no numpy
-    a = torch.as_tensor(list(a_s), dtype=torch.float64)
-    b = torch.as_tensor(list(b_s), dtype=torch.float64)
-    if a.shape != b.shape or a.numel() == 0:
-        raise ValueError(f"paired timings must be two non-empty lists of equal length, got {a.numel()} and "
-                         f"{b.numel()}")
-    if not (bool((a > 0).all()) and bool((b > 0).all())):
-        raise ValueError("every timing must be > 0 seconds")
-    ratios = a / b
-    gen = torch.Generator().manual_seed(int(seed))
-    idx = torch.randint(0, ratios.numel(), (resamples, ratios.numel()), generator=gen)
-    medians = torch.quantile(ratios[idx], 0.5, dim=1)                  # the median, as numpy takes it
-    tail = (1.0 - confidence) / 2
-    lo, hi = (float(x) for x in torch.quantile(medians, torch.tensor([tail, 1.0 - tail], dtype=torch.float64)))
-    verdict = SLOWER if lo > 1.0 else FASTER if hi < 1.0 else NO_DIFFERENCE
-    q = lambda x, p: float(torch.quantile(x, p))  # noqa: E731
-    return {"a_median": q(a, 0.5), "a_q1": q(a, 0.25), "a_q3": q(a, 0.75),
-            "b_median": q(b, 0.5), "b_q1": q(b, 0.25), "b_q3": q(b, 0.75),
-            "overhead": q(ratios, 0.5), "ci_low": lo, "ci_high": hi, "verdict": verdict,
-            "pairs": int(ratios.numel())}
-
-
-def verdict_text(rows: list[dict], confidence: float = CONFIDENCE, simultaneous: bool = False) -> str:
-    """What a sweep's rows allow one to say, in one or two sentences (numbers from the rows).
-
-    "No measurable difference on this machine" when every interval contains 1.0; otherwise the
-    block sizes measured slower (and faster), each with its overhead and interval.
-    ``simultaneous``: the intervals hold at ``confidence`` together (Bonferroni), and the text
-    says so.
-    """
-    if not rows:
-        return "No block sizes were measured."
-    pct = f"{100 * confidence:.0f} %" + (" simultaneous" if simultaneous else "")
-    slower = [r for r in rows if r["verdict"] == SLOWER]
-    faster = [r for r in rows if r["verdict"] == FASTER]
-    if not slower and not faster:
-        return (f"No measurable difference on this machine: for every block size the {pct} interval of the "
-                f"overhead includes 1.0×, so what the chart shows is noise, not a trend.")
-
-    def fmt(rs: list[dict]) -> str:
-        return ", ".join(f"block {r['block_size']}: {r['overhead']:.3f}× "
-                         f"({r['overhead_ci_low']:.3f}–{r['overhead_ci_high']:.3f})" for r in rs)
-    parts = []
-    if slower:
-        parts.append(f"Paged is measurably slower than contiguous at {fmt(slower)}")
-    if faster:
-        parts.append(f"measurably faster at {fmt(faster)}")
-    rest = len(rows) - len(slower) - len(faster)
-    text = "; ".join(parts) + f" ({pct} intervals)."
-    if rest:
-        text += (f" At the other {rest} block size{'s' if rest != 1 else ''} the interval includes 1.0×: "
-                 "no measurable difference.")
-    return text
-
-
-def format_bytes(n: float) -> str:
-    """``n`` bytes as e.g. "67.1 MB", "1.07 GB" or "16.4 kB" (decimal units)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)} B"
 
 
 def _dense_tokens(shape: SweepShape, device: str, seed: int) -> tuple[torch.Tensor, ...]:
@@ -381,25 +178,30 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         bootstrap interval and a verdict).
 
     Raises:
-        ValueError: a block size < 1, an invalid shape (field named), an unknown backend, "cuda"
-            without a GPU, ``repeats`` < 1, or a shape too large for the Triton interpreter.
+        FieldError (a ValueError; ``.field`` names the input): a block size < 1
+            (``block_sizes``), an invalid shape (the shape's field), an unknown backend or "cuda"
+            without a GPU (``backend``), ``repeats`` < 3, or a shape too large for the Triton
+            interpreter (``shape``).
     """
     auto = detect("sweep")
     name = backend or auto.name
     if name not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+        raise FieldError("backend", f" must be one of {BACKENDS}, got {name!r}")
     if name == "cuda" and auto.name != "cuda":
-        raise ValueError(f"backend 'cuda' is not available here: {auto.reason}")
-    sizes = [int(b) for b in block_sizes]
+        raise FieldError("backend", f" 'cuda' is not available here: {auto.reason}")
+    try:
+        sizes = [int(b) for b in block_sizes]
+    except (TypeError, ValueError):
+        sizes = []
     if not sizes or min(sizes) < 1:
-        raise ValueError(f"block_sizes must be a non-empty list of integers >= 1, got {list(block_sizes)}")
+        raise FieldError("block_sizes", f" must be a non-empty list of integers >= 1, got {list(block_sizes)}")
     if repeats is not None and repeats < MIN_REPEATS:
-        raise ValueError(f"repeats must be >= {MIN_REPEATS} (pairs for an interval), got {repeats}")
+        raise FieldError("repeats", f" must be >= {MIN_REPEATS} (pairs for an interval), got {repeats}")
     t_start = time.perf_counter()
     shape = shape or default_shape(name)
     shape.validate()
     if name == "triton-interpreter" and shape.num_seqs * shape.seq_len * shape.num_kv_heads > INTERPRETER_LIMIT:
-        raise ValueError(f"shape is too large for backend 'triton-interpreter' (num_seqs x seq_len x "
+        raise FieldError("shape", f" is too large for backend 'triton-interpreter' (num_seqs x seq_len x "
                          f"num_kv_heads must be <= {INTERPRETER_LIMIT}); use the tiny shape")
     info = auto if name == auto.name else Backend(name, cpu_description(), "chosen explicitly")
     device = "cuda" if name == "cuda" else "cpu"
@@ -416,7 +218,7 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         if progress is not None:
             progress(min(1.0, max(0.0, frac)), msg)
 
-    auto = repeats is None
+    budgeted = repeats is None                 # the pair count is chosen from budget_s
     time_pairs, timer_desc = _pair_timer(name)
     page_times: list[float] = []
     estimate_s = 0.0
@@ -448,7 +250,7 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
     rows = []
     skipped: list[int] = []
     for i, bs in enumerate(sizes):
-        if auto and i > 0 and (time.perf_counter() - t_start
+        if budgeted and i > 0 and (time.perf_counter() - t_start
                                + max(page_times) + (MIN_REPEATS + 1) * pair_s) > HARD_LIMIT_S:
             skipped = sizes[i:]            # the machine is slower than estimated: stop, and say so
             warnings.append(f"stopped at the {HARD_LIMIT_S:.0f} s limit (the machine was slower than estimated): "
@@ -467,7 +269,7 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
             pair_s = _one_pair_seconds(lambda a=paged_args: run(*a), contig, device)
         # the number of pairs, re-estimated before every block size from what it has cost so far
         page_s = max(page_times)                   # the dearest so far: an estimate to meet, not to hope for
-        if auto:
+        if budgeted:
             n_pairs, estimate = choose_repeats(budget_s, time.perf_counter() - t_start, len(sizes) - i, page_s,
                                                pair_s)
             estimate -= page_s                     # this block size is already paged
@@ -507,7 +309,7 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         "peak_GBps": info.peak_bandwidth / 1e9 if info.peak_bandwidth else None,
         "peak_source": info.peak_source, "shape": asdict(shape), "kv_bytes": shape.kv_bytes,
         "llc_bytes": llc, "timer": timer_desc, "confidence": CONFIDENCE, "row_confidence": row_confidence,
-        "launch": launch, "repeats": repeats if not auto else "auto", "skipped": skipped, "estimate_s": estimate_s, "budget_s": budget_s,
+        "launch": launch, "repeats": repeats if not budgeted else "auto", "skipped": skipped, "estimate_s": estimate_s, "budget_s": budget_s,
         "wall_s": time.perf_counter() - t_start,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "versions": versions(), "recorded": False, "warnings": warnings,
@@ -566,7 +368,7 @@ def shared_sweep(block_sizes=DEFAULT_BLOCK_SIZES, shape: SweepShape | None = Non
         sweep started by another session) or "cached" (kept from an earlier run).
 
     Raises:
-        ValueError: as :func:`sweep` (also for a waiter, when the sweep it joined failed so).
+        FieldError: as :func:`sweep` (also for a waiter, when the sweep it joined failed so).
     """
     name = backend or detect("sweep").name
     shape = shape or default_shape(name)
@@ -636,114 +438,10 @@ def shared_check(backend: str, num_splits: int | None, run: bool = True) -> tupl
     return res, "ran", when
 
 
-def load_recorded(pattern: str = "kernel_gpu_*.json", assets: str | Path | None = None) -> list[SweepResult]:
-    """Load recorded GPU sweeps from ``assets/``.
-
-    Two file shapes are read: what ``python3 -m kernels.gpu_check`` writes
-    (``kernel_gpu_check.json``: ``{"dry_run": false, "meta": ..., "correctness": [...], "sweeps":
-    [{"meta": ..., "rows": [...]}, ...]}``; each sweep's meta names device, date and versions)
-    and what ``python -m kernels.sweep --out`` writes (one ``{"meta", "rows"}``). A dry run's
-    file (``"dry_run": true``, made on a CPU) is skipped: it is not a measurement.
-
-    Returns:
-        list of :class:`SweepResult` with ``meta["recorded"] = True`` and ``meta["file"]`` set,
-        sorted by file name then order in the file; empty when no file matches.
-
-    Raises:
-        ValueError: a matching file is malformed or was not produced by the "cuda" backend
-            (message names the file).
-    """
-    folder = Path(assets) if assets else Path(__file__).resolve().parent.parent / "assets"
-    out = []
-    for path in sorted(folder.glob(pattern)):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path.name}: results file is not readable JSON: {exc}") from None
-        if isinstance(data, dict) and data.get("dry_run"):
-            continue
-        parts = data.get("sweeps") if isinstance(data, dict) and "sweeps" in data else [data]
-        if not isinstance(parts, list) or not parts:
-            raise ValueError(f"{path.name}: 'sweeps' must be a non-empty list")
-        for i, part in enumerate(parts):
-            try:
-                res = SweepResult.from_json(json.dumps(part))
-            except ValueError as exc:
-                where = f"sweeps[{i}]: " if len(parts) > 1 or "sweeps" in data else ""
-                raise ValueError(f"{path.name}: {where}{exc}") from None
-            if res.meta.get("backend") != "cuda":
-                raise ValueError(f"{path.name}: backend is {res.meta.get('backend')!r}, not 'cuda'")
-            res.meta["recorded"] = True
-            res.meta["file"] = path.name
-            out.append(res)
-    return out
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
-    """CLI: run a sweep, print a table (or JSON), optionally write it with ``--out``.
-
-    Exit status 0 on success, 2 on bad input (one-line message on stderr, no traceback).
-    """
-    p = argparse.ArgumentParser(prog="python -m kernels.sweep",
-                                description="Paged vs contiguous decode attention latency over block sizes.")
-    p.add_argument("--backend", choices=BACKENDS, help="default: detected (cuda, else torch-cpu)")
-    p.add_argument("--block-sizes", type=_int_list, default=list(DEFAULT_BLOCK_SIZES),
-                   help="comma-separated, default 1,2,4,...,256")
-    p.add_argument("--tiny", action="store_true", help="use the tiny shape (seconds)")
-    for name in ("num_seqs", "seq_len", "num_heads", "num_kv_heads", "head_dim"):
-        p.add_argument("--" + name.replace("_", "-"), type=int, help="override the default shape")
-    p.add_argument("--dtype", choices=tuple(DTYPES))
-    p.add_argument("--repeats", type=int, default=None,
-                   help=f"timed pairs per block size (>= 3); default: chosen to fit {DEFAULT_BUDGET_S:.0f} s, "
-                        f"stopping before {HARD_LIMIT_S:.0f} s")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--out", help="write the result as JSON (recorded GPU results: needs the cuda backend)")
-    p.add_argument("--allow-non-gpu", action="store_true", help="let --out write a non-GPU result (testing)")
-    args = p.parse_args(argv)
-    try:
-        name = args.backend or detect("sweep").name
-        base = TINY_SHAPE if args.tiny else default_shape(name)
-        over = {k: getattr(args, k) for k in ("num_seqs", "seq_len", "num_heads", "num_kv_heads", "head_dim", "dtype")
-                if getattr(args, k) is not None}
-        shape = SweepShape(**{**asdict(base), **over})
-        if args.out and name != "cuda" and not args.allow_non_gpu:
-            raise ValueError(f"--out records GPU results but the backend is {name!r}; "
-                             "run on a CUDA machine (or pass --allow-non-gpu for a test file)")
-
-        def show(frac: float, msg: str) -> None:
-            print(f"[{frac * 100:5.1f}%] {msg}", file=sys.stderr)
-
-        res = sweep(args.block_sizes, shape, name, repeats=args.repeats, seed=args.seed, progress=show)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(res.to_json() + "\n", encoding="utf-8")
-    if args.json:
-        print(res.to_json())
-    else:
-        m = res.meta
-        print(f"backend: {m['backend']}   device: {m['device']}")
-        print(f"shape: {m['shape']}   K+V per call: {format_bytes(m['kv_bytes'])}")
-        print(f"timer: {m['timer']}")
-        if m["peak_GBps"]:
-            print(f"peak bandwidth: {m['peak_GBps']:.0f} GB/s ({m['peak_source']})")
-        for w in m["warnings"]:
-            print(f"warning: {w}")
-        print(res.table())
-        print(res.verdict_text())
-        if args.out:
-            print(f"wrote {args.out}")
-    return 0
+    """The command line, ``python -m kernels.sweep``: see :func:`kernels.sweep_cli.main`."""
+    from kernels.sweep_cli import main as cli_main
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

@@ -52,8 +52,10 @@ structure (no code taken); vLLM's cache layout ``[num_blocks, block_size, num_kv
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from allocator.mathutils import cdiv
+from kernels.errors import FieldError
 
 try:  # Triton is optional: without it only the torch paths run.
     import triton
@@ -160,18 +162,20 @@ def choose_config(num_seqs: int, num_kv_heads: int, max_seq_len: int, head_dim: 
         num_heads: query heads (the partials' size depends on the group); default num_kv_heads.
 
     Raises:
-        ValueError: ``tile`` not a power of two >= 16, or a count below 1.
+        FieldError (``tile``, ``num_warps``, ``num_stages``, ``num_splits``): ``tile`` not a power
+            of two >= 16, or a count below 1.
     """
     d_tile, d_warps, d_stages = default_tiling(head_dim, itemsize)
     tile = d_tile if tile is None else int(tile)
     num_warps = d_warps if num_warps is None else int(num_warps)
     num_stages = d_stages if num_stages is None else int(num_stages)
     if tile < 16 or tile & (tile - 1):
-        raise ValueError(f"tile must be a power of two >= 16, got {tile}")
+        raise FieldError("tile", f" must be a power of two >= 16, got {tile}")
     if num_warps < 1 or num_stages < 1:
-        raise ValueError(f"num_warps and num_stages must be >= 1, got {num_warps} and {num_stages}")
+        raise FieldError("num_warps" if num_warps < 1 else "num_stages", f" must be >= 1, got {num_warps} and {num_stages}",
+                         subject="num_warps and num_stages")
     max_seq_len = max(1, int(max_seq_len))
-    tiles = math.ceil(max_seq_len / tile)
+    tiles = cdiv(max_seq_len, tile)
     if num_splits is None:
         num_splits = 1
         if num_sms:
@@ -183,16 +187,16 @@ def choose_config(num_seqs: int, num_kv_heads: int, max_seq_len: int, head_dim: 
             partial_tokens = group * (head_dim_p * 4 + 8) * 2 / (2 * head_dim * itemsize)
             best = None
             for s in range(1, min(MAX_SPLITS, max(1, tiles // MIN_TILES_PER_SPLIT)) + 1):
-                per_prog = math.ceil(tiles / s) * tile + tile + (partial_tokens if s > 1 else 0)
-                cost = math.ceil(grid * s / slots) * per_prog + (REDUCTION_COST_TOKENS if s > 1 else 0)
+                per_prog = cdiv(tiles, s) * tile + tile + (partial_tokens if s > 1 else 0)
+                cost = cdiv(grid * s, slots) * per_prog + (REDUCTION_COST_TOKENS if s > 1 else 0)
                 if best is None or cost < best[0]:
                     best = (cost, s)
             num_splits = best[1]
     num_splits = int(num_splits)
     if num_splits < 1:
-        raise ValueError(f"num_splits must be >= 1, got {num_splits}")
-    split_len = math.ceil(tiles / num_splits) * tile
-    num_splits = math.ceil(max_seq_len / split_len)       # no stretch starts past the longest context
+        raise FieldError("num_splits", f" must be >= 1, got {num_splits}")
+    split_len = cdiv(tiles, num_splits) * tile
+    num_splits = cdiv(max_seq_len, split_len)       # no stretch starts past the longest context
     return LaunchConfig(tile, num_warps, num_stages, num_splits, split_len)
 
 

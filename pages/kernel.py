@@ -1,7 +1,8 @@
 """Live kernel: run the paged-attention decode kernel and measure what the block table costs it.
 
 Renders only: the kernels, the torch paths, the sweep, the prediction and the recorded results
-all come from ``kernels``; the memory-waste curve comes from ``allocator``. Every number on the
+all come from ``kernels``, and so do their figures, tables and sentences (``kernels/figures.py``);
+the memory-waste curve comes from ``allocator``. Every number on the
 page names the backend that produced it, and a prediction is always labelled one. Nothing heavy
 runs on load (issue 24): the correctness check and the sweep run on demand, once per server
 (``kernels.sweep.shared_check`` / ``shared_sweep``: every session reuses the result, and says so).
@@ -12,7 +13,6 @@ from __future__ import annotations
 import math
 import time
 
-import pandas as pd
 import streamlit as st
 
 from pages._ui.heavy import run_heavy
@@ -45,7 +45,7 @@ try:
     from kernels.paged_attention import CHECK_CASE
     from kernels.sweep import CPU_SHAPE, CUDA_SHAPE, DEFAULT_BLOCK_SIZES, DEFAULT_BUDGET_S, HARD_LIMIT_S, TINY_SHAPE, \
         SweepResult, format_bytes, load_recorded, shared_check, shared_sweep
-    from pages._ui import kernel_view as kv
+    from kernels import figures as kv
     sweep_backend = kernels.detect("sweep")
     check_backend = kernels.detect("check")
 except Exception as exc:  # torch/triton missing or broken: say so, render nothing else
@@ -98,11 +98,7 @@ with st.container(border=True):
                    "the code is valid for that GPU and fits its registers without spilling to slow local memory; "
                    "it does not time anything.")
         with st.expander("Every compiled kernel"):
-            rows = pd.DataFrame(report["results"])
-            cols = [c for c in ("kernel", "dtype", "head_dim", "group", "block_size", "paged", "tile", "num_warps",
-                                "num_stages", "registers", "spill_store_bytes", "spill_load_bytes", "shared_bytes",
-                                "cp_async", "used_by", "error") if c in rows]
-            st.dataframe(rows[cols], hide_index=True, width="stretch")
+            st.dataframe(kv.compile_frame(report), hide_index=True, width="stretch")
     else:
         st.info("No record of an offline sm_90 compile is shipped (`python -m kernels.compile_check` writes it).")
 

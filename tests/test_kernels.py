@@ -155,6 +155,44 @@ def test_validation_errors_name_the_field(over, field):
             fn(**args)
 
 
+
+def test_bad_input_is_the_cores_field_error(tmp_path):
+    """kernels/ raises the core's FieldError (a ValueError): ``.field`` names the input, so a page
+    or a CLI never reads the message to know what was wrong; a refused run writes nothing."""
+    from allocator.validate import FieldError
+    from kernels import gpu_check
+    from kernels.errors import FieldError as KernelsFieldError
+    from kernels.stats import pair_stats
+    from kernels.triton_kernels import choose_config
+    assert KernelsFieldError is FieldError                  # numpy is here: the core's own class
+
+    def field(fn, *a, **k) -> str:
+        with pytest.raises(FieldError) as err:
+            fn(*a, **k)
+        return err.value.field
+    assert field(validate_inputs, **_case(seq_lens=torch.tensor([-1, 12], dtype=torch.int32))) == "seq_lens"
+    assert field(validate_inputs, **_case(block_tables=_bad_table())) == "block_tables"
+    assert field(validate_inputs, **dict(_case(), q=_case()["q"].double())) == "dtype"
+    assert field(paged_attention, *make_paged_inputs([9], 4, 2, head_dim=16, block_size=4).args, backend="tpu") \
+        == "backend"
+    assert field(page_tokens, torch.zeros(1, 4, 1, 16), torch.zeros(1, 4, 1, 16), torch.tensor([4]), 0) \
+        == "block_size"
+    assert field(sweep, block_sizes=(0, 4), shape=TINY_SHAPE) == "block_sizes"
+    assert field(sweep, block_sizes=("x",), shape=TINY_SHAPE) == "block_sizes"
+    assert field(sweep, shape=TINY_SHAPE, backend="torch-cpu", repeats=2) == "repeats"
+    assert field(SweepShape(1, 8, 3, 2, 16).validate) == "num_heads"
+    assert field(SweepShape(1, 8, 4, 2, 16, dtype="int8").validate) == "dtype"
+    assert field(pair_stats, [1.0], [1.0, 2.0]) == "b_s"
+    assert field(pair_stats, [1.0, 0.0], [1.0, 2.0]) == "a_s"
+    assert field(kernels.detect, "train") == "purpose"
+    assert field(choose_config, 1, 1, 10, 64, tile=24) == "tile"
+    assert field(gpu_check.run, tmp_path, dry=True, samples=2) == "samples"
+    assert field(gpu_check.run, tmp_path, dry=True, budget_s=float("nan")) == "budget_s"
+    assert not any(tmp_path.iterdir())
+    (tmp_path / "kernel_gpu_check.json").write_text("{not json")
+    assert field(load_recorded, assets=tmp_path) == "file"
+    assert field(gpu_check.load_result, tmp_path / "kernel_gpu_check.json") == "file"
+
 def test_table_entries_past_seq_len_are_ignored():
     args = _case()
     assert (args["block_tables"] == -1).any()          # padding is -1 and must not be read or rejected

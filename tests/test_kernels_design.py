@@ -266,6 +266,11 @@ def test_gpu_check_imports_without_numpy():
         "import kernels.sweep as sweep\n"
         "st = sweep.pair_stats([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])\n"
         "assert st['overhead'] == 2.0 and st['verdict'] == 'slower', st\n"
+        "from kernels.errors import FieldError\n"                  # the stand-in: same .field and message
+        "try:\n    sweep.pair_stats([1.0], [1.0, 2.0])\n    raise SystemExit('no error')\n"
+        "except FieldError as e:\n"
+        "    assert isinstance(e, ValueError) and e.field == 'b_s' and str(e).startswith('paired timings must')\n"
+        "    assert e.reworded('timings').startswith('timings must'), e\n"
         "inp = make_paged_inputs([3, 40], 8, 2, 16, 8, seed=3)\n"
         "ref = paged_attention_reference(*inp.args)\n"
         "assert (sdpa_decode(inp.q, inp.k_dense, inp.v_dense, inp.seq_lens) - ref).abs().max() < 1e-4\n"
@@ -279,7 +284,7 @@ def test_gpu_check_imports_without_numpy():
 
 def test_recorded_gpu_check_file_is_read_and_a_dry_run_is_not(tmp_path):
     from kernels.sweep import TINY_SHAPE, load_recorded, sweep
-    from pages._ui.kernel_view import latency_figure
+    from kernels.figures import latency_figure
     res = sweep((1, 16), TINY_SHAPE, "torch-cpu", repeats=3)      # rows in gpu_check's layout, plus SDPA
     part = {"meta": dict(res.meta, backend="cuda", device="NVIDIA H200", date="2026-12-01T10:00:00+00:00",
                          versions={"torch": "2.11.0", "triton": "3.6.0", "cuda": "12.8"}),

@@ -63,7 +63,7 @@ def test_kernel_page_loads_without_running_anything_then_checks_on_demand():
 def test_kernel_page_shows_the_sm90_compile_record_and_a_labelled_prediction():
     from kernels import gpu_check, predict
     from kernels.compile_check import facts_text, load_report
-    from pages._ui.kernel_view import percent_span
+    from kernels.figures import percent_span
     at = _page()
     text = _text(at)
     assert "**Compiled for H200 / sm_90**" in text
@@ -111,7 +111,7 @@ def test_kernel_page_tiny_sweep():
     shown = [b.value for b in (at.success if live.measurable else at.info)]
     assert live.verdict_text() in shown
     # the two-costs chart draws the live overhead only when it is measurable and read from memory
-    from pages._ui.kernel_view import drawable
+    from kernels.figures import drawable
     ok, why = drawable(live)
     if not CUDA:
         assert not ok and "last-level cache" in why         # the tiny shape fits in the CPU's cache
@@ -171,7 +171,7 @@ def test_recorded_gpu_results_are_labelled(monkeypatch):
     assert "Recorded GPU results" in text and "**Recorded**" in text and "NVIDIA Test GPU" in text
     assert "No GPU measurement is shipped yet" not in text
     if not CUDA:   # the two-costs chart shows the recorded overhead (or says why not) before any live sweep
-        from pages._ui.kernel_view import drawable
+        from kernels.figures import drawable
         caption = " ".join(c.value for c in at.caption)
         label = "recorded on NVIDIA Test GPU"
         assert (f"Overhead drawn from: {label}" in caption) == drawable(fake)[0]

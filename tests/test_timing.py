@@ -204,3 +204,21 @@ def test_reservation_runs_are_priced_too(a100):
     t = price(res, a100)
     assert t.summary["swap_s"] == 0 and t.summary["finished"] == 2
     assert t.summary["makespan_s"] == pytest.approx(float(t.seconds.sum())) == pytest.approx(t.makespan_s)
+
+
+def test_one_roofline_prices_both_the_engine_step_and_the_breakdown(a100):
+    """The roofline is written once (``CostModel.roofline``): the seconds the engine ran each step
+    on and :func:`breakdown`'s seconds for the same records are the same floats, not merely close;
+    and the terms match the hand formula of the module docstring."""
+    w = Workload("six", tuple(Request(i, 30, 40, 0, 0.02 * i) for i in range(1, 7)), 48)    # 6 x 70 tokens, 128 slots
+    res = simulate(w, PagedAllocator(128, 16, preemption="swap"), record_snapshots=False, clock=a100.for_blocks(16))
+    m, terms = res.metrics, breakdown(res, a100)
+    one_step = ((m["running"] > 0) | (m["waiting"] > 0)) & (m["span"] == 1)
+    assert one_step.sum() >= 100 and (m["swapped_blocks"][one_step] > 0).sum() >= 5      # swap steps too
+    assert np.array_equal(m["seconds"][one_step], terms["seconds"][one_step])
+    compute, memory = a100.roofline(4, 4000, 4000)                    # 4 decode tokens reading 4,000
+    assert compute == pytest.approx((2 * P * 4 + 4 * 40 * 40 * 128 * 4000) / FLOPS, rel=1e-12)
+    assert memory == pytest.approx((W + KV * 4004) / HBM, rel=1e-12)
+    assert a100.roofline(0, 0, 0) == (0.0, 0.0)                       # no token: no weights read
+    arrays = a100.roofline(np.array([4.0, 0.0]), np.array([4000.0, 0.0]), np.array([4000, 0]))
+    assert arrays[0].tolist() == [compute, 0.0] and arrays[1].tolist() == [memory, 0.0]

@@ -1,9 +1,17 @@
-"""Figures, tables and sentences of the kernel page, built from ``kernels`` results (no streamlit).
+"""Figures, tables and sentences of the kernel page, built from the kernels' results (no streamlit).
 
-Every number drawn or quoted comes from a :class:`kernels.sweep.SweepResult` (live or recorded)
-or from the allocator's block-size sweep; the page only places them. A measurement whose interval
-includes 1.0 is drawn as such (hollow marker, error bar) and is never drawn as a trend in the
-"two costs" chart.
+Every number drawn or quoted comes from a :class:`kernels.sweep_data.SweepResult` (live or
+recorded), from a prediction table (:func:`kernels.predict.prediction_table`), from the compile
+record (:func:`kernels.compile_check.load_report`) or from the allocator's block-size sweep; the
+page (``pages/kernel.py``) only places them. A measurement whose interval includes 1.0 is drawn
+as such (hollow marker, error bar) and is never drawn as a trend in the "two costs" chart.
+
+Why here and not under ``allocator/viz/``: these figures read the kernels' result type and its
+verdict vocabulary (:mod:`kernels.stats`), and the core never imports ``kernels`` (torch), so
+they sit beside the results they draw. Imports stay one way: pages -> kernels -> allocator
+(the palette, the waste curve's basis); nothing in ``allocator/`` imports this module.
+``kernels/`` may not import streamlit (``tests/test_layering.py``); nothing else in ``kernels/``
+imports this module, so ``python3 -m kernels.gpu_check`` still needs only torch and Triton.
 """
 from __future__ import annotations
 
@@ -13,7 +21,20 @@ from plotly.subplots import make_subplots
 
 from allocator.viz.claims import sweep_basis, sweep_value
 from allocator.viz.theme import ACCENT, ORANGE_EMPTY, PAGED
-from kernels.sweep import NO_DIFFERENCE, SweepResult, format_bytes
+from kernels.stats import NO_DIFFERENCE
+from kernels.sweep_data import SweepResult, format_bytes
+
+#: Columns of the compile record shown in the page's "every compiled kernel" table, in order.
+COMPILE_COLUMNS = ("kernel", "dtype", "head_dim", "group", "block_size", "paged", "tile", "num_warps", "num_stages",
+                   "registers", "spill_store_bytes", "spill_load_bytes", "shared_bytes", "cp_async", "used_by", "error")
+
+
+def compile_frame(report: dict) -> pd.DataFrame:
+    """The compile record's rows (``report["results"]``, :func:`kernels.compile_check.load_report`)
+    as a display table: the :data:`COMPILE_COLUMNS` the record has (bytes, registers per thread)."""
+    rows = pd.DataFrame(report["results"])
+    return rows[[c for c in COMPILE_COLUMNS if c in rows]]
+
 
 #: Series colours for overhead curves: live first, then recorded sweeps.
 OVERHEAD_COLOURS = (PAGED, ACCENT, "#555555", "#56B4E9")
