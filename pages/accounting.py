@@ -13,11 +13,12 @@ import streamlit as st
 
 from allocator import accounting as acc
 from allocator.limits import LIMITS
-from allocator.validate import FieldError, number_from_text, plain_markdown, whole_number
+from allocator.validate import FieldError, number_from_text, whole_number
 from allocator.viz.arithmetic import allocation_figure as _allocation_figure
 from allocator.viz.arithmetic import cost_figure as _cost_figure
 from allocator.viz.arithmetic import sharing_figure as _sharing_figure
 from allocator.viz.claims import plural, ratio
+from pages._ui.errors import show_error
 
 LENGTH_COL = "length (tokens)"
 LENGTH_RANGE = LIMITS["lengths"].describe()          # "a whole number from 1 to 10,000,000 (tokens)"
@@ -59,7 +60,7 @@ def _read_lengths(table: pd.DataFrame) -> tuple[list[int] | None, list[int], lis
     """Return (lengths or None, their table rows, error messages, blank rows ignored).
 
     Blank rows are skipped, so entry ``i`` of the lengths is table row ``rows[i]`` (1-based);
-    :func:`_message` uses that to name the row of a core error about ``lengths[i]``.
+    :func:`_report` uses that to name the row of a core error about ``lengths[i]``.
     """
     values = table[LENGTH_COL].tolist() if LENGTH_COL in table else []
     errors: list[str] = []
@@ -97,29 +98,15 @@ FIELD_LABELS = {"reserve": "Reserve maximum", "page_size": "Page size",
 ADVICE_WORDS = {"raise reserve or": "raise the reserve maximum or"}
 
 
-def _message(exc: ValueError, rows: list[int] | None = None) -> str:
-    """A core error in the page's words, full stop.
-
-    A :class:`FieldError` is reworded with the label of the control holding ``exc.field``, or
-    for an entry of ``lengths`` with its table row (``rows[exc.index]``, 1-based); any other
-    ValueError is shown as it is.
-    """
-    if not isinstance(exc, FieldError):
-        return f"{exc}."
-    if exc.field == "lengths" and exc.index is not None:
-        label = _row_label(rows[exc.index] if rows and exc.index < len(rows) else exc.index + 1)
-    else:
-        label = FIELD_LABELS.get(exc.field)
-    text = exc.reworded(label) if label else str(exc)
-    for code_words, page_words in ADVICE_WORDS.items():
-        text = text.replace(code_words, page_words)
-    return text + "."
-
-
 def _report(exc: ValueError, places: dict, default, rows: list[int] | None = None) -> None:
-    """Show ``exc`` in the placeholder of ``places`` for its ``.field``, else in ``default``."""
-    place = places.get(getattr(exc, "field", None), default)
-    place.error(_message(exc, rows), icon=":material/error:")
+    """Show ``exc`` in the placeholder of ``places`` for its ``.field``, else in ``default``, in
+    the page's words: a :class:`FieldError` about an entry of ``lengths`` is named by its table
+    row (``rows[exc.index]``, 1-based), any other by its control's label (:data:`FIELD_LABELS`)."""
+    label = None
+    if isinstance(exc, FieldError) and exc.field == "lengths" and exc.index is not None:
+        label = _row_label(rows[exc.index] if rows and exc.index < len(rows) else exc.index + 1)
+    show_error(exc, places.get(getattr(exc, "field", None), default), labels=FIELD_LABELS,
+               advice=ADVICE_WORDS, label=label)
 
 
 def _pct(fraction: float) -> str:
@@ -156,7 +143,7 @@ with col_in:
             LENGTH_COL, help="Tokens the request holds right now (whole number, at least 1).")})
     lengths, length_rows, length_errors, blank_rows = _read_lengths(edited)
     for message in length_errors:            # they quote the typed cell: shown as plain text
-        st.error(plain_markdown(message), icon=":material/error:")
+        show_error(message)
     table_slot = st.container()   # core errors about a row of the table (e.g. above reserve)
     if blank_rows:
         st.caption(f"{plural(blank_rows, 'blank row')} ignored.")

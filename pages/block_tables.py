@@ -15,9 +15,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages._ui.block_tables_demo import BLOCK_SIZE, TENANTS, BlockTablesDemo, words_of
-from pages._ui.block_tables_figure import block_table_figure
-from pages._ui.texts import COPY_ON_WRITE
+from allocator.viz.block_tables_demo import BLOCK_SIZE, TENANTS, BlockTablesDemo, words_of
+from allocator.viz.block_tables_figure import block_table_figure
+from allocator.viz.texts import COPY_ON_WRITE
+from pages._ui.errors import show_error
 
 # -------------------------------------------------------------------------------- state
 
@@ -113,7 +114,10 @@ with st.container(border=True):
                    "its full system-prompt blocks are found by hash. **Other prompt**: a different system "
                    "prompt followed by A's question; its third block holds the same four words as A's third.")
     if demo.error:
-        (st.error if demo.error.kind == "error" else st.info)(demo.error.text)
+        if demo.error.kind == "error":
+            show_error(demo.error.text)
+        else:                                     # a hint in the page's own Markdown (**Fork**)
+            st.info(demo.error.text)
 
 wrong = mgr.wrong_shares()
 if wrong:

@@ -12,7 +12,7 @@ from allocator import accounting as acc
 from allocator.viz.arithmetic import curve_figure as _curve_figure
 from allocator.viz.arithmetic import fit_figure as _fit_figure
 from allocator.viz.claims import ratio
-from allocator.validate import FieldError
+from pages._ui.errors import show_error
 
 D = acc.CAPACITY_DEFAULTS
 CUSTOM = "custom"
@@ -96,19 +96,11 @@ ADVICE_WORDS = {"max_context": "max context"}
 
 
 def _report(exc: ValueError) -> None:
-    """Show a core error next to the control holding ``exc.field``, in the page's words.
-
-    A :class:`FieldError` is reworded with that control's label; an error for a field without a
-    control here, or any other ValueError, is shown as it is under the inputs.
-    """
-    field = getattr(exc, "field", None)
-    place = slots.get(field, general_box)
-    text = str(exc)
-    if isinstance(exc, FieldError) and field in FIELD_LABELS:
-        text = exc.reworded(FIELD_LABELS[field])
-        for code_words, page_words in ADVICE_WORDS.items():
-            text = text.replace(code_words, page_words)
-    place.error(f"{text}.", icon=":material/error:")  # type: ignore[attr-defined]
+    """Show a core error next to the control holding ``exc.field``, in the page's words (its
+    label, :data:`FIELD_LABELS`); an error for a field without a control here, or any other
+    ValueError, is shown as it is under the inputs."""
+    show_error(exc, slots.get(getattr(exc, "field", None), general_box), labels=FIELD_LABELS,
+               advice=ADVICE_WORDS)
 
 
 bpt = free_bytes = fixed = cap = None

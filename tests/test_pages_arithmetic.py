@@ -153,7 +153,7 @@ def _before(column, key: str) -> list[str]:
         if getattr(node, "key", None) == key:
             return texts
         if node.type == "error":
-            texts.append(node.value)
+            texts.append(seen(node.value))          # plain text (issue 19)
     raise AssertionError(f"no widget {key} in the column")
 
 
@@ -339,4 +339,4 @@ def test_a_word_in_a_length_cell_is_named_not_read_as_zero():
 def test_an_invalid_capacity_input_replaces_the_capacity_figures():
     at = _page("pages/capacity.py", {"cap_max_context": 0})
     assert not [k for k in _metrics(at) if k.startswith("Sequences")]
-    assert any("Max context = 0 must be at least 1" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("Max context = 0 must be at least 1" in seen(e.value) for e in at.error), [e.value for e in at.error]
