@@ -7,8 +7,9 @@ comes from :class:`allocator.block_manager.BlockManager`. A refused operation (o
 pool full) is shown with ``st.error`` under the buttons; the page never shows a traceback.
 
 Sources: Kwon et al., PagedAttention (SOSP 2023) sections 4.4-4.5; vLLM's prefix-caching design
-(chained block hash with extra keys such as the LoRA id and a per-request cache salt); seed 003
-(``shared/seeds/003_49f236d33f1525f6.txt``), section 10.5's pictorial and challenges 3 and 4.
+(chained block hash with extra keys such as the LoRA id and a per-request cache salt;
+``vllm/v1/core/kv_cache_utils.py``, ``hash_block_tokens``); the lesson's reference figure R8
+(``assets/reference_figures.md``).
 """
 from __future__ import annotations
 
@@ -205,5 +206,6 @@ with st.expander("How the pieces fit"):
         "and frees them on the GPU; they must come back (to any free blocks) before it runs again. "
         "Preempting by recomputation instead drops the blocks and prefills the tokens later.\n\n"
         "Sources: Kwon et al., *PagedAttention* (SOSP 2023) sections 4.4–4.5; vLLM's prefix-caching "
-        "design; seed 003, section 10.5 and challenges 3–4."
+        "design (vllm/v1/core/kv_cache_utils.py); the lesson's reference figure R8 "
+        "(assets/reference_figures.md)."
     )
