@@ -9,6 +9,7 @@ Pins:
 * no page builds a figure: nothing under ``pages/`` nor ``app.py`` imports plotly; figures are built
   under ``allocator/viz/`` (or beside the kernels' results) and a page only hands them to
   ``st.plotly_chart``;
+* no page draws its own error box: bad input is shown by ``pages._ui.errors.show_error``;
 * the shape of ``pages/``: only the ``st.Page`` scripts app.py navigates to live directly in it;
   their helpers live in ``pages/_ui/``.
 """
@@ -192,3 +193,40 @@ def test_pages_ui_is_a_package_of_helpers_not_pages():
     """pages/_ui/ is importable (has __init__.py) and none of its modules is navigated to."""
     assert os.path.isfile(os.path.join(ROOT, "pages", "_ui", "__init__.py"))
     assert not {s for s in _navigation_scripts() if s.startswith(os.path.join("pages", "_ui"))}
+
+
+#: The one error presenter: every message about bad input on a page goes through it.
+ERROR_PRESENTER = os.path.join("pages", "_ui", "errors.py")
+#: Red or yellow boxes that are not about a refused input, each with why (file -> (count, why)).
+ALERTS_NOT_ABOUT_INPUT = {
+    os.path.join("pages", "block_tables.py"): (1, "'Wrong share': the naive hash's result, part of the lesson"),
+    os.path.join("pages", "explainer.py"): (1, "requests that can never fit: a result of the run"),
+    os.path.join("pages", "_ui", "present.py"): (1, "advice about the share link's address"),
+}
+#: Pages that still show their own errors, with who moves them to the presenter.
+OWN_ERRORS_STILL = {
+    os.path.join("pages", "kernel.py"): "the kernel page is the kernels helper's (issue 20, move 4); its "
+                                        "messages move to pages._ui.errors.show_error there",
+}
+
+
+def _alert_calls(rel: str) -> list[int]:
+    """Lines of every ``<anything>.error(...)`` / ``.warning(...)`` / ``.exception(...)`` call."""
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), filename=rel)
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr in ("error", "warning", "exception")]
+
+
+@pytest.mark.parametrize("rel", _ui_files())
+def test_pages_show_bad_input_through_the_one_error_presenter(rel):
+    """No page draws its own error box: a refused value is shown by ``pages._ui.errors.show_error``
+    (plain text, in the page's words), so none can forget to escape what a user typed."""
+    if rel == ERROR_PRESENTER:
+        return
+    lines = _alert_calls(rel)
+    if lines and rel in OWN_ERRORS_STILL:
+        pytest.skip(f"{rel}: {OWN_ERRORS_STILL[rel]}")
+    allowed, why = ALERTS_NOT_ABOUT_INPUT.get(rel, (0, ""))
+    assert len(lines) <= allowed, (f"{rel} lines {lines}: show bad input with pages._ui.errors.show_error"
+                                   + (f" (allowed here: {allowed}, {why})" if allowed else ""))
