@@ -146,3 +146,17 @@ def test_the_url_check_takes_each_rules_ends_and_refuses_a_step_past_them(worklo
         if rule.low > 0:
             below = rule.low - (1 if rule.integer else rule.step)
             assert key not in check_params({"workload": workload, key: fmt(below)})[0], (key, below)
+
+
+@pytest.mark.parametrize("workload", ["classroom-40", "azure-conv", "sharegpt-opt", "upload"])
+def test_every_sidebar_rule_lies_inside_the_cores_range(workload):
+    """The sidebar may offer less than the core takes (``allocator.limits.LIMITS``), never more, and
+    speaks of the same unit and kind of number: a value the sidebar accepts always runs."""
+    from allocator.limits import LIMITS
+    from pages._ui.url_params import BLOCK_SIZES, number_rules
+
+    for key, rule in number_rules(workload).items():
+        core = LIMITS[rule.field]
+        assert core.contains(rule.low) and core.contains(rule.high) and rule.low <= rule.default <= rule.high, key
+        assert (rule.unit, rule.integer) == (core.unit, core.integer), key
+    assert all(LIMITS["block_size"].contains(b) for b in BLOCK_SIZES)
