@@ -3,7 +3,8 @@
 Each entry of :data:`LIMITS` is an :class:`allocator.validate.Limit` keyed by the input's field
 name (the name a :class:`~allocator.validate.FieldError` carries). The ranges are what the machine
 can actually run, not what a lesson needs: the explainer's sidebar and its URL parameters offer
-narrower ranges of their own (``pages._ui.url_params``), and use these where they are the same.
+narrower ranges of their own, written once in ``pages._ui.url_params.number_rules`` (which takes
+each unit, and the row offset's whole range, from here; both the widgets and the URL check read it).
 
 * Scenario settings (:class:`allocator.scenario.Scenario`, ``simulate`` and ``export-html``):
   ``total_slots``, ``block_size``, ``max_new_tokens``, ``seed``, ``arrival_rate``, ``offset``,

@@ -13,7 +13,7 @@ from allocator.trace import AZURE_ATTRIBUTION
 from allocator.scenario import Scenario
 from allocator.viz.claims import about_default_run, classroom_tip
 from pages._ui.cache import compute
-from pages._ui.texts import COPY_ON_WRITE_SHORT
+from allocator.viz.texts import COPY_ON_WRITE_SHORT
 
 #: The calibration in one paragraph; tests/test_replay_page.py checks every figure against the replay.
 CALIBRATION_SOURCE = (

@@ -13,20 +13,21 @@ import streamlit as st
 
 from allocator import accounting as acc
 from allocator.limits import LIMITS
-from allocator.validate import FieldError, number_from_text, plain_markdown, whole_number
+from allocator.validate import FieldError, number_from_text, whole_number
 from allocator.viz.arithmetic import allocation_figure as _allocation_figure
 from allocator.viz.arithmetic import cost_figure as _cost_figure
 from allocator.viz.arithmetic import sharing_figure as _sharing_figure
 from allocator.viz.claims import plural, ratio
+from pages._ui.errors import show_error
 
 LENGTH_COL = "length (tokens)"
 LENGTH_RANGE = LIMITS["lengths"].describe()          # "a whole number from 1 to 10,000,000 (tokens)"
 D = acc.ACCOUNT_DEFAULTS
 EXAMPLES = {
-    "seed001": {"label": "Seed 001: 5, 9, 17 tokens, reserve 32",
+    "seed001": {"label": "R1: 5, 9, 17 tokens, reserve 32",
                 "lengths": D["lengths"], "reserve": D["reserve"], "page_size": D["page_size"],
                 "candidates": D["candidates"]},
-    "seed002": {"label": "Seed 002: 512, 37, 1900, 128, 4 tokens, max 2048",
+    "seed002": {"label": "R4: 512, 37, 1900, 128, 4 tokens, max 2048",
                 **acc.SEED_002_PRESET},
 }
 PAGE_SIZE_OPTIONS = list(acc.DEFAULT_CANDIDATES)  # 1..256, for the candidate-range control
@@ -59,7 +60,7 @@ def _read_lengths(table: pd.DataFrame) -> tuple[list[int] | None, list[int], lis
     """Return (lengths or None, their table rows, error messages, blank rows ignored).
 
     Blank rows are skipped, so entry ``i`` of the lengths is table row ``rows[i]`` (1-based);
-    :func:`_message` uses that to name the row of a core error about ``lengths[i]``.
+    :func:`_report` uses that to name the row of a core error about ``lengths[i]``.
     """
     values = table[LENGTH_COL].tolist() if LENGTH_COL in table else []
     errors: list[str] = []
@@ -97,29 +98,15 @@ FIELD_LABELS = {"reserve": "Reserve maximum", "page_size": "Page size",
 ADVICE_WORDS = {"raise reserve or": "raise the reserve maximum or"}
 
 
-def _message(exc: ValueError, rows: list[int] | None = None) -> str:
-    """A core error in the page's words, full stop.
-
-    A :class:`FieldError` is reworded with the label of the control holding ``exc.field``, or
-    for an entry of ``lengths`` with its table row (``rows[exc.index]``, 1-based); any other
-    ValueError is shown as it is.
-    """
-    if not isinstance(exc, FieldError):
-        return f"{exc}."
-    if exc.field == "lengths" and exc.index is not None:
-        label = _row_label(rows[exc.index] if rows and exc.index < len(rows) else exc.index + 1)
-    else:
-        label = FIELD_LABELS.get(exc.field)
-    text = exc.reworded(label) if label else str(exc)
-    for code_words, page_words in ADVICE_WORDS.items():
-        text = text.replace(code_words, page_words)
-    return text + "."
-
-
 def _report(exc: ValueError, places: dict, default, rows: list[int] | None = None) -> None:
-    """Show ``exc`` in the placeholder of ``places`` for its ``.field``, else in ``default``."""
-    place = places.get(getattr(exc, "field", None), default)
-    place.error(_message(exc, rows), icon=":material/error:")
+    """Show ``exc`` in the placeholder of ``places`` for its ``.field``, else in ``default``, in
+    the page's words: a :class:`FieldError` about an entry of ``lengths`` is named by its table
+    row (``rows[exc.index]``, 1-based), any other by its control's label (:data:`FIELD_LABELS`)."""
+    label = None
+    if isinstance(exc, FieldError) and exc.field == "lengths" and exc.index is not None:
+        label = _row_label(rows[exc.index] if rows and exc.index < len(rows) else exc.index + 1)
+    show_error(exc, places.get(getattr(exc, "field", None), default), labels=FIELD_LABELS,
+               advice=ADVICE_WORDS, label=label)
 
 
 def _pct(fraction: float) -> str:
@@ -146,7 +133,8 @@ col_in, col_out = st.columns([1, 2], gap="large")
 with col_in:
     st.selectbox("Example", list(EXAMPLES), key="acc_example",
                  format_func=lambda k: EXAMPLES[k]["label"], on_change=_apply_example,
-                 help="Loads a worked example from the reference texts (seeds 001 and 002).")
+                 help="Loads a worked example of the lesson's reference figures R1 and R4 "
+                      "(assets/reference_figures.md in the repository).")
     example = EXAMPLES[st.session_state["acc_example"]]
     base = pd.DataFrame({LENGTH_COL: [str(n) for n in example["lengths"]]})
     edited = st.data_editor(   # a text column: whatever is typed reaches the check, and is named if wrong
@@ -156,7 +144,7 @@ with col_in:
             LENGTH_COL, help="Tokens the request holds right now (whole number, at least 1).")})
     lengths, length_rows, length_errors, blank_rows = _read_lengths(edited)
     for message in length_errors:            # they quote the typed cell: shown as plain text
-        st.error(plain_markdown(message), icon=":material/error:")
+        show_error(message)
     table_slot = st.container()   # core errors about a row of the table (e.g. above reserve)
     if blank_rows:
         st.caption(f"{plural(blank_rows, 'blank row')} ignored.")
@@ -216,11 +204,11 @@ with col_out:
             f = st.columns(3)
             f[0].markdown(f"**In a pool of {pool.free_bytes:,} slots**")
             f[1].metric("Fit, reserve-max", f"{pool.fit_reserve:,}",
-                        help="floor(pool / reserve maximum) (seed 002's formula).")
+                        help="floor(pool / reserve maximum) (reference figure R4's formula).")
             f[2].metric("Fit, paged", f"{pool.fit_paged:,}",
                         delta=(f"{ratio(pool.paged_gain)} reserve-max" if pool.paged_gain
                                else None), delta_color="off", delta_arrow="off",
-                        help="floor(pool / mean paged slots per request) (seed 002's formula).")
+                        help="floor(pool / mean paged slots per request) (reference figure R4's formula).")
         if reserve is not None or paged is not None:
             st.plotly_chart(_allocation_figure(lengths, reserve, paged),
                             key="acc_alloc_chart", config={"displaylogo": False})
@@ -235,9 +223,10 @@ with col_out:
             table["empty (last page)"] = paged.unused_per_request
         st.dataframe(table, hide_index=True, key="acc_breakdown")
         st.caption("Paged allocation per request is ceil(length / page size) x page size "
-                   "(seed 001). Waste is unused / allocated. This is a static snapshot of "
-                   "tail slack: it does not model holes between reservations or requests that "
-                   "grow over time — the simulation pages do that.")
+                   "(reference figure R1, in the repository's assets/reference_figures.md). Waste is "
+                   "unused / allocated. This is a static snapshot of tail slack: it does not model "
+                   "holes between reservations or requests that grow over time — the simulation "
+                   "pages do that.")
 
 # --- 2. Page size with a metadata cost --------------------------------------------------------
 st.header("2 · What page size is best when every block costs something?")
@@ -256,7 +245,7 @@ with ctl:
     st.select_slider("Largest candidate page size", options=PAGE_SIZE_OPTIONS,
                      key="acc_cand_max",
                      help="Candidates are the powers of two from 1 up to this size "
-                          "(seed 001 tested 1 to 32).")
+                          "(reference figure R2 tests 1 to 32).")
     candidates = [p for p in PAGE_SIZE_OPTIONS if p <= st.session_state["acc_cand_max"]]
     cost_slot = st.empty()
 rows = None
@@ -296,7 +285,7 @@ with out:
                    "cost are token-slot equivalents.")
         st.plotly_chart(_cost_figure(rows, sum(lengths), st.session_state["acc_metadata_cost"]),
                         key="acc_cost_chart", config={"displaylogo": False})
-        st.caption("Seed 001's worked answer for 5, 9 and 17 tokens over sizes 1–32: best 1 at "
+        st.caption("Reference figure R2's worked answer for 5, 9 and 17 tokens over sizes 1–32: best 1 at "
                    "c = 0 (cost 31), 2 at c = 0.25 (38.25), 4 at c = 1 (50), 8 at c = 4 (72). "
                    "c is an abstract charge; it stands in for, but does not measure, kernel "
                    "gather overhead.")
@@ -339,7 +328,7 @@ if ps is not None:
     st.caption(f"{plural(ps.shared_blocks, 'complete prefix block')} of {ps.page_size} slots "
                f"{'is' if ps.shared_blocks == 1 else 'are'} stored "
                f"once, so each saves {ps.page_size} slots; any prefix tokens in a partly filled "
-               "block are stored twice. Seed 001's case: lengths 20 and 23, an 8-token prefix, "
+               "block are stored twice. Reference figure R3's case: lengths 20 and 23, an 8-token prefix, "
                "page 4 → 43 logical tokens, 44 slots separately, 36 shared.")
 else:
     st.info("Fix the value marked above to see the three quantities.", icon=":material/info:")

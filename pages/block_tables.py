@@ -7,17 +7,19 @@ comes from :class:`allocator.block_manager.BlockManager`. A refused operation (o
 pool full) is shown with ``st.error`` under the buttons; the page never shows a traceback.
 
 Sources: Kwon et al., PagedAttention (SOSP 2023) sections 4.4-4.5; vLLM's prefix-caching design
-(chained block hash with extra keys such as the LoRA id and a per-request cache salt); seed 003
-(``shared/seeds/003_49f236d33f1525f6.txt``), section 10.5's pictorial and challenges 3 and 4.
+(chained block hash with extra keys such as the LoRA id and a per-request cache salt;
+``vllm/v1/core/kv_cache_utils.py``, ``hash_block_tokens``); the lesson's reference figure R8
+(``assets/reference_figures.md``).
 """
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from pages._ui.block_tables_demo import BLOCK_SIZE, TENANTS, BlockTablesDemo, words_of
-from pages._ui.block_tables_figure import block_table_figure
-from pages._ui.texts import COPY_ON_WRITE
+from allocator.viz.block_tables_demo import BLOCK_SIZE, TENANTS, BlockTablesDemo, words_of
+from allocator.viz.block_tables_figure import block_table_figure
+from allocator.viz.texts import COPY_ON_WRITE
+from pages._ui.errors import show_error
 
 # -------------------------------------------------------------------------------- state
 
@@ -113,7 +115,10 @@ with st.container(border=True):
                    "its full system-prompt blocks are found by hash. **Other prompt**: a different system "
                    "prompt followed by A's question; its third block holds the same four words as A's third.")
     if demo.error:
-        (st.error if demo.error.kind == "error" else st.info)(demo.error.text)
+        if demo.error.kind == "error":
+            show_error(demo.error.text)
+        else:                                     # a hint in the page's own Markdown (**Fork**)
+            st.info(demo.error.text)
 
 wrong = mgr.wrong_shares()
 if wrong:
@@ -201,5 +206,6 @@ with st.expander("How the pieces fit"):
         "and frees them on the GPU; they must come back (to any free blocks) before it runs again. "
         "Preempting by recomputation instead drops the blocks and prefills the tokens later.\n\n"
         "Sources: Kwon et al., *PagedAttention* (SOSP 2023) sections 4.4–4.5; vLLM's prefix-caching "
-        "design; seed 003, section 10.5 and challenges 3–4."
+        "design (vllm/v1/core/kv_cache_utils.py); the lesson's reference figure R8 "
+        "(assets/reference_figures.md)."
     )

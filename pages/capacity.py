@@ -12,7 +12,7 @@ from allocator import accounting as acc
 from allocator.viz.arithmetic import curve_figure as _curve_figure
 from allocator.viz.arithmetic import fit_figure as _fit_figure
 from allocator.viz.claims import ratio
-from allocator.validate import FieldError
+from pages._ui.errors import show_error
 
 D = acc.CAPACITY_DEFAULTS
 CUSTOM = "custom"
@@ -96,19 +96,11 @@ ADVICE_WORDS = {"max_context": "max context"}
 
 
 def _report(exc: ValueError) -> None:
-    """Show a core error next to the control holding ``exc.field``, in the page's words.
-
-    A :class:`FieldError` is reworded with that control's label; an error for a field without a
-    control here, or any other ValueError, is shown as it is under the inputs.
-    """
-    field = getattr(exc, "field", None)
-    place = slots.get(field, general_box)
-    text = str(exc)
-    if isinstance(exc, FieldError) and field in FIELD_LABELS:
-        text = exc.reworded(FIELD_LABELS[field])
-        for code_words, page_words in ADVICE_WORDS.items():
-            text = text.replace(code_words, page_words)
-    place.error(f"{text}.", icon=":material/error:")  # type: ignore[attr-defined]
+    """Show a core error next to the control holding ``exc.field``, in the page's words (its
+    label, :data:`FIELD_LABELS`); an error for a field without a control here, or any other
+    ValueError, is shown as it is under the inputs."""
+    show_error(exc, slots.get(getattr(exc, "field", None), general_box), labels=FIELD_LABELS,
+               advice=ADVICE_WORDS)
 
 
 bpt = free_bytes = fixed = cap = None
@@ -221,9 +213,10 @@ if cap is not None:
 
 st.caption(
     "Units: every memory figure on this page is binary — 1 KiB = 1,024 bytes, 1 MiB = 1,024 "
-    "KiB, 1 GiB = 1,024 MiB. The reference texts write KB, MB and GB for these same amounts "
+    "KiB, 1 GiB = 1,024 MiB. The lesson's reference figures (R5 in the repository's "
+    "assets/reference_figures.md) write KB, MB and GB for these same amounts "
     "(the 7B model's \"512 KB\" per token is 524,288 bytes), and the PagedAttention paper's "
     "\"800 KB\" per OPT-13B token is 819,200 bytes, i.e. 800 KiB. Paging a *mean* length, as "
-    "here and in seed 003, gives one block tail per sequence exactly; a real mix of lengths "
+    "here and in R5, gives one block tail per sequence exactly; a real mix of lengths "
     "wastes about half a block per sequence on average."
 )

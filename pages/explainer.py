@@ -15,6 +15,7 @@ from allocator.viz.claims import (details_rows, headline, plural, reservation_na
                                   scheduler_rules_text, sweep_summary, sweep_table, workload_outcome)
 from pages._ui.cache import compute, metrics_table, presentation_figure, seconds_figure, sweep, sweep_chart, timings
 from pages._ui.controls import controls, read_url, time_controls
+from pages._ui.errors import show_error
 from pages._ui.exports_ui import exports_menu
 from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections, lesson_heading
 from pages._ui.present import is_presenting, share_link
@@ -164,7 +165,7 @@ if not presenting:
 
 url_messages = read_url()
 for message in url_messages:
-    st.warning(plain_markdown(message), icon=":material/link_off:")
+    show_error(message, kind="warning", icon=":material/link_off:")
 scenario = controls()
 clock = time_controls()
 try:
@@ -174,10 +175,10 @@ except ValueError as exc:
     if scenario.workload == "upload" and not scenario.trace_bytes:
         st.info("No trace uploaded yet: showing the last scenario that ran. Upload a CSV in the sidebar.")
     else:
-        st.sidebar.error(plain_markdown(f"These settings cannot run: {exc}"))
+        show_error(exc, st.sidebar, before="These settings cannot run: ", after="")
         last = current_scenario()
-        st.error(plain_markdown(f"These settings cannot run: {exc}. Showing the last scenario that could: "
-                                f"{last.workload}, {last.slots:,} slots, block size {last.block_size}."))
+        show_error(exc, before="These settings cannot run: ", after=f". Showing the last scenario that could: "
+                   f"{last.workload}, {last.slots:,} slots, block size {last.block_size}.")
     scenario = current_scenario()
     workload, results, fig = compute(scenario)
 

@@ -12,10 +12,11 @@ from allocator.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, shipped_moonca
 from allocator.prefix_cache import DEFAULT_FRACTIONS, MODEL_TOLERANCE_PP
 from allocator.timing import GPUS, TIMED_MODELS
 from allocator.trace import ShippedDataError
-from allocator.validate import FieldError, plain_markdown
+from allocator.validate import FieldError
 from allocator.viz.prefix import (block_map_figure, hit_rate_figure, sweep_table, ttft_figure, ttft_summary,
                                   window_summary)
 from pages._ui import prefix_data as data
+from pages._ui.errors import show_error
 from pages._ui.prefix_data import BLOCK_SIZES, DEFAULTS
 from pages._ui.state import set_defaults
 
@@ -40,7 +41,7 @@ st.markdown(
 try:
     df = shipped_mooncake()
 except ShippedDataError as exc:                  # the page needs the trace; the other pages do not
-    st.error(plain_markdown(str(exc)), icon=":material/error:")
+    show_error(exc, after="")
     st.stop()
 c = st.columns([1, 1, 1.2])
 c[0].number_input("First request (offset)", min_value=0, max_value=len(df) - 1, step=100, key="pc_offset",
@@ -56,7 +57,7 @@ errors = st.container()
 
 def fail(exc: Exception) -> None:
     """Show a core error in the page's words and stop (never a traceback)."""
-    errors.error(plain_markdown(f"These settings cannot run: {exc}."), icon=":material/error:")
+    show_error(exc, errors, before="These settings cannot run: ")
     st.stop()
 
 
@@ -137,8 +138,8 @@ try:
 except FieldError as exc:           # shown here, under the GPU, model and GPUs it is about
     text = str(exc)
     why = text.split(": ", 1)[1] if text.startswith(f"{exc.field} = ") and ": " in text else text
-    st.error(f"{PRESETS[st.session_state['pc_model']].short} does not fit {st.session_state['pc_gpus']} × "
-             f"{GPUS[st.session_state['pc_gpu']].label}: {why}.", icon=":material/error:")
+    show_error(f"{PRESETS[st.session_state['pc_model']].short} does not fit {st.session_state['pc_gpus']} × "
+               f"{GPUS[st.session_state['pc_gpu']].label}: {why}.")
     st.stop()
 st.markdown(ttft_summary(cmp, cost.label, pool_blocks, block))
 st.plotly_chart(ttft_figure(cmp), key="pc_ttft", config={"displaylogo": False})

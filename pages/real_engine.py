@@ -15,6 +15,7 @@ from allocator.validate import FieldError
 from allocator.viz.replay import (cdf_figure, error_table, headline, held_out_sentence, right_and_wrong,
                                   scatter_figure, series_figure, signed_pct)
 from allocator.vllm_run import SHIPPED_RUN, load_run
+from pages._ui.errors import show_error
 from pages._ui.state import set_defaults
 
 #: The step models offered: the calibration, and the datasheet's peaks with timing.py's assumed
@@ -54,7 +55,7 @@ st.markdown(
 try:
     rep = _replay(st.session_state["re_model"])
 except FieldError as exc:
-    st.error(f"The shipped run cannot be replayed: {exc}.", icon=":material/error:")
+    show_error(exc, before="The shipped run cannot be replayed: ")
     st.stop()
 
 st.radio("Step model", list(STEP_MODELS), key="re_model", format_func=STEP_MODEL_NAMES.get, horizontal=True,

@@ -16,11 +16,12 @@ from allocator.throughput import (INTERPOLATION_SPAN, POLICY_LABELS, SWEEP_WORKL
                                  with_latency_factor)
 from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
 from allocator.trace import AZURE_ATTRIBUTION
-from allocator.validate import FieldError, plain_markdown
+from allocator.validate import FieldError
 from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, paper_replication_texts, seconds,
                                   sustained_rows, sweep_headline, time_split_claim)
 from allocator.viz.paper import fig2_figure, fig12_figure, fig13_figure, targets_rows
 from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure
+from pages._ui.errors import show_error
 from pages._ui.sweep_cache import cached_sweep, is_cached, sweep_key
 from pages._ui.state import set_defaults
 
@@ -115,10 +116,10 @@ def fail(exc: Exception) -> None:
         text = exc.reworded("Request rates" + (f" (entry {exc.index + 1})" if exc.index is not None else ""))
     last = st.session_state.get("tp_last_good")
     if last is not None and is_cached(last["key"]):
-        errors.error(plain_markdown(f"These settings cannot run: {text}. The charts below still show the last settings "
-                                    "that ran."), icon=":material/error:")
+        show_error(f"These settings cannot run: {text}. The charts below still show the last settings that ran.",
+                   errors)
         return last
-    errors.error(plain_markdown(f"These settings cannot run: {text}."), icon=":material/error:")
+    show_error(f"These settings cannot run: {text}.", errors)
     st.stop()
 
 

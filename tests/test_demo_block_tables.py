@@ -17,9 +17,9 @@ import pytest
 
 from allocator.block_manager import BLOCK_CACHED, BLOCK_FREE, BlockManager
 from allocator.validate import FieldError, OutOfBlocksError
-from pages._ui.block_tables_demo import (ACTIONS, BLOCK_SIZE, NEW_QUESTIONS, NUM_BLOCKS, NUM_HOST_BLOCKS,
+from allocator.viz.block_tables_demo import (ACTIONS, BLOCK_SIZE, NEW_QUESTIONS, NUM_BLOCKS, NUM_HOST_BLOCKS,
                                          SYSTEM, BlockTablesDemo, Notice, refusal_text, words_of)
-from pages._ui.block_tables_figure import block_table_figure
+from allocator.viz.block_tables_figure import block_table_figure
 from tests.conftest import ROOT
 
 
@@ -449,7 +449,7 @@ def test_the_figure_labels_every_pool_block_with_its_refcount():
 
 
 def test_demo_and_figure_import_without_streamlit():
-    code = ("import sys; import pages._ui.block_tables_demo, pages._ui.block_tables_figure; "
+    code = ("import sys; import allocator.viz.block_tables_demo, allocator.viz.block_tables_figure; "
             "assert 'streamlit' not in sys.modules, 'streamlit was imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 

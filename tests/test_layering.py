@@ -1,9 +1,17 @@
-"""Imports point one way: pages -> allocator, kernels; never back (DESIGN.md, Layout).
+"""Imports point one way: pages -> allocator, kernels; never back (README, "Architecture").
 
 Read with ``ast``, not by importing, so a forbidden import is found wherever it sits: at the top,
 inside a function, relative (``from ..x import y``), or spelled ``importlib.import_module("...")``.
-Also pins the shape of ``pages/``: only the ``st.Page`` scripts app.py navigates to live directly
-in it; their helpers live in ``pages/_ui/``.
+Pins:
+
+* the core (``allocator/``, ``kernels/``) never imports the UI (``pages``, ``streamlit``, ``app``),
+  and ``allocator/`` does not import ``kernels/`` (the kernels use the core, not the reverse);
+* no page builds a figure: nothing under ``pages/`` nor ``app.py`` imports plotly; figures are built
+  under ``allocator/viz/`` (or beside the kernels' results) and a page only hands them to
+  ``st.plotly_chart``;
+* no page draws its own error box: bad input is shown by ``pages._ui.errors.show_error``;
+* the shape of ``pages/``: only the ``st.Page`` scripts app.py navigates to live directly in it;
+  their helpers live in ``pages/_ui/``.
 """
 from __future__ import annotations
 
@@ -16,8 +24,19 @@ from tests.conftest import APP_PATH, ROOT
 
 #: Top-level packages the core (allocator/, kernels/) must never import.
 FORBIDDEN_IN_CORE = {"pages", "streamlit", "app"}
+#: What each core package must not import besides: the core does not depend on the kernels.
+FORBIDDEN_BY_FOLDER = {"allocator": FORBIDDEN_IN_CORE | {"kernels"}, "kernels": FORBIDDEN_IN_CORE}
 #: Modules that build figures or demo state for pages and must stay free of streamlit.
-NO_STREAMLIT = ["allocator/viz", "pages/_ui/block_tables_demo.py", "pages/_ui/block_tables_figure.py"]
+NO_STREAMLIT = ["allocator/viz"]
+#: The figure library: only the core's figure builders import it, never a page.
+FIGURE_LIBRARIES = {"plotly"}
+#: Pages that still build their own figures, each with who removes it from this list. The kernel
+#: page's figures (pages/_ui/kernel_view.py; pages/kernel.py already imports none) move beside the
+#: kernels' results in the kernels helper's branch (issue 20, move 4); once that lands the file is
+#: checked like any other and its entry here is to be deleted by whoever merges it.
+STILL_BUILDING_FIGURES = {
+    os.path.join("pages", "_ui", "kernel_view.py"): "the kernels helper (issue 20, move 4) moves its figures out",
+}
 
 
 def _py_files(rel: str) -> list[str]:
@@ -96,12 +115,43 @@ def test_the_checker_sees_every_spelling(tmp_path):
     assert flagged == {1, 3, 6, 8}
 
 
-@pytest.mark.parametrize("folder", ["allocator", "kernels"])
+@pytest.mark.parametrize("folder", sorted(FORBIDDEN_BY_FOLDER))
 def test_core_never_imports_pages_streamlit_or_app(folder):
+    """allocator/ and kernels/ never import the UI layer; allocator/ never imports kernels/."""
     files = _py_files(folder)
     assert files, f"no .py files under {folder}/"
-    bad = _violations(files, FORBIDDEN_IN_CORE)
-    assert not bad, "the core must not import the UI layer (pages -> allocator, never back):\n" + "\n".join(bad)
+    bad = _violations(files, FORBIDDEN_BY_FOLDER[folder])
+    assert not bad, ("imports point one way (pages -> allocator, kernels; kernels -> allocator):\n"
+                     + "\n".join(bad))
+
+
+def _ui_files() -> list[str]:
+    """Every .py file of the UI layer: app.py and everything under pages/."""
+    return [os.path.relpath(APP_PATH, ROOT), *_py_files("pages")]
+
+
+@pytest.mark.parametrize("rel", _ui_files())
+def test_no_page_builds_a_figure(rel):
+    """A page renders what the core returns: no module under pages/ (nor app.py) imports plotly
+    (graph_objects, express, subplots' make_subplots or any other part); figures are built under
+    allocator/viz/ and handed to ``st.plotly_chart`` as they are."""
+    bad = _violations([rel], FIGURE_LIBRARIES)
+    if bad and rel in STILL_BUILDING_FIGURES:
+        pytest.skip(f"{rel} still builds figures; {STILL_BUILDING_FIGURES[rel]}")
+    assert not bad, "build the figure under allocator/viz/ and pass it to the page:\n" + "\n".join(bad)
+
+
+def test_the_figure_rule_sees_every_plotly_spelling(tmp_path):
+    """``go.Figure``, ``px.`` and ``make_subplots`` all come in through an import of plotly."""
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "p.py").write_text(
+        "import plotly.graph_objects as go\n"                           # 1
+        "def f():\n    from plotly.subplots import make_subplots\n"     # 3
+        "import plotly.express as px\n"                                 # 4
+        "from allocator.viz.charts import explainer_figure\n")          # 5: fine
+    rel = os.path.join("pages", "p.py")
+    flagged = {int(v.split(":")[1].split()[0]) for v in _violations([rel], FIGURE_LIBRARIES, str(tmp_path))}
+    assert flagged == {1, 3, 4}
 
 
 @pytest.mark.parametrize("rel", NO_STREAMLIT)
@@ -143,3 +193,40 @@ def test_pages_ui_is_a_package_of_helpers_not_pages():
     """pages/_ui/ is importable (has __init__.py) and none of its modules is navigated to."""
     assert os.path.isfile(os.path.join(ROOT, "pages", "_ui", "__init__.py"))
     assert not {s for s in _navigation_scripts() if s.startswith(os.path.join("pages", "_ui"))}
+
+
+#: The one error presenter: every message about bad input on a page goes through it.
+ERROR_PRESENTER = os.path.join("pages", "_ui", "errors.py")
+#: Red or yellow boxes that are not about a refused input, each with why (file -> (count, why)).
+ALERTS_NOT_ABOUT_INPUT = {
+    os.path.join("pages", "block_tables.py"): (1, "'Wrong share': the naive hash's result, part of the lesson"),
+    os.path.join("pages", "explainer.py"): (1, "requests that can never fit: a result of the run"),
+    os.path.join("pages", "_ui", "present.py"): (1, "advice about the share link's address"),
+}
+#: Pages that still show their own errors, with who moves them to the presenter.
+OWN_ERRORS_STILL = {
+    os.path.join("pages", "kernel.py"): "the kernel page is the kernels helper's (issue 20, move 4); its "
+                                        "messages move to pages._ui.errors.show_error there",
+}
+
+
+def _alert_calls(rel: str) -> list[int]:
+    """Lines of every ``<anything>.error(...)`` / ``.warning(...)`` / ``.exception(...)`` call."""
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), filename=rel)
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr in ("error", "warning", "exception")]
+
+
+@pytest.mark.parametrize("rel", _ui_files())
+def test_pages_show_bad_input_through_the_one_error_presenter(rel):
+    """No page draws its own error box: a refused value is shown by ``pages._ui.errors.show_error``
+    (plain text, in the page's words), so none can forget to escape what a user typed."""
+    if rel == ERROR_PRESENTER:
+        return
+    lines = _alert_calls(rel)
+    if lines and rel in OWN_ERRORS_STILL:
+        pytest.skip(f"{rel}: {OWN_ERRORS_STILL[rel]}")
+    allowed, why = ALERTS_NOT_ABOUT_INPUT.get(rel, (0, ""))
+    assert len(lines) <= allowed, (f"{rel} lines {lines}: show bad input with pages._ui.errors.show_error"
+                                   + (f" (allowed here: {allowed}, {why})" if allowed else ""))

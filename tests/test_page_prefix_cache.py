@@ -17,7 +17,7 @@ from allocator.mooncake import mooncake_workload, shipped_mooncake
 from allocator.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
 from allocator.timing import cost_model
 from allocator.viz.prefix import BLOCK_LABELS, sweep_table, ttft_summary, window_summary
-from tests.conftest import markdown_text, open_page
+from tests.conftest import markdown_text, open_page, seen
 
 
 def _page(state: dict | None = None) -> AppTest:
@@ -126,7 +126,7 @@ def test_a_window_past_the_end_of_the_trace_is_cut_and_says_so():
 def test_a_model_that_does_not_fit_is_reported_beside_the_gpu_controls():
     at = _page({"pc_count": 30, "pc_block": 512, "pc_offset": 3000, "pc_model": "llama3-70b", "pc_gpus": 1})
     assert len(at.error) == 1
-    message = at.error[0].value
+    message = seen(at.error[0].value)              # plain text (pages._ui.errors)
     assert message.startswith("Llama 3 70B bf16, GQA does not fit 1 × NVIDIA H200") and "gpus =" not in message
     # everything above the time section still renders
     assert len(_charts(at)) == 2 and "Requests 3,001–3,030 of the trace" in _markdown(at)

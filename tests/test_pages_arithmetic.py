@@ -1,8 +1,7 @@
 """AppTest of the Accounting and Capacity pages: default and changed inputs read back as real
 values (metrics, tables), and bad input reported next to its control while the page renders.
 
-Figures come from shared/seeds/: 001_b60e659497b44204.txt (seed 001), 002_abdc40c8c116312c.txt
-(seed 002), 003_49f236d33f1525f6.txt (seed 003), 000_b2d5125a0ea162ff.txt (seed 000).
+Figures come from the lesson's reference figures, ``assets/reference_figures.md`` (R1-R5).
 """
 from __future__ import annotations
 
@@ -50,7 +49,7 @@ def _edit(rows: dict | None = None, added: list | None = None, deleted: list | N
 # Accounting page
 # ---------------------------------------------------------------------------------------------
 
-def test_accounting_defaults_show_seed001_figures():
+def test_accounting_defaults_show_the_r1_figures():
     """001_b60e659497b44204.txt: 96 slots / 65 unused; page 4 -> 40 / 9; best page 4 at c = 1
     (cost 50); 43 logical tokens, 44 unshared, 36 shared."""
     at = _page("pages/accounting.py")
@@ -99,7 +98,7 @@ def test_accounting_page_size_slider(page, slots, unused):
     assert value == slots and delta.startswith(f"{unused} unused")
 
 
-def test_accounting_seed002_preset():
+def test_accounting_r4_preset():
     """002_abdc40c8c116312c.txt: 10,240 reserved, 74.8 % waste; 2,608 paged at 16, 1.0 %;
     a 40,960-slot pool fits 20 vs 78 (3.9x)."""
     at = _page("pages/accounting.py")
@@ -153,7 +152,7 @@ def _before(column, key: str) -> list[str]:
         if getattr(node, "key", None) == key:
             return texts
         if node.type == "error":
-            texts.append(node.value)
+            texts.append(seen(node.value))          # plain text (issue 19)
     raise AssertionError(f"no widget {key} in the column")
 
 
@@ -205,7 +204,7 @@ def test_accounting_prefix_panel_changed_and_bad():
 # Capacity page
 # ---------------------------------------------------------------------------------------------
 
-def test_capacity_defaults_show_seed003_figures():
+def test_capacity_defaults_show_the_r5_figures():
     """003_49f236d33f1525f6.txt: 512 KiB/token, 1 GiB per 2048-token reservation, 175 MiB used,
     83 % waste, 66 sequences; paged 22 blocks = 352 slots, 2 empty, 384 sequences; twice the
     memory 132."""
@@ -214,7 +213,7 @@ def test_capacity_defaults_show_seed003_figures():
     m = _metrics(at)
     assert m["KV cache per token"][0] == "512 KiB"
     assert m["Reserved per sequence"] == ("1 GiB", "175 MiB used")
-    assert m["Reserved but empty"][0] == "82.9 %"              # seed 003 rounds to 83 %
+    assert m["Reserved but empty"][0] == "82.9 %"              # R5 rounds to 83 %
     assert m["Sequences, reserve-max"][0] == "66"
     assert m["Blocks per sequence"] == ("22", "= 352 slots, 2 empty")
     assert m["Allocated per sequence"] == ("176 MiB", "0.6 % empty")
@@ -284,7 +283,7 @@ def test_capacity_block_size_changes_paged_figures():
 
 
 # ---------------------------------------------------------------------------------------------
-# Charts: axis titles, legends, hover text (DESIGN.md conventions)
+# Charts: axis titles, legends, hover text (the project's conventions, README)
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path, count", [("pages/accounting.py", 3), ("pages/capacity.py", 2)])
@@ -339,4 +338,4 @@ def test_a_word_in_a_length_cell_is_named_not_read_as_zero():
 def test_an_invalid_capacity_input_replaces_the_capacity_figures():
     at = _page("pages/capacity.py", {"cap_max_context": 0})
     assert not [k for k in _metrics(at) if k.startswith("Sequences")]
-    assert any("Max context = 0 must be at least 1" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("Max context = 0 must be at least 1" in seen(e.value) for e in at.error), [e.value for e in at.error]

@@ -1,6 +1,6 @@
 """Explanations given in several places say the same thing, and say what the core does."""
 from allocator.block_manager import BlockManager
-from pages._ui import texts
+from allocator.viz import texts
 from pages._ui.guided import CHALLENGES
 
 

@@ -96,3 +96,67 @@ def test_a_number_the_widget_would_misread_and_a_bad_boolean_are_named(params, m
 
 def test_present_true_is_taken_as_the_other_booleans_are():
     assert check_params({"present": "True", "seconds_axis": "false"}) == ({"present": True, "seconds_axis": False}, [])
+
+
+# --- the sidebar and the URL check read one table (url_params.number_rules) ----------------------
+
+@pytest.mark.parametrize("workload, extra", [("classroom-40", {"arrival": "trickle"}), ("azure-conv", {})])
+def test_every_sidebar_number_has_the_range_step_and_default_of_its_url_rule(workload, extra):
+    """Each numeric widget the sidebar draws has exactly the range, step and starting value of the
+    rule the URL check applies to its parameter, and no numeric widget goes unchecked: a widget
+    whose range were written apart from the rule (a slider to 4 when a link may say 8) fails here.
+    The row offset's top end is the trace's last row, inside the rule's range."""
+    from allocator.trace import shipped_trace
+    from pages._ui.url_params import BLOCK_SIZE_DEFAULT, BLOCK_SIZES, number_rules
+
+    at = AppTest.from_file(APP_PATH, default_timeout=120)
+    for key, value in {"workload": workload, **extra}.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    rules = number_rules(workload)
+    drawn = {w.key: w for w in [*at.sidebar.number_input, *at.sidebar.slider]}
+    assert set(drawn) == set(rules)
+    for key, rule in rules.items():
+        widget = drawn[key]
+        top = min(rule.high, len(shipped_trace()) - 1) if key.startswith("offset_") else rule.high
+        assert (widget.proto.min, widget.proto.max) == (rule.low, top), key
+        assert widget.proto.step == rule.button_step, key
+        assert widget.value == rule.default, key
+    block = at.sidebar.select_slider(key="block_size")
+    assert [int(o) for o in block.options] == list(BLOCK_SIZES) and block.value == BLOCK_SIZE_DEFAULT
+
+
+@pytest.mark.parametrize("workload", ["classroom-40", "azure-conv"])
+def test_the_url_check_takes_each_rules_ends_and_refuses_a_step_past_them(workload):
+    """The other half of the tie: a link may carry each rule's own ends (the widget's, checked
+    above), and one step beyond either end is named and replaced with the rule's default."""
+    from pages._ui.url_params import number_rules
+
+    for key, rule in number_rules(workload).items():
+        fmt = (lambda v: str(int(v))) if rule.integer else (lambda v: f"{v:g}")
+        for edge in (rule.low, rule.high):
+            accepted, messages = check_params({"workload": workload, key: fmt(edge)})
+            assert messages == [] and accepted[key] == edge, (key, edge, messages)
+        beyond = rule.high + (1 if rule.integer else rule.step)
+        accepted, messages = check_params({"workload": workload, key: fmt(beyond)})
+        assert key not in accepted and len(messages) == 1 and key in messages[0], (key, messages)
+        default = f"{rule.default:,.0f}" if rule.integer else f"{rule.default:g}"
+        assert messages[0].endswith(f"using {default}."), messages
+        if rule.low > 0:
+            below = rule.low - (1 if rule.integer else rule.step)
+            assert key not in check_params({"workload": workload, key: fmt(below)})[0], (key, below)
+
+
+@pytest.mark.parametrize("workload", ["classroom-40", "azure-conv", "sharegpt-opt", "upload"])
+def test_every_sidebar_rule_lies_inside_the_cores_range(workload):
+    """The sidebar may offer less than the core takes (``allocator.limits.LIMITS``), never more, and
+    speaks of the same unit and kind of number: a value the sidebar accepts always runs."""
+    from allocator.limits import LIMITS
+    from pages._ui.url_params import BLOCK_SIZES, number_rules
+
+    for key, rule in number_rules(workload).items():
+        core = LIMITS[rule.field]
+        assert core.contains(rule.low) and core.contains(rule.high) and rule.low <= rule.default <= rule.high, key
+        assert (rule.unit, rule.integer) == (core.unit, core.integer), key
+    assert all(LIMITS["block_size"].contains(b) for b in BLOCK_SIZES)

@@ -5,12 +5,11 @@ Every number drawn comes from :mod:`allocator.accounting`; these functions only 
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import plotly.graph_objects as go
 
 from allocator import accounting as acc
+from allocator.mathutils import cdiv, round_up
 from allocator.viz.theme import (ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX,
                                  SHARED_PREFIX)
 
@@ -90,10 +89,10 @@ def sharing_figure(ps: acc.PrefixSharing) -> go.Figure:
     """Both requests' slots, one heatmap: shared prefix blocks, own tokens, empty tails."""
     codes = {"shared": 0, "own": 1, "empty": 2, "none": 3}
     colours = [SHARED_PREFIX, REQUEST_COLOURS[0], ORANGE_EMPTY, "#FFFFFF"]
-    width = max(math.ceil(n / ps.page_size) * ps.page_size for n in (ps.length_a, ps.length_b))
+    width = max(round_up(n, ps.page_size) for n in (ps.length_a, ps.length_b))
     z, text = [], []
     for name, n in (("A", ps.length_a), ("B", ps.length_b)):
-        alloc = math.ceil(n / ps.page_size) * ps.page_size
+        alloc = round_up(n, ps.page_size)
         row_z, row_t = [], []
         for s in range(width):
             block = s // ps.page_size
@@ -121,7 +120,7 @@ def sharing_figure(ps: acc.PrefixSharing) -> go.Figure:
                           ("allocated, holding nothing", ORANGE_EMPTY)):
         fig.add_scatter(x=[None], y=[None], mode="markers", name=label,
                         marker=dict(size=12, symbol="square", color=colour))
-    for b in range(1, math.ceil(width / ps.page_size)):
+    for b in range(1, cdiv(width, ps.page_size)):
         fig.add_vline(x=b * ps.page_size - 0.5, line_color="white", line_width=4)
     fig.update_layout(height=210, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis_title=f"slot (blocks of {ps.page_size})", yaxis_title="request",

@@ -4,18 +4,21 @@ Numbers are bound to the URL by Streamlit (``bind="query-params"``). The three c
 arrivals, preemption) are written to the URL by this module as short stable values, because
 Streamlit would write their display labels. A link is checked once, when a session opens it
 (``pages._ui.url_params.check_params``): a value the sidebar does not offer is dropped with a
-message that names it and says what is used instead.
+message that names it and says what is used instead. Every numeric widget is drawn from its rule in
+``pages._ui.url_params.number_rules`` (range, step, default), the table that check reads too, so a
+link and the sidebar accept the same values (``tests/test_url_params.py`` ties them).
 """
 import streamlit as st
 
-from allocator import CLASSROOM_40
-from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, UPLOAD_MAX_ROWS, Scenario
+from allocator.scenario import UPLOAD_MAX_ROWS, Scenario
 from allocator.sharegpt import sharegpt_lengths
 from allocator.trace import ShippedDataError, shipped_trace
 from allocator.validate import one_line, plain_markdown, show
 from allocator.viz.claims import plural
 from pages._ui.cache import uploaded_rows
-from pages._ui.url_params import BLOCK_SIZES, CHOICE_DEFAULTS, CHOICES, check_params
+from pages._ui.errors import show_error
+from pages._ui.url_params import (BLOCK_SIZE_DEFAULT, BLOCK_SIZES, CHOICE_DEFAULTS, CHOICES, NumberRule,
+                                  check_params, number_rules)
 
 UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTokens) or a plain one "
                f"(prompt_tokens, output_tokens, optional arrival_s in seconds); at most {UPLOAD_MAX_ROWS:,} "
@@ -86,6 +89,18 @@ def _choice(container, name: str, label: str, **kwargs):
     return value
 
 
+def _number(container, rule: NumberRule, key: str, label: str, *, slider: bool = False, high=None, **kwargs):
+    """The number input (or slider) for URL parameter ``key``, drawn from its rule
+    (``url_params.number_rules``): the same range, step and default the URL check applies.
+    ``high`` narrows the top end to what this run can take (the trace's last row)."""
+    top = rule.high if high is None else min(rule.high, high)
+    if slider:
+        return container.slider(label, rule.low, top, step=rule.button_step, key=key,
+                                **_start(key, rule.default), **kwargs)
+    return container.number_input(label, min_value=rule.low, max_value=top, step=rule.button_step, key=key,
+                                  **_start(key, rule.default), **kwargs)
+
+
 def controls() -> Scenario:
     """Sidebar controls -> Scenario. Every widget is keyed and carried by the URL, so a copied link
     reproduces the scenario (see the module docstring)."""
@@ -95,24 +110,24 @@ def controls() -> Scenario:
     workload = _choice(sb, "workload", "Workload",
                        help="classroom-40 is synthetic and calibrated for the lesson; the trace replays "
                             "real request lengths and arrival times.")
+    rules = number_rules(workload)
     block_size = sb.select_slider("Block size (slots per block)", options=list(BLOCK_SIZES),
-                                  key="block_size", **_start("block_size", 16),
+                                  key="block_size", **_start("block_size", BLOCK_SIZE_DEFAULT),
                                   help="Paged allocator only: how many tokens' K and V one block holds.", **url)
-    total_slots = sb.number_input("Pool size (slots)", min_value=64, max_value=1 << 20,
-                                  **_start(f"slots_{workload}", DEFAULT_SLOTS.get(workload, 8192)), step=256, key=f"slots_{workload}",
-                                  help="Slots of KV cache both allocators share; one slot holds one token.", **url)
-    max_new = sb.number_input("max_new_tokens (generation cap)", min_value=1, max_value=32768,
-                              **_start(f"max_new_{workload}", DEFAULT_MAX_NEW.get(workload, 1024)), step=50, key=f"max_new_{workload}",
-                              help="Reserve-max reserves prompt + this many slots for every request.", **url)
+    key = f"slots_{workload}"
+    total_slots = _number(sb, rules[key], key, "Pool size (slots)",
+                          help="Slots of KV cache both allocators share; one slot holds one token.", **url)
+    key = f"max_new_{workload}"
+    max_new = _number(sb, rules[key], key, "max_new_tokens (generation cap)",
+                      help="Reserve-max reserves prompt + this many slots for every request.", **url)
     kw = {}
     if workload == "classroom-40":
-        kw["seed"] = int(sb.number_input("Seed", min_value=0, max_value=10_000, **_start("seed", CLASSROOM_40["seed"]),
-                                         key="seed", help="Draws a different forty requests of the same kind.",
-                                         **url))
+        kw["seed"] = int(_number(sb, rules["seed"], "seed", "Seed",
+                                 help="Draws a different forty requests of the same kind.", **url))
         kw["arrival"] = _choice(sb, "arrival", "Arrivals", horizontal=True)
         if kw["arrival"] == "trickle":
-            kw["arrival_rate"] = sb.slider("Arrival rate (requests per step)", 0.01, 2.0, step=0.01,
-                                           key="arrival_rate", **_start("arrival_rate", 0.1), **url)
+            kw["arrival_rate"] = _number(sb, rules["arrival_rate"], "arrival_rate", "Arrival rate (requests per step)",
+                                         slider=True, **url)
     else:
         n_rows = None
         if workload == "upload":
@@ -125,7 +140,7 @@ def controls() -> Scenario:
                     n_rows = uploaded_rows(kw["trace_bytes"])
                     sb.success(plain_markdown(f"{one_line(up.name)}: {plural(n_rows, 'request')}"))
                 except ValueError as exc:
-                    sb.error(plain_markdown(f"{one_line(up.name)}: {exc}"))
+                    show_error(f"{one_line(up.name)}: {exc}", sb)
         elif workload == "sharegpt-opt":
             n_rows = len(sharegpt_lengths())
         else:
@@ -136,19 +151,20 @@ def controls() -> Scenario:
         last_row = max(0, (n_rows or 1) - 1)
         key = f"offset_{workload}"
         if key in st.query_params and st.query_params[key].isascii() and st.query_params[key].isdigit() and int(st.query_params[key]) > last_row:
-            st.warning(plain_markdown(f"URL parameter {key}={show(st.query_params[key])} is past the trace's "
-                                      f"last row ({last_row:,}, counting from 0); using 0."))
+            show_error(f"URL parameter {key}={show(st.query_params[key])} is past the trace's "
+                       f"last row ({last_row:,}, counting from 0); using 0.", kind="warning",
+                       icon=":material/link_off:")
             del st.query_params[key]
-        kw["offset"] = int(sb.number_input("First row (offset)", min_value=0, max_value=last_row,
-                                           value=0, key=key, **url))
-        kw["count"] = int(sb.slider("Requests to replay", 1, 200, 40, key=f"count_{workload}", **url))
-        kw["steps_per_second"] = float(sb.number_input(
-            "Engine steps per second of trace time", min_value=0.5, max_value=200.0, value=20.0, step=5.0,
-            key=f"steps_per_second_{workload}",
+        kw["offset"] = int(_number(sb, rules[key], key, "First row (offset)", high=last_row, **url))
+        key = f"count_{workload}"
+        kw["count"] = int(_number(sb, rules[key], key, "Requests to replay", slider=True, **url))
+        key = f"steps_per_second_{workload}"
+        kw["steps_per_second"] = float(_number(
+            sb, rules[key], key, "Engine steps per second of trace time",
             help="One step is one decode iteration; 20 per second is 50 ms each.", **url))
     sb.subheader("Sharing and preemption")
-    kw["shared_prefix"] = int(sb.number_input(
-        "Shared system prompt (tokens)", min_value=0, max_value=4096, **_start("shared_prefix", 0), step=16, key="shared_prefix",
+    kw["shared_prefix"] = int(_number(
+        sb, rules["shared_prefix"], "shared_prefix", "Shared system prompt (tokens)",
         help="Put the same system prompt in front of every request. Paging stores its full blocks once "
              "and points every block table at them; reserve-max must copy it into every reservation.", **url))
     kw["policy"] = _choice(sb, "policy", "Reservation policy (left side)",
@@ -164,9 +180,9 @@ def controls() -> Scenario:
     kw["preemption"] = _choice(sb, "preemption", "When paged memory runs out", horizontal=True,
                                help="Recompute drops the evicted sequence's blocks and prefills its tokens "
                                     "again later; swap copies them to host memory and back.")
-    cost = sb.slider("Metadata cost c (slot equivalents per block)", 0.0, 8.0, step=0.25, key="metadata_cost",
-                     **_start("metadata_cost", 0.0),
-                     help="What one block-table entry costs, in slots. Raises the price of small blocks.", **url)
+    cost = _number(sb, rules["metadata_cost"], "metadata_cost", "Metadata cost c (slot equivalents per block)",
+                   slider=True,
+                   help="What one block-table entry costs, in slots. Raises the price of small blocks.", **url)
     return Scenario(workload=workload, total_slots=int(total_slots), block_size=int(block_size),
                     max_new_tokens=int(max_new), metadata_cost=float(cost), **kw)
 

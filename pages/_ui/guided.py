@@ -2,7 +2,7 @@
 predict before revealing. Every revealed number is read from the simulation results on screen.
 
 Each step sets the sidebar widgets (through ``st.session_state``, before they are drawn) and
-poses one question. The last step carries the open challenges (after seed 003's, in our words).
+poses one question. The last step carries the open challenges (in our words; see ``assets/reference_figures.md``, R7 and R8).
 """
 from __future__ import annotations
 

@@ -54,23 +54,30 @@ WORKLOADS = tuple(CHOICES["workload"])
 
 @dataclass(frozen=True)
 class NumberRule:
-    """A numeric sidebar setting: its range, step (values must lie on it) and default.
+    """A numeric sidebar setting: its range, step and default, read by the widget that shows it
+    (``pages._ui.controls``) and by the URL check (:func:`check_params`) alike.
 
     Attributes:
         limit: the inclusive range and unit; the core's own (``LIMITS[field]``) where the sidebar
             offers all of it, else the sidebar's narrower range with the core's unit.
+        step: a number that is not whole must lie on this grid from ``low`` (the slider's step; a
+            URL value off it is refused).
+        default: the widget's starting value, and what a refused URL value is replaced with.
         field: the Scenario setting it feeds (a key of ``LIMITS``).
+        widget_step: how far the number input's - and + buttons move (``step`` when None).
     """
 
     limit: Limit
     step: float
     default: float
     field: str = ""
+    widget_step: float | None = None
 
     low = property(lambda self: self.limit.low)
     high = property(lambda self: self.limit.high)
     unit = property(lambda self: self.limit.unit)
     integer = property(lambda self: self.limit.integer)
+    button_step = property(lambda self: self.step if self.widget_step is None else self.widget_step)
 
     def describe(self) -> str:
         """The allowed values in words, e.g. ``"a whole number from 64 to 1,048,576"`` or
@@ -79,19 +86,26 @@ class NumberRule:
         return words if self.integer else f"{words} in steps of {self.step:g}"
 
 
-def _sidebar(field: str, low: float, high: float, step: float, default: float) -> NumberRule:
+def _sidebar(field: str, low: float, high: float, step: float, default: float,
+             widget_step: float | None = None) -> NumberRule:
     """A rule for a widget whose range is narrower than the core's: the sidebar's ends, the core's
     unit and kind (whole number or not)."""
     core = LIMITS[field]
-    return NumberRule(Limit(low, high, core.integer, core.unit), step, default, field)
+    return NumberRule(Limit(low, high, core.integer, core.unit), step, default, field, widget_step)
+
+
+#: The block size the slider starts at, and what a refused ``block_size`` is replaced with.
+BLOCK_SIZE_DEFAULT = 16
 
 
 def number_rules(workload: str) -> dict[str, NumberRule]:
-    """The numeric settings the sidebar shows for ``workload``, by URL parameter (= widget key)."""
+    """The numeric settings the sidebar shows for ``workload``, by URL parameter (= widget key):
+    the one table of their ranges, steps and defaults (``tests/test_url_params.py`` checks that
+    every widget drawn has exactly its rule's range and default)."""
     rules = {
-        f"slots_{workload}": _sidebar("total_slots", 64, 1 << 20, 1, DEFAULT_SLOTS.get(workload, 8192)),
-        f"max_new_{workload}": _sidebar("max_new_tokens", 1, 32768, 1, DEFAULT_MAX_NEW.get(workload, 1024)),
-        "shared_prefix": _sidebar("shared_prefix", 0, 4096, 1, 0),
+        f"slots_{workload}": _sidebar("total_slots", 64, 1 << 20, 1, DEFAULT_SLOTS.get(workload, 8192), 256),
+        f"max_new_{workload}": _sidebar("max_new_tokens", 1, 32768, 1, DEFAULT_MAX_NEW.get(workload, 1024), 50),
+        "shared_prefix": _sidebar("shared_prefix", 0, 4096, 1, 0, 16),
         "metadata_cost": _sidebar("metadata_cost", 0.0, 8.0, 0.25, 0.0),
     }
     if workload == "classroom-40":
@@ -101,7 +115,7 @@ def number_rules(workload: str) -> dict[str, NumberRule]:
         # the row offset: the core's whole range (the sidebar's widget then stops at the trace's last row)
         rules[f"offset_{workload}"] = NumberRule(LIMITS["offset"], 1, 0, "offset")
         rules[f"count_{workload}"] = _sidebar("count", 1, 200, 1, 40)
-        rules[f"steps_per_second_{workload}"] = _sidebar("steps_per_second", 0.5, 200.0, 0.5, 20.0)
+        rules[f"steps_per_second_{workload}"] = _sidebar("steps_per_second", 0.5, 200.0, 0.5, 20.0, 5.0)
     return rules
 
 
@@ -197,10 +211,11 @@ def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
             else:
                 accepted[name] = short
         elif name == "block_size":
-            value = _number(raw, NumberRule(Limit(1, 256, unit="slots per block"), 1, 16, "block_size"))
+            value = _number(raw, NumberRule(Limit(BLOCK_SIZES[0], BLOCK_SIZES[-1], unit="slots per block"), 1,
+                                            BLOCK_SIZE_DEFAULT, "block_size"))
             if value not in BLOCK_SIZES:
                 messages.append(f"URL parameter {_said(name, raw)} is not a block size the slider offers "
-                                f"({', '.join(map(str, BLOCK_SIZES))}); using 16.")
+                                f"({', '.join(map(str, BLOCK_SIZES))}); using {BLOCK_SIZE_DEFAULT}.")
             else:
                 accepted[name] = value
         elif name in rules:
