@@ -6,7 +6,7 @@ the memory-waste curve comes from ``allocator``. Every number on the
 page names the backend that produced it, and a prediction is always labelled one. Nothing heavy
 runs on load (issue 24): the correctness check and the sweep run on demand, once per server
 (``kernels.sweep.shared_check`` / ``shared_sweep``: every session reuses the result, and says so).
-Never shows a traceback: failures become ``st.error`` messages.
+Never shows a traceback: failures become plain-text error messages (pages._ui.errors.show_error).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import time
 
 import streamlit as st
 
+from pages._ui.errors import show_error
 from pages._ui.heavy import run_heavy
 from pages._ui.state import current_scenario
 
@@ -49,7 +50,7 @@ try:
     sweep_backend = kernels.detect("sweep")
     check_backend = kernels.detect("check")
 except Exception as exc:  # torch/triton missing or broken: say so, render nothing else
-    st.error(f"The kernel package could not be loaded, so this page cannot run: "
+    show_error(f"The kernel package could not be loaded, so this page cannot run: "
              f"{type(exc).__name__}: {exc}")
     st.stop()
 
@@ -83,7 +84,7 @@ except ValueError as exc:
 
 with st.container(border=True):
     if report_error:
-        st.error(f"The compile record in assets/ could not be read: {report_error}")
+        show_error(f"The compile record in assets/ could not be read: {report_error}")
     elif report is not None:
         st.markdown(compile_check.facts_text(report))
         try:
@@ -142,7 +143,7 @@ else:
         else:
             st.info("The compile record has no bf16, head-dim-128 kernels to predict from.")
     except Exception as exc:
-        st.error(f"Could not compute the prediction: {type(exc).__name__}: {exc}")
+        show_error(f"Could not compute the prediction: {type(exc).__name__}: {exc}")
 
 
 # ------------------------------------------------------------------ correctness check
@@ -173,7 +174,7 @@ if any(res is None for *_, res, _how, _when in found):
                 found = [(name, splits, *run_heavy("Running the correctness check", shared_check, name, splits,
                                                    _spinner=False)) for name, splits in cases]
             except Exception as exc:
-                st.error(f"The correctness check failed to run: {type(exc).__name__}: {exc}")
+                show_error(f"The correctness check failed to run: {type(exc).__name__}: {exc}")
 cols = st.columns(len(found))
 for col, (name, splits, res, how, when) in zip(cols, found):
     if res is None:
@@ -190,7 +191,7 @@ for col, (name, splits, res, how, when) in zip(cols, found):
             st.success(f"`{name}` ({what}) matches the reference "
                        f"(tolerance {res['tolerance']:.0e}, kernel call {res['seconds'] * 1e3:.0f} ms; {source}).")
         else:
-            st.error(f"`{name}` ({what}) does NOT match the reference: max abs error "
+            show_error(f"{name} ({what}) does NOT match the reference: max abs error "
                      f"{_fmt_err(res['max_abs_error'])} > {res['tolerance']:.0e} ({source}).")
 
 
@@ -198,7 +199,7 @@ def show_result(res: SweepResult, label: str) -> None:
     """Verdict, charts, table and provenance of one sweep."""
     st.markdown(kv.describe(res))
     for w in res.meta.get("warnings", []):
-        st.warning(w)
+        show_error(w, kind="warning")
     if res.measurable:
         st.success(res.verdict_text())
     else:
@@ -251,7 +252,7 @@ if st.button("Run sweep", type="primary", key="kernel_run_sweep"):
         bar.progress(1.0, text=f"done: {len(result.rows)} block sizes on `{sweep_backend.name}`")
     except Exception as exc:
         bar.empty()
-        st.error(f"The sweep failed: {type(exc).__name__}: {exc}")
+        show_error(f"The sweep failed: {type(exc).__name__}: {exc}")
 
 live: SweepResult | None = st.session_state.get(SWEEP_KEY)
 
@@ -278,7 +279,7 @@ def _live_panel() -> None:
     try:
         show_result(live, f"live, {m['backend']}")
     except Exception as exc:
-        st.error(f"Could not draw the sweep: {type(exc).__name__}: {exc}")
+        show_error(f"Could not draw the sweep: {type(exc).__name__}: {exc}")
 
 
 def _recorded_panel() -> None:
@@ -287,14 +288,14 @@ def _recorded_panel() -> None:
         try:
             show_result(rec, kv.recorded_label(rec))
         except Exception as exc:
-            st.error(f"Could not draw `{rec.meta.get('file')}`: {type(exc).__name__}: {exc}")
+            show_error(f"Could not draw {rec.meta.get('file')}: {type(exc).__name__}: {exc}")
 
 
 if sweep_backend.name == "cuda":
     _live_panel()                      # the live numbers are GPU numbers: no recorded panel needed
 else:
     if recorded_error:
-        st.error(f"A recorded GPU results file in assets/ could not be read: {recorded_error}")
+        show_error(f"A recorded GPU results file in assets/ could not be read: {recorded_error}")
     elif not recorded:
         st.info("**No GPU measurement is shipped yet**: the H200 figures above are the model's prediction. "
                 "On a machine with an NVIDIA GPU, `python3 -m kernels.gpu_check -o assets` (README: with or "
@@ -349,4 +350,4 @@ try:
         notes.append("Run the sweep to add the measured gather overhead to this chart.")
     st.caption(" ".join(notes))
 except Exception as exc:
-    st.error(f"Could not draw the two-costs chart: {type(exc).__name__}: {exc}")
+    show_error(f"Could not draw the two-costs chart: {type(exc).__name__}: {exc}")

@@ -30,13 +30,6 @@ FORBIDDEN_BY_FOLDER = {"allocator": FORBIDDEN_IN_CORE | {"kernels"}, "kernels": 
 NO_STREAMLIT = ["allocator/viz"]
 #: The figure library: only the core's figure builders import it, never a page.
 FIGURE_LIBRARIES = {"plotly"}
-#: Pages that still build their own figures, each with who removes it from this list. The kernel
-#: page's figures (pages/_ui/kernel_view.py; pages/kernel.py already imports none) move beside the
-#: kernels' results in the kernels helper's branch (issue 20, move 4); once that lands the file is
-#: checked like any other and its entry here is to be deleted by whoever merges it.
-STILL_BUILDING_FIGURES = {
-    os.path.join("pages", "_ui", "kernel_view.py"): "the kernels helper (issue 20, move 4) moves its figures out",
-}
 
 
 def _py_files(rel: str) -> list[str]:
@@ -136,8 +129,6 @@ def test_no_page_builds_a_figure(rel):
     (graph_objects, express, subplots' make_subplots or any other part); figures are built under
     allocator/viz/ and handed to ``st.plotly_chart`` as they are."""
     bad = _violations([rel], FIGURE_LIBRARIES)
-    if bad and rel in STILL_BUILDING_FIGURES:
-        pytest.skip(f"{rel} still builds figures; {STILL_BUILDING_FIGURES[rel]}")
     assert not bad, "build the figure under allocator/viz/ and pass it to the page:\n" + "\n".join(bad)
 
 
@@ -203,11 +194,6 @@ ALERTS_NOT_ABOUT_INPUT = {
     os.path.join("pages", "explainer.py"): (1, "requests that can never fit: a result of the run"),
     os.path.join("pages", "_ui", "present.py"): (1, "advice about the share link's address"),
 }
-#: Pages that still show their own errors, with who moves them to the presenter.
-OWN_ERRORS_STILL = {
-    os.path.join("pages", "kernel.py"): "the kernel page is the kernels helper's (issue 20, move 4); its "
-                                        "messages move to pages._ui.errors.show_error there",
-}
 
 
 def _alert_calls(rel: str) -> list[int]:
@@ -225,8 +211,6 @@ def test_pages_show_bad_input_through_the_one_error_presenter(rel):
     if rel == ERROR_PRESENTER:
         return
     lines = _alert_calls(rel)
-    if lines and rel in OWN_ERRORS_STILL:
-        pytest.skip(f"{rel}: {OWN_ERRORS_STILL[rel]}")
     allowed, why = ALERTS_NOT_ABOUT_INPUT.get(rel, (0, ""))
     assert len(lines) <= allowed, (f"{rel} lines {lines}: show bad input with pages._ui.errors.show_error"
                                    + (f" (allowed here: {allowed}, {why})" if allowed else ""))
