@@ -31,8 +31,32 @@ PREFIX_FIELDS = ("prefix_cache_hit_rate", "prefill_tokens_saved", "prompt_tokens
                  "cached_block_evictions", "peak_cached_blocks", "mean_cached_blocks")
 
 
+class FieldMapping(Mapping):
+    """A read-only mapping view of a dataclass's fields (``row["steps"]``, ``dict(row)``,
+    ``row.items()``), for JSON and for callers written against the dicts these dataclasses
+    replaced; new code reads attributes. Subclasses may narrow :meth:`_keys`."""
+
+    def _keys(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self))
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict, keys in field order."""
+        return {name: getattr(self, name) for name in self._keys()}
+
+    def __getitem__(self, key: str):
+        if key in self._keys():
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+
 @dataclass(frozen=True)
-class RunSummary(Mapping):
+class RunSummary(FieldMapping):
     """Summary figures of one run (units in each comment; "busy": see the module docstring).
 
     Also a read-only mapping of the same names (``s["steps"]``, ``dict(s)``, ``s.items()``), for
@@ -103,23 +127,10 @@ class RunSummary(Mapping):
 
     # ----------------------------------------------------------------- JSON and the mapping view
     def _keys(self) -> tuple[str, ...]:
+        """Every field but the ``prefix_caching`` flag; the prefix-cache figures only when it is set."""
         names = [f.name for f in fields(self) if f.name != "prefix_caching"]
         return tuple(n for n in names if self.prefix_caching or n not in PREFIX_FIELDS)
 
-    def to_dict(self) -> dict:
-        """JSON-ready dict, keys in field order (prefix-cache figures only for a prefix-caching run)."""
-        return {name: getattr(self, name) for name in self._keys()}
-
-    def __getitem__(self, key: str):
-        if key in self._keys():
-            return getattr(self, key)
-        raise KeyError(key)
-
-    def __iter__(self):
-        return iter(self._keys())
-
-    def __len__(self) -> int:
-        return len(self._keys())
 
 
 def summarize(result: "SimulationResult") -> RunSummary:

@@ -26,7 +26,7 @@ CALIBRATION_SOURCE = (
     "assets/vllm_runs/rtxpro6000_llama-3.1-8b). Only one run ships, so the error on runs it has not seen is "
     "not measured (Checked against a real engine).")
 
-#: (term, meaning in the app's own words, where the app shows it). Keep in step with DESIGN.md "Words".
+#: (term, meaning in the app's own words, where the app shows it). Keep in step with the README's vocabulary.
 GLOSSARY = [
     ("slot", "Room for the keys and values of one token, across every layer and head of the model. "
      "The app counts memory in slots so the arithmetic does not depend on the model; one slot is "

@@ -16,49 +16,20 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from allocator.engine import METRICS
-from allocator.accounting import PRESETS, format_bytes
+from allocator.accounting import PRESETS
+from allocator.formats import format_bytes, pct, plural, ratio
+from allocator.metric_names import STEP_UNITS
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import one_line
-from allocator.viz.claims import pct, plural, ratio, reservation_name, reservation_rule
 from allocator.shares import SHARES
-from allocator.viz.claims import pct, plural, ratio, reservation_name, reservation_rule, share_cells
+from allocator.viz.claims import reservation_name, reservation_rule, share_cells
 
 #: Order of the allocators in every export (left to right, as on the explainer page).
 KINDS = ("reserve_max", "paged")
 
-#: Per-step metric -> unit written into the CSV header (``allocator.engine.METRICS`` names).
-#: tests/test_exports.py checks that every engine metric has a unit here.
-METRIC_UNITS = {
-    "used_slots": "slots",
-    "duplicate_slots": "slots",
-    "logical_tokens": "tokens",
-    "allocated_unshared": "slots",
-    "allocated_slots": "slots",
-    "reserved_slots": "slots",
-    "internal_fragmentation": "slots",
-    "external_fragmentation": "slots",
-    "free_slots": "slots",
-    "free_other_slots": "slots",
-    "utilization": "fraction of pool",
-    "running": "sequences",
-    "waiting": "requests",
-    "finished": "requests",
-    "tokens": "tokens this step",
-    "preemptions": "sequences this step",
-    "units": "count in use",
-    "next_need": "slots",
-    "swapped_blocks": "blocks this step",
-    "recomputed_tokens": "tokens this step",
-    "admitted": "sequences this step",
-    "prefill_tokens": "tokens this step",
-    "prefill_pairs": "query-key pairs this step",
-    "decode_pairs": "query-key pairs this step",
-    "prefix_hit_tokens": "tokens this step",
-    "prompt_tokens_admitted": "tokens this step",
-    "cached_blocks": "blocks",
-    "cached_evictions": "blocks this step",
-    "pending_tokens": "tokens still to write",
-}
+#: Per-step metric -> unit written into the CSV header (``allocator.engine.METRICS`` names; the
+#: table itself is :data:`allocator.metric_names.STEP_UNITS`, which the glossary and CLI read too).
+METRIC_UNITS = STEP_UNITS
 #: Header unit for a metric the engine records but this table does not know yet.
 UNKNOWN_UNIT = "units: see allocator.engine.METRICS"
 
@@ -124,13 +95,30 @@ def metrics_frame(results: dict) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
+def _allocator_settings(sc) -> list[tuple[str, str]]:
+    """The non-default allocator settings of a (canonical) scenario as (words, file-name part):
+    the reservation policy and placement of the left side, the paged side's preemption and
+    prefix cache. Two exports that ran different allocators never share a name."""
+    out = []
+    if sc.policy != "max":
+        out.append((f"reserve-{sc.policy} reservations", f"reserve-{sc.policy}"))
+    if sc.placement != "first-fit":
+        out.append((f"{sc.placement} placement", sc.placement))
+    if sc.preemption != "recompute":
+        out.append((f"{sc.preemption} preemption", sc.preemption))
+    if sc.prefix_caching:
+        out.append(("prefix caching", "prefixcache"))
+    return out
+
+
 def scenario_summary(scenario, workload=None) -> str:
     """The scenario in one line, as every export names it: workload, pool, block size, max_new_tokens
-    and any non-default setting (seed, arrivals, trace window, shared prompt, preemption, c)."""
+    and any non-default setting (seed, arrivals, trace window, shared prompt, reservation policy and
+    placement, preemption, prefix caching, c)."""
     sc = scenario.canonical()
     parts = [workload.name if workload is not None else sc.workload, f"{sc.slots:,} slots",
              f"block size {sc.block_size}", f"max_new_tokens {sc.max_new:,}"]
-    if sc.workload == "classroom-40":
+    if sc.kind == "classroom":
         parts.append(f"seed {sc.seed}")
         if sc.arrival == "trickle":
             parts.append(f"trickle {sc.arrival_rate:g} requests/step")
@@ -138,8 +126,7 @@ def scenario_summary(scenario, workload=None) -> str:
         parts.append(f"rows {sc.offset + 1:,}-{sc.offset + sc.count:,} at {sc.steps_per_second:g} steps/s")
     if sc.shared_prefix:
         parts.append(f"shared prompt {sc.shared_prefix:,} tokens")
-    if sc.preemption != "recompute":
-        parts.append(f"{sc.preemption} preemption")
+    parts += [words for words, _ in _allocator_settings(sc)]
     if sc.metadata_cost:
         parts.append(f"c = {sc.metadata_cost:g}")
     return ", ".join(parts)
@@ -150,7 +137,7 @@ def scenario_slug(scenario) -> str:
     sc = scenario.canonical()
     name = sc.workload if sc.workload in ("classroom-40", "azure-conv") else "trace"
     parts = [name, f"{sc.slots}slots", f"block{sc.block_size}", f"maxnew{sc.max_new}"]
-    if sc.workload == "classroom-40":
+    if sc.kind == "classroom":
         parts.append(f"seed{sc.seed}")
         if sc.arrival == "trickle":
             parts.append(f"trickle{sc.arrival_rate:g}")
@@ -158,8 +145,7 @@ def scenario_slug(scenario) -> str:
         parts.append(f"rows{sc.offset + 1}-{sc.offset + sc.count}")
     if sc.shared_prefix:
         parts.append(f"prefix{sc.shared_prefix}")
-    if sc.preemption != "recompute":
-        parts.append(sc.preemption)
+    parts += [name for _, name in _allocator_settings(sc)]
     if sc.metadata_cost:
         parts.append(f"c{sc.metadata_cost:g}")
     return "_".join(parts).replace(".", "p")
@@ -210,7 +196,7 @@ def _footer_block(attribution: str) -> str:
 
 def _data_name(scenario) -> str:
     """What an export calls the scenario's data: a named workload, or an uploaded file's own name."""
-    if scenario.workload == "upload":
+    if scenario.kind == "upload":
         return one_line(scenario.trace_name) or "an uploaded CSV"
     return scenario.workload
 
@@ -239,11 +225,10 @@ def animation_caption(scenario, workload, results: dict) -> str:
     rm, pg = results["reserve_max"].summary, results["paged"].summary
 
     def side(s):
-        if not s["finished"]:
+        if not s.finished:
             return "nothing ran (every request rejected)"
-        running = (f"{s['mean_running_busy']:.1f} running on average while requests waited"
-                   if s["mean_running_busy"] is not None else f"{s['mean_running']:.1f} running on average")
-        return f"{running} (peak {s['peak_running']} at step {s['peak_running_step']:,}), {s['steps']:,} steps"
+        running = f"{s.sustained_running:.1f} running on average" + (" while requests waited" if s.waited else "")
+        return f"{running} (peak {s.peak_running} at step {s.peak_running_step:,}), {s.steps:,} steps"
 
     return (f"{workload.name}: {len(workload)} requests in a {scenario.slots:,}-slot pool, max_new_tokens "
             f"{workload.max_new_tokens:,}. Left: {reservation_name(results)} ({reservation_rule(results)}, contiguous): "
@@ -253,7 +238,9 @@ def animation_caption(scenario, workload, results: dict) -> str:
 def animation_html(scenario, workload, results: dict, fig: go.Figure, *, title: str | None = None,
                    extra_figures: tuple | list = ()) -> str:
     """``standalone_html`` with the scenario's title, caption and data attribution filled in."""
-    title = title or f"Reserve for the worst case, or page? ({workload.name}, block size {scenario.block_size})"
+    left = reservation_name(results)                 # a pow2 or oracle export says so in its title
+    title = title or (f"Reserve for the worst case, or page? ({workload.name}, block size {scenario.block_size}"
+                      + ("" if left == "reserve-max" else f", left: {left}") + ")")
     return standalone_html(fig, title=title, caption=animation_caption(scenario, workload, results),
                            attribution=default_attribution(_data_name(scenario)), extra_figures=extra_figures)
 
@@ -393,10 +380,9 @@ def takeaways(results: dict) -> list[str]:
         out.append(f"Requests had to queue under {waited} but never under {kept}: in the same pool "
                    f"{kept} admitted every request as it arrived ({pct(rm['mean_utilization'])} of the pool "
                    f"held distinct tokens under {left} and {pct(pg['mean_utilization'])} paged, over all steps).")
-    b_rm, b_pg = rm["mean_running_busy"], pg["mean_running_busy"]
-    when = "While requests waited" if b_rm is not None and b_pg is not None else "Over the whole run"
-    if when == "Over the whole run":
-        b_rm, b_pg = rm["mean_running"], pg["mean_running"]
+    both = rm.waited and pg.waited           # compare on one basis: busy steps only if both had some
+    when = "While requests waited" if both else "Over the whole run"
+    b_rm, b_pg = (rm.mean_running_busy, pg.mean_running_busy) if both else (rm.mean_running, pg.mean_running)
     out.append(f"{when}, the same memory ran {b_rm:.1f} sequences per step on average under {left} and "
                f"{b_pg:.1f} when paged" + (f" ({ratio(b_pg / b_rm)})" if b_rm else "")
                + f". The peaks, {rm['peak_running']} and {pg['peak_running']}, were single instants ("
