@@ -32,7 +32,7 @@ class Metric:
     term: str = ""
 
 
-_BUSY = "averaged over the steps when at least one request was waiting (None if none waited)"
+_BUSY = "averaged over the steps when at least one request was waiting"
 
 #: Summary figures of one run (``RunSummary`` field -> Metric). tests/test_summary.py checks that
 #: every field of :class:`allocator.summary.RunSummary` has an entry.
@@ -150,8 +150,10 @@ def meaning(name: str) -> str:
     return SUMMARY_METRICS[name].meaning
 
 
-def glossary_rows(where: str = "Reserve vs paged") -> list[tuple[str, str, str]]:
-    """(term, meaning, where in the app) for every figure the lesson names by a term, for the
-    About page's glossary: the term's meaning is the figure's own, word for word."""
-    return [(f"{m.term} ({m.label})", f"{m.meaning} Unit: {m.unit}.", where)
-            for m in SUMMARY_METRICS.values() if m.term == "sustained batch"]
+def glossary_rows(have: set[str] | frozenset = frozenset(), where: str = "Reserve vs paged"
+                  ) -> list[tuple[str, str, str]]:
+    """(term, meaning, where in the app) for every figure the lesson names by a term that the
+    glossary does not define yet (``have``: its terms), for the About page: the meaning is the
+    figure's own, and the row names the label the figure carries on screen."""
+    return [(m.term, f"{m.meaning} On screen: \u201c{m.label}\u201d ({m.unit}).", where)
+            for m in SUMMARY_METRICS.values() if m.term and m.term not in have]

@@ -8,7 +8,7 @@ from dataclasses import fields
 import pytest
 
 from allocator import PagedAllocator, ReserveMaxAllocator, classroom_40, simulate
-from allocator.formats import format_bytes, format_bytes_decimal, pct, plural, rate, ratio, seconds
+from allocator.formats import format_bytes, format_bytes_decimal, pct, pct_fixed, plural, rate, ratio, seconds
 from allocator.metric_names import STEP_UNITS, SUMMARY_METRICS
 from allocator.scenario import Scenario, SweepRow, block_size_sweep, workload_kind
 from allocator.summary import PREFIX_FIELDS, RunSummary
@@ -90,6 +90,7 @@ def test_a_scenario_decides_its_workload_kind_once(workload, kind):
 
 def test_formatters():
     assert (pct(0.314), pct(0.034), pct(0.0012), pct(0), pct(None)) == ("31 %", "3.4 %", "0.12 %", "0 %", "—")
+    assert (pct_fixed(0.3142), pct_fixed(0.05), pct_fixed(0.3142, 0)) == ("31.4 %", "5.0 %", "31 %")
     assert (ratio(3.04), ratio(0.253), ratio(38.4)) == ("3.0x", "0.25x", "38x")
     assert (plural(1, "token"), plural(1024, "step"), plural(2, "query", "queries")) == (
         "1 token", "1,024 steps", "2 queries")
