@@ -106,3 +106,16 @@ def test_formatters():
     # ... decimal units for measured working sets
     assert (format_bytes_decimal(67_108_864), format_bytes_decimal(16_384), format_bytes_decimal(512)) == (
         "67.1 MB", "16.4 kB", "512 B")
+
+
+def test_the_cli_names_each_figure_as_the_screen_does(capsys):
+    from allocator.__main__ import main
+    assert main(["metrics", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert list(table) == list(SUMMARY_METRICS)
+    assert table["mean_running_busy"] == {"label": "Mean running", "unit": "sequences per step",
+                                          "meaning": SUMMARY_METRICS["mean_running_busy"].meaning,
+                                          "term": "sustained batch"}
+    assert main(["metrics"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(SUMMARY_METRICS) and lines[0].startswith("steps ") and "Steps to drain" in lines[0]
