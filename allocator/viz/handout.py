@@ -44,16 +44,16 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
     s = {k: results[k].summary for k in KINDS}
 
     def peak(x):
-        return f"{x['peak_running']} at step {x['peak_running_step']:,}" if x["finished"] else "—"
+        return f"{x.peak_running} at step {x.peak_running_step:,}" if x.finished else "—"
 
     spec = [
-        ("Running while requests wait (mean sequences per step)", lambda x: _fmt(x["mean_running_busy"])),
+        ("Running while requests wait (mean sequences per step)", lambda x: _fmt(x.mean_running_busy)),
         ("Peak running (one instant)", peak),
-        ("Steps to drain (engine steps)", lambda x: _fmt(x["steps"])),
-        ("Tokens per step (mean over all steps)", lambda x: _fmt(x["mean_tokens_per_step"])),
-        ("Preemptions (sequences evicted to free memory)", lambda x: _fmt(x["preemptions"])),
-        ("Finished (requests)", lambda x: _fmt(x["finished"])),
-        ("Rejected, can never fit (requests)", lambda x: str(len(x["rejected"]))),
+        ("Steps to drain (engine steps)", lambda x: _fmt(x.steps)),
+        ("Tokens per step (mean over all steps)", lambda x: _fmt(x.mean_tokens_per_step)),
+        ("Preemptions (sequences evicted to free memory)", lambda x: _fmt(x.preemptions)),
+        ("Finished (requests)", lambda x: _fmt(x.finished)),
+        ("Rejected, can never fit (requests)", lambda x: str(len(x.rejected))),
     ]
     rows = [(label, fn(s["reserve_max"]), fn(s["paged"])) for label, fn in spec]
     # where the pool went: the same six shares as the page's details table, adding up to 100 %
@@ -84,11 +84,11 @@ def takeaways(results: dict) -> list[str]:
     rm, pg = results["reserve_max"].summary, results["paged"].summary
     bs = results["paged"].block_size
     left = reservation_name(results)
-    if not rm["finished"] or not pg["finished"]:
+    if not rm.finished or not pg.finished:
         return ["Nothing could run on at least one side: every request was rejected because it can never "
                 "fit this pool (the reasons are listed on the page). Enlarge the pool or shorten the requests."]
     out = []
-    u_rm, u_pg = rm["mean_utilization_busy"], pg["mean_utilization_busy"]
+    u_rm, u_pg = rm.mean_utilization_busy, pg.mean_utilization_busy
     if u_rm is not None and u_pg is not None:
         verb = "raised" if u_pg > u_rm else "lowered" if u_pg < u_rm else "kept"
         out.append(f"Reserving {reservation_rule(results)} for every request left {pct(u_rm)} of the "
@@ -96,38 +96,38 @@ def takeaways(results: dict) -> list[str]:
                    f"on demand {verb} that {'at' if verb == 'kept' else 'to'} {pct(u_pg)}.")
     elif u_rm is None and u_pg is None:
         out.append("No request ever had to wait under either allocator: the pool was big enough for both, "
-                   f"so they differ only in how full it was ({pct(rm['mean_utilization'])} {left} against "
-                   f"{pct(pg['mean_utilization'])} paged, over all steps). Shrink the pool or add requests to see "
+                   f"so they differ only in how full it was ({pct(rm.mean_utilization)} {left} against "
+                   f"{pct(pg.mean_utilization)} paged, over all steps). Shrink the pool or add requests to see "
                    "the allocators compete.")
     else:
         waited, kept = (left, "paged") if u_rm is not None else ("paged", left)
         out.append(f"Requests had to queue under {waited} but never under {kept}: in the same pool "
-                   f"{kept} admitted every request as it arrived ({pct(rm['mean_utilization'])} of the pool "
-                   f"held distinct tokens under {left} and {pct(pg['mean_utilization'])} paged, over all steps).")
+                   f"{kept} admitted every request as it arrived ({pct(rm.mean_utilization)} of the pool "
+                   f"held distinct tokens under {left} and {pct(pg.mean_utilization)} paged, over all steps).")
     both = rm.waited and pg.waited           # compare on one basis: busy steps only if both had some
     when = "While requests waited" if both else "Over the whole run"
     b_rm, b_pg = (rm.mean_running_busy, pg.mean_running_busy) if both else (rm.mean_running, pg.mean_running)
     out.append(f"{when}, the same memory ran {b_rm:.1f} sequences per step on average under {left} and "
                f"{b_pg:.1f} when paged" + (f" ({ratio(b_pg / b_rm)})" if b_rm else "")
-               + f". The peaks, {rm['peak_running']} and {pg['peak_running']}, were single instants ("
-               + (f"both at step {rm['peak_running_step']:,}" if rm["peak_running_step"] == pg["peak_running_step"]
-                  else f"steps {rm['peak_running_step']:,} and {pg['peak_running_step']:,}") + ").")
-    if pg["steps"] < rm["steps"]:
-        out[-1] += (f" Running more at a time is why the paged run finished everything in {pg['steps']:,} steps "
-                    f"instead of {rm['steps']:,}.")
-    elif pg["steps"] > rm["steps"]:
-        out[-1] += (f" Here the paged run took longer all the same ({pg['steps']:,} steps against "
-                    f"{rm['steps']:,}).")
+               + f". The peaks, {rm.peak_running} and {pg.peak_running}, were single instants ("
+               + (f"both at step {rm.peak_running_step:,}" if rm.peak_running_step == pg.peak_running_step
+                  else f"steps {rm.peak_running_step:,} and {pg.peak_running_step:,}") + ").")
+    if pg.steps < rm.steps:
+        out[-1] += (f" Running more at a time is why the paged run finished everything in {pg.steps:,} steps "
+                    f"instead of {rm.steps:,}.")
+    elif pg.steps > rm.steps:
+        out[-1] += (f" Here the paged run took longer all the same ({pg.steps:,} steps against "
+                    f"{rm.steps:,}).")
     out.append(f"Paging leaves one kind of slack: the unfilled end of each sequence's last block, under "
                f"{bs} slots per sequence here. Bigger blocks waste more of it; smaller blocks make the "
                f"block table longer and the attention kernel's reads more scattered.")
-    if pg["preemptions"]:
-        work = (f"{plural(pg['swapped_blocks'], 'block')} {'was' if pg['swapped_blocks'] == 1 else 'were'} "
+    if pg.preemptions:
+        work = (f"{plural(pg.swapped_blocks, 'block')} {'was' if pg.swapped_blocks == 1 else 'were'} "
                 "copied to host memory and back"
-                if pg.get("preemption_mode") == "swap" and pg["swapped_blocks"]
-                else f"{plural(pg['recomputed_tokens'], 'token')} had to be prefilled again")
+                if pg.preemption_mode == "swap" and pg.swapped_blocks
+                else f"{plural(pg.recomputed_tokens, 'token')} had to be prefilled again")
         out.append(f"Admitting requests without reserving their future has a price: the paged run ran out "
-                   f"of blocks and evicted a sequence {plural(pg['preemptions'], 'time')}; {work}. The "
+                   f"of blocks and evicted a sequence {plural(pg.preemptions, 'time')}; {work}. The "
                    "answers are unaffected, but the work is done twice (recompute) or copied over the host link "
                    "(swap); the explainer's details table prices it in seconds on the GPU chosen there.")
     return out
@@ -184,7 +184,7 @@ def handout_html(scenario, results: dict, workload) -> str:
                          "swap to host memory" if mode == "swap" else "recompute"))
     if results["paged"].summary.get("shared_prefix"):
         settings.append(("Shared system prompt (tokens, stored once when paged)",
-                         f"{results['paged'].summary['shared_prefix']:,}"))
+                         f"{results['paged'].summary.shared_prefix:,}"))
     if getattr(scenario, "metadata_cost", 0):
         settings.append(("Metadata cost c (slot equivalents per block)", f"{scenario.metadata_cost:g}"))
     if getattr(scenario, "workload", None) == "classroom-40":

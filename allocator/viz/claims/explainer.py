@@ -67,8 +67,8 @@ def headline(results: dict, timings: dict | None = None) -> dict:
         res = results[key]
         s = res.summary
         # a difference means something only when both sides served the same requests
-        same_work = s["finished"] == rm["finished"] and len(s["rejected"]) == len(rm["rejected"])
-        compare = key != "reserve_max" and rm["finished"] > 0 and s["finished"] > 0 and same_work
+        same_work = s.finished == rm.finished and len(s.rejected) == len(rm.rejected)
+        compare = key != "reserve_max" and rm.finished > 0 and s.finished > 0 and same_work
         waited = s.waited
         ran = s.finished > 0
         running, running_rm = s.sustained_running, rm.sustained_running
@@ -80,34 +80,34 @@ def headline(results: dict, timings: dict | None = None) -> dict:
              "delta": (f"{running - running_rm:+.1f}" if compare and same_basis
                        and f"{running:.1f}" != f"{running_rm:.1f}" else None), "delta_color": "normal",
              "help": ("The sustained batch: sequences computing a token per step, averaged over the "
-                      f"{plural(s['busy_steps'], 'step')} when at least one request was waiting."
+                      f"{plural(s.busy_steps, 'step')} when at least one request was waiting."
                       if waited else "Nothing ever waited, so this is the mean over every step.")
-                     + f" The peak, {s['peak_running']}, is a single instant (step {s['peak_running_step']:,})."},
+                     + f" The peak, {s.peak_running}, is a single instant (step {s.peak_running_step:,})."},
             {"label": SUMMARY_METRICS["mean_utilization_busy"].label,
              "value": pct(util) if ran else "—",
              "delta": (f"{round((util - util_rm) * 100):+d} pts" if compare and same_basis and util is not None
                        and util_rm is not None and round((util - util_rm) * 100) else None), "delta_color": "normal",
              "help": "Distinct tokens stored ÷ all slots (a shared prompt counts once), "
                      + ("averaged over the steps when requests were waiting." if waited else "averaged over every step.")},
-            {"label": SUMMARY_METRICS["steps"].label, "value": f"{s['steps']:,}" if ran else "—",
-             "delta": f"{s['steps'] - rm['steps']:+,}" if compare and s["steps"] != rm["steps"] else None,
+            {"label": SUMMARY_METRICS["steps"].label, "value": f"{s.steps:,}" if ran else "—",
+             "delta": f"{s.steps - rm.steps:+,}" if compare and s.steps != rm.steps else None,
              "delta_color": "inverse",
              "help": SUMMARY_METRICS["steps"].meaning},
         ]
-        if s["finished"] == 0:
-            line = (f"Nothing ran: all {plural(len(s['rejected']), 'request')} can never fit this pool "
+        if s.finished == 0:
+            line = (f"Nothing ran: all {plural(len(s.rejected), 'request')} can never fit this pool "
                     "(reasons below).")
         else:
-            line = ((f"Means over the {plural(s['busy_steps'], 'step')} when requests waited. " if waited else
+            line = ((f"Means over the {plural(s.busy_steps, 'step')} when requests waited. " if waited else
                      "Means over every step: no request ever had to wait. ")
-                    + f"Peak: {s['peak_running']} running at once, at step {s['peak_running_step']:,} (one instant).")
+                    + f"Peak: {s.peak_running} running at once, at step {s.peak_running_step:,} (one instant).")
             line += empty_pool_note(res)
-            if key != "reserve_max" and rm["finished"] and not same_work:
-                line += (f" Not the same work: {reservation_name(results)} served {rm['finished']:,} and rejected "
-                         f"{len(rm['rejected']):,}, paged served {s['finished']:,} and rejected {len(s['rejected']):,}, "
+            if key != "reserve_max" and rm.finished and not same_work:
+                line += (f" Not the same work: {reservation_name(results)} served {rm.finished:,} and rejected "
+                         f"{len(rm.rejected):,}, paged served {s.finished:,} and rejected {len(s.rejected):,}, "
                          "so the cards show no differences: fewer requests drain sooner.")
         time = ""
-        if timings is not None and s["finished"]:
+        if timings is not None and s.finished:
             t, t_rm = timings[key].summary, timings["reserve_max"].summary
             diff = t["makespan_s"] - t_rm["makespan_s"]
             time = (f"Modelled: **{seconds(t['makespan_s'])}** to drain"
@@ -144,11 +144,11 @@ def time_line(res, timing) -> str:
     """What preemption cost in seconds, as the end of a sentence ("; swapping ... ." or ".")."""
     t = timing.summary
     text = ""
-    if res.summary["preemptions"] and res.summary["swapped_blocks"]:
-        text += (f"; swapping {res.summary['swapped_blocks']:,} blocks out and back cost {seconds(t['swap_s'])} of "
+    if res.summary.preemptions and res.summary.swapped_blocks:
+        text += (f"; swapping {res.summary.swapped_blocks:,} blocks out and back cost {seconds(t['swap_s'])} of "
                  "copies over the host link")
-    if res.summary["preemptions"] and res.summary["recomputed_tokens"]:
-        text += (f"; recomputing {res.summary['recomputed_tokens']:,} tokens cost {seconds(t['recompute_flops_s'])} "
+    if res.summary.preemptions and res.summary.recomputed_tokens:
+        text += (f"; recomputing {res.summary.recomputed_tokens:,} tokens cost {seconds(t['recompute_flops_s'])} "
                  "of prefill compute (priced at the GPU's peak FLOP/s)")
     return text + "."
 
@@ -218,7 +218,7 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
     for key in ("preemptions", "peak_logical_tokens", "used_slots_at_peak_logical", "swapped_blocks",
                 "recomputed_tokens"):
         figure(key, lambda r, key=key: f"{r.summary[key]:,}")
-    add("finished / rejected", lambda r: f"{r.summary['finished']:,} / {len(r.rejected):,}",
+    add("finished / rejected", lambda r: f"{r.summary.finished:,} / {len(r.rejected):,}",
         "requests served, and requests that can never fit this pool")
     if timings is not None:
         label = timings["paged"].cost.label
@@ -245,7 +245,7 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
             lambda r: f"{seconds(by[id(r)]['swap_s'])} / {seconds(by[id(r)]['recompute_flops_s'])}",
             "what preemption cost: blocks copied over the host link, or the prefill of recomputed tokens "
             "(priced at the GPU's peak FLOP/s)")
-    if any(r.summary["finished"] == 0 for r in results.values()):
+    if any(r.summary.finished == 0 for r in results.values()):
         rows.append({"measure": "why “—”", left: "", "paged": "",
                      "what it means": "a dash marks a figure that does not exist because nothing ran"})
     return rows
@@ -260,14 +260,14 @@ def lesson_key_steps(results: dict) -> list[int]:
     frame at each."""
     steps = set()
     for res in results.values():
-        if res.summary["finished"]:
-            steps.update((res.summary["peak_running_step"], res.summary["peak_logical_step"],
+        if res.summary.finished:
+            steps.update((res.summary.peak_running_step, res.summary.peak_logical_step,
                           int(res.metrics["step"][0])))
     return sorted(steps)
 
 
 def _sweep_row(rows, block_size):
-    return next((r for r in rows if r["block_size"] == block_size and r["mean_utilization_busy"] is not None), None)
+    return next((r for r in rows if r.block_size == block_size and r.mean_utilization_busy is not None), None)
 
 
 def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: list[dict] = ()) -> str:
@@ -285,12 +285,12 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
     """
     rm, pg = results["reserve_max"], results["paged"]
     r, p = rm.summary, pg.summary
-    if not r["finished"] or not p["finished"]:
+    if not r.finished or not p.finished:
         return "Nothing ran in this scenario: every request was rejected (see the reasons above)."
     if step == "reserve":
-        held = rm.value_at("allocated_slots", r["peak_running_step"])
+        held = rm.value_at("allocated_slots", r.peak_running_step)
         return (f"**{r.peak_running}.** Every reservation is its prompt plus {max_new:,} slots, so at step "
-                f"{r['peak_running_step']:,}, {plural(r['peak_running'], 'reservation')} took {held:,} of the "
+                f"{r.peak_running_step:,}, {plural(r.peak_running, 'reservation')} took {held:,} of the "
                 f"{slots:,} slots and no free run was long enough for another: the other requests queued. "
                 f"On average {r.sustained_running:.1f} ran while requests waited.")
     if step == "waste":
@@ -305,22 +305,22 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
     if step == "paged":
         text = (f"**{p.sustained_running:.1f}** on average while requests wait, against "
                 f"{r.sustained_running:.1f} for reserve-max, at "
-                f"{pct(p['mean_utilization_busy'])} utilisation; everything is done in {p['steps']:,} steps "
-                f"instead of {r['steps']:,}. The peak, {p['peak_running']} at step {p['peak_running_step']:,}, "
+                f"{pct(p.mean_utilization_busy)} utilisation; everything is done in {p.steps:,} steps "
+                f"instead of {r.steps:,}. The peak, {p.peak_running} at step {p.peak_running_step:,}, "
                 "is one instant")
-        if p["preemptions"]:
-            text += (f": as answers grow the pool runs dry, and {plural(p['preemptions'], 'preemption')} "
-                     f"{'sends a sequence' if p['preemptions'] == 1 else 'send sequences'} back to the queue")
+        if p.preemptions:
+            text += (f": as answers grow the pool runs dry, and {plural(p.preemptions, 'preemption')} "
+                     f"{'sends a sequence' if p.preemptions == 1 else 'send sequences'} back to the queue")
         return text + "."
     if step == "big_blocks":
-        at16, here = _sweep_row(sweep_rows, 16), p["mean_utilization_busy"]
+        at16, here = _sweep_row(sweep_rows, 16), p.mean_utilization_busy
         direction = ("" if at16 is None or here is None else
                      "**Down**" if here < at16["mean_utilization_busy"] else
                      "**Up**" if here > at16["mean_utilization_busy"] else "**The same**")
         return (f"{direction}, to {pct(here)}" + (f" from {pct(at16['mean_utilization_busy'])} at block size 16"
                                                   if at16 else "")
                 + f". A {slots:,}-slot pool holds only {plural(slots // pg.block_size, 'block')} of "
-                f"{pg.block_size}, so at most {p['peak_running']} sequences ever run at once, and each one's "
+                f"{pg.block_size}, so at most {p.peak_running} sequences ever run at once, and each one's "
                 "last block is on average about half empty.")
     if step == "prefix":
         at = int(pg.metrics["step"][0])          # the frame the maps open on
@@ -330,8 +330,8 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
         return (f"{copies} On the maps' first frame (step {at:,}), {pg.value_at('logical_tokens', at):,} logical "
                 f"tokens are {pg.value_at('used_slots', at):,} distinct tokens: every block table points at the same "
                 "full prompt blocks (refcount > 1, drawn "
-                f"pink). Reserve-max must copy the prompt into every reservation: {pct(r['mean_duplicate_fraction_busy'])} "
-                f"of its pool held duplicate copies (brown) while requests waited, and at most {r['peak_running']} "
+                f"pink). Reserve-max must copy the prompt into every reservation: {pct(r.mean_duplicate_fraction_busy)} "
+                f"of its pool held duplicate copies (brown) while requests waited, and at most {r.peak_running} "
                 "requests fit at once.")
     raise KeyError(step)
 
@@ -341,7 +341,7 @@ def workload_outcome(results: dict, slots: int) -> str:
     ``results``; the classroom-40 defaults were chosen so that, at 2,048 slots, it echoes the
     PagedAttention paper (a few reservations at once against dozens of paged sequences)."""
     r, p = results["reserve_max"].summary, results["paged"].summary
-    if not r["finished"] or not p["finished"]:
+    if not r.finished or not p.finished:
         return "In this pool at least one allocator could run none of them (see the rejections above)."
 
     def side(s):
@@ -355,7 +355,7 @@ def about_default_run(results: dict, slots: int) -> str:
     """The About page's line on the default scenario's run (its sources table), from ``results``:
     peaks named as peaks, the sustained batch as the mean while requests waited."""
     p = results["paged"].summary
-    return (f"{p['finished'] + len(p['rejected']):,} requests, blocks of {results['paged'].block_size}. "
+    return (f"{p.finished + len(p.rejected):,} requests, blocks of {results['paged'].block_size}. "
             + workload_outcome(results, slots))
 
 
@@ -363,11 +363,11 @@ def classroom_tip(results: dict) -> str:
     """What the class sees when the lecturer presses Play on the default scenario (About's
     presenting tips), every number from ``results``."""
     r, p = results["reserve_max"].summary, results["paged"].summary
-    if not r["finished"] or not p["finished"]:
+    if not r.finished or not p.finished:
         return "press **▶ Play** and let the class watch where the memory goes."
 
-    return (f"press **▶ Play** and let the class watch the left side hold at most {r['peak_running']} requests "
-            f"at once, while the right side starts {p['peak_running']} at once (step {p['peak_running_step']:,}, one "
+    return (f"press **▶ Play** and let the class watch the left side hold at most {r.peak_running} requests "
+            f"at once, while the right side starts {p.peak_running} at once (step {p.peak_running_step:,}, one "
             f"instant) and, as answers grow and the pool fills, runs {p.sustained_running:.1f} on average while requests "
             f"wait, against {r.sustained_running:.1f} on the left.")
 
