@@ -43,7 +43,8 @@ SUMMARY_METRICS: dict[str, Metric] = {
                            "the most sequences that computed a token in the same step, and when"),
     "peak_running_step": Metric("step of the peak", "engine step", "the first step the peak batch ran"),
     "mean_running_busy": Metric("Mean running", "sequences per step",
-                                "The sustained batch: sequences computing a token per step, " + _BUSY + ".",
+                                "Sequences computing a token per step, " + _BUSY + ": the batch an allocator "
+                                "keeps up under load (its peak is a single instant).",
                                 term="sustained batch"),
     "mean_running": Metric("mean running, all steps", "sequences per step",
                            "sequences computing per step over the whole run (equals tokens per step)"),
