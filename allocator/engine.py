@@ -45,7 +45,7 @@ import numpy as np
 
 from .allocators import FREE, HOLE, PagedAllocator
 from .maps import slot_picture
-from .shares import memory_shares
+from .summary import RunSummary, request_table, summarize  # noqa: F401  (summarize: re-exported)
 from .validate import FieldError, real_number, whole_number
 from .workload import Workload
 
@@ -180,7 +180,7 @@ class SimulationResult:
             budget drops it like a busy step's.
         snapshot_stride: the stride (a power of two).
         rejected: list of {"id", "reason", "arrival_step"} for requests that can never fit.
-        summary: see :func:`summarize`.
+        summary: the run's figures, :class:`allocator.summary.RunSummary` (see :func:`summarize`).
         shared_prefix: tokens of the common system prompt (0: none).
         preemption: the paged allocator's preemption mode, or None.
         requests: per finished request, arrays of shape [finished] sorted by id: ``id``,
@@ -202,7 +202,7 @@ class SimulationResult:
     metrics: dict
     snapshots: dict | None
     rejected: list
-    summary: dict = field(default_factory=dict)
+    summary: RunSummary | None = None
     snapshot_stride: int = 1
     shared_prefix: int = 0
     preemption: str | None = None
@@ -657,7 +657,7 @@ def _build_result(workload: Workload, allocator, names: tuple, rows: bytearray, 
                               total_slots=total, block_size=allocator.block_size, metrics=metrics,
                               snapshots=snapshots, rejected=rejected, snapshot_stride=stride,
                               shared_prefix=workload.shared_prefix, preemption=allocator.preemption,
-                              requests=_request_table(served, workload, timed), clock=clock,
+                              requests=request_table(served, workload, timed), clock=clock,
                               prefix_caching=allocator.prefix_caching)
     result.summary = summarize(result)
     return result
@@ -954,24 +954,6 @@ def _simulate_v1(workload: Workload, allocator, rules: V1Rules, *, record_snapsh
                          clock, caching)
 
 
-def _request_table(served: list, workload: Workload, timed: bool) -> dict:
-    """The finished requests as arrays sorted by id (see ``SimulationResult.requests``)."""
-    served.sort()
-    steps = {r.id: r.arrival_step for r in workload.requests}
-    ids = np.array([row[0] for row in served], dtype=np.int64)
-    table = {
-        "id": ids,
-        "prompt_len": np.array([row[1] for row in served], dtype=np.int64),
-        "output_len": np.array([row[2] for row in served], dtype=np.int64),
-        "arrival_step": np.array([steps[i] for i in ids.tolist()], dtype=np.int64),
-        "first_token_step": np.array([row[4] for row in served], dtype=np.int64),
-        "finish_step": np.array([row[5] for row in served], dtype=np.int64),
-    }
-    if timed:
-        table["arrival_s"] = np.array([row[3] for row in served], dtype=np.float64)
-    return table
-
-
 def _add(buckets: dict, step: int, s: _Seq) -> None:
     """Put ``s`` in the bucket of sequences woken at ``step``."""
     bucket = buckets.get(step)
@@ -993,90 +975,3 @@ def _wake_when_full(grow_at: dict, s: _Seq, step: int) -> None:
 def _snapshot_bytes(snap) -> int:
     """Approximate memory of one pool picture (a tuple of ints costs a pointer per entry)."""
     return sum(8 * (len(e[-1]) + 3) if isinstance(e[-1], tuple) else 40 for e in snap)
-
-
-def summarize(result: SimulationResult) -> dict:
-    """Summary figures of a run (JSON-ready). Means over steps weight each record by its span.
-
-    Keys: steps, peak_running (the largest batch, a single instant) and peak_running_step (the
-    first step it happened), mean_running_busy (the sustained batch: mean running over steps whose
-    waiting queue was non-empty; None if none) and mean_running (all steps), busy_steps (how many
-    steps had a non-empty queue), mean_utilization_busy (mean of distinct tokens / total over busy
-    steps; None if there were none), mean_utilization (all steps),
-    preemptions (total), mean_tokens_per_step, finished, rejected (list of {id, reason}),
-    total_slots, block_size, peak_utilization, mean_internal_fragmentation_busy and
-    mean_external_fragmentation_busy and mean_duplicate_fraction_busy and mean_reservation_busy
-    (fractions of the pool over busy steps; None if none), memory_shares_busy and memory_shares
-    (the pool partitioned as :data:`allocator.shares.SHARES`, over busy steps and over all steps:
-    {key: fraction}, adding up to 1; None where there is nothing to average),
-    shared_prefix (tokens), peak_logical_tokens with its step (peak_logical_step) and the distinct
-    physical slots holding them at that same step (used_slots_at_peak_logical: they differ only
-    when a prefix is shared), peak_used_slots (the peak of distinct slots, at its own step), the
-    busy means of logical tokens and used slots, preemption_mode, swapped_blocks (moved out +
-    in), recomputed_tokens (prefilled again) and records (busy steps plus idle gaps).
-
-    With prefix caching also: prefix_cache_hit_rate (prompt tokens found in the cache / prompt
-    tokens, each request counted at its first admission; None if none was admitted),
-    prefill_tokens_saved (those tokens, not prefilled; a re-admission after recompute that finds
-    its own blocks still cached saves prefill too, which the cost model sees but this does not
-    count), prompt_tokens_admitted,
-    cached_block_evictions (cached blocks reused for other data), peak_cached_blocks and
-    mean_cached_blocks (blocks held only by the cache; the mean over all steps).
-    """
-    m = result.metrics
-    busy = result.busy_mask()
-    total = float(result.total_slots)
-    has = result.records > 0
-
-    def busy_mean(arr):
-        value = result.mean(arr, busy) if busy.any() else None
-        return None if value is None else round(value, 6)
-
-    def total_of(name):
-        return int((m[name] * m["span"]).sum())
-
-    peak = int(m["logical_tokens"].argmax()) if has else 0
-    out = {
-        "steps": result.steps,
-        "peak_running": int(m["running"].max()) if has else 0,
-        "peak_running_step": int(m["step"][int(m["running"].argmax())]) if has else 0,
-        "mean_running_busy": busy_mean(m["running"]),
-        "mean_running": round(result.mean(m["running"]), 4) if has else 0.0,
-        "busy_steps": int((m["span"] * busy).sum()),
-        "mean_utilization_busy": busy_mean(m["utilization"]),
-        "mean_utilization": round(result.mean(m["utilization"]), 6) if has else 0.0,
-        "preemptions": total_of("preemptions"),
-        "mean_tokens_per_step": round(result.mean(m["tokens"]), 4) if has else 0.0,
-        "finished": int(m["finished"][-1]) if has else 0,
-        "rejected": list(result.rejected),
-        "total_slots": result.total_slots,
-        "block_size": result.block_size,
-        "peak_utilization": round(float(m["utilization"].max()), 6) if has else 0.0,
-        "mean_internal_fragmentation_busy": busy_mean(m["internal_fragmentation"] / total),
-        "mean_duplicate_fraction_busy": busy_mean(m["duplicate_slots"] / total),
-        "mean_external_fragmentation_busy": busy_mean(m["external_fragmentation"] / total),
-        "mean_reservation_busy": busy_mean(m["reserved_slots"] / total),
-        "memory_shares_busy": memory_shares(result, busy=True),
-        "memory_shares": memory_shares(result, busy=False),
-        "shared_prefix": result.shared_prefix,
-        "peak_logical_tokens": int(m["logical_tokens"][peak]) if has else 0,
-        "peak_logical_step": int(m["step"][peak]) if has else 0,
-        "used_slots_at_peak_logical": int(m["used_slots"][peak]) if has else 0,
-        "peak_used_slots": int(m["used_slots"].max()) if has else 0,
-        "mean_logical_tokens_busy": busy_mean(m["logical_tokens"]),
-        "mean_used_slots_busy": busy_mean(m["used_slots"]),
-        "preemption_mode": result.preemption,
-        "swapped_blocks": total_of("swapped_blocks"),
-        "recomputed_tokens": total_of("recomputed_tokens"),
-        "records": result.records,
-    }
-    if result.prefix_caching:
-        hit, prompt = total_of("prefix_hit_tokens"), total_of("prompt_tokens_admitted")
-        out.update({
-            "prefix_cache_hit_rate": round(hit / prompt, 6) if prompt else None,
-            "prefill_tokens_saved": hit, "prompt_tokens_admitted": prompt,
-            "cached_block_evictions": total_of("cached_evictions"),
-            "peak_cached_blocks": int(m["cached_blocks"].max()) if has else 0,
-            "mean_cached_blocks": round(result.mean(m["cached_blocks"]), 4) if has else 0.0,
-        })
-    return out

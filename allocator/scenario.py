@@ -11,18 +11,24 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-
 from .allocators import PLACEMENTS, RESERVATION_POLICIES, PagedAllocator, ReserveMaxAllocator
 from .engine import SimulationResult, simulate
 from .limits import LIMITS, check
 from .mooncake import is_mooncake_path, load_mooncake, mooncake_workload
 from .sharegpt import sharegpt_trace
+from .summary import FieldMapping
 from .trace import load_trace, shipped_trace, trace_workload
 from .validate import FieldError, one_line, one_of
 from .workload import ARRIVAL_PATTERNS, Workload, classroom_40, with_shared_prefix
 
 WORKLOADS = ("classroom-40", "azure-conv", "sharegpt-opt")
-#: Block sizes of the sweep: powers of two 1..256 (seed 003 asks about 1, 16 and 256).
+#: What a scenario's ``workload`` can name (:func:`workload_kind`): the synthetic classroom, a trace
+#: the repository ships (named), a CSV uploaded through the page, or a trace file by path -- a CSV
+#: (request lengths) or a Mooncake JSONL (``.jsonl``, ``.jsonl.gz``: prompts as block ids, so
+#: prefix caching has something to find).
+WORKLOAD_KINDS = ("classroom", "shipped", "upload", "csv", "mooncake")
+#: Block sizes of the sweep: powers of two 1..256 (1, 16 and 256 are the lesson's three questions:
+#: assets/reference_figures.md, R7).
 SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: Default pool per workload (slots). The trace's requests average ~1,150 prompt tokens, so its
 #: pool is 4x the classroom's: about 4-6 reserve-max reservations fit in it at once.
@@ -56,7 +62,8 @@ class Scenario:
         arrival_rate: trickle rate in requests per step.
         offset, count: which trace rows to replay (0-based offset, number of rows).
         steps_per_second: engine steps per second of trace time.
-        metadata_cost: cost per block (or per reservation) in slot equivalents (seed 001's c).
+        metadata_cost: cost per block (or per reservation) in slot equivalents (the c of
+            assets/reference_figures.md, R2).
         trace_bytes: content of an uploaded trace CSV (workload "upload").
         trace_name: that file's name, for labels.
         shared_prefix: tokens of one system prompt put in front of every prompt (0: none); the
@@ -96,7 +103,7 @@ class Scenario:
         """The pool size actually used (slots)."""
         if self.total_slots is not None:
             return self.total_slots
-        if is_mooncake_path(self.workload):
+        if self.kind == "mooncake":
             return MOONCAKE_SLOTS
         return DEFAULT_SLOTS.get(self.workload, 8192)
 
@@ -105,15 +112,26 @@ class Scenario:
         """The generation cap actually used (tokens)."""
         if self.max_new_tokens is not None:
             return self.max_new_tokens
-        if is_mooncake_path(self.workload):
+        if self.kind == "mooncake":
             return MOONCAKE_MAX_NEW
         return DEFAULT_MAX_NEW.get(self.workload, 1024)
+
+    @property
+    def kind(self) -> str:
+        """What ``workload`` names, one of :data:`WORKLOAD_KINDS` (see :func:`workload_kind`)."""
+        return workload_kind(self.workload)
+
+    @property
+    def trace_path(self) -> str | None:
+        """The trace file this scenario reads by path (a CSV or a Mooncake JSONL), or None for a
+        named workload or an upload."""
+        return self.workload if self.kind in ("csv", "mooncake") else None
 
     def canonical(self) -> "Scenario":
         """The same scenario with defaults resolved and settings that do not apply reset, so two
         scenarios that simulate the same thing compare (and hash) equal — a cache key."""
         from .workload import CLASSROOM_40
-        classroom = self.workload == "classroom-40"
+        classroom = self.kind == "classroom"
         return replace(
             self, total_slots=self.slots, max_new_tokens=self.max_new,
             seed=(CLASSROOM_40["seed"] if self.seed is None else self.seed) if classroom else None,
@@ -156,6 +174,21 @@ class Scenario:
         return d
 
 
+def workload_kind(workload: str) -> str:
+    """Decide once what a scenario's ``workload`` names (every caller asks this, none re-reads a
+    file name's suffix): "classroom" (classroom-40), "shipped" (azure-conv, sharegpt-opt), "upload"
+    (a CSV uploaded through the page, in ``Scenario.trace_bytes``), "mooncake" (a path ending in
+    ``.jsonl`` or ``.jsonl.gz``, any case) or "csv" (any other path).
+    """
+    if workload == "classroom-40":
+        return "classroom"
+    if workload in WORKLOADS:
+        return "shipped"
+    if workload == "upload":
+        return "upload"
+    return "mooncake" if is_mooncake_path(workload) else "csv"
+
+
 def build_workload(sc: Scenario) -> Workload:
     """The workload a scenario names (classroom-40, the shipped trace, or a trace file).
 
@@ -164,7 +197,8 @@ def build_workload(sc: Scenario) -> Workload:
             the field or row.
     """
     sc = sc.checked()
-    if sc.workload == "classroom-40":
+    kind = sc.kind
+    if kind == "classroom":
         return with_shared_prefix(classroom_40(seed=sc.seed, max_new_tokens=sc.max_new, arrival=sc.arrival,
                                                arrival_rate=sc.arrival_rate), sc.shared_prefix)
     if sc.workload == "azure-conv":
@@ -173,16 +207,16 @@ def build_workload(sc: Scenario) -> Workload:
     elif sc.workload == "sharegpt-opt":
         df = sharegpt_trace()
         name = "sharegpt-opt"
-    elif sc.workload == "upload":
+    elif kind == "upload":
         if not sc.trace_bytes:
             raise FieldError("trace_file", ": no trace file uploaded yet", subject="trace_file")
         df = load_trace(sc.trace_bytes, max_rows=UPLOAD_MAX_ROWS)
         name = f"upload: {one_line(sc.trace_name) or 'trace.csv'}"
-    elif is_mooncake_path(sc.workload):
+    elif kind == "mooncake":
         return with_shared_prefix(mooncake_workload(load_mooncake(sc.workload), offset=sc.offset, count=sc.count,
                                                     steps_per_second=sc.steps_per_second,
                                                     max_new_tokens=sc.max_new, name=sc.workload), sc.shared_prefix)
-    else:
+    else:                                                   # kind == "csv"
         df = load_trace(sc.workload)
         name = sc.workload
     return with_shared_prefix(trace_workload(df, offset=sc.offset, count=sc.count,
@@ -236,21 +270,41 @@ def run_scenario(sc: Scenario, workload: Workload | None = None, *, record_snaps
                     placement=sc.placement)
 
 
+@dataclass(frozen=True)
+class SweepRow(FieldMapping):
+    """One block size of :func:`block_size_sweep`: the paged allocator alone on the workload.
+
+    Each mean comes twice: ``*_busy`` over the steps when requests waited (None when none did) and
+    plain over every step; charts and texts compare rows on one basis
+    (``allocator.viz.claims.sweep_basis``).
+    """
+
+    block_size: int                              # slots per block
+    blocks: int                                  # blocks in the pool (pool // block size)
+    waited: bool                                 # some request had to wait at this block size
+    mean_utilization_busy: float | None          # distinct tokens / pool (0..1), busy mean
+    mean_utilization: float | None               # the same, all steps
+    mean_internal_fragmentation_busy: float | None   # allocated, never written (fraction of pool), busy mean
+    mean_internal_fragmentation: float | None    # the same, all steps
+    mean_total_cost_busy: float | None           # allocated slots + c x blocks (slot equivalents), busy mean
+    mean_total_cost: float | None                # the same, all steps
+    cost_per_token_busy: float | None            # mean total cost / mean distinct tokens, busy steps
+    cost_per_token: float | None                 # the same, all steps (None: nothing stored a token)
+    peak_running: int                            # the largest batch, sequences (one instant)
+    steps: int                                   # engine steps to drain
+    preemptions: int                             # sequences preempted in total
+    mean_tokens_per_step: float                  # tokens emitted per step, mean over all steps
+
+
 def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLOCK_SIZES,
-                     metadata_cost: float = 0.0, preemption: str = "recompute") -> list[dict]:
+                     metadata_cost: float = 0.0, preemption: str = "recompute") -> list[SweepRow]:
     """Run the paged allocator at each block size (the reserve-max run does not depend on it).
 
     Returns:
-        One dict per block size that fits the pool, with keys block_size, blocks (in the pool),
-        waited (some request had to wait), each mean twice -- over the steps when requests waited
-        (``*_busy``; None when none did) and over every step -- for utilisation,
-        internal fragmentation (fractions of the pool), total cost (allocated slots + c x blocks
-        in use, slot equivalents: mean_total_cost*) and cost per stored token
-        (cost_per_token*), and peak_running, steps, preemptions, mean_tokens_per_step.
-        Charts and texts compare rows on one basis (``allocator.viz.claims.sweep_basis``).
+        One :class:`SweepRow` per block size that fits the pool, ascending.
 
-    Source: total cost = allocated slots + c x blocks is seed 001's objective
-    (001_b60e659497b44204.txt), applied here to the running engine instead of a snapshot.
+    Source: total cost = allocated slots + c x blocks is the metadata-cost objective of
+    assets/reference_figures.md, R2, applied here to the running engine instead of a snapshot.
     """
     rows = []
     for bs in block_sizes:
@@ -258,20 +312,20 @@ def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLO
             continue
         res = simulate(workload, PagedAllocator(total_slots, bs, preemption=preemption), record_snapshots=False)
         m = res.metrics
-        rows.append({
-            "block_size": bs,
-            "blocks": total_slots // bs,
-            "waited": bool(res.busy_mask().any()),
+        rows.append(SweepRow(
+            block_size=bs,
+            blocks=total_slots // bs,
+            waited=bool(res.busy_mask().any()),
             **_both_bases(res, "mean_utilization", m["utilization"]),
             **_both_bases(res, "mean_internal_fragmentation", m["internal_fragmentation"] / total_slots),
             **_both_bases(res, "mean_total_cost", res.total_cost(metadata_cost)),
-            "cost_per_token_busy": res.cost_per_token(metadata_cost, busy=True),
-            "cost_per_token": res.cost_per_token(metadata_cost, busy=False),
-            "peak_running": res.summary["peak_running"],
-            "steps": res.steps,
-            "preemptions": res.summary["preemptions"],
-            "mean_tokens_per_step": res.summary["mean_tokens_per_step"],
-        })
+            cost_per_token_busy=res.cost_per_token(metadata_cost, busy=True),
+            cost_per_token=res.cost_per_token(metadata_cost, busy=False),
+            peak_running=res.summary.peak_running,
+            steps=res.steps,
+            preemptions=res.summary.preemptions,
+            mean_tokens_per_step=res.summary.mean_tokens_per_step,
+        ))
     return rows
 
 

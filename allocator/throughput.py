@@ -37,7 +37,7 @@ import numpy as np
 
 from .allocators import RESERVATION_POLICIES, PagedAllocator, ReserveMaxAllocator
 from .engine import simulate
-from .limits import LIMITS, check
+from .limits import check
 from .timing import CostModel, price
 from .trace import shipped_trace
 from .validate import FieldError, number_from_text, one_of, show
@@ -80,7 +80,6 @@ INTERPOLATION_SPAN = 1.5
 #: The widest range (high / low) a ratio of two bracketed sustained rates is stated as; wider, or a
 #: range that includes 1 (the grid cannot tell which sustains more), and no ratio is stated.
 RATIO_RANGE_SPAN = 4.0
-MAX_REQUESTS = int(LIMITS["requests"].high)
 MAX_RATES = 16
 #: Named workloads a sweep draws its lengths from, and how texts name them.
 SWEEP_WORKLOADS = {"azure-conv": "Azure conversation lengths",
@@ -432,10 +431,10 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
             res = simulate(w, alloc, record_snapshots=False, clock=cost.for_blocks(alloc.block_size))
             timing = price(res, cost)
             s = dict(timing.summary)
-            s.update(preemptions=res.summary["preemptions"], rejected=len(res.rejected),
-                     mean_utilization_busy=res.summary["mean_utilization_busy"],
-                     mean_running_busy=res.summary["mean_running_busy"],
-                     peak_running=res.summary["peak_running"], policy=policy, rate=rate)
+            run = res.summary
+            s.update(preemptions=run.preemptions, rejected=len(res.rejected),
+                     mean_utilization_busy=run.mean_utilization_busy, mean_running_busy=run.mean_running_busy,
+                     peak_running=run.peak_running, policy=policy, rate=rate)
             sweep.points[(policy, rate)] = s
             sweep.latencies[(policy, rate)] = {k: timing.requests[k] for k in ("ttft_s", "tpot_s", "e2e_s")}
             done += 1

@@ -6,7 +6,9 @@ Renders text and tables; its sentences about the default run are built by
 import pandas as pd
 import streamlit as st
 
-from allocator.accounting import PRESETS, format_bytes
+from allocator.accounting import PRESETS
+from allocator.formats import format_bytes
+from allocator.metric_names import glossary_rows
 from allocator.mooncake import MOONCAKE_ATTRIBUTION
 from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.trace import AZURE_ATTRIBUTION
@@ -26,7 +28,7 @@ CALIBRATION_SOURCE = (
     "assets/vllm_runs/rtxpro6000_llama-3.1-8b). Only one run ships, so the error on runs it has not seen is "
     "not measured (Checked against a real engine).")
 
-#: (term, meaning in the app's own words, where the app shows it). Keep in step with DESIGN.md "Words".
+#: (term, meaning in the app's own words, where the app shows it). Keep in step with the README's vocabulary.
 GLOSSARY = [
     ("slot", "Room for the keys and values of one token, across every layer and head of the model. "
      "The app counts memory in slots so the arithmetic does not depend on the model; one slot is "
@@ -130,6 +132,8 @@ GLOSSARY = [
      "block table than when each sequence lies in one contiguous run (paged time ÷ contiguous time).",
      "Paged-attention kernel"),
 ]
+#: The figures the lesson names by a term, worded as the cards and tables word them (allocator.metric_names).
+GLOSSARY += glossary_rows({term for term, _, _ in GLOSSARY})
 
 #: (figure, where it comes from). The sources of every headline number the app shows or quotes.
 SOURCES = [

@@ -11,7 +11,8 @@ from allocator.scenario import Scenario
 from allocator.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import plain_markdown
-from allocator.viz.claims import (details_rows, headline, plural, reservation_name, reservation_rule,
+from allocator.formats import plural
+from allocator.viz.claims import (details_rows, headline, reservation_name, reservation_rule,
                                   scheduler_rules_text, sweep_summary, sweep_table, workload_outcome)
 from pages._ui.cache import compute, metrics_table, presentation_figure, seconds_figure, sweep, sweep_chart, timings
 from pages._ui.controls import controls, read_url, time_controls
@@ -36,10 +37,10 @@ def cards_panel(results, priced) -> None:
             if panel["time"]:
                 st.markdown(f":material/timer: {panel['time']}")
             st.caption(panel["line"])
-            if s["rejected"]:
-                st.warning(f"{plural(len(s['rejected']), 'request')} can never fit and "
-                           f"{'was' if len(s['rejected']) == 1 else 'were'} rejected:\n\n" +
-                           "\n".join(f"- r{r['id']}: {r['reason']}" for r in s["rejected"][:10]))
+            if s.rejected:
+                st.warning(f"{plural(len(s.rejected), 'request')} can never fit and "
+                           f"{'was' if len(s.rejected) == 1 else 'were'} rejected:\n\n" +
+                           "\n".join(f"- r{r['id']}: {r['reason']}" for r in s.rejected[:10]))
 
 
 def details_panel(results, cost: float, priced) -> None:

@@ -48,7 +48,7 @@ def digest(result) -> str:
     h = hashlib.sha256()
     for part in (result.kind, result.label, result.workload, result.total_slots, result.block_size,
                  result.metrics, result.snapshots, result.snapshot_stride, result.rejected,
-                 json.dumps(result.summary, sort_keys=True), result.shared_prefix, result.preemption,
+                 json.dumps(result.summary.to_dict(), sort_keys=True), result.shared_prefix, result.preemption,
                  result.requests, result.prefix_caching):
         _feed(h, part)
     return h.hexdigest()[:16]

@@ -210,3 +210,27 @@ def test_the_handout_names_one_step_once_when_both_peaks_share_it(run):
     r, p = results["reserve_max"].summary, results["paged"].summary
     assert r["peak_running_step"] == p["peak_running_step"] == 0
     assert "both at step 0" in text and "steps 0 and 0" not in text
+
+
+def test_a_pow2_export_is_named_and_summarised_as_pow2(tmp_path, capsys):
+    """A pow2 (or buddy, or prefix-cached) export never shares a file name or a summary line with
+    the reserve-max export of the same workload (it once did: only workload, pool and block size
+    went into the name), and the files it writes say which reservation ran on the left."""
+    from allocator.viz.exports import scenario_slug, scenario_summary
+    base = Scenario()
+    variants = [Scenario(policy="pow2"), Scenario(policy="oracle"), Scenario(placement="buddy"),
+                Scenario(policy="pow2", placement="buddy"), Scenario(shared_prefix=256, prefix_caching=True),
+                Scenario(shared_prefix=256)]
+    slugs = {scenario_slug(sc) for sc in [base, *variants]}
+    summaries = {scenario_summary(sc) for sc in [base, *variants]}
+    assert len(slugs) == len(summaries) == 1 + len(variants)
+    assert scenario_slug(Scenario(policy="pow2")) == "classroom-40_2048slots_block16_maxnew600_seed25_reserve-pow2"
+    assert "reserve-pow2 reservations" in scenario_summary(Scenario(policy="pow2"))
+    assert "reserve-" not in scenario_summary(base) and "reserve-" not in scenario_slug(base)
+    # the CLI export: the CSV's scenario line, the handout and the animation's title all say pow2
+    out, hand, csv = tmp_path / "a.html", tmp_path / "h.html", tmp_path / "m.csv"
+    assert main(["export-html", "--policy", "pow2", "-o", str(out), "--handout", str(hand), "--csv", str(csv)]) == 0
+    capsys.readouterr()
+    assert "reserve-pow2 reservations" in csv.read_text(encoding="utf-8").splitlines()[0]
+    assert "reserve-pow2 reservations" in hand.read_text(encoding="utf-8")
+    assert "left: reserve-pow2)" in out.read_text(encoding="utf-8")

@@ -1,46 +1,16 @@
 """Byte units of the lesson: binary multiples only, and how the app writes them.
 
-Every multiple is *binary*: ``KiB = 2**10``, ``MiB = 2**20``, ``GiB = 2**30`` bytes. The seed
-texts write "KB", "MB", "GB" for these same binary quantities (for example "512 KB per token" in
-``shared/seeds/003_49f236d33f1525f6.txt`` is 524,288 bytes = 512 KiB, and the PagedAttention
-paper's "800 KB" for OPT-13B is 819,200 bytes = 800 KiB). Nothing in the accounting package
+Every multiple is *binary*: ``KiB = 2**10``, ``MiB = 2**20``, ``GiB = 2**30`` bytes. The
+lesson's sources write "KB", "MB", "GB" for these same binary quantities (the PagedAttention
+paper's "800 KB" per token for OPT-13B, section 3, is 819,200 bytes = 800 KiB; see also
+``assets/reference_figures.md``). Nothing in the accounting package
 uses decimal kB/MB/GB.
 """
 from __future__ import annotations
 
-from allocator.validate import FieldError
-
-#: Binary byte multiples. The app never uses decimal kB/MB/GB.
-KIB = 1024
-MIB = 1024 ** 2
-GIB = 1024 ** 3
-
-_SCALES = {"bytes": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB}
-
-
-def format_bytes(n_bytes: float, unit: str | None = None) -> str:
-    """Format a byte count in binary units, e.g. ``"512 KiB"``, ``"1 GiB"``, ``"175 MiB"``.
-
-    ``unit`` forces one of ``"bytes"``, ``"KiB"``, ``"MiB"``, ``"GiB"``; by default the largest
-    unit in which the value is at least 1 is chosen. Up to 2 decimals, trailing zeros dropped.
-
-    Raises
-    ------
-    FieldError (field ``unit``) for any other unit.
-    """
-    if unit is None:
-        unit = "bytes"
-        for name in ("GiB", "MiB", "KiB"):
-            if abs(n_bytes) >= _SCALES[name]:
-                unit = name
-                break
-    if unit not in _SCALES:
-        raise FieldError("unit", f" = {unit!r} must be one of {', '.join(_SCALES)}")
-    value = n_bytes / _SCALES[unit]
-    if unit == "bytes":
-        return f"{value:,.0f} bytes" if float(value).is_integer() else f"{value:,.2f} bytes"
-    text = f"{value:,.2f}".rstrip("0").rstrip(".")
-    return f"{text} {unit}"
+# The multiples and the formatter live in allocator.formats (one module writes every number the app
+# shows); they are re-exported here, where the accounting package has always offered them.
+from allocator.formats import GIB, KIB, MIB, format_bytes  # noqa: F401
 
 
 def bytes_in_units(n_bytes: float) -> dict[str, float]:

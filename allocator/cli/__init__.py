@@ -11,7 +11,8 @@ because both call the same functions of :mod:`allocator`.
 * :mod:`.serving` -- ``rate-sweep``: the paper's four allocators against request rate, in seconds.
 * :mod:`.paper` -- ``paper-replication``: the PagedAttention paper's OPT-13B experiment, Figures 2, 12 and 13.
 * :mod:`.replay` -- ``replay-vllm``: a measured vLLM run beside the lab's replay of it.
+* :mod:`.metrics` -- ``metrics``: every summary figure's label, unit and meaning.
 """
 
 #: Sub-command modules, in help order.
-MODULES = ("simulate", "accounting", "export", "site", "serving", "paper", "replay")
+MODULES = ("simulate", "accounting", "export", "site", "serving", "paper", "replay", "metrics")

@@ -65,7 +65,8 @@ def run(args) -> int:
             on stderr and exit status 2. Nothing is written unless every file can be.
     """
     from ..viz.charts import explainer_figure, sweep_figure   # plotly: imported only when exporting
-    from ..viz.exports import animation_html, handout_html, metrics_csv, metrics_frame
+    from ..viz.exports import animation_html, metrics_csv, metrics_frame
+    from ..viz.handout import handout_html
 
     sc = cli_simulate.scenario_from_args(args).checked()
     in_range("total_slots", sc.slots, LIMITS["drawn_slots"])     # every frame's map holds every slot

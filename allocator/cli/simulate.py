@@ -17,9 +17,8 @@ import json
 
 from ..allocators import PLACEMENTS, RESERVATION_POLICIES
 from ..limits import LIMITS
-from ..mooncake import is_mooncake_path
 from ..scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep,
-                        build_workload, run_scenario)
+                        build_workload, run_scenario, workload_kind)
 from ..timing import GPUS, TIMED_MODELS, cost_model, price
 from ..shares import SHARES
 from ..viz.claims import share_cells, sweep_basis, sweep_value
@@ -124,7 +123,7 @@ def scenario_from_args(args) -> Scenario:
                     policy=getattr(args, "policy", d.policy), placement=getattr(args, "placement", d.placement),
                     # --prefix-caching with nothing to find is ignored (a note says so)
                     prefix_caching=bool(getattr(args, "prefix_caching", False))
-                    and bool(args.shared_prefix or is_mooncake_path(args.trace)))
+                    and bool(args.shared_prefix or workload_kind(workload) == "mooncake"))
 
 
 def unused_options(args, *, sweep_only_cost: bool = True) -> list[str]:
@@ -151,7 +150,8 @@ def unused_options(args, *, sweep_only_cost: bool = True) -> list[str]:
                            "classroom-40, not to a trace")
     if sweep_only_cost and args.metadata_cost is not None and not args.sweep:
         reasons.append("--metadata-cost applies only with --sweep")
-    if getattr(args, "prefix_caching", False) and not args.shared_prefix and not is_mooncake_path(args.trace):
+    if getattr(args, "prefix_caching", False) and not args.shared_prefix \
+            and workload_kind(args.trace or args.workload or "classroom-40") != "mooncake":
         reasons.append("--prefix-caching has nothing to find without prompt tokens (a Mooncake .jsonl trace) "
                        "or --shared-prefix")
     return [r + "; ignored" for r in reasons]
@@ -171,7 +171,7 @@ def run(args) -> int:
     cost = cost_model(args.gpu or "a100-40gb", args.model or "opt-13b") if timed else None
     out = {}
     for key, res in results.items():
-        s = dict(res.summary)
+        s = res.summary.to_dict()
         s["allocator"] = res.label
         s["workload"] = workload.name
         s["requests"] = len(workload)
@@ -183,8 +183,8 @@ def run(args) -> int:
             s.update(price(res, cost, idle_step_s=1 / sc.canonical().steps_per_second).summary)
         out[key] = s
     if args.sweep:
-        out["paged_block_size_sweep"] = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES,
-                                                         sc.metadata_cost, sc.preemption)
+        out["paged_block_size_sweep"] = [row.to_dict() for row in block_size_sweep(
+            workload, sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)]
     if args.json:
         print(json.dumps(out, indent=2))
         return 0

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from allocator import DUPLICATE, EMPTY, FREE, HOLE, SHARED
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
+from allocator.mathutils import cdiv
 from allocator.viz.claims import lesson_key_steps, pct, sweep_basis, sweep_value
 from allocator.viz.theme import (ACCENT, DARK_HOLE, DUPLICATE as DUPLICATE_COLOUR, GREY_FREE, ORANGE_EMPTY,
                                  PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
@@ -172,7 +173,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     total = results["paged"].total_slots
     block = results["paged"].block_size
     per_cell = slots_per_cell(total, block_size=block)
-    n_cells = -(-total // per_cell)
+    n_cells = cdiv(total, per_cell)
     rows, cols = grid_shape(n_cells)
     n_steps = max(r.steps for r in results.values())
     end_s = max(t.makespan_s for t in timings.values()) if timings else None

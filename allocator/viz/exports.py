@@ -1,5 +1,5 @@
 """Exports for the classroom: per-step metrics as CSV, the animation as one self-contained HTML
-file, and a one-page printable handout. Pure functions (no streamlit import), so the explainer's
+file, and a one-page printable handout (written by :mod:`allocator.viz.handout`). Pure functions (no streamlit import), so the explainer's
 download buttons, the CLI (``python -m allocator export-html``) and the tests share them.
 
 Every number written here comes from ``allocator`` results (``SimulationResult.metrics`` and
@@ -7,7 +7,6 @@ Every number written here comes from ``allocator`` results (``SimulationResult.m
 """
 from __future__ import annotations
 
-import datetime as _dt
 import html
 import io
 
@@ -16,49 +15,17 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from allocator.engine import METRICS
-from allocator.accounting import PRESETS, format_bytes
+from allocator.metric_names import STEP_UNITS
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import one_line
-from allocator.viz.claims import pct, plural, ratio, reservation_name, reservation_rule
-from allocator.shares import SHARES
-from allocator.viz.claims import pct, plural, ratio, reservation_name, reservation_rule, share_cells
+from allocator.viz.claims import reservation_name, reservation_rule
 
 #: Order of the allocators in every export (left to right, as on the explainer page).
 KINDS = ("reserve_max", "paged")
 
-#: Per-step metric -> unit written into the CSV header (``allocator.engine.METRICS`` names).
-#: tests/test_exports.py checks that every engine metric has a unit here.
-METRIC_UNITS = {
-    "used_slots": "slots",
-    "duplicate_slots": "slots",
-    "logical_tokens": "tokens",
-    "allocated_unshared": "slots",
-    "allocated_slots": "slots",
-    "reserved_slots": "slots",
-    "internal_fragmentation": "slots",
-    "external_fragmentation": "slots",
-    "free_slots": "slots",
-    "free_other_slots": "slots",
-    "utilization": "fraction of pool",
-    "running": "sequences",
-    "waiting": "requests",
-    "finished": "requests",
-    "tokens": "tokens this step",
-    "preemptions": "sequences this step",
-    "units": "count in use",
-    "next_need": "slots",
-    "swapped_blocks": "blocks this step",
-    "recomputed_tokens": "tokens this step",
-    "admitted": "sequences this step",
-    "prefill_tokens": "tokens this step",
-    "prefill_pairs": "query-key pairs this step",
-    "decode_pairs": "query-key pairs this step",
-    "prefix_hit_tokens": "tokens this step",
-    "prompt_tokens_admitted": "tokens this step",
-    "cached_blocks": "blocks",
-    "cached_evictions": "blocks this step",
-    "pending_tokens": "tokens still to write",
-}
+#: Per-step metric -> unit written into the CSV header (``allocator.engine.METRICS`` names; the
+#: table itself is :data:`allocator.metric_names.STEP_UNITS`, which the glossary and CLI read too).
+METRIC_UNITS = STEP_UNITS
 #: Header unit for a metric the engine records but this table does not know yet.
 UNKNOWN_UNIT = "units: see allocator.engine.METRICS"
 
@@ -124,13 +91,30 @@ def metrics_frame(results: dict) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
+def _allocator_settings(sc) -> list[tuple[str, str]]:
+    """The non-default allocator settings of a (canonical) scenario as (words, file-name part):
+    the reservation policy and placement of the left side, the paged side's preemption and
+    prefix cache. Two exports that ran different allocators never share a name."""
+    out = []
+    if sc.policy != "max":
+        out.append((f"reserve-{sc.policy} reservations", f"reserve-{sc.policy}"))
+    if sc.placement != "first-fit":
+        out.append((f"{sc.placement} placement", sc.placement))
+    if sc.preemption != "recompute":
+        out.append((f"{sc.preemption} preemption", sc.preemption))
+    if sc.prefix_caching:
+        out.append(("prefix caching", "prefixcache"))
+    return out
+
+
 def scenario_summary(scenario, workload=None) -> str:
     """The scenario in one line, as every export names it: workload, pool, block size, max_new_tokens
-    and any non-default setting (seed, arrivals, trace window, shared prompt, preemption, c)."""
+    and any non-default setting (seed, arrivals, trace window, shared prompt, reservation policy and
+    placement, preemption, prefix caching, c)."""
     sc = scenario.canonical()
     parts = [workload.name if workload is not None else sc.workload, f"{sc.slots:,} slots",
              f"block size {sc.block_size}", f"max_new_tokens {sc.max_new:,}"]
-    if sc.workload == "classroom-40":
+    if sc.kind == "classroom":
         parts.append(f"seed {sc.seed}")
         if sc.arrival == "trickle":
             parts.append(f"trickle {sc.arrival_rate:g} requests/step")
@@ -138,8 +122,7 @@ def scenario_summary(scenario, workload=None) -> str:
         parts.append(f"rows {sc.offset + 1:,}-{sc.offset + sc.count:,} at {sc.steps_per_second:g} steps/s")
     if sc.shared_prefix:
         parts.append(f"shared prompt {sc.shared_prefix:,} tokens")
-    if sc.preemption != "recompute":
-        parts.append(f"{sc.preemption} preemption")
+    parts += [words for words, _ in _allocator_settings(sc)]
     if sc.metadata_cost:
         parts.append(f"c = {sc.metadata_cost:g}")
     return ", ".join(parts)
@@ -150,7 +133,7 @@ def scenario_slug(scenario) -> str:
     sc = scenario.canonical()
     name = sc.workload if sc.workload in ("classroom-40", "azure-conv") else "trace"
     parts = [name, f"{sc.slots}slots", f"block{sc.block_size}", f"maxnew{sc.max_new}"]
-    if sc.workload == "classroom-40":
+    if sc.kind == "classroom":
         parts.append(f"seed{sc.seed}")
         if sc.arrival == "trickle":
             parts.append(f"trickle{sc.arrival_rate:g}")
@@ -158,8 +141,7 @@ def scenario_slug(scenario) -> str:
         parts.append(f"rows{sc.offset + 1}-{sc.offset + sc.count}")
     if sc.shared_prefix:
         parts.append(f"prefix{sc.shared_prefix}")
-    if sc.preemption != "recompute":
-        parts.append(sc.preemption)
+    parts += [name for _, name in _allocator_settings(sc)]
     if sc.metadata_cost:
         parts.append(f"c{sc.metadata_cost:g}")
     return "_".join(parts).replace(".", "p")
@@ -210,7 +192,7 @@ def _footer_block(attribution: str) -> str:
 
 def _data_name(scenario) -> str:
     """What an export calls the scenario's data: a named workload, or an uploaded file's own name."""
-    if scenario.workload == "upload":
+    if scenario.kind == "upload":
         return one_line(scenario.trace_name) or "an uploaded CSV"
     return scenario.workload
 
@@ -239,11 +221,10 @@ def animation_caption(scenario, workload, results: dict) -> str:
     rm, pg = results["reserve_max"].summary, results["paged"].summary
 
     def side(s):
-        if not s["finished"]:
+        if not s.finished:
             return "nothing ran (every request rejected)"
-        running = (f"{s['mean_running_busy']:.1f} running on average while requests waited"
-                   if s["mean_running_busy"] is not None else f"{s['mean_running']:.1f} running on average")
-        return f"{running} (peak {s['peak_running']} at step {s['peak_running_step']:,}), {s['steps']:,} steps"
+        running = f"{s.sustained_running:.1f} running on average" + (" while requests waited" if s.waited else "")
+        return f"{running} (peak {s.peak_running} at step {s.peak_running_step:,}), {s.steps:,} steps"
 
     return (f"{workload.name}: {len(workload)} requests in a {scenario.slots:,}-slot pool, max_new_tokens "
             f"{workload.max_new_tokens:,}. Left: {reservation_name(results)} ({reservation_rule(results)}, contiguous): "
@@ -253,7 +234,9 @@ def animation_caption(scenario, workload, results: dict) -> str:
 def animation_html(scenario, workload, results: dict, fig: go.Figure, *, title: str | None = None,
                    extra_figures: tuple | list = ()) -> str:
     """``standalone_html`` with the scenario's title, caption and data attribution filled in."""
-    title = title or f"Reserve for the worst case, or page? ({workload.name}, block size {scenario.block_size})"
+    left = reservation_name(results)                 # a pow2 or oracle export says so in its title
+    title = title or (f"Reserve for the worst case, or page? ({workload.name}, block size {scenario.block_size}"
+                      + ("" if left == "reserve-max" else f", left: {left}") + ")")
     return standalone_html(fig, title=title, caption=animation_caption(scenario, workload, results),
                            attribution=default_attribution(_data_name(scenario)), extra_figures=extra_figures)
 
@@ -302,221 +285,15 @@ def standalone_html(fig: go.Figure, *, title: str = "Reserve for the worst case,
     return doc[:end] + extras + foot + doc[end:]
 
 
-# ----------------------------------------------------------------------------------- handout
-
-def _fmt(x) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float):
-        return f"{x:,.2f}"
-    return f"{x:,}"
+#: The handout (allocator.viz.handout) is written from the helpers above; its builders are also
+#: offered here, where the app and the CLI have always found every export.
+_HANDOUT = ("handout_html", "handout_rows", "takeaways")
 
 
-def handout_rows(results: dict) -> list[tuple[str, str, str]]:
-    """The handout's summary table: (figure, reservation allocator's value, paged value) as display strings.
-
-    Args:
-        results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
-
-    Returns:
-        Rows in display order: running while requests wait (mean sequences per step), the peak
-        (one instant, with its step), the six memory shares of :data:`allocator.shares.SHARES`
-        while requests wait (% of pool; token states is the utilisation) and their sum (100 %),
-        steps to drain, tokens per step,
-        preemptions, finished, rejected (requests). "—" marks a figure that does not exist
-        (nothing waited, or nothing ran); the table's last row says so when it appears.
-
-    Raises:
-        ValueError: ``results`` lacks one of the two allocators.
-    """
-    _check_results(results)
-    s = {k: results[k].summary for k in KINDS}
-
-    def peak(x):
-        return f"{x['peak_running']} at step {x['peak_running_step']:,}" if x["finished"] else "—"
-
-    spec = [
-        ("Running while requests wait (mean sequences per step)", lambda x: _fmt(x["mean_running_busy"])),
-        ("Peak running (one instant)", peak),
-        ("Steps to drain (engine steps)", lambda x: _fmt(x["steps"])),
-        ("Tokens per step (mean over all steps)", lambda x: _fmt(x["mean_tokens_per_step"])),
-        ("Preemptions (sequences evicted to free memory)", lambda x: _fmt(x["preemptions"])),
-        ("Finished (requests)", lambda x: _fmt(x["finished"])),
-        ("Rejected, can never fit (requests)", lambda x: str(len(x["rejected"]))),
-    ]
-    rows = [(label, fn(s["reserve_max"]), fn(s["paged"])) for label, fn in spec]
-    # where the pool went: the same six shares as the page's details table, adding up to 100 %
-    cells = {k: share_cells(results[k]) for k in KINDS}
-    shares = [(f"Pool share while requests wait: {name} ({meaning})", cells["reserve_max"][key], cells["paged"][key])
-              for key, _, name, meaning in SHARES]
-    shares.append(("Pool shares above, added up", cells["reserve_max"]["total"], cells["paged"]["total"]))
-    rows[2:2] = shares                     # token states first: the utilisation
-    if any("—" in (a, b) for _, a, b in rows):
-        rows.append(("— means", "no such figure: nothing waited (or nothing ran) in that run", ""))
-    return rows
-
-
-def takeaways(results: dict) -> list[str]:
-    """Three or four key points of the current run, in plain words, with its own numbers.
-
-    Args:
-        results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
-
-    Returns:
-        A list of plain-text sentences (no markup). Batch sizes are the sustained ones (mean
-        running while requests wait); a peak is called a peak and given its step.
-
-    Raises:
-        ValueError: ``results`` lacks one of the two allocators.
-    """
-    _check_results(results)
-    rm, pg = results["reserve_max"].summary, results["paged"].summary
-    bs = results["paged"].block_size
-    left = reservation_name(results)
-    if not rm["finished"] or not pg["finished"]:
-        return ["Nothing could run on at least one side: every request was rejected because it can never "
-                "fit this pool (the reasons are listed on the page). Enlarge the pool or shorten the requests."]
-    out = []
-    u_rm, u_pg = rm["mean_utilization_busy"], pg["mean_utilization_busy"]
-    if u_rm is not None and u_pg is not None:
-        verb = "raised" if u_pg > u_rm else "lowered" if u_pg < u_rm else "kept"
-        out.append(f"Reserving {reservation_rule(results)} for every request left {pct(u_rm)} of the "
-                   f"pool holding distinct tokens while requests queued; handing out blocks of {bs} slots "
-                   f"on demand {verb} that {'at' if verb == 'kept' else 'to'} {pct(u_pg)}.")
-    elif u_rm is None and u_pg is None:
-        out.append("No request ever had to wait under either allocator: the pool was big enough for both, "
-                   f"so they differ only in how full it was ({pct(rm['mean_utilization'])} {left} against "
-                   f"{pct(pg['mean_utilization'])} paged, over all steps). Shrink the pool or add requests to see "
-                   "the allocators compete.")
-    else:
-        waited, kept = (left, "paged") if u_rm is not None else ("paged", left)
-        out.append(f"Requests had to queue under {waited} but never under {kept}: in the same pool "
-                   f"{kept} admitted every request as it arrived ({pct(rm['mean_utilization'])} of the pool "
-                   f"held distinct tokens under {left} and {pct(pg['mean_utilization'])} paged, over all steps).")
-    b_rm, b_pg = rm["mean_running_busy"], pg["mean_running_busy"]
-    when = "While requests waited" if b_rm is not None and b_pg is not None else "Over the whole run"
-    if when == "Over the whole run":
-        b_rm, b_pg = rm["mean_running"], pg["mean_running"]
-    out.append(f"{when}, the same memory ran {b_rm:.1f} sequences per step on average under {left} and "
-               f"{b_pg:.1f} when paged" + (f" ({ratio(b_pg / b_rm)})" if b_rm else "")
-               + f". The peaks, {rm['peak_running']} and {pg['peak_running']}, were single instants ("
-               + (f"both at step {rm['peak_running_step']:,}" if rm["peak_running_step"] == pg["peak_running_step"]
-                  else f"steps {rm['peak_running_step']:,} and {pg['peak_running_step']:,}") + ").")
-    if pg["steps"] < rm["steps"]:
-        out[-1] += (f" Running more at a time is why the paged run finished everything in {pg['steps']:,} steps "
-                    f"instead of {rm['steps']:,}.")
-    elif pg["steps"] > rm["steps"]:
-        out[-1] += (f" Here the paged run took longer all the same ({pg['steps']:,} steps against "
-                    f"{rm['steps']:,}).")
-    out.append(f"Paging leaves one kind of slack: the unfilled end of each sequence's last block, under "
-               f"{bs} slots per sequence here. Bigger blocks waste more of it; smaller blocks make the "
-               f"block table longer and the attention kernel's reads more scattered.")
-    if pg["preemptions"]:
-        work = (f"{plural(pg['swapped_blocks'], 'block')} {'was' if pg['swapped_blocks'] == 1 else 'were'} "
-                "copied to host memory and back"
-                if pg.get("preemption_mode") == "swap" and pg["swapped_blocks"]
-                else f"{plural(pg['recomputed_tokens'], 'token')} had to be prefilled again")
-        out.append(f"Admitting requests without reserving their future has a price: the paged run ran out "
-                   f"of blocks and evicted a sequence {plural(pg['preemptions'], 'time')}; {work}. The "
-                   "answers are unaffected, but the work is done twice (recompute) or copied over the host link "
-                   "(swap); the explainer's details table prices it in seconds on the GPU chosen there.")
-    return out
-
-
-_HANDOUT_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #111; margin: 18mm;
-       max-width: 190mm; font-size: 11pt; line-height: 1.35; }
-h1 { font-size: 17pt; margin: 0 0 4pt 0; } h2 { font-size: 12.5pt; margin: 12pt 0 4pt 0; }
-table { border-collapse: collapse; width: 100%; margin: 4pt 0; }
-th, td { border: 1px solid #999; padding: 3pt 6pt; text-align: left; vertical-align: top; }
-td.num, th.num { text-align: right; white-space: nowrap; }
-th { background: #eee; } .muted { color: #555; font-size: 9pt; }
-ol li { margin-bottom: 4pt; }
-@page { size: A4; margin: 14mm; }
-@media print { body { margin: 0; } a { color: inherit; text-decoration: none; } }
-"""
-
-
-def handout_html(scenario, results: dict, workload) -> str:
-    """A one-page printable HTML handout of one scenario: settings, both allocators' figures, takeaways.
-
-    Args:
-        scenario: the ``allocator.scenario.Scenario`` that was run (its settings are listed).
-        results: {"reserve_max": SimulationResult, "paged": SimulationResult} for that scenario.
-        workload: the ``allocator.workload.Workload`` that was run (name, request count, lengths).
-
-    Returns:
-        A complete HTML document (A4, print-ready CSS, no scripts, no external resources).
-
-    Raises:
-        ValueError: ``results`` lacks one of the two allocators.
-    """
-    _check_results(results)
-    e = html.escape
-    reqs = list(workload.requests)
-    prompts = [r.prompt_len for r in reqs]
-    outputs = [r.output_len for r in reqs]
-    settings = [
-        ("Workload", f"{workload.name} — {len(reqs)} requests"),
-        ("Pool (slots, shared by both allocators)", f"{results['paged'].total_slots:,}"),
-        ("Paged block size (slots per block)", f"{results['paged'].block_size}"),
-        ("max_new_tokens (the generation cap)", f"{workload.max_new_tokens:,}"),
-        ("Reservation policy (left side)", f"{reservation_name(results)}: {reservation_rule(results)}"),
-    ]
-    if prompts:
-        settings.append(("Prompt lengths (tokens: min / mean / max)",
-                         f"{min(prompts):,} / {np.mean(prompts):,.0f} / {max(prompts):,}"))
-        settings.append(("Answer lengths (tokens: min / mean / max)",
-                         f"{min(outputs):,} / {np.mean(outputs):,.0f} / {max(outputs):,}"))
-    mode = results["paged"].summary.get("preemption_mode")
-    if mode:
-        settings.append(("Paged preemption (when blocks run out)",
-                         "swap to host memory" if mode == "swap" else "recompute"))
-    if results["paged"].summary.get("shared_prefix"):
-        settings.append(("Shared system prompt (tokens, stored once when paged)",
-                         f"{results['paged'].summary['shared_prefix']:,}"))
-    if getattr(scenario, "metadata_cost", 0):
-        settings.append(("Metadata cost c (slot equivalents per block)", f"{scenario.metadata_cost:g}"))
-    if getattr(scenario, "workload", None) == "classroom-40":
-        settings.append(("Arrivals", "all at step 0" if scenario.arrival == "burst"
-                         else f"trickle, {scenario.arrival_rate:g} requests per step"))
-    elif scenario is not None:
-        settings.append(("Trace rows replayed", f"{scenario.offset + 1:,} to {scenario.offset + len(reqs):,} "
-                                                f"at {scenario.steps_per_second:g} steps per second"))
-    settings_html = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in settings)
-    rows_html = "".join(f"<tr><td>{e(a)}</td><td class=num>{e(b)}</td><td class=num>{e(c)}</td></tr>"
-                        for a, b, c in handout_rows(results))
-    points = "".join(f"<li>{e(t)}</li>" for t in takeaways(results))
-    attribution = default_attribution(_data_name(scenario) if scenario is not None else workload.name)
-    today = _dt.date.today().isoformat()
-    big, small = PRESETS["llama3-70b"], PRESETS["7b-fp16"]
-    slot_sizes = (f"{format_bytes(big.bytes_per_token)} for Llama 3 70B in {big.dtype}, "
-                  f"{format_bytes(small.bytes_per_token)} for a 7B model in {small.dtype}")
-    named = e(scenario_summary(scenario, workload)) if scenario is not None else e(workload.name)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>KV cache paging — handout: {e(workload.name)}, block size {results['paged'].block_size}</title>
-<style>{_HANDOUT_CSS}</style></head>
-<body>
-<h1>Reserve for the worst case, or page?</h1>
-<p class=muted>Scenario: {named}.</p>
-<p>An LLM server keeps every token's keys and values (its KV cache) until the request ends, and it
-cannot know in advance how long an answer will be. The same requests ran against the same memory
-twice: <b>{e(reservation_name(results))}</b> sets aside {e(reservation_rule(results))} slots in one
-contiguous run per request; <b>paged</b> hands out fixed-size blocks as each sequence grows.</p>
-<h2>Settings</h2>
-<table>{settings_html}</table>
-<h2>What happened</h2>
-<table><tr><th>figure</th><th class=num>{e(reservation_name(results))}</th><th class=num>paged (block {results['paged'].block_size})</th></tr>
-{rows_html}</table>
-<p class=muted>"While requests wait" means averaged over the engine steps when at least one request
-was queued for memory — the moments the allocator's choices matter.</p>
-<h2>Take-aways</h2>
-<ol>{points}</ol>
-<p class=muted>One slot holds one token's keys and values across all layers ({e(slot_sizes)}, as on the
-Capacity page), so real pools have hundreds of thousands of slots; the
-proportions carry over, the counts do not. The PagedAttention paper measured 20–40 % of KV memory
-holding tokens in earlier systems and 2–4x higher throughput with paging.</p>
-<p class=muted>{attribution} Generated {today}.</p>
-</body></html>
-"""
+def __getattr__(name: str):
+    """``handout_html``, ``handout_rows`` and ``takeaways`` from :mod:`allocator.viz.handout`
+    (imported on first use: that module imports this one)."""
+    if name in _HANDOUT:
+        from allocator.viz import handout
+        return getattr(handout, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,7 +4,8 @@ No streamlit import: pages and the exported site render these strings, tests com
 """
 
 #: Copy-on-write, in the block manager's order (``allocator.block_manager.BlockManager.append_token``,
-#: ``cow_order="safe"``; PagedAttention section 4.4; seed 003's challenge 3).
+#: ``cow_order="safe"``; PagedAttention paper section 4.4;
+#: assets/reference_figures.md, R8).
 COPY_ON_WRITE = (
     "Full blocks are never written again, so only a shared *last* block (after a fork) needs care. "
     "The writer (1) makes sure a free block exists, (2) drops its own reference to the shared block "

@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from allocator.throughput import PAPER, PAPER_NAMES, POLICY_LABELS, memory_basis
-from allocator.viz.claims import rate as rate_text
+from allocator.formats import rate as rate_text
 from allocator.viz.theme import PAGED, RESERVE_MAX
 
 #: Line style of each policy: (colour, dash, marker symbol).

@@ -6,7 +6,8 @@ module only offers them as downloads, built lazily and cached per scenario.
 """
 import streamlit as st
 
-from allocator.viz.exports import animation_html, handout_html, metrics_csv, scenario_slug
+from allocator.viz.exports import animation_html, metrics_csv, scenario_slug
+from allocator.viz.handout import handout_html
 from allocator.viz.site import build_site, site_zip
 
 
