@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from allocator.formats import format_bytes_decimal as format_bytes  # noqa: F401  (re-exported)
 from kernels.errors import FieldError
 from kernels.stats import CONFIDENCE, NO_DIFFERENCE, verdict_text
 
@@ -159,14 +160,6 @@ class SweepResult:
                          f"{r['overhead']:>9.3f} {ci:>15} {r['verdict']:>24} {r['paged_GBps']:>11.4g} "
                          f"{('%.0f%%' % (100 * frac)) if frac is not None else 'n/a':>8}")
         return "\n".join(lines)
-
-
-def format_bytes(n: float) -> str:
-    """``n`` bytes as e.g. "67.1 MB", "1.07 GB" or "16.4 kB" (decimal units)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)} B"
 
 
 def load_recorded(pattern: str = "kernel_gpu_*.json", assets: str | Path | None = None) -> list[SweepResult]:

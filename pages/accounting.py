@@ -11,6 +11,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from allocator.formats import pct_fixed
 from allocator import accounting as acc
 from allocator.limits import LIMITS
 from allocator.validate import FieldError, number_from_text, whole_number
@@ -109,10 +110,6 @@ def _report(exc: ValueError, places: dict, default, rows: list[int] | None = Non
                advice=ADVICE_WORDS, label=label)
 
 
-def _pct(fraction: float) -> str:
-    return f"{100 * fraction:.1f} %"
-
-
 # ---------------------------------------------------------------------------------------------
 _init_state()
 
@@ -189,14 +186,14 @@ with col_out:
         m[0].metric("Tokens stored", f"{used:,}", help="Sum of the request lengths.")
         if reserve is not None:
             m[1].metric("Reserve-max slots", f"{reserve.allocated_slots:,}",
-                        delta=f"{reserve.unused_slots:,} unused · {_pct(reserve.waste_fraction)}",
+                        delta=f"{reserve.unused_slots:,} unused · {pct_fixed(reserve.waste_fraction)}",
                         delta_color="off", delta_arrow="off",
                         help="Requests x reserve maximum.")
         else:
             m[1].metric("Reserve-max slots", "—")
         if paged is not None:
             m[2].metric("Paged slots", f"{paged.allocated_slots:,}",
-                        delta=f"{paged.unused_slots:,} unused · {_pct(paged.waste_fraction)}",
+                        delta=f"{paged.unused_slots:,} unused · {pct_fixed(paged.waste_fraction)}",
                         delta_color="off", delta_arrow="off",
                         help=f"Page size {paged.page_size}: sum over requests of "
                              "ceil(length / page size) x page size.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from allocator.formats import pct_fixed
 from allocator import accounting as acc
 from allocator.viz.arithmetic import curve_figure as _curve_figure
 from allocator.viz.arithmetic import fit_figure as _fit_figure
@@ -31,10 +32,6 @@ def _init_state() -> None:
 
 def _model_label(key: str) -> str:
     return "Custom shape…" if key == CUSTOM else acc.PRESETS[key].short
-
-
-def _pct(fraction: float) -> str:
-    return f"{100 * fraction:.1f} %"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,7 +152,7 @@ else:
                 help=f"{fixed['reserved_slots']:,} tokens × {fb(bpt)} = "
                      f"{fixed['reserved_bytes']:,} bytes")
     if cap is not None:
-        r[1].metric("Reserved but empty", _pct(cap.waste_fraction_reserve),
+        r[1].metric("Reserved but empty", pct_fixed(cap.waste_fraction_reserve),
                     help=f"1 − {cap.mean_tokens:g} / {cap.max_context:,} "
                          "(mean tokens / maximum context)")
     else:
@@ -176,7 +173,7 @@ else:
                 help=f"ceil({cap.mean_tokens:g} / {cap.block_size}) blocks of "
                      f"{cap.block_size} slots")
     p[1].metric("Allocated per sequence", fb(cap.paged_bytes),
-                delta=f"{_pct(cap.waste_fraction_paged)} empty", delta_color="off",
+                delta=f"{pct_fixed(cap.waste_fraction_paged)} empty", delta_color="off",
                 delta_arrow="off", help=f"{cap.paged_slots:g} slots × {fb(bpt)}")
     p[2].metric("Sequences, paged", f"{cap.fit_paged:,}",
                 delta=(f"{ratio(cap.paged_gain)} reserve-max" if cap.paged_gain
@@ -193,7 +190,7 @@ if cap is not None:
                   f"{cap.fit_reserve_double:,}")
         st.markdown(
             f"Doubling the card doubles the count, but the new memory is reserved the same way: "
-            f"{_pct(cap.waste_fraction_reserve)} of it still sits empty. Each GiB bought stores "
+            f"{pct_fixed(cap.waste_fraction_reserve)} of it still sits empty. Each GiB bought stores "
             f"only {kept:.2f} GiB of tokens.")
     with right.container(border=True):
         st.markdown("**Fix the allocator** (page the cache, same memory)")
@@ -201,7 +198,7 @@ if cap is not None:
         st.markdown(
             f"Same hardware, but each sequence now holds {cap.paged_blocks:g} blocks instead of "
             f"a {cap.max_context:,}-token reservation; at most one block's tail per sequence is "
-            f"empty ({_pct(cap.waste_fraction_paged)} here).")
+            f"empty ({pct_fixed(cap.waste_fraction_paged)} here).")
     st.plotly_chart(_fit_figure(cap), key="cap_fit_chart", config={"displaylogo": False})
 
     st.header("The reservation does not notice short requests")
