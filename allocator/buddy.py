@@ -5,8 +5,8 @@ request reserves up front (Kwon et al., "Efficient Memory Management for Large L
 Serving with PagedAttention", SOSP 2023, section 6.1, "Baseline 2: Orca"). Its artifact
 repository (sosp-ae-39/sosp-ae-astra) implements that Orca as a proxy on vLLM's own code base:
 ``orca/cacheflow/master/block_manager.py`` (``BuddyBlockSpaceManager``) and the statistics in
-``orca/cacheflow/master/scheduler.py``. DESIGN.md ("Reservation policies") states the rules this
-module follows:
+``orca/cacheflow/master/scheduler.py``. The rules this module follows (also summed up in
+``assets/reference_figures.md`` R9):
 
 * a request reserves ``ceil(min(prompt + estimate, 2048) / 16)`` blocks of 16 tokens, where the
   estimate of its output length is 2,048 (Orca (Max), the artifact's "constant"), the next power of
@@ -26,6 +26,7 @@ small for the queue's head are external fragmentation. Used by
 """
 from __future__ import annotations
 
+from .mathutils import cdiv
 from .validate import FieldError, one_of, whole_number
 
 #: The artifact's output-length estimators, by this project's policy names (its names in brackets):
@@ -73,7 +74,7 @@ def reservation_blocks(prompt_len: int, output_len: int, estimator: str, block_s
     pow2 -> ceil(612 / 16) = 39, oracle -> ceil(400 / 16) = 25.
     """
     est = output_estimate(output_len, estimator, max_context)
-    return -(-min(int(prompt_len) + est, max_context) // block_size)
+    return cdiv(min(int(prompt_len) + est, max_context), block_size)
 
 
 def buddy_run_blocks(blocks: int) -> int:

@@ -50,13 +50,13 @@ def test_r1_paged_slots(page, slots, unused, pages):
 def test_r2_best_page_size_with_metadata_cost(c, best, cost):
     """R2: best block size 1/2/4/8 at c = 0/0.25/1/4, costs 31/38.25/50/72,
     over the tested powers of two 1..32 — and the answer is the same over 1..256."""
-    assert acc.best_page_size(R1_LENGTHS, c, acc.SEED_001_CANDIDATES) == (best, cost)
+    assert acc.best_page_size(R1_LENGTHS, c, acc.R2_CANDIDATES) == (best, cost)
     assert acc.best_page_size(R1_LENGTHS, c) == (best, cost)
 
 
 def test_r2_page_size_table_rows():
     """R2: the table behind the optimum at c = 1 (one best row)."""
-    rows = acc.page_size_table(R1_LENGTHS, 1, acc.SEED_001_CANDIDATES)
+    rows = acc.page_size_table(R1_LENGTHS, 1, acc.R2_CANDIDATES)
     assert [r.page_size for r in rows] == [1, 2, 4, 8, 16, 32]
     assert [r.allocated_slots for r in rows] == [31, 34, 40, 48, 64, 96]
     assert [r.unused_slots for r in rows] == [0, 3, 9, 17, 33, 65]

@@ -223,7 +223,7 @@ def test_scenario_and_cli_take_the_buddy_placement():
     with pytest.raises(FieldError) as e:
         Scenario(placement="best-fit").checked()
     assert e.value.field == "placement"
-    # the explainer's seed lesson keeps first fit
+    # the explainer (reference figure R7) keeps first fit
     assert Scenario().placement == "first-fit"
     assert run_scenario(Scenario(), record_snapshots=False)["reserve_max"].label == "Reserve-max"
 

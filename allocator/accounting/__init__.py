@@ -34,9 +34,9 @@ PagedAttention", SOSP 2023 (arXiv:2309.06180).
 from .memory import (CAPACITY_DEFAULTS, Capacity, capacity, fit_curve, gib_to_bytes, kv_pool_bytes,
                      reserve_max_capacity, slot_pool_capacity)
 from .models import PRESETS, ModelConfig, kv_bytes_per_token, model_config
-from .page_size import (DEFAULT_CANDIDATES, SEED_001_CANDIDATES, PageSizeRow, best_page_size,
+from .page_size import (DEFAULT_CANDIDATES, R2_CANDIDATES, PageSizeRow, best_page_size,
                         page_size_table, validate_candidates)
-from .report import ACCOUNT_DEFAULTS, SEED_002_PRESET, account
+from .report import ACCOUNT_DEFAULTS, R4_PRESET, SEED_002_PRESET, account
 from .sharing import PrefixSharing, prefix_sharing
 from .slots import (PagedTally, ReserveTally, paged_slots, parse_lengths,
                     reserve_max_slots, validate_lengths)
@@ -46,11 +46,11 @@ __all__ = [
     "KIB", "MIB", "GIB", "format_bytes", "bytes_in_units",
     "validate_lengths", "parse_lengths", "ReserveTally", "reserve_max_slots",
     "PagedTally", "paged_slots",
-    "DEFAULT_CANDIDATES", "SEED_001_CANDIDATES", "validate_candidates", "PageSizeRow",
+    "DEFAULT_CANDIDATES", "R2_CANDIDATES", "validate_candidates", "PageSizeRow",
     "page_size_table", "best_page_size",
     "PrefixSharing", "prefix_sharing",
     "kv_bytes_per_token", "ModelConfig", "PRESETS", "model_config",
     "CAPACITY_DEFAULTS", "gib_to_bytes", "kv_pool_bytes", "reserve_max_capacity", "Capacity", "capacity",
     "slot_pool_capacity", "fit_curve",
-    "ACCOUNT_DEFAULTS", "SEED_002_PRESET", "account",
+    "ACCOUNT_DEFAULTS", "R4_PRESET", "SEED_002_PRESET", "account",
 ]

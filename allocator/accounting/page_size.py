@@ -24,7 +24,7 @@ from .slots import paged_slots, validate_lengths
 DEFAULT_CANDIDATES: tuple[int, ...] = tuple(2 ** k for k in range(9))
 
 #: The candidate block sizes of reference figure R2: powers of two 1..32.
-SEED_001_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+R2_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 
 def validate_candidates(candidates: object) -> list[int]:

@@ -13,7 +13,7 @@ from allocator.limits import LIMITS
 from allocator.validate import real_number
 
 from .memory import slot_pool_capacity
-from .page_size import DEFAULT_CANDIDATES, SEED_001_CANDIDATES, page_size_table
+from .page_size import DEFAULT_CANDIDATES, R2_CANDIDATES, page_size_table
 from .sharing import prefix_sharing
 from .slots import paged_slots, reserve_max_slots, validate_lengths
 
@@ -21,13 +21,16 @@ from .slots import paged_slots, reserve_max_slots, validate_lengths
 #: ``pool_slots`` is R4's pool; ``share`` = (length_a, length_b, prefix_tokens, block_size)).
 #: ``candidates`` is R2's range 1..32 (the functions' own default is 1..256).
 ACCOUNT_DEFAULTS: dict = {"lengths": (5, 9, 17), "reserve": 32, "page_size": 4,
-                          "metadata_cost": 1.0, "candidates": SEED_001_CANDIDATES,
+                          "metadata_cost": 1.0, "candidates": R2_CANDIDATES,
                           "pool_slots": 40960, "share": (20, 23, 8, 4)}
 
 #: Reference figure R4's five requests (tokens) with a 2048-slot maximum, shown at block size 16
-#: with candidate block sizes 1..256. (The name is the one ``pages/accounting.py`` imports.)
-SEED_002_PRESET: dict = {"lengths": (512, 37, 1900, 128, 4), "reserve": 2048, "page_size": 16,
-                         "candidates": DEFAULT_CANDIDATES}
+#: with candidate block sizes 1..256.
+R4_PRESET: dict = {"lengths": (512, 37, 1900, 128, 4), "reserve": 2048, "page_size": 16,
+                   "candidates": DEFAULT_CANDIDATES}
+#: The old name of :data:`R4_PRESET`, still imported by ``pages/accounting.py``; remove once it
+#: uses ``R4_PRESET``.
+SEED_002_PRESET = R4_PRESET
 
 
 def account(lengths: object, reserve: object, metadata_cost: object, block_size: object = 16,

@@ -17,7 +17,7 @@ instantly in the browser:
   c the app's slider offers (0 to 8 in steps of 0.25);
 * the guided lesson (``allocator.viz.lesson``) with every reveal (``claims.reveal``) computed from
   the result the step shows, when the scenario is the lesson's own;
-* the arithmetic pages' seed examples and the Block tables walk-through
+* the arithmetic pages' worked examples and the Block tables walk-through
   (``allocator.viz.site_lessons``).
 
 No text is inserted into the page as HTML unless it was escaped here first
