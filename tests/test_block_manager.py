@@ -288,6 +288,22 @@ def test_shared_prefix_agrees_with_the_accounting_function():
     assert m2.slot_counts().physical_slots == acc10.slots_shared == 36
 
 
+def test_two_sequences_share_a_system_prompt_in_blocks_of_16():
+    """R8: two sequences, sixteen tokens to a block, begin with the same 32-token system prompt:
+    its two blocks are stored once, with refcount 2, and both block tables point at them."""
+    prompt = list(range(1000, 1032))
+    m = BlockManager(num_blocks=16, block_size=16)
+    m.allocate("A", prompt + [1, 2, 3])
+    r = m.allocate("B", prompt + [7, 8])
+    assert r.num_cached_tokens == 32
+    shared = m.block_table("A")[:2]
+    assert m.block_table("B")[:2] == shared
+    assert [m.refcount(b) for b in shared] == [2, 2]
+    assert m.block_table("A")[2] != m.block_table("B")[2]
+    assert m.num_in_use_blocks == 4                  # 2 shared + one private last block each
+    m.check_invariants()
+
+
 # ---------------------------------------------------------------------------- cache reuse order
 
 def test_freed_cached_blocks_stay_findable_until_reused_lru_first():
