@@ -49,11 +49,6 @@ class Request:
             object.__setattr__(self, "arrival_s", real_number("arrival_s", self.arrival_s, 0,
                                                               subject=f"request {self.id}: arrival_s"))
 
-    @property
-    def total_len(self) -> int:
-        """Tokens held when the request finishes: prompt_len + output_len."""
-        return self.prompt_len + self.output_len
-
 
 @dataclass(frozen=True)
 class Workload:
