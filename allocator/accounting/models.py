@@ -95,7 +95,8 @@ class ModelConfig:
 PRESETS: dict[str, ModelConfig] = {
     "7b-fp16": ModelConfig("7b-fp16", "7B, fp16, no GQA (32 layers x 32 heads x 128; Llama 2 7B's shape)",
                            32, 32, 128, 2, "fp16",
-                           "the lesson's reference figure R5: 512 KiB per token (written there as 512 KB)", "7B fp16, no GQA",
+                           "the lesson's reference figure R5: 512 KiB per token (the lesson writes 512 KB)",
+                           "7B fp16, no GQA",
                            hidden_size=4096, heads=32, params=6_738_415_616, max_context=4096),
     "llama3-8b": ModelConfig("llama3-8b", "Llama 3 8B, bf16, GQA (32 layers x 8 KV heads x 128)",
                              32, 8, 128, 2, "bf16",
