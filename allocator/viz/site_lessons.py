@@ -63,19 +63,19 @@ def accounting_page() -> dict:
     rows = []
     for p in R1_BLOCK_SIZES:
         t = acc.paged_slots(lengths, p)
-        rows.append({"page size (slots)": p, "paged slots": t.allocated_slots, "unused slots": t.unused_slots,
+        rows.append({"block size (slots)": p, "paged slots": t.allocated_slots, "unused slots": t.unused_slots,
                      "waste": _pct(t.waste_fraction)})
     paged = acc.paged_slots(lengths, R1_BLOCK_SIZES[0])
     sections.append({
         "title": f"{', '.join(map(str, lengths))} tokens, reserve {d['reserve']} each",
         "text_html": _md(f"Reserve-max sets aside **{reserve.allocated_slots:,} slots**, "
                          f"**{reserve.unused_slots:,}** of them empty ({_pct(reserve.waste_fraction)}). "
-                         f"Pages of {R1_BLOCK_SIZES[0]} need **{paged.allocated_slots:,}** "
-                         f"({paged.unused_slots:,} empty). Bigger pages leave more of each last page empty:"),
+                         f"Blocks of {R1_BLOCK_SIZES[0]} need **{paged.allocated_slots:,}** "
+                         f"({paged.unused_slots:,} empty). Bigger blocks leave more of each last block empty:"),
         "figure": _fig(allocation_figure(lengths, reserve, paged)),
         "table": [{"allocator": f"reserve-max ({d['reserve']} each)", "slots": reserve.allocated_slots,
                    "unused slots": reserve.unused_slots, "waste": _pct(reserve.waste_fraction)}]
-                 + [{"allocator": f"paged, pages of {r['page size (slots)']}", "slots": r["paged slots"],
+                 + [{"allocator": f"paged, blocks of {r['block size (slots)']}", "slots": r["paged slots"],
                      "unused slots": r["unused slots"], "waste": r["waste"]} for r in rows]})
     lengths2 = list(s2["lengths"])
     r2 = acc.reserve_max_slots(lengths2, s2["reserve"])
@@ -84,31 +84,31 @@ def accounting_page() -> dict:
     sections.append({
         "title": f"{', '.join(f'{n:,}' for n in lengths2)} tokens, maximum {s2['reserve']:,}",
         "text_html": _md(f"Reserve-max: **{r2.allocated_slots:,} slots**, {_pct(r2.waste_fraction)} empty. "
-                         f"Pages of {s2['page_size']}: **{p2.allocated_slots:,} slots**, "
+                         f"Blocks of {s2['page_size']}: **{p2.allocated_slots:,} slots**, "
                          f"{_pct(p2.waste_fraction)} empty. A pool of {d['pool_slots']:,} slots fits "
                          f"**{pool.fit_reserve:,}** such requests reserved and **{pool.fit_paged:,}** paged"
                          + (f" ({ratio(pool.paged_gain)})." if pool.paged_gain else ".")),
         "figure": _fig(allocation_figure(lengths2, r2, p2)),
         "table": [{"request": f"r{i + 1}", "tokens": n, "reserved": r2.reserve,
-                   "empty (reserved)": r2.unused_per_request[i], "pages": p2.blocks_per_request[i],
-                   "paged slots": p2.allocated_per_request[i], "empty (last page)": p2.unused_per_request[i]}
+                   "empty (reserved)": r2.unused_per_request[i], "blocks": p2.blocks_per_request[i],
+                   "paged slots": p2.allocated_per_request[i], "empty (last block)": p2.unused_per_request[i]}
                   for i, n in enumerate(lengths2)]})
     for c in R2_COSTS:
         table = acc.page_size_table(lengths, c, list(d["candidates"]))
         best = next(r for r in table if r.is_best)
         sections.append({
-            "title": f"Best page size when every block costs c = {c:g} slots",
-            "text_html": _md(f"At c = {c:g}: the best page size is **{best.page_size}**, total cost "
+            "title": f"Best block size when every block costs c = {c:g} slots",
+            "text_html": _md(f"At c = {c:g}: the best block size is **{best.page_size}**, total cost "
                              f"{best.allocated_slots} slots + {c:g} × {best.blocks} blocks = "
                              f"**{best.total_cost:g}** slot equivalents."),
             "figure": _fig(cost_figure(table, sum(lengths), c)),
-            "table": [{"page size": r.page_size, "slots": r.allocated_slots, "unused": r.unused_slots,
+            "table": [{"block size": r.page_size, "slots": r.allocated_slots, "unused": r.unused_slots,
                        "blocks": r.blocks, "c × blocks": f"{r.metadata_cost:g}", "total cost": f"{r.total_cost:g}",
                        "best": "◀ best" if r.is_best else ""} for r in table]})
-    a, b, prefix, page = d["share"]
-    ps = acc.prefix_sharing(a, b, prefix, page)
+    a, b, prefix, block = d["share"]
+    ps = acc.prefix_sharing(a, b, prefix, block)
     sections.append({
-        "title": f"Two requests ({a} and {b} tokens) sharing a {prefix}-token prefix, pages of {page}",
+        "title": f"Two requests ({a} and {b} tokens) sharing a {prefix}-token prefix, blocks of {block}",
         "text_html": _md(f"**{ps.logical_tokens}** logical tokens; **{ps.slots_unshared}** slots stored "
                          f"separately, **{ps.slots_shared}** with the {ps.shared_blocks} complete prefix "
                          f"blocks stored once: each saves {ps.page_size} slots."),
