@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 
 from allocator.__main__ import main
 from allocator.limits import LIMITS
+from allocator.mathutils import cdiv
 from tests.conftest import ROOT
 
 #: Longest one in-process run may take (seconds); the slowest valid draw here takes about 2 s.
@@ -243,7 +244,7 @@ def jsonl_bodies(draw) -> bytes:
     t = 0
     for _ in range(draw(st.integers(1, 5))):
         n = draw(st.integers(1, 1500))
-        blocks = -(-n // 512)
+        blocks = cdiv(n, 512)
         ids = [draw(st.integers(0, 3)) for _ in range(blocks)]       # small ids: prefixes repeat
         t += draw(st.integers(0, 3000))
         rows.append({"timestamp": t, "input_length": n, "output_length": draw(st.integers(1, 300)),
