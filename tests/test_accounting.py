@@ -35,15 +35,15 @@ def test_r1_reserve_max_96_slots_65_unused():
     assert tally.unused_slots == 65
 
 
-@pytest.mark.parametrize("page, slots, unused, pages", [
+@pytest.mark.parametrize("block, slots, unused, blocks", [
     (4, 40, 9, [2, 3, 5]), (8, 48, 17, [1, 2, 3]), (16, 64, 33, [1, 1, 2])])
-def test_r1_paged_slots(page, slots, unused, pages):
+def test_r1_paged_slots(block, slots, unused, blocks):
     """R1: blocks of 4/8/16 -> 40/48/64 slots, 9/17/33 unused."""
-    tally = acc.paged_slots(R1_LENGTHS, page)
+    tally = acc.paged_slots(R1_LENGTHS, block)
     assert tally.allocated_slots == slots
     assert tally.unused_slots == unused
-    assert tally.blocks_per_request == pages
-    assert tally.blocks == sum(pages)
+    assert tally.blocks_per_request == blocks
+    assert tally.blocks == sum(blocks)
 
 
 @pytest.mark.parametrize("c, best, cost", [(0, 1, 31), (0.25, 2, 38.25), (1, 4, 50), (4, 8, 72)])
@@ -65,7 +65,7 @@ def test_r2_page_size_table_rows():
     assert [r.is_best for r in rows] == [False, False, True, False, False, False]
 
 
-def test_best_page_size_tie_goes_to_smaller_page():
+def test_best_page_size_tie_goes_to_smaller_block():
     # one 8-token request at c = 0: sizes 1, 2, 4, 8 all cost 8 slots.
     assert acc.best_page_size([8], 0, [8, 4, 2, 1]) == (1, 8)
 
@@ -255,7 +255,7 @@ BAD_INPUTS = [
      "request"),
     (lambda: acc.reserve_max_slots([5], 0), "reserve", None, "reserve = 0 must be at least 1"),
     (lambda: acc.reserve_max_slots([5], "x"), "reserve", None, "reserve = 'x' is not a number"),
-    # page size and its metadata cost
+    # block size and its metadata cost
     (lambda: acc.page_size_table([5], -1), "metadata_cost", None,
      "metadata_cost = -1 must not be negative"),
     (lambda: acc.page_size_table([5], NAN), "metadata_cost", None,
@@ -425,12 +425,12 @@ lengths_st = st.lists(st.integers(1, 5000), min_size=1, max_size=30)
 
 
 @settings(max_examples=60, deadline=None)
-@given(lengths=lengths_st, page=st.integers(1, 300))
-def test_paging_tail_is_under_one_page(lengths, page):
-    tally = acc.paged_slots(lengths, page)
+@given(lengths=lengths_st, block=st.integers(1, 300))
+def test_paging_tail_is_under_one_block(lengths, block):
+    tally = acc.paged_slots(lengths, block)
     assert tally.allocated_slots >= tally.used_tokens == sum(lengths)
-    assert all(0 <= u < page for u in tally.unused_per_request)
-    assert all(a % page == 0 for a in tally.allocated_per_request)
+    assert all(0 <= u < block for u in tally.unused_per_request)
+    assert all(a % block == 0 for a in tally.allocated_per_request)
 
 
 @settings(max_examples=60, deadline=None)
@@ -444,13 +444,13 @@ def test_best_page_size_is_minimal(lengths, c):
 
 
 @settings(max_examples=60, deadline=None)
-@given(a=st.integers(1, 500), b=st.integers(1, 500), page=st.integers(1, 64), data=st.data())
-def test_prefix_sharing_keeps_quantities_apart(a, b, page, data):
+@given(a=st.integers(1, 500), b=st.integers(1, 500), block=st.integers(1, 64), data=st.data())
+def test_prefix_sharing_keeps_quantities_apart(a, b, block, data):
     prefix = data.draw(st.integers(0, min(a, b)))
-    ps = acc.prefix_sharing(a, b, prefix, page)
+    ps = acc.prefix_sharing(a, b, prefix, block)
     assert ps.logical_tokens == a + b
-    assert ps.slots_unshared == acc.paged_slots([a, b], page).allocated_slots
-    assert ps.slots_shared == ps.slots_unshared - (prefix // page) * page
+    assert ps.slots_unshared == acc.paged_slots([a, b], block).allocated_slots
+    assert ps.slots_shared == ps.slots_unshared - (prefix // block) * block
     # distinct physical slots still hold every distinct token (prefix stored once at most)
     assert ps.slots_shared >= a + b - prefix
 
@@ -476,7 +476,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_cli_account_example_command():
-    """R1-R3 via the CLI: 96 / 65, 40 / 9 at page 4, best 4 at c = 1 (50),
+    """R1-R3 via the CLI: 96 / 65, 40 / 9 in blocks of 4, best 4 at c = 1 (50),
     prefix sharing 43 / 44 / 36; R4's pool default gives the pool line."""
     out = _cli("account", "--lengths", "5,9,17", "--reserve", "32", "--metadata-cost", "1",
                "--json")
