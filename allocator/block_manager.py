@@ -38,8 +38,9 @@ Sources
 Kwon et al., "Efficient Memory Management for Large Language Model Serving with
 PagedAttention", SOSP 2023: section 4.2 (block tables), 4.4 (parallel sampling: fork shares
 blocks by refcount, copy-on-write at block granularity, shared prefix), 4.5 (preemption by swap
-and by recompute, CPU block allocator). vLLM's automatic prefix caching design. Seed 003
-(``shared/seeds/003_49f236d33f1525f6.txt``), section 10.5 and challenges 3 and 4.
+and by recompute, CPU block allocator). vLLM's automatic prefix caching (chained block hashes:
+``vllm/v1/core/kv_cache_utils.py``, ``hash_block_tokens``). ``assets/reference_figures.md`` R3
+(two requests sharing a prefix) and R8 (chained hashes; the copy-on-write order).
 """
 from __future__ import annotations
 
@@ -50,13 +51,15 @@ import numpy as np
 from .block_hash import (EXTRA_KEY_TAGS, block_hash, check_key, check_token, check_tokens, extra_keys,
                          prompt_block_hashes)
 from .block_pool import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE, BlockPool, HostPool
+from .mathutils import cdiv, round_up
 from .validate import FieldError, OutOfBlocksError, one_of, whole_number
 
 __all__ = ["BLOCK_CACHED", "BLOCK_FREE", "BLOCK_IN_USE", "COW_ORDERS", "EXTRA_KEY_TAGS", "Allocation",
            "AppendResult", "BlockManager", "SlotCounts", "block_hash", "extra_keys", "prompt_block_hashes"]
 
-#: Copy-on-write orders accepted by :meth:`BlockManager.append_token` (the second is the bug
-#: of seed 003's challenge 3, kept only so a test can show what it breaks).
+#: Copy-on-write orders accepted by :meth:`BlockManager.append_token` (the second is the wrong
+#: order that ``assets/reference_figures.md`` R8 warns of, kept only so a test can show what it
+#: breaks).
 COW_ORDERS = ("safe", "decrement_after_copy")
 
 
@@ -145,8 +148,8 @@ class BlockManager:
         enable_prefix_caching: find full blocks again by their hash (True) or never (False).
         chain_hashes: True (correct) chains each block hash over every earlier token; False
             hashes a block's own tokens only and looks every block up independently, which
-            shares a block whose K/V was computed after different earlier tokens (seed 003's
-            challenge 4). :meth:`wrong_shares` lists those.
+            shares a block whose K/V was computed after different earlier tokens (the bug
+            ``assets/reference_figures.md`` R8 describes). :meth:`wrong_shares` lists those.
         free_order: optional permutation of range(num_blocks): the order the free queue starts
             in (default: ascending ids). The page passes a shuffled order so that physical
             order visibly differs from logical order.
@@ -276,11 +279,6 @@ class BlockManager:
         return self.pool.num_in_use
 
     @property
-    def num_available_blocks(self) -> int:
-        """Blocks a new allocation can take: free + cached-but-unreferenced."""
-        return self.pool.num_free
-
-    @property
     def num_cached_blocks(self) -> int:
         """Blocks findable by hash, referenced or not."""
         return self.pool.num_cached
@@ -299,12 +297,12 @@ class BlockManager:
 
         Agrees with :func:`allocator.accounting.prefix_sharing` when two sequences share a
         prefix: lengths 20 and 23 with an 8-token common prefix at block size 4 give 43 logical
-        tokens, 44 slots unshared and 36 physical slots (seed 001).
+        tokens, 44 slots unshared and 36 physical slots (``assets/reference_figures.md`` R3).
         """
         bs = self.block_size
         running = [s for s in self._seqs.values() if not s.swapped]
         logical = sum(len(s.token_ids) for s in running)
-        unshared = sum(-(-len(s.token_ids) // bs) * bs for s in running)
+        unshared = sum(round_up(len(s.token_ids), bs) for s in running)
         in_use = self.num_in_use_blocks
         shared = sum(1 for b in range(self.num_blocks) if self.pool.refcount(b) >= 2)
         return SlotCounts(logical_tokens=logical, slots_unshared=unshared,
@@ -429,7 +427,7 @@ class BlockManager:
         salt = check_key("cache_salt", cache_salt)
         lora = check_key("lora", lora)
         bs = self.block_size
-        n_blocks = -(-len(tokens) // bs)
+        n_blocks = cdiv(len(tokens), bs)
         hits = self._lookup(tokens, salt, lora)
         hits += [None] * (n_blocks - len(hits))
         hit_blocks = [b for b in hits if b is not None]
@@ -475,7 +473,7 @@ class BlockManager:
         ``cow_order="decrement_after_copy"`` re-points the table first and releases whatever the
         table names afterwards, which is now the copy. The original keeps a refcount that never
         reaches zero (leaked) and the copy returns to the free queue while in use. It exists only
-        so a test can show that bug (seed 003, challenge 3).
+        so a test can show that bug (``assets/reference_figures.md`` R8).
 
         Args:
             seq_id: a running sequence.
@@ -669,7 +667,7 @@ class BlockManager:
             table = s.host_table if s.swapped else s.block_table
             contents = self._host_contents if s.swapped else self._contents
             used_host += len(s.host_table)
-            assert len(table) == -(-len(s.token_ids) // bs), (
+            assert len(table) == cdiv(len(s.token_ids), bs), (
                 f"sequence {sid!r}: {len(table)} blocks for {len(s.token_ids)} tokens")
             for i, b in enumerate(table):
                 want = s.token_ids[i * bs:(i + 1) * bs]

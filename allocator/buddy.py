@@ -5,8 +5,8 @@ request reserves up front (Kwon et al., "Efficient Memory Management for Large L
 Serving with PagedAttention", SOSP 2023, section 6.1, "Baseline 2: Orca"). Its artifact
 repository (sosp-ae-39/sosp-ae-astra) implements that Orca as a proxy on vLLM's own code base:
 ``orca/cacheflow/master/block_manager.py`` (``BuddyBlockSpaceManager``) and the statistics in
-``orca/cacheflow/master/scheduler.py``. DESIGN.md ("Reservation policies") states the rules this
-module follows:
+``orca/cacheflow/master/scheduler.py``. The rules this module follows (also summed up in
+``assets/reference_figures.md`` R9):
 
 * a request reserves ``ceil(min(prompt + estimate, 2048) / 16)`` blocks of 16 tokens, where the
   estimate of its output length is 2,048 (Orca (Max), the artifact's "constant"), the next power of
@@ -26,6 +26,7 @@ small for the queue's head are external fragmentation. Used by
 """
 from __future__ import annotations
 
+from .mathutils import cdiv
 from .validate import FieldError, one_of, whole_number
 
 #: The artifact's output-length estimators, by this project's policy names (its names in brackets):
@@ -68,17 +69,13 @@ def reservation_blocks(prompt_len: int, output_len: int, estimator: str, block_s
                        max_context: int = ORCA_MAX_CONTEXT) -> int:
     """Blocks a request asks for: ceil(min(prompt + estimate, max_context) / block_size).
 
-    The buddy allocator then rounds this up to a power of two (:func:`buddy_run_blocks`).
+    The buddy allocator then places a run of the next power of two of blocks (:func:`next_pow2`;
+    39 -> 64).
     Examples with blocks of 16 and the 2,048 cap, prompt 100 and output 300: max -> 128,
     pow2 -> ceil(612 / 16) = 39, oracle -> ceil(400 / 16) = 25.
     """
     est = output_estimate(output_len, estimator, max_context)
-    return -(-min(int(prompt_len) + est, max_context) // block_size)
-
-
-def buddy_run_blocks(blocks: int) -> int:
-    """The run the buddy allocator places for ``blocks`` blocks: the next power of two (39 -> 64)."""
-    return next_pow2(blocks)
+    return cdiv(min(int(prompt_len) + est, max_context), block_size)
 
 
 class BuddyBlocks:
@@ -108,13 +105,8 @@ class BuddyBlocks:
         self.free_runs: dict[int, set[int]] = {}     # size -> starts of free runs of that size
         self.owned: dict[int, int] = {}              # start -> size of allocated runs
         self.num_free = self.num_blocks
-        pos = 0
-        size = self.max_run
-        while pos < self.num_blocks:
-            while size > self.num_blocks - pos:
-                size //= 2
-            self.free_runs.setdefault(size, set()).add(pos)
-            pos += size
+        for start, size in self.initial_runs():
+            self.free_runs.setdefault(size, set()).add(start)
 
     def initial_runs(self) -> list[tuple[int, int]]:
         """The free runs of an empty pool, (start, size) by address (what :meth:`reset` builds)."""

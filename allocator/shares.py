@@ -1,7 +1,7 @@
 """Where the KV pool goes: the memory shares every page, export and the CLI quote.
 
 The categories partition the pool, for every allocator at every step, so they sum to 100 %
-(DESIGN.md, "Per-step metrics"). They follow the PagedAttention paper's Figure 2 (Kwon et al.,
+(``assets/reference_figures.md`` R9, the per-step metrics). They follow the PagedAttention paper's Figure 2 (Kwon et al.,
 SOSP 2023: token states, reservation, internal fragmentation, external fragmentation and
 others), plus two the lesson needs: duplicate copies of a shared system prompt, and free
 memory that is no fragmentation (nobody waits, or the queue head needs more than all free slots

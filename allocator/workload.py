@@ -49,11 +49,6 @@ class Request:
             object.__setattr__(self, "arrival_s", real_number("arrival_s", self.arrival_s, 0,
                                                               subject=f"request {self.id}: arrival_s"))
 
-    @property
-    def total_len(self) -> int:
-        """Tokens held when the request finishes: prompt_len + output_len."""
-        return self.prompt_len + self.output_len
-
 
 @dataclass(frozen=True)
 class Workload:
@@ -106,10 +101,6 @@ class Workload:
 
     def __len__(self) -> int:
         return len(self.requests)
-
-    def total_tokens(self) -> int:
-        """Sum of prompt_len + output_len over all requests (tokens)."""
-        return sum(r.total_len for r in self.requests)
 
 
 #: Longest shared system prompt accepted (tokens): far past any pool the app simulates.
@@ -180,7 +171,7 @@ def generate_workload(*, seed: int = 0, num_requests: int = 40, prompt_len_range
 
 
 #: Parameters of the default ``classroom-40`` workload. Chosen so that, in a 2048-slot pool,
-#: the claims of seed 000 (000_b2d5125a0ea162ff.txt) emerge from the simulation: reserve-max
+#: the claims of ``assets/reference_figures.md`` R7 emerge from the simulation: reserve-max
 #: holds 3 requests at once at 20-40 % utilisation, paged (block 16) holds about 30 at over 90 %.
 CLASSROOM_40 = dict(seed=25, num_requests=40, prompt_len_range=(32, 96), output_mean=250.0,
                     output_distribution="exponential", max_new_tokens=600, arrival="burst")

@@ -1,7 +1,8 @@
-"""A deliberately naive engine: DESIGN.md's step semantics, one step at a time, nothing skipped.
+"""A deliberately naive engine: the step rules of ``assets/reference_figures.md`` R9, one step at
+a time, nothing skipped.
 
 Every running sequence is visited every step and every step is a record, so it is easy to read
-against the design text and slow on purpose. The event-driven engine
+against those rules and slow on purpose. The event-driven engine
 (``allocator.engine.simulate``) must give exactly the same per-step numbers
 (tests/test_engine_reference.py); only the compression of idle gaps into one record differs.
 """

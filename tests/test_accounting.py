@@ -1,8 +1,7 @@
 """Exact tests of the lesson's arithmetic (the allocator/accounting/ package) and its CLI.
 
-Every figure is checked against the seed text it comes from (shared/seeds/):
-seed 000 = 000_b2d5125a0ea162ff.txt, seed 001 = 001_b60e659497b44204.txt,
-seed 002 = 002_abdc40c8c116312c.txt, seed 003 = 003_49f236d33f1525f6.txt.
+Every figure is checked against the section of assets/reference_figures.md it comes from
+(R1-R6), or the PagedAttention paper (Kwon et al., SOSP 2023) by section.
 """
 from __future__ import annotations
 
@@ -20,44 +19,44 @@ from allocator import accounting as acc
 from allocator.validate import FieldError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SEED_001_LENGTHS = [5, 9, 17]
-SEED_002_LENGTHS = [512, 37, 1900, 128, 4]
+R1_LENGTHS = [5, 9, 17]                      # reference figures R1-R2
+R4_LENGTHS = [512, 37, 1900, 128, 4]         # reference figure R4
 
 
 # ---------------------------------------------------------------------------------------------
-# seed 001: 001_b60e659497b44204.txt
+# R1-R3: three short requests, metadata cost, a shared prefix
 # ---------------------------------------------------------------------------------------------
 
-def test_seed001_reserve_max_96_slots_65_unused():
-    """001_b60e659497b44204.txt: 5, 9, 17 tokens, 32 reserved each -> 96 slots, 65 unused."""
-    tally = acc.reserve_max_slots(SEED_001_LENGTHS, 32)
+def test_r1_reserve_max_96_slots_65_unused():
+    """R1: 5, 9, 17 tokens, 32 reserved each -> 96 slots, 65 unused."""
+    tally = acc.reserve_max_slots(R1_LENGTHS, 32)
     assert tally.used_tokens == 31
     assert tally.allocated_slots == 96
     assert tally.unused_slots == 65
 
 
-@pytest.mark.parametrize("page, slots, unused, pages", [
+@pytest.mark.parametrize("block, slots, unused, blocks", [
     (4, 40, 9, [2, 3, 5]), (8, 48, 17, [1, 2, 3]), (16, 64, 33, [1, 1, 2])])
-def test_seed001_paged_slots(page, slots, unused, pages):
-    """001_b60e659497b44204.txt: pages of 4/8/16 -> 40/48/64 slots, 9/17/33 unused."""
-    tally = acc.paged_slots(SEED_001_LENGTHS, page)
+def test_r1_paged_slots(block, slots, unused, blocks):
+    """R1: blocks of 4/8/16 -> 40/48/64 slots, 9/17/33 unused."""
+    tally = acc.paged_slots(R1_LENGTHS, block)
     assert tally.allocated_slots == slots
     assert tally.unused_slots == unused
-    assert tally.blocks_per_request == pages
-    assert tally.blocks == sum(pages)
+    assert tally.blocks_per_request == blocks
+    assert tally.blocks == sum(blocks)
 
 
 @pytest.mark.parametrize("c, best, cost", [(0, 1, 31), (0.25, 2, 38.25), (1, 4, 50), (4, 8, 72)])
-def test_seed001_best_page_size_with_metadata_cost(c, best, cost):
-    """001_b60e659497b44204.txt: best page 1/2/4/8 at c = 0/0.25/1/4, costs 31/38.25/50/72,
+def test_r2_best_page_size_with_metadata_cost(c, best, cost):
+    """R2: best block size 1/2/4/8 at c = 0/0.25/1/4, costs 31/38.25/50/72,
     over the tested powers of two 1..32 — and the answer is the same over 1..256."""
-    assert acc.best_page_size(SEED_001_LENGTHS, c, acc.SEED_001_CANDIDATES) == (best, cost)
-    assert acc.best_page_size(SEED_001_LENGTHS, c) == (best, cost)
+    assert acc.best_page_size(R1_LENGTHS, c, acc.R2_CANDIDATES) == (best, cost)
+    assert acc.best_page_size(R1_LENGTHS, c) == (best, cost)
 
 
-def test_seed001_page_size_table_rows():
-    """001_b60e659497b44204.txt: the table behind the optimum at c = 1 (one best row)."""
-    rows = acc.page_size_table(SEED_001_LENGTHS, 1, acc.SEED_001_CANDIDATES)
+def test_r2_page_size_table_rows():
+    """R2: the table behind the optimum at c = 1 (one best row)."""
+    rows = acc.page_size_table(R1_LENGTHS, 1, acc.R2_CANDIDATES)
     assert [r.page_size for r in rows] == [1, 2, 4, 8, 16, 32]
     assert [r.allocated_slots for r in rows] == [31, 34, 40, 48, 64, 96]
     assert [r.unused_slots for r in rows] == [0, 3, 9, 17, 33, 65]
@@ -66,13 +65,13 @@ def test_seed001_page_size_table_rows():
     assert [r.is_best for r in rows] == [False, False, True, False, False, False]
 
 
-def test_best_page_size_tie_goes_to_smaller_page():
+def test_best_page_size_tie_goes_to_smaller_block():
     # one 8-token request at c = 0: sizes 1, 2, 4, 8 all cost 8 slots.
     assert acc.best_page_size([8], 0, [8, 4, 2, 1]) == (1, 8)
 
 
-def test_seed001_prefix_sharing_three_quantities():
-    """001_b60e659497b44204.txt: lengths 20 and 23, 8-token prefix, page 4 -> 44 slots
+def test_r3_prefix_sharing_three_quantities():
+    """R3: lengths 20 and 23, 8-token prefix, blocks of 4 -> 44 slots
     separately, 36 shared, 43 logical tokens."""
     ps = acc.prefix_sharing(20, 23, 8, 4)
     assert ps.logical_tokens == 43
@@ -84,8 +83,8 @@ def test_seed001_prefix_sharing_three_quantities():
 
 @pytest.mark.parametrize("prefix, saved", [(0, 0), (3, 0), (4, 4), (7, 4), (8, 8), (11, 8),
                                            (12, 12), (20, 20)])
-def test_seed001_each_full_prefix_block_saves_four_slots(prefix, saved):
-    """001_b60e659497b44204.txt: each additional complete 4-token prefix block shared saves four
+def test_r3_each_full_prefix_block_saves_four_slots(prefix, saved):
+    """R3: each additional complete 4-token prefix block shared saves four
     physical slots; a partly filled prefix block is not shared."""
     ps = acc.prefix_sharing(20, 23, prefix, 4)
     assert ps.saved_slots == saved
@@ -94,20 +93,20 @@ def test_seed001_each_full_prefix_block_saves_four_slots(prefix, saved):
 
 
 # ---------------------------------------------------------------------------------------------
-# seed 002: 002_abdc40c8c116312c.txt
+# R4: five requests against a 2,048-token maximum
 # ---------------------------------------------------------------------------------------------
 
-def test_seed002_reserve_max_10240_and_74_8_percent():
-    """002_abdc40c8c116312c.txt: 5 x 2048 = 10,240 slots; waste 1 - 2581/10240 = 74.8 %."""
-    tally = acc.reserve_max_slots(SEED_002_LENGTHS, 2048)
+def test_r4_reserve_max_10240_and_74_8_percent():
+    """R4: 5 x 2048 = 10,240 slots; waste 1 - 2581/10240 = 74.8 %."""
+    tally = acc.reserve_max_slots(R4_LENGTHS, 2048)
     assert tally.used_tokens == 2581
     assert tally.allocated_slots == 10_240
     assert round(100 * tally.waste_fraction, 1) == 74.8
 
 
-def test_seed002_paged_2608_and_1_0_percent():
-    """002_abdc40c8c116312c.txt: pages of 16 -> 2,608 slots, waste 1 - 2581/2608 = 1.0 %."""
-    tally = acc.paged_slots(SEED_002_LENGTHS, 16)
+def test_r4_paged_2608_and_1_0_percent():
+    """R4: blocks of 16 -> 2,608 slots, waste 1 - 2581/2608 = 1.0 %."""
+    tally = acc.paged_slots(R4_LENGTHS, 16)
     assert tally.blocks_per_request == [32, 3, 119, 8, 1]
     assert tally.allocated_per_request == [512, 48, 1904, 128, 16]
     assert tally.unused_per_request == [0, 11, 4, 0, 12]
@@ -115,10 +114,10 @@ def test_seed002_paged_2608_and_1_0_percent():
     assert round(100 * tally.waste_fraction, 1) == 1.0
 
 
-def test_seed002_pool_of_40960_slots_fits_20_vs_78():
-    """002_abdc40c8c116312c.txt: floor(40960 / (10240/5)) = 20, floor(40960 / (2608/5)) = 78,
+def test_r4_pool_of_40960_slots_fits_20_vs_78():
+    """R4: floor(40960 / (10240/5)) = 20, floor(40960 / (2608/5)) = 78,
     about 3.9x."""
-    cap = acc.slot_pool_capacity(SEED_002_LENGTHS, 2048, 16, 40_960)
+    cap = acc.slot_pool_capacity(R4_LENGTHS, 2048, 16, 40_960)
     assert cap.fit_reserve == 20
     assert cap.fit_paged == 78
     assert round(cap.paged_gain, 1) == 3.9
@@ -127,18 +126,18 @@ def test_seed002_pool_of_40960_slots_fits_20_vs_78():
 
 
 # ---------------------------------------------------------------------------------------------
-# seed 003: 003_49f236d33f1525f6.txt (and seed 000, Kwon et al. 2023)
+# R5-R6: bytes and capacity (and Kwon et al. 2023)
 # ---------------------------------------------------------------------------------------------
 
-def test_seed003_kv_bytes_per_token_7b_fp16_is_512_kib():
-    """003_49f236d33f1525f6.txt: "512 KB" per token for a 7B fp16 model = 512 KiB (binary)."""
+def test_r5_kv_bytes_per_token_7b_fp16_is_512_kib():
+    """R5: "512 KB" per token for a 7B fp16 model = 512 KiB (binary)."""
     bpt = acc.PRESETS["7b-fp16"].bytes_per_token
     assert bpt == acc.kv_bytes_per_token(32, 32, 128, 2) == 524_288 == 512 * acc.KIB
     assert acc.format_bytes(bpt) == "512 KiB"
 
 
-def test_seed000_llama3_70b_320_kib_and_640_mib():
-    """000_b2d5125a0ea162ff.txt: Llama 3 70B is 320 KiB per slot; 2048 slots = 640 MiB."""
+def test_r6_llama3_70b_320_kib_and_640_mib():
+    """R6: Llama 3 70B is 320 KiB per slot; 2048 slots = 640 MiB."""
     bpt = acc.PRESETS["llama3-70b"].bytes_per_token
     assert bpt == 80 * 8 * 128 * 2 * 2 == 320 * acc.KIB
     assert 2048 * bpt == 640 * acc.MIB
@@ -152,8 +151,8 @@ def test_opt13b_800_kib_per_token():
     assert acc.format_bytes(bpt) == "800 KiB"
 
 
-def test_seed003_capacity_figures():
-    """003_49f236d33f1525f6.txt: 1 GB (= 1 GiB) per 2048-token reservation; 66 GB free -> 66
+def test_r5_capacity_figures():
+    """R5: 1 GB (= 1 GiB) per 2048-token reservation; 66 GB free -> 66
     sequences; 350 tokens used = 175 MB (= 175 MiB), 83 % waste; paged at 16: 22 blocks = 352
     slots, 2 wasted (against 1698 reserved and unused); 384 sequences paged; twice the memory
     gives 132 under reserve-max."""
@@ -173,8 +172,8 @@ def test_seed003_capacity_figures():
     assert cap.fit_paged_double == 768
 
 
-def test_seed003_reservation_ignores_actual_length():
-    """003_49f236d33f1525f6.txt: the card holds 66 whether requests average 2048 or 350."""
+def test_r5_reservation_ignores_actual_length():
+    """R5: the card holds 66 whether requests average 2048 or 350."""
     bpt = acc.PRESETS["7b-fp16"].bytes_per_token
     for mean in (2048, 350, 1):
         assert acc.capacity(bpt, 66 * acc.GIB, 2048, mean, 16).fit_reserve == 66
@@ -190,9 +189,9 @@ def test_reserve_max_capacity_matches_capacity():
 
 
 def test_capacity_with_list_of_lengths_in_bytes():
-    """A list form in real bytes: seed 002's requests at 7B fp16 rates in 20 GiB."""
+    """A list form in real bytes: R4's requests at 7B fp16 rates in 20 GiB."""
     bpt = 512 * acc.KIB
-    cap = acc.capacity(bpt, 20 * acc.GIB, 2048, SEED_002_LENGTHS, 16)
+    cap = acc.capacity(bpt, 20 * acc.GIB, 2048, R4_LENGTHS, 16)
     assert cap.fit_reserve == 20
     assert cap.fit_paged == (20 * acc.GIB * 5) // (2608 * bpt) == 78
     assert cap.mean_tokens == pytest.approx(2581 / 5)
@@ -248,8 +247,6 @@ BAD_INPUTS = [
     (lambda: acc.parse_lengths("5,9,2.5"), "lengths", 2, "lengths[2] = 2.5 is not a whole number"),
     (lambda: acc.parse_lengths("4,x", "candidates"), "candidates", 1,
      "candidates[1] = 'x' is not a number"),
-    (lambda: acc.blocks_for(5, 0), "page_size", None, "page_size = 0 must be at least 1"),
-    (lambda: acc.blocks_for(-1, 4), "length", None, "length = -1 must be at least 0"),
     (lambda: acc.paged_slots([5, 9], 0), "page_size", None, "page_size = 0 must be at least 1"),
     (lambda: acc.paged_slots([5, 9], 1.5), "page_size", None,
      "page_size = 1.5 is not a whole number"),
@@ -258,7 +255,7 @@ BAD_INPUTS = [
      "request"),
     (lambda: acc.reserve_max_slots([5], 0), "reserve", None, "reserve = 0 must be at least 1"),
     (lambda: acc.reserve_max_slots([5], "x"), "reserve", None, "reserve = 'x' is not a number"),
-    # page size and its metadata cost
+    # block size and its metadata cost
     (lambda: acc.page_size_table([5], -1), "metadata_cost", None,
      "metadata_cost = -1 must not be negative"),
     (lambda: acc.page_size_table([5], NAN), "metadata_cost", None,
@@ -360,7 +357,7 @@ BAD_INPUTS = [
      "mean_tokens must be an array of numbers (tokens)"),
     # the account() report
     (lambda: acc.account([5, 9], 0, 1), "reserve", None, "reserve = 0 must be at least 1"),
-    (lambda: acc.account([5, 9], 32, 1, page_size=0), "page_size", None,
+    (lambda: acc.account([5, 9], 32, 1, block_size=0), "page_size", None,
      "page_size = 0 must be at least 1"),
     (lambda: acc.account([5, 9], 32, 1, pool_slots=-5), "pool_slots", None,
      "pool_slots = -5 must be at least 0"),
@@ -406,7 +403,7 @@ def test_any_rejected_input_is_a_field_error(args):
              lambda: acc.capacity(a, b, c, d, e), lambda: acc.slot_pool_capacity(a, b, c, d),
              lambda: acc.fit_curve(a, b, c, d, e), lambda: acc.account(a, b, c, d, e),
              lambda: acc.validate_lengths(a), lambda: acc.validate_candidates(a),
-             lambda: acc.blocks_for(a, b), lambda: acc.reserve_max_capacity(a, b, c)]
+             lambda: acc.reserve_max_capacity(a, b, c)]
     for call in calls:
         try:
             call()
@@ -428,12 +425,12 @@ lengths_st = st.lists(st.integers(1, 5000), min_size=1, max_size=30)
 
 
 @settings(max_examples=60, deadline=None)
-@given(lengths=lengths_st, page=st.integers(1, 300))
-def test_paging_tail_is_under_one_page(lengths, page):
-    tally = acc.paged_slots(lengths, page)
+@given(lengths=lengths_st, block=st.integers(1, 300))
+def test_paging_tail_is_under_one_block(lengths, block):
+    tally = acc.paged_slots(lengths, block)
     assert tally.allocated_slots >= tally.used_tokens == sum(lengths)
-    assert all(0 <= u < page for u in tally.unused_per_request)
-    assert all(a % page == 0 for a in tally.allocated_per_request)
+    assert all(0 <= u < block for u in tally.unused_per_request)
+    assert all(a % block == 0 for a in tally.allocated_per_request)
 
 
 @settings(max_examples=60, deadline=None)
@@ -447,13 +444,13 @@ def test_best_page_size_is_minimal(lengths, c):
 
 
 @settings(max_examples=60, deadline=None)
-@given(a=st.integers(1, 500), b=st.integers(1, 500), page=st.integers(1, 64), data=st.data())
-def test_prefix_sharing_keeps_quantities_apart(a, b, page, data):
+@given(a=st.integers(1, 500), b=st.integers(1, 500), block=st.integers(1, 64), data=st.data())
+def test_prefix_sharing_keeps_quantities_apart(a, b, block, data):
     prefix = data.draw(st.integers(0, min(a, b)))
-    ps = acc.prefix_sharing(a, b, prefix, page)
+    ps = acc.prefix_sharing(a, b, prefix, block)
     assert ps.logical_tokens == a + b
-    assert ps.slots_unshared == acc.paged_slots([a, b], page).allocated_slots
-    assert ps.slots_shared == ps.slots_unshared - (prefix // page) * page
+    assert ps.slots_unshared == acc.paged_slots([a, b], block).allocated_slots
+    assert ps.slots_shared == ps.slots_unshared - (prefix // block) * block
     # distinct physical slots still hold every distinct token (prefix stored once at most)
     assert ps.slots_shared >= a + b - prefix
 
@@ -479,8 +476,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_cli_account_example_command():
-    """001_b60e659497b44204.txt via the CLI: 96 / 65, 40 / 9 at page 4, best 4 at c = 1 (50),
-    prefix sharing 43 / 44 / 36; 002's pool default gives the pool line."""
+    """R1-R3 via the CLI: 96 / 65, 40 / 9 in blocks of 4, best 4 at c = 1 (50),
+    prefix sharing 43 / 44 / 36; R4's pool default gives the pool line."""
     out = _cli("account", "--lengths", "5,9,17", "--reserve", "32", "--metadata-cost", "1",
                "--json")
     assert out.returncode == 0, out.stderr
@@ -498,7 +495,7 @@ def test_cli_account_example_command():
 
 
 def test_cli_capacity_example_command():
-    """003_49f236d33f1525f6.txt via the CLI: 512 KiB, 1 GiB, 66, 83 %, 22 blocks = 352 slots,
+    """R5 via the CLI: 512 KiB, 1 GiB, 66, 83 %, 22 blocks = 352 slots,
     384 paged, 132 with twice the memory."""
     out = _cli("capacity", "--model", "7b-fp16", "--free-gib", "66", "--max-context", "2048",
                "--mean-tokens", "350", "--block-size", "16", "--json")
@@ -528,7 +525,7 @@ def test_cli_text_output_and_presets():
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert main(["account", "--lengths", "512,37,1900,128,4", "--reserve", "2048",
-                     "--page-size", "16"]) == 0
+                     "--block-size", "16"]) == 0
     text = buf.getvalue()
     assert "10240 slots allocated" in text and "74.8 % waste" in text
     assert "2608 slots" in text and "1.0 % waste" in text
@@ -538,7 +535,8 @@ def test_cli_text_output_and_presets():
 @pytest.mark.parametrize("argv, field", [
     (["account", "--lengths", "5,-9,17", "--reserve", "32"], "lengths[1]"),
     (["account", "--lengths", "5,9,40", "--reserve", "32"], "lengths[2]"),
-    (["account", "--lengths", "5,9,17", "--reserve", "32", "--page-size", "0"], "page_size"),
+    (["account", "--lengths", "5,9,17", "--reserve", "32", "--block-size", "0"], "block_size"),
+    (["account", "--lengths", "5,9,17", "--reserve", "32", "--page-size", "0"], "block_size"),  # alias
     (["capacity", "--free-gib", "66", "--max-context", "2048", "--mean-tokens", "350",
       "--block-size", "0"], "block_size"),
     (["capacity", "--free-gib", "66", "--max-context", "2048"], "mean_tokens"),

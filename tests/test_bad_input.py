@@ -258,12 +258,12 @@ def test_export_html_checks_the_same_flags_before_writing(tmp_path, capsys, argv
      "metadata_cost = inf is not a finite number: give a number from 0 to 1,000,000"),
     (["account", "--lengths", "5,9", "--reserve", "32", "--metadata-cost", "-1"],
      "metadata_cost = -1.0 must be a number from 0 to 1,000,000"),
-    (["account", "--lengths", "5,9", "--reserve", "32", "--page-size", str(10 ** 6)],
-     "page_size = 1000000 must be a whole number from 1 to 4,096"),
+    (["account", "--lengths", "5,9", "--reserve", "32", "--block-size", str(10 ** 6)],
+     "block_size = 1000000 must be a whole number from 1 to 4,096"),
     (["account", "--lengths", "5,9", "--reserve", "32", "--pool-slots", "-1"],
      "pool_slots = -1 must be a whole number from 0 to 1,000,000,000,000"),
-    (["account", "--lengths", "5,9", "--reserve", "32", "--share-page-size", "0"],
-     "share_page_size = 0 must be a whole number from 1 to 4,096"),
+    (["account", "--lengths", "5,9", "--reserve", "32", "--share-block-size", "0"],
+     "share_block_size = 0 must be a whole number from 1 to 4,096"),
     (["account", "--lengths", "5,2e7", "--reserve", "32"], "lengths[1] = 20000000.0 must be a whole number from 1 to 10,000,000"),
     (["account", "--lengths", "5,9", "--reserve", "32", "--candidates", "4,9999"],
      "candidates[1] = 9999 must be a whole number from 1 to 4,096"),
@@ -320,9 +320,9 @@ def test_nan_in_a_list_is_not_a_number_not_empty(capsys):
     assert rc == 2 and err == "error: lengths[0] = 'nan' is not a number\n"
 
 
-def test_empty_candidates_ask_for_a_page_size(capsys):
+def test_empty_candidates_ask_for_a_block_size(capsys):
     rc, _, err = _cli(capsys, "account", "--lengths", "5,9,17", "--reserve", "32", "--candidates", "")
-    assert rc == 2 and err == "error: candidates is empty: give at least one page size (slots per block)\n"
+    assert rc == 2 and err == "error: candidates is empty: give at least one block size (slots per block)\n"
 
 
 def test_a_shared_prefix_of_zero_tokens_is_accepted(capsys):

@@ -2,8 +2,8 @@
 tagged extra keys, full-block-only caching, LRU reuse of cached blocks, swap, and the
 free + cached + in-use == total invariant on random workloads (hypothesis).
 
-Figures: seed 001 (shared/seeds/001_b60e659497b44204.txt) for 20 and 23 tokens sharing an
-8-token prefix at page 4; seed 003 (003_49f236d33f1525f6.txt) challenges 3 and 4.
+Figures: assets/reference_figures.md R3 for 20 and 23 tokens sharing an 8-token prefix in blocks
+of 4; R8 for the chained hash and the copy-on-write order.
 """
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_safe_cow_order_frees_everything_at_the_end():
 
 
 def test_decrementing_after_the_copy_breaks_the_refcounts():
-    """Seed 003, challenge 3: re-point the table, then release -> the wrong block is released.
+    """R8 (copy-on-write order): re-point the table, then release -> the wrong block is released.
 
     The shared original keeps a reference nobody holds (a leak), and the copy B is writing into
     goes back to the free queue, so the next request is handed B's block while B still uses it.
@@ -196,7 +196,7 @@ def test_chained_hash_shares_only_when_every_earlier_token_matches():
 
 
 def test_hashing_a_block_alone_shares_a_block_computed_after_other_tokens():
-    """Seed 003, challenge 4: two prompts whose third block is identical but earlier ones differ."""
+    """R8 (chained hashes): two prompts whose third block is identical but earlier ones differ."""
     third = [50, 51, 52, 53]
     p = [1, 2, 3, 4, 5, 6, 7, 8] + third
     q = [9, 9, 9, 9, 8, 8, 8, 8] + third
@@ -267,7 +267,7 @@ def test_a_block_is_cached_once_it_fills_during_decode():
 # ---------------------------------------------------------------------------- sharing = accounting
 
 def test_shared_prefix_agrees_with_the_accounting_function():
-    """Seed 001: 20 and 23 tokens sharing an 8-token prefix at page 4."""
+    """R3: 20 and 23 tokens sharing an 8-token prefix in blocks of 4."""
     acc = prefix_sharing(20, 23, 8, 4)
     m = BlockManager(num_blocks=20, block_size=4)
     m.allocate("A", SYSTEM + list(range(12)))
@@ -286,6 +286,22 @@ def test_shared_prefix_agrees_with_the_accounting_function():
     m2.allocate("A", SYSTEM + [1, 2] + list(range(10)))
     m2.allocate("B", SYSTEM + [1, 2] + list(range(100, 113)))
     assert m2.slot_counts().physical_slots == acc10.slots_shared == 36
+
+
+def test_two_sequences_share_a_system_prompt_in_blocks_of_16():
+    """R8: two sequences, sixteen tokens to a block, begin with the same 32-token system prompt:
+    its two blocks are stored once, with refcount 2, and both block tables point at them."""
+    prompt = list(range(1000, 1032))
+    m = BlockManager(num_blocks=16, block_size=16)
+    m.allocate("A", prompt + [1, 2, 3])
+    r = m.allocate("B", prompt + [7, 8])
+    assert r.num_cached_tokens == 32
+    shared = m.block_table("A")[:2]
+    assert m.block_table("B")[:2] == shared
+    assert [m.refcount(b) for b in shared] == [2, 2]
+    assert m.block_table("A")[2] != m.block_table("B")[2]
+    assert m.num_in_use_blocks == 4                  # 2 shared + one private last block each
+    m.check_invariants()
 
 
 # ---------------------------------------------------------------------------- cache reuse order

@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 
 from allocator.__main__ import main
 from allocator.limits import LIMITS
+from allocator.mathutils import cdiv
 from tests.conftest import ROOT
 
 #: Longest one in-process run may take (seconds); the slowest valid draw here takes about 2 s.
@@ -53,7 +54,7 @@ BAD_NUMBERS = ["0", "-1", "-5", "2.5", "0.0001", "1e400", "-1e400", "nan", "NaN"
 #: spelling, or the trace's row, column or file.
 FIELD_WORDS = (set(LIMITS) | {"trace", "row", "column", "file", "out", "handout", "csv", "title", "share",
                               "lengths", "candidates", "mean_tokens", "model", "workload", "arrival",
-                              "preemption", "argument", "arguments", "share_page_size", "policy", "policies",
+                              "preemption", "argument", "arguments", "share_block_size", "policy", "policies",
                               "gpu", "gpus"})
 
 SCENARIO_VALUES = {
@@ -76,9 +77,9 @@ SCENARIO_VALUES = {
 ACCOUNT_VALUES = {
     "--reserve": ["32", "2048", "10000000"],
     "--metadata-cost": ["0", "1", "4"],
-    "--page-size": ["1", "4", "16", "4096"],
+    "--block-size": ["1", "4", "16", "4096"],
     "--pool-slots": ["0", "40960", str(10 ** 12)],
-    "--share-page-size": ["1", "4"],
+    "--share-block-size": ["1", "4"],
 }
 CAPACITY_VALUES = {
     "--model": ["7b-fp16", "llama3-70b", "opt-13b", "gpt-9"],
@@ -243,7 +244,7 @@ def jsonl_bodies(draw) -> bytes:
     t = 0
     for _ in range(draw(st.integers(1, 5))):
         n = draw(st.integers(1, 1500))
-        blocks = -(-n // 512)
+        blocks = cdiv(n, 512)
         ids = [draw(st.integers(0, 3)) for _ in range(blocks)]       # small ids: prefixes repeat
         t += draw(st.integers(0, 3000))
         rows.append({"timestamp": t, "input_length": n, "output_length": draw(st.integers(1, 300)),

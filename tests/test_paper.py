@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator.allocators import ReserveMaxAllocator
-from allocator.buddy import BuddyBlocks, buddy_run_blocks, output_estimate, reservation_blocks
+from allocator.buddy import BuddyBlocks, next_pow2, output_estimate, reservation_blocks
 from allocator.engine import simulate
 from allocator.sharegpt import sharegpt_lengths, sharegpt_workload
 from allocator.validate import FieldError
@@ -62,7 +62,7 @@ def test_output_estimate(estimator, output, expected):
 ])
 def test_reservation_blocks(prompt, output, estimator, blocks, run):
     assert reservation_blocks(prompt, output, estimator) == blocks
-    assert buddy_run_blocks(blocks) == run
+    assert next_pow2(blocks) == run
     alloc = ReserveMaxAllocator(15_728, 2048, estimator, placement="buddy")
     assert alloc.reservation(prompt, output) == run * 16
 
@@ -223,7 +223,7 @@ def test_scenario_and_cli_take_the_buddy_placement():
     with pytest.raises(FieldError) as e:
         Scenario(placement="best-fit").checked()
     assert e.value.field == "placement"
-    # the explainer's seed lesson keeps first fit
+    # the explainer (reference figure R7) keeps first fit
     assert Scenario().placement == "first-fit"
     assert run_scenario(Scenario(), record_snapshots=False)["reserve_max"].label == "Reserve-max"
 

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from allocator import PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
+from allocator.mathutils import cdiv
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -53,7 +54,7 @@ def test_paged_invariants(sc):
     check_run(res, workload)
     for r in res.rejected:
         req = next(q for q in workload.requests if q.id == r["id"])
-        assert -(-(req.prompt_len + req.output_len) // block) > total // block
+        assert cdiv(req.prompt_len + req.output_len, block) > total // block
 
 
 @SETTINGS

@@ -1,6 +1,6 @@
 """The memory shares partition the pool: for every allocator, at every step, token states +
 duplicate copies + reservation + internal fragmentation + external fragmentation + free memory
-that is not fragmentation = all slots (DESIGN.md "Per-step metrics"; the lesson-truth issue's
+that is not fragmentation = all slots (assets/reference_figures.md R9, per-step metrics; the lesson-truth issue's
 finding that paged left 17.8 % of its pool unnamed and reserve-max called a shortage fragmentation).
 """
 import numpy as np

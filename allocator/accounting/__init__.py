@@ -1,4 +1,4 @@
-"""The lesson's arithmetic: slot counts, page-size cost, prefix sharing, bytes and capacity.
+"""The lesson's arithmetic: slot counts, block-size cost, prefix sharing, bytes and capacity.
 
 Everything here is closed-form arithmetic (no simulation), pure Python plus numpy, and never
 imports streamlit. The Accounting and Capacity pages and the ``account`` / ``capacity``
@@ -8,49 +8,49 @@ acc.capacity(...)``); the modules follow the lesson:
 
 * :mod:`~allocator.accounting.units` -- binary byte units (KiB, MiB, GiB) and their formatting;
 * :mod:`~allocator.accounting.slots` -- reserve-max versus paged slot tallies, request lengths
-  (seeds 001 and 002);
-* :mod:`~allocator.accounting.page_size` -- the best page size under a per-block metadata cost
-  (seed 001);
-* :mod:`~allocator.accounting.sharing` -- two requests sharing a prefix (seed 001);
+  (reference figures R1 and R4);
+* :mod:`~allocator.accounting.page_size` -- the best block size under a per-block metadata cost
+  (R2; the Accounting page calls it "page size");
+* :mod:`~allocator.accounting.sharing` -- two requests sharing a prefix (R3);
 * :mod:`~allocator.accounting.models` -- KV bytes per token from a model's shape, preset models
-  (seeds 000 and 003, the PagedAttention paper);
-* :mod:`~allocator.accounting.memory` -- how many sequences fit in a memory budget
-  (seeds 002 and 003);
+  (R5, R6 and the PagedAttention paper);
+* :mod:`~allocator.accounting.memory` -- how many sequences fit in a memory budget (R4, R5);
 * :mod:`~allocator.accounting.report` -- every Accounting-page figure in one call.
 
 Units: **tokens** (what a request has written), **slots** (room for one token's K and V across
-all layers), **blocks (pages)** of ``page_size`` slots, and **bytes**, always binary.
+all layers), **blocks** of ``block_size`` slots (the Accounting page says "page"), and
+**bytes**, always binary.
 
 Errors: bad input raises :class:`allocator.validate.FieldError` (a ``ValueError``) whose
-``.field`` is the input's name (``"lengths"``, ``"page_size"``, ``"reserve"``, ...) and, for an
-entry of a list input, ``.index`` its 0-based position; a page shows it next to the control
-holding that field, and ``.reworded(label)`` puts the control's label in place of the name.
+``.field`` is the input's name (``"lengths"``, ``"reserve"``, ...; a block size is reported as
+``"page_size"``, the field the Accounting page's controls are keyed by) and, for an entry of a
+list input, ``.index`` its 0-based position; a page shows it next to the control holding that
+field, and ``.reworded(label)`` puts the control's label in place of the name.
 
-Sources: seed 000 = ``shared/seeds/000_b2d5125a0ea162ff.txt``, seed 001 =
-``shared/seeds/001_b60e659497b44204.txt``, seed 002 = ``shared/seeds/002_abdc40c8c116312c.txt``,
-seed 003 = ``shared/seeds/003_49f236d33f1525f6.txt``, and Kwon et al., "Efficient Memory
-Management for Large Language Model Serving with PagedAttention", SOSP 2023.
+Sources: the lesson's reference figures, ``assets/reference_figures.md`` sections R1-R6, and
+Kwon et al., "Efficient Memory Management for Large Language Model Serving with
+PagedAttention", SOSP 2023 (arXiv:2309.06180).
 """
 from .memory import (CAPACITY_DEFAULTS, Capacity, capacity, fit_curve, gib_to_bytes, kv_pool_bytes,
                      reserve_max_capacity, slot_pool_capacity)
 from .models import PRESETS, ModelConfig, kv_bytes_per_token, model_config
-from .page_size import (DEFAULT_CANDIDATES, SEED_001_CANDIDATES, PageSizeRow, best_page_size,
+from .page_size import (DEFAULT_CANDIDATES, R2_CANDIDATES, PageSizeRow, best_page_size,
                         page_size_table, validate_candidates)
-from .report import ACCOUNT_DEFAULTS, SEED_002_PRESET, account
+from .report import ACCOUNT_DEFAULTS, R4_PRESET, SEED_002_PRESET, account
 from .sharing import PrefixSharing, prefix_sharing
-from .slots import (PagedTally, ReserveTally, blocks_for, paged_slots, parse_lengths,
+from .slots import (PagedTally, ReserveTally, paged_slots, parse_lengths,
                     reserve_max_slots, validate_lengths)
 from .units import GIB, KIB, MIB, bytes_in_units, format_bytes
 
 __all__ = [
     "KIB", "MIB", "GIB", "format_bytes", "bytes_in_units",
-    "validate_lengths", "parse_lengths", "blocks_for", "ReserveTally", "reserve_max_slots",
+    "validate_lengths", "parse_lengths", "ReserveTally", "reserve_max_slots",
     "PagedTally", "paged_slots",
-    "DEFAULT_CANDIDATES", "SEED_001_CANDIDATES", "validate_candidates", "PageSizeRow",
+    "DEFAULT_CANDIDATES", "R2_CANDIDATES", "validate_candidates", "PageSizeRow",
     "page_size_table", "best_page_size",
     "PrefixSharing", "prefix_sharing",
     "kv_bytes_per_token", "ModelConfig", "PRESETS", "model_config",
     "CAPACITY_DEFAULTS", "gib_to_bytes", "kv_pool_bytes", "reserve_max_capacity", "Capacity", "capacity",
     "slot_pool_capacity", "fit_curve",
-    "ACCOUNT_DEFAULTS", "SEED_002_PRESET", "account",
+    "ACCOUNT_DEFAULTS", "R4_PRESET", "SEED_002_PRESET", "account",
 ]

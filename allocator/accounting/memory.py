@@ -5,10 +5,9 @@ every layer; ``bytes_per_token`` bytes each), **blocks** of ``block_size`` slots
 always binary (``GiB = 2**30``; see :mod:`allocator.accounting.units`). Every count of
 sequences is a floor computed exactly in integer arithmetic.
 
-Sources: seed 003 = ``shared/seeds/003_49f236d33f1525f6.txt`` (7B fp16, 66 GiB free, a
-2048-token maximum and a mean of 350 tokens: 66 sequences reserve-max, 384 paged) and seed 002 =
-``shared/seeds/002_abdc40c8c116312c.txt`` (512, 37, 1900, 128, 4 tokens in a 40,960-slot pool:
-20 against 78).
+Sources: ``assets/reference_figures.md`` R5 (7B fp16, 66 GiB free, a 2048-token maximum and
+a mean of 350 tokens: 66 sequences reserve-max, 384 paged) and R4 (512, 37, 1900, 128, 4
+tokens in a 40,960-slot pool: 20 against 78).
 
 Bad input raises :class:`allocator.validate.FieldError`; ``.field`` names the input
 (``"free_gib"``, ``"bytes_per_token"``, ``"free_bytes"``, ``"max_context"``, ``"mean_tokens"``,
@@ -35,7 +34,7 @@ MAX_BLOCK = int(LIMITS["block_size"].high)
 #: Most memory counted (bytes): ``LIMITS["free_gib"]`` GiB.
 MAX_FREE_BYTES = int(LIMITS["free_gib"].high) * GIB
 
-#: Starting inputs of the Capacity page and the ``capacity`` command (seed 003).
+#: Starting inputs of the Capacity page and the ``capacity`` command (reference figure R5).
 CAPACITY_DEFAULTS: dict = {"model": "7b-fp16", "free_gib": 66.0, "max_context": 2048,
                            "mean_tokens": 350.0, "block_size": 16}
 
@@ -93,12 +92,13 @@ def kv_pool_bytes(memory_bytes: object, weight_bytes: object, reserve_bytes: obj
 
 def reserve_max_capacity(bytes_per_token: object, free_bytes: object,
                          max_context: object) -> dict[str, int]:
-    """Reserve-max figures that do not depend on how long sequences really are (seed 003).
+    """Reserve-max figures that do not depend on how long sequences really are (R5).
 
     Returns ``{"reserved_slots", "reserved_bytes", "fit_reserve", "fit_reserve_double"}``:
     reserved = max_context x bytes_per_token bytes per sequence (2048 x 512 KiB = 1 GiB),
     fit = floor(free_bytes / reserved) (66 GiB -> 66), and the same with 2 x free_bytes (132).
-    This is seed 003's point: the count is fixed before anyone knows the actual lengths.
+    This is R5's point (``assets/reference_figures.md``): the count is fixed before anyone
+    knows the actual lengths.
 
     Raises
     ------
@@ -168,23 +168,22 @@ def capacity(bytes_per_token: object, free_bytes: object, max_context: object,
              tokens_used: object, block_size: object) -> Capacity:
     """Sequences that fit in a memory budget, reserving the maximum versus paging.
 
-    Formulas (seed 003, section 10.3-10.4; seed 002 for a list of lengths), all floors exact
+    Formulas (``assets/reference_figures.md`` R5; R4 for a list of lengths), all floors exact
     in integer arithmetic:
 
     * reserved per sequence = max_context x bytes_per_token; fit_reserve =
       floor(free_bytes / reserved). 7B fp16: 2048 x 512 KiB = 1 GiB, and 66 GiB / 1 GiB = 66;
       twice the memory: 132 GiB / 1 GiB = 132.
     * used per sequence = mean_tokens x bytes_per_token; waste = 1 - mean / max_context
-      (350 of 2048 -> 82.9 %, which seed 003 rounds to 83 %).
+      (350 of 2048 -> 82.9 %, which R5 rounds to 83 %).
     * paged per sequence, for a mean: ceil(mean / block_size) x block_size slots
       (350 at 16 -> 22 blocks = 352 slots, 2 unused); fit_paged = floor(free_bytes /
       (paged_slots x bytes_per_token)) = floor(66 GiB / (352 x 512 KiB)) = floor(66 GiB /
-      176 MiB) = 384 exactly — seed 003's "384" is this figure, not a rounding. (Paging a mean
-      is seed 003's simplification; a real mix of lengths wastes about block_size / 2 per
+      176 MiB) = 384 exactly — R5's "about 384" is this figure, not a rounding. (Paging a
+      mean is R5's simplification; a real mix of lengths wastes about block_size / 2 per
       sequence on average, which the list form below counts exactly.)
-    * for a list of lengths (seed 002): the per-sequence allocation is the *mean* of the
-      requests' allocations, fit = floor(free x n / total allocated) — seed 002's
-      floor(40960 / (2608 / 5)) = 78 against floor(40960 / (10240 / 5)) = 20, with
+    * for a list of lengths (R4): the per-sequence allocation is the *mean* of the
+      requests' allocations, fit = floor(free x n / total allocated) — R4's floor(40960 / (2608 / 5)) = 78 against floor(40960 / (10240 / 5)) = 20, with
       bytes_per_token = 1 so that memory is counted in slots (see :func:`slot_pool_capacity`).
 
     Parameters
@@ -257,7 +256,7 @@ def slot_pool_capacity(lengths: object, max_context: object, block_size: object,
                        pool_slots: object) -> Capacity:
     """:func:`capacity` with memory counted in slots (bytes_per_token = 1).
 
-    Seed 002: lengths 512, 37, 1900, 128, 4, maximum 2048, block 16, a 40,960-slot pool ->
+    ``assets/reference_figures.md`` R4: lengths 512, 37, 1900, 128, 4, maximum 2048, block 16, a 40,960-slot pool ->
     ``fit_reserve`` = floor(40960 / (10240 / 5)) = 20, ``fit_paged`` = floor(40960 /
     (2608 / 5)) = 78 (3.9x). The byte fields then read as slots.
 
@@ -283,7 +282,7 @@ def fit_curve(bytes_per_token: object, free_bytes: object, max_context: object,
     Returns
     -------
     dict of arrays of shape (m,): ``mean_tokens``, ``fit_reserve`` (constant: the reservation
-    does not depend on the mean — seed 003's point), ``fit_paged``, ``waste_reserve`` and
+    does not depend on the mean — R5's point), ``fit_paged``, ``waste_reserve`` and
     ``waste_paged`` (fractions 0..1).
 
     Raises

@@ -3,9 +3,8 @@
 One slot holds one token's K and V in every layer: layers x kv_heads x head_dim x
 bytes_per_element x 2 bytes. Sources: Kwon et al., "Efficient Memory Management for Large
 Language Model Serving with PagedAttention", SOSP 2023, section 3 (OPT-13B: "800 KB" = 819,200
-bytes = 800 KiB per token); seed 003 = ``shared/seeds/003_49f236d33f1525f6.txt`` (7B fp16:
-"512 KB" = 512 KiB per token); seed 000 = ``shared/seeds/000_b2d5125a0ea162ff.txt`` (Llama 3
-70B: 320 KiB per slot). Byte units are binary (see :mod:`allocator.accounting.units`).
+bytes = 800 KiB per token); ``assets/reference_figures.md`` R5 (7B fp16: "512 KB" = 512 KiB
+per token) and R6 (Llama 3 70B: 320 KiB per slot). Byte units are binary (see :mod:`allocator.accounting.units`).
 
 Bad input raises :class:`allocator.validate.FieldError` with ``.field`` ``"layers"``,
 ``"kv_heads"``, ``"head_dim"``, ``"bytes_per_element"`` or ``"model"``.
@@ -23,7 +22,7 @@ def kv_bytes_per_token(layers: object, kv_heads: object, head_dim: object,
     """Bytes of KV cache for one token (one slot): layers x kv_heads x head_dim x bytes x 2.
 
     The factor 2 counts K and V. Source: Kwon et al. 2023 (PagedAttention), section 3;
-    seed 003 (7B fp16: 512 KiB), seed 000 (Llama 3 70B: 320 KiB).
+    ``assets/reference_figures.md`` R5 (7B fp16: 512 KiB) and R6 (Llama 3 70B: 320 KiB).
 
     Parameters
     ----------
@@ -96,7 +95,8 @@ class ModelConfig:
 PRESETS: dict[str, ModelConfig] = {
     "7b-fp16": ModelConfig("7b-fp16", "7B, fp16, no GQA (32 layers x 32 heads x 128; Llama 2 7B's shape)",
                            32, 32, 128, 2, "fp16",
-                           "seed 003: 512 KiB per token (written there as 512 KB)", "7B fp16, no GQA",
+                           "the lesson's reference figure R5: 512 KiB per token (the lesson writes 512 KB)",
+                           "7B fp16, no GQA",
                            hidden_size=4096, heads=32, params=6_738_415_616, max_context=4096),
     "llama3-8b": ModelConfig("llama3-8b", "Llama 3 8B, bf16, GQA (32 layers x 8 KV heads x 128)",
                              32, 8, 128, 2, "bf16",
@@ -104,7 +104,7 @@ PRESETS: dict[str, ModelConfig] = {
                              "Llama 3 8B bf16, GQA",
                              hidden_size=4096, heads=32, params=8_030_261_248, max_context=8192),
     "llama3-70b": ModelConfig("llama3-70b", "Llama 3 70B, bf16, GQA (80 layers x 8 KV heads x 128)",
-                              80, 8, 128, 2, "bf16", "seed 000: 320 KiB per slot",
+                              80, 8, 128, 2, "bf16", "the lesson's reference figure R6: 320 KiB per slot",
                               "Llama 3 70B bf16, GQA",
                               hidden_size=8192, heads=64, params=70_553_706_496, max_context=8192),
     "opt-13b": ModelConfig("opt-13b", "OPT-13B, fp16 (40 layers x 40 heads x 128)",

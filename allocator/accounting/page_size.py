@@ -1,9 +1,11 @@
-"""Which page size is best once every block carries a metadata cost (seed 001).
+"""Which block size is best once every block carries a metadata cost (the Accounting page's
+"page size").
 
 The objective is allocated slots + c x blocks, in token-slot equivalents, where ``c`` (the
 metadata cost of one block, in slots) stands in for a block-table entry, a lookup and a
-scattered read. Source: seed 001 = ``shared/seeds/001_b60e659497b44204.txt`` (5, 9, 17 tokens
-over page sizes 1..32: best 1 at c = 0, 2 at c = 0.25, 4 at c = 1, 8 at c = 4).
+scattered read. Source: ``assets/reference_figures.md`` R2 (5, 9, 17 tokens over block sizes
+1..32: best 1 at c = 0, 2 at c = 0.25, 4 at c = 1, 8 at c = 4). The rows' ``page_size`` is
+the block size (the name is the ``account`` command's JSON key).
 
 Bad input raises :class:`allocator.validate.FieldError`: ``.field`` is ``"lengths"`` (with
 ``.index``), ``"metadata_cost"`` or ``"candidates"`` (with ``.index`` for a bad entry).
@@ -18,15 +20,15 @@ from allocator.validate import FieldError, real_number, whole_numbers
 
 from .slots import paged_slots, validate_lengths
 
-#: Candidate page sizes (slots per block) tried by :func:`best_page_size`: powers of two 1..256.
+#: Candidate block sizes (slots per block) tried by :func:`best_page_size`: powers of two 1..256.
 DEFAULT_CANDIDATES: tuple[int, ...] = tuple(2 ** k for k in range(9))
 
-#: The candidate sizes seed 001 tests: powers of two 1..32.
-SEED_001_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+#: The candidate block sizes of reference figure R2: powers of two 1..32.
+R2_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 
 def validate_candidates(candidates: object) -> list[int]:
-    """Check candidate page sizes (slots per block): non-empty, whole numbers >= 1; sorted, unique.
+    """Check candidate block sizes (slots per block): non-empty, whole numbers >= 1; sorted, unique.
 
     A thin wrapper over :func:`allocator.validate.whole_numbers` with the lesson's wording.
 
@@ -47,7 +49,7 @@ def validate_candidates(candidates: object) -> list[int]:
 
 @dataclass(frozen=True)
 class PageSizeRow:
-    """One candidate page size: ``page_size`` (slots per block), ``allocated_slots``,
+    """One candidate block size: ``page_size`` (the block size, slots per block), ``allocated_slots``,
     ``unused_slots``, ``blocks``, ``metadata_cost`` (= c x blocks, slot-equivalents) and
     ``total_cost`` = allocated_slots + c x blocks (slot-equivalents), ``is_best``."""
 
@@ -66,21 +68,21 @@ class PageSizeRow:
 
 def page_size_table(lengths: object, metadata_cost: object,
                     candidates: object = DEFAULT_CANDIDATES) -> list[PageSizeRow]:
-    """Cost of every candidate page size; the best one is flagged ``is_best``.
+    """Cost of every candidate block size; the best one is flagged ``is_best``.
 
-    Objective (seed 001): total_cost(p) = allocated_slots(p) + c x blocks(p), in token-slot
+    Objective (``assets/reference_figures.md`` R2): total_cost(p) = allocated_slots(p) + c x blocks(p), in token-slot
     equivalents, where c is the metadata cost of one block expressed in slots. The best size
-    minimises it; on a tie the *smallest* page size wins (less tail slack for the same cost).
+    minimises it; on a tie the *smallest* block size wins (less tail slack for the same cost).
 
     Parameters
     ----------
     lengths : shape (n,) whole numbers >= 1 (tokens).
     metadata_cost : c >= 0, slot-equivalents per block.
-    candidates : page sizes to try (slots per block), default powers of two 1..256.
+    candidates : block sizes to try (slots per block), default powers of two 1..256.
 
     Returns
     -------
-    list of :class:`PageSizeRow`, one per unique candidate, sorted by page size.
+    list of :class:`PageSizeRow`, one per unique candidate, sorted by block size.
 
     Raises
     ------
@@ -103,14 +105,15 @@ def page_size_table(lengths: object, metadata_cost: object,
 
 def best_page_size(lengths: object, metadata_cost: object,
                    candidates: object = DEFAULT_CANDIDATES) -> tuple[int, float]:
-    """The page size minimising allocated slots + c x blocks, and that minimal cost.
+    """The block size minimising allocated slots + c x blocks, and that minimal cost.
 
-    Seed 001 (5, 9, 17 tokens, candidates 1..32): c = 0 -> (1, 31); c = 0.25 -> (2, 38.25);
-    c = 1 -> (4, 50); c = 4 -> (8, 72). Ties go to the smallest page size.
+    ``assets/reference_figures.md`` R2 (5, 9, 17 tokens, candidates 1..32): c = 0 -> (1, 31);
+    c = 0.25 -> (2, 38.25); c = 1 -> (4, 50); c = 4 -> (8, 72). Ties go to the smallest block
+    size.
 
     Returns
     -------
-    (page_size in slots per block, total cost in token-slot equivalents)
+    (block size in slots per block, total cost in token-slot equivalents)
 
     Raises
     ------

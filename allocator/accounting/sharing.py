@@ -1,12 +1,13 @@
-"""Two requests with a common prefix under paging: three quantities kept apart (seed 001).
+"""Two requests with a common prefix under paging: three quantities kept apart.
 
 Logical tokens, slots without sharing and distinct physical slots with sharing are never summed:
-adding them would count one saving twice. Source: seed 001 =
-``shared/seeds/001_b60e659497b44204.txt`` (lengths 20 and 23, an 8-token prefix, page 4 ->
-43 logical tokens, 44 slots separately, 36 shared).
+adding them would count one saving twice. Source: ``assets/reference_figures.md`` R3 (lengths
+20 and 23, an 8-token prefix, blocks of 4 -> 43 logical tokens, 44 slots separately, 36
+shared); the paper's section 4.4 (shared prefix, block-level sharing).
 
 Bad input raises :class:`allocator.validate.FieldError` with ``.field`` ``"length_a"``,
-``"length_b"``, ``"prefix_tokens"`` or ``"page_size"``.
+``"length_b"``, ``"prefix_tokens"`` or ``"page_size"`` (a bad block size,
+:data:`allocator.accounting.slots.BLOCK_FIELD`).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dataclasses import asdict, dataclass
 from allocator.limits import LIMITS
 from allocator.validate import FieldError, whole_number
 
-from .slots import paged_slots
+from .slots import BLOCK_FIELD, paged_slots
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,8 @@ class PrefixSharing:
     ``slots_unshared``: slots allocated if each request has its own blocks.
     ``slots_shared``: distinct physical slots when full prefix blocks are stored once.
     Also ``shared_blocks`` (complete prefix blocks stored once), ``saved_slots`` =
-    unshared - shared = shared_blocks x page_size, and the inputs.
+    unshared - shared = shared_blocks x page_size, and the inputs (``page_size`` is the block
+    size in slots per block; the name is the ``account`` command's JSON key).
     """
 
     length_a: int
@@ -45,36 +47,37 @@ class PrefixSharing:
 
 
 def prefix_sharing(length_a: object, length_b: object, prefix_tokens: object,
-                   page_size: object) -> PrefixSharing:
+                   block_size: object) -> PrefixSharing:
     """Slots for two requests sharing their first ``prefix_tokens`` tokens, with paging.
 
-    Only *complete* blocks of the common prefix are shared (seed 001): shared_blocks =
-    floor(prefix / page_size); slots_shared = slots_unshared - shared_blocks x page_size.
+    Only *complete* blocks of the common prefix are shared: shared_blocks =
+    floor(prefix / block_size); slots_shared = slots_unshared - shared_blocks x block_size.
     A partly filled prefix block is not shared, because each request writes its own
-    continuation into it. Seed 001: lengths 20 and 23, 8-token prefix, page 4 -> 44 slots
-    unshared, 36 shared, 43 logical tokens; each shared 4-token block saves 4 slots.
+    continuation into it. ``assets/reference_figures.md`` R3: lengths 20 and 23, 8-token
+    prefix, blocks of 4 -> 44 slots unshared, 36 shared, 43 logical tokens; each shared 4-token
+    block saves 4 slots.
 
     Parameters
     ----------
     length_a, length_b : whole numbers 1 .. 10,000,000 (tokens).
     prefix_tokens : whole number, 0 <= prefix <= min(length_a, length_b) (tokens).
-    page_size : whole number 1 .. 4,096 (slots per block).
+    block_size : whole number 1 .. 4,096 (slots per block).
 
     Raises
     ------
     FieldError with field ``length_a``, ``length_b``, ``prefix_tokens`` (also when it is longer
-    than the shorter request) or ``page_size``.
+    than the shorter request) or ``page_size`` (a bad ``block_size``).
     """
-    a, b, p, page = (whole_number(name, value, int(LIMITS[name].low), int(LIMITS[name].high))
-                     for name, value in (("length_a", length_a), ("length_b", length_b),
-                                         ("prefix_tokens", prefix_tokens), ("page_size", page_size)))
+    a, b, p, bs = (whole_number(name, value, int(LIMITS[name].low), int(LIMITS[name].high))
+                   for name, value in (("length_a", length_a), ("length_b", length_b),
+                                       ("prefix_tokens", prefix_tokens), (BLOCK_FIELD, block_size)))
     if p > min(a, b):
         raise FieldError("prefix_tokens", f" = {p} is longer than the shorter request "
                          f"({min(a, b)} tokens)")
-    unshared = paged_slots([a, b], page).allocated_slots
-    shared_blocks = p // page
-    saved = shared_blocks * page
-    return PrefixSharing(length_a=a, length_b=b, prefix_tokens=p, page_size=page,
+    unshared = paged_slots([a, b], bs).allocated_slots
+    shared_blocks = p // bs
+    saved = shared_blocks * bs
+    return PrefixSharing(length_a=a, length_b=b, prefix_tokens=p, page_size=bs,
                          logical_tokens=a + b, slots_unshared=unshared,
                          slots_shared=unshared - saved, shared_blocks=shared_blocks,
                          saved_slots=saved)

@@ -1,15 +1,14 @@
 """Slots under reserve-max versus paging, for a list of request lengths.
 
 Units: **tokens** are positions a request has actually written (its length); **slots** are
-room for one token's K and V across all layers, what an allocator hands out; a **block (page)**
-is ``page_size`` consecutive slots (``block_size`` is the same thing).
+room for one token's K and V across all layers, what an allocator hands out; a **block** is
+``block_size`` consecutive slots (the Accounting page calls it a page).
 
-Sources: seed 001 = ``shared/seeds/001_b60e659497b44204.txt`` (5, 9, 17 tokens, reserve 32,
-pages of 4/8/16) and seed 002 = ``shared/seeds/002_abdc40c8c116312c.txt`` (512, 37, 1900, 128,
-4 tokens with a maximum of 2048, pages of 16).
+Sources: ``assets/reference_figures.md`` R1 (5, 9, 17 tokens, reserve 32, blocks of 4/8/16)
+and R4 (512, 37, 1900, 128, 4 tokens with a maximum of 2048, blocks of 16).
 
 Bad input raises :class:`allocator.validate.FieldError`: ``.field`` is ``"lengths"`` (with
-``.index`` the 0-based entry), ``"reserve"`` or ``"page_size"``.
+``.index`` the 0-based entry), ``"reserve"`` or :data:`BLOCK_FIELD` (a block size).
 """
 from __future__ import annotations
 
@@ -17,12 +16,18 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from allocator.limits import LIMITS
+from allocator.mathutils import cdiv, round_up
 from allocator.validate import FieldError, number_from_text, whole_number, whole_numbers
 
-#: Longest request (tokens) and largest reserve (slots) and page (slots per block) accepted.
+#: The ``.field`` a bad block size is reported under, and its limit's key: ``"page_size"``,
+#: the name the Accounting page keys its block-size controls and labels by
+#: (``pages/accounting.py``: ``FIELD_LABELS`` and its placeholders).
+BLOCK_FIELD = "page_size"
+
+#: Longest request (tokens) and largest reserve (slots) and block (slots per block) accepted.
 MAX_LENGTH = int(LIMITS["lengths"].high)
 MAX_RESERVE = int(LIMITS["reserve"].high)
-MAX_PAGE_SIZE = int(LIMITS["page_size"].high)
+MAX_BLOCK_SIZE = int(LIMITS[BLOCK_FIELD].high)
 
 
 def validate_lengths(lengths: object, name: str = "lengths") -> list[int]:
@@ -53,7 +58,7 @@ def parse_numbers(text: str, name: str, *, what: str) -> list[object]:
 
     Only the text is checked here -- each entry must read as a number -- so the caller's check
     words the range. ``what`` is what one entry is, for the empty-list message
-    (``"page size (slots per block)"``).
+    (``"page size (slots per block)"``, the Accounting page's word for a block size).
 
     Raises
     ------
@@ -91,19 +96,6 @@ def parse_lengths(text: str, name: str = "lengths") -> list[int]:
     return validate_lengths(parse_numbers(text, name, what="request length (tokens)"), name)
 
 
-def blocks_for(length: int, page_size: int) -> int:
-    """Blocks needed to hold ``length`` tokens: ``ceil(length / page_size)`` (seed 001, seed 002).
-
-    Raises
-    ------
-    FieldError with field ``page_size`` if it is not a whole number >= 1, or ``length`` if it
-    is negative or not a whole number.
-    """
-    page_size = whole_number("page_size", page_size, 1, MAX_PAGE_SIZE)
-    length = whole_number("length", length, 0)
-    return -(-length // page_size)
-
-
 @dataclass(frozen=True)
 class ReserveTally:
     """Slots under reserve-max: every request holds ``reserve`` slots however long it is.
@@ -130,9 +122,10 @@ class ReserveTally:
 def reserve_max_slots(lengths: object, reserve: object) -> ReserveTally:
     """Slots allocated when every request reserves ``reserve`` slots (its maximum) up front.
 
-    Formula (seed 001; seed 002): allocated = n x reserve; unused = allocated - sum(lengths);
-    waste = 1 - sum(lengths) / allocated. Seed 001: 5, 9, 17 with reserve 32 -> 96 allocated,
-    65 unused. Seed 002: 512, 37, 1900, 128, 4 with 2048 -> 10,240 allocated, 74.8 % waste.
+    Formula: allocated = n x reserve; unused = allocated - sum(lengths); waste = 1 -
+    sum(lengths) / allocated. ``assets/reference_figures.md`` R1: 5, 9, 17 with reserve 32 ->
+    96 allocated, 65 unused; R4: 512, 37, 1900, 128, 4 with 2048 -> 10,240 allocated, 74.8 %
+    waste.
 
     Parameters
     ----------
@@ -161,11 +154,12 @@ def reserve_max_slots(lengths: object, reserve: object) -> ReserveTally:
 
 @dataclass(frozen=True)
 class PagedTally:
-    """Slots under paging with ``page_size`` slots per block.
+    """Slots under paging with blocks of ``page_size`` slots.
 
-    Attributes (slots/tokens/blocks; lists have shape (n,)): ``lengths``, ``page_size``,
-    ``blocks_per_request`` = ceil(length / page_size), ``allocated_per_request`` =
-    blocks x page_size, ``unused_per_request`` (the last block's empty tail, < page_size),
+    Attributes (slots/tokens/blocks; lists have shape (n,)): ``lengths``, ``page_size`` (the
+    block size in slots per block; the name is the ``account`` command's JSON key),
+    ``blocks_per_request`` = ceil(length / block size), ``allocated_per_request`` =
+    blocks x block size, ``unused_per_request`` (the last block's empty tail, < block size),
     ``blocks`` total, ``allocated_slots`` total, ``used_tokens``, ``unused_slots``,
     ``waste_fraction`` = unused / allocated (0..1).
     """
@@ -186,30 +180,31 @@ class PagedTally:
         return asdict(self)
 
 
-def paged_slots(lengths: object, page_size: object) -> PagedTally:
-    """Slots allocated when each request gets whole blocks of ``page_size`` slots.
+def paged_slots(lengths: object, block_size: object) -> PagedTally:
+    """Slots allocated when each request gets whole blocks of ``block_size`` slots.
 
-    Formula (seed 001: "ceiling(length/page_size) x page_size per request"; seed 002's
-    pagesFor): allocated_i = ceil(length_i / page_size) x page_size. Seed 001: 5, 9, 17 at
-    page sizes 4 / 8 / 16 -> 40 / 48 / 64 slots, 9 / 17 / 33 unused. Seed 002: 512, 37, 1900,
-    128, 4 at 16 -> 2,608 slots, 1.0 % waste.
+    Formula: allocated_i = ceil(length_i / block_size) x block_size (the paper's section 4.2:
+    a request's logical blocks fill left to right, so only the last block has empty slots).
+    ``assets/reference_figures.md`` R1: 5, 9, 17 at block sizes 4 / 8 / 16 -> 40 / 48 / 64
+    slots, 9 / 17 / 33 unused; R4: 512, 37, 1900, 128, 4 at 16 -> 2,608 slots, 1.0 % waste.
 
     Parameters
     ----------
     lengths : shape (n,) whole numbers >= 1 (tokens).
-    page_size : whole number >= 1 (slots per block).
+    block_size : whole number 1 .. 4,096 (slots per block).
 
     Raises
     ------
-    FieldError with field ``lengths`` (and ``.index``) or ``page_size``.
+    FieldError with field ``lengths`` (and ``.index``) or :data:`BLOCK_FIELD` (a bad
+    ``block_size``).
     """
     lengths = validate_lengths(lengths)
-    page_size = whole_number("page_size", page_size, 1, MAX_PAGE_SIZE)
-    blocks = [-(-n // page_size) for n in lengths]
-    alloc = [b * page_size for b in blocks]
+    block_size = whole_number(BLOCK_FIELD, block_size, 1, MAX_BLOCK_SIZE)
+    blocks = [cdiv(n, block_size) for n in lengths]
+    alloc = [round_up(n, block_size) for n in lengths]
     used = sum(lengths)
     total = sum(alloc)
-    return PagedTally(lengths=lengths, page_size=page_size, blocks_per_request=blocks,
+    return PagedTally(lengths=lengths, page_size=block_size, blocks_per_request=blocks,
                       allocated_per_request=alloc,
                       unused_per_request=[a - n for a, n in zip(alloc, lengths)],
                       blocks=sum(blocks), allocated_slots=total, used_tokens=used,

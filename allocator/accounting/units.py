@@ -1,9 +1,9 @@
 """Byte units of the lesson: binary multiples only, and how the app writes them.
 
-Every multiple is *binary*: ``KiB = 2**10``, ``MiB = 2**20``, ``GiB = 2**30`` bytes. The
-lesson's sources write "KB", "MB", "GB" for these same binary quantities (the PagedAttention
-paper's "800 KB" per token for OPT-13B, section 3, is 819,200 bytes = 800 KiB; see also
-``assets/reference_figures.md``). Nothing in the accounting package
+Every multiple is *binary*: ``KiB = 2**10``, ``MiB = 2**20``, ``GiB = 2**30`` bytes. The lesson
+writes "KB", "MB", "GB" for these same binary quantities (for example "512 KB per token" in
+``assets/reference_figures.md`` R5 is 524,288 bytes = 512 KiB, and the PagedAttention paper's
+"800 KB" for OPT-13B is 819,200 bytes = 800 KiB). Nothing in the accounting package
 uses decimal kB/MB/GB.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ line on stderr, exit 2). Every numeric option -- and every entry of a list optio
 against its range in :data:`allocator.limits.LIMITS` before anything is computed, whether or not
 it is used; an option that does not apply is named in one ``note:`` line on stderr.
 
-Examples (seed 001 and seed 003)::
+Examples (``assets/reference_figures.md`` R1-R3 and R5)::
 
     python -m allocator account --lengths 5,9,17 --reserve 32 --metadata-cost 1 --json
     python -m allocator capacity --model 7b-fp16 --free-gib 66 --max-context 2048 \\
@@ -59,25 +59,25 @@ def _cost(value: float) -> str:
 # --------------------------------------------------------------------------------------------
 
 def run_account(args: argparse.Namespace) -> int:
-    """Print reserve-max vs paged slots, the page-size table and, if asked, prefix sharing.
+    """Print reserve-max vs paged slots, the block-size table and, if asked, prefix sharing.
 
     Raises:
         FieldError: an option out of its range (checked first, all of them), a list entry out of
             range (``lengths[1]``, ``candidates[0]``) or a figure the lengths cannot have (a length
             above the reserve), naming the field.
     """
-    _check_options(args, {"reserve": "reserve", "metadata_cost": "metadata_cost", "page_size": "page_size",
-                          "pool_slots": "pool_slots", "share_page_size": "page_size"})
+    _check_options(args, {"reserve": "reserve", "metadata_cost": "metadata_cost", "block_size": "block_size",
+                          "pool_slots": "pool_slots", "share_block_size": "block_size"})
     lengths = _parse_list(args.lengths, "lengths", "request length (tokens)")
-    candidates = _parse_list(args.candidates, "candidates", "page size (slots per block)")
+    candidates = _parse_list(args.candidates, "candidates", "block size (slots per block)")
     sharing = None
     if args.share:
         parts = parse_numbers(args.share, "share", what="length_a,length_b,prefix_tokens")
         if len(parts) != 3:
             raise FieldError("share", " must be three numbers: length_a,length_b,prefix_tokens")
         parts = [check(name, v) for name, v in zip(("length_a", "length_b", "prefix_tokens"), parts)]
-        sharing = (parts[0], parts[1], parts[2], args.share_page_size)
-    report = acc.account(lengths, args.reserve, args.metadata_cost, page_size=args.page_size,
+        sharing = (parts[0], parts[1], parts[2], args.share_block_size)
+    report = acc.account(lengths, args.reserve, args.metadata_cost, block_size=args.block_size,
                          candidates=candidates, pool_slots=args.pool_slots, sharing=sharing)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -87,7 +87,7 @@ def run_account(args: argparse.Namespace) -> int:
     print(f"requests (tokens): {', '.join(map(str, lengths))}  = {res['used_tokens']} tokens")
     print(f"reserve-max ({res['reserve']} slots each): {res['allocated_slots']} slots allocated, "
           f"{res['unused_slots']} unused ({_percent(res['waste_fraction'])} waste)")
-    print(f"paged (page {paged['page_size']}): {paged['allocated_slots']} slots in "
+    print(f"paged (blocks of {paged['page_size']}): {paged['allocated_slots']} slots in "
           f"{paged['blocks']} blocks, {paged['unused_slots']} unused "
           f"({_percent(paged['waste_fraction'])} waste)")
     if "pool" in report:
@@ -96,7 +96,7 @@ def run_account(args: argparse.Namespace) -> int:
         print(f"pool of {pool['pool_slots']} slots fits {pool['fit_reserve']} requests "
               f"reserve-max vs {pool['fit_paged']} paged{gain}")
     print(f"\nmetadata cost c = {_cost(report['metadata_cost'])} slot-equivalents per block")
-    print(f"{'page':>6} {'slots':>8} {'unused':>8} {'blocks':>8} {'total cost':>12}")
+    print(f"{'block':>6} {'slots':>8} {'unused':>8} {'blocks':>8} {'total cost':>12}")
     for row in report["page_sizes"]:
         mark = "  <- best" if row["is_best"] else ""
         print(f"{row['page_size']:>6} {row['allocated_slots']:>8} {row['unused_slots']:>8} "
@@ -104,7 +104,7 @@ def run_account(args: argparse.Namespace) -> int:
     if "prefix_sharing" in report:
         ps = report["prefix_sharing"]
         print(f"\nprefix sharing: lengths {ps['length_a']} and {ps['length_b']}, "
-              f"{ps['prefix_tokens']}-token prefix, page {ps['page_size']}")
+              f"{ps['prefix_tokens']}-token prefix, blocks of {ps['page_size']}")
         print(f"  logical tokens {ps['logical_tokens']} | slots without sharing "
               f"{ps['slots_unshared']} | distinct physical slots {ps['slots_shared']} "
               f"({ps['shared_blocks']} shared blocks save {ps['saved_slots']} slots)")
@@ -192,33 +192,35 @@ def _range(name: str) -> str:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``account`` and ``capacity`` sub-commands to ``subparsers``."""
     p = subparsers.add_parser(
-        "account", help="slots under reserve-max vs paging, best page size, prefix sharing",
-        description="Slot accounting for a list of request lengths (seed 001, seed 002).")
+        "account", help="slots under reserve-max vs paging, best block size, prefix sharing",
+        description="Slot accounting for a list of request lengths (assets/reference_figures.md R1-R4).")
     p.add_argument("--lengths", required=True,
                    help=f"request lengths in tokens, e.g. 5,9,17 (each {_range('lengths')})")
     p.add_argument("--reserve", type=count_arg, required=True,
                    help=f"slots reserved per request under reserve-max (the maximum length; {_range('reserve')})")
     p.add_argument("--metadata-cost", type=real_arg, default=_A["metadata_cost"],
                    help=f"c: cost of one block, in slot-equivalents (default 1; {_range('metadata_cost')})")
-    p.add_argument("--page-size", type=count_arg, default=_A["page_size"],
-                   help=f"page size (slots per block) for the paged summary (default 4; {_range('page_size')})")
+    # --page-size / --share-page-size: the Accounting page's word, kept as aliases (tests/test_claims.py
+    # runs this command with --page-size and --share-page-size).
+    p.add_argument("--block-size", "--page-size", dest="block_size", type=count_arg, default=_A["page_size"],
+                   help=f"slots per block for the paged summary (default 4; {_range('block_size')})")
     p.add_argument("--candidates", default=",".join(map(str, _A["candidates"])),
-                   help="candidate page sizes (default 1,2,4,8,16,32 as in seed 001; "
+                   help="candidate block sizes (default 1,2,4,8,16,32 as in reference figure R2; "
                         f"1..256 is 1,2,4,8,16,32,64,128,256; each {_range('candidates')})")
     p.add_argument("--pool-slots", type=count_arg, default=_A["pool_slots"],
                    help="count the requests that fit in a pool of this many slots "
-                        f"(default 40960, seed 002; {_range('pool_slots')})")
+                        f"(default 40960, reference figure R4; {_range('pool_slots')})")
     p.add_argument("--share", default=",".join(map(str, _A["share"][:3])),
                    help="prefix sharing: length_a,length_b,prefix_tokens (default 20,23,8, "
-                        "seed 001)")
-    p.add_argument("--share-page-size", type=count_arg, default=_A["share"][3],
-                   help=f"page size for --share (default 4; {_range('page_size')})")
+                        "reference figure R3)")
+    p.add_argument("--share-block-size", "--share-page-size", dest="share_block_size", type=count_arg,
+                   default=_A["share"][3], help=f"slots per block for --share (default 4; {_range('block_size')})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_account)
 
     q = subparsers.add_parser(
         "capacity", help="sequences that fit in GPU memory, reserve-max vs paged",
-        description="Capacity arithmetic for a model and a memory budget (seed 003). "
+        description="Capacity arithmetic for a model and a memory budget (assets/reference_figures.md R5). "
                     "Memory is in GiB (2**30 bytes); byte figures are binary (KiB, MiB, GiB).")
     q.add_argument("--model", default=None, choices=sorted(acc.PRESETS),
                    help="preset model (default 7b-fp16)")

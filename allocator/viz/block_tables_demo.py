@@ -13,8 +13,9 @@ and ``.field`` (:class:`allocator.validate.OutOfBlocksError`, :class:`allocator.
 never by reading the message text.
 
 Sources: Kwon et al., PagedAttention (SOSP 2023) sections 4.4-4.5; vLLM's prefix-caching design
-(chained block hash with extra keys such as the LoRA id and a per-request cache salt); seed 003
-(``shared/seeds/003_49f236d33f1525f6.txt``), section 10.5's pictorial and challenges 3 and 4.
+(chained block hash with extra keys such as the LoRA id and a per-request cache salt:
+``vllm/v1/core/kv_cache_utils.py``); ``assets/reference_figures.md`` R8 (two sequences sharing a
+system prompt's blocks; chained hashes; the copy-on-write order).
 """
 from __future__ import annotations
 

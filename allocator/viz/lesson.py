@@ -4,7 +4,8 @@
 Each step names the scenario settings it applies on top of :data:`BASE` (keyed by the explainer's
 sidebar widget keys), the page sections that stay hidden until the class has predicted, one
 question with its choices, and the reveal (``allocator.viz.claims.reveal``) that answers it from
-the results on screen. The last step carries the open challenges (after seed 003's, in our words).
+the results on screen. The last step carries the open challenges (in our words; the chained-hash and copy-on-write
+ones are ``assets/reference_figures.md`` R8).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ instantly in the browser:
   c the app's slider offers (0 to 8 in steps of 0.25);
 * the guided lesson (``allocator.viz.lesson``) with every reveal (``claims.reveal``) computed from
   the result the step shows, when the scenario is the lesson's own;
-* the arithmetic pages' seed examples and the Block tables walk-through
+* the arithmetic pages' worked examples and the Block tables walk-through
   (``allocator.viz.site_lessons``).
 
 No text is inserted into the page as HTML unless it was escaped here first
@@ -278,9 +278,9 @@ def attribution_html(sc: Scenario) -> str:
     else:
         items.append(f"<li>Data: the trace file {e(str(sc.trace_name or sc.workload))}, supplied by whoever "
                      "exported this site.</li>")
-    items.append("<li>The lesson's reference figures (5, 9 and 17 tokens; pages of 4, 8 and 16; the 7B "
-                 "model's 512 KB per token) come from the explainer texts the lesson was designed around; "
-                 "every sentence here is the lab's own.</li>")
+    items.append("<li>The lesson's reference figures (5, 9 and 17 tokens; blocks of 4, 8 and 16; the 7B "
+                 "model's 512 KiB per token) come from the explainer texts the lesson was designed around and "
+                 "are listed in the lab's assets/reference_figures.md; every sentence here is the lab's own.</li>")
     items.append("<li>plotly.js (MIT licence) draws the charts; it is shipped in this folder.</li>")
     return "<ul>" + "".join(items) + "</ul>"
 

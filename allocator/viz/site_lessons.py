@@ -1,5 +1,5 @@
-"""The static site's other pages: the arithmetic pages at the seed examples, and the Block tables
-walk-through as a recorded sequence of states.
+"""The static site's other pages: the arithmetic pages at the lesson's worked examples, and the
+Block tables walk-through as a recorded sequence of states.
 
 Each page is plain data ``{"title", "intro_html", "sections": [...]}``; a section has a title,
 an escaped HTML text (``allocator.viz.site.markdown_html``), and a figure (plotly JSON), a table
@@ -7,8 +7,8 @@ an escaped HTML text (``allocator.viz.site.markdown_html``), and a figure (plotl
 (``allocator.viz.arithmetic``, ``allocator.viz.block_tables_figure``); every number comes from
 :mod:`allocator.accounting` or :class:`allocator.block_manager.BlockManager`.
 
-Sources: seeds 001-003 (``shared/seeds/``) for the worked examples; Kwon et al., PagedAttention
-(SOSP 2023) sections 4.4-4.5 for the block-table operations.
+Sources: ``assets/reference_figures.md`` R1-R5 for the worked examples; Kwon et al.,
+PagedAttention (SOSP 2023) sections 4.4-4.5 for the block-table operations.
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from allocator.viz.block_tables_demo import BLOCK_SIZE, BlockTablesDemo, words_o
 from allocator.viz.block_tables_figure import block_table_figure
 from allocator.viz.claims import ratio
 
-#: Seed 001's metadata costs and the best page size each gives (its worked answer).
-SEED_001_COSTS = (0.0, 0.25, 1.0, 4.0)
-#: Seed 001's page sizes for the slack comparison.
-SEED_001_PAGES = (4, 8, 16)
+#: Reference figure R2's metadata costs (each gives a different best block size).
+R2_COSTS = (0.0, 0.25, 1.0, 4.0)
+#: Reference figure R1's block sizes for the slack comparison.
+R1_BLOCK_SIZES = (4, 8, 16)
 #: The walk-through's recorded button presses: (action, sequence, what it shows).
 WALK = (
     (None, None, "Start: A and B share an 8-word system prompt (two full blocks, refcount 2)."),
@@ -55,60 +55,60 @@ def _pct(fraction: float) -> str:
 
 
 def accounting_page() -> dict:
-    """Slot accounting at seed 001's and seed 002's examples (allocation, page-size cost, sharing)."""
-    d, s2 = acc.ACCOUNT_DEFAULTS, acc.SEED_002_PRESET
+    """Slot accounting at reference figures R1-R4 (allocation, block-size cost, sharing)."""
+    d, s2 = acc.ACCOUNT_DEFAULTS, acc.R4_PRESET
     sections = []
     lengths = list(d["lengths"])
     reserve = acc.reserve_max_slots(lengths, d["reserve"])
     rows = []
-    for p in SEED_001_PAGES:
+    for p in R1_BLOCK_SIZES:
         t = acc.paged_slots(lengths, p)
-        rows.append({"page size (slots)": p, "paged slots": t.allocated_slots, "unused slots": t.unused_slots,
+        rows.append({"block size (slots)": p, "paged slots": t.allocated_slots, "unused slots": t.unused_slots,
                      "waste": _pct(t.waste_fraction)})
-    paged = acc.paged_slots(lengths, SEED_001_PAGES[0])
+    paged = acc.paged_slots(lengths, R1_BLOCK_SIZES[0])
     sections.append({
-        "title": f"Seed 001: {', '.join(map(str, lengths))} tokens, reserve {d['reserve']} each",
+        "title": f"{', '.join(map(str, lengths))} tokens, reserve {d['reserve']} each",
         "text_html": _md(f"Reserve-max sets aside **{reserve.allocated_slots:,} slots**, "
                          f"**{reserve.unused_slots:,}** of them empty ({_pct(reserve.waste_fraction)}). "
-                         f"Pages of {SEED_001_PAGES[0]} need **{paged.allocated_slots:,}** "
-                         f"({paged.unused_slots:,} empty). Bigger pages leave more of each last page empty:"),
+                         f"Blocks of {R1_BLOCK_SIZES[0]} need **{paged.allocated_slots:,}** "
+                         f"({paged.unused_slots:,} empty). Bigger blocks leave more of each last block empty:"),
         "figure": _fig(allocation_figure(lengths, reserve, paged)),
         "table": [{"allocator": f"reserve-max ({d['reserve']} each)", "slots": reserve.allocated_slots,
                    "unused slots": reserve.unused_slots, "waste": _pct(reserve.waste_fraction)}]
-                 + [{"allocator": f"paged, pages of {r['page size (slots)']}", "slots": r["paged slots"],
+                 + [{"allocator": f"paged, blocks of {r['block size (slots)']}", "slots": r["paged slots"],
                      "unused slots": r["unused slots"], "waste": r["waste"]} for r in rows]})
     lengths2 = list(s2["lengths"])
     r2 = acc.reserve_max_slots(lengths2, s2["reserve"])
     p2 = acc.paged_slots(lengths2, s2["page_size"])
     pool = acc.slot_pool_capacity(lengths2, s2["reserve"], s2["page_size"], d["pool_slots"])
     sections.append({
-        "title": f"Seed 002: {', '.join(f'{n:,}' for n in lengths2)} tokens, maximum {s2['reserve']:,}",
+        "title": f"{', '.join(f'{n:,}' for n in lengths2)} tokens, maximum {s2['reserve']:,}",
         "text_html": _md(f"Reserve-max: **{r2.allocated_slots:,} slots**, {_pct(r2.waste_fraction)} empty. "
-                         f"Pages of {s2['page_size']}: **{p2.allocated_slots:,} slots**, "
+                         f"Blocks of {s2['page_size']}: **{p2.allocated_slots:,} slots**, "
                          f"{_pct(p2.waste_fraction)} empty. A pool of {d['pool_slots']:,} slots fits "
                          f"**{pool.fit_reserve:,}** such requests reserved and **{pool.fit_paged:,}** paged"
                          + (f" ({ratio(pool.paged_gain)})." if pool.paged_gain else ".")),
         "figure": _fig(allocation_figure(lengths2, r2, p2)),
         "table": [{"request": f"r{i + 1}", "tokens": n, "reserved": r2.reserve,
-                   "empty (reserved)": r2.unused_per_request[i], "pages": p2.blocks_per_request[i],
-                   "paged slots": p2.allocated_per_request[i], "empty (last page)": p2.unused_per_request[i]}
+                   "empty (reserved)": r2.unused_per_request[i], "blocks": p2.blocks_per_request[i],
+                   "paged slots": p2.allocated_per_request[i], "empty (last block)": p2.unused_per_request[i]}
                   for i, n in enumerate(lengths2)]})
-    for c in SEED_001_COSTS:
+    for c in R2_COSTS:
         table = acc.page_size_table(lengths, c, list(d["candidates"]))
         best = next(r for r in table if r.is_best)
         sections.append({
-            "title": f"Best page size when every block costs c = {c:g} slots",
-            "text_html": _md(f"At c = {c:g}: the best page size is **{best.page_size}**, total cost "
+            "title": f"Best block size when every block costs c = {c:g} slots",
+            "text_html": _md(f"At c = {c:g}: the best block size is **{best.page_size}**, total cost "
                              f"{best.allocated_slots} slots + {c:g} × {best.blocks} blocks = "
                              f"**{best.total_cost:g}** slot equivalents."),
             "figure": _fig(cost_figure(table, sum(lengths), c)),
-            "table": [{"page size": r.page_size, "slots": r.allocated_slots, "unused": r.unused_slots,
+            "table": [{"block size": r.page_size, "slots": r.allocated_slots, "unused": r.unused_slots,
                        "blocks": r.blocks, "c × blocks": f"{r.metadata_cost:g}", "total cost": f"{r.total_cost:g}",
                        "best": "◀ best" if r.is_best else ""} for r in table]})
-    a, b, prefix, page = d["share"]
-    ps = acc.prefix_sharing(a, b, prefix, page)
+    a, b, prefix, block = d["share"]
+    ps = acc.prefix_sharing(a, b, prefix, block)
     sections.append({
-        "title": f"Two requests ({a} and {b} tokens) sharing a {prefix}-token prefix, pages of {page}",
+        "title": f"Two requests ({a} and {b} tokens) sharing a {prefix}-token prefix, blocks of {block}",
         "text_html": _md(f"**{ps.logical_tokens}** logical tokens; **{ps.slots_unshared}** slots stored "
                          f"separately, **{ps.slots_shared}** with the {ps.shared_blocks} complete prefix "
                          f"blocks stored once: each saves {ps.page_size} slots."),
@@ -119,13 +119,13 @@ def accounting_page() -> dict:
                   {"quantity": "slots saved by sharing", "value": ps.saved_slots}]})
     return {"title": "Slot accounting",
             "intro_html": _md("The tokens a request has written against the **slots** set aside for it, by hand, "
-                              "at the reference texts' worked examples (the app's Slot accounting page lets you "
+                              "at the lesson's worked examples (the app's Slot accounting page lets you "
                               "change them). Orange is allocated and holding nothing."),
             "sections": sections}
 
 
 def capacity_page() -> dict:
-    """Capacity at seed 003's example (7B model in fp16, 66 GiB free, 2,048-token maximum, mean 350)."""
+    """Capacity at reference figure R5 (7B model in fp16, 66 GiB free, 2,048-token maximum, mean 350)."""
     d = acc.CAPACITY_DEFAULTS
     model = acc.model_config(d["model"])
     free = acc.gib_to_bytes(d["free_gib"], "free_gib")
@@ -152,7 +152,7 @@ def capacity_page() -> dict:
                               f"average {d['mean_tokens']:g} tokens fits **{cap.fit_paged:,}**"
                               + (f" ({ratio(cap.paged_gain)})." if cap.paged_gain else ".")),
             "sections": [
-                {"title": "The seed example, figure by figure", "table": table},
+                {"title": "The worked example, figure by figure", "table": table},
                 {"title": "Twice the memory, or a better allocator?",
                  "text_html": _md(f"Doubling the memory doubles reserve-max's count to {cap.fit_reserve_double:,}; "
                                   f"paging in the memory as given already fits {cap.fit_paged:,}."),
