@@ -146,7 +146,7 @@ SOURCES = [
      "The vLLM engine (github.com/vllm-project/vllm) and its documentation."),
     ("5, 9 and 17 tokens reserved 32 each: 96 slots, 65 unused; pages of 4/8/16: 40/48/64 slots",
      "Arithmetic of the lesson's reference explainers, recomputed by the app (Slot accounting)."),
-    ("Best page size for a metadata cost c: 1, 2, 4, 8 at c = 0, 0.25, 1, 4",
+    ("Best block size for a metadata cost c: 1, 2, 4, 8 at c = 0, 0.25, 1, 4",
      "Reference explainer's cost model (allocated slots + c × blocks), recomputed (Slot accounting)."),
     ("Lengths 20 and 23 sharing 8 tokens at page 4: 44 slots apart, 36 shared",
      "Reference explainer, recomputed (Slot accounting, shared prefix)."),

@@ -1,4 +1,4 @@
-"""Accounting page: slots by hand for reserve-max and paging, page-size cost, prefix sharing.
+"""Accounting page: slots by hand for reserve-max and paging, block-size cost, prefix sharing.
 
 Renders only. Every figure comes from :mod:`allocator.accounting` (the same functions the
 ``python -m allocator account`` command prints). Bad input is reported next to its control and
@@ -29,13 +29,13 @@ EXAMPLES = {
                 "lengths": D["lengths"], "reserve": D["reserve"], "page_size": D["page_size"],
                 "candidates": D["candidates"]},
     "seed002": {"label": "R4: 512, 37, 1900, 128, 4 tokens, max 2048",
-                **acc.SEED_002_PRESET},
+                **acc.R4_PRESET},
 }
 PAGE_SIZE_OPTIONS = list(acc.DEFAULT_CANDIDATES)  # 1..256, for the candidate-range control
 
 
 def _apply_example() -> None:
-    """Callback: load the chosen example's reserve, page size and candidate range."""
+    """Callback: load the chosen example's reserve, block size and candidate range."""
     ex = EXAMPLES[st.session_state["acc_example"]]
     st.session_state["acc_reserve"] = ex["reserve"]
     st.session_state["acc_page_size"] = ex["page_size"]
@@ -90,9 +90,9 @@ def _read_lengths(table: pd.DataFrame) -> tuple[list[int] | None, list[int], lis
 
 
 #: Core field name -> the control's label, so a message reads in the page's words.
-FIELD_LABELS = {"reserve": "Reserve maximum", "page_size": "Page size",
+FIELD_LABELS = {"reserve": "Reserve maximum", "page_size": "Block size",
                 "pool_slots": "Pool size", "metadata_cost": "Metadata cost c",
-                "candidates": "Candidate page size", "length_a": "Request A length",
+                "candidates": "Candidate block size", "length_a": "Request A length",
                 "length_b": "Request B length", "prefix_tokens": "Shared prefix"}
 
 #: Another field's code name where a core message mentions it in its advice -> the page's words.
@@ -119,12 +119,12 @@ st.markdown(
     "written, and the **slots** the allocator has set aside for it. Whatever separates them is "
     "memory that is allocated yet holds nothing (orange below). This page does that sum by "
     "hand, without any simulation: first for reserving each request's maximum against handing "
-    "out fixed-size pages, then for choosing a page size once every block carries a bookkeeping "
+    "out fixed-size blocks (pages), then for choosing a block size once every block carries a bookkeeping "
     "price, and last for two requests that share a prefix."
 )
 
 # --- 1. Requests and allocations --------------------------------------------------------------
-st.header("1 · Reserve the maximum, or allocate pages")
+st.header("1 · Reserve the maximum, or allocate blocks")
 col_in, col_out = st.columns([1, 2], gap="large")
 
 with col_in:
@@ -149,9 +149,9 @@ with col_in:
     st.number_input("Reserve maximum (slots per request)", step=1, key="acc_reserve",
                     help="Under reserve-max every request is given this many slots on arrival.")
     reserve_slot = st.empty()
-    st.slider("Page size (slots per block)", min_value=1, max_value=64, step=1,
+    st.slider("Block size (slots per block)", min_value=1, max_value=64, step=1,
               key="acc_page_size",
-              help="Under paging a request holds ceil(length / page size) whole pages.")
+              help="Under paging a request holds ceil(length / block size) whole blocks.")
     page_slot = st.empty()
     st.number_input("Pool size (slots)", step=1024, key="acc_pool",
                     help="A fixed memory pool, counted in slots: how many such requests fit?")
@@ -195,8 +195,8 @@ with col_out:
             m[2].metric("Paged slots", f"{paged.allocated_slots:,}",
                         delta=f"{paged.unused_slots:,} unused · {pct_fixed(paged.waste_fraction)}",
                         delta_color="off", delta_arrow="off",
-                        help=f"Page size {paged.page_size}: sum over requests of "
-                             "ceil(length / page size) x page size.")
+                        help=f"Block size {paged.page_size}: sum over requests of "
+                             "ceil(length / block size) x block size.")
         if pool is not None:
             f = st.columns(3)
             f[0].markdown(f"**In a pool of {pool.free_bytes:,} slots**")
@@ -215,20 +215,20 @@ with col_out:
             table["reserved"] = [reserve.reserve] * len(lengths)
             table["empty (reserved)"] = reserve.unused_per_request
         if paged is not None:
-            table["pages"] = paged.blocks_per_request
+            table["blocks"] = paged.blocks_per_request
             table["paged slots"] = paged.allocated_per_request
-            table["empty (last page)"] = paged.unused_per_request
+            table["empty (last block)"] = paged.unused_per_request
         st.dataframe(table, hide_index=True, key="acc_breakdown")
-        st.caption("Paged allocation per request is ceil(length / page size) x page size "
+        st.caption("Paged allocation per request is ceil(length / block size) x block size "
                    "(reference figure R1, in the repository's assets/reference_figures.md). Waste is "
                    "unused / allocated. This is a static snapshot of tail slack: it does not model "
                    "holes between reservations or requests that grow over time — the simulation "
                    "pages do that.")
 
-# --- 2. Page size with a metadata cost --------------------------------------------------------
-st.header("2 · What page size is best when every block costs something?")
+# --- 2. Block size with a metadata cost -------------------------------------------------------
+st.header("2 · What block size is best when every block costs something?")
 st.markdown(
-    "If empty slots were the only cost, one-slot pages would always win: nothing is ever left "
+    "If empty slots were the only cost, one-slot blocks would always win: nothing is ever left "
     "over at the end of a request. Real systems also pay per block — a block-table entry, a "
     "lookup, another scattered read in the attention kernel. Below, that price is a number "
     "**c**, measured in slots, so the total is *allocated slots + c × blocks*. Raise c and the "
@@ -239,7 +239,7 @@ with ctl:
     st.slider("Metadata cost c (slot-equivalents per block)", min_value=0.0, max_value=8.0,
               step=0.25, key="acc_metadata_cost",
               help="What one block's bookkeeping costs, expressed in token slots.")
-    st.select_slider("Largest candidate page size", options=PAGE_SIZE_OPTIONS,
+    st.select_slider("Largest candidate block size", options=PAGE_SIZE_OPTIONS,
                      key="acc_cand_max",
                      help="Candidates are the powers of two from 1 up to this size "
                           "(reference figure R2 tests 1 to 32).")
@@ -255,17 +255,17 @@ with ctl:
     if rows is not None:
         best = next(r for r in rows if r.is_best)
         c_now = st.session_state["acc_metadata_cost"]
-        st.metric("Best page size (slots)", f"{best.page_size}",
+        st.metric("Best block size (slots)", f"{best.page_size}",
                   delta=f"total cost {best.total_cost:g}", delta_color="off", delta_arrow="off",
-                  help="Smallest total cost over the candidates; ties go to the smaller page.")
+                  help="Smallest total cost over the candidates; ties go to the smaller block.")
         st.caption(f"At c = {c_now:g}: {best.allocated_slots} slots + {c_now:g} × {best.blocks} "
                    f"blocks = {best.total_cost:g}.")
 with out:
     if rows is None:
-        st.info("The page-size table needs a valid request table.", icon=":material/info:")
+        st.info("The block-size table needs a valid request table.", icon=":material/info:")
     else:
         cost_table = pd.DataFrame({
-            "page size": [r.page_size for r in rows],
+            "block size": [r.page_size for r in rows],
             "slots": [r.allocated_slots for r in rows],
             "unused": [r.unused_slots for r in rows],
             "blocks": [r.blocks for r in rows],
@@ -278,7 +278,7 @@ with out:
                          if row["best"] else "" for _ in row], axis=1
         ).format({"c × blocks": "{:g}", "total cost": "{:g}"})
         st.dataframe(styled, hide_index=True, key="acc_cost_table")
-        st.caption("Units: page size, slots, unused and blocks are counts; c × blocks and total "
+        st.caption("Units: block size, slots, unused and blocks are counts; c × blocks and total "
                    "cost are token-slot equivalents.")
         st.plotly_chart(_cost_figure(rows, sum(lengths), st.session_state["acc_metadata_cost"]),
                         key="acc_cost_chart", config={"displaylogo": False})
@@ -302,7 +302,7 @@ s = st.columns(4)
 s[0].number_input("Request A length (tokens)", step=1, key="acc_share_a")
 s[1].number_input("Request B length (tokens)", step=1, key="acc_share_b")
 s[2].number_input("Shared prefix (tokens)", step=1, key="acc_share_prefix")
-s[3].number_input("Page size (slots per block)", step=1, key="acc_share_page")
+s[3].number_input("Block size (slots per block)", step=1, key="acc_share_page")
 share_slots = {"length_a": s[0].empty(), "length_b": s[1].empty(),
                "prefix_tokens": s[2].empty(), "page_size": s[3].empty()}
 try:
@@ -317,7 +317,7 @@ if ps is not None:
     q[0].metric("Logical tokens", f"{ps.logical_tokens:,}",
                 help="Tokens the two requests contain: A + B. Sharing does not change it.")
     q[1].metric("Slots without sharing", f"{ps.slots_unshared:,}",
-                help="Each request rounded up to whole pages, separately.")
+                help="Each request rounded up to whole blocks, separately.")
     q[2].metric("Distinct physical slots (shared)", f"{ps.slots_shared:,}",
                 delta=f"{ps.saved_slots:,} slots saved", delta_color="off", delta_arrow="off",
                 help="Full prefix blocks are stored once.")
@@ -326,6 +326,6 @@ if ps is not None:
                f"{'is' if ps.shared_blocks == 1 else 'are'} stored "
                f"once, so each saves {ps.page_size} slots; any prefix tokens in a partly filled "
                "block are stored twice. Reference figure R3's case: lengths 20 and 23, an 8-token prefix, "
-               "page 4 → 43 logical tokens, 44 slots separately, 36 shared.")
+               "blocks of 4 → 43 logical tokens, 44 slots separately, 36 shared.")
 else:
     st.info("Fix the value marked above to see the three quantities.", icon=":material/info:")

@@ -470,11 +470,11 @@ ABOUT_STATIC = {
     "2", "4",                               # the same paper: 2-4x throughput
     "20.4", "26.8", "38.2", "96.3",         # its Figure 2: token-state shares of Orca Max / Pow2 / Oracle, vLLM
     "1.7", "2.7", "8",                      # its section 6.2 rate ratios (issue 21 owns their attribution)
-    "5", "9", "17", "32", "96", "65", "8", "48", "64", "33",  # seed 001: 5, 9, 17 tokens reserved 32 ...
-    "1", "0", "0.25", "4", "50", "72",      # seed 001: best page size per metadata cost
-    "23", "44", "36", "43",                 # seed 001: lengths 20 and 23 sharing 8 tokens at page 4
-    "512", "37", "1900", "128", "2048", "10,240", "74.8", "2,608", "1.0", "40,960", "78", "3.9",  # seed 002
-    "66", "350", "83", "22", "352", "384", "320",   # seed 003: 7B fp16 capacity, Llama 3 70B per slot
+    "5", "9", "17", "32", "96", "65", "8", "48", "64", "33",  # R1: 5, 9, 17 tokens reserved 32 ...
+    "1", "0", "0.25", "4", "50", "72",      # R2: best block size per metadata cost
+    "23", "44", "36", "43",                 # R3: lengths 20 and 23 sharing 8 tokens, blocks of 4
+    "512", "37", "1900", "128", "2048", "10,240", "74.8", "2,608", "1.0", "40,960", "78", "3.9",  # R4
+    "66", "350", "83", "22", "352", "384", "320",   # R5, R6: 7B fp16 capacity, Llama 3 70B per slot
     "19,366", "12,031", "36.6",             # the shipped traces' sizes, the Mooncake repeated-block share
     "2", "5",                               # the cost model's stated assumptions: 2 ms per step, 5 µs per copy
     "8501", "125", "150", "2,000", "30",    # classroom notes: port, browser zoom, trace window, seconds
@@ -633,10 +633,10 @@ def _open(page_file: str):
     return open_page(page_file)
 
 
-#: Reference figures the arithmetic pages quote as the references' own worked answers (seed 001's
-#: best page size per metadata cost; seed 003's 800 KB-per-token example of binary units) and the
-#: seeds' names ("seed 001").
-ARITHMETIC_STATIC = {"001", "002", "003", "0.25", "38.25", "72", "800", "819,200"}
+#: Reference figures the arithmetic pages quote as the references' own worked answers
+#: (assets/reference_figures.md R2: the best block size per metadata cost; the paper's 800 KB per
+#: token for OPT-13B as an example of binary units).
+ARITHMETIC_STATIC = {"0.25", "38.25", "72", "800", "819,200"}
 
 
 def test_the_accounting_page_quotes_what_the_cli_computes():
@@ -648,9 +648,9 @@ def test_the_accounting_page_quotes_what_the_cli_computes():
     assert [int(v) for v in at.dataframe[0].value.iloc[:, 0].dropna() if str(v).strip()] == [5, 9, 17]
     j = _cli_json(["account", "--lengths", lengths, "--reserve", str(ss["acc_reserve"]),
                    "--metadata-cost", str(at.slider(key="acc_metadata_cost").value),
-                   "--page-size", str(at.slider(key="acc_page_size").value), "--pool-slots", str(ss["acc_pool"]),
+                   "--block-size", str(at.slider(key="acc_page_size").value), "--pool-slots", str(ss["acc_pool"]),
                    "--share", f"{ss['acc_share_a']},{ss['acc_share_b']},{ss['acc_share_prefix']}",
-                   "--share-page-size", str(ss["acc_share_page"]), "--json"])
+                   "--share-block-size", str(ss["acc_share_page"]), "--json"])
     allowed = _json_numbers(j, set()) | ARITHMETIC_STATIC
     for v in (ss["acc_reserve"], ss["acc_pool"], at.slider(key="acc_metadata_cost").value,
               at.select_slider(key="acc_cand_max").value, 1, 3):      # sizes 1-32; section 3
@@ -680,7 +680,7 @@ def test_the_block_tables_page_quotes_its_pool():
     at = _open("pages/block_tables.py")
     demo = at.session_state["bt_demo"]
     mgr = demo.mgr
-    allowed = {"003", "4.4", "4.5"}                          # seed 003; the paper's sections 4.4, 4.5
+    allowed = {"4.4", "4.5"}                                 # the paper's sections 4.4, 4.5
     for v in range(max(mgr.num_blocks, mgr.block_size, 16) + 1):
         allowed |= _forms(v)                                  # block ids, slots in a block, host blocks
     counts = mgr.slot_counts()

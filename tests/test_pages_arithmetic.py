@@ -50,7 +50,7 @@ def _edit(rows: dict | None = None, added: list | None = None, deleted: list | N
 # ---------------------------------------------------------------------------------------------
 
 def test_accounting_defaults_show_the_r1_figures():
-    """001_b60e659497b44204.txt: 96 slots / 65 unused; page 4 -> 40 / 9; best page 4 at c = 1
+    """assets/reference_figures.md R1, R2: 96 slots / 65 unused; page 4 -> 40 / 9; best page 4 at c = 1
     (cost 50); 43 logical tokens, 44 unshared, 36 shared."""
     at = _page("pages/accounting.py")
     assert not at.error
@@ -58,7 +58,7 @@ def test_accounting_defaults_show_the_r1_figures():
     assert m["Tokens stored"][0] == "31"
     assert m["Reserve-max slots"] == ("96", "65 unused · 67.7 %")
     assert m["Paged slots"] == ("40", "9 unused · 22.5 %")
-    assert m["Best page size (slots)"] == ("4", "total cost 50")
+    assert m["Best block size (slots)"] == ("4", "total cost 50")
     assert m["Logical tokens"][0] == "43"
     assert m["Slots without sharing"][0] == "44"
     assert m["Distinct physical slots (shared)"] == ("36", "8 slots saved")
@@ -66,13 +66,13 @@ def test_accounting_defaults_show_the_r1_figures():
     editor = at.data_editor(key="acc_lengths_seed001")
     assert editor.value[LENGTH_COL].tolist() == ["5", "9", "17"]
     cost = _table(at, "total cost")
-    assert cost["page size"].tolist() == [1, 2, 4, 8, 16, 32]
+    assert cost["block size"].tolist() == [1, 2, 4, 8, 16, 32]
     assert cost["slots"].tolist() == [31, 34, 40, 48, 64, 96]
     assert cost["unused"].tolist() == [0, 3, 9, 17, 33, 65]
     assert cost["total cost"].tolist() == [62, 51, 50, 54, 68, 99]
-    assert cost.loc[cost["best"] != "", "page size"].tolist() == [4]
-    breakdown = _table(at, "pages")
-    assert breakdown["pages"].tolist() == [2, 3, 5]
+    assert cost.loc[cost["best"] != "", "block size"].tolist() == [4]
+    breakdown = _table(at, "blocks")
+    assert breakdown["blocks"].tolist() == [2, 3, 5]
     assert breakdown["empty (reserved)"].tolist() == [27, 23, 15]
 
 
@@ -80,18 +80,18 @@ def test_accounting_defaults_show_the_r1_figures():
                                            (0.25, "2", "total cost 38.25"),
                                            (4.0, "8", "total cost 72")])
 def test_accounting_metadata_cost_moves_best_page(c, best, cost):
-    """001_b60e659497b44204.txt: best 1 / 2 / 8 at c = 0 / 0.25 / 4 (31, 38.25, 72)."""
+    """assets/reference_figures.md R1, R2: best 1 / 2 / 8 at c = 0 / 0.25 / 4 (31, 38.25, 72)."""
     at = _page("pages/accounting.py")
     at.slider(key="acc_metadata_cost").set_value(c).run()
     assert not at.exception
-    assert _metrics(at)["Best page size (slots)"] == (best, cost)
+    assert _metrics(at)["Best block size (slots)"] == (best, cost)
     table = _table(at, "total cost")
-    assert table.loc[table["best"] != "", "page size"].tolist() == [int(best)]
+    assert table.loc[table["best"] != "", "block size"].tolist() == [int(best)]
 
 
 @pytest.mark.parametrize("page, slots, unused", [(8, "48", "17"), (16, "64", "33")])
 def test_accounting_page_size_slider(page, slots, unused):
-    """001_b60e659497b44204.txt: pages of 8 and 16 -> 48 / 17 and 64 / 33."""
+    """assets/reference_figures.md R1: blocks of 8 and 16 -> 48 / 17 and 64 / 33."""
     at = _page("pages/accounting.py")
     at.slider(key="acc_page_size").set_value(page).run()
     value, delta = _metrics(at)["Paged slots"]
@@ -114,9 +114,9 @@ def test_accounting_r4_preset():
     assert m["Fit, paged"] == ("78", "3.9x reserve-max")
     assert at.data_editor(key="acc_lengths_seed002").value[LENGTH_COL].tolist() == [
         "512", "37", "1900", "128", "4"]
-    breakdown = _table(at, "pages")
+    breakdown = _table(at, "blocks")
     assert breakdown["paged slots"].tolist() == [512, 48, 1904, 128, 16]
-    assert breakdown["empty (last page)"].tolist() == [0, 11, 4, 0, 12]
+    assert breakdown["empty (last block)"].tolist() == [0, 11, 4, 0, 12]
 
 
 def test_accounting_edited_table_recomputes():
@@ -167,7 +167,7 @@ def test_accounting_length_above_maximum_is_reported_by_the_table():
     m = _metrics(at)
     assert m["Reserve-max slots"][0] == "—"
     assert m["Paged slots"][0] == "60"                 # 8 + 12 + 40: paging still computed
-    assert m["Best page size (slots)"][0] == "8"       # 64 slots + 8 blocks = 72 beats 75
+    assert m["Best block size (slots)"][0] == "8"       # 64 slots + 8 blocks = 72 beats 75
 
 
 def test_accounting_core_error_names_the_table_row_past_blank_rows():
@@ -189,7 +189,7 @@ def test_accounting_prefix_panel_changed_and_bad():
     at.number_input(key="acc_share_page").set_value(0).run()
     assert not at.exception
     column = _column_holding(at, "number_input", "acc_share_page")
-    assert any("Page size = 0 must be at least 1" in e for e in _errors(column))
+    assert any("Block size = 0 must be at least 1" in e for e in _errors(column))
     m = _metrics(at)
     assert "Logical tokens" not in m
     assert m["Reserve-max slots"][0] == "96"                     # section 1 unaffected
@@ -303,17 +303,17 @@ def test_charts_have_axis_titles_legend_and_hover(path, count):
 
 
 def test_cost_chart_follows_metadata_cost():
-    """001_b60e659497b44204.txt: the plotted totals at c = 4 are 155, 102, 80, 72, 80, 108."""
+    """assets/reference_figures.md R1, R2: the plotted totals at c = 4 are 155, 102, 80, 72, 80, 108."""
     import json
 
     at = _page("pages/accounting.py")
     at.slider(key="acc_metadata_cost").set_value(4.0).run()
     spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                if "page size" in json.loads(c.proto.spec)["layout"]["xaxis"]["title"]["text"])
+                if "block size" in json.loads(c.proto.spec)["layout"]["xaxis"]["title"]["text"])
     total = next(t for t in spec["data"] if t.get("name") == "total cost")
     assert total["y"] == [155, 102, 80, 72, 80, 108]
     best = next(t for t in spec["data"] if t.get("name", "").startswith("best:"))
-    assert best["name"] == "best: page 8, cost 72"
+    assert best["name"] == "best: block size 8, cost 72"
 
 
 # ---------------------------------------------------------------------------------------------

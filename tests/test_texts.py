@@ -9,7 +9,7 @@ def _order(text: str, *phrases: str) -> list[int]:
 
 
 def test_copy_on_write_has_one_order_everywhere():
-    """Seed 003's challenge 3: drop the writer's reference first, then copy, then re-point."""
+    """assets/reference_figures.md R8 (copy-on-write's order): drop the writer's reference first, then copy, then re-point."""
     for text in (texts.COPY_ON_WRITE, texts.COPY_ON_WRITE_SHORT):
         positions = _order(text, "drops its own reference", "cop", "points its")
         assert positions == sorted(positions), text

@@ -36,7 +36,7 @@ from .memory import (CAPACITY_DEFAULTS, Capacity, capacity, fit_curve, gib_to_by
 from .models import PRESETS, ModelConfig, kv_bytes_per_token, model_config
 from .page_size import (DEFAULT_CANDIDATES, R2_CANDIDATES, PageSizeRow, best_page_size,
                         page_size_table, validate_candidates)
-from .report import ACCOUNT_DEFAULTS, R4_PRESET, SEED_002_PRESET, account
+from .report import ACCOUNT_DEFAULTS, R4_PRESET, account
 from .sharing import PrefixSharing, prefix_sharing
 from .slots import (PagedTally, ReserveTally, paged_slots, parse_lengths,
                     reserve_max_slots, validate_lengths)
@@ -52,5 +52,5 @@ __all__ = [
     "kv_bytes_per_token", "ModelConfig", "PRESETS", "model_config",
     "CAPACITY_DEFAULTS", "gib_to_bytes", "kv_pool_bytes", "reserve_max_capacity", "Capacity", "capacity",
     "slot_pool_capacity", "fit_curve",
-    "ACCOUNT_DEFAULTS", "R4_PRESET", "SEED_002_PRESET", "account",
+    "ACCOUNT_DEFAULTS", "R4_PRESET", "account",
 ]

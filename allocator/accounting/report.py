@@ -30,7 +30,6 @@ R4_PRESET: dict = {"lengths": (512, 37, 1900, 128, 4), "reserve": 2048, "page_si
                    "candidates": DEFAULT_CANDIDATES}
 #: The old name of :data:`R4_PRESET`, still imported by ``pages/accounting.py``; remove once it
 #: uses ``R4_PRESET``.
-SEED_002_PRESET = R4_PRESET
 
 
 def account(lengths: object, reserve: object, metadata_cost: object, block_size: object = 16,

@@ -200,8 +200,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"slots reserved per request under reserve-max (the maximum length; {_range('reserve')})")
     p.add_argument("--metadata-cost", type=real_arg, default=_A["metadata_cost"],
                    help=f"c: cost of one block, in slot-equivalents (default 1; {_range('metadata_cost')})")
-    # --page-size / --share-page-size: the Accounting page's word, kept as aliases (tests/test_claims.py
-    # runs this command with --page-size and --share-page-size).
+    # --page-size / --share-page-size: the flags' older names, still accepted so scripts keep working.
     p.add_argument("--block-size", "--page-size", dest="block_size", type=count_arg, default=_A["page_size"],
                    help=f"slots per block for the paged summary (default 4; {_range('block_size')})")
     p.add_argument("--candidates", default=",".join(map(str, _A["candidates"])),

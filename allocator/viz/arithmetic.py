@@ -21,7 +21,7 @@ def allocation_figure(lengths: list[int], reserve: acc.ReserveTally | None,
     if reserve is not None:
         rows.append((f"reserve-max ({reserve.reserve} each)", lengths, reserve.unused_per_request))
     if paged is not None:
-        rows.append((f"paged (page {paged.page_size})", lengths, paged.unused_per_request))
+        rows.append((f"paged (block size {paged.page_size})", lengths, paged.unused_per_request))
     fig = go.Figure()
     for i, n in enumerate(lengths):
         colour = REQUEST_COLOURS[i % len(REQUEST_COLOURS)]
@@ -46,24 +46,24 @@ def allocation_figure(lengths: list[int], reserve: acc.ReserveTally | None,
 
 
 def cost_figure(rows: list[acc.PageSizeRow], used_tokens: int, c: float) -> go.Figure:
-    """Stacked bars per page size: tokens + empty slots + c x blocks = total cost."""
+    """Stacked bars per block size: tokens + empty slots + c x blocks = total cost."""
     x = [str(r.page_size) for r in rows]
     fig = go.Figure()
     fig.add_bar(x=x, y=[used_tokens] * len(rows), name="slots holding tokens", marker_color=PAGED,
-                hovertemplate="page %{x} slots<br>%{y} slots hold tokens<extra></extra>")
+                hovertemplate="block size %{x} slots<br>%{y} slots hold tokens<extra></extra>")
     fig.add_bar(x=x, y=[r.unused_slots for r in rows], name="allocated, holding nothing",
                 marker_color=ORANGE_EMPTY,
-                hovertemplate="page %{x} slots<br>%{y} slots allocated, empty<extra></extra>")
+                hovertemplate="block size %{x} slots<br>%{y} slots allocated, empty<extra></extra>")
     fig.add_bar(x=x, y=[r.metadata_cost for r in rows], name=f"block metadata (c = {c:g} x blocks)",
                 marker_color=ACCENT,
                 customdata=[r.blocks for r in rows],
-                hovertemplate=("page %{x} slots<br>%{customdata} blocks x c = %{y:g}"
+                hovertemplate=("block size %{x} slots<br>%{customdata} blocks x c = %{y:g}"
                                "<extra></extra>"))
     fig.add_scatter(x=x, y=[r.total_cost for r in rows], mode="lines+markers+text",
                     name="total cost", line=dict(color=DARK_HOLE, width=2),
                     text=["" if r.is_best else f"{r.total_cost:g}" for r in rows],
                     textposition="top center",
-                    hovertemplate="page %{x} slots<br>total cost %{y:g}<extra></extra>")
+                    hovertemplate="block size %{x} slots<br>total cost %{y:g}<extra></extra>")
     best_i = next(i for i, r in enumerate(rows) if r.is_best)
     best = rows[best_i]
     # On a category axis a numeric position is the category's index, not its label.
@@ -71,13 +71,13 @@ def cost_figure(rows: list[acc.PageSizeRow], used_tokens: int, c: float) -> go.F
                   line_width=0, layer="below")
     top = max(r.total_cost for r in rows)
     fig.add_scatter(x=[str(best.page_size)], y=[best.total_cost], mode="markers",
-                    name=f"best: page {best.page_size}, cost {best.total_cost:g}",
+                    name=f"best: block size {best.page_size}, cost {best.total_cost:g}",
                     marker=dict(symbol="star", size=20, color="#000000",
                                 line=dict(color="black", width=1.5)),
-                    hovertemplate=(f"best page size {best.page_size} slots<br>total cost "
+                    hovertemplate=(f"best block size {best.page_size} slots<br>total cost "
                                    f"{best.total_cost:g}<extra></extra>"))
     fig.update_layout(barmode="stack", height=380, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis_title="page size (slots per block)",
+                      xaxis_title="block size (slots per block)",
                       yaxis_title="cost (token-slot equivalents)",
                       yaxis_range=[0, top * 1.18 + 1], xaxis_type="category",
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0,
