@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from allocator.block_manager import BLOCK_CACHED, BLOCK_FREE, BlockManager
+from allocator.formats import plural
 from allocator.validate import FieldError, OutOfBlocksError
 from allocator.viz.theme import REQUEST_COLOURS
 
@@ -82,11 +83,6 @@ def word(token_id: int) -> str:
 def words_of(token_ids: list[int]) -> str:
     """The words of a list of token ids, joined by spaces."""
     return " ".join(word(t) for t in token_ids)
-
-
-def plural(n: int, noun: str) -> str:
-    """``"1 token"``, ``"3 tokens"``."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 class Notice(NamedTuple):

@@ -261,7 +261,7 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
 def attribution_html(sc: Scenario) -> str:
     """Where the site's figures and data come from (escaped HTML), as on the About page and in the
     README's Data section: the paper, the trace replayed (if any) with its licence, the app."""
-    from allocator.mooncake import MOONCAKE_ATTRIBUTION, is_mooncake_path
+    from allocator.mooncake import MOONCAKE_ATTRIBUTION
     from allocator.trace import AZURE_ATTRIBUTION
     e = html.escape
     items = [f"<li>{e(APP_CREDIT)} Every figure here was computed by the lab's simulator "
@@ -273,7 +273,7 @@ def attribution_html(sc: Scenario) -> str:
     elif sc.workload == "azure-conv":
         items.append(f"<li>Data: rows of the Azure LLM inference trace 2023, conversation service. {e(AZURE_ATTRIBUTION)}"
                      "</li>")
-    elif is_mooncake_path(sc.workload):
+    elif sc.kind == "mooncake":
         items.append(f"<li>Data: the Mooncake conversation trace. {e(MOONCAKE_ATTRIBUTION)}</li>")
     else:
         items.append(f"<li>Data: the trace file {e(str(sc.trace_name or sc.workload))}, supplied by whoever "

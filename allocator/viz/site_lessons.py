@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 from allocator import accounting as acc
+from allocator.formats import pct_fixed
 from allocator.viz.arithmetic import (allocation_figure, cost_figure, curve_figure, fit_figure,
                                       sharing_figure)
 from allocator.viz.block_tables_demo import BLOCK_SIZE, BlockTablesDemo, words_of
@@ -50,10 +51,6 @@ def _fig(fig) -> dict:
     return json.loads(fig.to_json())
 
 
-def _pct(fraction: float) -> str:
-    return f"{100 * fraction:.1f} %"
-
-
 def accounting_page() -> dict:
     """Slot accounting at reference figures R1-R4 (allocation, block-size cost, sharing)."""
     d, s2 = acc.ACCOUNT_DEFAULTS, acc.R4_PRESET
@@ -64,17 +61,17 @@ def accounting_page() -> dict:
     for p in R1_BLOCK_SIZES:
         t = acc.paged_slots(lengths, p)
         rows.append({"block size (slots)": p, "paged slots": t.allocated_slots, "unused slots": t.unused_slots,
-                     "waste": _pct(t.waste_fraction)})
+                     "waste": pct_fixed(t.waste_fraction)})
     paged = acc.paged_slots(lengths, R1_BLOCK_SIZES[0])
     sections.append({
         "title": f"{', '.join(map(str, lengths))} tokens, reserve {d['reserve']} each",
         "text_html": _md(f"Reserve-max sets aside **{reserve.allocated_slots:,} slots**, "
-                         f"**{reserve.unused_slots:,}** of them empty ({_pct(reserve.waste_fraction)}). "
+                         f"**{reserve.unused_slots:,}** of them empty ({pct_fixed(reserve.waste_fraction)}). "
                          f"Blocks of {R1_BLOCK_SIZES[0]} need **{paged.allocated_slots:,}** "
                          f"({paged.unused_slots:,} empty). Bigger blocks leave more of each last block empty:"),
         "figure": _fig(allocation_figure(lengths, reserve, paged)),
         "table": [{"allocator": f"reserve-max ({d['reserve']} each)", "slots": reserve.allocated_slots,
-                   "unused slots": reserve.unused_slots, "waste": _pct(reserve.waste_fraction)}]
+                   "unused slots": reserve.unused_slots, "waste": pct_fixed(reserve.waste_fraction)}]
                  + [{"allocator": f"paged, blocks of {r['block size (slots)']}", "slots": r["paged slots"],
                      "unused slots": r["unused slots"], "waste": r["waste"]} for r in rows]})
     lengths2 = list(s2["lengths"])
@@ -83,9 +80,9 @@ def accounting_page() -> dict:
     pool = acc.slot_pool_capacity(lengths2, s2["reserve"], s2["page_size"], d["pool_slots"])
     sections.append({
         "title": f"{', '.join(f'{n:,}' for n in lengths2)} tokens, maximum {s2['reserve']:,}",
-        "text_html": _md(f"Reserve-max: **{r2.allocated_slots:,} slots**, {_pct(r2.waste_fraction)} empty. "
+        "text_html": _md(f"Reserve-max: **{r2.allocated_slots:,} slots**, {pct_fixed(r2.waste_fraction)} empty. "
                          f"Blocks of {s2['page_size']}: **{p2.allocated_slots:,} slots**, "
-                         f"{_pct(p2.waste_fraction)} empty. A pool of {d['pool_slots']:,} slots fits "
+                         f"{pct_fixed(p2.waste_fraction)} empty. A pool of {d['pool_slots']:,} slots fits "
                          f"**{pool.fit_reserve:,}** such requests reserved and **{pool.fit_paged:,}** paged"
                          + (f" ({ratio(pool.paged_gain)})." if pool.paged_gain else ".")),
         "figure": _fig(allocation_figure(lengths2, r2, p2)),
@@ -134,11 +131,11 @@ def capacity_page() -> dict:
     fb = acc.format_bytes
     table = [{"figure": "KV cache per token", "value": fb(model.bytes_per_token)},
              {"figure": "reserved per sequence (reserve-max)", "value": fb(fixed["reserved_bytes"])},
-             {"figure": "reserved but empty", "value": _pct(cap.waste_fraction_reserve)},
+             {"figure": "reserved but empty", "value": pct_fixed(cap.waste_fraction_reserve)},
              {"figure": "sequences that fit, reserve-max", "value": fixed["fit_reserve"]},
              {"figure": f"blocks per sequence (blocks of {cap.block_size})", "value": f"{cap.paged_blocks:g}"},
              {"figure": "allocated per sequence, paged", "value": fb(cap.paged_bytes)},
-             {"figure": "allocated but empty, paged", "value": _pct(cap.waste_fraction_paged)},
+             {"figure": "allocated but empty, paged", "value": pct_fixed(cap.waste_fraction_paged)},
              {"figure": "sequences that fit, paged", "value": cap.fit_paged}]
     presets = [{"model": m.short, "KV cache per token": fb(m.bytes_per_token),
                 f"per {d['max_context']:,}-token reservation": fb(m.bytes_per_token * d["max_context"]),
