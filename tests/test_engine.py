@@ -7,6 +7,7 @@ import pytest
 from allocator import (EMPTY, FREE, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload,
                        classroom_40, generate_workload, simulate)
 from allocator.__main__ import main
+from allocator.maps import slot_states
 from allocator.scenario import Scenario, block_size_sweep, run_scenario
 
 
@@ -100,7 +101,7 @@ def test_paged_tiny_run_step_by_step():
     assert m["next_need"].tolist() == [0, 4, 4, 0]
     assert res.summary["preemptions"] == 1
     assert res.summary["mean_utilization_busy"] == pytest.approx((5 / 8 + 0) / 2)
-    owner, state = res.slot_states(0)
+    owner, state = slot_states(res, 0)
     assert owner.tolist() == [1, 1, 1, 1, 2, 2, 2, 2]
     assert state.tolist() == [TOKEN] * 4 + [TOKEN] * 3 + [EMPTY]
 
@@ -120,10 +121,10 @@ def test_reserve_max_tiny_run_step_by_step():
     assert m["internal_fragmentation"].tolist() == [0, 0, 0, 1, 0]
     assert m["running"].tolist() == [1, 1, 1, 1, 1]
     assert m["waiting"].tolist() == [1, 1, 1, 0, 0]
-    owner, state = res.slot_states(0)
+    owner, state = slot_states(res, 0)
     assert owner.tolist() == [1] * 6 + [-1, -1]
     assert state.tolist() == [TOKEN] * 4 + [EMPTY] * 2 + [FREE] * 2
-    owner, state = res.slot_states(3)
+    owner, state = slot_states(res, 3)
     assert state.tolist() == [TOKEN] * 3 + [EMPTY] * 2 + [FREE] * 3
 
 
