@@ -1,6 +1,7 @@
 """The event-driven engine gives exactly the per-step numbers of a naive step-by-step engine.
 
-``tests/core_reference.py`` follows DESIGN.md's six steps literally (every sequence visited every
+``tests/core_reference.py`` follows the engine's six steps (``allocator/engine.py``'s docstring;
+``assets/reference_figures.md`` section R9) literally (every sequence visited every
 step, every step recorded). ``allocator.engine.simulate`` wakes sequences only at block boundaries
 and finishes and compresses idle gaps into one record; expanded back to steps (each record
 repeated ``span`` times), every metric must match, for both allocators, both preemption modes,
