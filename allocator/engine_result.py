@@ -226,26 +226,20 @@ def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationRe
     # k running, k - 1 of the prefix copies are redundant: distinct tokens = logical - (k-1) x P.
     # Blocks shared through the prefix cache of a trace's prompts save their slots (``saving``);
     # a token equal to another sequence's but stored in an unshared block counts as distinct.
-    stored = arr["logical"] - arr["saving"]                   # slots holding a token, any copy
-    used = arr["logical"] - np.maximum(np.maximum(arr["holders"] - 1, 0) * workload.shared_prefix, arr["saving"])
-    metrics = {
-        "step": arr["step"], "span": arr["span"],
-        "used_slots": used, "duplicate_slots": stored - used, "logical_tokens": arr["logical"],
-        "allocated_unshared": arr["allocated"] + arr["saving"],
-        "allocated_slots": arr["allocated"], "reserved_slots": arr["allocated"] - stored - arr["unwritten"],
-        "internal_fragmentation": arr["unwritten"],
-        "external_fragmentation": arr["ext"], "free_slots": total - arr["allocated"],
-        "free_other_slots": total - arr["allocated"] - arr["ext"],
-        "utilization": used / float(total), "running": arr["running"], "waiting": arr["waiting"],
-        "finished": arr["finished"],
-        "tokens": arr["running"].copy() if tokens is None else tokens, "preemptions": arr["preemptions"],
-        "units": arr["units"], "next_need": arr["need"], "swapped_blocks": arr["swapped"],
-        "recomputed_tokens": arr["recomputed"], "admitted": arr["admitted"], "prefill_tokens": arr["prefill"],
-        "prefill_pairs": arr["prefill_pairs"], "decode_pairs": arr["decode_pairs"],
-        "prefix_hit_tokens": arr["hit"], "prompt_tokens_admitted": arr["prompt_in"],
-        "cached_blocks": arr["cached"], "cached_evictions": arr["evicted"],
-        "pending_tokens": arr["final"] - arr["logical"],
+    stored = arr["logical_tokens"] - arr["saving"]            # slots holding a token, any copy
+    used = arr["logical_tokens"] - np.maximum(np.maximum(arr["holders"] - 1, 0) * workload.shared_prefix,
+                                              arr["saving"])
+    allocated, unwritten = arr["allocated_slots"], arr["internal_fragmentation"]
+    derived = {
+        "used_slots": used, "duplicate_slots": stored - used, "allocated_unshared": allocated + arr["saving"],
+        "reserved_slots": allocated - stored - unwritten, "free_slots": total - allocated,
+        "free_other_slots": total - allocated - arr["external_fragmentation"], "utilization": used / float(total),
+        "tokens": arr["running"].copy() if tokens is None else tokens,
+        "pending_tokens": arr["final"] - arr["logical_tokens"],
     }
+    # every other metric is recorded under its own name
+    metrics = {"step": arr["step"], "span": arr["span"],
+               **{name: derived[name] if name in derived else arr[name] for name in METRICS}}
     if timed:
         metrics["seconds"] = arr["seconds"]
     return SimulationResult(kind=allocator.kind, label=allocator.label, workload=workload.name,

@@ -31,21 +31,20 @@ SNAPSHOT_BUDGET_BYTES = 64 * 2**20
 #: request an idle gap was skipped to is due whatever the rounding of the gap's length.
 ARRIVAL_TOLERANCE_S = 1e-9
 
-#: A scheduler's counters per record, in the order :meth:`Run.record` takes them (tokens unless
-#: stated): the step and the steps it spans; tokens held by the running (``logical``) and how many
-#: hold them (``holders``); the step's batch (``running``), queue length, requests finished so far,
-#: preemptions, slots the queue head needs, tokens recomputed, requests admitted, prefill tokens and
-#: query-key pairs, decode query-key pairs, and the running's final lengths summed (``final``).
-STEP_COLUMNS = ("step", "span", "logical", "holders", "running", "waiting", "finished", "preemptions", "need",
-                "recomputed", "admitted", "prefill", "prefill_pairs", "decode_pairs", "final")
-#: With prefix caching, the scheduler's two cache counters follow: prompt tokens of first
-#: admissions found in the cache, and those admissions' prompt tokens.
-CACHE_STEP_COLUMNS = ("hit", "prompt_in")
-#: Read from the allocator after the step (slots unless stated): slots saved by sharing, allocated,
-#: external fragmentation, units in use (count), allocated slots never to be written, blocks swapped.
-POOL_COLUMNS = ("saving", "allocated", "ext", "units", "unwritten", "swapped")
-#: With prefix caching, also: blocks held only by the cache, cached blocks reused this step.
-CACHE_POOL_COLUMNS = ("cached", "evicted")
+#: A scheduler's counters per record, in the order :meth:`Run.record` takes them. Each is the
+#: metric of the same name (``allocator.engine_result.METRICS``) except three inputs the result
+#: derives others from: ``holders`` (sequences holding memory at the end of the step), ``final``
+#: (their prompt + output lengths summed: pending = final - logical) and, from the pool, ``saving``
+#: (slots saved by sharing).
+STEP_COLUMNS = ("step", "span", "logical_tokens", "holders", "running", "waiting", "finished", "preemptions",
+                "next_need", "recomputed_tokens", "admitted", "prefill_tokens", "prefill_pairs", "decode_pairs", "final")
+#: With prefix caching, the scheduler's two cache counters follow.
+CACHE_STEP_COLUMNS = ("prefix_hit_tokens", "prompt_tokens_admitted")
+#: Read from the allocator after the step.
+POOL_COLUMNS = ("saving", "allocated_slots", "external_fragmentation", "units", "internal_fragmentation",
+                "swapped_blocks")
+#: With prefix caching, also read from the allocator.
+CACHE_POOL_COLUMNS = ("cached_blocks", "cached_evictions")
 #: Every prefix-cache column (all zero in a run without a prefix cache).
 CACHE_COLUMNS = CACHE_STEP_COLUMNS + CACHE_POOL_COLUMNS
 
