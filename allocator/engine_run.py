@@ -105,8 +105,10 @@ def _snapshot_bytes(snap) -> int:
 class Run:
     """One run's clock, arrival queue, outcome lists and records (see the module's docstring).
 
+    The clock itself (the step t, and ``now``: the step, or seconds on the seconds clock) lives in
+    :func:`drive`, which passes it to the methods that need it.
+
     Attributes:
-        t: the current engine step; now: the clock (the step, or seconds on the seconds clock).
         pending: the requests sorted by (arrival, id); keys: their arrivals on the run's clock;
             next: index of the first request not yet arrived.
         rejected: [{"id", "reason", "arrival_step"}]; served: [(id, prompt_len, output_len,
@@ -117,8 +119,9 @@ class Run:
     """
 
     __slots__ = ("allocator", "timed", "tol", "step_seconds", "pending", "keys", "n", "next", "rejected", "served",
-                 "finished", "t", "now", "caching", "names", "rows", "seconds", "pictures", "_pack",
-                 "_idle_tail", "_fast", "_pool", "_num_blocks", "_bs", "_remainder", "_swap_total", "_evicted_total", "swapped")
+                 "finished", "caching", "names", "rows", "seconds", "pictures", "_pack",
+                 "_idle_tail", "_fast", "_pool", "_num_blocks", "_bs", "_remainder", "_swaps", "_swap_total",
+                 "_evicted_total", "swapped")
 
     def __init__(self, workload: Workload, allocator, *, clock, seconds_per_step, record_snapshots: bool,
                  tokens_column: bool) -> None:
@@ -131,8 +134,7 @@ class Run:
         self.pending = sorted(workload.requests, key=lambda r: (arrival_of[r.id], r.id))
         self.keys = [arrival_of[r.id] for r in self.pending]
         self.n = len(self.pending)
-        self.next = self.finished = self.t = 0
-        self.now = 0.0 if self.timed else 0
+        self.next = self.finished = 0
         self.rejected: list[dict] = []
         self.served: list[tuple] = []
         self.caching = caching = bool(allocator.prefix_caching)
@@ -149,14 +151,15 @@ class Run:
         if self._fast:
             self._pool, self._num_blocks, self._bs, self._remainder = (allocator.pool, allocator.num_blocks,
                                                                        allocator.block_size, allocator.remainder_slots)
+        self._swaps = allocator.preemption == "swap"   # no other allocator ever moves a block to the host
         self._swap_total = self._evicted_total = 0   # the allocator's running totals at the last record
-        self.swapped = 0                     # blocks swapped in the last recorded step
+        self.swapped = 0                       # blocks swapped in the last recorded step
 
-    def take_arrivals(self, waiting, make_seq, reject_reason=None) -> None:
-        """Queue the requests due by now (``make_seq(request, arrival)``); reject those the pool can
-        never hold (``allocator.never_fits``) or, if given, for which ``reject_reason(request)``
+    def take_arrivals(self, now, waiting, make_seq, reject_reason=None) -> None:
+        """Queue the requests due by ``now`` (``make_seq(request, arrival)``); reject those the pool
+        can never hold (``allocator.never_fits``) or, if given, for which ``reject_reason(request)``
         names a reason."""
-        keys, pending, n, due = self.keys, self.pending, self.n, self.now + self.tol
+        keys, pending, n, due = self.keys, self.pending, self.n, now + self.tol
         never_fits = self.allocator.never_fits
         while self.next < n and keys[self.next] <= due:
             req = pending[self.next]
@@ -169,21 +172,18 @@ class Run:
             else:
                 waiting.append(make_seq(req, keys[self.next - 1]))
 
-    def skip_idle_gap(self) -> None:
-        """Nothing runs or waits and the next request arrives later: record the stretch up to it as
-        one record, picture the pool as the last step left it (only blocks the prefix cache keeps
-        can be in it) and move the clock to the arrival."""
-        t, arrival, allocator = self.t, self.keys[self.next], self.allocator
+    def skip_idle_gap(self, t, now) -> tuple:
+        """Nothing runs or waits at step ``t`` (clock ``now``) and the next request arrives later:
+        record the stretch up to it as one record, picture the pool as the last step left it (only
+        blocks the prefix cache keeps can be in it) and return the clock at the arrival: (t, now)."""
+        arrival, allocator = self.keys[self.next], self.allocator
         self.record((t, 1 if self.timed else arrival - t, 0, 0, 0, 0, self.finished) + self._idle_tail, 0)
         if self.pictures is not None:
             self.pictures.keep(t, allocator.snapshot({}) if allocator.cached_blocks else ())
         if self.timed:
-            gap = arrival - self.now
-            self.seconds.append(gap)
-            self.now += gap
-            self.t = t + 1
-        else:
-            self.t = self.now = arrival
+            self.seconds.append(arrival - now)
+            return t + 1, now + (arrival - now)
+        return arrival, arrival
 
     def record(self, counters: tuple, need: int) -> None:
         """Write one record: the scheduler's ``counters`` (:data:`STEP_COLUMNS`, then its cache and
@@ -191,9 +191,12 @@ class Run:
         the queue head needs, which decides what counts as external fragmentation). Blocks swapped
         and cached blocks evicted are counted since the last record: in this step (a gap moves none)."""
         a = self.allocator
-        total = a.swap_traffic
-        self.swapped = swapped = total - self._swap_total
-        self._swap_total = total
+        if self._swaps:
+            total = a.swap_traffic
+            self.swapped = swapped = total - self._swap_total
+            self._swap_total = total
+        else:
+            swapped = 0
         if self._fast:
             units = self._num_blocks - self._pool.num_free
             allocated, ext = units * self._bs, self._remainder
@@ -206,17 +209,18 @@ class Run:
         else:
             self.rows += self._pack(*counters, a.shared_saving, allocated, ext, units, a.never_written, swapped)
 
-    def time_step(self, work: tuple) -> None:
+    def time_step(self, work: tuple, now: float) -> float:
         """On the seconds clock, the step lasts what the cost model says for ``work`` (prefill
-        tokens, prefill query-key pairs, decodes, decode query-key pairs) and the blocks it swapped."""
+        tokens, prefill query-key pairs, decodes, decode query-key pairs) and the blocks it swapped;
+        returns the clock at its end."""
         dt = self.step_seconds(*work, self.swapped)
         self.seconds.append(dt)
-        self.now += dt
+        return now + dt
 
-    def picture_and_check(self, scheduler, check_invariants: bool) -> None:
-        """Keep the pool's picture at a busy step (every ``stride`` steps) and, if asked, check the
-        scheduler's and the allocator's bookkeeping (tests run with this)."""
-        t, allocator, pictures = self.t, self.allocator, self.pictures
+    def picture_and_check(self, t: int, scheduler, check_invariants: bool) -> None:
+        """Keep the pool's picture at busy step ``t`` (every ``stride`` steps) and, if asked, check
+        the scheduler's and the allocator's bookkeeping (tests run with this)."""
+        allocator, pictures = self.allocator, self.pictures
         lengths = scheduler.lengths(t)
         if pictures is not None and t % pictures.stride == 0:
             pictures.keep(t, allocator.snapshot(lengths))
@@ -233,25 +237,26 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
     keys, n, tol, timed, rejected = run.keys, run.n, run.tol, run.timed, run.rejected
     look = run.pictures is not None or check_invariants
     busy, busy_limit = 0, scheduler.busy_limit
+    t, now = 0, 0.0 if timed else 0           # the step, and the clock (the step, or seconds)
     while run.finished + len(rejected) < n:
-        if stop_s is not None and timed and run.now >= stop_s:
+        if stop_s is not None and timed and now >= stop_s:
             break
         if not timed:
-            run.now = run.t
-        if not running and not waiting and keys[run.next] > run.now + tol:
-            run.skip_idle_gap()
-        if run.next < n and keys[run.next] <= run.now + tol:
-            run.take_arrivals(waiting, scheduler.new_seq, scheduler.reject_reason)
+            now = t
+        if not running and not waiting and keys[run.next] > now + tol:
+            t, now = run.skip_idle_gap(t, now)
+        if run.next < n and keys[run.next] <= now + tol:
+            run.take_arrivals(now, waiting, scheduler.new_seq, scheduler.reject_reason)
         if not running and not waiting:
             continue                           # every arrival was rejected: nothing happens at t
-        work = step(run.t)                     # serve, admit, compute, finish, record
+        work = step(t)                         # serve, admit, compute, finish, record
         if timed:
-            run.time_step(work)
+            now = run.time_step(work, now)
         if look:
-            run.picture_and_check(scheduler, check_invariants)
+            run.picture_and_check(t, scheduler, check_invariants)
         busy += 1
         if busy > busy_limit:                  # a bug guard: a fault shows as an error, not a hang
             raise RuntimeError(f"{scheduler.name} did not drain within {busy_limit} busy steps "
                                f"({run.allocator.label})")
-        run.t += 1
+        t += 1
     return run
