@@ -17,6 +17,7 @@ to serve, whom to admit, what they compute, who finishes -- and hands its counte
 """
 from __future__ import annotations
 
+import math
 import struct
 
 from .allocators import PagedAllocator
@@ -155,10 +156,10 @@ class Run:
         self._swap_total = self._evicted_total = 0   # the allocator's running totals at the last record
         self.swapped = 0                       # blocks swapped in the last recorded step
 
-    def take_arrivals(self, now, waiting, make_seq, reject_reason=None) -> None:
+    def take_arrivals(self, now, waiting, make_seq, reject_reason=None) -> float:
         """Queue the requests due by ``now`` (``make_seq(request, arrival)``); reject those the pool
         can never hold (``allocator.never_fits``) or, if given, for which ``reject_reason(request)``
-        names a reason."""
+        names a reason. Returns the next arrival still to come (infinity: none)."""
         keys, pending, n, due = self.keys, self.pending, self.n, now + self.tol
         never_fits = self.allocator.never_fits
         while self.next < n and keys[self.next] <= due:
@@ -171,6 +172,7 @@ class Run:
                 self.rejected.append({"id": req.id, "reason": reason, "arrival_step": req.arrival_step})
             else:
                 waiting.append(make_seq(req, keys[self.next - 1]))
+        return keys[self.next] if self.next < n else math.inf
 
     def skip_idle_gap(self, t, now) -> tuple:
         """Nothing runs or waits at step ``t`` (clock ``now``) and the next request arrives later:
@@ -238,15 +240,16 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
     look = run.pictures is not None or check_invariants
     busy, busy_limit = 0, scheduler.busy_limit
     t, now = 0, 0.0 if timed else 0           # the step, and the clock (the step, or seconds)
+    arrival = keys[0] if n else math.inf      # the next arrival
     while run.finished + len(rejected) < n:
         if stop_s is not None and timed and now >= stop_s:
             break
         if not timed:
             now = t
-        if not running and not waiting and keys[run.next] > now + tol:
+        if not running and not waiting and arrival > now + tol:
             t, now = run.skip_idle_gap(t, now)
-        if run.next < n and keys[run.next] <= now + tol:
-            run.take_arrivals(now, waiting, scheduler.new_seq, scheduler.reject_reason)
+        if arrival <= now + tol:
+            arrival = run.take_arrivals(now, waiting, scheduler.new_seq, scheduler.reject_reason)
         if not running and not waiting:
             continue                           # every arrival was rejected: nothing happens at t
         work = step(t)                         # serve, admit, compute, finish, record
