@@ -13,10 +13,11 @@ import importlib
 
 #: Public name -> the submodule that defines it.
 _WHERE = {
-    **dict.fromkeys(("DUPLICATE", "EMPTY", "FREE", "HOLE", "SHARED", "STATE_NAMES", "TOKEN", "Allocator",
-                     "PagedAllocator", "ReserveMaxAllocator"), "allocators"),
+    **dict.fromkeys(("Allocator", "PagedAllocator", "ReserveMaxAllocator"), "allocators"),
+    **dict.fromkeys(("DUPLICATE", "EMPTY", "FREE", "HOLE", "SHARED", "TOKEN"), "maps"),
     **dict.fromkeys(("BlockPool", "HostPool"), "block_pool"),
     **dict.fromkeys(("METRICS", "SimulationResult", "simulate", "summarize"), "engine"),
+    "RunSummary": "summary",
     **dict.fromkeys(("Scenario", "block_size_sweep", "run_both", "run_scenario"), "scenario"),
     **dict.fromkeys(("FieldError", "OutOfBlocksError"), "validate"),
     **dict.fromkeys(("CLASSROOM_40", "Request", "Workload", "classroom_40", "generate_workload",
@@ -24,8 +25,8 @@ _WHERE = {
 }
 
 __all__ = [
-    "DUPLICATE", "EMPTY", "FREE", "HOLE", "SHARED", "TOKEN", "STATE_NAMES", "Allocator", "PagedAllocator",
-    "ReserveMaxAllocator", "BlockPool", "HostPool", "METRICS", "SimulationResult", "simulate", "summarize",
+    "DUPLICATE", "EMPTY", "FREE", "HOLE", "SHARED", "TOKEN", "Allocator", "PagedAllocator",
+    "ReserveMaxAllocator", "BlockPool", "HostPool", "METRICS", "SimulationResult", "simulate", "summarize", "RunSummary",
     "CLASSROOM_40", "Request", "Workload", "classroom_40", "generate_workload", "workload_from_lengths",
     "Scenario", "block_size_sweep", "run_both", "run_scenario", "with_shared_prefix", "FieldError",
     "OutOfBlocksError",

@@ -28,12 +28,6 @@ from .block_pool import BlockPool, HostPool
 from .buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT, BuddyBlocks, reservation_blocks
 from .validate import FieldError, one_of, whole_number
 
-#: Slot states used by memory maps (small integers so a heatmap can colour them).
-FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE = 0, 1, 2, 3, 4, 5
-STATE_NAMES = {FREE: "free", TOKEN: "holds a token", EMPTY: "allocated, empty", HOLE: "unusable hole",
-               SHARED: "shared prefix token (refcount > 1)",
-               DUPLICATE: "duplicate copy of a shared-prompt token"}
-
 #: Reservation policies of :class:`ReserveMaxAllocator` (the PagedAttention paper's baselines).
 RESERVATION_POLICIES = ("max", "pow2", "oracle")
 #: Where a reservation is placed: "first-fit" (one contiguous run of slots, lowest address; the

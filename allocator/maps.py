@@ -1,21 +1,33 @@
 """Memory maps: a pool snapshot as slots, which steps to show, what each map cell holds (numpy, no plotting).
 
+Drawing a run happens here and only here: the engine records pool pictures (the allocators'
+``snapshot``) and never imports this module; this module reads a
+:class:`~allocator.engine_result.SimulationResult` and turns a picture into per-slot states.
+
 A map cell is one slot when the pool is small enough to draw, otherwise a group of
 ``slots_per_cell`` consecutive slots shown by the state most of them are in. Pages turn these
-arrays into Plotly heatmaps; nothing here knows about colours.
+arrays into Plotly heatmaps (``allocator/viz/charts.py``, colours from ``allocator/viz/theme.py``);
+nothing here knows about colours.
 """
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from typing import TYPE_CHECKING
+from .mathutils import cdiv, round_up
+from .validate import FieldError
 
-from .allocators import DUPLICATE, EMPTY, FREE, HOLE, SHARED, TOKEN
+if TYPE_CHECKING:                      # for annotations only: maps reads results, the engine never draws
+    from .engine_result import SimulationResult
 
-if TYPE_CHECKING:                      # the engine imports this module for slot_picture
-    from .engine import SimulationResult
+#: Slot states of a memory map (small integers so a heatmap can colour them): free; holding a
+#: token; allocated but holding nothing yet (EMPTY); free but unusable (HOLE: a gap between
+#: reservations too small for the queue head, or a pool remainder that forms no block); a token
+#: in a block several block tables share (SHARED, refcount > 1); a duplicate copy of a
+#: shared-prompt token (DUPLICATE). Their colours: ``allocator.viz.theme.STATE_COLOURS``.
+FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE = 0, 1, 2, 3, 4, 5
 
 #: Most cells one map draws (per allocator). 2,048 slots draw one slot per cell.
 MAX_CELLS = 2048
@@ -30,19 +42,19 @@ def slots_per_cell(total_slots: int, max_cells: int = MAX_CELLS, block_size: int
     """
     if total_slots <= 0 or max_cells <= 0:
         raise ValueError("total_slots and max_cells must be positive")
-    need = max(1, math.ceil(total_slots / max_cells))
+    need = max(1, cdiv(total_slots, max_cells))
     if not block_size or need == 1:
         return need
     if block_size >= need:
         return next(d for d in range(need, block_size + 1) if block_size % d == 0)
-    return math.ceil(need / block_size) * block_size
+    return round_up(need, block_size)
 
 
 def grid_shape(n_cells: int) -> tuple[int, int]:
     """(rows, columns) for ``n_cells`` cells: 64 columns for a full 2,048-cell map, fewer for tiny pools."""
     cols = 64 if n_cells >= 256 else max(1, 2 ** math.ceil(math.log2(max(1, math.isqrt(n_cells * 2)))))
     cols = min(cols, max(1, n_cells))
-    return math.ceil(n_cells / cols), cols
+    return cdiv(n_cells, cols), cols
 
 
 def frame_steps(results, max_frames: int, include=()) -> np.ndarray:
@@ -95,10 +107,10 @@ def cell_states(result: "SimulationResult", step: int, per_cell: int) -> tuple[n
         state: int8 [n_cells], the majority state (FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE)
             of the cell's slots.
     """
-    owner, state = result.slot_states(step) if step < result.steps else result.empty_picture()
+    owner, state = slot_states(result, step) if step < result.steps else empty_picture(result)
     if per_cell == 1:
         return owner, state
-    n_cells = math.ceil(result.total_slots / per_cell)
+    n_cells = cdiv(result.total_slots, per_cell)
     pad = n_cells * per_cell - result.total_slots
     owner = np.concatenate([owner, np.full(pad, -1, np.int32)]).reshape(n_cells, per_cell)
     state = np.concatenate([state, np.full(pad, FREE, np.int8)]).reshape(n_cells, per_cell)
@@ -107,6 +119,37 @@ def cell_states(result: "SimulationResult", step: int, per_cell: int) -> tuple[n
     cell_state = np.array(kinds, dtype=np.int8)[counts.argmax(axis=1)]
     held = np.isin(cell_state, (TOKEN, EMPTY, SHARED, DUPLICATE))
     return np.where(held, owner.max(axis=1), -1).astype(np.int32), cell_state
+
+
+def slot_states(result: "SimulationResult", step: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pool of ``result`` at ``step``, slot by slot (see :func:`slot_picture`).
+
+    Returns:
+        owner: int32 [total_slots], the request id holding each slot or -1.
+        state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE, SHARED or DUPLICATE.
+
+    Raises:
+        FieldError: snapshots were not recorded (``snapshots``), ``step`` is outside
+            0..steps-1, or its picture was thinned away (``step``).
+    """
+    if result.snapshots is None:
+        raise FieldError("snapshots", ": this result was simulated without snapshots")
+    r = result.record_index(step)
+    start = int(result.metrics["step"][r])
+    if start not in result.snapshots:
+        raise FieldError("step", f" = {step} was not recorded (pictures every {result.snapshot_stride} steps)")
+    return slot_picture(result.snapshots[start], result.total_slots, result.block_size,
+                        int(result.metrics["next_need"][r]), result.shared_prefix)
+
+
+def empty_picture(result: "SimulationResult") -> tuple[np.ndarray, np.ndarray]:
+    """The pool of ``result`` with nothing in it (after the run drained): owner all -1, state FREE,
+    with the remainder that forms no block drawn as a HOLE."""
+    owner = np.full(result.total_slots, -1, dtype=np.int32)
+    state = np.full(result.total_slots, FREE, dtype=np.int8)
+    if result.block_size:
+        state[(result.total_slots // result.block_size) * result.block_size:] = HOLE
+    return owner, state
 
 
 def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int = 0,
@@ -179,10 +222,11 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
     return owner, state
 
 
-#: Block states of :func:`block_picture`.
+#: Block states of :func:`block_picture` (heatmap codes, one cell a block): free, and cached (held
+#: only by the prefix cache) -- the block pool's "free" and "cached" (``allocator.block_pool``) --
+#: and its "in use" split by refcount: private (one block table) or shared (several).
+#: Their colours and labels: ``allocator.viz.prefix``.
 BLOCK_FREE, BLOCK_CACHED, BLOCK_PRIVATE, BLOCK_SHARED = 0, 1, 2, 3
-BLOCK_STATE_NAMES = {BLOCK_FREE: "free", BLOCK_CACHED: "cached (held only by the prefix cache)",
-                     BLOCK_PRIVATE: "private (one block table)", BLOCK_SHARED: "shared (several block tables)"}
 
 
 def block_picture(snapshot, num_blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""The shared core: allocators, the step engine, and the seed-000 claims (000_b2d5125a0ea162ff.txt)."""
+"""The shared core: allocators, the step engine, and the explainer's figures
+(``assets/reference_figures.md`` section R7)."""
 import json
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 from allocator import (EMPTY, FREE, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload,
                        classroom_40, generate_workload, simulate)
 from allocator.__main__ import main
+from allocator.maps import slot_states
 from allocator.scenario import Scenario, block_size_sweep, run_scenario
 
 
@@ -15,7 +17,7 @@ def cli_json(capsys, *args):
     return json.loads(capsys.readouterr().out)
 
 
-# --- seed 000's claims, through the CLI exactly as the issue states them -------------------------
+# --- reference figures R7 (assets/reference_figures.md), through the CLI -----------------------
 
 @pytest.fixture(scope="module")
 def classroom():
@@ -24,7 +26,7 @@ def classroom():
             **{bs: simulate(w, PagedAllocator(2048, bs), check_invariants=True) for bs in (16, 64, 256)}}
 
 
-def test_cli_classroom_40_reproduces_seed_000(capsys):
+def test_cli_classroom_40_reproduces_reference_r7(capsys):
     out = cli_json(capsys, "--workload", "classroom-40")
     rm, paged = out["reserve_max"], out["paged"]
     assert rm["total_slots"] == 2048 and paged["block_size"] == 16
@@ -100,7 +102,7 @@ def test_paged_tiny_run_step_by_step():
     assert m["next_need"].tolist() == [0, 4, 4, 0]
     assert res.summary["preemptions"] == 1
     assert res.summary["mean_utilization_busy"] == pytest.approx((5 / 8 + 0) / 2)
-    owner, state = res.slot_states(0)
+    owner, state = slot_states(res, 0)
     assert owner.tolist() == [1, 1, 1, 1, 2, 2, 2, 2]
     assert state.tolist() == [TOKEN] * 4 + [TOKEN] * 3 + [EMPTY]
 
@@ -120,10 +122,10 @@ def test_reserve_max_tiny_run_step_by_step():
     assert m["internal_fragmentation"].tolist() == [0, 0, 0, 1, 0]
     assert m["running"].tolist() == [1, 1, 1, 1, 1]
     assert m["waiting"].tolist() == [1, 1, 1, 0, 0]
-    owner, state = res.slot_states(0)
+    owner, state = slot_states(res, 0)
     assert owner.tolist() == [1] * 6 + [-1, -1]
     assert state.tolist() == [TOKEN] * 4 + [EMPTY] * 2 + [FREE] * 2
-    owner, state = res.slot_states(3)
+    owner, state = slot_states(res, 3)
     assert state.tolist() == [TOKEN] * 3 + [EMPTY] * 2 + [FREE] * 3
 
 
@@ -255,3 +257,49 @@ def test_block_size_sweep_rows():
     # c = 1 charges one slot per block in use: block size 1 pays about one extra slot per token
     assert rows[0]["cost_per_token_busy"] > 1.9
     assert rows[1]["cost_per_token_busy"] < rows[0]["cost_per_token_busy"]
+
+
+# --- the engine's shape (issue 20): one loop for both schedulers, drawing outside the engine ---------
+
+def test_idle_gap_is_one_record_under_either_scheduler():
+    """The idle-gap skip is written once (``allocator.engine_run``): the classroom and the v1
+    scheduler record the same gap between two requests 1,000 steps apart."""
+    from allocator.engine import V1Rules
+
+    w = Workload("gap", (Request(1, 10, 3, 0), Request(2, 20, 2, 1000)), max_new_tokens=10)
+    runs = [simulate(w, PagedAllocator(256, 16)), simulate(w, PagedAllocator(256, 16), rules=V1Rules())]
+    for res in runs:
+        m = res.metrics
+        gap = int(np.flatnonzero(m["span"] > 1)[0])
+        assert (int(m["step"][gap]), int(m["span"][gap])) == (3, 997)        # steps 3..999, then request 2
+        assert int(m["finished"][gap]) == 1 and int(m["allocated_slots"][gap]) == 0
+        assert all(int(m[k][gap]) == 0 for k in ("running", "waiting", "tokens", "prefill_tokens", "logical_tokens"))
+        assert res.steps == 1002 and res.summary["finished"] == 2
+        assert slot_states(res, 500)[1].tolist() == [FREE] * 256             # the gap's picture: an empty pool
+
+
+def test_engine_never_imports_the_maps_and_files_hold_one_idea():
+    """Imports point one way: maps reads results, the engine never draws (``maps`` imports the
+    engine's result type for annotations only). Every engine module stays under 450 lines."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "allocator"
+    engine_files = sorted(root.glob("engine*.py"))
+    assert {p.name for p in engine_files} >= {"engine.py", "engine_run.py", "engine_classroom.py", "engine_v1.py",
+                                               "engine_result.py"}
+
+    def runtime_imports(path):
+        tree = ast.parse(path.read_text())
+        found = set()
+        for node in tree.body:                       # module level, outside `if TYPE_CHECKING:`
+            if isinstance(node, ast.ImportFrom):
+                found.add(node.module or "")
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+        return found
+
+    for path in engine_files:
+        assert not {m for m in runtime_imports(path) if m.split(".")[-1] == "maps"}, path.name
+        assert len(path.read_text().splitlines()) <= 450, path.name
+    assert not {m for m in runtime_imports(root / "maps.py") if m.split(".")[-1].startswith("engine")}

@@ -1,6 +1,7 @@
 """The event-driven engine gives exactly the per-step numbers of a naive step-by-step engine.
 
-``tests/core_reference.py`` follows DESIGN.md's six steps literally (every sequence visited every
+``tests/core_reference.py`` follows the engine's six steps (``allocator/engine.py``'s docstring;
+``assets/reference_figures.md`` section R9) literally (every sequence visited every
 step, every step recorded). ``allocator.engine.simulate`` wakes sequences only at block boundaries
 and finishes and compresses idle gaps into one record; expanded back to steps (each record
 repeated ``span`` times), every metric must match, for both allocators, both preemption modes,
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from allocator import PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
+from allocator.maps import slot_states
 from tests.core_reference import reference_run
 
 COMPARED = ("running", "waiting", "finished", "preemptions", "logical_tokens", "allocated_slots", "units",
@@ -75,5 +77,5 @@ def test_a_long_idle_gap_is_one_record():
     assert res.steps == 1_000_003 and res.summary["records"] == 9
     assert res.value_at("running", 500_000) == 0 and res.value_at("finished", 500_000) == 1
     assert res.summary["preemptions"] == 0 and res.summary["finished"] == 2
-    owner, state = res.slot_states(500_000)                 # the gap's picture: an empty pool
+    owner, state = slot_states(res, 500_000)                 # the gap's picture: an empty pool
     assert (owner == -1).all() and (state == 0).all()

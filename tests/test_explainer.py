@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from allocator import EMPTY, FREE, TOKEN
-from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
+from allocator.maps import cell_states, frame_steps, grid_shape, slot_states, slots_per_cell
 from allocator.scenario import Scenario, run_scenario
 from allocator.viz.charts import explainer_figure, figure_json_bytes, sweep_figure
 from allocator.timing import cost_model, price
@@ -46,7 +46,7 @@ def test_frame_steps_and_cells():
 
 def test_cells_group_slots_by_majority():
     res = run_scenario(Scenario(workload="azure-conv"))["paged"]
-    owner, state = res.slot_states(50)
+    owner, state = slot_states(res, 50)
     c_owner, c_state = cell_states(res, 50, 4)
     assert len(c_state) == 2048
     for i in (0, 100, 700, 2047):
@@ -89,7 +89,7 @@ def test_figure_cells_match_slot_states():
     fig = explainer_figure(results)
     frame = fig.frames[5]
     step = int(frame.name)
-    owner, state = results["paged"].slot_states(step)
+    owner, state = slot_states(results["paged"], step)
     z = decode(frame.data[1].z).ravel()
     held_by = decode(frame.data[1].customdata).ravel()
     assert ((z == 0) == (state == FREE)).all()

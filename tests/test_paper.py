@@ -200,11 +200,11 @@ def test_paper_comparison_names_the_models_of_the_range():
 def test_buddy_rounding_is_drawn_as_allocated_and_empty():
     """The map shows a buddy reservation as what it is: the request's tokens, then orange (EMPTY)
     for the rest of its power-of-two run, rounding included."""
-    from allocator.allocators import EMPTY, TOKEN
+    from allocator.maps import EMPTY, TOKEN, slot_states
 
     w = Workload("t", (Request(1, 100, 300, 0),), 2048)      # oracle: 25 blocks -> a 32-block run
     res = simulate(w, ReserveMaxAllocator(2048, 2048, "oracle", placement="buddy"))
-    owner, state = res.slot_states(0)
+    owner, state = slot_states(res, 0)
     assert (owner == 1).sum() == 32 * 16
     assert (state == TOKEN).sum() == 101                      # prompt + the first token
     assert (state == EMPTY).sum() == 32 * 16 - 101

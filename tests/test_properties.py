@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from allocator import PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
+from allocator.maps import slot_states
 from allocator.mathutils import cdiv
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -80,4 +81,4 @@ def test_same_input_same_result(sc):
     for name in a.metrics:
         assert np.array_equal(a.metrics[name], b.metrics[name])
     for step in list(a.snapshots)[:5]:
-        assert np.array_equal(a.slot_states(step)[1], b.slot_states(step)[1])
+        assert np.array_equal(slot_states(a, step)[1], slot_states(b, step)[1])

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from allocator import DUPLICATE, EMPTY, HOLE, SHARED, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
 from allocator.__main__ import main
 from allocator.accounting import prefix_sharing
+from allocator.maps import slot_states
 from allocator.workload import classroom_40, with_shared_prefix
 
 
@@ -29,7 +30,7 @@ def test_engine_agrees_with_the_accounting_of_r3():
     assert m["allocated_unshared"][0] == acc.slots_unshared
     assert m["allocated_slots"][0] == acc.slots_shared
     assert m["used_slots"][0] == 43 - 8                     # the 8 shared tokens are stored once
-    owner, state = res.slot_states(0)
+    owner, state = slot_states(res, 0)
     assert (state == SHARED).sum() == 8 and (state == TOKEN).sum() == 27
 
 
@@ -48,7 +49,7 @@ def test_reserve_max_cannot_share():
     assert m["logical_tokens"][0] == 43 and m["used_slots"][0] == 35 and m["duplicate_slots"][0] == 8
     assert m["allocated_slots"][0] == (19 + 2) + (22 + 2)
     assert m["internal_fragmentation"][0] + m["reserved_slots"][0] == m["allocated_slots"][0] - 43
-    owner, state = res.slot_states(0)
+    owner, state = slot_states(res, 0)
     assert (state == DUPLICATE).sum() == 8 and (state == TOKEN).sum() == 35
 
 
@@ -78,7 +79,7 @@ def test_the_map_draws_exactly_what_the_metrics_count(n, prefix, block, total, d
         res = simulate(w, alloc)
         m = res.metrics
         for r in range(res.records):
-            owner, state = res.slot_states(int(m["step"][r]))
+            owner, state = slot_states(res, int(m["step"][r]))
             assert (state == DUPLICATE).sum() == m["duplicate_slots"][r]
             assert (state == TOKEN).sum() + (state == SHARED).sum() == m["used_slots"][r]
             assert (state == EMPTY).sum() == m["internal_fragmentation"][r] + m["reserved_slots"][r]

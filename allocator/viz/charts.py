@@ -17,7 +17,7 @@ from allocator import DUPLICATE, EMPTY, FREE, HOLE, SHARED
 from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
 from allocator.mathutils import cdiv
 from allocator.viz.claims import lesson_key_steps, pct, sweep_basis, sweep_value
-from allocator.viz.theme import (ACCENT, DARK_HOLE, DUPLICATE as DUPLICATE_COLOUR, GREY_FREE, ORANGE_EMPTY,
+from allocator.viz.theme import (ACCENT, BROWN_DUPLICATE as DUPLICATE_COLOUR, DARK_HOLE, GREY_FREE, ORANGE_EMPTY,
                                  PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
 
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.

@@ -22,12 +22,13 @@ ORANGE_EMPTY = "#E69F00"   # allocated, holding nothing (Okabe-Ito orange)
 GREY_FREE = "#DDDDDD"      # free
 DARK_HOLE = "#4D4D4D"      # free but unusable (hole too small / remainder)
 SHARED_PREFIX = "#C51B7D"  # a token in a block several sequences share (ColorBrewer PiYG pink)
-DUPLICATE = "#7F3B08"      # a duplicate copy of a shared-prompt token (ColorBrewer BrBG brown)
+BROWN_DUPLICATE = "#7F3B08"  # a duplicate copy of a shared-prompt token (ColorBrewer BrBG brown)
 CACHED = "#8073AC"         # a block no sequence holds, kept findable by the prefix cache (ColorBrewer PuOr purple)
 
-#: State name -> colour, for tests and legends.
-STATE_COLOURS = {"free": GREY_FREE, "hole": DARK_HOLE, "allocated, holding nothing": ORANGE_EMPTY,
-                 "shared": SHARED_PREFIX, "duplicate": DUPLICATE, "cached": CACHED}
+#: State name -> colour, for tests and legends. One name per state: each key is the name of a
+#: state code of ``allocator.maps`` in lower case (FREE, HOLE, EMPTY, SHARED, DUPLICATE, BLOCK_CACHED).
+STATE_COLOURS = {"free": GREY_FREE, "hole": DARK_HOLE, "empty": ORANGE_EMPTY,
+                 "shared": SHARED_PREFIX, "duplicate": BROWN_DUPLICATE, "cached": CACHED}
 
 #: Colours cycled over request ids for slots that hold a token (blues and greens only). Five, so
 #: that every pair is clearly different for normal vision; neighbouring ids never share one.
