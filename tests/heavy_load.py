@@ -80,7 +80,7 @@ async def read_page(ws, t0: float, deadline: float, chart_key: str) -> dict:
                 out["errors"].append(f"error box: {el.alert.body[:200]}")
             elif etype == "exception":
                 out["errors"].append(f"exception: {el.exception.type}: {el.exception.message[:200]}")
-            elif etype == "progress" and el.progress.text:
+            elif etype == "progress" and el.progress.text.startswith("Simulating"):   # a run's real progress
                 out["progress"].append(el.progress.text)
             elif etype == "plotly_chart" and out["chart_s"] is None and load.keyed(el.plotly_chart.id, chart_key):
                 out["chart_s"] = time.monotonic() - t0

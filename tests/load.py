@@ -202,8 +202,10 @@ def _proto():
     return BackMsg, ForwardMsg, WidgetState
 
 
-def rerun_msg(widget_states: list | None = None) -> bytes:
-    """A serialized BackMsg ``rerun_script`` for the default page, with ``widget_states``."""
+def rerun_msg(widget_states: list | None = None, cached_hashes=()) -> bytes:
+    """A serialized BackMsg ``rerun_script`` for the default page, with ``widget_states`` and, as a
+    browser does, the hashes of the large messages it holds already (``cached_hashes``: the server
+    then sends a short reference instead of a message the client has, e.g. an unchanged figure)."""
     BackMsg, _, _ = _proto()
     msg = BackMsg()
     cs = msg.rerun_script
@@ -213,14 +215,16 @@ def rerun_msg(widget_states: list | None = None) -> bytes:
     cs.context_info.locale = "en-GB"
     for w in widget_states or []:
         cs.widget_states.widgets.append(w)
+    cs.cached_message_hashes.extend(sorted(cached_hashes))
     return msg.SerializeToString()
 
 
 class RunRecord:
     """What one script run sent back: the maps chart's arrival time (s after the request) and a
-    hash of its figure, errors, and the block-size slider's widget id."""
+    hash of its figure, errors, the block-size slider's widget id and the bytes received."""
 
     def __init__(self):
+        self.bytes = 0
         self.chart_s: float | None = None
         self.chart_hash: int | None = None
         self.errors: list[str] = []
@@ -228,8 +232,10 @@ class RunRecord:
         self.finished = False
 
 
-async def read_run(ws, t0: float, deadline: float) -> RunRecord:
+async def read_run(ws, t0: float, deadline: float, cache: dict | None = None) -> RunRecord:
     """Read ForwardMsgs until ``script_finished`` (not an early finish for a rerun) or ``deadline``.
+    ``cache`` (hash -> message) is the client's message cache, as a browser keeps one: messages the
+    server marks cacheable are added to it, and a reference (``ref_hash``) is read from it.
 
     Raises:
         asyncio.TimeoutError: the run did not finish before ``deadline`` (monotonic seconds).
@@ -241,9 +247,18 @@ async def read_run(ws, t0: float, deadline: float) -> RunRecord:
         if left <= 0:
             raise asyncio.TimeoutError
         data = await asyncio.wait_for(ws.recv(), left)
+        rec.bytes += len(data)
         msg = ForwardMsg()
         msg.ParseFromString(data)
         kind = msg.WhichOneof("type")
+        if cache is not None and kind == "ref_hash":
+            if msg.ref_hash not in cache:
+                rec.errors.append("the server referred to a message this client does not hold")
+                continue
+            msg = cache[msg.ref_hash]
+            kind = msg.WhichOneof("type")
+        elif cache is not None and msg.metadata.cacheable:
+            cache[msg.hash] = msg
         if kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
             el = msg.delta.new_element
             etype = el.WhichOneof("type")
@@ -277,7 +292,9 @@ async def protocol_session(i: int, base: str, deadline: float, hold_s: float, st
     """
     from websockets.asyncio.client import connect
     _, _, WidgetState = _proto()
-    out = {"kind": "protocol", "id": i, "load_s": None, "change_s": None, "errors": [], "ok": False}
+    out = {"kind": "protocol", "id": i, "load_s": None, "change_s": None, "errors": [], "ok": False,
+           "load_bytes": None, "change_bytes": None}
+    cache: dict = {}
     await asyncio.sleep(stagger_s)
     url = base.replace("http://", "ws://") + "/_stcore/stream"
     try:
@@ -285,8 +302,8 @@ async def protocol_session(i: int, base: str, deadline: float, hold_s: float, st
         async with connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60,
                            ping_interval=None, close_timeout=5, compression=None) as ws:
             await ws.send(rerun_msg())
-            first = await read_run(ws, t0, deadline)
-            out["load_s"], out["errors"] = first.chart_s, list(first.errors)
+            first = await read_run(ws, t0, deadline, cache)
+            out["load_s"], out["errors"], out["load_bytes"] = first.chart_s, list(first.errors), first.bytes
             if first.chart_s is None:
                 out["errors"].append("no animated chart on first load")
             if first.slider_id is None:
@@ -295,9 +312,9 @@ async def protocol_session(i: int, base: str, deadline: float, hold_s: float, st
             w = WidgetState(id=first.slider_id)
             w.string_array_value.data.append(block_to)
             t1 = time.monotonic()
-            await ws.send(rerun_msg([w]))
-            second = await read_run(ws, t1, deadline)
-            out["change_s"] = second.chart_s
+            await ws.send(rerun_msg([w], cache))
+            second = await read_run(ws, t1, deadline, cache)
+            out["change_s"], out["change_bytes"] = second.chart_s, second.bytes
             out["errors"] += second.errors
             if second.chart_s is None:
                 out["errors"].append("no animated chart after the block-size change")
@@ -403,6 +420,14 @@ async def run_browsers(browser, k: int, base: str, deadline: float, stagger: flo
 
 # ------------------------------------------------------------------------------------ report
 
+def _cpu_split(server_pid: int) -> dict:
+    """CPU seconds so far of the server's process tree, of this process (the protocol clients) and
+    of this process's other descendants (Chromium and Playwright's driver)."""
+    server = tree_usage(server_pid)[1]
+    mine = sum(os.times()[:2])
+    return {"server": server, "protocol_clients": mine, "browsers": max(0.0, tree_usage(os.getpid())[1] - server - mine)}
+
+
 def pct(values: list[float], q: float) -> float | None:
     """The ``q`` quantile (0..1, nearest-rank) of ``values``; None when empty."""
     vals = sorted(v for v in values if v is not None)
@@ -458,6 +483,15 @@ def report(proto: list[dict], browsers: list[dict], mem: dict, wall: float, args
                  "cpus": os.cpu_count(), "target_p95_s": args.target_p95,
                  "settings": {"stagger_s": args.stagger, "block_to": args.block_to, "warm": args.warm,
                               "server_args": args.server_arg}})
+    split = mem.get("cpu_split", {})
+    lb, cb = (pct([r[k] for r in proto if r.get(k)], 0.5) for k in ("load_bytes", "change_bytes"))
+    lines.append(f"where the CPU went while the sessions ran: server {split.get('server', 0):.1f} s, protocol clients "
+                 f"{split.get('protocol_clients', 0):.1f} s, Chromium {split.get('browsers', 0):.1f} s (this machine: "
+                 f"{os.cpu_count()} cores, load average {args.loadavg[0]:.1f} before, {os.getloadavg()[0]:.1f} after) · "
+                 f"sent per protocol session (median): load {0 if lb is None else lb / 2**20:.2f} MiB, "
+                 f"change {0 if cb is None else cb / 2**20:.2f} MiB")
+    data.update({"cpu_s": split, "loadavg_before": args.loadavg[0], "loadavg_after": os.getloadavg()[0],
+                 "load_bytes_p50": lb, "change_bytes_p50": cb})
     sp50, sp95 = pct(list(server_runs), 0.5), pct(list(server_runs), 0.95)
     lines.append(f"server-side script runs {len(server_runs)} · run time p50 {fmt(sp50)} s, p95 {fmt(sp95)} s, "
                  f"max {fmt(max(server_runs) if server_runs else None)} s (page script start to end, "
@@ -496,6 +530,7 @@ async def main_async(args) -> int:
         pw, browser = await launch_browser(args.browsers)
         n_proto = max(0, args.sessions - args.browsers)
         t0, t0_epoch = time.monotonic(), time.time()
+        cpu0 = _cpu_split(proc.pid)
         proto_task = asyncio.gather(*[protocol_session(i, base, deadline, args.hold,
                                                        args.stagger * i / max(1, n_proto), args.block_to)
                                       for i in range(n_proto)])
@@ -503,6 +538,7 @@ async def main_async(args) -> int:
         try:
             proto, browsers = await asyncio.wait_for(
                 asyncio.gather(proto_task, browser_task), max(1.0, deadline - time.monotonic() + 15))
+            mem["cpu_split"] = {k: round(v - cpu0[k], 1) for k, v in _cpu_split(proc.pid).items()}
         except asyncio.TimeoutError:
             print("error: sessions did not finish within the time limit", file=sys.stderr)
             return 1
@@ -546,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="extra `streamlit run` option for the server, repeatable "
                         "(e.g. --server-arg=--runner.postScriptGC=false)")
     args = p.parse_args(argv)
+    args.loadavg = os.getloadavg()
     if args.sessions < 1 or args.browsers < 0 or args.browsers > args.sessions:
         p.error("need --sessions >= 1 and 0 <= --browsers <= --sessions")
     return asyncio.run(main_async(args))
