@@ -13,9 +13,12 @@ from tests import load
 def test_three_students_load_change_the_block_size_and_see_new_maps(tmp_path):
     out = tmp_path / "load.json"
     code = load.main(["--sessions", "3", "--browsers", "0", "--time-limit", "150", "--hold", "0.5",
-                      "--target-p95", "60", "--json", str(out)])
+                      "--target-p95", "60", "--no-settle", "--json", str(out)])
     data = json.loads(out.read_text())
     assert [s["errors"] for s in data["sessions"]] == [[], [], []], data["sessions"]
     assert code == 0, data["summary"]
     assert all(s["load_s"] and s["change_s"] for s in data["sessions"])
     assert data["summary"]["server_runs"] >= 6          # every load and change ran on the server, and was logged
+    # what the server sent: the maps figure (about 1.9 MB, base64 arrays) on the load and again on the change
+    # (the maps differ); a browser-like message cache never loses an element
+    assert all(s["load_bytes"] > 500_000 and s["change_bytes"] > 500_000 for s in data["sessions"])
