@@ -16,20 +16,31 @@ nothing about the server, whose load is what a classroom shares — in class eve
 browser runs on the student's own machine. So each of the N sessions is a lightweight client of
 Streamlit's own wire protocol (the ``/_stcore/stream`` WebSocket with the BackMsg/ForwardMsg
 protobufs the browser uses): it sends exactly the messages a browser sends (open the page, set the
-block-size widget) and receives everything the server sends (the ~3 MB animated figure included).
-Its "time to a rendered chart" is the time until the chart's full figure has arrived; that is the
-server's share. Pressing Play costs the server nothing (the frames play inside Plotly in the
-browser), so protocol sessions only hold their connection for a moment where a student presses it.
+block-size widget; with each rerun, the hashes of the large messages it holds, so the server sends
+a reference instead of an unchanged element, as it does for a browser) and receives everything the
+server sends (the ~1.9 MB animated figure included). Its "time to a rendered chart" is the time
+until the chart's full figure has arrived; that is the server's share. Pressing Play costs the
+server nothing (the frames play inside Plotly in the browser), so protocol sessions only hold their
+connection for a moment where a student presses it.
 
 Alongside them, ``--browsers K`` (default 1) real headless Chromium contexts do the full visible
 flow — load, ArrowRight on the block-size slider, ▶ Play until the step label moves — under the
 same load, to show that rendering still works; their times include drawing on this machine's
-shared CPU and are reported on their own row. ``--browsers 0`` skips them (and Chromium).
+shared CPU and are reported on their own row. Chromium runs at niceness ``--browser-nice``
+(default 10) so that its drawing, which in class happens on the students' laptops, yields the CPU
+to the server here; ``--browser-nice 0`` gives it equal priority. ``--browsers 0`` skips them.
+
+The class arrives after the server has settled: ``app.py`` computes the Throughput page's default
+sweep and the Prefix cache page's windows in the background after it starts, so the sessions wait
+until the server is idle (``--no-settle``: they arrive while those warm-ups still run).
 
 Elements are found by their keys (the block-size slider ``block_size``, the maps chart ``maps``),
 never by display text. The server's own time per script run (from the start of the page script to
 its end, logged by ``app.py`` when ``KVLAB_RENDER_LOG`` is set) is reported beside the clients'
-times: the gap between them is queueing for the CPU and sending the figure.
+times: the gap between them is queueing for the CPU and sending the figure. So is where the CPU
+went while the sessions ran (the server's process tree, the protocol clients, Chromium), the bytes
+sent per load and per change, and the machine's load average before and after: the lab's machine
+is shared, and a figure is only read beside them.
 
 Server memory is sampled every 0.2 s from /proc (psutil when installed). Exit status 0 when every
 session finished without an error and the p95 time to a chart met ``--target-p95``; 1 otherwise;
@@ -42,154 +53,12 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-APP = os.path.join(ROOT, "app.py")
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-#: Stable keys (the ``key=`` the explainer gives its widgets and charts), never display text: a label's
-#: wording may change, a key is part of the page's contract (shared links carry the widget keys).
-BLOCK_KEY, MAPS_KEY = "block_size", "maps"
-
-
-def keyed(element_id: str, key: str) -> bool:
-    """Whether a protocol element id belongs to the element with user key ``key`` (Streamlit writes
-    ids as ``$$ID-<hash>-<key>``)."""
-    return element_id.endswith("-" + key)
-
-
-# ------------------------------------------------------------------------------ server & memory
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, log_path: str, extra: list[str] = (), render_log: str | None = None) -> subprocess.Popen:
-    """Start ``python app.py`` on 127.0.0.1:``port`` in its own process group (output to ``log_path``);
-    ``extra`` are more ``streamlit run`` options (e.g. ``--runner.postScriptGC=false``); with
-    ``render_log`` the app appends one line per script run to it (``app.py``: epoch, page, seconds)."""
-    log = open(log_path, "w", encoding="utf-8")
-    env = dict(os.environ, **({"KVLAB_RENDER_LOG": render_log} if render_log else {}))
-    return subprocess.Popen(
-        [sys.executable, APP, "--server.headless", "true", "--server.address", "127.0.0.1",
-         "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none", *extra],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-
-
-def read_render_log(path: str, since: float) -> list[float]:
-    """Seconds of every script run the server logged after ``since`` (epoch seconds)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            rows = [line.rstrip("\n").split("\t") for line in fh]
-    except OSError:
-        return []
-    return [float(r[2]) for r in rows if len(r) == 3 and float(r[0]) >= since]
-
-
-def wait_healthy(proc: subprocess.Popen, base: str, timeout_s: float) -> None:
-    """Poll ``/_stcore/health`` until it answers.
-
-    Raises:
-        RuntimeError: the server exited, or did not answer within ``timeout_s`` seconds.
-    """
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with status {proc.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"server did not answer /_stcore/health within {timeout_s:.0f} s")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group, SIGKILL after 10 s (it was started in its own session)."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-
-
-def _tree_pids(pid: int) -> list[int]:
-    pids, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    todo.extend(int(c) for c in fh.read().split())
-        except OSError:
-            pass
-    return pids
-
-
-def tree_usage(pid: int) -> tuple[int, float]:
-    """(RSS in bytes, CPU seconds user+system) of ``pid`` and its descendants; (0, 0.0) if gone."""
-    try:
-        import psutil  # optional
-        try:
-            root = psutil.Process(pid)
-            procs = [root] + root.children(recursive=True)
-            rss = cpu = 0
-            for p in procs:
-                try:
-                    rss += p.memory_info().rss
-                    t = p.cpu_times()
-                    cpu += t.user + t.system
-                except psutil.Error:
-                    pass
-            return rss, cpu
-        except psutil.Error:
-            return 0, 0.0
-    except ImportError:
-        pass
-    rss, cpu = 0, 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    page = os.sysconf("SC_PAGE_SIZE")
-    for p in _tree_pids(pid):
-        try:
-            with open(f"/proc/{p}/statm") as fh:
-                rss += int(fh.read().split()[1]) * page
-            with open(f"/proc/{p}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            pass
-    return rss, cpu
-
-
-async def sample_memory(pid: int, stop: asyncio.Event, out: dict) -> None:
-    """Record the peak RSS (bytes) of the server tree every 0.2 s until ``stop`` is set."""
-    while not stop.is_set():
-        rss, cpu = tree_usage(pid)
-        out["peak_rss"] = max(out.get("peak_rss", 0), rss)
-        out["cpu_s"] = cpu
-        try:
-            await asyncio.wait_for(stop.wait(), 0.2)
-        except asyncio.TimeoutError:
-            pass
+from tests.load_browser import launch_browser, run_browsers
+from tests.load_server import (BLOCK_KEY, MAPS_KEY, ROOT, _cpu_split, free_port, keyed, read_render_log,  # noqa: F401
+                               sample_memory, settle, start_server, stop_server, wait_healthy)
 
 
 # ------------------------------------------------------------------------- protocol sessions
@@ -330,137 +199,7 @@ async def protocol_session(i: int, base: str, deadline: float, hold_s: float, st
     return out
 
 
-# ---------------------------------------------------------------------------- browser sessions
-
-async def browser_session(browser, i: int, base: str, deadline: float, stagger_s: float) -> dict:
-    """One real Chromium context: load, ArrowRight on the block-size slider, ▶ Play.
-
-    Returns:
-        {"kind": "browser", "id", "load_s", "change_s", "play_s", "errors", "ok"}: seconds to the
-        drawn chart (``.js-plotly-plot .main-svg``), to the headline metrics changing after
-        ArrowRight, and from pressing Play to the step label leaving "engine step 0".
-    """
-    out = {"kind": "browser", "id": i, "load_s": None, "change_s": None, "play_s": None, "errors": [],
-           "ok": False}
-    await asyncio.sleep(stagger_s)
-    ctx = await browser.new_context(viewport={"width": 1280, "height": 900})
-
-    def left_ms() -> float:
-        return max(1000.0, (deadline - time.monotonic()) * 1000)
-
-    try:
-        pg = await ctx.new_page()
-        t0 = time.monotonic()
-        await pg.goto(base + "/", timeout=left_ms(), wait_until="domcontentloaded")
-        chart = pg.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').filter(
-            has=pg.locator(".updatemenu-button")).first
-        await chart.locator(".main-svg").first.wait_for(timeout=left_ms())
-        out["load_s"] = time.monotonic() - t0
-        values = pg.locator('[data-testid="stMetricValue"]')
-        await values.nth(1).wait_for(timeout=left_ms())
-        before = "|".join(await values.all_inner_texts())
-        thumb = pg.locator(f".st-key-{BLOCK_KEY}").get_by_role("slider")
-        await thumb.focus(timeout=left_ms())
-        t1 = time.monotonic()
-        await pg.keyboard.press("ArrowRight")
-        await pg.wait_for_function(
-            """(old) => { const v = [...document.querySelectorAll('[data-testid="stMetricValue"]')]
-                 .map(m => m.innerText).join('|');
-                 return v.length > 0 && v !== old; }""", arg=before, timeout=left_ms(), polling=250)
-        await chart.locator(".main-svg").first.wait_for(timeout=left_ms())
-        out["change_s"] = time.monotonic() - t1
-        label = chart.locator("text.slider-label").first
-        t2 = time.monotonic()
-        await chart.locator(".updatemenu-button").first.click(timeout=left_ms())
-        await pg.wait_for_function(
-            """() => { const p = [...document.querySelectorAll('.js-plotly-plot')]
-                 .find(e => e.querySelector('.updatemenu-button'));
-                 const t = p && p.querySelector('text.slider-label');
-                 return t && t.textContent.trim() !== 'engine step 0'; }""", timeout=left_ms(), polling=250)
-        out["play_s"] = time.monotonic() - t2
-        await label.text_content()
-        errs = await pg.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').all_inner_texts()
-        out["errors"] += [f"error box: {e[:200]}" for e in errs]
-    except Exception as exc:
-        out["errors"].append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-    finally:
-        try:
-            await ctx.close()
-        except Exception:
-            pass
-    out["ok"] = not out["errors"]
-    return out
-
-
-def _niced_chromium(nice: int) -> str:
-    """An executable that runs Chromium at niceness ``nice`` (a two-line script under /tmp), or
-    Chromium itself for 0. Chromium's renderers are forked from its processes, so they inherit it."""
-    if nice <= 0:
-        return CHROMIUM
-    import tempfile
-    fd, path = tempfile.mkstemp(prefix="kvlab-chromium-", suffix=".sh")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(f'#!/bin/sh\nexec nice -n {int(nice)} {CHROMIUM} "$@"\n')
-    os.chmod(path, 0o700)
-    return path
-
-
-async def settle(pid: int, timeout_s: float, idle_cpu_s: float = 0.1) -> float:
-    """Wait until the server's process tree used under ``idle_cpu_s`` CPU seconds in one second (its
-    start-up warm-ups done: ``app.py`` builds the Throughput page's default sweep and the Prefix
-    cache page's windows in the background), at most ``timeout_s``; the seconds waited."""
-    t0 = time.monotonic()
-    last = tree_usage(pid)[1]
-    while time.monotonic() - t0 < timeout_s:
-        await asyncio.sleep(1.0)
-        now = tree_usage(pid)[1]
-        if now - last < idle_cpu_s:
-            break
-        last = now
-    return time.monotonic() - t0
-
-
-async def launch_browser(k: int, nice: int = 0):
-    """(playwright, browser) with Chromium started (at niceness ``nice``), or (None, None) when ``k``
-    is 0 or Chromium is missing. Started before the clock runs, so Chromium's own start-up is not
-    counted as load."""
-    if k <= 0:
-        return None, None
-    if not os.path.exists(CHROMIUM):
-        print(f"note: {CHROMIUM} missing, browser sessions skipped (apt-get install chromium as root)")
-        return None, None
-    from playwright.async_api import async_playwright
-    pw = await async_playwright().start()
-    try:
-        exe = _niced_chromium(nice)
-        try:
-            b = await pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, headless=True, timeout=60_000)
-        finally:
-            if exe != CHROMIUM:
-                os.remove(exe)                      # exec'd already: Chromium no longer needs it
-    except Exception:
-        await pw.stop()
-        raise
-    return pw, b
-
-
-async def run_browsers(browser, k: int, base: str, deadline: float, stagger: float) -> list[dict]:
-    """``k`` Chromium contexts of ``browser``, concurrently; [] when there is no browser."""
-    if browser is None:
-        return []
-    return list(await asyncio.gather(*[browser_session(browser, i, base, deadline, stagger * i / max(1, k))
-                                       for i in range(k)]))
-
-
 # ------------------------------------------------------------------------------------ report
-
-def _cpu_split(server_pid: int) -> dict:
-    """CPU seconds so far of the server's process tree, of this process (the protocol clients) and
-    of this process's other descendants (Chromium and Playwright's driver)."""
-    server = tree_usage(server_pid)[1]
-    mine = sum(os.times()[:2])
-    return {"server": server, "protocol_clients": mine, "browsers": max(0.0, tree_usage(os.getpid())[1] - server - mine)}
-
 
 def pct(values: list[float], q: float) -> float | None:
     """The ``q`` quantile (0..1, nearest-rank) of ``values``; None when empty."""
