@@ -20,6 +20,8 @@ on the Throughput page moves the latency budget (5 -> 10, no new sweep) as a sec
 ``--no-queue`` runs the same with the heavy-work queue opened wide (``KVLAB_HEAVY_SLOTS=64``), i.e.
 the server as it was before ``pages/_ui/heavy.py``. Exit status 0 when every light change drew its
 chart within ``--target`` seconds (default 5) and peak memory stayed under ``--memory-mib`` (2048).
+As in ``tests/load.py``, the students arrive once the server has settled (``--no-settle``: while
+``app.py``'s start-up warm-ups still hold the heavy-work queue).
 """
 from __future__ import annotations
 
@@ -168,6 +170,10 @@ async def main_async(args) -> int:
     try:
         await asyncio.to_thread(load.wait_healthy, proc, base, 60.0)
         sampler = asyncio.create_task(load.sample_memory(proc.pid, stop, mem))
+        if args.settle:     # app.py's start-up warm-ups hold the heavy-work queue for a while: let them finish
+            waited = await load.settle(proc.pid, 300.0)
+            print(f"server settled {waited:.0f} s after it answered (start-up warm-ups done)")
+            loadavg = os.getloadavg()
         if args.page == "throughput":                  # the teacher opens the page (default sweep ready)
             teacher = await throughput_student(-1, base, time.monotonic() + 300, None, 5)
             print(f"teacher: Throughput page in {load.fmt(teacher['load_s'])} s, errors {teacher['errors'] or 'none'}")
@@ -226,6 +232,8 @@ def main(argv=None) -> int:
     p.add_argument("--target", type=float, default=5.0)
     p.add_argument("--memory-mib", type=int, default=2048)
     p.add_argument("--no-queue", action="store_true")
+    p.add_argument("--no-settle", dest="settle", action="store_false",
+                   help="start as soon as the server answers, while its start-up warm-ups still hold the queue")
     return asyncio.run(main_async(p.parse_args(argv)))
 
 
