@@ -52,6 +52,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -206,7 +207,7 @@ def pct(values: list[float], q: float) -> float | None:
     vals = sorted(v for v in values if v is not None)
     if not vals:
         return None
-    rank = max(1, min(len(vals), int(-(-q * len(vals) // 1))))
+    rank = max(1, min(len(vals), math.ceil(q * len(vals))))        # nearest rank: ceil(q n)
     return vals[rank - 1]
 
 
