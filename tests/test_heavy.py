@@ -209,3 +209,22 @@ def test_the_store_counts_a_real_sweeps_latency_arrays():
     arrays = sum(a.nbytes for runs in sweep.latencies.values() for a in runs.values())
     assert arrays == 8 * 3 * 100 * len(sweep.points)        # ttft, tpot, e2e per finished request, float64
     assert arrays <= size_of(sweep) <= arrays + 200_000
+
+
+def test_a_sweep_the_queue_did_not_reach_is_named_a_busy_server_not_bad_settings(monkeypatch):
+    """Six distinct 5,000-request sweeps take turns for minutes; one that waited past the queue's
+    limit is shown as a busy server with what to do (no traceback, no progress bar left over), and
+    nothing is stored for it."""
+    from pages._ui import heavy, sweep_cache
+    from tests.conftest import open_page, seen
+
+    def timed_out(what, *args, **kwargs):
+        raise TimeoutError("the server's heavy-work queue did not reach this run in 600 s")
+    monkeypatch.setattr(heavy, "run_heavy", timed_out)
+    at = open_page("pages/throughput.py", {"tp_requests": 200, "tp_rates": "0.7, 1.3, 2.9"})
+    errors = [seen(e.value) for e in at.error]
+    assert errors == ["The server is too busy to run this sweep now: the server's heavy-work queue did not reach "
+                      "this run in 600 s (the class's heavy runs take turns); change a setting or reload the page "
+                      "in a few minutes to try again."], errors
+    assert not at.get("progress")
+    assert not sweep_cache.is_cached(sweep_cache.sweep_key("a100-40gb", "opt-13b", "auto", 200, (0.7, 1.3, 2.9), 16))
