@@ -26,9 +26,10 @@ connection for a moment where a student presses it.
 Alongside them, ``--browsers K`` (default 1) real headless Chromium contexts do the full visible
 flow — load, ArrowRight on the block-size slider, ▶ Play until the step label moves — under the
 same load, to show that rendering still works; their times include drawing on this machine's
-shared CPU and are reported on their own row. Chromium runs at niceness ``--browser-nice``
-(default 10) so that its drawing, which in class happens on the students' laptops, yields the CPU
-to the server here; ``--browser-nice 0`` gives it equal priority. ``--browsers 0`` skips them.
+shared CPU and are reported on their own row. Chromium's threads are held at niceness
+``--browser-nice`` (default 10; Chromium sets its own threads' priorities, so they are set again
+four times a second) so that its drawing, which in class happens on the students' laptops, yields
+the CPU to the server here; ``--browser-nice 0`` leaves Chromium's own priorities. ``--browsers 0`` skips them.
 
 The class arrives after the server has settled: ``app.py`` computes the Throughput page's default
 sweep and the Prefix cache page's windows in the background after it starts, so the sessions wait
@@ -57,7 +58,7 @@ import os
 import sys
 import time
 
-from tests.load_browser import launch_browser, run_browsers
+from tests.load_browser import keep_chromium_niced, launch_browser, run_browsers
 from tests.load_server import (BLOCK_KEY, MAPS_KEY, ROOT, _cpu_split, free_port, keyed, read_render_log,  # noqa: F401
                                sample_memory, settle, start_server, stop_server, wait_healthy)
 
@@ -308,7 +309,9 @@ async def main_async(args) -> int:
         if args.warm:   # the teacher opened the page first: the default scenario is cached
             warm = await protocol_session(-1, base, deadline, 0.0, 0.0, args.block_to)
             print(f"warm-up session: load {fmt(warm['load_s'])} s, change {fmt(warm['change_s'])} s")
-        pw, browser = await launch_browser(args.browsers, args.browser_nice)
+        pw, browser = await launch_browser(args.browsers)
+        niced = (asyncio.create_task(keep_chromium_niced(args.browser_nice, stop))
+                 if browser is not None and args.browser_nice > 0 else None)
         n_proto = max(0, args.sessions - args.browsers)
         t0, t0_epoch = time.monotonic(), time.time()
         cpu0 = _cpu_split(proc.pid)
@@ -330,6 +333,8 @@ async def main_async(args) -> int:
         wall = time.monotonic() - t0
         stop.set()
         await sampler
+        if niced is not None:
+            await niced
     finally:
         stop.set()
         stop_server(proc)
@@ -358,8 +363,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="start the sessions as soon as the server answers, while its start-up warm-ups still "
                         "run (default: wait until the server is idle, as when it was started before class)")
     p.add_argument("--browser-nice", type=int, default=10,
-                   help="run Chromium at this niceness (default 10), so the browsers' drawing on this machine "
-                        "yields the CPU to the server, as students' own laptops would; 0 = equal priority")
+                   help="hold Chromium's threads at this niceness (default 10), so the browsers' drawing on this "
+                        "machine yields the CPU to the server, as students' own laptops would; 0 = Chromium's own")
     p.add_argument("--warm", action="store_true", help="open one session first (the teacher's), so the "
                    "default scenario is already cached")
     p.add_argument("--target-p95", type=float, default=5.0, help="p95 time to a chart to meet (s, default 5)")

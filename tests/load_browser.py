@@ -6,7 +6,7 @@ import asyncio
 import os
 import time
 
-from tests.load_server import BLOCK_KEY
+from tests.load_server import BLOCK_KEY, _tree_pids
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -73,21 +73,38 @@ async def browser_session(browser, i: int, base: str, deadline: float, stagger_s
     return out
 
 
-def _niced_chromium(nice: int) -> str:
-    """An executable that runs Chromium at niceness ``nice`` (a two-line script under /tmp), or
-    Chromium itself for 0. Chromium's renderers are forked from its processes, so they inherit it."""
-    if nice <= 0:
-        return CHROMIUM
-    import tempfile
-    fd, path = tempfile.mkstemp(prefix="kvlab-chromium-", suffix=".sh")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(f'#!/bin/sh\nexec nice -n {int(nice)} {CHROMIUM} "$@"\n')
-    os.chmod(path, 0o700)
-    return path
+def renice_chromium(nice: int) -> int:
+    """Set every thread of every Chromium process under this one to niceness ``nice`` (at least);
+    the number of threads changed. Chromium sets its own threads' priorities (as root it raises
+    some to -8), so a ``nice`` wrapper at launch does not hold: :func:`keep_chromium_niced` repeats
+    this while the sessions run."""
+    changed = 0
+    for pid in _tree_pids(os.getpid())[1:]:
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                if not fh.read().startswith("chrom"):
+                    continue
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                if os.getpriority(os.PRIO_PROCESS, int(tid)) < nice:
+                    os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+                    changed += 1
+        except OSError:                              # a process or thread that just ended
+            pass
+    return changed
 
 
-async def launch_browser(k: int, nice: int = 0):
-    """(playwright, browser) with Chromium started (at niceness ``nice``), or (None, None) when ``k``
+async def keep_chromium_niced(nice: int, stop: asyncio.Event, every_s: float = 0.25) -> None:
+    """:func:`renice_chromium` every ``every_s`` seconds until ``stop`` is set."""
+    while not stop.is_set():
+        renice_chromium(nice)
+        try:
+            await asyncio.wait_for(stop.wait(), every_s)
+        except asyncio.TimeoutError:
+            pass
+
+
+async def launch_browser(k: int):
+    """(playwright, browser) with Chromium started, or (None, None) when ``k``
     is 0 or Chromium is missing. Started before the clock runs, so Chromium's own start-up is not
     counted as load."""
     if k <= 0:
@@ -98,12 +115,7 @@ async def launch_browser(k: int, nice: int = 0):
     from playwright.async_api import async_playwright
     pw = await async_playwright().start()
     try:
-        exe = _niced_chromium(nice)
-        try:
-            b = await pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, headless=True, timeout=60_000)
-        finally:
-            if exe != CHROMIUM:
-                os.remove(exe)                      # exec'd already: Chromium no longer needs it
+        b = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=60_000)
     except Exception:
         await pw.stop()
         raise
