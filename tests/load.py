@@ -322,7 +322,7 @@ async def main_async(args) -> int:
         try:
             proto, browsers = await asyncio.wait_for(
                 asyncio.gather(proto_task, browser_task), max(1.0, deadline - time.monotonic() + 15))
-            mem["cpu_split"] = {k: round(v - cpu0[k], 1) for k, v in _cpu_split(proc.pid).items()}
+            mem["cpu_split"] = {k: round(max(0.0, v - cpu0[k]), 1) for k, v in _cpu_split(proc.pid).items()}
         except asyncio.TimeoutError:
             print("error: sessions did not finish within the time limit", file=sys.stderr)
             return 1
