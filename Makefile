@@ -35,7 +35,8 @@ gpu-check:
 compile-check: $(STAMP)
 	$(BIN)/python -m kernels.compile_check
 
-# Classroom load: one local server, 40 concurrent sessions (LOAD_ARGS="--sessions 60 --stagger 20")
+# Classroom load: one local server, 40 concurrent sessions once it has settled; fails past p95 5 s
+# (LOAD_ARGS="--sessions 60 --stagger 20", "--browsers 0" protocol clients only, "--no-settle" during start-up)
 load: $(STAMP)
 	$(BIN)/python -m tests.load $(LOAD_ARGS)
 

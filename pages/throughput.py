@@ -110,16 +110,19 @@ errors = st.container()
 
 def fail(exc: Exception) -> None:
     """Show a core error in the page's words (never a traceback); keep the last result that ran on
-    screen beside it when there is one, else stop."""
-    text = str(exc)
+    screen beside it when there is one, else stop. A sweep the server's heavy-work queue did not
+    reach in time (``TimeoutError``) is named as a busy server, not as bad settings."""
+    text, lead = str(exc), "These settings cannot run"
     if isinstance(exc, FieldError) and exc.field == "rates":
         text = exc.reworded("Request rates" + (f" (entry {exc.index + 1})" if exc.index is not None else ""))
+    if isinstance(exc, TimeoutError):
+        lead = "The server is too busy to run this sweep now"
+        text += " (the class's heavy runs take turns); change a setting or reload the page in a few minutes to try again"
     last = st.session_state.get("tp_last_good")
     if last is not None and is_cached(last["key"]):
-        show_error(f"These settings cannot run: {text}. The charts below still show the last settings that ran.",
-                   errors)
+        show_error(f"{lead}: {text}. The charts below still show the last settings that ran.", errors)
         return last
-    show_error(f"These settings cannot run: {text}.", errors)
+    show_error(f"{lead}: {text}.", errors)
     st.stop()
 
 
@@ -136,6 +139,7 @@ if fallback is not None:
 else:
     key = sweep_key(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus, st.session_state["tp_requests"],
                     rates, st.session_state["tp_block"], st.session_state["tp_workload"])
+bar = None
 try:
     if is_cached(key):
         sweep = cached_sweep(key)
@@ -147,7 +151,9 @@ try:
 
         sweep = cached_sweep(key, report)
         bar.empty()
-except (FieldError, ValueError) as exc:
+except (FieldError, ValueError, TimeoutError) as exc:
+    if bar is not None:
+        bar.empty()                        # no progress left to show
     last = fail(exc)                       # returns only when an earlier result can stay on screen
     key, gpus, cost = last["key"], last["gpus"], last["cost"]
     sweep = cached_sweep(key)

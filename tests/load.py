@@ -16,20 +16,32 @@ nothing about the server, whose load is what a classroom shares — in class eve
 browser runs on the student's own machine. So each of the N sessions is a lightweight client of
 Streamlit's own wire protocol (the ``/_stcore/stream`` WebSocket with the BackMsg/ForwardMsg
 protobufs the browser uses): it sends exactly the messages a browser sends (open the page, set the
-block-size widget) and receives everything the server sends (the ~3 MB animated figure included).
-Its "time to a rendered chart" is the time until the chart's full figure has arrived; that is the
-server's share. Pressing Play costs the server nothing (the frames play inside Plotly in the
-browser), so protocol sessions only hold their connection for a moment where a student presses it.
+block-size widget; with each rerun, the hashes of the large messages it holds, so the server sends
+a reference instead of an unchanged element, as it does for a browser) and receives everything the
+server sends (the ~1.9 MB animated figure included). Its "time to a rendered chart" is the time
+until the chart's full figure has arrived; that is the server's share. Pressing Play costs the
+server nothing (the frames play inside Plotly in the browser), so protocol sessions only hold their
+connection for a moment where a student presses it.
 
 Alongside them, ``--browsers K`` (default 1) real headless Chromium contexts do the full visible
 flow — load, ArrowRight on the block-size slider, ▶ Play until the step label moves — under the
 same load, to show that rendering still works; their times include drawing on this machine's
-shared CPU and are reported on their own row. ``--browsers 0`` skips them (and Chromium).
+shared CPU and are reported on their own row. Chromium's threads are held at niceness
+``--browser-nice`` (default 10; Chromium sets its own threads' priorities, so they are set again
+four times a second) so that its drawing, which in class happens on the students' laptops, yields
+the CPU to the server here; ``--browser-nice 0`` leaves Chromium's own priorities. ``--browsers 0`` skips them.
+
+The class arrives after the server has settled: ``app.py`` computes the Throughput page's default
+sweep and the Prefix cache page's windows in the background after it starts, so the sessions wait
+until the server is idle (``--no-settle``: they arrive while those warm-ups still run).
 
 Elements are found by their keys (the block-size slider ``block_size``, the maps chart ``maps``),
 never by display text. The server's own time per script run (from the start of the page script to
 its end, logged by ``app.py`` when ``KVLAB_RENDER_LOG`` is set) is reported beside the clients'
-times: the gap between them is queueing for the CPU and sending the figure.
+times: the gap between them is queueing for the CPU and sending the figure. So is where the CPU
+went while the sessions ran (the server's process tree, the protocol clients, Chromium), the bytes
+sent per load and per change, and the machine's load average before and after: the lab's machine
+is shared, and a figure is only read beside them.
 
 Server memory is sampled every 0.2 s from /proc (psutil when installed). Exit status 0 when every
 session finished without an error and the p95 time to a chart met ``--target-p95``; 1 otherwise;
@@ -41,155 +53,14 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-APP = os.path.join(ROOT, "app.py")
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-#: Stable keys (the ``key=`` the explainer gives its widgets and charts), never display text: a label's
-#: wording may change, a key is part of the page's contract (shared links carry the widget keys).
-BLOCK_KEY, MAPS_KEY = "block_size", "maps"
-
-
-def keyed(element_id: str, key: str) -> bool:
-    """Whether a protocol element id belongs to the element with user key ``key`` (Streamlit writes
-    ids as ``$$ID-<hash>-<key>``)."""
-    return element_id.endswith("-" + key)
-
-
-# ------------------------------------------------------------------------------ server & memory
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, log_path: str, extra: list[str] = (), render_log: str | None = None) -> subprocess.Popen:
-    """Start ``python app.py`` on 127.0.0.1:``port`` in its own process group (output to ``log_path``);
-    ``extra`` are more ``streamlit run`` options (e.g. ``--runner.postScriptGC=false``); with
-    ``render_log`` the app appends one line per script run to it (``app.py``: epoch, page, seconds)."""
-    log = open(log_path, "w", encoding="utf-8")
-    env = dict(os.environ, **({"KVLAB_RENDER_LOG": render_log} if render_log else {}))
-    return subprocess.Popen(
-        [sys.executable, APP, "--server.headless", "true", "--server.address", "127.0.0.1",
-         "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none", *extra],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-
-
-def read_render_log(path: str, since: float) -> list[float]:
-    """Seconds of every script run the server logged after ``since`` (epoch seconds)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            rows = [line.rstrip("\n").split("\t") for line in fh]
-    except OSError:
-        return []
-    return [float(r[2]) for r in rows if len(r) == 3 and float(r[0]) >= since]
-
-
-def wait_healthy(proc: subprocess.Popen, base: str, timeout_s: float) -> None:
-    """Poll ``/_stcore/health`` until it answers.
-
-    Raises:
-        RuntimeError: the server exited, or did not answer within ``timeout_s`` seconds.
-    """
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with status {proc.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"server did not answer /_stcore/health within {timeout_s:.0f} s")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group, SIGKILL after 10 s (it was started in its own session)."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-
-
-def _tree_pids(pid: int) -> list[int]:
-    pids, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    todo.extend(int(c) for c in fh.read().split())
-        except OSError:
-            pass
-    return pids
-
-
-def tree_usage(pid: int) -> tuple[int, float]:
-    """(RSS in bytes, CPU seconds user+system) of ``pid`` and its descendants; (0, 0.0) if gone."""
-    try:
-        import psutil  # optional
-        try:
-            root = psutil.Process(pid)
-            procs = [root] + root.children(recursive=True)
-            rss = cpu = 0
-            for p in procs:
-                try:
-                    rss += p.memory_info().rss
-                    t = p.cpu_times()
-                    cpu += t.user + t.system
-                except psutil.Error:
-                    pass
-            return rss, cpu
-        except psutil.Error:
-            return 0, 0.0
-    except ImportError:
-        pass
-    rss, cpu = 0, 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    page = os.sysconf("SC_PAGE_SIZE")
-    for p in _tree_pids(pid):
-        try:
-            with open(f"/proc/{p}/statm") as fh:
-                rss += int(fh.read().split()[1]) * page
-            with open(f"/proc/{p}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            pass
-    return rss, cpu
-
-
-async def sample_memory(pid: int, stop: asyncio.Event, out: dict) -> None:
-    """Record the peak RSS (bytes) of the server tree every 0.2 s until ``stop`` is set."""
-    while not stop.is_set():
-        rss, cpu = tree_usage(pid)
-        out["peak_rss"] = max(out.get("peak_rss", 0), rss)
-        out["cpu_s"] = cpu
-        try:
-            await asyncio.wait_for(stop.wait(), 0.2)
-        except asyncio.TimeoutError:
-            pass
+from tests.load_browser import keep_chromium_niced, launch_browser, run_browsers
+from tests.load_server import (BLOCK_KEY, MAPS_KEY, ROOT, _cpu_split, free_port, keyed, read_render_log,  # noqa: F401
+                               sample_memory, settle, start_server, stop_server, wait_healthy)
 
 
 # ------------------------------------------------------------------------- protocol sessions
@@ -202,8 +73,10 @@ def _proto():
     return BackMsg, ForwardMsg, WidgetState
 
 
-def rerun_msg(widget_states: list | None = None) -> bytes:
-    """A serialized BackMsg ``rerun_script`` for the default page, with ``widget_states``."""
+def rerun_msg(widget_states: list | None = None, cached_hashes=()) -> bytes:
+    """A serialized BackMsg ``rerun_script`` for the default page, with ``widget_states`` and, as a
+    browser does, the hashes of the large messages it holds already (``cached_hashes``: the server
+    then sends a short reference instead of a message the client has, e.g. an unchanged figure)."""
     BackMsg, _, _ = _proto()
     msg = BackMsg()
     cs = msg.rerun_script
@@ -213,14 +86,16 @@ def rerun_msg(widget_states: list | None = None) -> bytes:
     cs.context_info.locale = "en-GB"
     for w in widget_states or []:
         cs.widget_states.widgets.append(w)
+    cs.cached_message_hashes.extend(sorted(cached_hashes))
     return msg.SerializeToString()
 
 
 class RunRecord:
     """What one script run sent back: the maps chart's arrival time (s after the request) and a
-    hash of its figure, errors, and the block-size slider's widget id."""
+    hash of its figure, errors, the block-size slider's widget id and the bytes received."""
 
     def __init__(self):
+        self.bytes = 0
         self.chart_s: float | None = None
         self.chart_hash: int | None = None
         self.errors: list[str] = []
@@ -228,8 +103,10 @@ class RunRecord:
         self.finished = False
 
 
-async def read_run(ws, t0: float, deadline: float) -> RunRecord:
+async def read_run(ws, t0: float, deadline: float, cache: dict | None = None) -> RunRecord:
     """Read ForwardMsgs until ``script_finished`` (not an early finish for a rerun) or ``deadline``.
+    ``cache`` (hash -> message) is the client's message cache, as a browser keeps one: messages the
+    server marks cacheable are added to it, and a reference (``ref_hash``) is read from it.
 
     Raises:
         asyncio.TimeoutError: the run did not finish before ``deadline`` (monotonic seconds).
@@ -241,9 +118,18 @@ async def read_run(ws, t0: float, deadline: float) -> RunRecord:
         if left <= 0:
             raise asyncio.TimeoutError
         data = await asyncio.wait_for(ws.recv(), left)
+        rec.bytes += len(data)
         msg = ForwardMsg()
         msg.ParseFromString(data)
         kind = msg.WhichOneof("type")
+        if cache is not None and kind == "ref_hash":
+            if msg.ref_hash not in cache:
+                rec.errors.append("the server referred to a message this client does not hold")
+                continue
+            msg = cache[msg.ref_hash]
+            kind = msg.WhichOneof("type")
+        elif cache is not None and msg.metadata.cacheable:
+            cache[msg.hash] = msg
         if kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
             el = msg.delta.new_element
             etype = el.WhichOneof("type")
@@ -277,7 +163,9 @@ async def protocol_session(i: int, base: str, deadline: float, hold_s: float, st
     """
     from websockets.asyncio.client import connect
     _, _, WidgetState = _proto()
-    out = {"kind": "protocol", "id": i, "load_s": None, "change_s": None, "errors": [], "ok": False}
+    out = {"kind": "protocol", "id": i, "load_s": None, "change_s": None, "errors": [], "ok": False,
+           "load_bytes": None, "change_bytes": None}
+    cache: dict = {}
     await asyncio.sleep(stagger_s)
     url = base.replace("http://", "ws://") + "/_stcore/stream"
     try:
@@ -285,8 +173,8 @@ async def protocol_session(i: int, base: str, deadline: float, hold_s: float, st
         async with connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60,
                            ping_interval=None, close_timeout=5, compression=None) as ws:
             await ws.send(rerun_msg())
-            first = await read_run(ws, t0, deadline)
-            out["load_s"], out["errors"] = first.chart_s, list(first.errors)
+            first = await read_run(ws, t0, deadline, cache)
+            out["load_s"], out["errors"], out["load_bytes"] = first.chart_s, list(first.errors), first.bytes
             if first.chart_s is None:
                 out["errors"].append("no animated chart on first load")
             if first.slider_id is None:
@@ -295,9 +183,9 @@ async def protocol_session(i: int, base: str, deadline: float, hold_s: float, st
             w = WidgetState(id=first.slider_id)
             w.string_array_value.data.append(block_to)
             t1 = time.monotonic()
-            await ws.send(rerun_msg([w]))
-            second = await read_run(ws, t1, deadline)
-            out["change_s"] = second.chart_s
+            await ws.send(rerun_msg([w], cache))
+            second = await read_run(ws, t1, deadline, cache)
+            out["change_s"], out["change_bytes"] = second.chart_s, second.bytes
             out["errors"] += second.errors
             if second.chart_s is None:
                 out["errors"].append("no animated chart after the block-size change")
@@ -313,94 +201,6 @@ async def protocol_session(i: int, base: str, deadline: float, hold_s: float, st
     return out
 
 
-# ---------------------------------------------------------------------------- browser sessions
-
-async def browser_session(browser, i: int, base: str, deadline: float, stagger_s: float) -> dict:
-    """One real Chromium context: load, ArrowRight on the block-size slider, ▶ Play.
-
-    Returns:
-        {"kind": "browser", "id", "load_s", "change_s", "play_s", "errors", "ok"}: seconds to the
-        drawn chart (``.js-plotly-plot .main-svg``), to the headline metrics changing after
-        ArrowRight, and from pressing Play to the step label leaving "engine step 0".
-    """
-    out = {"kind": "browser", "id": i, "load_s": None, "change_s": None, "play_s": None, "errors": [],
-           "ok": False}
-    await asyncio.sleep(stagger_s)
-    ctx = await browser.new_context(viewport={"width": 1280, "height": 900})
-
-    def left_ms() -> float:
-        return max(1000.0, (deadline - time.monotonic()) * 1000)
-
-    try:
-        pg = await ctx.new_page()
-        t0 = time.monotonic()
-        await pg.goto(base + "/", timeout=left_ms(), wait_until="domcontentloaded")
-        chart = pg.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').filter(
-            has=pg.locator(".updatemenu-button")).first
-        await chart.locator(".main-svg").first.wait_for(timeout=left_ms())
-        out["load_s"] = time.monotonic() - t0
-        values = pg.locator('[data-testid="stMetricValue"]')
-        await values.nth(1).wait_for(timeout=left_ms())
-        before = "|".join(await values.all_inner_texts())
-        thumb = pg.locator(f".st-key-{BLOCK_KEY}").get_by_role("slider")
-        await thumb.focus(timeout=left_ms())
-        t1 = time.monotonic()
-        await pg.keyboard.press("ArrowRight")
-        await pg.wait_for_function(
-            """(old) => { const v = [...document.querySelectorAll('[data-testid="stMetricValue"]')]
-                 .map(m => m.innerText).join('|');
-                 return v.length > 0 && v !== old; }""", arg=before, timeout=left_ms(), polling=250)
-        await chart.locator(".main-svg").first.wait_for(timeout=left_ms())
-        out["change_s"] = time.monotonic() - t1
-        label = chart.locator("text.slider-label").first
-        t2 = time.monotonic()
-        await chart.locator(".updatemenu-button").first.click(timeout=left_ms())
-        await pg.wait_for_function(
-            """() => { const p = [...document.querySelectorAll('.js-plotly-plot')]
-                 .find(e => e.querySelector('.updatemenu-button'));
-                 const t = p && p.querySelector('text.slider-label');
-                 return t && t.textContent.trim() !== 'engine step 0'; }""", timeout=left_ms(), polling=250)
-        out["play_s"] = time.monotonic() - t2
-        await label.text_content()
-        errs = await pg.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').all_inner_texts()
-        out["errors"] += [f"error box: {e[:200]}" for e in errs]
-    except Exception as exc:
-        out["errors"].append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-    finally:
-        try:
-            await ctx.close()
-        except Exception:
-            pass
-    out["ok"] = not out["errors"]
-    return out
-
-
-async def launch_browser(k: int):
-    """(playwright, browser) with Chromium started, or (None, None) when ``k`` is 0 or Chromium is
-    missing. Started before the clock runs, so Chromium's own start-up is not counted as load."""
-    if k <= 0:
-        return None, None
-    if not os.path.exists(CHROMIUM):
-        print(f"note: {CHROMIUM} missing, browser sessions skipped (apt-get install chromium as root)")
-        return None, None
-    from playwright.async_api import async_playwright
-    pw = await async_playwright().start()
-    try:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=60_000)
-    except Exception:
-        await pw.stop()
-        raise
-    return pw, b
-
-
-async def run_browsers(browser, k: int, base: str, deadline: float, stagger: float) -> list[dict]:
-    """``k`` Chromium contexts of ``browser``, concurrently; [] when there is no browser."""
-    if browser is None:
-        return []
-    return list(await asyncio.gather(*[browser_session(browser, i, base, deadline, stagger * i / max(1, k))
-                                       for i in range(k)]))
-
-
 # ------------------------------------------------------------------------------------ report
 
 def pct(values: list[float], q: float) -> float | None:
@@ -408,7 +208,7 @@ def pct(values: list[float], q: float) -> float | None:
     vals = sorted(v for v in values if v is not None)
     if not vals:
         return None
-    rank = max(1, min(len(vals), int(-(-q * len(vals) // 1))))
+    rank = max(1, min(len(vals), math.ceil(q * len(vals))))        # nearest rank: ceil(q n)
     return vals[rank - 1]
 
 
@@ -433,7 +233,7 @@ def report(proto: list[dict], browsers: list[dict], mem: dict, wall: float, args
     lines.append(header)
     lines.append("-" * len(header))
     data = {}
-    for name, rows in (("protocol (server share)", proto), ("browser (Chromium, full)", browsers)):
+    for name, rows in (("protocol (server share)", proto), (f"browser (Chromium nice {args.browser_nice})", browsers)):
         if not rows:
             continue
         lp50, lp95 = summarize(rows, "load_s")
@@ -457,7 +257,17 @@ def report(proto: list[dict], browsers: list[dict], mem: dict, wall: float, args
                  "server_cpu_s": round(mem.get("cpu_s", 0), 1), "wall_s": round(wall, 1),
                  "cpus": os.cpu_count(), "target_p95_s": args.target_p95,
                  "settings": {"stagger_s": args.stagger, "block_to": args.block_to, "warm": args.warm,
+                              "settle": args.settle, "browser_nice": args.browser_nice,
                               "server_args": args.server_arg}})
+    split = mem.get("cpu_split", {})
+    lb, cb = (pct([r[k] for r in proto if r.get(k)], 0.5) for k in ("load_bytes", "change_bytes"))
+    lines.append(f"where the CPU went while the sessions ran: server {split.get('server', 0):.1f} s, protocol clients "
+                 f"{split.get('protocol_clients', 0):.1f} s, Chromium {split.get('browsers', 0):.1f} s (this machine: "
+                 f"{os.cpu_count()} cores, load average {args.loadavg[0]:.1f} before, {os.getloadavg()[0]:.1f} after) · "
+                 f"sent per protocol session (median): load {0 if lb is None else lb / 2**20:.2f} MiB, "
+                 f"change {0 if cb is None else cb / 2**20:.2f} MiB")
+    data.update({"cpu_s": split, "loadavg_before": args.loadavg[0], "loadavg_after": os.getloadavg()[0],
+                 "load_bytes_p50": lb, "change_bytes_p50": cb})
     sp50, sp95 = pct(list(server_runs), 0.5), pct(list(server_runs), 0.95)
     lines.append(f"server-side script runs {len(server_runs)} · run time p50 {fmt(sp50)} s, p95 {fmt(sp95)} s, "
                  f"max {fmt(max(server_runs) if server_runs else None)} s (page script start to end, "
@@ -490,12 +300,21 @@ async def main_async(args) -> int:
             print(f"error: {exc} (log: {log_path})", file=sys.stderr)
             return 2
         sampler = asyncio.create_task(sample_memory(proc.pid, stop, mem))
+        if args.settle:     # the server was started before the class arrived: its warm-ups are done
+            waited = await settle(proc.pid, min(180.0, args.time_limit))
+            print(f"server settled {waited:.0f} s after it answered (start-up warm-ups done); "
+                  f"load average {os.getloadavg()[0]:.1f}")
+            args.loadavg = os.getloadavg()
+            deadline = time.monotonic() + args.time_limit
         if args.warm:   # the teacher opened the page first: the default scenario is cached
             warm = await protocol_session(-1, base, deadline, 0.0, 0.0, args.block_to)
             print(f"warm-up session: load {fmt(warm['load_s'])} s, change {fmt(warm['change_s'])} s")
         pw, browser = await launch_browser(args.browsers)
+        niced = (asyncio.create_task(keep_chromium_niced(args.browser_nice, stop))
+                 if browser is not None and args.browser_nice > 0 else None)
         n_proto = max(0, args.sessions - args.browsers)
         t0, t0_epoch = time.monotonic(), time.time()
+        cpu0 = _cpu_split(proc.pid)
         proto_task = asyncio.gather(*[protocol_session(i, base, deadline, args.hold,
                                                        args.stagger * i / max(1, n_proto), args.block_to)
                                       for i in range(n_proto)])
@@ -503,6 +322,7 @@ async def main_async(args) -> int:
         try:
             proto, browsers = await asyncio.wait_for(
                 asyncio.gather(proto_task, browser_task), max(1.0, deadline - time.monotonic() + 15))
+            mem["cpu_split"] = {k: round(max(0.0, v - cpu0[k]), 1) for k, v in _cpu_split(proc.pid).items()}
         except asyncio.TimeoutError:
             print("error: sessions did not finish within the time limit", file=sys.stderr)
             return 1
@@ -513,6 +333,8 @@ async def main_async(args) -> int:
         wall = time.monotonic() - t0
         stop.set()
         await sampler
+        if niced is not None:
+            await niced
     finally:
         stop.set()
         stop_server(proc)
@@ -537,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="spread the session starts over this many seconds (default 0: all at once)")
     p.add_argument("--hold", type=float, default=2.0, help="seconds each session stays open to 'play' (default 2)")
     p.add_argument("--block-to", default="24", help="block size each session switches to (default 24)")
+    p.add_argument("--no-settle", dest="settle", action="store_false",
+                   help="start the sessions as soon as the server answers, while its start-up warm-ups still "
+                        "run (default: wait until the server is idle, as when it was started before class)")
+    p.add_argument("--browser-nice", type=int, default=10,
+                   help="hold Chromium's threads at this niceness (default 10), so the browsers' drawing on this "
+                        "machine yields the CPU to the server, as students' own laptops would; 0 = Chromium's own")
     p.add_argument("--warm", action="store_true", help="open one session first (the teacher's), so the "
                    "default scenario is already cached")
     p.add_argument("--target-p95", type=float, default=5.0, help="p95 time to a chart to meet (s, default 5)")
@@ -546,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="extra `streamlit run` option for the server, repeatable "
                         "(e.g. --server-arg=--runner.postScriptGC=false)")
     args = p.parse_args(argv)
+    args.loadavg = os.getloadavg()
     if args.sessions < 1 or args.browsers < 0 or args.browsers > args.sessions:
         p.error("need --sessions >= 1 and 0 <= --browsers <= --sessions")
     return asyncio.run(main_async(args))

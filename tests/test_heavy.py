@@ -135,3 +135,96 @@ def test_the_default_lesson_is_light_and_the_heaviest_link_is_heavy():
     assert is_heavy(Scenario(workload="azure-conv", count=200, block_size=1, total_slots=1 << 20,
                              max_new_tokens=32768, shared_prefix=4096, steps_per_second=200))
     assert is_heavy(Scenario(workload="azure-conv", count=200, shared_prefix=4096))        # 1M tokens
+
+
+# ------------------------------------------------------------------ the Throughput page's sweeps
+
+def _fake_sweeps(monkeypatch, store, calls, body=None):
+    """Point the sweep cache at ``store`` and at a stand-in for the core's ``rate_sweep`` that returns
+    a 1 MB payload (8 bytes x 125,000) and records each call; ``body(progress)`` runs inside it."""
+    from pages._ui import heavy, sweep_cache
+
+    def fake_rate_sweep(cost, rates, *, progress=None, **kwargs):
+        calls.append(rates)
+        if body is not None:
+            body(progress)
+        return {"rates": rates, "latencies": np.zeros(125_000)}
+    monkeypatch.setattr(heavy, "STORE", store)
+    monkeypatch.setattr(sweep_cache, "rate_sweep", fake_rate_sweep)
+    return sweep_cache
+
+
+def test_throughput_sweeps_live_in_the_shared_store_bounded_by_bytes_not_only_by_count(monkeypatch):
+    """Five 1 MB sweeps into a 3.5 MB store: the store keeps the three most recent (by bytes; the
+    entry cap of 12 alone would have kept all five), and a dropped sweep is computed again."""
+    store, calls = Store(max_bytes=3_500_000), []
+    sc = _fake_sweeps(monkeypatch, store, calls)
+    keys = [sc.sweep_key("a100-40gb", "opt-13b", "auto", 100, (float(i + 1),), 16) for i in range(5)]
+    for k in keys:
+        assert sc.cached_sweep(k)["rates"] == k[4]
+    assert len(calls) == 5 and len(store) == 3 and 3_000_000 <= store.bytes <= 3_500_000
+    assert [sc.is_cached(k) for k in keys] == [False, False, True, True, True]
+    sc.cached_sweep(keys[4])                               # a hit: not computed again
+    assert len(calls) == 5
+    sc.cached_sweep(keys[0])                               # dropped for memory: computed again
+    assert len(calls) == 6 and sc.is_cached(keys[0]) and not sc.is_cached(keys[2])
+
+
+def test_two_students_asking_for_one_sweep_run_it_once_and_both_see_its_progress(monkeypatch):
+    """The second student waits for the first one's run (no second run) and is shown that run's real
+    progress, marked as another student's; both get the same result. Events, not sleeps."""
+    started, seen, release = threading.Event(), threading.Event(), threading.Event()
+    calls, second_progress, out = [], [], {}
+
+    def body(progress):
+        progress(1, 2, "Paged at 1 requests/s")
+        started.set()
+        assert release.wait(20)
+        progress(2, 2, "Paged at 2 requests/s")
+
+    sc = _fake_sweeps(monkeypatch, Store(), calls, body)
+    key = sc.sweep_key("a100-40gb", "opt-13b", "auto", 100, (1.0, 2.0), 16)
+
+    def second(done, total, text):
+        second_progress.append((done, total, text))
+        seen.set()
+    first = threading.Thread(target=lambda: out.setdefault("first", sc.cached_sweep(key, lambda *a: None)))
+    first.start()
+    assert started.wait(20)
+    other = threading.Thread(target=lambda: out.setdefault("second", sc.cached_sweep(key, second)))
+    other.start()
+    assert seen.wait(20)                                   # the waiting student saw the running sweep's progress
+    release.set()
+    first.join(20)
+    other.join(20)
+    assert len(calls) == 1 and out["first"] is out["second"]
+    assert second_progress[0] == (1, 2, "Paged at 1 requests/s, in the same sweep another student started")
+
+
+def test_the_store_counts_a_real_sweeps_latency_arrays():
+    """The byte bound sees what a sweep holds: its per-request latency arrays (the bulk of it)."""
+    from allocator.throughput import rate_sweep
+    from allocator.timing import cost_model
+    sweep = rate_sweep(cost_model("a100-40gb", "opt-13b", "auto"), (1.0, 2.0), requests=100, block_size=16)
+    arrays = sum(a.nbytes for runs in sweep.latencies.values() for a in runs.values())
+    assert arrays == 8 * 3 * 100 * len(sweep.points)        # ttft, tpot, e2e per finished request, float64
+    assert arrays <= size_of(sweep) <= arrays + 200_000
+
+
+def test_a_sweep_the_queue_did_not_reach_is_named_a_busy_server_not_bad_settings(monkeypatch):
+    """Six distinct 5,000-request sweeps take turns for minutes; one that waited past the queue's
+    limit is shown as a busy server with what to do (no traceback, no progress bar left over), and
+    nothing is stored for it."""
+    from pages._ui import heavy, sweep_cache
+    from tests.conftest import open_page, seen
+
+    def timed_out(what, *args, **kwargs):
+        raise TimeoutError("the server's heavy-work queue did not reach this run in 600 s")
+    monkeypatch.setattr(heavy, "run_heavy", timed_out)
+    at = open_page("pages/throughput.py", {"tp_requests": 200, "tp_rates": "0.7, 1.3, 2.9"})
+    errors = [seen(e.value) for e in at.error]
+    assert errors == ["The server is too busy to run this sweep now: the server's heavy-work queue did not reach "
+                      "this run in 600 s (the class's heavy runs take turns); change a setting or reload the page "
+                      "in a few minutes to try again."], errors
+    assert not at.get("progress")
+    assert not sweep_cache.is_cached(sweep_cache.sweep_key("a100-40gb", "opt-13b", "auto", 200, (0.7, 1.3, 2.9), 16))

@@ -1,30 +1,28 @@
 """The Throughput and latency page's rate sweeps, computed once per setting and shared by every
-session on the server (a sweep takes seconds, so a class must not run it forty times).
+session on the server (a sweep takes seconds to minutes, so a class must not run it forty times).
 
-A plain ``st.cache_resource`` cannot report progress while it computes, so the sweeps live in one
-cached store: the first session to ask for a setting computes it, reporting progress through a
-callback; a session asking for the same setting meanwhile waits for it instead of starting again.
+The sweeps live in the server's one result store, :data:`pages._ui.heavy.STORE`, bounded by memory
+(an estimate of each sweep's bytes, its per-request latency arrays included) as well as by
+:data:`MAX_SWEEPS`, and they run in the server's one heavy-work queue (:func:`pages._ui.heavy.run_heavy`,
+"Queued: n ahead of you"). The first session to ask for a setting computes it and reports progress
+through a callback; a session asking for the same setting meanwhile waits for that run and is
+shown *its* progress ("another student started this sweep") instead of starting again.
 """
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-
-import streamlit as st
 
 from allocator.throughput import SWEEP_MAX_NEW, rate_sweep
 from allocator.timing import cost_model
-from pages._ui.heavy import run_heavy
+from pages._ui import heavy
 
-#: Sweeps kept (least recently used dropped first).
+#: The store's group for sweeps (the first element of every sweep's store key).
+GROUP = "throughput.rate_sweep"
+#: Sweeps kept at most (least recently used dropped first); the store's byte budget may keep fewer.
 MAX_SWEEPS = 12
-#: Longest a session waits for another session's sweep of the same setting (seconds).
-WAIT_S = 300
 
-
-@st.cache_resource
-def _store() -> dict:
-    return {"lock": threading.Lock(), "runs": OrderedDict(), "busy": {}}
+_running: dict = {}            # store key -> (done, total, text) of a sweep being computed now
+_running_lock = threading.Lock()
 
 
 def sweep_key(gpu: str, model: str, gpus, requests: int, rates, block_size: int, workload: str = "azure-conv") -> tuple:
@@ -33,50 +31,54 @@ def sweep_key(gpu: str, model: str, gpus, requests: int, rates, block_size: int,
     return (gpu, model, gpus, int(requests), None if rates is None else tuple(rates), int(block_size), workload)
 
 
+def _store_key(key: tuple) -> tuple:
+    return (GROUP, key)
+
+
 def cached_sweep(key: tuple, progress=None):
     """The sweep for ``key`` (see :func:`sweep_key`): from the store, from a session already
-    computing it, or computed now with ``progress(done, total, text)`` reporting each run.
+    computing it, or computed now in the heavy-work queue.
+
+    Args:
+        progress: called as ``progress(done, total, text)`` after each of the sweep's runs (``done``
+            of ``total`` runs; ``text`` names the allocator and rate). While this session waits for
+            another session's identical sweep it is called with that sweep's progress, ``text``
+            saying so. None: no progress (a spinner while it runs).
 
     Raises:
         FieldError: settings the core refuses (a model that does not fit, bad rates...).
+        TimeoutError: the heavy-work queue did not reach the sweep in time.
     """
-    store = _store()
-    with store["lock"]:
-        if key in store["runs"]:
-            store["runs"].move_to_end(key)
-            return store["runs"][key]
-        event = store["busy"].get(key)
-        owner = event is None
-        if owner:
-            event = store["busy"][key] = threading.Event()
-    if not owner:
-        event.wait(WAIT_S)
-        with store["lock"]:
-            if key in store["runs"]:
-                return store["runs"][key]
-        return cached_sweep(key, progress)          # the other session failed: try ourselves
-    try:
-        gpu, model, gpus, requests, rates, block_size, workload = key
-        sweep = run_heavy("Simulating the sweep", rate_sweep, cost_model(gpu, model, gpus), rates,
-                          requests=requests, block_size=block_size, progress=progress, workload=workload,
-                          max_new_tokens=SWEEP_MAX_NEW[workload],
-                          _spinner=progress is None)     # one server-wide queue (pages._ui.heavy)
-        with store["lock"]:
-            store["runs"][key] = sweep
-            while len(store["runs"]) > MAX_SWEEPS:
-                store["runs"].popitem(last=False)
-        return sweep
-    finally:
-        with store["lock"]:
-            store["busy"].pop(key, None)
-        event.set()
+    skey = _store_key(key)
+
+    def compute():
+        def report(done: int, total: int, text: str) -> None:
+            with _running_lock:
+                _running[skey] = (done, total, text)
+            if progress is not None:
+                progress(done, total, text)
+        try:
+            gpu, model, gpus, requests, rates, block_size, workload = key
+            return heavy.run_heavy("Simulating the sweep", rate_sweep, cost_model(gpu, model, gpus), rates,
+                                   requests=requests, block_size=block_size, progress=report, workload=workload,
+                                   max_new_tokens=SWEEP_MAX_NEW[workload], _spinner=progress is None)
+        finally:
+            with _running_lock:
+                _running.pop(skey, None)
+
+    def other(_waited_s: float) -> None:
+        with _running_lock:
+            state = _running.get(skey)
+        if progress is not None and state is not None:
+            done, total, text = state
+            progress(done, total, f"{text}, in the same sweep another student started")
+
+    return heavy.STORE.compute_once(skey, compute, group=GROUP, max_entries=MAX_SWEEPS, on_other=other)
 
 
 def is_cached(key: tuple) -> bool:
     """Whether the sweep for ``key`` is ready (no progress bar needed)."""
-    store = _store()
-    with store["lock"]:
-        return key in store["runs"]
+    return heavy.STORE.get(_store_key(key))[0]
 
 
 #: The page's first setting (the PagedAttention paper's GPU and model, 1,000 requests, block 16).
