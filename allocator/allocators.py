@@ -554,8 +554,11 @@ class PagedAllocator:
         if self.prompts is not None and seq_id is not None and seq_id in self.prompts:
             keys = self._keys.get(seq_id)
             if keys is None:
-                keys = self._keys[seq_id] = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size,
-                                                              as_bytes=True)
+                if hasattr(self.prompts, "block_keys"):       # a trace's own chained block ids: no hashing
+                    keys = self.prompts.block_keys(seq_id, self.block_size)
+                else:
+                    keys = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size, as_bytes=True)
+                self._keys[seq_id] = keys
             return keys
         if self._prefix_hashes and prompt_len >= self.shared_prefix:
             return self._prefix_hashes
