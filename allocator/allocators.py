@@ -20,10 +20,10 @@ and 6 (the Orca baselines); vLLM's block manager and free block queue.
 from __future__ import annotations
 
 from bisect import insort
-from operator import itemgetter
 from typing import Protocol, runtime_checkable
 
 from .block_hash import prefix_block_keys, prompt_block_hashes
+from .array_pool import ArrayBlockPool
 from .block_pool import BlockPool, HostPool
 from .buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT, BuddyBlocks, reservation_blocks
 from .validate import FieldError, one_of, whole_number
@@ -137,13 +137,6 @@ class Allocator(Protocol):
 
     def check_invariants(self, lengths: dict) -> None:
         """Assert the bookkeeping agrees with the running sequences' lengths (tests)."""
-
-
-def _refs(ref: list, blocks: list) -> tuple:
-    """The refcounts of ``blocks`` (read from the pool's list ``ref``), gathered in one C call."""
-    if len(blocks) > 1:
-        return itemgetter(*blocks)(ref)
-    return tuple(ref[b] for b in blocks)
 
 
 def _next_pow2(n: int) -> int:
@@ -470,8 +463,10 @@ class PagedAllocator:
     label = "Paged"
     PREEMPTION_MODES = ("recompute", "swap")
     #: The pool type ``reset`` builds (called as ``pool_class(num_blocks, cache_freed=...)``); a
-    #: subclass may use a BlockPool subclass that also measures something.
-    pool_class = BlockPool
+    #: subclass may use a BlockPool subclass that also measures something. None: a
+    #: :class:`~allocator.array_pool.ArrayBlockPool` with prefix caching (the same rules, numpy
+    #: state for a prompt's hundreds of blocks at a time), else a :class:`BlockPool`.
+    pool_class = None
 
     def __init__(self, total_slots: int, block_size: int, preemption: str = "recompute",
                  host_blocks: int | None = None, prefix_caching: bool = False):
@@ -497,7 +492,10 @@ class PagedAllocator:
                 :class:`allocator.mooncake.TracePrompts`), used with prefix caching; requests it
                 does not know share only the system prompt.
         """
-        self.pool = self.pool_class(self.num_blocks, cache_freed=self.prefix_caching)
+        pool_class = self.pool_class
+        if pool_class is None:      # prefix caching moves a prompt's blocks in bulk: the numpy pool
+            pool_class = ArrayBlockPool if self.prefix_caching else BlockPool
+        self.pool = pool_class(self.num_blocks, cache_freed=self.prefix_caching)
         self.host = HostPool(self.host_blocks)
         self.block_tables: dict[int, list[int]] = {}
         self._final: dict[int, int] = {}            # seq_id -> tokens it holds when it finishes
@@ -581,8 +579,7 @@ class PagedAllocator:
         if not self._sharing:                          # the common case, kept short
             return -(-(context_len + 1) // bs) * bs
         _, hits = self._hits(seq_id, prompt_len)
-        ref = self.pool.refcounts
-        cached_free = _refs(ref, hits).count(0)
+        cached_free = self.pool.count_refcount(hits, 0)
         return (-(-(context_len + 1) // bs) - len(hits) + cached_free) * bs
 
     def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
@@ -599,8 +596,7 @@ class PagedAllocator:
             self._track(seq_id, prompt_len + output_len, need * self.block_size)
             return need * self.block_size
         keys, hits = self._hits(seq_id, prompt_len) if self._sharing else ((), [])
-        ref = pool.refcounts
-        cached_free = _refs(ref, hits).count(0)
+        cached_free = pool.count_refcount(hits, 0)
         if need - len(hits) > pool.num_free - cached_free:
             return None
         if hits:
@@ -673,10 +669,8 @@ class PagedAllocator:
         self._final.pop(seq_id, None)
         self.never_written -= self._unwritten.pop(seq_id, 0)
         if self._sharing:
-            ref = self.pool.refcounts
-            shared = len(table) - _refs(ref, table).count(1)   # held blocks have refcount >= 1
-            self.shared_saving -= shared * self.block_size
-            self.pool.release(table)
+            freed = self.pool.release(table)   # the blocks it alone held; the rest stay shared
+            self.shared_saving -= (len(table) - len(freed)) * self.block_size
         else:                                  # nothing is ever shared: every block is exclusive
             self.pool.release_exclusive(table)
 
@@ -685,8 +679,7 @@ class PagedAllocator:
         (counted in ``swap_traffic``), else "recompute"; either way its GPU blocks are released."""
         mode = "recompute"
         if self.preemption == "swap":
-            ref = self.pool.refcounts
-            private = _refs(ref, self.block_tables[seq_id]).count(1)
+            private = self.pool.count_refcount(self.block_tables[seq_id], 1)
             if private <= self.host.num_free:
                 self.swapped[seq_id] = self.host.take(private)
                 self.swap_traffic += private
@@ -820,8 +813,7 @@ class PagedAllocator:
         bs = self.block_size
         need = -(-upto // bs) - (len(table) if table is not None else len(hits))
         if hits:
-            ref = pool.refcounts
-            cached_free = _refs(ref, hits).count(0)
+            cached_free = pool.count_refcount(hits, 0)
             if need > pool.num_free - cached_free:
                 return False
             self.shared_saving += (len(hits) - cached_free) * bs

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import islice
+from operator import itemgetter
 
 from .validate import FieldError, OutOfBlocksError, whole_number
 
@@ -169,15 +170,30 @@ class BlockPool:
 
     def lookup_run(self, block_hashes, limit: int) -> list[int]:
         """The blocks registered under the leading hashes of ``block_hashes`` (at most ``limit``
-        of them), up to the first hash not found: a prompt's longest cached prefix in one call."""
+        of them), up to the first hash not found: a prompt's longest cached prefix in one call.
+        Looks the hashes up in chunks of doubling size (C-level loops, at most twice the run found)."""
         get = self._cache.get
-        found = []
-        for h in islice(block_hashes, limit):
-            b = get(h)
-            if b is None:
+        if not isinstance(block_hashes, list):
+            block_hashes = list(islice(block_hashes, limit))
+        found: list = []
+        start, step = 0, 16
+        while start < limit:
+            chunk = list(map(get, block_hashes[start:min(limit, start + step)]))
+            if not chunk:
                 break
-            found.append(b)
+            if None in chunk:
+                found += chunk[:chunk.index(None)]
+                break
+            found += chunk
+            start += step
+            step *= 2
         return found
+
+    def count_refcount(self, blocks, value: int) -> int:
+        """How many of ``blocks`` have refcount ``value`` (blocks handed out before)."""
+        if len(blocks) > 1:
+            return itemgetter(*blocks)(self._ref).count(value)
+        return sum(1 for b in blocks if self._ref[b] == value)
 
     def state(self, block_id: int) -> str:
         """``"free"``, ``"cached"`` (refcount 0 but findable by hash) or ``"in use"``."""

@@ -284,13 +284,14 @@ class TracePrompts:
     def block_keys(self, request_id: int, block_size: int) -> list[int]:
         """Keys of the request's full prompt blocks of ``block_size`` tokens, for the block-hash map.
 
-        Block i ends at token e = (i + 1) x block_size; its key is ``chain x 512 + (e - 1) mod 512``,
-        where ``chain`` numbers the request's trace ids up to the one holding token e - 1 *with
-        every id before it* (the same ids in the same order get the same number, in this object).
-        Two blocks get the same key exactly when their prompts agree on those ids and the blocks
-        end at the same token: then they, and everything before them, hold the same token ids
-        (:func:`prompt_token_ids`). Far cheaper than hashing the tokens; ints, so they never equal
-        the bytes keys of other prompts.
+        Block i ends at token e = (i + 1) x block_size; its key is ``chain x w + ((e - 1) mod 512)
+        // block_size`` with w = 512 // block_size + 1, where ``chain`` numbers the request's trace
+        ids up to the one holding token e - 1 *with every id before it* (the same ids in the same
+        order get the same number, in this object); blocks ending in one trace block differ in the
+        second term. Two blocks get the same key exactly when their prompts agree on those ids and
+        the blocks end at the same token: then they, and everything before them, hold the same
+        token ids (:func:`prompt_token_ids`). Far cheaper than hashing the tokens; dense ints (a
+        dict spreads them well), so they never equal the bytes keys of other prompts.
 
         Returns:
             floor(prompt_len / block_size) ints >= 0, in block order.
@@ -312,7 +313,9 @@ class TracePrompts:
             ids.append(c)
             parent = c
         last = np.arange(block_size - 1, full * block_size, block_size, dtype=np.int64)
-        return (np.asarray(ids, dtype=np.int64)[last // TRACE_BLOCK] * TRACE_BLOCK + last % TRACE_BLOCK).tolist()
+        width = TRACE_BLOCK // block_size + 1
+        return (np.asarray(ids, dtype=np.int64)[last // TRACE_BLOCK] * width
+                + last % TRACE_BLOCK // block_size).tolist()
 
 
 def mooncake_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 200, steps_per_second: float = 20.0,

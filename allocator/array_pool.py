@@ -1,0 +1,334 @@
+"""The block pool of a prefix-caching run, kept in numpy arrays so a request's blocks move in bulk.
+
+:class:`ArrayBlockPool` follows exactly the rules of :class:`allocator.block_pool.BlockPool`
+(the LRU free block queue, never-used blocks first in id order, release last block first, the
+block-hash map where the first registration wins, a cached block evicted when the queue hands it
+out again); ``tests/test_block_pool.py`` runs the same plain-list model against both. What
+differs is the representation. A prefix-caching replay of the whole Mooncake trace moves about
+nine million blocks, a prompt's 750 blocks at a time (block size 16): here each call touches
+its blocks with a few numpy operations instead of a Python statement per block.
+
+* refcounts, "has a hash", the hash itself (an object array) and each queued block's position
+  in the queue are arrays over the blocks handed out so far (grown by doubling, so memory still
+  follows the blocks used, not the pool's size);
+* the free queue is an int64 array with a head; a cached block taken out of the middle by a
+  cache hit leaves a tombstone (-1) that allocation skips; the array is compacted when the
+  consumed part passes half of it;
+* the blocks still findable by hash with refcount 0 are counted, and listed (for a pool picture)
+  by one numpy pass over the queue, not a Python loop.
+
+The :class:`allocator.allocators.PagedAllocator` uses it when prefix caching is on (and the
+list-based pool otherwise, whose small calls are cheaper for a few blocks at a time). Blocks in
+one call must be distinct (a block table never lists a block twice).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .block_pool import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE, BlockPool
+from .validate import FieldError, OutOfBlocksError, whole_number
+
+_TOMB = -1               # a queue entry whose block left the queue early (a cache hit)
+_MIN_CAP = 1024
+
+
+def _ids(blocks) -> np.ndarray:
+    return blocks if isinstance(blocks, np.ndarray) else np.array(blocks, dtype=np.int64)
+
+
+class ArrayBlockPool(BlockPool):
+    """:class:`~allocator.block_pool.BlockPool`'s rules with numpy state (prefix caching at scale).
+
+    Args:
+        num_blocks: blocks in the pool (>= 1).
+        cache_freed: must be True (a released block stays findable by hash until reused).
+
+    Raises:
+        FieldError: ``num_blocks`` not a whole number >= 1, or ``cache_freed`` False.
+
+    Each operation costs a few numpy calls plus O(blocks touched) C-level work; a refused
+    operation changes nothing. Memory is O(blocks ever handed out).
+    """
+
+    def __init__(self, num_blocks: int, *, cache_freed: bool = True):
+        self.num_blocks = whole_number("num_blocks", num_blocks, 1)
+        if not cache_freed:
+            raise FieldError("cache_freed", " must be True: this pool keeps released blocks cached")
+        self.cache_freed = True
+        self._fresh = 0                     # never-used blocks fresh .. num_blocks - 1 lead the queue
+        cap = min(self.num_blocks, _MIN_CAP)
+        self._ref = np.zeros(cap, dtype=np.int32)
+        self._hashed = np.zeros(cap, dtype=bool)
+        self._hkey = np.full(cap, None, dtype=object)
+        self._qpos = np.full(cap, -1, dtype=np.int64)
+        self._q = np.empty(_MIN_CAP, dtype=np.int64)
+        self._head = self._tail = 0         # queue entries: _q[_head:_tail], tombstones included
+        self._tombstones = 0
+        self.num_free = self.num_blocks
+        self._ncached_free = 0
+        self._cache: dict = {}
+        self.evictions = 0
+
+    def _state(self) -> tuple:
+        used = self._fresh
+        return (self.num_blocks, self._fresh, self.num_free, self._ncached_free, self.evictions, self._cache,
+                self._ref[:used].tolist(), self._hkey[:used].tolist(), self.free_queue())
+
+    def __eq__(self, other) -> bool:
+        """Equal when every piece of their state is."""
+        return type(other) is type(self) and self._state() == other._state()
+
+    __hash__ = None
+
+    # ------------------------------------------------------------------ queries
+
+    def refcount(self, block_id: int) -> int:
+        b = self.check_block(block_id)
+        return int(self._ref[b]) if b < self._fresh else 0
+
+    @property
+    def refcounts(self) -> list[int]:
+        """Refcounts of the blocks handed out so far, shape (k,) (a new list)."""
+        return self._ref[:self._fresh].tolist()
+
+    def all_refcounts(self) -> list[int]:
+        return self.refcounts + [0] * (self.num_blocks - self._fresh)
+
+    def count_refcount(self, blocks, value: int) -> int:
+        """How many of ``blocks`` have refcount ``value``."""
+        if not len(blocks):
+            return 0
+        return int(np.count_nonzero(self._ref[_ids(blocks)] == value))
+
+    @property
+    def num_cached_free(self) -> int:
+        return self._ncached_free
+
+    @property
+    def num_plain_free(self) -> int:
+        return self.num_free - self._ncached_free
+
+    def _queued(self) -> np.ndarray:
+        q = self._q[self._head:self._tail]
+        return q[q != _TOMB] if self._tombstones else q
+
+    def free_queue(self) -> list[int]:
+        return list(range(self._fresh, self.num_blocks)) + self._queued().tolist()
+
+    def cached_free_queue(self) -> list[int]:
+        q = self._queued()
+        return q[self._hashed[q]].tolist()
+
+    def hash_of(self, block_id: int):
+        b = self.check_block(block_id)
+        return self._hkey[b] if b < self._fresh else None
+
+    def state(self, block_id: int) -> str:
+        b = self.check_block(block_id)
+        if b >= self._fresh:
+            return BLOCK_FREE
+        if self._ref[b] > 0:
+            return BLOCK_IN_USE
+        return BLOCK_CACHED if self._hashed[b] else BLOCK_FREE
+
+    # ------------------------------------------------------------------ storage
+
+    def _grow_blocks(self, need: int) -> None:
+        cap = len(self._ref)
+        if need <= cap:
+            return
+        cap = min(self.num_blocks, max(need, 2 * cap))
+        grow = cap - len(self._ref)
+        self._ref = np.concatenate([self._ref, np.zeros(grow, dtype=np.int32)])
+        self._hashed = np.concatenate([self._hashed, np.zeros(grow, dtype=bool)])
+        self._hkey = np.concatenate([self._hkey, np.full(grow, None, dtype=object)])
+        self._qpos = np.concatenate([self._qpos, np.full(grow, -1, dtype=np.int64)])
+
+    def _room(self, k: int) -> None:
+        """Make room for ``k`` more entries at the queue's tail (compact, or grow the array)."""
+        if self._tail + k <= len(self._q):
+            return
+        live = self._queued().copy()
+        if 2 * (len(live) + k) > len(self._q):
+            self._q = np.empty(max(2 * (len(live) + k), _MIN_CAP), dtype=np.int64)
+        self._q[:len(live)] = live
+        self._qpos[live] = np.arange(len(live), dtype=np.int64)
+        self._head, self._tail, self._tombstones = 0, len(live), 0
+
+    def _take_fresh(self, n: int) -> list[int]:
+        f = self._fresh
+        k = min(n, self.num_blocks - f)
+        if k <= 0:
+            return []
+        self._grow_blocks(f + k)
+        self._fresh = f + k
+        self._ref[f:f + k] = 1
+        return list(range(f, f + k))
+
+    def _take_queued(self, m: int) -> np.ndarray:
+        """The first ``m`` live queue entries, taken out of the queue (m <= live entries)."""
+        q, h = self._q, self._head
+        if not self._tombstones:
+            blocks = q[h:h + m].copy()
+            self._head = h + m
+            return blocks
+        size = m + 64
+        while True:
+            win = q[h:min(h + size, self._tail)]
+            live = np.flatnonzero(win != _TOMB)
+            if len(live) >= m:
+                cut = int(live[m - 1]) + 1 if m else 0
+                self._tombstones -= cut - m
+                self._head = h + cut
+                return win[live[:m]]
+            size *= 2
+
+    # ------------------------------------------------------------------ operations
+
+    def allocate(self, n: int, evicted: list | None = None) -> list[int]:
+        if n > self.num_free:
+            raise OutOfBlocksError("num_blocks", f"{n} needed, {self.num_free} of "
+                                   f"{self.num_blocks} free", needed=n, available=self.num_free)
+        if n <= 0:
+            return []
+        fresh = self._take_fresh(n) if self._fresh < self.num_blocks else []
+        self.num_free -= n
+        m = n - len(fresh)
+        if not m:
+            return fresh
+        blocks = self._take_queued(m)
+        self._ref[blocks] = 1
+        self._qpos[blocks] = -1
+        if self._ncached_free:
+            self._evict(blocks, evicted)
+        out = blocks.tolist()
+        return fresh + out if fresh else out
+
+    def allocate_one(self) -> int | None:
+        if not self.num_free:
+            return None
+        return self.allocate(1)[0]
+
+    def _evict(self, blocks: np.ndarray, evicted: list | None) -> None:
+        hit = blocks[self._hashed[blocks]]
+        if not len(hit):
+            return
+        keys = self._hkey[hit]
+        cache = self._cache
+        for key in keys.tolist():
+            del cache[key]
+        self._hkey[hit] = None
+        self._hashed[hit] = False
+        self._ncached_free -= len(hit)
+        self.evictions += len(hit)
+        if evicted is not None:
+            evicted.extend(hit.tolist())
+
+    def touch(self, blocks) -> None:
+        if not len(blocks):
+            return
+        arr = _ids(blocks)
+        ref = self._ref
+        r = ref[arr]
+        zero = r == 0
+        if zero.any():
+            z = arr[zero]
+            plain = ~self._hashed[z]
+            if plain.any():
+                b = int(z[plain][0])
+                raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
+            self._q[self._qpos[z]] = _TOMB
+            self._qpos[z] = -1
+            k = len(z)
+            self._tombstones += k
+            self._ncached_free -= k
+            self.num_free -= k
+        ref[arr] = r + 1
+
+    def register(self, block_id: int, block_hash) -> bool:
+        if block_hash in self._cache or self._hashed[block_id]:
+            return False
+        self._cache[block_hash] = block_id
+        self._hashed[block_id] = True
+        self._hkey[block_id] = block_hash
+        return True
+
+    def register_all(self, blocks, block_hashes) -> None:
+        """Register each block under the hash beside it (in order; the first registration wins).
+        Keys within one call must be distinct, as a prompt's chained keys are."""
+        if not len(blocks):
+            return
+        cache = self._cache
+        arr = _ids(blocks)
+        keys = list(block_hashes)[:len(arr)]
+        arr = arr[:len(keys)]
+        if any(map(cache.__contains__, keys)) or self._hashed[arr].any():
+            keep = [i for i, (b, h) in enumerate(zip(arr.tolist(), keys))
+                    if h not in cache and not self._hashed[b]]
+            arr, keys = arr[keep], [keys[i] for i in keep]
+        cache.update(zip(keys, arr.tolist()))
+        self._hashed[arr] = True
+        hk = np.empty(len(keys), dtype=object)
+        hk[:] = keys
+        self._hkey[arr] = hk
+
+    def release(self, blocks) -> list[int]:
+        if not len(blocks):
+            return []
+        arr = _ids(blocks)[::-1]
+        r = self._ref[arr] - 1
+        if (r < 0).any():
+            b = int(arr[np.flatnonzero(r < 0)[0]])
+            raise RuntimeError(f"block {b} released while its refcount is already 0")
+        self._ref[arr] = r
+        freed = arr[r == 0]
+        k = len(freed)
+        if k:
+            self.num_free += k
+            self._room(k)
+            t = self._tail
+            self._q[t:t + k] = freed
+            self._qpos[freed] = np.arange(t, t + k, dtype=np.int64)
+            self._tail = t + k
+            self._ncached_free += int(np.count_nonzero(self._hashed[freed]))
+        return freed.tolist()
+
+    def release_exclusive(self, blocks) -> None:
+        self.release(blocks)
+
+    # ------------------------------------------------------------------ checks
+
+    def check_invariants(self, tables=()) -> None:
+        """Assert the pool is consistent (see :meth:`BlockPool.check_invariants`)."""
+        used = self._fresh
+        ref, hkey = self._ref[:used].tolist(), self._hkey[:used].tolist()
+        hashed = self._hashed[:used].tolist()
+        assert all((h is not None) == f for h, f in zip(hkey, hashed)), "hash flags and hashes differ"
+        assert not self._hashed[used:].any() and not self._ref[used:].any(), "state past the blocks handed out"
+        entries = self._q[self._head:self._tail].tolist()
+        assert entries.count(_TOMB) == self._tombstones, "tombstones miscounted"
+        queued = [b for b in entries if b != _TOMB]
+        assert len(set(queued)) == len(queued), "a block is queued twice"
+        assert all(0 <= b < used for b in queued), "a never-used block is stored in the queue"
+        assert len(queued) + self.num_blocks - used == self.num_free, (
+            f"{len(queued) + self.num_blocks - used} queued but {self.num_free} counted free")
+        assert set(queued) == {b for b in range(used) if ref[b] == 0}, (
+            "the free queue does not hold exactly the blocks with refcount 0")
+        qpos = self._qpos[:used].tolist()
+        for i, b in enumerate(entries):
+            if b != _TOMB:
+                assert qpos[b] == self._head + i, f"block {b}: queue position {qpos[b]} != {self._head + i}"
+        assert all(qpos[b] == -1 for b in range(used) if ref[b] > 0), "a block in use has a queue position"
+        tables = list(tables)
+        if tables:
+            pointing = [0] * used
+            for table in tables:
+                for b in table:
+                    assert b < used, f"block {b} is in a block table but was never handed out"
+                    pointing[b] += 1
+            assert pointing == ref, "refcounts differ from the block tables pointing at the blocks"
+        cached_free = sum(1 for b in queued if hashed[b])
+        assert cached_free == self._ncached_free, f"{cached_free} cached free blocks, {self._ncached_free} counted"
+        for h, b in self._cache.items():
+            assert hkey[b] == h, f"cache entry for block {b} does not match its hash"
+        assert sum(hashed) == len(self._cache), "stray block hash"
