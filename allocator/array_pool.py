@@ -23,6 +23,8 @@ one call must be distinct (a block table never lists a block twice).
 """
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from .block_pool import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE, BlockPool
@@ -30,6 +32,9 @@ from .validate import FieldError, OutOfBlocksError, whole_number
 
 _TOMB = -1               # a queue entry whose block left the queue early (a cache hit)
 _MIN_CAP = 1024
+
+
+_drain = deque(maxlen=0).extend         # runs an iterator to its end in C
 
 
 def _ids(blocks) -> np.ndarray:
@@ -65,13 +70,13 @@ class ArrayBlockPool(BlockPool):
         self._head = self._tail = 0         # queue entries: _q[_head:_tail], tombstones included
         self._tombstones = 0
         self.num_free = self.num_blocks
-        self._ncached_free = 0
+        self.num_cached_free = 0
         self._cache: dict = {}
         self.evictions = 0
 
     def _state(self) -> tuple:
         used = self._fresh
-        return (self.num_blocks, self._fresh, self.num_free, self._ncached_free, self.evictions, self._cache,
+        return (self.num_blocks, self._fresh, self.num_free, self.num_cached_free, self.evictions, self._cache,
                 self._ref[:used].tolist(), self._hkey[:used].tolist(), self.free_queue())
 
     def __eq__(self, other) -> bool:
@@ -100,13 +105,12 @@ class ArrayBlockPool(BlockPool):
             return 0
         return int(np.count_nonzero(self._ref[_ids(blocks)] == value))
 
-    @property
-    def num_cached_free(self) -> int:
-        return self._ncached_free
+    #: Blocks with refcount 0 still findable by hash (a plain attribute here: read every step).
+    num_cached_free = 0
 
     @property
     def num_plain_free(self) -> int:
-        return self.num_free - self._ncached_free
+        return self.num_free - self.num_cached_free
 
     def _queued(self) -> np.ndarray:
         q = self._q[self._head:self._tail]
@@ -199,7 +203,7 @@ class ArrayBlockPool(BlockPool):
         blocks = self._take_queued(m)
         self._ref[blocks] = 1
         self._qpos[blocks] = -1
-        if self._ncached_free:
+        if self.num_cached_free:
             self._evict(blocks, evicted)
         out = blocks.tolist()
         return fresh + out if fresh else out
@@ -213,13 +217,10 @@ class ArrayBlockPool(BlockPool):
         hit = blocks[self._hashed[blocks]]
         if not len(hit):
             return
-        keys = self._hkey[hit]
-        cache = self._cache
-        for key in keys.tolist():
-            del cache[key]
+        _drain(map(self._cache.__delitem__, self._hkey[hit].tolist()))     # C-level loop
         self._hkey[hit] = None
         self._hashed[hit] = False
-        self._ncached_free -= len(hit)
+        self.num_cached_free -= len(hit)
         self.evictions += len(hit)
         if evicted is not None:
             evicted.extend(hit.tolist())
@@ -241,7 +242,7 @@ class ArrayBlockPool(BlockPool):
             self._qpos[z] = -1
             k = len(z)
             self._tombstones += k
-            self._ncached_free -= k
+            self.num_cached_free -= k
             self.num_free -= k
         ref[arr] = r + 1
 
@@ -272,9 +273,11 @@ class ArrayBlockPool(BlockPool):
         hk[:] = keys
         self._hkey[arr] = hk
 
-    def release(self, blocks) -> list[int]:
+    def release(self, blocks) -> np.ndarray:
+        """:meth:`BlockPool.release`, returning the freed blocks as an int64 array (in the order
+        they joined the queue)."""
         if not len(blocks):
-            return []
+            return np.empty(0, dtype=np.int64)
         arr = _ids(blocks)[::-1]
         r = self._ref[arr] - 1
         if (r < 0).any():
@@ -290,8 +293,8 @@ class ArrayBlockPool(BlockPool):
             self._q[t:t + k] = freed
             self._qpos[freed] = np.arange(t, t + k, dtype=np.int64)
             self._tail = t + k
-            self._ncached_free += int(np.count_nonzero(self._hashed[freed]))
-        return freed.tolist()
+            self.num_cached_free += int(np.count_nonzero(self._hashed[freed]))
+        return freed
 
     def release_exclusive(self, blocks) -> None:
         self.release(blocks)
@@ -328,7 +331,7 @@ class ArrayBlockPool(BlockPool):
                     pointing[b] += 1
             assert pointing == ref, "refcounts differ from the block tables pointing at the blocks"
         cached_free = sum(1 for b in queued if hashed[b])
-        assert cached_free == self._ncached_free, f"{cached_free} cached free blocks, {self._ncached_free} counted"
+        assert cached_free == self.num_cached_free, f"{cached_free} cached free blocks, {self.num_cached_free} counted"
         for h, b in self._cache.items():
             assert hkey[b] == h, f"cache entry for block {b} does not match its hash"
         assert sum(hashed) == len(self._cache), "stray block hash"

@@ -265,6 +265,7 @@ class TracePrompts:
     def __init__(self, by_request: dict):
         self._ids = dict(by_request)          # request id -> (hash_ids, prompt_len)
         self._chains: dict[tuple, int] = {}   # (chain number of the ids before, id) -> chain number
+        self._chain_ids: dict[int, np.ndarray] = {}   # request id -> chain number of each of its ids
 
     def __contains__(self, request_id) -> bool:
         return request_id in self._ids
@@ -304,18 +305,19 @@ class TracePrompts:
         full = n // block_size
         if not full:
             return []
-        chains, ids = self._chains, []
-        parent = -1
-        for h in hids[:cdiv(full * block_size, TRACE_BLOCK)]:
-            c = chains.get((parent, h))
-            if c is None:
-                c = chains[(parent, h)] = len(chains)
-            ids.append(c)
-            parent = c
+        ids = self._chain_ids.get(request_id)
+        if ids is None:
+            chains, out, parent = self._chains, [], -1
+            for h in hids:
+                c = chains.get((parent, h))
+                if c is None:
+                    c = chains[(parent, h)] = len(chains)
+                out.append(c)
+                parent = c
+            ids = self._chain_ids[request_id] = np.asarray(out, dtype=np.int64)
         last = np.arange(block_size - 1, full * block_size, block_size, dtype=np.int64)
         width = TRACE_BLOCK // block_size + 1
-        return (np.asarray(ids, dtype=np.int64)[last // TRACE_BLOCK] * width
-                + last % TRACE_BLOCK // block_size).tolist()
+        return (ids[last // TRACE_BLOCK] * width + last % TRACE_BLOCK // block_size).tolist()
 
 
 def mooncake_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 200, steps_per_second: float = 20.0,
