@@ -553,7 +553,8 @@ class PagedAllocator:
             keys = self._keys.get(seq_id)
             if keys is None:
                 if hasattr(self.prompts, "block_keys"):       # a trace's own chained block ids: no hashing
-                    keys = self.prompts.block_keys(seq_id, self.block_size)
+                    keys = self.prompts.block_keys(seq_id, self.block_size,
+                                                   as_array=isinstance(self.pool, ArrayBlockPool))
                 else:
                     keys = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size, as_bytes=True)
                 self._keys[seq_id] = keys
@@ -565,7 +566,7 @@ class PagedAllocator:
     def _hits(self, seq_id, prompt_len: int) -> tuple[list, list[int]]:
         """(the prompt's keys, the blocks already cached for its longest run of leading keys)."""
         keys = self._prompt_keys(seq_id, prompt_len)
-        if not keys:
+        if not len(keys):
             return keys, []
         # with prefix caching the block holding the prompt's last token is always computed
         limit = min(len(keys), (prompt_len - 1) // self.block_size) if self.prefix_caching else len(keys)

@@ -37,6 +37,28 @@ _MIN_CAP = 1024
 _drain = deque(maxlen=0).extend         # runs an iterator to its end in C
 
 
+#: Int keys below this live in an array indexed by key (a trace's dense block keys,
+#: :meth:`allocator.mooncake.TracePrompts.block_keys`); other keys in a dict.
+TABLE_KEYS = 1 << 28
+
+
+def _table_key(key) -> bool:
+    return isinstance(key, (int, np.integer)) and not isinstance(key, bool) and 0 <= key < TABLE_KEYS
+
+
+def _table_keys(keys) -> np.ndarray | None:
+    """``keys`` as an int64 array when they are table keys (judged by the first), else None."""
+    if isinstance(keys, np.ndarray):
+        if keys.dtype.kind not in "iu":
+            return None
+        if len(keys) and (int(keys.min()) < 0 or int(keys.max()) >= TABLE_KEYS):
+            return None
+        return keys.astype(np.int64, copy=False)
+    if isinstance(keys, list) and keys and _table_key(keys[0]):
+        return _table_keys(np.array(keys))
+    return None
+
+
 def _ids(blocks) -> np.ndarray:
     return blocks if isinstance(blocks, np.ndarray) else np.array(blocks, dtype=np.int64)
 
@@ -64,7 +86,10 @@ class ArrayBlockPool(BlockPool):
         cap = min(self.num_blocks, _MIN_CAP)
         self._ref = np.zeros(cap, dtype=np.int32)
         self._hashed = np.zeros(cap, dtype=bool)
-        self._hkey = np.full(cap, None, dtype=object)
+        self._hkey = np.full(cap, None, dtype=object)     # a block's hash kept in the dict (else None)
+        self._ikey = np.full(cap, -1, dtype=np.int64)      # a block's hash kept in the table (else -1)
+        self._table = np.full(0, -1, dtype=np.int64)       # int key -> block (-1: none)
+        self._ntable = 0                                    # keys in the table
         self._qpos = np.full(cap, -1, dtype=np.int64)
         self._q = np.empty(_MIN_CAP, dtype=np.int64)
         self._head = self._tail = 0         # queue entries: _q[_head:_tail], tombstones included
@@ -77,7 +102,7 @@ class ArrayBlockPool(BlockPool):
     def _state(self) -> tuple:
         used = self._fresh
         return (self.num_blocks, self._fresh, self.num_free, self.num_cached_free, self.evictions, self._cache,
-                self._ref[:used].tolist(), self._hkey[:used].tolist(), self.free_queue())
+                self._ref[:used].tolist(), [self.hash_of(b) for b in range(used)], self.free_queue())
 
     def __eq__(self, other) -> bool:
         """Equal when every piece of their state is."""
@@ -125,7 +150,38 @@ class ArrayBlockPool(BlockPool):
 
     def hash_of(self, block_id: int):
         b = self.check_block(block_id)
-        return self._hkey[b] if b < self._fresh else None
+        if b >= self._fresh:
+            return None
+        k = int(self._ikey[b])
+        return k if k >= 0 else self._hkey[b]
+
+    @property
+    def num_cached(self) -> int:
+        return len(self._cache) + self._ntable
+
+    def lookup(self, block_hash) -> int | None:
+        if _table_key(block_hash):
+            k = int(block_hash)
+            b = int(self._table[k]) if k < len(self._table) else -1
+            return b if b >= 0 else None
+        return self._cache.get(block_hash)
+
+    def lookup_run(self, block_hashes, limit: int) -> list[int]:
+        """:meth:`BlockPool.lookup_run`; the hashes are all of one kind (an int64 array or list
+        of table keys, found with one numpy gather, or other hashes, found in the dict)."""
+        keys = _table_keys(block_hashes)
+        if keys is None:
+            return super().lookup_run(block_hashes, limit)
+        keys = keys[:max(limit, 0)]
+        table = self._table
+        if len(keys) and int(keys.max()) >= len(table):
+            found = np.full(len(keys), -1, dtype=np.int64)
+            inside = keys < len(table)
+            found[inside] = table[keys[inside]]
+        else:
+            found = table[keys]
+        miss = np.flatnonzero(found < 0)
+        return (found[:miss[0]] if len(miss) else found).tolist()
 
     def state(self, block_id: int) -> str:
         b = self.check_block(block_id)
@@ -146,6 +202,7 @@ class ArrayBlockPool(BlockPool):
         self._ref = np.concatenate([self._ref, np.zeros(grow, dtype=np.int32)])
         self._hashed = np.concatenate([self._hashed, np.zeros(grow, dtype=bool)])
         self._hkey = np.concatenate([self._hkey, np.full(grow, None, dtype=object)])
+        self._ikey = np.concatenate([self._ikey, np.full(grow, -1, dtype=np.int64)])
         self._qpos = np.concatenate([self._qpos, np.full(grow, -1, dtype=np.int64)])
 
     def _room(self, k: int) -> None:
@@ -217,8 +274,17 @@ class ArrayBlockPool(BlockPool):
         hit = blocks[self._hashed[blocks]]
         if not len(hit):
             return
-        _drain(map(self._cache.__delitem__, self._hkey[hit].tolist()))     # C-level loop
-        self._hkey[hit] = None
+        ik = self._ikey[hit]
+        in_table = ik >= 0
+        n_table = int(np.count_nonzero(in_table))
+        if n_table:
+            self._table[ik[in_table]] = -1
+            self._ikey[hit] = -1
+            self._ntable -= n_table
+        if n_table < len(hit):
+            other = hit[~in_table] if n_table else hit
+            _drain(map(self._cache.__delitem__, self._hkey[other].tolist()))     # C-level loop
+            self._hkey[other] = None
         self._hashed[hit] = False
         self.num_cached_free -= len(hit)
         self.evictions += len(hit)
@@ -247,20 +313,49 @@ class ArrayBlockPool(BlockPool):
         ref[arr] = r + 1
 
     def register(self, block_id: int, block_hash) -> bool:
-        if block_hash in self._cache or self._hashed[block_id]:
+        if self.lookup(block_hash) is not None or self._hashed[block_id]:
             return False
+        if _table_key(block_hash):
+            self._register_table(np.array([block_id], dtype=np.int64), np.array([int(block_hash)], dtype=np.int64))
+            return True
         self._cache[block_hash] = block_id
         self._hashed[block_id] = True
         self._hkey[block_id] = block_hash
         return True
+
+    def _register_table(self, arr: np.ndarray, keys: np.ndarray) -> None:
+        """Table keys ``keys`` (distinct, none registered) for unhashed blocks ``arr``."""
+        if not len(keys):
+            return
+        top = int(keys.max())
+        if top >= len(self._table):
+            grow = max(top + 1, 2 * len(self._table), _MIN_CAP) - len(self._table)
+            self._table = np.concatenate([self._table, np.full(grow, -1, dtype=np.int64)])
+        self._table[keys] = arr
+        self._ikey[arr] = keys
+        self._hashed[arr] = True
+        self._ntable += len(keys)
 
     def register_all(self, blocks, block_hashes) -> None:
         """Register each block under the hash beside it (in order; the first registration wins).
         Keys within one call must be distinct, as a prompt's chained keys are."""
         if not len(blocks):
             return
-        cache = self._cache
         arr = _ids(blocks)
+        tkeys = _table_keys(block_hashes)
+        if tkeys is not None:
+            tkeys = tkeys[:len(arr)]
+            arr = arr[:len(tkeys)]
+            table = self._table
+            taken = self._hashed[arr]
+            if len(table):
+                inside = tkeys < len(table)
+                taken[inside] |= table[tkeys[inside]] >= 0
+            if taken.any():
+                arr, tkeys = arr[~taken], tkeys[~taken]
+            self._register_table(arr, tkeys)
+            return
+        cache = self._cache
         keys = list(block_hashes)[:len(arr)]
         arr = arr[:len(keys)]
         if any(map(cache.__contains__, keys)) or self._hashed[arr].any():
@@ -305,8 +400,13 @@ class ArrayBlockPool(BlockPool):
         """Assert the pool is consistent (see :meth:`BlockPool.check_invariants`)."""
         used = self._fresh
         ref, hkey = self._ref[:used].tolist(), self._hkey[:used].tolist()
-        hashed = self._hashed[:used].tolist()
-        assert all((h is not None) == f for h, f in zip(hkey, hashed)), "hash flags and hashes differ"
+        hashed, ikey = self._hashed[:used].tolist(), self._ikey[:used].tolist()
+        assert all((h is not None) + (k >= 0) == f for h, k, f in zip(hkey, ikey, hashed)), (
+            "hash flags and hashes differ")
+        in_table = np.flatnonzero(self._table >= 0)
+        assert len(in_table) == self._ntable, "table keys miscounted"
+        for k in in_table.tolist():
+            assert ikey[int(self._table[k])] == k, f"table entry for key {k} does not match its block"
         assert not self._hashed[used:].any() and not self._ref[used:].any(), "state past the blocks handed out"
         entries = self._q[self._head:self._tail].tolist()
         assert entries.count(_TOMB) == self._tombstones, "tombstones miscounted"
@@ -334,4 +434,4 @@ class ArrayBlockPool(BlockPool):
         assert cached_free == self.num_cached_free, f"{cached_free} cached free blocks, {self.num_cached_free} counted"
         for h, b in self._cache.items():
             assert hkey[b] == h, f"cache entry for block {b} does not match its hash"
-        assert sum(hashed) == len(self._cache), "stray block hash"
+        assert sum(hashed) == len(self._cache) + self._ntable, "stray block hash"

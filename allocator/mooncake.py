@@ -282,7 +282,7 @@ class TracePrompts:
         """The trace's own block ids of the request's prompt (512 tokens each)."""
         return self._ids[request_id][0]
 
-    def block_keys(self, request_id: int, block_size: int) -> list[int]:
+    def block_keys(self, request_id: int, block_size: int, *, as_array: bool = False):
         """Keys of the request's full prompt blocks of ``block_size`` tokens, for the block-hash map.
 
         Block i ends at token e = (i + 1) x block_size; its key is ``chain x w + ((e - 1) mod 512)
@@ -295,7 +295,8 @@ class TracePrompts:
         dict spreads them well), so they never equal the bytes keys of other prompts.
 
         Returns:
-            floor(prompt_len / block_size) ints >= 0, in block order.
+            floor(prompt_len / block_size) ints >= 0, in block order: a list, or an int64 array
+            with ``as_array`` (what :class:`allocator.array_pool.ArrayBlockPool` looks up at once).
 
         Raises:
             KeyError: an unknown request id. FieldError: ``block_size`` not a whole number >= 1.
@@ -304,7 +305,7 @@ class TracePrompts:
         hids, n = self._ids[request_id]
         full = n // block_size
         if not full:
-            return []
+            return np.empty(0, dtype=np.int64) if as_array else []
         ids = self._chain_ids.get(request_id)
         if ids is None:
             chains, out, parent = self._chains, [], -1
@@ -317,7 +318,8 @@ class TracePrompts:
             ids = self._chain_ids[request_id] = np.asarray(out, dtype=np.int64)
         last = np.arange(block_size - 1, full * block_size, block_size, dtype=np.int64)
         width = TRACE_BLOCK // block_size + 1
-        return (ids[last // TRACE_BLOCK] * width + last % TRACE_BLOCK // block_size).tolist()
+        keys = ids[last // TRACE_BLOCK] * width + last % TRACE_BLOCK // block_size
+        return keys if as_array else keys.tolist()
 
 
 def mooncake_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 200, steps_per_second: float = 20.0,
