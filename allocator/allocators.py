@@ -700,7 +700,7 @@ class PagedAllocator:
         cache (request ids start at 1, so id 0 is no request)."""
         snap = tuple((sid, lengths[sid], tuple(table)) for sid, table in self.block_tables.items())
         if self.prefix_caching and self.pool.num_cached_free:
-            snap += ((0, 0, tuple(self.pool.cached_free_queue())),)
+            snap += ((0, 0, self.pool.cached_free_blocks()),)
         return snap
 
     @property

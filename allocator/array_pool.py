@@ -24,6 +24,7 @@ one call must be distinct (a block table never lists a block twice).
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
 
 import numpy as np
 
@@ -97,6 +98,12 @@ class ArrayBlockPool(BlockPool):
         self.num_free = self.num_blocks
         self.num_cached_free = 0
         self._cache: dict = {}
+        # the cached free blocks for pool pictures, kept once asked for (see _synced_picture)
+        self._picture: dict | None = None
+        self._in_picture = np.zeros(cap, dtype=bool)
+        self._left: list = []               # arrays of blocks that left the queue since the last picture
+        self._left_n = 0                    # their total length
+        self._pic_tail = 0
         self.evictions = 0
 
     def _state(self) -> tuple:
@@ -145,8 +152,54 @@ class ArrayBlockPool(BlockPool):
         return list(range(self._fresh, self.num_blocks)) + self._queued().tolist()
 
     def cached_free_queue(self) -> list[int]:
-        q = self._queued()
-        return q[self._hashed[q]].tolist()
+        return list(self._synced_picture())
+
+    def cached_free_blocks(self) -> tuple:
+        """:meth:`cached_free_queue` as a tuple (a pool picture's entry)."""
+        return tuple(self._synced_picture())
+
+    def _synced_picture(self):
+        """The cached free blocks in queue order (a list or a dict's keys), brought up to date.
+
+        Kept once asked for. When little changed since the last call, only the change is applied
+        to a dict of the last picture: blocks that left the queue (logged, as arrays, by the
+        operations that took them) are dropped and the cached blocks that joined its tail are
+        added, so pictures taken every step cost O(blocks that changed). When much changed (or
+        on the first call), one numpy pass over the queue lists them again (issue 24)."""
+        p = self._picture
+        changes = self._left_n + self._tail - max(self._pic_tail, self._head)
+        if p is None or changes > len(p) // 2 + 64:
+            live = self._queued()
+            cached = live[self._hashed[live]]
+            p = cached.tolist()
+            self._in_picture[:] = False
+            self._in_picture[cached] = True
+        else:
+            if type(p) is list:
+                p = dict.fromkeys(p)
+            if self._left:
+                left = np.concatenate(self._left) if len(self._left) > 1 else self._left[0]
+                left = left[self._in_picture[left]]
+                if len(left):
+                    self._in_picture[left] = False
+                    _drain(map(p.pop, left.tolist(), repeat(None)))   # a block may have left twice
+            joined = self._q[max(self._pic_tail, self._head):self._tail]
+            joined = joined[joined != _TOMB]
+            joined = joined[self._hashed[joined]]
+            if len(joined):
+                self._in_picture[joined] = True
+                _drain(map(p.__setitem__, joined.tolist(), repeat(None)))
+        self._picture, self._left, self._left_n, self._pic_tail = p, [], 0, self._tail
+        return p
+
+    def _log_left(self, blocks: np.ndarray) -> None:
+        """Note blocks that left the queue for the next picture; past half of the picture,
+        forget it instead (the next picture is one pass over the queue), so the log stays small
+        when pictures are rare."""
+        self._left.append(blocks)
+        self._left_n += len(blocks)
+        if self._left_n > len(self._picture) // 2 + 64:
+            self._picture, self._left, self._left_n = None, [], 0
 
     def hash_of(self, block_id: int):
         b = self.check_block(block_id)
@@ -204,17 +257,20 @@ class ArrayBlockPool(BlockPool):
         self._hkey = np.concatenate([self._hkey, np.full(grow, None, dtype=object)])
         self._ikey = np.concatenate([self._ikey, np.full(grow, -1, dtype=np.int64)])
         self._qpos = np.concatenate([self._qpos, np.full(grow, -1, dtype=np.int64)])
+        self._in_picture = np.concatenate([self._in_picture, np.zeros(grow, dtype=bool)])
 
     def _room(self, k: int) -> None:
         """Make room for ``k`` more entries at the queue's tail (compact, or grow the array)."""
         if self._tail + k <= len(self._q):
             return
+        self._picture, self._left, self._left_n = None, [], 0     # positions move: the next picture is a pass
         live = self._queued().copy()
         if 2 * (len(live) + k) > len(self._q):
             self._q = np.empty(max(2 * (len(live) + k), _MIN_CAP), dtype=np.int64)
         self._q[:len(live)] = live
         self._qpos[live] = np.arange(len(live), dtype=np.int64)
         self._head, self._tail, self._tombstones = 0, len(live), 0
+        self._pic_tail = self._tail
 
     def _take_fresh(self, n: int) -> list[int]:
         f = self._fresh
@@ -258,6 +314,8 @@ class ArrayBlockPool(BlockPool):
         if not m:
             return fresh
         blocks = self._take_queued(m)
+        if self._picture is not None:
+            self._log_left(blocks)
         self._ref[blocks] = 1
         self._qpos[blocks] = -1
         if self.num_cached_free:
@@ -306,6 +364,8 @@ class ArrayBlockPool(BlockPool):
                 raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
             self._q[self._qpos[z]] = _TOMB
             self._qpos[z] = -1
+            if self._picture is not None:
+                self._log_left(z)
             k = len(z)
             self._tombstones += k
             self.num_cached_free -= k
@@ -431,6 +491,10 @@ class ArrayBlockPool(BlockPool):
                     pointing[b] += 1
             assert pointing == ref, "refcounts differ from the block tables pointing at the blocks"
         cached_free = sum(1 for b in queued if hashed[b])
+        if self._picture is not None:
+            assert list(self._synced_picture()) == [b for b in queued if hashed[b]], (
+                "the picture's cached blocks are not the cached free blocks in queue order")
+            assert self._in_picture.sum() == len(self._picture), "picture membership miscounted"
         assert cached_free == self.num_cached_free, f"{cached_free} cached free blocks, {self.num_cached_free} counted"
         for h, b in self._cache.items():
             assert hkey[b] == h, f"cache entry for block {b} does not match its hash"

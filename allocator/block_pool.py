@@ -159,6 +159,10 @@ class BlockPool:
         """Blocks with refcount 0 that are still findable by hash, least recently used first."""
         return list(self._cached_free)
 
+    def cached_free_blocks(self) -> tuple:
+        """:meth:`cached_free_queue` as a tuple (a pool picture's entry)."""
+        return tuple(self._cached_free)
+
     def hash_of(self, block_id: int) -> bytes | None:
         """The hash a block can be found by, or None."""
         b = self.check_block(block_id)
