@@ -172,7 +172,7 @@ class ArrayBlockPool(BlockPool):
         on the first call), one numpy pass over the queue lists them again (issue 24)."""
         p = self._picture
         changes = self._left_n + self._tail - max(self._pic_tail, self._head)
-        if p is None or changes > len(p) // 2 + 64:
+        if p is None or changes > len(p) // 5 + 64:
             live = self._queued()
             cached = live[self._hashed[live]]
             p = cached.tolist()
@@ -197,12 +197,12 @@ class ArrayBlockPool(BlockPool):
         return p
 
     def _log_left(self, blocks: np.ndarray) -> None:
-        """Note blocks that left the queue for the next picture; past half of the picture,
+        """Note blocks that left the queue for the next picture; past a fifth of the picture,
         forget it instead (the next picture is one pass over the queue), so the log stays small
         when pictures are rare."""
         self._left.append(blocks)
         self._left_n += len(blocks)
-        if self._left_n > len(self._picture) // 2 + 64:
+        if self._left_n > len(self._picture) // 5 + 64:
             self._picture, self._left, self._left_n = None, [], 0
 
     def hash_of(self, block_id: int):
