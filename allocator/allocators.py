@@ -507,7 +507,6 @@ class PagedAllocator:
         self.shared_prefix = whole_number("shared_prefix", shared_prefix, 0)
         self.prompts = prompts if self.prefix_caching else None
         self._keys: dict[int, list] = {}            # seq_id -> its prompt's block keys (prefix caching)
-        self._table_tuples: dict[int, tuple] = {}   # seq_id -> (its table, the tuple of it at the last picture)
         self._v1_registered: dict[int, int] = {}    # v1 scheduler: seq_id -> its leading blocks registered
         self.last_hit_tokens = 0                    # prompt tokens the last admission found cached
         self.hit_tokens = 0                         # all admissions: prompt tokens found cached
@@ -698,18 +697,10 @@ class PagedAllocator:
         sequence, in admission order. Cheap to take every step (tables are copied, not expanded);
         ``SimulationResult.slot_states`` turns it into a per-slot picture when one is drawn.
         With prefix caching, a last entry ``(0, 0, blocks)`` lists the blocks held only by the
-        cache (request ids start at 1, so id 0 is no request)."""
-        # a table only ever grows in place (or is replaced by a new list), so the tuple of a table
-        # of the same list and length as at the last picture is that picture's tuple: reused
-        made, kept, entries = self._table_tuples, {}, []
-        for sid, table in self.block_tables.items():
-            known = made.get(sid)
-            if known is None or known[0] is not table or len(known[1]) != len(table):
-                known = (table, tuple(table))
-            kept[sid] = known
-            entries.append((sid, lengths[sid], known[1]))
-        self._table_tuples = kept
-        snap = tuple(entries)
+        cache (request ids start at 1, so id 0 is no request). Every picture holds its own tuples
+        (none is shared with another picture: a pickled run, as ``tests/engine_digest.py`` hashes
+        it, depends on that)."""
+        snap = tuple((sid, lengths[sid], tuple(table)) for sid, table in self.block_tables.items())
         if self.prefix_caching and self.pool.num_cached_free:
             snap += ((0, 0, self.pool.cached_free_blocks()),)
         return snap

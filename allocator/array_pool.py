@@ -104,7 +104,6 @@ class ArrayBlockPool(BlockPool):
         self._left: list = []               # arrays of blocks that left the queue since the last picture
         self._left_n = 0                    # their total length
         self._pic_tail = 0
-        self._pic_tuple: tuple | None = None     # the last picture's tuple
         self.evictions = 0
 
     def _state(self) -> tuple:
@@ -156,11 +155,8 @@ class ArrayBlockPool(BlockPool):
         return list(self._synced_picture())
 
     def cached_free_blocks(self) -> tuple:
-        """:meth:`cached_free_queue` as a tuple (a pool picture's entry); the same tuple as last
-        time when nothing left or joined the queue since."""
-        if self._pic_tuple is None or self._picture is None or self._left or self._pic_tail != self._tail:
-            self._pic_tuple = tuple(self._synced_picture())
-        return self._pic_tuple
+        """:meth:`cached_free_queue` as a new tuple (a pool picture's entry)."""
+        return tuple(self._synced_picture())
 
     def _synced_picture(self):
         """The cached free blocks in queue order (a list or a dict's keys), brought up to date.
