@@ -122,16 +122,17 @@ def _key(kind: str, h: int):
     return h.to_bytes(2, "big") if kind == "bytes" else h
 
 
+@pytest.mark.parametrize("few", [0, 4])                   # ArrayBlockPool: bulk only, or a few block by block
 @pytest.mark.parametrize("make,kind", POOLS)
 @settings(max_examples=150, deadline=None)
 @given(n=st.integers(1, 12), cache_freed=st.booleans(), ops=st.lists(
     st.tuples(st.sampled_from(["alloc", "release", "share", "hash", "picture", "run"]), st.integers(0, 12),
               st.integers(0, 50)), max_size=60))
-def test_pool_matches_a_plain_list_model(make, kind, n, cache_freed, ops):
+def test_pool_matches_a_plain_list_model(make, kind, few, n, cache_freed, ops):
     if make is ArrayBlockPool and not cache_freed:
         cache_freed = True                             # it keeps released blocks cached by design
     # arrays of 2 entries to start with: every run grows them and compacts the queue many times
-    with mock.patch.object(array_pool, "_MIN_CAP", 2):
+    with mock.patch.object(array_pool, "_MIN_CAP", 2), mock.patch.object(array_pool, "_FEW", few):
         _run_against_the_model(make(n, cache_freed=cache_freed), ListModel(n, cache_freed), kind, n, ops)
 
 
