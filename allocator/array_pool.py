@@ -34,6 +34,7 @@ from .validate import FieldError, OutOfBlocksError, whole_number
 _TOMB = -1               # a queue entry whose block left the queue early (a cache hit)
 _MIN_CAP = 1024
 _FEW = 4                 # allocations of at most this many queued blocks go block by block
+_REBUILD = 5             # a picture is listed again when more than 1/_REBUILD of it changed
 
 
 _drain = deque(maxlen=0).extend         # runs an iterator to its end in C
@@ -169,7 +170,7 @@ class ArrayBlockPool(BlockPool):
         on the first call), one numpy pass over the queue lists them again (issue 24)."""
         p = self._picture
         changes = self._left_n + self._tail - max(self._pic_tail, self._head)
-        if p is None or changes > len(p) // 5 + 64:
+        if p is None or changes > len(p) // _REBUILD + 64:
             live = self._queued()
             cached = live[self._hashed[live]]
             p = cached.tolist()
@@ -199,7 +200,7 @@ class ArrayBlockPool(BlockPool):
         when pictures are rare."""
         self._left.append(blocks)
         self._left_n += len(blocks)
-        if self._left_n > len(self._picture) // 5 + 64:
+        if self._left_n > len(self._picture) // _REBUILD + 64:
             self._picture, self._left, self._left_n = None, [], 0
 
     def hash_of(self, block_id: int):
