@@ -14,8 +14,13 @@ its blocks with a few numpy operations instead of a Python statement per block.
 * the free queue is an int64 array with a head; a cached block taken out of the middle by a
   cache hit leaves a tombstone (-1) that allocation skips; the array is compacted when the
   consumed part passes half of it;
-* the blocks still findable by hash with refcount 0 are counted, and listed (for a pool picture)
-  by one numpy pass over the queue, not a Python loop.
+* int block keys below :data:`TABLE_KEYS` (a trace's dense keys,
+  :meth:`allocator.mooncake.TracePrompts.block_keys`) live in an int32 array indexed by key, so a
+  prompt's lookups, registrations and evictions are numpy gathers and scatters (its size follows
+  the keys' range, which for dense keys is about the distinct blocks: less than a dict of them);
+  other keys (sha256 bytes) live in a dict as in the list pool;
+* the blocks still findable by hash with refcount 0 are counted; for pool pictures they are
+  listed once by a numpy pass over the queue and then kept up to date from what changed.
 
 The :class:`allocator.allocators.PagedAllocator` uses it when prefix caching is on (and the
 list-based pool otherwise, whose small calls are cheaper for a few blocks at a time). Blocks in
@@ -90,8 +95,8 @@ class ArrayBlockPool(BlockPool):
         self._ref = np.zeros(cap, dtype=np.int32)
         self._hashed = np.zeros(cap, dtype=bool)
         self._hkey = np.full(cap, None, dtype=object)     # a block's hash kept in the dict (else None)
-        self._ikey = np.full(cap, -1, dtype=np.int64)      # a block's hash kept in the table (else -1)
-        self._table = np.full(0, -1, dtype=np.int64)       # int key -> block (-1: none)
+        self._ikey = np.full(cap, -1, dtype=np.int32)      # a block's hash kept in the table (else -1)
+        self._table = np.full(0, -1, dtype=np.int32)       # int key -> block (-1: none; ids < 2**30)
         self._ntable = 0                                    # keys in the table
         self._qpos = np.full(cap, -1, dtype=np.int64)
         self._q = np.empty(_MIN_CAP, dtype=np.int64)
@@ -257,7 +262,7 @@ class ArrayBlockPool(BlockPool):
         self._ref = np.concatenate([self._ref, np.zeros(grow, dtype=np.int32)])
         self._hashed = np.concatenate([self._hashed, np.zeros(grow, dtype=bool)])
         self._hkey = np.concatenate([self._hkey, np.full(grow, None, dtype=object)])
-        self._ikey = np.concatenate([self._ikey, np.full(grow, -1, dtype=np.int64)])
+        self._ikey = np.concatenate([self._ikey, np.full(grow, -1, dtype=np.int32)])
         self._qpos = np.concatenate([self._qpos, np.full(grow, -1, dtype=np.int64)])
         self._in_picture = np.concatenate([self._in_picture, np.zeros(grow, dtype=bool)])
 
@@ -433,7 +438,7 @@ class ArrayBlockPool(BlockPool):
         top = int(keys.max())
         if top >= len(self._table):
             grow = max(top + 1, 2 * len(self._table), _MIN_CAP) - len(self._table)
-            self._table = np.concatenate([self._table, np.full(grow, -1, dtype=np.int64)])
+            self._table = np.concatenate([self._table, np.full(grow, -1, dtype=np.int32)])
         self._table[keys] = arr
         self._ikey[arr] = keys
         self._hashed[arr] = True
