@@ -448,7 +448,10 @@ class PagedAllocator:
     Prefix caching (``prefix_caching=True``, with ``reset(prompts=...)`` giving each request's
     prompt token ids): a sequence's full prompt blocks are keyed by
     :func:`allocator.block_hash.prefix_block_keys` (each key covers the block and every token
-    before it) and registered when it is admitted. Admission looks the keys up in order and
+    before it), or, when the prompts come from a trace with chained block ids, by the trace's
+    own keys (:meth:`allocator.mooncake.TracePrompts.block_keys`: the same matches, no hashing),
+    and registered when it is admitted. The pool is then an
+    :class:`~allocator.array_pool.ArrayBlockPool` (the same rules, a prompt's blocks moved in bulk). Admission looks the keys up in order and
     reuses the longest run found -- blocks other sequences hold (refcount up) or blocks that
     finished sequences left in the free queue (taken out of it) -- up to the block before the one
     holding the prompt's last token, which is always computed (its logits start the output, as in
