@@ -450,12 +450,12 @@ class PagedAllocator:
     :func:`allocator.block_hash.prefix_block_keys` (each key covers the block and every token
     before it), or, when the prompts come from a trace with chained block ids, by the trace's
     own keys (:meth:`allocator.mooncake.TracePrompts.block_keys`: the same matches, no hashing),
-    and registered when it is admitted. The pool is then an
-    :class:`~allocator.array_pool.ArrayBlockPool` (the same rules, a prompt's blocks moved in bulk). Admission looks the keys up in order and
-    reuses the longest run found -- blocks other sequences hold (refcount up) or blocks that
-    finished sequences left in the free queue (taken out of it) -- up to the block before the one
-    holding the prompt's last token, which is always computed (its logits start the output, as in
-    vLLM). Those tokens need no prefill (``last_hit_tokens``). A cached block that the free queue
+    and registered when it is admitted (the pool is then an
+    :class:`~allocator.array_pool.ArrayBlockPool`: the same rules, a prompt's blocks moved in
+    bulk). Admission looks the keys up in order and reuses the longest run found -- blocks other
+    sequences hold (refcount up) or blocks that finished sequences left in the free queue (taken
+    out of it) -- up to the block before the one holding the prompt's last token, which is always
+    computed (its logits start the output, as in vLLM). Those tokens need no prefill (``last_hit_tokens``). A cached block that the free queue
     hands out again loses its key (an eviction, least recently used first). Only prompt blocks
     are keyed: generated tokens are the model's and no later prompt is known to repeat them.
     Without ``prompts``, the shared system prompt (``shared_prefix``) is the cached prefix.
