@@ -12,9 +12,9 @@ its blocks with a few numpy operations instead of a Python statement per block.
   in the queue are arrays over the blocks handed out so far (grown by doubling, so memory still
   follows the blocks used, not the pool's size);
 * the free queue is an int64 array with a head; a cached block taken out of the middle by a
-  cache hit leaves a tombstone (-1) that allocation skips; the array is compacted when the
-  consumed part passes half of it;
-* int block keys below :data:`TABLE_KEYS` (a trace's dense keys,
+  cache hit leaves a tombstone (-1) that allocation skips; when the tail reaches the array's end
+  the live entries are moved to its front (the array doubles when they fill half of it);
+* int block keys below :data:`allocator.key_table.TABLE_KEYS` (a trace's dense keys,
   :meth:`allocator.mooncake.TracePrompts.block_keys`) live in an int32 array indexed by key, so a
   prompt's lookups, registrations and evictions are numpy gathers and scatters (its size follows
   the keys' range, which for dense keys is about the distinct blocks: less than a dict of them);
@@ -28,50 +28,19 @@ one call must be distinct (a block table never lists a block twice).
 """
 from __future__ import annotations
 
-from collections import deque
-from itertools import repeat
-
 import numpy as np
 
 from .block_pool import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE, BlockPool
+from .key_table import KeyTable, ids
+from .pool_picture import CachedFreePicture, drain
 from .validate import FieldError, OutOfBlocksError, whole_number
 
 _TOMB = -1               # a queue entry whose block left the queue early (a cache hit)
 _MIN_CAP = 1024
 _FEW = 4                 # allocations of at most this many queued blocks go block by block
-_REBUILD = 5             # a picture is listed again when more than 1/_REBUILD of it changed
 
 
-_drain = deque(maxlen=0).extend         # runs an iterator to its end in C
-
-
-#: Int keys below this live in an array indexed by key (a trace's dense block keys,
-#: :meth:`allocator.mooncake.TracePrompts.block_keys`); other keys in a dict.
-TABLE_KEYS = 1 << 28
-
-
-def _table_key(key) -> bool:
-    return isinstance(key, (int, np.integer)) and not isinstance(key, bool) and 0 <= key < TABLE_KEYS
-
-
-def _table_keys(keys) -> np.ndarray | None:
-    """``keys`` as an int64 array when they are table keys (judged by the first), else None."""
-    if isinstance(keys, np.ndarray):
-        if keys.dtype.kind not in "iu":
-            return None
-        if len(keys) and (int(keys.min()) < 0 or int(keys.max()) >= TABLE_KEYS):
-            return None
-        return keys.astype(np.int64, copy=False)
-    if isinstance(keys, list) and keys and _table_key(keys[0]):
-        return _table_keys(np.array(keys))
-    return None
-
-
-def _ids(blocks) -> np.ndarray:
-    return blocks if isinstance(blocks, np.ndarray) else np.array(blocks, dtype=np.int64)
-
-
-class ArrayBlockPool(BlockPool):
+class ArrayBlockPool(KeyTable, CachedFreePicture, BlockPool):
     """:class:`~allocator.block_pool.BlockPool`'s rules with numpy state (prefix caching at scale).
 
     Args:
@@ -105,12 +74,8 @@ class ArrayBlockPool(BlockPool):
         self.num_free = self.num_blocks
         self.num_cached_free = 0
         self._cache: dict = {}
-        # the cached free blocks for pool pictures, kept once asked for (see _synced_picture)
-        self._picture: dict | None = None
         self._in_picture = np.zeros(cap, dtype=bool)
-        self._left: list = []               # arrays of blocks that left the queue since the last picture
-        self._left_n = 0                    # their total length
-        self._pic_tail = 0
+        self._forget_picture()
         self.evictions = 0
 
     def _state(self) -> tuple:
@@ -142,7 +107,7 @@ class ArrayBlockPool(BlockPool):
         """How many of ``blocks`` have refcount ``value``."""
         if not len(blocks):
             return 0
-        return int(np.count_nonzero(self._ref[_ids(blocks)] == value))
+        return int(np.count_nonzero(self._ref[ids(blocks)] == value))
 
     #: Blocks with refcount 0 still findable by hash (a plain attribute here: read every step).
     num_cached_free = 0
@@ -158,90 +123,12 @@ class ArrayBlockPool(BlockPool):
     def free_queue(self) -> list[int]:
         return list(range(self._fresh, self.num_blocks)) + self._queued().tolist()
 
-    def cached_free_queue(self) -> list[int]:
-        return list(self._synced_picture())
-
-    def cached_free_blocks(self) -> tuple:
-        """:meth:`cached_free_queue` as a new tuple (a pool picture's entry)."""
-        return tuple(self._synced_picture())
-
-    def _synced_picture(self):
-        """The cached free blocks in queue order (a list or a dict's keys), brought up to date.
-
-        Kept once asked for. When little changed since the last call, only the change is applied
-        to a dict of the last picture: blocks that left the queue (logged, as arrays, by the
-        operations that took them) are dropped and the cached blocks that joined its tail are
-        added, so pictures taken every step cost O(blocks that changed). When much changed (or
-        on the first call), one numpy pass over the queue lists them again (issue 24)."""
-        p = self._picture
-        changes = self._left_n + self._tail - max(self._pic_tail, self._head)
-        if p is None or changes > len(p) // _REBUILD + 64:
-            live = self._queued()
-            cached = live[self._hashed[live]]
-            p = cached.tolist()
-            self._in_picture[:] = False
-            self._in_picture[cached] = True
-        else:
-            if type(p) is list:
-                p = dict.fromkeys(p)
-            if self._left:
-                left = np.concatenate(self._left) if len(self._left) > 1 else self._left[0]
-                left = left[self._in_picture[left]]
-                if len(left):
-                    self._in_picture[left] = False
-                    _drain(map(p.pop, left.tolist(), repeat(None)))   # a block may have left twice
-            joined = self._q[max(self._pic_tail, self._head):self._tail]
-            joined = joined[joined != _TOMB]
-            joined = joined[self._hashed[joined]]
-            if len(joined):
-                self._in_picture[joined] = True
-                _drain(map(p.__setitem__, joined.tolist(), repeat(None)))
-        self._picture, self._left, self._left_n, self._pic_tail = p, [], 0, self._tail
-        return p
-
-    def _log_left(self, blocks: np.ndarray) -> None:
-        """Note blocks that left the queue for the next picture; past a fifth of the picture,
-        forget it instead (the next picture is one pass over the queue), so the log stays small
-        when pictures are rare."""
-        self._left.append(blocks)
-        self._left_n += len(blocks)
-        if self._left_n > len(self._picture) // _REBUILD + 64:
-            self._picture, self._left, self._left_n = None, [], 0
-
     def hash_of(self, block_id: int):
         b = self.check_block(block_id)
         if b >= self._fresh:
             return None
         k = int(self._ikey[b])
         return k if k >= 0 else self._hkey[b]
-
-    @property
-    def num_cached(self) -> int:
-        return len(self._cache) + self._ntable
-
-    def lookup(self, block_hash) -> int | None:
-        if _table_key(block_hash):
-            k = int(block_hash)
-            b = int(self._table[k]) if k < len(self._table) else -1
-            return b if b >= 0 else None
-        return self._cache.get(block_hash)
-
-    def lookup_run(self, block_hashes, limit: int) -> list[int]:
-        """:meth:`BlockPool.lookup_run`; the hashes are all of one kind (an int64 array or list
-        of table keys, found with one numpy gather, or other hashes, found in the dict)."""
-        keys = _table_keys(block_hashes)
-        if keys is None:
-            return super().lookup_run(block_hashes, limit)
-        keys = keys[:max(limit, 0)]
-        table = self._table
-        if len(keys) and int(keys.max()) >= len(table):
-            found = np.full(len(keys), -1, dtype=np.int64)
-            inside = keys < len(table)
-            found[inside] = table[keys[inside]]
-        else:
-            found = table[keys]
-        miss = np.flatnonzero(found < 0)
-        return (found[:miss[0]] if len(miss) else found).tolist()
 
     def state(self, block_id: int) -> str:
         b = self.check_block(block_id)
@@ -270,14 +157,13 @@ class ArrayBlockPool(BlockPool):
         """Make room for ``k`` more entries at the queue's tail (compact, or grow the array)."""
         if self._tail + k <= len(self._q):
             return
-        self._picture, self._left, self._left_n = None, [], 0     # positions move: the next picture is a pass
+        self._forget_picture()          # positions move: the next picture is one pass over the queue
         live = self._queued().copy()
         if 2 * (len(live) + k) > len(self._q):
             self._q = np.empty(max(2 * (len(live) + k), _MIN_CAP), dtype=np.int64)
         self._q[:len(live)] = live
         self._qpos[live] = np.arange(len(live), dtype=np.int64)
         self._head, self._tail, self._tombstones = 0, len(live), 0
-        self._pic_tail = self._tail
 
     def _take_fresh(self, n: int) -> list[int]:
         f = self._fresh
@@ -389,7 +275,7 @@ class ArrayBlockPool(BlockPool):
             self._ntable -= n_table
         if n_table < len(hit):
             other = hit[~in_table] if n_table else hit
-            _drain(map(self._cache.__delitem__, self._hkey[other].tolist()))     # C-level loop
+            drain(map(self._cache.__delitem__, self._hkey[other].tolist()))     # C-level loop
             self._hkey[other] = None
         self._hashed[hit] = False
         self.num_cached_free -= len(hit)
@@ -400,7 +286,7 @@ class ArrayBlockPool(BlockPool):
     def touch(self, blocks) -> None:
         if not len(blocks):
             return
-        arr = _ids(blocks)
+        arr = ids(blocks)
         ref = self._ref
         r = ref[arr]
         zero = r == 0
@@ -420,68 +306,12 @@ class ArrayBlockPool(BlockPool):
             self.num_free -= k
         ref[arr] = r + 1
 
-    def register(self, block_id: int, block_hash) -> bool:
-        if self.lookup(block_hash) is not None or self._hashed[block_id]:
-            return False
-        if _table_key(block_hash):
-            self._register_table(np.array([block_id], dtype=np.int64), np.array([int(block_hash)], dtype=np.int64))
-            return True
-        self._cache[block_hash] = block_id
-        self._hashed[block_id] = True
-        self._hkey[block_id] = block_hash
-        return True
-
-    def _register_table(self, arr: np.ndarray, keys: np.ndarray) -> None:
-        """Table keys ``keys`` (distinct, none registered) for unhashed blocks ``arr``."""
-        if not len(keys):
-            return
-        top = int(keys.max())
-        if top >= len(self._table):
-            grow = max(top + 1, 2 * len(self._table), _MIN_CAP) - len(self._table)
-            self._table = np.concatenate([self._table, np.full(grow, -1, dtype=np.int32)])
-        self._table[keys] = arr
-        self._ikey[arr] = keys
-        self._hashed[arr] = True
-        self._ntable += len(keys)
-
-    def register_all(self, blocks, block_hashes) -> None:
-        """Register each block under the hash beside it (in order; the first registration wins).
-        Keys within one call must be distinct, as a prompt's chained keys are."""
-        if not len(blocks):
-            return
-        arr = _ids(blocks)
-        tkeys = _table_keys(block_hashes)
-        if tkeys is not None:
-            tkeys = tkeys[:len(arr)]
-            arr = arr[:len(tkeys)]
-            table = self._table
-            taken = self._hashed[arr]
-            if len(table):
-                inside = tkeys < len(table)
-                taken[inside] |= table[tkeys[inside]] >= 0
-            if taken.any():
-                arr, tkeys = arr[~taken], tkeys[~taken]
-            self._register_table(arr, tkeys)
-            return
-        cache = self._cache
-        keys = list(block_hashes)[:len(arr)]
-        arr = arr[:len(keys)]
-        if any(map(cache.__contains__, keys)) or self._hashed[arr].any():
-            keep = [i for i, (b, h) in enumerate(zip(arr.tolist(), keys))
-                    if h not in cache and not self._hashed[b]]
-            arr, keys = arr[keep], [keys[i] for i in keep]
-        cache.update(zip(keys, arr.tolist()))
-        self._hashed[arr] = True
-        hk = np.empty(len(keys), dtype=object)
-        hk[:] = keys
-        self._hkey[arr] = hk
-
     def release(self, blocks) -> np.ndarray:
         """:meth:`BlockPool.release`, returning the freed blocks as an int64 array (in the order
         they joined the queue)."""
         if not len(blocks):
             return np.empty(0, dtype=np.int64)
-        arr = _ids(blocks)[::-1]
+        arr = ids(blocks)[::-1]
         r = self._ref[arr] - 1
         if (r < 0).any():
             b = int(arr[np.flatnonzero(r < 0)[0]])
@@ -505,45 +335,38 @@ class ArrayBlockPool(BlockPool):
     # ------------------------------------------------------------------ checks
 
     def check_invariants(self, tables=()) -> None:
-        """Assert the pool is consistent (see :meth:`BlockPool.check_invariants`)."""
+        """Assert the pool is consistent: :meth:`BlockPool.check_invariants` on a list copy of its
+        state (queue, refcounts, hashes, tables), plus what only this representation has
+        (tombstones, queue positions, the key table, the picture).
+
+        Raises:
+            AssertionError naming the first inconsistency.
+        """
         used = self._fresh
-        ref, hkey = self._ref[:used].tolist(), self._hkey[:used].tolist()
-        hashed, ikey = self._hashed[:used].tolist(), self._ikey[:used].tolist()
-        assert all((h is not None) + (k >= 0) == f for h, k, f in zip(hkey, ikey, hashed)), (
-            "hash flags and hashes differ")
-        in_table = np.flatnonzero(self._table >= 0)
-        assert len(in_table) == self._ntable, "table keys miscounted"
-        for k in in_table.tolist():
-            assert ikey[int(self._table[k])] == k, f"table entry for key {k} does not match its block"
-        assert not self._hashed[used:].any() and not self._ref[used:].any(), "state past the blocks handed out"
         entries = self._q[self._head:self._tail].tolist()
         assert entries.count(_TOMB) == self._tombstones, "tombstones miscounted"
-        queued = [b for b in entries if b != _TOMB]
-        assert len(set(queued)) == len(queued), "a block is queued twice"
-        assert all(0 <= b < used for b in queued), "a never-used block is stored in the queue"
-        assert len(queued) + self.num_blocks - used == self.num_free, (
-            f"{len(queued) + self.num_blocks - used} queued but {self.num_free} counted free")
-        assert set(queued) == {b for b in range(used) if ref[b] == 0}, (
-            "the free queue does not hold exactly the blocks with refcount 0")
         qpos = self._qpos[:used].tolist()
         for i, b in enumerate(entries):
-            if b != _TOMB:
-                assert qpos[b] == self._head + i, f"block {b}: queue position {qpos[b]} != {self._head + i}"
-        assert all(qpos[b] == -1 for b in range(used) if ref[b] > 0), "a block in use has a queue position"
-        tables = list(tables)
-        if tables:
-            pointing = [0] * used
-            for table in tables:
-                for b in table:
-                    assert b < used, f"block {b} is in a block table but was never handed out"
-                    pointing[b] += 1
-            assert pointing == ref, "refcounts differ from the block tables pointing at the blocks"
-        cached_free = sum(1 for b in queued if hashed[b])
+            assert b == _TOMB or qpos[b] == self._head + i, f"block {b}: queue position {qpos[b]} != {self._head + i}"
+        assert not self._hashed[used:].any() and not self._ref[used:].any(), "state past the blocks handed out"
+        hashes = [self.hash_of(b) for b in range(used)]
+        assert [h is not None for h in hashes] == self._hashed[:used].tolist(), "hash flags and hashes differ"
+        in_table = np.flatnonzero(self._table >= 0)
+        assert len(in_table) == self._ntable, "table keys miscounted"
+        view = BlockPool(self.num_blocks, cache_freed=True)          # the same state, as lists
+        queued = [b for b in entries if b != _TOMB]
+        cache = dict(self._cache)
+        cache.update(zip(in_table.tolist(), self._table[in_table].tolist()))
+        view._fresh, view._ref, view._hash, view._queue = used, self._ref[:used].tolist(), hashes, queued
+        view._pos = [-1] * used
+        for i, b in enumerate(queued):
+            view._pos[b] = i
+        view._cache, view.num_free = cache, self.num_free
+        view._cached_free = dict.fromkeys(b for b in queued if hashes[b] is not None)
+        BlockPool.check_invariants(view, tables)
+        assert len(view._cached_free) == self.num_cached_free, "cached free blocks miscounted"
+        assert [qpos[b] == -1 for b in range(used)] == [r > 0 for r in view._ref], "queue positions stale"
         if self._picture is not None:
-            assert list(self._synced_picture()) == [b for b in queued if hashed[b]], (
+            assert list(self._synced_picture()) == list(view._cached_free), (
                 "the picture's cached blocks are not the cached free blocks in queue order")
             assert self._in_picture.sum() == len(self._picture), "picture membership miscounted"
-        assert cached_free == self.num_cached_free, f"{cached_free} cached free blocks, {self.num_cached_free} counted"
-        for h, b in self._cache.items():
-            assert hkey[b] == h, f"cache entry for block {b} does not match its hash"
-        assert sum(hashed) == len(self._cache) + self._ntable, "stray block hash"
