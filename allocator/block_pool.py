@@ -25,7 +25,10 @@ Model
   (a prefix cache spanning GPU, host memory and disk) costs what the blocks it used cost. A pool
   built with an explicit ``free_order`` stores its whole queue (the Block tables page's small pools).
 
-A host (CPU) pool for swapped-out sequences is :class:`HostPool`.
+A host (CPU) pool for swapped-out sequences is :class:`HostPool`. The engine's prefix-caching
+runs use :class:`allocator.array_pool.ArrayBlockPool`: these rules with numpy state, so a prompt's
+hundreds of blocks move in a few array operations (``tests/test_block_pool.py`` checks both
+against one plain-list model).
 
 Sources: Kwon et al., "Efficient Memory Management for Large Language Model Serving with
 PagedAttention", SOSP 2023, sections 4.2-4.5 (block tables, refcounts, swap); vLLM's free block
