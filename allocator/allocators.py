@@ -20,10 +20,10 @@ and 6 (the Orca baselines); vLLM's block manager and free block queue.
 from __future__ import annotations
 
 from bisect import insort
-from operator import itemgetter
 from typing import Protocol, runtime_checkable
 
 from .block_hash import prefix_block_keys, prompt_block_hashes
+from .array_pool import ArrayBlockPool
 from .block_pool import BlockPool, HostPool
 from .buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT, BuddyBlocks, reservation_blocks
 from .validate import FieldError, one_of, whole_number
@@ -131,13 +131,6 @@ class Allocator(Protocol):
 
     def check_invariants(self, lengths: dict) -> None:
         """Assert the bookkeeping agrees with the running sequences' lengths (tests)."""
-
-
-def _refs(ref: list, blocks: list) -> tuple:
-    """The refcounts of ``blocks`` (read from the pool's list ``ref``), gathered in one C call."""
-    if len(blocks) > 1:
-        return itemgetter(*blocks)(ref)
-    return tuple(ref[b] for b in blocks)
 
 
 def _next_pow2(n: int) -> int:
@@ -449,11 +442,14 @@ class PagedAllocator:
     Prefix caching (``prefix_caching=True``, with ``reset(prompts=...)`` giving each request's
     prompt token ids): a sequence's full prompt blocks are keyed by
     :func:`allocator.block_hash.prefix_block_keys` (each key covers the block and every token
-    before it) and registered when it is admitted. Admission looks the keys up in order and
-    reuses the longest run found -- blocks other sequences hold (refcount up) or blocks that
-    finished sequences left in the free queue (taken out of it) -- up to the block before the one
-    holding the prompt's last token, which is always computed (its logits start the output, as in
-    vLLM). Those tokens need no prefill (``last_hit_tokens``). A cached block that the free queue
+    before it), or, when the prompts come from a trace with chained block ids, by the trace's
+    own keys (:meth:`allocator.mooncake.TracePrompts.block_keys`: the same matches, no hashing),
+    and registered when it is admitted (the pool is then an
+    :class:`~allocator.array_pool.ArrayBlockPool`: the same rules, a prompt's blocks moved in
+    bulk). Admission looks the keys up in order and reuses the longest run found -- blocks other
+    sequences hold (refcount up) or blocks that finished sequences left in the free queue (taken
+    out of it) -- up to the block before the one holding the prompt's last token, which is always
+    computed (its logits start the output, as in vLLM). Those tokens need no prefill (``last_hit_tokens``). A cached block that the free queue
     hands out again loses its key (an eviction, least recently used first). Only prompt blocks
     are keyed: generated tokens are the model's and no later prompt is known to repeat them.
     Without ``prompts``, the shared system prompt (``shared_prefix``) is the cached prefix.
@@ -464,8 +460,10 @@ class PagedAllocator:
     label = "Paged"
     PREEMPTION_MODES = ("recompute", "swap")
     #: The pool type ``reset`` builds (called as ``pool_class(num_blocks, cache_freed=...)``); a
-    #: subclass may use a BlockPool subclass that also measures something.
-    pool_class = BlockPool
+    #: subclass may use a BlockPool subclass that also measures something. None: a
+    #: :class:`~allocator.array_pool.ArrayBlockPool` with prefix caching (the same rules, numpy
+    #: state for a prompt's hundreds of blocks at a time), else a :class:`BlockPool`.
+    pool_class = None
 
     def __init__(self, total_slots: int, block_size: int, preemption: str = "recompute",
                  host_blocks: int | None = None, prefix_caching: bool = False):
@@ -491,7 +489,10 @@ class PagedAllocator:
                 :class:`allocator.mooncake.TracePrompts`), used with prefix caching; requests it
                 does not know share only the system prompt.
         """
-        self.pool = self.pool_class(self.num_blocks, cache_freed=self.prefix_caching)
+        pool_class = self.pool_class
+        if pool_class is None:      # prefix caching moves a prompt's blocks in bulk: the numpy pool
+            pool_class = ArrayBlockPool if self.prefix_caching else BlockPool
+        self.pool = pool_class(self.num_blocks, cache_freed=self.prefix_caching)
         self.host = HostPool(self.host_blocks)
         self.block_tables: dict[int, list[int]] = {}
         self._final: dict[int, int] = {}            # seq_id -> tokens it holds when it finishes
@@ -548,8 +549,12 @@ class PagedAllocator:
         if self.prompts is not None and seq_id is not None and seq_id in self.prompts:
             keys = self._keys.get(seq_id)
             if keys is None:
-                keys = self._keys[seq_id] = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size,
-                                                              as_bytes=True)
+                if hasattr(self.prompts, "block_keys"):       # a trace's own chained block ids: no hashing
+                    keys = self.prompts.block_keys(seq_id, self.block_size,
+                                                   as_array=isinstance(self.pool, ArrayBlockPool))
+                else:
+                    keys = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size, as_bytes=True)
+                self._keys[seq_id] = keys
             return keys
         if self._prefix_hashes and prompt_len >= self.shared_prefix:
             return self._prefix_hashes
@@ -558,7 +563,7 @@ class PagedAllocator:
     def _hits(self, seq_id, prompt_len: int) -> tuple[list, list[int]]:
         """(the prompt's keys, the blocks already cached for its longest run of leading keys)."""
         keys = self._prompt_keys(seq_id, prompt_len)
-        if not keys:
+        if not len(keys):
             return keys, []
         # with prefix caching the block holding the prompt's last token is always computed
         limit = min(len(keys), (prompt_len - 1) // self.block_size) if self.prefix_caching else len(keys)
@@ -572,8 +577,7 @@ class PagedAllocator:
         if not self._sharing:                          # the common case, kept short
             return -(-(context_len + 1) // bs) * bs
         _, hits = self._hits(seq_id, prompt_len)
-        ref = self.pool.refcounts
-        cached_free = _refs(ref, hits).count(0)
+        cached_free = self.pool.count_refcount(hits, 0)
         return (-(-(context_len + 1) // bs) - len(hits) + cached_free) * bs
 
     def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
@@ -590,8 +594,7 @@ class PagedAllocator:
             self._track(seq_id, prompt_len + output_len, need * self.block_size)
             return need * self.block_size
         keys, hits = self._hits(seq_id, prompt_len) if self._sharing else ((), [])
-        ref = pool.refcounts
-        cached_free = _refs(ref, hits).count(0)
+        cached_free = pool.count_refcount(hits, 0)
         if need - len(hits) > pool.num_free - cached_free:
             return None
         if hits:
@@ -664,10 +667,8 @@ class PagedAllocator:
         self._final.pop(seq_id, None)
         self.never_written -= self._unwritten.pop(seq_id, 0)
         if self._sharing:
-            ref = self.pool.refcounts
-            shared = len(table) - _refs(ref, table).count(1)   # held blocks have refcount >= 1
-            self.shared_saving -= shared * self.block_size
-            self.pool.release(table)
+            freed = self.pool.release(table)   # the blocks it alone held; the rest stay shared
+            self.shared_saving -= (len(table) - len(freed)) * self.block_size
         else:                                  # nothing is ever shared: every block is exclusive
             self.pool.release_exclusive(table)
 
@@ -676,8 +677,7 @@ class PagedAllocator:
         (counted in ``swap_traffic``), else "recompute"; either way its GPU blocks are released."""
         mode = "recompute"
         if self.preemption == "swap":
-            ref = self.pool.refcounts
-            private = _refs(ref, self.block_tables[seq_id]).count(1)
+            private = self.pool.count_refcount(self.block_tables[seq_id], 1)
             if private <= self.host.num_free:
                 self.swapped[seq_id] = self.host.take(private)
                 self.swap_traffic += private
@@ -694,10 +694,12 @@ class PagedAllocator:
         sequence, in admission order. Cheap to take every step (tables are copied, not expanded);
         ``SimulationResult.slot_states`` turns it into a per-slot picture when one is drawn.
         With prefix caching, a last entry ``(0, 0, blocks)`` lists the blocks held only by the
-        cache (request ids start at 1, so id 0 is no request)."""
+        cache (request ids start at 1, so id 0 is no request). Every picture holds its own tuples
+        (none is shared with another picture: a pickled run, as ``tests/engine_digest.py`` hashes
+        it, depends on that)."""
         snap = tuple((sid, lengths[sid], tuple(table)) for sid, table in self.block_tables.items())
         if self.prefix_caching and self.pool.num_cached_free:
-            snap += ((0, 0, tuple(self.pool.cached_free_queue())),)
+            snap += ((0, 0, self.pool.cached_free_blocks()),)
         return snap
 
     @property
@@ -811,8 +813,7 @@ class PagedAllocator:
         bs = self.block_size
         need = -(-upto // bs) - (len(table) if table is not None else len(hits))
         if hits:
-            ref = pool.refcounts
-            cached_free = _refs(ref, hits).count(0)
+            cached_free = pool.count_refcount(hits, 0)
             if need > pool.num_free - cached_free:
                 return False
             self.shared_saving += (len(hits) - cached_free) * bs

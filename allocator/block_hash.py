@@ -4,12 +4,14 @@ token before it, plus tagged extra keys (a tenant's cache salt, a LoRA adapter's
 ``h_i = sha256(h_{i-1}, tokens of block i, extra keys of block i)``. Chaining is what makes a
 match safe: a block's K and V depend on every earlier token (attention mixes them in, and
 positions differ), so two blocks with the same words after different earlier words must not
-be shared. Hashing a block's own tokens only (``chained=False``) is the flawed scheme of seed
-003's challenge 4, kept so the Block tables page can show what goes wrong.
+be shared. Hashing a block's own tokens only (``chained=False``) is the flawed scheme
+(assets/reference_figures.md R8: it would hand one request another's K/V), kept so the Block
+tables page can show what goes wrong.
 
 Sources: vLLM's automatic prefix caching design (hash of the parent block's hash, the block's
 tokens and extra keys such as the LoRA id and a per-request cache salt in the first block; only
-full blocks are hashed); seed 003 (``shared/seeds/003_49f236d33f1525f6.txt``), challenge 4.
+full blocks are hashed; vllm/v1/core/kv_cache_utils.py, ``hash_block_tokens``); the chaining
+rule, assets/reference_figures.md R8.
 """
 from __future__ import annotations
 
@@ -103,7 +105,7 @@ def block_hash(parent_hash: bytes | None, token_ids, extra: tuple = ()) -> bytes
     [[tag, value], ...]]`` with fixed separators, so it is the same in every process and Python
     version (unlike the built-in ``hash()``, which is salted per process for strings). Passing
     ``parent_hash=None`` for every block gives the *unchained* scheme ("hash a block's own tokens
-    only") that seed 003's challenge 4 warns about.
+    only") that assets/reference_figures.md R8 warns about.
 
     Args:
         parent_hash: the previous block's hash (32 bytes), or None for the first block.

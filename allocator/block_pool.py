@@ -25,7 +25,10 @@ Model
   (a prefix cache spanning GPU, host memory and disk) costs what the blocks it used cost. A pool
   built with an explicit ``free_order`` stores its whole queue (the Block tables page's small pools).
 
-A host (CPU) pool for swapped-out sequences is :class:`HostPool`.
+A host (CPU) pool for swapped-out sequences is :class:`HostPool`. The engine's prefix-caching
+runs use :class:`allocator.array_pool.ArrayBlockPool`: these rules with numpy state, so a prompt's
+hundreds of blocks move in a few array operations (``tests/test_block_pool.py`` checks both
+against one plain-list model).
 
 Sources: Kwon et al., "Efficient Memory Management for Large Language Model Serving with
 PagedAttention", SOSP 2023, sections 4.2-4.5 (block tables, refcounts, swap); vLLM's free block
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import islice
+from operator import itemgetter
 
 from .validate import FieldError, OutOfBlocksError, whole_number
 
@@ -158,6 +162,10 @@ class BlockPool:
         """Blocks with refcount 0 that are still findable by hash, least recently used first."""
         return list(self._cached_free)
 
+    def cached_free_blocks(self) -> tuple:
+        """:meth:`cached_free_queue` as a tuple (a pool picture's entry)."""
+        return tuple(self._cached_free)
+
     def hash_of(self, block_id: int) -> bytes | None:
         """The hash a block can be found by, or None."""
         b = self.check_block(block_id)
@@ -169,15 +177,30 @@ class BlockPool:
 
     def lookup_run(self, block_hashes, limit: int) -> list[int]:
         """The blocks registered under the leading hashes of ``block_hashes`` (at most ``limit``
-        of them), up to the first hash not found: a prompt's longest cached prefix in one call."""
+        of them), up to the first hash not found: a prompt's longest cached prefix in one call.
+        Looks the hashes up in chunks of doubling size (C-level loops, at most twice the run found)."""
         get = self._cache.get
-        found = []
-        for h in islice(block_hashes, limit):
-            b = get(h)
-            if b is None:
+        if not isinstance(block_hashes, list):
+            block_hashes = list(islice(block_hashes, limit))
+        found: list = []
+        start, step = 0, 16
+        while start < limit:
+            chunk = list(map(get, block_hashes[start:min(limit, start + step)]))
+            if not chunk:
                 break
-            found.append(b)
+            if None in chunk:
+                found += chunk[:chunk.index(None)]
+                break
+            found += chunk
+            start += step
+            step *= 2
         return found
+
+    def count_refcount(self, blocks, value: int) -> int:
+        """How many of ``blocks`` have refcount ``value`` (blocks handed out before)."""
+        if len(blocks) > 1:
+            return itemgetter(*blocks)(self._ref).count(value)
+        return sum(1 for b in blocks if self._ref[b] == value)
 
     def state(self, block_id: int) -> str:
         """``"free"``, ``"cached"`` (refcount 0 but findable by hash) or ``"in use"``."""

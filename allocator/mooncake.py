@@ -18,8 +18,13 @@ conversation trace of the FAST 2025 release, 12,031 requests, Apache-2.0:
 Token ids: the trace does not carry text, so each request gets token ids derived from its hash
 ids (:func:`prompt_token_ids`): token j of the block with id h is a fixed function of (h, j).
 Two prompts then hold exactly the same tokens wherever their hash ids agree, at any engine block
-size, and different tokens elsewhere; the engine hashes those tokens the normal way
-(:func:`allocator.block_hash.prefix_block_keys`), never the trace's ids.
+size, and different tokens elsewhere. So a block of the engine's holds the same tokens, and
+every token before it, exactly when two prompts agree on every trace id up to the one holding
+its last token and the block ends at the same position: :meth:`TracePrompts.block_keys` keys
+blocks by that (chained id, end) pair, with no token hashing at all, and gives the same matches
+as hashing the tokens (:func:`allocator.block_hash.prefix_block_keys`; ``tests/test_mooncake.py``
+checks both agree). The chaining rule of assets/reference_figures.md R8 holds: an id counts only
+with every id before it.
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ from .block_hash import splitmix64
 from .trace import (ASSETS, MAX_ARRIVAL_STEP, MAX_BYTES, MAX_ROWS, MAX_TOKENS, _cut, _read_bytes, _shown, load_shipped,
                     trace_workload)
 from .limits import LIMITS
+from .mathutils import cdiv
 from .validate import FieldError, whole_number
 from .workload import Workload
 
@@ -196,7 +202,7 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
             if isinstance(h, _HugeInt) or isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
                 raise _line_error(n, "hash_ids", f"entry {j} = {_shown(h)} is not a block id "
                                                  f"(a whole number from 0 to {MAX_HASH_ID:,})")
-        want = -(-prompt // TRACE_BLOCK)
+        want = cdiv(prompt, TRACE_BLOCK)
         if len(hids) != want:
             raise _line_error(n, "hash_ids", f"has {len(hids)} ids but input_length {prompt} needs "
                                              f"{want} (one per {TRACE_BLOCK}-token block)")
@@ -241,9 +247,9 @@ def prompt_token_ids(hash_ids, prompt_len: int) -> np.ndarray:
     """
     prompt_len = whole_number("prompt_len", prompt_len, 1)
     ids = np.asarray(hash_ids, dtype=np.uint64)
-    if len(ids) != -(-prompt_len // TRACE_BLOCK):
+    if len(ids) != cdiv(prompt_len, TRACE_BLOCK):
         raise FieldError("hash_ids", f" has {len(ids)} ids for {prompt_len} tokens "
-                                     f"(needs {-(-prompt_len // TRACE_BLOCK)})")
+                                     f"(needs {cdiv(prompt_len, TRACE_BLOCK)})")
     offsets = np.arange(TRACE_BLOCK, dtype=np.uint64)
     with np.errstate(over="ignore"):
         keys = (ids[:, None] * np.uint64(TRACE_BLOCK) + offsets[None, :]).reshape(-1)[:prompt_len]
@@ -258,6 +264,8 @@ class TracePrompts:
 
     def __init__(self, by_request: dict):
         self._ids = dict(by_request)          # request id -> (hash_ids, prompt_len)
+        self._chains: dict[tuple, int] = {}   # (chain number of the ids before, id) -> chain number
+        self._chain_ids: dict[int, np.ndarray] = {}   # request id -> chain number of each of its ids
 
     def __contains__(self, request_id) -> bool:
         return request_id in self._ids
@@ -273,6 +281,45 @@ class TracePrompts:
     def hash_ids(self, request_id: int) -> tuple:
         """The trace's own block ids of the request's prompt (512 tokens each)."""
         return self._ids[request_id][0]
+
+    def block_keys(self, request_id: int, block_size: int, *, as_array: bool = False):
+        """Keys of the request's full prompt blocks of ``block_size`` tokens, for the block-hash map.
+
+        Block i ends at token e = (i + 1) x block_size; its key is ``chain x w + ((e - 1) mod 512)
+        // block_size`` with w = 512 // block_size + 1, where ``chain`` numbers the request's trace
+        ids up to the one holding token e - 1 *with every id before it* (the same ids in the same
+        order get the same number, in this object); blocks ending in one trace block differ in the
+        second term. Two blocks get the same key exactly when their prompts agree on those ids and
+        the blocks end at the same token: then they, and everything before them, hold the same
+        token ids (:func:`prompt_token_ids`). Far cheaper than hashing the tokens; dense ints (a
+        dict spreads them well), so they never equal the bytes keys of other prompts.
+
+        Returns:
+            floor(prompt_len / block_size) ints >= 0, in block order: a list, or an int64 array
+            with ``as_array`` (what :class:`allocator.array_pool.ArrayBlockPool` looks up at once).
+
+        Raises:
+            KeyError: an unknown request id. FieldError: ``block_size`` not a whole number >= 1.
+        """
+        block_size = whole_number("block_size", block_size, 1)
+        hids, n = self._ids[request_id]
+        full = n // block_size
+        if not full:
+            return np.empty(0, dtype=np.int64) if as_array else []
+        ids = self._chain_ids.get(request_id)
+        if ids is None:
+            chains, out, parent = self._chains, [], -1
+            for h in hids:
+                c = chains.get((parent, h))
+                if c is None:
+                    c = chains[(parent, h)] = len(chains)
+                out.append(c)
+                parent = c
+            ids = self._chain_ids[request_id] = np.asarray(out, dtype=np.int64)
+        last = np.arange(block_size - 1, full * block_size, block_size, dtype=np.int64)
+        width = TRACE_BLOCK // block_size + 1
+        keys = ids[last // TRACE_BLOCK] * width + last % TRACE_BLOCK // block_size
+        return keys if as_array else keys.tolist()
 
 
 def mooncake_workload(df: pd.DataFrame, *, offset: int = 0, count: int = 200, steps_per_second: float = 20.0,

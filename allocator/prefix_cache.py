@@ -22,6 +22,7 @@ from .block_pool import _TOMBSTONE, BlockPool
 from .block_hash import prefix_block_keys
 from .engine import SimulationResult, simulate
 from .limits import check_pool_blocks
+from .mathutils import cdiv
 from .mooncake import TRACE_BLOCK
 from .validate import FieldError, real_number, whole_number
 from .workload import Workload
@@ -47,14 +48,18 @@ def distinct_prompt_blocks(workload: Workload, block_size: int) -> int:
     prompts = _prompts(workload)
     block_size = whole_number("block_size", block_size, 1)
     keys: set = set()
-    for r in workload.requests:
-        keys.update(prefix_block_keys(prompts.tokens(r.id), block_size))
+    if hasattr(prompts, "block_keys"):          # a trace's chained block ids (the same matches, no hashing)
+        for r in workload.requests:
+            keys.update(prompts.block_keys(r.id, block_size))
+    else:
+        for r in workload.requests:
+            keys.update(prefix_block_keys(prompts.tokens(r.id), block_size))
     return len(keys)
 
 
 def min_pool_blocks(workload: Workload, block_size: int) -> int:
     """Blocks the longest request needs at its longest (prompt + output): a smaller pool rejects it."""
-    return max(-(-(r.prompt_len + r.output_len) // block_size) for r in workload.requests)
+    return max(cdiv(r.prompt_len + r.output_len, block_size) for r in workload.requests)
 
 
 def run(workload: Workload, block_size: int, pool_blocks: int, *, prefix_caching: bool = True,
@@ -170,7 +175,7 @@ def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS)
         if blocks not in sizes:
             sizes.append(blocks)
     # all requests at their longest at once: a pool this big never makes anyone wait
-    everyone = sum(-(-(r.prompt_len + r.output_len) // block_size) for r in workload.requests)
+    everyone = sum(cdiv(r.prompt_len + r.output_len, block_size) for r in workload.requests)
     ref_blocks = min(most, max(max(sizes), everyone))
     alloc = _StackDepthAllocator(ref_blocks * block_size, block_size, size_hint=everyone + 1)
     ref = simulate(workload, alloc, record_snapshots=False)

@@ -4,12 +4,15 @@ Both paged models keep their blocks here (the engine's PagedAllocator and the Bl
 BlockManager), so its rules are tested once, against a plain-list model of the same rules.
 """
 import copy
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import BlockPool, HostPool, PagedAllocator
+from allocator import array_pool
+from allocator.array_pool import ArrayBlockPool
 from allocator.allocators import Allocator, ReserveMaxAllocator
 from allocator.block_manager import BlockManager
 from allocator.validate import FieldError, OutOfBlocksError
@@ -110,12 +113,30 @@ class ListModel:
                     self.hash.pop(b, None)
 
 
+#: The pools that keep the rules: (pool type, key kind). ArrayBlockPool (prefix caching only) keeps
+#: int keys in an array indexed by key and other keys in a dict; both kinds are run.
+POOLS = [(BlockPool, "bytes"), (ArrayBlockPool, "bytes"), (ArrayBlockPool, "int")]
+
+
+def _key(kind: str, h: int):
+    return h.to_bytes(2, "big") if kind == "bytes" else h
+
+
+@pytest.mark.parametrize("few", [0, 4])                   # ArrayBlockPool: bulk only, or a few block by block
+@pytest.mark.parametrize("make,kind", POOLS)
 @settings(max_examples=150, deadline=None)
 @given(n=st.integers(1, 12), cache_freed=st.booleans(), ops=st.lists(
-    st.tuples(st.sampled_from(["alloc", "release", "share", "hash"]), st.integers(0, 12), st.integers(0, 50)),
-    max_size=60))
-def test_pool_matches_a_plain_list_model(n, cache_freed, ops):
-    pool, model = BlockPool(n, cache_freed=cache_freed), ListModel(n, cache_freed)
+    st.tuples(st.sampled_from(["alloc", "release", "share", "hash", "picture", "run"]), st.integers(0, 12),
+              st.integers(0, 50)), max_size=60))
+def test_pool_matches_a_plain_list_model(make, kind, few, n, cache_freed, ops):
+    if make is ArrayBlockPool and not cache_freed:
+        cache_freed = True                             # it keeps released blocks cached by design
+    # arrays of 2 entries to start with: every run grows them and compacts the queue many times
+    with mock.patch.object(array_pool, "_MIN_CAP", 2), mock.patch.object(array_pool, "_FEW", few):
+        _run_against_the_model(make(n, cache_freed=cache_freed), ListModel(n, cache_freed), kind, n, ops)
+
+
+def _run_against_the_model(pool, model, kind, n, ops):
     tables = []
     for op, k, h in ops:
         if op == "alloc":
@@ -137,20 +158,41 @@ def test_pool_matches_a_plain_list_model(n, cache_freed, ops):
             model.touch(t)
             tables.append(list(t))
         elif op == "hash" and tables:
-            b = tables[k % len(tables)][0]
-            key = h.to_bytes(2, "big")
-            if pool.register(b, key):
-                model.hash[b] = key
+            t = tables[k % len(tables)]
+            if h % 2:                                  # one block, or a whole table at once
+                key = _key(kind, h)
+                if pool.register(t[0], key):
+                    model.hash[t[0]] = key
+            else:
+                keys = [_key(kind, h + i) for i in range(len(t))]
+                expect = {}
+                for b, key in zip(t, keys):            # the first registration wins, in order
+                    if key not in model.hash.values() and key not in expect.values() and b not in model.hash:
+                        expect[b] = key
+                pool.register_all(t, keys)
+                model.hash.update(expect)
         elif op == "hash":
-            key = h.to_bytes(2, "big")                 # a cache hit on a released block, if it is cached
+            key = _key(kind, h)                        # a cache hit on a released block, if it is cached
             b = pool.lookup(key)
             if b is not None and pool.refcount(b) == 0:
                 pool.touch([b])
                 model.touch([b])
                 tables.append([b])
+        elif op == "picture":                          # the cached free blocks, least recently used first
+            assert pool.cached_free_queue() == [b for b in model.queue if b in model.hash]
+            assert pool.cached_free_blocks() == tuple(b for b in model.queue if b in model.hash)
+        elif op == "run":                              # the longest run of leading keys found
+            keys = [_key(kind, (h + i) % 51) for i in range(k)]
+            owner = {key: b for b, key in model.hash.items()}
+            expect = []
+            for key in keys[:k // 2 + 1]:
+                if key not in owner:
+                    break
+                expect.append(owner[key])
+            assert pool.lookup_run(keys, k // 2 + 1) == expect
         assert pool.free_queue() == model.queue
         assert [pool.refcount(b) for b in range(n)] == model.ref
-        assert {b: pool.hash_of(b) for b in range(n) if pool.hash_of(b)} == model.hash
+        assert {b: pool.hash_of(b) for b in range(n) if pool.hash_of(b) is not None} == model.hash
         pool.check_invariants(tables)
 
 
@@ -206,3 +248,44 @@ def test_memory_follows_the_blocks_used_not_the_pool():
     assert small.free_queue() == [3, 4, 5, 6, 7, 2, 1, 0]
     assert small.allocate(6) == [3, 4, 5, 6, 7, 2]
     small.check_invariants([[3], [4], [5], [6], [7], [2]])
+
+
+def test_the_array_pool_refuses_without_change_and_grows_with_the_blocks_used():
+    """ArrayBlockPool (prefix caching's pool): the same refusals that change nothing, and memory
+    that follows the blocks handed out, not a pool of 2**30 blocks."""
+    import tracemalloc
+
+    pool = ArrayBlockPool(4)
+    held = pool.allocate(3)
+    pool.register_all(held, [7, 8, 9])
+    before = copy.deepcopy(pool)
+    with pytest.raises(OutOfBlocksError) as err:
+        pool.allocate(2)
+    assert (err.value.field, err.value.needed, err.value.available) == ("num_blocks", 2, 1) and pool == before
+    pool.release(held)
+    assert pool.allocate(1) == [3] and pool.cached_free_queue() == [2, 1, 0]
+    before = copy.deepcopy(pool)
+    with pytest.raises(RuntimeError):                 # block 0 is held by nobody: nothing changes
+        pool.release([0, 3])
+    assert pool == before and pool.refcount(3) == 1
+    fresh = pool.allocate(1)                          # block 2, evicted from the cache: no hash now
+    assert fresh == [2] and pool.lookup(9) is None and pool.evictions == 1
+    pool.release(fresh)
+    before = copy.deepcopy(pool)
+    with pytest.raises(FieldError) as err:            # a free block without a hash cannot be shared
+        pool.touch([1, 2])
+    assert err.value.field == "block_id" and pool == before
+    pool.touch([1])                                   # a cache hit takes it out of the queue
+    assert pool.refcount(1) == 1 and pool.cached_free_queue() == [0]
+    pool.check_invariants([[3], [1]])
+    with pytest.raises(FieldError):
+        ArrayBlockPool(4, cache_freed=False)
+    tracemalloc.start()
+    big = ArrayBlockPool(2 ** 30)
+    a = big.allocate(3)
+    big.register_all(a, [5, 6, 7])
+    big.release(a)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2 ** 20 and big.num_free == 2 ** 30 and big.num_cached_free == 3 and big.lookup(6) == 1
+    assert big.allocate(2) == [3, 4] and big.lookup_run([5, 6, 7], 3) == [0, 1, 2]

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from allocator.allocators import PagedAllocator, ReserveMaxAllocator
 from allocator.engine import simulate
+from allocator.mathutils import cdiv
 from allocator.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture
 from allocator.scenario import run_both
 from allocator.workload import Request, Workload
@@ -179,7 +180,7 @@ def test_random_traces_keep_every_refcount_and_the_pool_identity(trace, extra_bl
     the block tables listing it, hashes consistent, shared saving exact."""
     block, reqs, prompts = trace
     wl = Workload("random", reqs, 8, prompts=Prompts(prompts))
-    need = max(-(-(r.prompt_len + r.output_len) // block) for r in reqs)
+    need = max(cdiv(r.prompt_len + r.output_len, block) for r in reqs)
     alloc = PagedAllocator((need + extra_blocks) * block, block, preemption=preemption, prefix_caching=True)
     r = simulate(wl, alloc, check_invariants=True)
     s = r.summary
@@ -196,7 +197,7 @@ def test_random_traces_keep_every_refcount_and_the_pool_identity(trace, extra_bl
 def test_an_unbounded_pool_finds_exactly_the_independently_counted_hits(trace):
     block, reqs, prompts = trace
     wl = Workload("random", reqs, 8, prompts=Prompts(prompts))
-    blocks = sum(-(-(r.prompt_len + r.output_len) // block) for r in reqs)     # never evicts
+    blocks = sum(cdiv(r.prompt_len + r.output_len, block) for r in reqs)     # never evicts
     r = simulate(wl, PagedAllocator(blocks * block, block, prefix_caching=True), check_invariants=True)
     assert r.summary["preemptions"] == 0 and r.summary["cached_block_evictions"] == 0
     assert r.summary["prefill_tokens_saved"] == _reference_hits(block, reqs, prompts)

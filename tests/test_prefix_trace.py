@@ -152,6 +152,62 @@ def test_one_pass_curve_against_the_engine(trace, offset, count, block):
             assert r["steps"] is None and r["preemptions"] is None
 
 
+class _TokensOnly:
+    """A window's prompts offering token ids only (no trace block keys): the engine hashes tokens."""
+
+    def __init__(self, prompts):
+        self._p = prompts
+
+    def __contains__(self, request_id) -> bool:
+        return request_id in self._p
+
+    def tokens(self, request_id):
+        return self._p.tokens(request_id)
+
+
+@pytest.mark.parametrize("block", [16, 7, 48, 512, 1000])
+def test_trace_block_keys_match_exactly_where_hashed_tokens_match(trace, block):
+    """The trace's chained-id keys (no hashing) and the hashed token keys pair one to one over a
+    window's full blocks: two blocks share a key under one scheme exactly when they do under the
+    other (same tokens up to and including the block, assets/reference_figures.md R8)."""
+    from allocator.block_hash import prefix_block_keys
+
+    prompts = mooncake_workload(trace, offset=2000, count=300 if block >= 16 else 60).prompts
+    ids = sorted(prompts._ids)
+    to_trace, to_tokens = {}, {}
+    for rid in ids:
+        hashed = prefix_block_keys(prompts.tokens(rid), block, as_bytes=True)
+        keys = prompts.block_keys(rid, block)
+        assert keys == prompts.block_keys(rid, block, as_array=True).tolist() and len(keys) == len(hashed)
+        for k, h in zip(keys, hashed):
+            assert to_trace.setdefault(h, k) == k and to_tokens.setdefault(k, h) == h
+    assert len(to_trace) == len(to_tokens) > len(ids)          # and blocks are shared between prompts
+
+
+def test_the_array_pool_and_trace_keys_give_the_list_pool_and_hashed_tokens_run_exactly(trace):
+    """The fast path of a prefix-caching replay (ArrayBlockPool, trace block keys) against the
+    plain one (the list BlockPool, hashed token ids): every metric, summary figure and pool picture
+    equal, on a pool small enough to evict, pictures included."""
+    import dataclasses
+
+    from allocator import BlockPool, PagedAllocator, simulate
+    from allocator.array_pool import ArrayBlockPool
+    from tests.engine_digest import digest
+
+    wl = mooncake_workload(trace, offset=300, count=150)
+    pool = prefix_cache.distinct_prompt_blocks(wl, 16) // 4
+    fast = PagedAllocator(pool * 16, 16, prefix_caching=True)
+    plain = PagedAllocator(pool * 16, 16, prefix_caching=True)
+    plain.pool_class = lambda n, cache_freed: BlockPool(n, cache_freed=cache_freed)
+    a = simulate(wl, fast)
+    b = simulate(dataclasses.replace(wl, prompts=_TokensOnly(wl.prompts)), plain)
+    assert isinstance(fast.pool, ArrayBlockPool) and type(plain.pool) is BlockPool
+    assert a.summary["cached_block_evictions"] > 0 and a.summary["prefill_tokens_saved"] > 0
+    assert a.snapshots == b.snapshots and a.summary == b.summary
+    b.workload = a.workload
+    assert digest(a) == digest(b)
+
+
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "allocator", "simulate", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)

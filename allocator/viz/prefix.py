@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from allocator.mathutils import cdiv
 from allocator.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture, grid_shape
 from allocator.viz.claims import pct, plural, seconds
 from allocator.viz.theme import CACHED, GREY_FREE, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
@@ -134,8 +135,8 @@ def block_map_figure(snapshot, num_blocks: int, step: int, block_size: int) -> g
     """The pool at one step, one cell per block (or per group of blocks in a large pool):
     free, cached, private and shared blocks in their own colours."""
     state, owner, refs = block_picture(snapshot, num_blocks)
-    per = max(1, math.ceil(num_blocks / MAX_MAP_CELLS))
-    n_cells = math.ceil(num_blocks / per)
+    per = max(1, cdiv(num_blocks, MAX_MAP_CELLS))
+    n_cells = cdiv(num_blocks, per)
     if per > 1:
         pad = n_cells * per - num_blocks
         grid = np.concatenate([state, np.full(pad, -1, np.int8)]).reshape(n_cells, per)
@@ -148,7 +149,7 @@ def block_map_figure(snapshot, num_blocks: int, step: int, block_size: int) -> g
         cell_owner = np.full(n_cells, -1, np.int32)
     else:
         cell_state, cell_refs, cell_owner = state, refs, owner
-    rows, cols = grid_shape(n_cells) if n_cells < 4096 else (math.ceil(n_cells / 128), 128)
+    rows, cols = grid_shape(n_cells) if n_cells < 4096 else (cdiv(n_cells, 128), 128)
     z = np.full(rows * cols, np.nan)
     z[:n_cells] = cell_state
     first = np.arange(rows * cols) * per

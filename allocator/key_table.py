@@ -1,0 +1,131 @@
+"""The block-hash map of :class:`allocator.array_pool.ArrayBlockPool`: int keys in an array.
+
+A trace's block keys (:meth:`allocator.mooncake.TracePrompts.block_keys`) are dense ints, so the
+map from key to block is an int32 array indexed by key: a prompt's hundreds of lookups,
+registrations and (in the pool) evictions are one numpy gather or scatter each, not a dict
+operation per block. Its size follows the keys' range, which for dense keys is about the number
+of distinct blocks (4 bytes each: less than a dict of them). Other keys (sha256 bytes, the
+shared system prompt's and vLLM v1's) live in a dict, as in :class:`allocator.block_pool.BlockPool`.
+One call's keys are all of one kind (judged by the first). Rules as in BlockPool: the first
+registration of a key wins, a block keeps its first hash, a run of lookups stops at the first miss.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_MIN_TABLE = 1024
+
+#: Int keys below this live in an array indexed by key (a trace's dense block keys,
+#: :meth:`allocator.mooncake.TracePrompts.block_keys`); other keys in a dict.
+TABLE_KEYS = 1 << 28
+
+
+def _table_key(key) -> bool:
+    return isinstance(key, (int, np.integer)) and not isinstance(key, bool) and 0 <= key < TABLE_KEYS
+
+
+def _table_keys(keys) -> np.ndarray | None:
+    """``keys`` as an int64 array when they are table keys (judged by the first), else None."""
+    if isinstance(keys, np.ndarray):
+        if keys.dtype.kind not in "iu":
+            return None
+        if len(keys) and (int(keys.min()) < 0 or int(keys.max()) >= TABLE_KEYS):
+            return None
+        return keys.astype(np.int64, copy=False)
+    if isinstance(keys, list) and keys and _table_key(keys[0]):
+        return _table_keys(np.array(keys))
+    return None
+
+
+def ids(blocks) -> np.ndarray:
+    """Block ids as an int64 array (an array is taken as it is)."""
+    return blocks if isinstance(blocks, np.ndarray) else np.array(blocks, dtype=np.int64)
+
+
+class KeyTable:
+    """Lookups and registrations of :class:`~allocator.array_pool.ArrayBlockPool` (a mixin: it
+    uses the pool's ``_table``, ``_ntable``, ``_cache``, ``_hashed``, ``_ikey`` and ``_hkey``)."""
+
+    @property
+    def num_cached(self) -> int:
+        return len(self._cache) + self._ntable
+
+    def lookup(self, block_hash) -> int | None:
+        if _table_key(block_hash):
+            k = int(block_hash)
+            b = int(self._table[k]) if k < len(self._table) else -1
+            return b if b >= 0 else None
+        return self._cache.get(block_hash)
+
+    def lookup_run(self, block_hashes, limit: int) -> list[int]:
+        """:meth:`BlockPool.lookup_run`; the hashes are all of one kind (an int64 array or list
+        of table keys, found with one numpy gather, or other hashes, found in the dict)."""
+        keys = _table_keys(block_hashes)
+        if keys is None:
+            return super().lookup_run(block_hashes, limit)
+        keys = keys[:max(limit, 0)]
+        table = self._table
+        if len(keys) and int(keys.max()) >= len(table):
+            found = np.full(len(keys), -1, dtype=np.int64)
+            inside = keys < len(table)
+            found[inside] = table[keys[inside]]
+        else:
+            found = table[keys]
+        miss = np.flatnonzero(found < 0)
+        return (found[:miss[0]] if len(miss) else found).tolist()
+
+    def register(self, block_id: int, block_hash) -> bool:
+        if self.lookup(block_hash) is not None or self._hashed[block_id]:
+            return False
+        if _table_key(block_hash):
+            self._register_table(np.array([block_id], dtype=np.int64), np.array([int(block_hash)], dtype=np.int64))
+            return True
+        self._cache[block_hash] = block_id
+        self._hashed[block_id] = True
+        self._hkey[block_id] = block_hash
+        return True
+
+    def _register_table(self, arr: np.ndarray, keys: np.ndarray) -> None:
+        """Table keys ``keys`` (distinct, none registered) for unhashed blocks ``arr``."""
+        if not len(keys):
+            return
+        top = int(keys.max())
+        if top >= len(self._table):
+            grow = max(top + 1, 2 * len(self._table), _MIN_TABLE) - len(self._table)
+            self._table = np.concatenate([self._table, np.full(grow, -1, dtype=np.int32)])
+        self._table[keys] = arr
+        self._ikey[arr] = keys
+        self._hashed[arr] = True
+        self._ntable += len(keys)
+
+    def register_all(self, blocks, block_hashes) -> None:
+        """Register each block under the hash beside it (in order; the first registration wins).
+        Keys within one call must be distinct, as a prompt's chained keys are."""
+        if not len(blocks):
+            return
+        arr = ids(blocks)
+        tkeys = _table_keys(block_hashes)
+        if tkeys is not None:
+            tkeys = tkeys[:len(arr)]
+            arr = arr[:len(tkeys)]
+            table = self._table
+            taken = self._hashed[arr]
+            if len(table):
+                inside = tkeys < len(table)
+                taken[inside] |= table[tkeys[inside]] >= 0
+            if taken.any():
+                arr, tkeys = arr[~taken], tkeys[~taken]
+            self._register_table(arr, tkeys)
+            return
+        cache = self._cache
+        keys = list(block_hashes)[:len(arr)]
+        arr = arr[:len(keys)]
+        if any(map(cache.__contains__, keys)) or self._hashed[arr].any():
+            keep = [i for i, (b, h) in enumerate(zip(arr.tolist(), keys))
+                    if h not in cache and not self._hashed[b]]
+            arr, keys = arr[keep], [keys[i] for i in keep]
+        cache.update(zip(keys, arr.tolist()))
+        self._hashed[arr] = True
+        hk = np.empty(len(keys), dtype=object)
+        hk[:] = keys
+        self._hkey[arr] = hk
