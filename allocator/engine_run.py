@@ -223,8 +223,11 @@ class Run:
         """Keep the pool's picture at busy step ``t`` (every ``stride`` steps) and, if asked, check
         the scheduler's and the allocator's bookkeeping (tests run with this)."""
         allocator, pictures = self.allocator, self.pictures
+        take = pictures is not None and t % pictures.stride == 0
+        if not (take or check_invariants):
+            return                             # lengths are built only for a step that uses them
         lengths = scheduler.lengths(t)
-        if pictures is not None and t % pictures.stride == 0:
+        if take:
             pictures.keep(t, allocator.snapshot(lengths))
         if check_invariants:
             scheduler.check_invariants(lengths, t)
