@@ -499,6 +499,9 @@ class PagedAllocator:
         self._unwritten: dict[int, int] = {}        # seq_id -> slots of its last block it will never write
         self.never_written = 0                      # their sum: internal fragmentation
         self.swapped: dict[int, list[int]] = {}     # seq_id -> host blocks it holds
+        self._swapped_shared: dict[int, int] = {}   # seq_id -> blocks it shared when swapped out (not copied)
+        self.last_lost_tokens = 0                   # context tokens the last swap-in must compute again,
+        self.last_lost_start = 0                    # starting at this token (after the blocks still found)
         self.swap_traffic = 0                       # blocks moved out + in, total
         self.shared_saving = 0                      # slots saved by sharing right now
         self.shared_prefix = whole_number("shared_prefix", shared_prefix, 0)
@@ -613,6 +616,11 @@ class PagedAllocator:
         if host is not None:
             self.host.give_back(host)
             self.swap_traffic += len(host)
+            # Only its private blocks went to the host; the shared ones (the leading prompt blocks)
+            # stayed with their other holders. Those no longer found must be computed again.
+            lost = self._swapped_shared.pop(seq_id) - len(hits)
+            self.last_lost_start = len(hits) * self.block_size
+            self.last_lost_tokens = min(context_len - self.last_lost_start, lost * self.block_size) if lost > 0 else 0
         self._track(seq_id, prompt_len + output_len, need * self.block_size)
         return need * self.block_size
 
@@ -680,6 +688,7 @@ class PagedAllocator:
             private = self.pool.count_refcount(self.block_tables[seq_id], 1)
             if private <= self.host.num_free:
                 self.swapped[seq_id] = self.host.take(private)
+                self._swapped_shared[seq_id] = len(self.block_tables[seq_id]) - private
                 self.swap_traffic += private
                 mode = "swap"
         self._release(seq_id)

@@ -20,7 +20,7 @@ class _Seq:
     """A request inside the engine. While running, it holds ``base + t`` tokens at the end of step t."""
 
     __slots__ = ("id", "prompt_len", "output_len", "generated", "context_len", "base", "order",
-                 "finish_step", "grow_step", "recompute", "running", "arrival", "first_step")
+                 "finish_step", "grow_step", "recompute", "swapped", "running", "arrival", "first_step")
 
     def __init__(self, req, arrival):
         self.id = req.id
@@ -35,11 +35,12 @@ class _Seq:
         self.finish_step = -1
         self.grow_step = -1                # the step its room fills (-1: it finishes first)
         self.recompute = False             # preempted by recompute, not yet re-admitted
+        self.swapped = False               # preempted by swap: its K/V waits in host memory
         self.running = False
 
 
 _BY_ORDER = attrgetter("order")
-_NO_ADMISSIONS = (0, 0, 0, 0, 0, 0)
+_NO_ADMISSIONS = (0, 0, 0, 0, 0, 0, 0)
 
 
 def _add(buckets: dict, step: int, s: _Seq) -> None:
@@ -87,13 +88,13 @@ class ClassroomScheduler:
         needs = self.grow_at.pop(t, None)
         preempted = self.serve(needs, t) if needs else 0                    # 2. serve the running
         if waiting and not preempted:                                        # 3. admit (not after a preemption)
-            admitted, prefill, prefill_pairs, recomputed, hit, prompt_in = self.admit(t)
+            admitted, prefill, prefill_pairs, recomputed, hit, prompt_in, lost = self.admit(t)
         else:
-            admitted, prefill, prefill_pairs, recomputed, hit, prompt_in = _NO_ADMISSIONS
+            admitted, prefill, prefill_pairs, recomputed, hit, prompt_in, lost = _NO_ADMISSIONS
         # 4. compute: everything running now emits one token (admitted ones after their prefill);
         # a decoding sequence attends to the base + t tokens it holds at the end of the step
         batch = len(running)
-        decode_pairs = self.base_sum + batch * t - (prefill + admitted)
+        decode_pairs = self.base_sum + batch * t - (prefill - lost + admitted)
         done = self.finish_at.pop(t, None)
         if done:
             self.finish(done, t)                                            # 5. free the finished
@@ -153,17 +154,22 @@ class ClassroomScheduler:
         self.finish_at[victim.finish_step].remove(victim)
         if victim.grow_step > t:
             self.grow_at[victim.grow_step].remove(victim)
-        victim.recompute = self.allocator.preempt(victim.id) == "recompute"
+        mode = self.allocator.preempt(victim.id)
+        victim.recompute, victim.swapped = mode == "recompute", mode == "swap"
         self.waiting.appendleft(victim)
         return victim
 
     def admit(self, t: int) -> tuple:
         """Admit the queue's head while it fits (FCFS, no skipping): each prefills its context
-        (less what the prefix cache holds) and emits its first token at ``t``.
+        (less what the prefix cache holds) and emits its first token at ``t``. A sequence coming
+        back from a swap prefills nothing: its K/V is copied back from host memory, and it decodes
+        its next token at ``t`` like any running sequence (it is not counted in ``admitted``);
+        only blocks it had shared and that were freed meanwhile are computed again.
 
         Returns:
-            (admitted, prefill tokens, prefill query-key pairs, recomputed tokens, prompt tokens
-            found in the prefix cache, prompt tokens of first admissions).
+            (admitted: sequences that prefilled, prefill tokens, prefill query-key pairs,
+            recomputed tokens, prompt tokens found in the prefix cache, prompt tokens of first
+            admissions, tokens the swapped-in sequences computed again).
         """
         waiting, allocator = self.waiting, self.allocator
         s = waiting[0]
@@ -171,7 +177,7 @@ class ClassroomScheduler:
         if room is None:
             return _NO_ADMISSIONS              # the usual case while a queue waits: the head does not fit
         running = self.running
-        admitted = prefill = prefill_pairs = recomputed = hit = prompt_in = 0
+        admitted = prefill = prefill_pairs = recomputed = hit = prompt_in = lost = 0
         while room is not None:
             waiting.popleft()
             self.order += 1
@@ -182,10 +188,18 @@ class ClassroomScheduler:
             s.base = c + 1 - t
             self.base_sum += s.base
             self.final_sum += s.prompt_len + s.output_len
-            admitted += 1
-            cached = allocator.last_hit_tokens     # prompt tokens found in the prefix cache
-            prefill += c - cached                  # tokens computed: the cached ones are not
-            prefill_pairs += c * (c + 1) // 2 - cached * (cached + 1) // 2
+            if s.swapped:                          # swap-in: a decode, not a prefill
+                s.swapped = False
+                redo = allocator.last_lost_tokens  # shared blocks freed while it was out
+                lo = allocator.last_lost_start     # they start after the blocks still found
+                lost += redo
+                prefill += redo
+                prefill_pairs += (lo + redo) * (lo + redo + 1) // 2 - lo * (lo + 1) // 2
+            else:
+                admitted += 1
+                cached = allocator.last_hit_tokens     # prompt tokens found in the prefix cache
+                prefill += c - cached                  # tokens computed: the cached ones are not
+                prefill_pairs += c * (c + 1) // 2 - cached * (cached + 1) // 2
             if s.first_step < 0:                   # the hit rate counts each prompt once
                 s.first_step = t
                 hit += cached
@@ -200,7 +214,7 @@ class ClassroomScheduler:
                 break
             s = waiting[0]
             room = allocator.admit(s.id, s.prompt_len, s.context_len, s.output_len)
-        return admitted, prefill, prefill_pairs, recomputed, hit, prompt_in
+        return admitted, prefill, prefill_pairs, recomputed, hit, prompt_in, lost
 
     def finish(self, done: list, t: int) -> None:
         """Free the sequences that emitted their last token at ``t``."""

@@ -49,7 +49,8 @@ METRICS = (
     "next_need",              # slots the queue head needs to be admitted (0 if none waits)
     "swapped_blocks",         # blocks copied to or from the host pool this step (swap preemption)
     "recomputed_tokens",      # tokens prefilled again this step for sequences preempted by recompute
-    "admitted",               # sequences admitted this step: each prefilled its context and emitted a token (count)
+    "admitted",               # sequences admitted this step: each prefilled its context and emitted a token (count;
+                              # one swapped back in is not counted: it decodes, its K/V copied back from host)
     "prefill_tokens",         # tokens prefilled this step: the admitted sequences' contexts, recomputed ones
                               # included (tokens; what the cost model charges 2 x parameters FLOPs each)
     "prefill_pairs",          # causal attention query-key pairs of those prefills: c(c+1)/2 per context of c
