@@ -298,7 +298,7 @@ def test_guided_lesson_moves_the_controls_and_reveals_core_numbers(app):
     app.toggle(key="lesson_reveal_3").set_value(True).run()
     res = run_scenario(Scenario(block_size=256), record_snapshots=False)["paged"].summary
     at16 = run_scenario(Scenario(block_size=16), record_snapshots=False)["paged"].summary
-    shown = " ".join(s.value for s in app.success)
+    shown = " ".join(s.value for s in app.info)
     assert (f"**Down**, to {pct(res['mean_utilization_busy'])} from {pct(at16['mean_utilization_busy'])}" in shown
             and "The class predicted: *down*" in shown)
     app.button(key="lesson_next").click().run()                      # step 5: shared prompt
@@ -325,7 +325,7 @@ def test_a_question_hides_its_answer_until_revealed(app):
     assert sum("Hidden until the class has predicted" in i.value for i in app.info) == 3
     app.toggle(key="lesson_reveal_3").set_value(True).run()
     assert charts() == ["maps", "sweep"]
-    assert "about half empty" in " ".join(s.value for s in app.success)
+    assert "about half empty" in " ".join(s.value for s in app.info)
 
 
 def test_ending_the_lesson_restores_the_lecturers_scenario():

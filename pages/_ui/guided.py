@@ -96,9 +96,10 @@ def guided_lesson(results, scenario, sweep_rows, button_place=None, compact: boo
                         horizontal=True)
             if controls.toggle("Reveal", key=f"lesson_reveal_{i}"):
                 guess = st.session_state.get(f"lesson_guess_{i}")
-                st.success(reveal(step["reveal"], results, slots=scenario.slots, max_new=scenario.max_new,
-                                  sweep_rows=sweep_rows)
-                           + (f"\n\nThe class predicted: *{guess}*." if guess else ""))
+                # blue, not green: the reveal states what the run did, not whether the class was right
+                st.info(reveal(step["reveal"], results, slots=scenario.slots, max_new=scenario.max_new,
+                               sweep_rows=sweep_rows)
+                        + (f"\n\nThe class predicted: *{guess}*." if guess else ""), icon=":material/visibility:")
             if compact:
                 _step_buttons(i, n, controls)
                 return
