@@ -57,7 +57,7 @@ NARRATIVE = {
         "attention kernels read it that way, and a run cannot grow into memory someone else holds. So "
         "the engine reserved the longest answer it allows — the prompt plus `max_new_tokens` — the "
         "moment the request was admitted, and kept all of it until the request ended."),
-    "Two kinds of waste": (
+    "Where idle memory goes": (
         "Orange is memory a request holds that holds no token yet. Part of it is a **reservation** for "
         "tokens the answer will still write; the rest, past the end of the answer it actually gives, is "
         "**internal fragmentation**: never written. **External fragmentation** (dark grey) is memory "
