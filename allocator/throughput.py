@@ -5,32 +5,28 @@ request rate a system sustains before its latency runs away: on ShareGPT request
 OPT-66B and OPT-175B together, vLLM sustained 1.7-2.7x the rate of Orca (Oracle) and 2.7-8x that
 of Orca (Max); for OPT-13B on one A100 alone the paper states batch sizes 2.2x and 4.3x theirs
 (Figure 13). This module runs the same kind of experiment on this project's engine and cost model
-(:mod:`allocator.paper` runs the paper's own configuration):
+(:mod:`allocator.paper` runs the paper's own configuration), in three parts:
 
-1. :func:`poisson_workload`: ``n`` requests whose (prompt, output) lengths are drawn, with a seed,
-   from a trace's rows that fit the model's context window, arriving as a Poisson process of
-   ``rate`` requests per second (exponential gaps; the same draws at every rate, so the rates
-   differ only in their clock: common random numbers).
-2. :func:`rate_sweep`: every policy -- reservation ``max``, ``pow2``, ``oracle`` and ``paged`` --
-   at every rate, each run on the seconds clock (``engine.simulate(clock=...)``: a step lasts
-   what :mod:`allocator.timing` says), on the KV pool the GPU has left after the weights
-   (:meth:`allocator.timing.CostModel.pool_slots`).
-3. :func:`sustained_rate`: the rate at which a policy's normalised latency (mean end-to-end
-   latency / output length, the paper's metric, s/token) crosses a budget. The budget is
+1. the workload (:mod:`allocator.poisson`, :func:`poisson_workload`): ``n`` requests with a
+   trace's lengths arriving as a Poisson process of ``rate`` requests per second, the same draws
+   at every rate;
+2. the sweep (this module, :func:`rate_sweep`): every policy -- reservation ``max``, ``pow2``,
+   ``oracle`` and ``paged`` -- at every rate, each run on the seconds clock
+   (``engine.simulate(clock=...)``: a step lasts what :mod:`allocator.timing` says), on the KV
+   pool the GPU has left after the weights (:meth:`allocator.timing.CostModel.pool_slots`);
+3. the sustained rates (:mod:`allocator.sustained`, :func:`sustained_rate`): the rate at which a
+   policy's normalised latency (mean end-to-end latency / output length, the paper's metric,
+   s/token) crosses a budget, interpolated only where the grid is fine enough, else a bracket;
+   :func:`rate_ratio` states a ratio only as far as the brackets support it. The budget is
    ``latency_factor`` (5 by default) x the **unloaded** normalised latency: each request served
    alone on the same GPU (:func:`unloaded_latency`), so the budget means the same on a fast and
-   a slow GPU. Between two swept rates the crossing is interpolated linearly in the rate against
-   the logarithm of the latency (latency climbs roughly exponentially near saturation) -- but only
-   where the grid is fine enough: when the upper of the two rates is more than
-   :data:`INTERPOLATION_SPAN` (1.5) x the lower, the knee could lie anywhere between them, so the
-   sustained rate is reported as that bracket ("between 0.2 and 500 requests/s"), not as a number.
-   :func:`rate_ratio` then states a ratio only as far as the brackets support it.
+   a slow GPU.
 
+The names of :mod:`allocator.poisson` and :mod:`allocator.sustained` are importable from here too.
 The paper's figures are quoted in :data:`PAPER` as the paper's; nothing here is fitted to them.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -38,8 +34,10 @@ import numpy as np
 from .allocators import RESERVATION_POLICIES, PagedAllocator, ReserveMaxAllocator
 from .engine import simulate
 from .limits import check
+from .poisson import (DEFAULT_MAX_NEW, DEFAULT_REQUESTS, DEFAULT_SEED, SWEEP_MAX_NEW, SWEEP_WORKLOADS,
+                      poisson_workload, workload_trace)
+from .sustained import INTERPOLATION_SPAN, RATIO_RANGE_SPAN, rate_ratio, sustained_rate, sustained_short
 from .timing import CostModel, price
-from .trace import shipped_trace
 from .validate import FieldError, number_from_text, one_of, show
 from .workload import Request, Workload
 
@@ -63,95 +61,15 @@ PAPER = {
     "setup": "OPT-13B on one NVIDIA A100, ShareGPT requests",
 }
 
-#: Defaults of the sweep (the ``rate-sweep`` command and the page).
-DEFAULT_REQUESTS = 1000
+#: Defaults of the sweep (the ``rate-sweep`` command and the page); the workload's own defaults
+#: (requests, generation cap, seed) are :mod:`allocator.poisson`'s.
 DEFAULT_BLOCK_SIZE = 16
-DEFAULT_MAX_NEW = 1024
 DEFAULT_LATENCY_FACTOR = 5.0
-DEFAULT_SEED = 0
 #: Rates of the default grid, as multiples of the paged allocator's saturation rate (see
 #: :func:`default_rates`): dense around the knees of the four curves.
 RATE_GRID = (0.2, 0.35, 0.5, 0.65, 0.8, 0.95, 1.1, 1.4)
-#: The coarsest step between two swept rates across which a sustained rate is interpolated: the
-#: upper rate at most this many times the lower. Across a wider step the crossing is reported as a
-#: bracket (between the two rates). The default grid (:data:`RATE_GRID`) is finer above its first
-#: step; the paper replication's rates (allocator.paper) step by at most 1.5x where its knees lie.
-INTERPOLATION_SPAN = 1.5
-#: The widest range (high / low) a ratio of two bracketed sustained rates is stated as; wider, or a
-#: range that includes 1 (the grid cannot tell which sustains more), and no ratio is stated.
-RATIO_RANGE_SPAN = 4.0
+#: The most rates one sweep runs (:func:`parse_rates`).
 MAX_RATES = 16
-#: Named workloads a sweep draws its lengths from, and how texts name them.
-SWEEP_WORKLOADS = {"azure-conv": "Azure conversation lengths",
-                   "sharegpt-opt": "ShareGPT lengths (the PagedAttention paper's)"}
-#: The generation cap of a sweep on each workload (tokens): the paper's ShareGPT lengths run up to
-#: OPT's 2,048-token context and are never clipped.
-SWEEP_MAX_NEW = {"azure-conv": DEFAULT_MAX_NEW, "sharegpt-opt": 2048}
-
-
-def workload_trace(workload: str):
-    """The lengths a sweep draws from: the shipped Azure trace or the paper's ShareGPT pairs.
-
-    Raises:
-        FieldError (``workload``): not a key of :data:`SWEEP_WORKLOADS`.
-    """
-    one_of("workload", workload, tuple(SWEEP_WORKLOADS))
-    if workload == "sharegpt-opt":
-        from .sharegpt import sharegpt_lengths
-        return sharegpt_lengths()
-    return shipped_trace()
-
-
-def poisson_workload(rate: float, n: int = DEFAULT_REQUESTS, *, seed: int = DEFAULT_SEED, max_context: int,
-                     max_new_tokens: int = DEFAULT_MAX_NEW, trace=None, name: str | None = None) -> Workload:
-    """``n`` requests with trace lengths arriving as a Poisson process of ``rate`` requests/s.
-
-    Args:
-        rate: mean arrivals per second (``LIMITS["rates"]``: more than 0, at most 1,000,000).
-        n: number of requests (``LIMITS["requests"]``: 1 .. 20,000).
-        seed: the draws (which rows, which gaps) depend only on it and ``n``, not on ``rate``.
-        max_context: the model's context window (tokens): only rows with prompt + output <= it
-            are drawn (a longer request could not run on the model at all).
-        max_new_tokens: the generation cap (tokens); outputs above it are clipped to it.
-        trace: a DataFrame from :func:`allocator.trace.load_trace` (default: the shipped Azure
-            conversation trace).
-        name: the workload's label (default ``"poisson <rate>/s"``).
-
-    Returns:
-        Workload: request i arrives at ``arrival_s`` = (sum of the first i - 1 unit exponential
-        gaps) / rate, the first at 0 s.
-
-    Raises:
-        FieldError: a bad ``rate``, ``n``, ``seed``, ``max_context`` or ``max_new_tokens``, or no
-            trace row that fits the context window (``max_context``).
-    """
-    rate = check("rates", rate, subject="rate")
-    n = check("requests", n)
-    seed = check("seed", seed)
-    max_context = check("max_context", max_context)
-    max_new_tokens = check("max_new_tokens", max_new_tokens)
-    prompts, outputs, unit = _draws(n, seed, max_context, max_new_tokens, trace)
-    arrivals = unit / rate
-    reqs = tuple(Request(i + 1, int(p), int(o), 0, float(a))
-                 for i, (p, o, a) in enumerate(zip(prompts.tolist(), outputs.tolist(), arrivals.tolist())))
-    return Workload(name or f"poisson {rate:g}/s", reqs, max_new_tokens,
-                    params=dict(rate=rate, requests=n, seed=seed, max_context=max_context,
-                                max_new_tokens=max_new_tokens))
-
-
-def _draws(n, seed, max_context, max_new_tokens, trace):
-    """(prompts, outputs, unit-rate arrival times) for :func:`poisson_workload`."""
-    df = shipped_trace() if trace is None else trace
-    p_all = df["prompt_tokens"].to_numpy()
-    o_all = np.minimum(df["output_tokens"].to_numpy(), max_new_tokens)
-    fits = np.flatnonzero(p_all + o_all <= max_context)
-    if not len(fits):
-        raise FieldError("max_context", f" = {max_context}: no trace row fits the model's context window")
-    rng = np.random.default_rng(seed)
-    rows = fits[rng.integers(0, len(fits), size=n)]
-    gaps = rng.exponential(1.0, size=n)
-    unit = np.cumsum(gaps) - gaps[0]
-    return p_all[rows], o_all[rows], unit
 
 
 def make_allocator(policy: str, pool_slots: int, max_new_tokens: int, block_size: int = DEFAULT_BLOCK_SIZE,
@@ -295,89 +213,6 @@ class RateSweep:
         return rate_ratio(self.sustained[a], self.sustained[b])
 
 
-def _interval(s: dict) -> tuple[float, float] | None:
-    """The rates (low, high) a sustained rate is known to lie in; None when below the sweep."""
-    if s["bound"] == "within":
-        return s["rate"], s["rate"]
-    if s["bound"] == "above":
-        return s["rate"], math.inf
-    if s["bound"] == "between":
-        return s["low"], s["high"]
-    return None
-
-
-def rate_ratio(sa: dict, sb: dict) -> dict | None:
-    """The ratio of two sustained rates (:func:`sustained_rate`'s dicts), as far as they support it.
-
-    Returns:
-        {"value": a / b, "kind": "exact"} when both crossed the budget at an interpolated rate;
-        {"value", "kind": "at least"} or {"value", "kind": "at most"} when one side is a bound (``a``
-        never over the budget: a / b is at least top / b's highest possible rate; ``b`` never over:
-        at most); {"value": None, "kind": "between", "low", "high"} when a bracket leaves a range
-        no wider than :data:`RATIO_RANGE_SPAN` that does not include 1; None when no ratio can be
-        stated (either was over the budget at its lowest rate, neither crossed it, or the brackets
-        leave too wide a range).
-    """
-    ia, ib = _interval(sa), _interval(sb)
-    if ia is None or ib is None:
-        return None
-    if sa["bound"] == "above" and sb["bound"] == "above":
-        return None
-    lo = ia[0] / ib[1]
-    hi = ia[1] / ib[0]
-    if lo == hi:
-        return {"value": lo, "kind": "exact"}
-    if math.isinf(hi):
-        return {"value": lo, "kind": "at least"}
-    if lo == 0:
-        return {"value": hi, "kind": "at most"}
-    if hi / lo <= RATIO_RANGE_SPAN and not lo <= 1 <= hi:
-        return {"value": None, "kind": "between", "low": lo, "high": hi}
-    return None
-
-
-def sustained_rate(rates, latencies, budget: float) -> dict:
-    """Where a latency curve crosses ``budget`` (see the module docstring).
-
-    Args:
-        rates: ascending rates (requests/s).
-        latencies: normalised latency at each rate (s/token; None counts as over budget: nothing
-            finished).
-        budget: s/token.
-
-    Returns:
-        {"rate": r, "bound": "within"} with r interpolated between the last rate under budget and
-        the next (linear in rate, logarithmic in latency) when the next is at most
-        :data:`INTERPOLATION_SPAN` x the last; {"rate": None, "bound": "between", "low": last,
-        "high": next} when the step is wider (or the next rate finished nothing, so there is
-        nothing to interpolate towards); {"rate": highest rate, "bound": "above"} if no rate went
-        over; {"rate": None, "bound": "below"} if the lowest already did.
-    """
-    lat = [math.inf if v is None else v for v in latencies]
-    over = [v > budget for v in lat]
-    if not any(over):
-        return {"rate": float(rates[-1]), "bound": "above"}
-    k = over.index(True)
-    if k == 0:
-        return {"rate": None, "bound": "below"}
-    r0, r1, l0, l1 = rates[k - 1], rates[k], lat[k - 1], lat[k]
-    if r1 > INTERPOLATION_SPAN * r0 or not math.isfinite(l1) or l0 <= 0:
-        return {"rate": None, "bound": "between", "low": float(r0), "high": float(r1)}
-    frac = (math.log(budget) - math.log(l0)) / (math.log(l1) - math.log(l0))
-    return {"rate": float(r0 + frac * (r1 - r0)), "bound": "within"}
-
-
-def sustained_short(s: dict, digits: int = 2) -> str:
-    """A sustained rate (:func:`sustained_rate`'s dict) for a terminal table: ``"1.81"``
-    (interpolated, ``digits`` decimals), ``"4.00+"`` (never over the budget: a lower bound),
-    ``"0.2-500"`` (a bracket, the two swept rates as given) or ``"below the lowest rate"``."""
-    if s["bound"] == "between":
-        return f"{s['low']:g}-{s['high']:g}"
-    if s["rate"] is None:
-        return "below the lowest rate"
-    return f"{s['rate']:.{digits}f}" + ("+" if s["bound"] == "above" else "")
-
-
 def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int = DEFAULT_REQUESTS,
                seed: int = DEFAULT_SEED, block_size: int = DEFAULT_BLOCK_SIZE,
                max_new_tokens: int = DEFAULT_MAX_NEW, latency_factor: float = DEFAULT_LATENCY_FACTOR,
@@ -484,4 +319,5 @@ __all__ = ["POLICIES", "POLICY_LABELS", "PAPER_NAMES", "PAPER", "RATE_GRID", "RE
            "poisson_workload", "make_allocator", "unloaded_latency", "saturation_rate", "default_rates",
            "parse_rates", "RateSweep", "sustained_rate", "sustained_short", "rate_ratio", "INTERPOLATION_SPAN",
            "RATIO_RANGE_SPAN", "rate_sweep", "with_latency_factor", "default_rate",
-           "memory_basis"]
+           "memory_basis", "DEFAULT_BLOCK_SIZE", "DEFAULT_LATENCY_FACTOR", "DEFAULT_MAX_NEW",
+           "DEFAULT_REQUESTS", "DEFAULT_SEED", "SWEEP_MAX_NEW", "SWEEP_WORKLOADS", "workload_trace"]

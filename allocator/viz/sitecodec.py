@@ -26,7 +26,7 @@ import json
 
 import numpy as np
 
-#: plotly.js typed-array dtype codes (``allocator.viz.charts._typed``) -> numpy dtypes.
+#: plotly.js typed-array dtype codes (``allocator.viz.explainer_chart._typed``) -> numpy dtypes.
 _DTYPES = {"i1": np.int8, "u1": np.uint8, "i2": np.int16, "u2": np.uint16, "i4": np.int32, "u4": np.uint32,
            "f4": np.float32, "f8": np.float64}
 #: Code written for a padding cell (NaN in the figure: the grid's unused tail), decoded as null.

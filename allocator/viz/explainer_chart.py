@@ -1,0 +1,381 @@
+"""The explainer's animated figure: both allocators' memory maps above their utilisation and
+running batch, one animation frame per chosen step (or moment, on the seconds clock), and the same
+figure with its text sized for a projector.
+
+No streamlit import, so benchmarks and tests can build it. Every number drawn here comes from
+``allocator`` results (:class:`allocator.engine.SimulationResult`, :mod:`allocator.maps`,
+:class:`allocator.timing.RunTiming`); this module only lays them out.
+"""
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.subplots import make_subplots
+
+from allocator import DUPLICATE, EMPTY, FREE, HOLE, SHARED
+from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
+from allocator.mathutils import cdiv
+from allocator.viz.claims import lesson_key_steps, pct
+from allocator.viz.frozen import FrozenFigure
+from allocator.viz.theme import (BROWN_DUPLICATE as DUPLICATE_COLOUR, DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED,
+                                 REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
+
+__all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PROJECTOR_FONTS", "explainer_figure", "for_projector",
+           "time_frames"]
+
+#: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
+FIGURE_BUDGET_BYTES = 2_800_000
+MAX_FRAMES = 90
+_CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, DUPLICATE_COLOUR, *REQUEST_COLOURS]  # z code -> colour
+_ORDER = ("reserve_max", "paged")
+_SERIES_COLOUR = {"reserve_max": RESERVE_MAX, "paged": PAGED}
+
+
+def _colorscale() -> list:
+    n = len(_CODES)
+    scale = []
+    for i, c in enumerate(_CODES):
+        scale += [[i / n, c], [(i + 1) / n, c]]
+    return scale
+
+
+def _codes(owner: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """Heatmap z codes: 0 free, 1 hole, 2 allocated-empty, 3 shared prefix, 4 duplicate copy of the
+    shared prompt, 5+ token of a request (id mod palette)."""
+    return np.select([state == FREE, state == HOLE, state == EMPTY, state == SHARED, state == DUPLICATE],
+                     [0, 1, 2, 3, 4], default=5 + np.maximum(owner, 0) % len(REQUEST_COLOURS))
+
+
+def _typed(arr: np.ndarray) -> dict:
+    """A numpy array as plotly.js's typed-array spec (base64): compact JSON, and plotly.py keeps it
+    as one string instead of copying it element by element."""
+    kinds = {np.dtype(np.int8): "i1", np.dtype(np.int16): "i2", np.dtype(np.int32): "i4",
+             np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}
+    arr = np.ascontiguousarray(arr)
+    return {"dtype": kinds[arr.dtype], "bdata": base64.b64encode(arr.tobytes()).decode("ascii"),
+            "shape": ", ".join(str(n) for n in arr.shape)}
+
+
+def _grid(values: np.ndarray, rows: int, cols: int, fill):
+    pad = rows * cols - len(values)
+    if pad:
+        values = np.concatenate([values, np.full(pad, fill, dtype=values.dtype)])
+    return values.reshape(rows, cols)
+
+
+def _frame_text(res, step: int) -> str:
+    """The readout above a map at ``step`` (every number read from the record covering it)."""
+    m = res.metrics
+    total = res.total_slots
+    if step >= res.steps:
+        finished = int(m["finished"][-1]) if res.records else 0
+        return (f"<b>{res.label}</b> · drained after {res.steps:,} steps<br>"
+                f"{finished} finished · {len(res.rejected)} rejected")
+    r = res.record_index(step)
+    title = res.label + (f" (block {res.block_size})" if res.block_size else "")
+    preempted = int((m["preemptions"][:r + 1] * m["span"][:r + 1]).sum())
+    idle = (f"<br>idle: nothing runs or waits for {int(m['span'][r]):,} steps (to step "
+            f"{int(m['step'][r] + m['span'][r]):,})" if m["span"][r] > 1 else "")
+    return (f"<b>{title}</b> · end of step {step:,}: {pct(float(m['utilization'][r]))} of slots hold a token<br>"
+            f"reserved for tokens to come {pct(m['reserved_slots'][r] / total)} · "
+            f"never written {pct(m['internal_fragmentation'][r] / total)} · "
+            f"external frag {pct(m['external_fragmentation'][r] / total)}<br>"
+            f"{int(m['running'][r])} computed a token this step · {int(m['waiting'][r])} waiting · "
+            f"{int(m['finished'][r])} finished · preemptions so far {preempted}"
+            + (f"<br>{int(m['logical_tokens'][r]):,} logical tokens in {int(m['used_slots'][r]):,} "
+               f"distinct slots (shared prefix)" if res.shared_prefix and res.block_size else "")
+            + idle)
+
+
+def _series(res, name: str, scale: float = 1.0, timing=None) -> tuple[np.ndarray, np.ndarray]:
+    """A metric as a step-wise line: x = each record's first step plus the end of the run (or, with
+    ``timing``, each record's start and the run's end in seconds), y = the record's value
+    (repeated at the end so the last record is drawn to its end)."""
+    if not res.records:
+        return np.zeros(0, np.int64), np.zeros(0)
+    y = res.metrics[name] * scale
+    if timing is not None:
+        return np.append(timing.start_s, timing.makespan_s), np.append(y, y[-1:])
+    return np.append(res.metrics["step"], res.steps), np.append(y, y[-1:])
+
+
+def time_frames(results: dict, timings: dict, max_frames: int, include_steps=()) -> list[tuple[float, dict]]:
+    """Animation frames on the seconds clock: (time, {kind: engine step shown}) pairs.
+
+    Each allocator's run has its own clock (the same step takes different seconds in each), so a
+    frame is a moment in seconds and each map shows the step its run was in at that moment: the
+    latest step at or before it that has a picture, or the drained pool after its run ended.
+    Candidate moments are the starts of every record of either run that has a picture, spread
+    evenly by record as :func:`allocator.maps.frame_steps` does; ``include_steps`` (steps a text
+    quotes) add each run's start of that step.
+    """
+    cands, starts = [], {}
+    for key, res in results.items():
+        t = timings[key]
+        has = res.metrics["step"] % res.snapshot_stride == 0 if res.records else np.zeros(0, bool)
+        starts[key] = (t.start_s[has], res.metrics["step"][has])
+        cands.append(t.start_s[has])
+    moments = np.unique(np.concatenate(cands + [np.zeros(1)]))
+    k = max(2, min(int(max_frames), len(moments)))
+    picks = moments[np.unique(np.linspace(0, len(moments) - 1, k).round().astype(np.int64))]
+    extra = [timings[key].time_at(step) for key, res in results.items() for step in include_steps if step < res.steps]
+    picks = np.unique(np.concatenate([picks, np.asarray(extra, dtype=float)]))
+    frames = []
+    for moment in picks:
+        shown = {}
+        for key, res in results.items():
+            times, steps = starts[key]
+            if moment >= timings[key].makespan_s or not len(steps):
+                shown[key] = res.steps                     # drained: the empty pool
+            else:
+                i = int(np.searchsorted(times, moment + 1e-12, side="right") - 1)
+                shown[key] = int(steps[max(i, 0)])
+        frames.append((float(moment), shown))
+    return frames
+
+
+def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_bytes: int = FIGURE_BUDGET_BYTES,
+                     timings: dict | None = None) -> go.Figure:
+    """Animated memory maps of both allocators plus utilisation and running batch over steps.
+
+    Args:
+        results: {"reserve_max": SimulationResult, "paged": SimulationResult} with snapshots.
+        max_frames: most animation frames (they play client-side: Plotly frames, no server trip).
+        budget_bytes: frames are thinned so the figure's JSON stays under this many bytes.
+        timings: None for a time axis in engine steps (frames named by step); or {kind:
+            :class:`allocator.timing.RunTiming`} of the same runs for a time axis in seconds:
+            frames are moments (named by their seconds, see :func:`time_frames`), each map shows
+            its own run's step at that moment, and the lines are drawn against seconds.
+
+    Returns:
+        A Plotly figure: row 1 the two maps (heatmaps, one cell per slot or per group of slots),
+        row 2 utilisation (%) and running sequences against step (or seconds), with a cursor at
+        the frame's step (or moment).
+    """
+    total = results["paged"].total_slots
+    block = results["paged"].block_size
+    per_cell = slots_per_cell(total, block_size=block)
+    n_cells = cdiv(total, per_cell)
+    rows, cols = grid_shape(n_cells)
+    n_steps = max(r.steps for r in results.values())
+    end_s = max(t.makespan_s for t in timings.values()) if timings else None
+    xs = np.arange(cols) * per_cell
+    ys = np.arange(rows) * cols * per_cell
+    starts = np.arange(n_cells) * per_cell
+    ends = np.minimum(starts + per_cell, total) - 1
+    if per_cell == 1:
+        where = [f"slot {s:,}" for s in starts]
+    else:
+        where = [f"slots {s:,}–{e:,}" for s, e in zip(starts, ends)]
+    in_blocks = (total // block) * block
+
+    def block_label(s, e):
+        if s >= in_blocks:
+            return "remainder (no block)"
+        first, last = s // block, min(e, in_blocks - 1) // block
+        return f"block {first:,}" if first == last else f"blocks {first:,}–{last:,}"
+
+    text = {"reserve_max": _grid(np.array(where, dtype=object), rows, cols, ""),
+            "paged": _grid(np.array([f"{w} · {block_label(s, e)}" for w, s, e in zip(where, starts, ends)],
+                                    dtype=object), rows, cols, "")}
+    padded = rows * cols != n_cells
+    ztype = np.float32 if padded else np.int8
+
+    def map_arrays(step):
+        out = {}
+        for key in _ORDER:
+            owner, state = cell_states(results[key], step[key] if isinstance(step, dict) else step, per_cell)
+            z = _grid(_codes(owner, state).astype(ztype), rows, cols, np.nan if padded else 0)
+            # owner ids are >= 1, so 0 means "no request" (and base64 of small values needs no escaping)
+            held = np.maximum(owner, 0).astype(np.int16 if owner.max() < 32768 else np.int32)
+            out[key] = (_typed(z), _typed(_grid(held, rows, cols, 0)))
+        return out
+
+    fig = make_subplots(rows=2, cols=2, row_heights=[0.68, 0.32], vertical_spacing=0.16,
+                        horizontal_spacing=0.06)
+    first = map_arrays(0)
+    n_codes = len(_CODES)
+    for c, key in enumerate(_ORDER, start=1):
+        z, labels = first[key]
+        fig.add_trace(go.Heatmap(
+            z=z, x=xs, y=ys, customdata=labels, text=text[key], zmin=-0.5, zmax=n_codes - 0.5,
+            colorscale=_colorscale(), showscale=False, xgap=1 if per_cell == 1 and cols <= 64 else 0,
+            ygap=1 if rows <= 64 else 0,
+            hovertemplate=("<b>%{text}</b><br>held by request %{customdata} (0 = none)<extra>"
+                           + results[key].label + "</extra>"),
+            name=results[key].label), row=1, col=c)
+    # time series (row 2): one point per record, drawn as steps (an idle gap is one flat stretch)
+    since = "from %{x:.2f} s" if timings else "from step %{x}"
+    for key in _ORDER:
+        res = results[key]
+        timing = timings[key] if timings else None
+        x, y = _series(res, "utilization", 100, timing)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
+                                 name=f"{res.label}: utilisation", line=dict(color=_SERIES_COLOUR[key]),
+                                 legendgroup=key,
+                                 hovertemplate=since + "<br>%{y:.1f} % of slots hold a token<extra>"
+                                               + res.label + "</extra>"), row=2, col=1)
+        x, y = _series(res, "running", 1.0, timing)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
+                                 name=f"{res.label}: running", legendgroup=key,
+                                 line=dict(color=_SERIES_COLOUR[key], dash="dot"),
+                                 hovertemplate=since + "<br>%{y} sequences running<extra>"
+                                               + res.label + "</extra>"), row=2, col=2)
+    # legend entries for the map colours
+    legend = [("slot holds a token (colour = request)", REQUEST_COLOURS[0]),
+              ("allocated, holding nothing", ORANGE_EMPTY), ("free", GREY_FREE),
+              ("free but unusable hole", DARK_HOLE)]
+    if results["paged"].shared_prefix:
+        legend.insert(1, ("shared system-prompt block (one copy, many block tables)", SHARED_PREFIX))
+        legend.insert(2, ("duplicate copy of the shared prompt", DUPLICATE_COLOUR))
+    for name, colour in legend:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, legendgroup="map",
+                                 marker=dict(symbol="square", size=14, color=colour,
+                                             line=dict(color="#888", width=1)), hoverinfo="skip"))
+
+    def annotations(step, moment=None):
+        def text(key):
+            shown = step[key] if isinstance(step, dict) else step
+            out = _frame_text(results[key], shown)
+            if moment is not None:
+                if shown >= results[key].steps:
+                    out = out.replace(" steps<br>", f" steps ({timings[key].makespan_s:,.2f} s)<br>", 1)
+                else:
+                    out = out.replace(" · step ", f" · {moment:,.2f} s, step ", 1)
+            return out
+        return [dict(text=text(key), xref=f"x{'' if c == 1 else c} domain",
+                     yref=f"y{'' if c == 1 else c} domain", x=0, y=1.02, xanchor="left", yanchor="bottom",
+                     showarrow=False, align="left", font=dict(size=13, color="#222222"))
+                for c, key in enumerate(_ORDER, start=1)]
+
+    def cursors(x):
+        return [dict(type="line", xref=ax, yref=f"{ay} domain", x0=x, x1=x, y0=0, y1=1,
+                     line=dict(color="#333", width=1.5, dash="dash"))
+                for ax, ay in (("x3", "y3"), ("x4", "y4"))]
+
+    # Frames are plain dicts (validated once, by the Figure constructor, rather than once each).
+    def frame(step, arrays, moment=None):
+        if moment is None:
+            name, layout = str(int(step)), dict(annotations=annotations(int(step)), shapes=cursors(int(step)))
+        else:
+            name, layout = f"{moment:.4f}", dict(annotations=annotations(step, moment), shapes=cursors(moment))
+        return dict(name=name, traces=[0, 1],
+                    data=[dict(type="heatmap", z=arrays[k][0], customdata=arrays[k][1]) for k in _ORDER],
+                    layout=layout)
+
+    # Measure the bytes of the figure without frames and of one frame, then thin the frames to fit.
+    base_dict = fig.to_dict()
+    base = len(pio.to_json(base_dict, validate=False))
+    # probe the busiest drawable step (the longest labels): where the paged pool held the most sequences
+    candidates = frame_steps(results.values(), max(2, n_steps))
+    paged = results["paged"].metrics
+    at = np.searchsorted(paged["step"], candidates, side="right") - 1
+    running = np.where((at >= 0) & (candidates < results["paged"].steps), paged["running"][np.maximum(at, 0)]
+                       if len(paged["running"]) else 0, 0)
+    busy = int(candidates[int(np.argmax(running))])
+    per_frame = len(pio.to_json(frame(busy, map_arrays(busy)), validate=False))
+    fit = max(2, int((budget_bytes - base) // max(1, per_frame * 1.12)))
+    if timings:
+        moments = time_frames(results, timings, min(max_frames, fit), include_steps=lesson_key_steps(results))
+        frames = [frame(shown, map_arrays(shown), moment) for moment, shown in moments]
+        labels = [f"{moment:,.2f} s" for moment, _ in moments]
+    else:
+        steps_shown = frame_steps(results.values(), min(max_frames, fit), include=lesson_key_steps(results))
+        frames = [frame(step, first if step == 0 else map_arrays(int(step))) for step in steps_shown]
+        labels = [f["name"] for f in frames]
+
+    play = dict(label="▶ Play", method="animate",
+                args=[None, {"frame": {"duration": 140, "redraw": True}, "fromcurrent": True,
+                             "transition": {"duration": 0}}])
+    pause = dict(label="❚❚ Pause", method="animate",
+                 args=[[None], {"frame": {"duration": 0, "redraw": False}, "mode": "immediate",
+                                "transition": {"duration": 0}}])
+    slider_steps = [dict(method="animate", label=label,
+                         args=[[f["name"]], {"frame": {"duration": 0, "redraw": True}, "mode": "immediate",
+                                          "transition": {"duration": 0}}]) for f, label in zip(frames, labels)]
+    slot_unit = "1 slot" if per_cell == 1 else f"{per_cell} slots"
+    for c in (1, 2):
+        fig.update_xaxes(title_text=f"offset within row (slots; one cell = {slot_unit})", row=1, col=c,
+                         showgrid=False, zeroline=False)
+        fig.update_yaxes(title_text="row start (slot)" if c == 1 else None, autorange="reversed", row=1, col=c,
+                         showgrid=False, zeroline=False)
+    if timings:
+        clock = next(iter(timings.values())).cost.label
+        for c in (1, 2):
+            fig.update_xaxes(title_text=f"time (s), {clock}", row=2, col=c, range=[0, end_s], gridcolor="#eee")
+    else:
+        fig.update_xaxes(title_text="engine step", row=2, col=1, range=[0, n_steps], gridcolor="#eee")
+        fig.update_xaxes(title_text="engine step", row=2, col=2, range=[0, n_steps], gridcolor="#eee")
+    fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], row=2, col=1, gridcolor="#eee")
+    fig.update_yaxes(title_text="sequences running", rangemode="tozero", row=2, col=2, gridcolor="#eee")
+    base_dict["layout"] = fig.layout
+    base_dict["frames"] = frames
+    fig = FrozenFigure(base_dict)
+    fig.update_layout(
+        height=900, margin=dict(l=60, r=20, t=110, b=110), plot_bgcolor="white",
+        annotations=(annotations({k: 0 for k in _ORDER}, 0.0) if timings else annotations(0)), shapes=cursors(0),
+        legend=dict(orientation="h", yanchor="top", y=-0.1, x=0, font=dict(size=13)),
+        updatemenus=[dict(type="buttons", direction="left", buttons=[play, pause], x=0, y=1.19,
+                          xanchor="left", yanchor="bottom", showactive=False, pad=dict(r=8, t=0))],
+        # one tick per frame; their labels would run into each other, so the frame's step is shown
+        # once, as the slider's current value, and the tick labels are left transparent
+        sliders=[dict(active=0, steps=slider_steps, x=0.17, len=0.83, y=1.2, yanchor="bottom",
+                      font=dict(color="rgba(0,0,0,0)"),
+                      currentvalue=dict(prefix="time " if timings else "engine step ",
+                                        font=dict(size=14, color="#333333")),
+                      pad=dict(t=0, b=0))],
+        hoverlabel=dict(font_size=14),
+    )
+    return fig
+
+
+#: Text sizes (px) of the explainer figure on a projector, and the room its readouts need.
+PROJECTOR_FONTS = {"base": 15, "readout": 16, "legend": 15, "axis_title": 15, "ticks": 13, "current": 20,
+                   "buttons": 16}
+
+
+def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
+    """The explainer figure with text sized for the back row of a classroom (presentation mode).
+
+    Plotly lays out larger text itself, so nothing overlaps (enlarging it with page CSS would not
+    move anything). The frames share the original's data; only layouts are copied.
+
+    Args:
+        fig: the figure ``explainer_figure`` returned (frozen or not).
+
+    Returns:
+        A new, frozen FrozenFigure.
+    """
+    d = fig.to_dict()
+    f = PROJECTOR_FONTS
+
+    def readouts(annotations):
+        return [dict(a, font=dict(a.get("font", {}), size=f["readout"])) for a in annotations]
+
+    layout = json.loads(json.dumps(d["layout"]))
+    layout["font"] = dict(layout.get("font", {}), size=f["base"])
+    layout["annotations"] = readouts(layout.get("annotations", []))
+    layout["legend"] = dict(layout.get("legend", {}), font=dict(size=f["legend"]), y=-0.09)
+    layout["margin"] = dict(layout.get("margin", {}), t=140, b=150)
+    layout["height"] = 960
+    for key, axis in layout.items():
+        if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+            axis["tickfont"] = dict(size=f["ticks"])
+            if isinstance(axis.get("title"), dict):
+                axis["title"] = dict(axis["title"], font=dict(size=f["axis_title"]))
+    for menu in layout.get("updatemenus", []):
+        menu["font"] = dict(size=f["buttons"])
+        menu["y"] = 1.17
+    for slider in layout.get("sliders", []):
+        slider["currentvalue"] = dict(slider.get("currentvalue", {}), font=dict(size=f["current"], color="#333333"))
+        slider["y"] = 1.18
+    frames = [dict(fr, layout=dict(fr.get("layout", {}),
+                                   annotations=readouts(fr.get("layout", {}).get("annotations", []))))
+              for fr in d.get("frames", [])]
+    out = FrozenFigure()          # not re-validated: the original was, and only sizes changed
+    out._frozen = dict(data=d["data"], layout=layout, frames=frames)
+    return out
