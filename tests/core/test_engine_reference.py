@@ -1,6 +1,6 @@
 """The event-driven engine gives exactly the per-step numbers of a naive step-by-step engine.
 
-``tests/core_reference.py`` follows DESIGN.md's six steps literally (every sequence visited every
+``tests/core/core_reference.py`` follows DESIGN.md's six steps literally (every sequence visited every
 step, every step recorded). ``allocator.engine.simulate`` wakes sequences only at block boundaries
 and finishes and compresses idle gaps into one record; expanded back to steps (each record
 repeated ``span`` times), every metric must match, for both allocators, both preemption modes,
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from allocator import PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
-from tests.core_reference import reference_run
+from tests.core.core_reference import reference_run
 
 COMPARED = ("running", "waiting", "finished", "preemptions", "logical_tokens", "allocated_slots", "units",
             "recomputed_tokens", "swapped_blocks", "next_need")

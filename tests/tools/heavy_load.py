@@ -1,6 +1,6 @@
-"""Heavy work at once, then one light change (issue 19): ``python -m tests.heavy_load``.
+"""Heavy work at once, then one light change (issue 19): ``python -m tests.tools.heavy_load``.
 
-Starts the app (as ``tests/load.py`` does), opens ``--heavy`` sessions (default 6) at once, each on a
+Starts the app (as ``tests/tools/load.py`` does), opens ``--heavy`` sessions (default 6) at once, each on a
 different heaviest-in-range explainer link (200 Azure trace requests behind a 4,096-token shared
 prompt, 2**20 slots in blocks of 1, 200 steps per second; each at its own row offset, so nothing
 is shared), then, ``--light-after`` seconds later, a seventh student who opens the default lesson
@@ -21,7 +21,7 @@ import sys
 import time
 from urllib.parse import urlencode
 
-from tests import load
+from tests.tools import load
 
 HEAVY = {"workload": "azure-conv", "count_azure-conv": "200", "slots_azure-conv": str(1 << 20),
          "max_new_azure-conv": "32768", "block_size": "1", "shared_prefix": "4096",

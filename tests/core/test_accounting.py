@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from allocator import accounting as acc
 from allocator.validate import FieldError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEED_001_LENGTHS = [5, 9, 17]
 SEED_002_LENGTHS = [512, 37, 1900, 128, 4]
 
