@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 bench: $(STAMP)
-	$(BIN)/python -m tests.bench
+	$(BIN)/python -m tests.tools.bench
 
 # On a machine with an NVIDIA GPU: check the compiled kernels, time them, write
 # assets/kernel_gpu_check.json (under 5 minutes on an H200). Without a GPU it says so and exits 2.
@@ -38,7 +38,7 @@ compile-check: $(STAMP)
 # Classroom load: one local server, 40 concurrent sessions once it has settled; fails past p95 5 s
 # (LOAD_ARGS="--sessions 60 --stagger 20", "--browsers 0" protocol clients only, "--no-settle" during start-up)
 load: $(STAMP)
-	$(BIN)/python -m tests.load $(LOAD_ARGS)
+	$(BIN)/python -m tests.tools.load $(LOAD_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

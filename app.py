@@ -123,7 +123,7 @@ keyboard_shortcuts()
 _started = time.perf_counter()
 try:
     nav.run()
-finally:      # the load test's server-side time per script run (tests/load.py sets KVLAB_RENDER_LOG)
+finally:      # the load test's server-side time per script run (tests/tools/load.py sets KVLAB_RENDER_LOG)
     if os.environ.get("KVLAB_RENDER_LOG"):
         with open(os.environ["KVLAB_RENDER_LOG"], "a", encoding="utf-8") as _log:
             _log.write(f"{time.time():.3f}\t{nav.url_path or 'explainer'}\t{time.perf_counter() - _started:.4f}\n")

@@ -704,7 +704,7 @@ class PagedAllocator:
         ``SimulationResult.slot_states`` turns it into a per-slot picture when one is drawn.
         With prefix caching, a last entry ``(0, 0, blocks)`` lists the blocks held only by the
         cache (request ids start at 1, so id 0 is no request). Every picture holds its own tuples
-        (none is shared with another picture: a pickled run, as ``tests/engine_digest.py`` hashes
+        (none is shared with another picture: a pickled run, as ``tests/tools/engine_digest.py`` hashes
         it, depends on that)."""
         snap = tuple((sid, lengths[sid], tuple(table)) for sid, table in self.block_tables.items())
         if self.prefix_caching and self.pool.num_cached_free:

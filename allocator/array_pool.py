@@ -3,7 +3,7 @@
 :class:`ArrayBlockPool` follows exactly the rules of :class:`allocator.block_pool.BlockPool`
 (the LRU free block queue, never-used blocks first in id order, release last block first, the
 block-hash map where the first registration wins, a cached block evicted when the queue hands it
-out again); ``tests/test_block_pool.py`` runs the same plain-list model against both. What
+out again); ``tests/core/test_block_pool.py`` runs the same plain-list model against both. What
 differs is the representation. A prefix-caching replay of the whole Mooncake trace moves about
 nine million blocks, a prompt's 750 blocks at a time (block size 16): here each call touches
 its blocks with a few numpy operations instead of a Python statement per block.

@@ -27,7 +27,7 @@ Model
 
 A host (CPU) pool for swapped-out sequences is :class:`HostPool`. The engine's prefix-caching
 runs use :class:`allocator.array_pool.ArrayBlockPool`: these rules with numpy state, so a prompt's
-hundreds of blocks move in a few array operations (``tests/test_block_pool.py`` checks both
+hundreds of blocks move in a few array operations (``tests/core/test_block_pool.py`` checks both
 against one plain-list model).
 
 Sources: Kwon et al., "Efficient Memory Management for Large Language Model Serving with

@@ -34,7 +34,7 @@ class Metric:
 
 _BUSY = "averaged over the steps when at least one request was waiting"
 
-#: Summary figures of one run (``RunSummary`` field -> Metric). tests/test_summary.py checks that
+#: Summary figures of one run (``RunSummary`` field -> Metric). tests/core/test_summary.py checks that
 #: every field of :class:`allocator.summary.RunSummary` has an entry.
 SUMMARY_METRICS: dict[str, Metric] = {
     "steps": Metric("Steps to drain", "engine steps",
@@ -103,7 +103,7 @@ SUMMARY_METRICS: dict[str, Metric] = {
 }
 
 #: Unit of each per-step engine metric (``allocator.engine.METRICS`` names), as the exported CSV's
-#: header writes it. tests/test_exports.py checks that every engine metric has one.
+#: header writes it. tests/core/test_exports.py checks that every engine metric has one.
 STEP_UNITS: dict[str, str] = {
     "used_slots": "slots",
     "duplicate_slots": "slots",

@@ -22,7 +22,7 @@ size, and different tokens elsewhere. So a block of the engine's holds the same 
 every token before it, exactly when two prompts agree on every trace id up to the one holding
 its last token and the block ends at the same position: :meth:`TracePrompts.block_keys` keys
 blocks by that (chained id, end) pair, with no token hashing at all, and gives the same matches
-as hashing the tokens (:func:`allocator.block_hash.prefix_block_keys`; ``tests/test_mooncake.py``
+as hashing the tokens (:func:`allocator.block_hash.prefix_block_keys`; ``tests/core/test_mooncake.py``
 checks both agree). The chaining rule of assets/reference_figures.md R8 holds: an id counts only
 with every id before it.
 """

@@ -119,7 +119,7 @@ class PoolSweep:
 
 #: How far (percentage points of prompt tokens) the one-pass hit rate of a pool smaller than
 #: ``PoolSweep.peak_in_use`` may be from the engine's own run at that pool: the stated tolerance,
-#: checked by tests/test_prefix_trace.py (the largest gap it finds is 1.3 points, the model above).
+#: checked by tests/core/test_prefix_trace.py (the largest gap it finds is 1.3 points, the model above).
 MODEL_TOLERANCE_PP = 2.0
 #: Pool sizes of the drawn curve (log-spaced between the smallest and the largest pool).
 CURVE_POINTS = 96
@@ -150,7 +150,7 @@ def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS)
     blocks. A pool of at least ``peak_in_use`` blocks (the most the running requests held at
     once in the replay) never makes an admission wait or a sequence be preempted, so the engine
     runs the replay's schedule at that size, and its hit rate, prefill saved and evictions equal
-    the one-pass figures exactly (rows marked ``exact``; ``tests/test_prefix_trace.py`` runs the
+    the one-pass figures exactly (rows marked ``exact``; ``tests/core/test_prefix_trace.py`` runs the
     engine at every pool of three windows' sweeps and checks equality). Exact, not approximate,
     because block keys are chained: every block table holding a prompt's block k also holds its
     block k - 1, so block k - 1 is released no earlier and touched whenever block k is, and the

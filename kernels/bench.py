@@ -1,4 +1,4 @@
-"""The ``kernels`` section of ``make bench`` (``python -m tests.bench kernels``).
+"""The ``kernels`` section of ``make bench`` (``python -m tests.tools.bench kernels``).
 
 :func:`bench_kernels` prints two tables -- targets, and the block-size sweep on this machine's
 backend -- and returns one bool per target. Targets (issues 5, 13, 24): the correctness check
@@ -34,7 +34,7 @@ def bench_kernels(full: bool = True, page_seconds: Callable[[], float] | None = 
     Args:
         full: True -> the backend's default (realistic) shape through :func:`kernels.sweep.shared_sweep`
             with its time budget; False -> the tiny shape (seconds; for the test suite).
-        page_seconds: measures the kernel page's script on a warm server (``tests/bench.py`` passes
+        page_seconds: measures the kernel page's script on a warm server (``tests/tools/bench.py`` passes
             one: this package never imports the UI); None leaves that row out.
 
     Returns:

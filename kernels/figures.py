@@ -10,7 +10,7 @@ Why here and not under ``allocator/viz/``: these figures read the kernels' resul
 verdict vocabulary (:mod:`kernels.stats`), and the core never imports ``kernels`` (torch), so
 they sit beside the results they draw. Imports stay one way: pages -> kernels -> allocator
 (the palette, the waste curve's basis); nothing in ``allocator/`` imports this module.
-``kernels/`` may not import streamlit (``tests/test_layering.py``); nothing else in ``kernels/``
+``kernels/`` may not import streamlit (``tests/core/test_layering.py``); nothing else in ``kernels/``
 imports this module, so ``python3 -m kernels.gpu_check`` still needs only torch and Triton.
 """
 from __future__ import annotations

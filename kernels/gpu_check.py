@@ -76,7 +76,7 @@ TARGET_OVERHEAD = 1.10
 TARGET_FROM_BLOCK = 16
 #: Dry run (CPU, interpreter): tiny shapes that exercise the same paths. fp16 and fp32, not bf16:
 #: Triton's CPU interpreter multiplies bf16 matrices wrongly (a 16 x 16 ``tl.dot`` is off by ~1e10,
-#: see tests/test_kernels_split.py); bf16 is compiled for sm_90 by ``kernels.compile_check``.
+#: see tests/kernels/test_kernels_split.py); bf16 is compiled for sm_90 by ``kernels.compile_check``.
 DRY = dict(dtypes=("float16", "float32"), timing_dtype="float16", head_dims=(16,), block_sizes=(1, 16, 24, 256),
            seq_lens=(0, 1, 17, 70), heads=(8, 2), timing_shapes=((2, 128),), timing_heads=(8, 2, 16),
            timing_block_sizes=(1, 16, 256), samples=3)

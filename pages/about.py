@@ -17,7 +17,7 @@ from allocator.viz.claims import about_default_run, classroom_tip
 from pages._ui.cache import compute
 from allocator.viz.texts import COPY_ON_WRITE_SHORT
 
-#: The calibration in one paragraph; tests/test_replay_page.py checks every figure against the replay.
+#: The calibration in one paragraph; tests/pages/test_replay_page.py checks every figure against the replay.
 CALIBRATION_SOURCE = (
     "casys-kaist/LLMServingSim, bench/examples/RTXPRO6000/Llama-3.1-8B/vllm, MIT licence (assets/vllm_runs/). "
     "The step model (allocator/calibration.py) sums the weight GEMMs, attention arithmetic, KV traffic and a "
@@ -177,7 +177,7 @@ SOURCES = [
     ("Repeated prompt prefixes in real chat traffic (36.6 % of the conversation trace's 512-token blocks "
      "start with a chain an earlier request had)",
      "Mooncake conversation trace, all 12,031 requests, Apache-2.0: " + MOONCAKE_ATTRIBUTION
-     + " The percentage is the app's own count over the whole trace's block ids (tests/test_prefix_trace.py "
+     + " The percentage is the app's own count over the whole trace's block ids (tests/core/test_prefix_trace.py "
        "recomputes it); the Prefix cache page counts a window of up to 2,000 requests the same way, so it shows "
        "that window's share, not this one."),
     ("The PagedAttention paper's request lengths (ShareGPT first rounds, OPT tokenizer; 79,725 pairs with "

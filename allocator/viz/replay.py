@@ -5,7 +5,7 @@ Colours (:mod:`allocator.viz.theme`): the lab's simulation is the paged engine, 
 (``PAGED``) as on every page; vLLM's measurement is the third series colour, green (``ACCENT``).
 In the time series, requests running are solid lines and requests waiting dotted ones.
 
-Every number a sentence here quotes is read from the replay it describes (tests/test_replay_page.py
+Every number a sentence here quotes is read from the replay it describes (tests/pages/test_replay_page.py
 checks the page shows these sentences beside the figures they come from).
 """
 from __future__ import annotations

@@ -150,7 +150,7 @@ def sweep_marker(fig) -> dict:
     The chart is its curves and their axes (which depend on the metadata cost c, not on the block
     size) plus these layout parts (which depend on the block size only); the site stores the curves
     once per c and these once per block size, and the page puts them together
-    (tests/test_site.py checks the result equals ``sweep_figure`` drawn directly).
+    (tests/core/test_site.py checks the result equals ``sweep_figure`` drawn directly).
 
     Raises:
         ValueError: the chart marks no block size (no shape).

@@ -16,7 +16,7 @@ map's hover texts and lines, equal at every block size; the sweep chart's curves
 block-size position) once, as ``{"$ref": i}`` pointing into a pool.
 
 The Python decoders here (:func:`decode_runs`, :func:`decode_frames`, :func:`resolve_refs`) mirror
-the JavaScript ones line for line; tests/test_site.py checks both round trips against the figure.
+the JavaScript ones line for line; tests/core/test_site.py checks both round trips against the figure.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ One meaning per colour, on every page:
   only, so a request is never mistaken for a state).
 * **Series colours** in line charts: black = reserve-max, blue = paged, green = a third series.
 
-Chosen by computation, not by eye: tests/test_palette.py checks, in the CAM02-UCS colour space
+Chosen by computation, not by eye: tests/core/test_palette.py checks, in the CAM02-UCS colour space
 (colorspacious), that the state colours stay apart from each other and from every request colour
 for normal vision and under simulated deuteranopia, protanopia and tritanopia, and that the
 request colours stay apart from each other for normal vision. Sources: Okabe & Ito (2008) for

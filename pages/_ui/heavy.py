@@ -34,7 +34,7 @@ import numpy as np
 from allocator.cli.common import machine_memory
 
 #: Heavy computations running at once: one per core beyond the first (the first serves pages), at
-#: least one. On the lab's 2-core machine: 1. ``KVLAB_HEAVY_SLOTS`` overrides it (``tests/heavy_load.py``
+#: least one. On the lab's 2-core machine: 1. ``KVLAB_HEAVY_SLOTS`` overrides it (``tests/tools/heavy_load.py``
 #: sets it high to measure the server without the queue).
 HEAVY_SLOTS = int(os.environ.get("KVLAB_HEAVY_SLOTS") or max(1, (os.cpu_count() or 2) - 1))
 

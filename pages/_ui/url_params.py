@@ -100,7 +100,7 @@ BLOCK_SIZE_DEFAULT = 16
 
 def number_rules(workload: str) -> dict[str, NumberRule]:
     """The numeric settings the sidebar shows for ``workload``, by URL parameter (= widget key):
-    the one table of their ranges, steps and defaults (``tests/test_url_params.py`` checks that
+    the one table of their ranges, steps and defaults (``tests/pages/test_url_params.py`` checks that
     every widget drawn has exactly its rule's range and default)."""
     rules = {
         f"slots_{workload}": _sidebar("total_slots", 64, 1 << 20, 1, DEFAULT_SLOTS.get(workload, 8192), 256),

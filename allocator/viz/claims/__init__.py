@@ -1,7 +1,7 @@
 """The sentences the app says about a result, built from that result (no streamlit).
 
 Every number a headline, a lesson step, a chart caption or an export quotes is computed here
-from the result it sits beside, so the pages, the exports and the tests (tests/test_claims.py)
+from the result it sits beside, so the pages, the exports and the tests (tests/pages/test_claims.py)
 read one source and a claim can never drift from the figure next to it. One module per page's
 idea:
 

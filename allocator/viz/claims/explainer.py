@@ -3,7 +3,7 @@ cards, the details table, the guided lesson's reveals and the About page's lines
 
 Every number is read from the :class:`allocator.summary.RunSummary` (or the metrics) of the run it
 sits beside; labels and meanings come from :data:`allocator.metric_names.SUMMARY_METRICS`.
-tests/test_claims.py checks that every number quoted is one of the run's.
+tests/pages/test_claims.py checks that every number quoted is one of the run's.
 """
 from __future__ import annotations
 

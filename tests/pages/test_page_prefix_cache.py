@@ -72,7 +72,7 @@ def test_default_page_quotes_its_own_replay():
     assert min(solid["x"]) >= sweep.peak_in_use * 16
     captions = "\n".join(c.value for c in at.caption)
     assert "**one** replay" in captions and f"({sweep.peak_in_use:,} blocks here)" in captions
-    from allocator.prefix_cache import MODEL_TOLERANCE_PP       # the tolerance tests/test_prefix_trace.py checks
+    from allocator.prefix_cache import MODEL_TOLERANCE_PP       # the tolerance tests/core/test_prefix_trace.py checks
     assert f"within {MODEL_TOLERANCE_PP:g} percentage points of the model's" in captions
     dashed = next(t for t in hit["data"] if t["name"].startswith("the trace's own count"))
     assert dashed["y"][0] == pytest.approx(100 * stat["token_hit_rate"])

@@ -92,7 +92,7 @@ def test_simulate_swap_and_recompute_differ_in_seconds_only():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.test_cli_properties import BAD_NUMBERS, BAD_RATES, SETTINGS, check_run, number, run_cli  # noqa: E402
+from tests.core.test_cli_properties import BAD_NUMBERS, BAD_RATES, SETTINGS, check_run, number, run_cli  # noqa: E402
 
 #: Good values are kept small (at most 200 requests, two rates) so a valid run takes about a second.
 SWEEP_VALUES = {

@@ -8,7 +8,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CUDA = torch.cuda.is_available()
 
 

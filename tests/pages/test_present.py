@@ -2,7 +2,7 @@
 ``?present=true`` turns it on whichever page the URL opens, and every page offers the way back.
 
 AppTest runs a page other than the default one without app.py (``switch_page`` runs the page
-file alone), so the other seven pages are checked in Chromium by ``tests/test_browser.py::
+file alone), so the other seven pages are checked in Chromium by ``tests/browser/test_browser.py::
 test_every_page_presents`` (sidebar hidden, the way back shown, no error, no console error, at
 1920x1080 and 1366x768). Here: app.py itself, on the default page.
 """

@@ -3,7 +3,7 @@
 Every action is checked against the BlockManager it holds: the numbers the log prints (block ids,
 refcounts, host blocks) are read back from the manager, a refused action changes nothing but the
 error message, and the dispatcher rejects an unknown action by name. The page's own AppTest
-(tests/test_page_block_tables.py) checks the same lesson as rendered.
+(tests/pages/test_page_block_tables.py) checks the same lesson as rendered.
 """
 from __future__ import annotations
 

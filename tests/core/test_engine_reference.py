@@ -1,6 +1,6 @@
 """The event-driven engine gives exactly the per-step numbers of a naive step-by-step engine.
 
-``tests/core_reference.py`` follows the engine's six steps (``allocator/engine.py``'s docstring;
+``tests/core/core_reference.py`` follows the engine's six steps (``allocator/engine.py``'s docstring;
 ``assets/reference_figures.md`` section R9) literally (every sequence visited every
 step, every step recorded). ``allocator.engine.simulate`` wakes sequences only at block boundaries
 and finishes and compresses idle gaps into one record; expanded back to steps (each record
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from allocator import PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
 from allocator.maps import slot_states
-from tests.core_reference import reference_run
+from tests.core.core_reference import reference_run
 
 COMPARED = ("running", "waiting", "finished", "preemptions", "logical_tokens", "allocated_slots", "units",
             "recomputed_tokens", "swapped_blocks", "next_need")

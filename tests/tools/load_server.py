@@ -1,4 +1,4 @@
-"""The load tests' server side (``tests/load.py``, ``tests/heavy_load.py``): start the app on a free
+"""The load tests' server side (``tests/tools/load.py``, ``tests/tools/heavy_load.py``): start the app on a free
 port and stop it, wait for it to answer and to settle, sample its process tree's memory and CPU,
 and the page's stable keys the sessions look for."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 APP = os.path.join(ROOT, "app.py")
 #: Stable keys (the ``key=`` the explainer gives its widgets and charts), never display text: a label's
 #: wording may change, a key is part of the page's contract (shared links carry the widget keys).

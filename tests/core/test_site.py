@@ -1,7 +1,7 @@
 """The exported static site without a browser: the compact encodings round-trip, the sweep chart
 put together in the page equals the builder's, the texts are escaped, the lesson's reveals quote
 the run each step shows, the whole site fits 10 MB, and export-site refuses a bad destination
-before building anything. (tests/test_site_browser.py opens the site in Chromium.)"""
+before building anything. (tests/browser/test_site_browser.py opens the site in Chromium.)"""
 from __future__ import annotations
 
 import contextlib

@@ -20,7 +20,7 @@ import kernels  # noqa: F401  (interpreter on CPU)
 from kernels.paged_attention import (TABLE_COLUMN_MULTIPLE, contiguous_attention_triton, launch_config,
                                      make_paged_inputs, paged_attention_reference, paged_attention_triton)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
 NAN = float("nan")

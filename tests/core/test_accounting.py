@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from allocator import accounting as acc
 from allocator.validate import FieldError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 R1_LENGTHS = [5, 9, 17]                      # reference figures R1-R2
 R4_LENGTHS = [512, 37, 1900, 128, 4]         # reference figure R4
 

@@ -174,7 +174,7 @@ def test_the_paper_rate_ranges_are_never_attributed_to_opt13b_alone():
     import pathlib
     import re
 
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[2]
     pattern = re.compile(r"1\.7\s*[-–]\s*2\.7|2\.7\s*[-–]\s*8\b|\{lo_o:g\}")
     seen = 0
     for path in [*root.glob("allocator/**/*.py"), *root.glob("pages/**/*.py"), root / "README.md", root / "app.py"]:

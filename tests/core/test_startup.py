@@ -1,6 +1,6 @@
 """Start-up imports only what a command needs (issue 24): ``import allocator`` loads no submodule
 until a name is used, and the CLI never imports pandas unless it reads a CSV or JSONL trace. The
-speed itself is measured by ``make bench`` (tests/bench.py, section ``cli``), not asserted here."""
+speed itself is measured by ``make bench`` (tests/tools/bench.py, section ``cli``), not asserted here."""
 from __future__ import annotations
 
 import json

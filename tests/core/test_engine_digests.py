@@ -1,7 +1,7 @@
 """Every number a run reports stays the same when the engine's hot paths change (issue 24).
 
 The digests below are of whole results (every per-record metric, the summary, every pool
-picture, the per-request table, the rejections: see ``tests/engine_digest.py``) as the engine
+picture, the per-request table, the rejections: see ``tests/tools/engine_digest.py``) as the engine
 gave them before its loop, block pool fast paths and prefix-caching paths were rewritten for
 speed. A change that moves any number of any case fails here; a change meant to move numbers
 must say why and update the digest with it.
@@ -12,7 +12,7 @@ recompute's FLOPs; it now decodes (only shared blocks freed while it was out are
 """
 import pytest
 
-from tests.engine_digest import case_names, digest, run_case
+from tests.tools.engine_digest import case_names, digest, run_case
 
 EXPECTED = {
     'classroom paged 16': 'c58d9962f18609ce',

@@ -512,7 +512,7 @@ def test_the_about_page_quotes_the_default_run():
     from allocator.sharegpt import SHAREGPT_ATTRIBUTION
     from pages.about import CALIBRATION_SOURCE
     # the ShareGPT lengths' citation (artifact "sosp-ae-39") and their filtered count and means;
-    # the calibration paragraph (tests/test_replay_page.py ties each of its figures to the replay)
+    # the calibration paragraph (tests/pages/test_replay_page.py ties each of its figures to the replay)
     from allocator.sharegpt import sharegpt_lengths
     pairs = sharegpt_lengths()
     allowed |= set(NUMBER.findall(SHAREGPT_ATTRIBUTION + CALIBRATION_SOURCE)) | {"39"} | _forms(len(pairs))

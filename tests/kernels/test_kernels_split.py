@@ -21,7 +21,7 @@ from kernels.paged_attention import (launch_config, make_paged_inputs, paged_att
 from kernels.sweep import FASTER, NO_DIFFERENCE, SLOWER, SweepResult, load_recorded, pair_stats, verdict_text
 from kernels.triton_kernels import choose_config, default_tiling, programs_per_sm
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
 NAN = float("nan")

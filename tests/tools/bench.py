@@ -32,7 +32,7 @@ import time
 from kernels.bench import print_table
 
 #: The repository root (commands timed by the ``cli`` and ``pools`` sections run there).
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _median_time(fn, repeat: int) -> tuple[float, object]:
@@ -450,7 +450,7 @@ def bench_prefixbrowser(repeat: int = 3, up_s: float = 60.0) -> list[bool]:
     try:
         from playwright.sync_api import sync_playwright
 
-        from tests.test_browser import CHROMIUM, serve_app
+        from tests.browser.test_browser import CHROMIUM, serve_app
     except Exception as exc:                    # no playwright or no Chromium: say so, count nothing
         print_table("prefix cache page in a browser", ["measure", "value"], [["skipped", str(exc)[:100]]])
         return []
@@ -573,7 +573,7 @@ def kernel_page_seconds() -> float:
     import time
 
     from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app.py"),
+    at = AppTest.from_file(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "app.py"),
                            default_timeout=60)
     at.switch_page("pages/kernel.py")
     at.run()                                   # the first run loads the modules (a server's start-up)
@@ -591,7 +591,7 @@ def _kernel_section():
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.tools.bench", description=__doc__.splitlines()[0])
     parser.add_argument("sections", nargs="*", help="sections to run (default: all)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if any target is missed")
     args = parser.parse_args(argv)

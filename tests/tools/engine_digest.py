@@ -5,8 +5,8 @@ table and the rejections go into one sha256.
 ``CASES`` are the runs compared: classroom-40 (both allocators, recompute and swap under memory
 pressure, a shared prefix, the seconds clock), an Azure window, a Mooncake window with prefix
 caching (step and seconds clocks, with pictures) and the vLLM v1 rules (with and without prefix
-caching, and the shipped vLLM run's replay). ``python -m tests.engine_digest`` prints each case's
-digest; ``tests/test_engine_digests.py`` holds the values the engine gave before its hot paths
+caching, and the shipped vLLM run's replay). ``python -m tests.tools.engine_digest`` prints each case's
+digest; ``tests/core/test_engine_digests.py`` holds the values the engine gave before its hot paths
 were rewritten (issue 24).
 """
 from __future__ import annotations

@@ -192,7 +192,7 @@ def test_the_array_pool_and_trace_keys_give_the_list_pool_and_hashed_tokens_run_
 
     from allocator import BlockPool, PagedAllocator, simulate
     from allocator.array_pool import ArrayBlockPool
-    from tests.engine_digest import digest
+    from tests.tools.engine_digest import digest
 
     wl = mooncake_workload(trace, offset=300, count=150)
     pool = prefix_cache.distinct_prompt_blocks(wl, 16) // 4

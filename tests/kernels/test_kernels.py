@@ -272,7 +272,7 @@ def test_cli_bad_input_is_one_line(capsys):
 
 def test_bench_section_runs_tiny(capsys):
     from kernels.bench import bench_kernels
-    from tests.bench import kernel_page_seconds
+    from tests.tools.bench import kernel_page_seconds
     met = bench_kernels(full=False, page_seconds=kernel_page_seconds)
     assert len(met) == 7 and met[0] and met[5] and met[6]   # check passes; second ask cached; paged == contiguous
     out = capsys.readouterr().out

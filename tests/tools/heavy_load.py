@@ -1,6 +1,6 @@
-"""Heavy work at once, then one light change (issue 19): ``python -m tests.heavy_load``.
+"""Heavy work at once, then one light change (issue 19): ``python -m tests.tools.heavy_load``.
 
-Starts the app (as ``tests/load.py`` does), opens ``--heavy`` sessions (default 6) at once on the
+Starts the app (as ``tests/tools/load.py`` does), opens ``--heavy`` sessions (default 6) at once on the
 heaviest in-range action of one page, then, ``--light-after`` seconds later, a seventh student's
 light change: the default lesson on the explainer, block size 16 -> 24. Prints the light student's
 times, how many heavy sessions finished within the time limit and what they were shown ("Queued",
@@ -20,7 +20,7 @@ on the Throughput page moves the latency budget (5 -> 10, no new sweep) as a sec
 ``--no-queue`` runs the same with the heavy-work queue opened wide (``KVLAB_HEAVY_SLOTS=64``), i.e.
 the server as it was before ``pages/_ui/heavy.py``. Exit status 0 when every light change drew its
 chart within ``--target`` seconds (default 5) and peak memory stayed under ``--memory-mib`` (2048).
-As in ``tests/load.py``, the students arrive once the server has settled (``--no-settle``: while
+As in ``tests/tools/load.py``, the students arrive once the server has settled (``--no-settle``: while
 ``app.py``'s start-up warm-ups still hold the heavy-work queue).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ import sys
 import time
 from urllib.parse import urlencode
 
-from tests import load
+from tests.tools import load
 
 HEAVY = {"workload": "azure-conv", "count_azure-conv": "200", "slots_azure-conv": str(1 << 20),
          "max_new_azure-conv": "32768", "block_size": "1", "shared_prefix": "4096",

@@ -58,8 +58,8 @@ import os
 import sys
 import time
 
-from tests.load_browser import keep_chromium_niced, launch_browser, run_browsers
-from tests.load_server import (BLOCK_KEY, MAPS_KEY, ROOT, _cpu_split, free_port, keyed, read_render_log,  # noqa: F401
+from tests.tools.load_browser import keep_chromium_niced, launch_browser, run_browsers
+from tests.tools.load_server import (BLOCK_KEY, MAPS_KEY, ROOT, _cpu_split, free_port, keyed, read_render_log,  # noqa: F401
                                sample_memory, settle, start_server, stop_server, wait_healthy)
 
 

@@ -1,13 +1,13 @@
 """A short classroom load in the suite (issue 19): three students at once over Streamlit's own wire
 protocol against a real server, found by the explainer's widget and chart keys. It fails when the
 page stops answering, raises, or loses the block-size slider or the maps chart -- which the full
-``make load`` (40 sessions, ``tests/load.py``) would then report as 40 errors. The time bound is
+``make load`` (40 sessions, ``tests/tools/load.py``) would then report as 40 errors. The time bound is
 loose on purpose: the suite runs on a shared machine; ``make load`` holds the real target."""
 from __future__ import annotations
 
 import json
 
-from tests import load
+from tests.tools import load
 
 
 def test_three_students_load_change_the_block_size_and_see_new_maps(tmp_path):

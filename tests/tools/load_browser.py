@@ -1,4 +1,4 @@
-"""The load test's real browsers (``tests/load.py --browsers K``): headless Chromium contexts doing a
+"""The load test's real browsers (``tests/tools/load.py --browsers K``): headless Chromium contexts doing a
 student's full visible flow on the explainer, at a chosen niceness on this shared machine."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 import os
 import time
 
-from tests.load_server import BLOCK_KEY, _tree_pids
+from tests.tools.load_server import BLOCK_KEY, _tree_pids
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
