@@ -7,7 +7,7 @@ emits, and takes one more block only when its last block is full, so its only wa
 unfilled end of its last block. Full prompt blocks can be shared between sequences (a common
 system prompt) or kept findable after they finish (prefix caching), by refcount and block hash;
 a preempted sequence is recomputed later or swapped to a host pool
-(:class:`allocator.block_pool.HostPool`). vLLM v1's allocation calls live in
+(:class:`allocator.host_pool.HostPool`). vLLM v1's allocation calls live in
 :mod:`allocator.paged_v1` (a base class).
 
 Sources: Kwon et al., "Efficient Memory Management for Large Language Model Serving with
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from .array_pool import ArrayBlockPool
 from .block_hash import prefix_block_keys, prompt_block_hashes
-from .block_pool import BlockPool, HostPool
+from .block_pool import BlockPool
+from .host_pool import HostPool
 from .mathutils import cdiv
 from .paged_v1 import V1KVCacheMixin, _system_prompt_tokens
 from .pool_range import MAX_BLOCK_SIZE, MAX_POOL_SLOTS
