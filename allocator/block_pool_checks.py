@@ -18,7 +18,8 @@ from .block_pool import _TOMBSTONE
 
 
 def check_block_pool(pool, tables=()) -> None:
-    """Assert the block pool ``pool`` (a :class:`~allocator.block_pool.BlockPool`) is consistent, and, given every block table, that refcounts match.
+    """Assert the block pool ``pool`` (a :class:`~allocator.block_pool.BlockPool`) is consistent,
+    and, given every block table, that refcounts match.
 
     Args:
         tables: every block table that holds blocks (iterables of block ids); when given,
