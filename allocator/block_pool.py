@@ -1,6 +1,6 @@
 """The one pool of KV-cache blocks that every paged model in the project uses.
 
-Both the step engine's paged allocator (:class:`allocator.allocators.PagedAllocator`) and the
+Both the step engine's paged allocator (:class:`allocator.paged.PagedAllocator`) and the
 token-level block manager of the Block tables page (:class:`allocator.block_manager.BlockManager`)
 keep their blocks here, so refcounts, the free block queue, the block-hash map and the order in
 which a finished sequence's blocks are released are the same code for both.
@@ -19,27 +19,29 @@ Model
   with ``cache_freed=False`` its hash is dropped the moment it is released.
 * Touching a cached block that waits in the queue takes it out of the queue (a cache hit).
   Invariant: ``free (no hash) + cached (refcount 0, hashed) + in use == num_blocks``.
-* Memory grows with the blocks used, not with the pool's size: blocks never used yet wait at the
-  front of the free queue in id order, so they are not stored; the queue hands out their ids from
-  a counter and the per-block lists grow as ids are first handed out. A pool of 2**30 blocks
-  (a prefix cache spanning GPU, host memory and disk) costs what the blocks it used cost. A pool
-  built with an explicit ``free_order`` stores its whole queue (the Block tables page's small pools).
+* Memory grows with the blocks used, not with the pool's size: never-used blocks wait at the
+  front of the free queue in id order, unstored (a counter hands out their ids; the per-block
+  lists grow as ids are first handed out), so a pool of 2**30 blocks costs what the blocks it used
+  cost. A pool built with an explicit ``free_order`` stores its whole queue (small pools).
 
-A host (CPU) pool for swapped-out sequences is :class:`HostPool`. The engine's prefix-caching
+The pool's invariants are checked by :mod:`allocator.block_pool_checks`; the host (CPU) pool
+for swapped-out sequences is :class:`allocator.host_pool.HostPool`. The engine's prefix-caching
 runs use :class:`allocator.array_pool.ArrayBlockPool`: these rules with numpy state, so a prompt's
 hundreds of blocks move in a few array operations (``tests/core/test_block_pool.py`` checks both
 against one plain-list model).
 
 Sources: Kwon et al., "Efficient Memory Management for Large Language Model Serving with
-PagedAttention", SOSP 2023, sections 4.2-4.5 (block tables, refcounts, swap); vLLM's free block
-queue and automatic prefix caching design (LRU eviction order, blocks freed in reverse order).
+PagedAttention", SOSP 2023 (arXiv:2309.06180), sections 4.2-4.4 (block tables, refcounts,
+sharing); vLLM's vllm/v1/core/block_pool.py and the ``FreeKVCacheBlockQueue`` of
+vllm/v1/core/kv_cache_utils.py (LRU eviction order, blocks freed in reverse order);
+``assets/reference_figures.md`` R8.
 """
 from __future__ import annotations
 
-from collections import deque
 from itertools import islice
 from operator import itemgetter
 
+from .host_pool import HostPool  # noqa: F401  (re-exported: ``from allocator.block_pool import HostPool``)
 from .validate import FieldError, OutOfBlocksError, whole_number
 
 #: Block states reported by :meth:`BlockPool.state`.
@@ -448,107 +450,7 @@ class BlockPool:
     # ------------------------------------------------------------------ checks
 
     def check_invariants(self, tables=()) -> None:
-        """Assert the pool is consistent, and, given every block table, that refcounts match.
-
-        Args:
-            tables: every block table that holds blocks (iterables of block ids); when given,
-                each block's refcount must equal the number of tables listing it.
-
-        Raises:
-            AssertionError naming the first inconsistency: a block both queued and referenced,
-            a block queued twice, refcount != tables pointing at it, free + cached + in use !=
-            num_blocks, a stale hash entry.
-        """
-        used = len(self._ref)
-        assert used == self._fresh == len(self._hash), "per-block lists do not cover exactly the blocks handed out"
-        assert self._pos is None or len(self._pos) == used, "queue positions do not cover the blocks handed out"
-        queued = [b for b in self._queue[self._head:] if b != _TOMBSTONE]     # released (used) blocks
-        assert len(set(queued)) == len(queued), "a block is queued twice"
-        assert all(b < used for b in queued), "a never-used block is stored in the queue"
-        assert len(queued) + self.num_blocks - self._fresh == self.num_free, (
-            f"{len(queued) + self.num_blocks - self._fresh} queued but {self.num_free} counted free")
-        unreferenced = {b for b in range(used) if self._ref[b] == 0}
-        assert set(queued) == unreferenced, "the free queue does not hold exactly the blocks with refcount 0"
-        if self._pos is not None:
-            for i, b in enumerate(self._queue):
-                if b != _TOMBSTONE and i >= self._head:
-                    assert self._pos[b] == i, f"block {b}: queue position {self._pos[b]} != {i}"
-        tables = list(tables)
-        if tables:
-            pointing = [0] * used
-            for table in tables:
-                for b in table:
-                    assert b < used, f"block {b} is in a block table but was never handed out"
-                    pointing[b] += 1
-            for b in range(used):
-                assert pointing[b] == self._ref[b], (
-                    f"block {b}: refcount {self._ref[b]} but {pointing[b]} block tables point at it")
-        cached_free = sum(1 for b in queued if self._hash[b] is not None)
-        assert cached_free == len(self._cached_free), (
-            f"{cached_free} cached free blocks, {len(self._cached_free)} counted")
-        assert list(self._cached_free) == [b for b in queued if self._hash[b] is not None], (
-            "the cached free blocks are not in free-queue order")
-        assert self.num_plain_free + self.num_cached_free + self.num_in_use == self.num_blocks, (
-            f"free {self.num_plain_free} + cached {self.num_cached_free} + in use {self.num_in_use} "
-            f"!= {self.num_blocks} blocks")
-        for h, b in self._cache.items():
-            assert self._hash[b] == h, f"cache entry for block {b} does not match its hash"
-        assert sum(1 for h in self._hash if h is not None) == len(self._cache), "stray block hash"
-        if not self.cache_freed:
-            assert not cached_free, "a released block kept its hash although cache_freed is False"
-
-
-class HostPool:
-    """Host (CPU) blocks that hold swapped-out sequences' blocks until they come back.
-
-    Args:
-        num_blocks: host blocks (>= 0).
-
-    Raises:
-        FieldError: ``num_host_blocks`` not a whole number >= 0.
-
-    Source: PagedAttention (SOSP 2023) section 4.5: swapped blocks go to a CPU block allocator
-    and must return to GPU blocks before the sequence runs again.
-    """
-
-    def __init__(self, num_blocks: int):
-        self.num_blocks = whole_number("num_host_blocks", num_blocks, 0)
-        self._fresh = 0                     # never-used host blocks fresh .. num_blocks - 1 come first
-        self._free: deque[int] = deque()    # host blocks given back, oldest first
-
-    def __eq__(self, other) -> bool:
-        """Equal when both hold the same free host blocks in the same order."""
-        return type(other) is type(self) and vars(self) == vars(other)
-
-    __hash__ = None
-
-    @property
-    def num_free(self) -> int:
-        """Host blocks not holding anything."""
-        return self.num_blocks - self._fresh + len(self._free)
-
-    def take(self, n: int) -> list[int]:
-        """Take ``n`` host blocks: never-used ones first (in id order), then the oldest given back.
-        Memory grows with the host blocks used, not with ``num_blocks``.
-
-        Raises:
-            OutOfBlocksError: fewer than ``n`` are free (field ``num_host_blocks``; nothing taken).
-        """
-        free = self.num_free
-        if n > free:
-            raise OutOfBlocksError("num_host_blocks", f"{n} needed, {free} "
-                                   f"of {self.num_blocks} free", needed=n, available=free)
-        f = self._fresh
-        k = min(max(n, 0), self.num_blocks - f)
-        self._fresh = f + k
-        return list(range(f, f + k)) + [self._free.popleft() for _ in range(n - k)]
-
-    def give_back(self, host_blocks) -> None:
-        """Return host blocks to the pool (they join the back of its free list)."""
-        self._free.extend(host_blocks)
-
-    def check_invariants(self, held: int) -> None:
-        """Assert that ``held`` blocks in use plus the free ones make up the pool."""
-        assert held + self.num_free == self.num_blocks, "host blocks lost"
-        assert len(set(self._free)) == len(self._free), "a host block is free twice"
-        assert all(b < self._fresh for b in self._free), "a never-used host block is stored as given back"
+        """Assert the pool is consistent and, given every block table (iterables of block ids), that
+        refcounts match them; AssertionError names the first inconsistency (``block_pool_checks``)."""
+        from .block_pool_checks import check_block_pool    # imported here: it imports this module
+        check_block_pool(self, tables)
