@@ -115,7 +115,7 @@ def test_the_explainers_numbers_take_only_what_they_offer(key, value):
     ({"acc_pool": 10 ** 30}, "Pool size = 1000000000000000000000000000000 must be at most 1000000000000"),
     ({"acc_share_a": 10 ** 9}, "Request A length = 1000000000 must be at most 10000000"),
     ({"acc_share_prefix": -1}, "Shared prefix = -1 must be at least 0"),
-    ({"acc_share_page": 10 ** 6}, "Block size = 1000000 must be at most 4096"),
+    ({"acc_share_block": 10 ** 6}, "Block size = 1000000 must be at most 4096"),
     ({"acc_lengths_seed001": {"edited_rows": {0: {LENGTH_COL: "nan"}}, "added_rows": [], "deleted_rows": []}},
      "Row 1: length = 'nan' is not a number"),
     ({"acc_lengths_seed001": {"edited_rows": {0: {LENGTH_COL: "1e400"}}, "added_rows": [], "deleted_rows": []}},

@@ -89,11 +89,11 @@ def test_accounting_metadata_cost_moves_best_page(c, best, cost):
     assert table.loc[table["best"] != "", "block size"].tolist() == [int(best)]
 
 
-@pytest.mark.parametrize("page, slots, unused", [(8, "48", "17"), (16, "64", "33")])
-def test_accounting_page_size_slider(page, slots, unused):
+@pytest.mark.parametrize("block, slots, unused", [(8, "48", "17"), (16, "64", "33")])
+def test_accounting_block_size_slider(block, slots, unused):
     """assets/reference_figures.md R1: blocks of 8 and 16 -> 48 / 17 and 64 / 33."""
     at = _page("pages/accounting.py")
-    at.slider(key="acc_page_size").set_value(page).run()
+    at.slider(key="acc_block_size").set_value(block).run()
     value, delta = _metrics(at)["Paged slots"]
     assert value == slots and delta.startswith(f"{unused} unused")
 
@@ -105,7 +105,7 @@ def test_accounting_r4_preset():
     at.selectbox(key="acc_example").set_value("seed002").run()
     assert not at.exception and not at.error
     assert at.number_input(key="acc_reserve").value == 2048
-    assert at.slider(key="acc_page_size").value == 16
+    assert at.slider(key="acc_block_size").value == 16
     m = _metrics(at)
     assert m["Tokens stored"][0] == "2,581"
     assert m["Reserve-max slots"] == ("10,240", "7,659 unused · 74.8 %")
@@ -186,14 +186,14 @@ def test_accounting_prefix_panel_changed_and_bad():
     at.number_input(key="acc_share_prefix").set_value(12).run()
     m = _metrics(at)
     assert (m["Slots without sharing"][0], m["Distinct physical slots (shared)"][0]) == ("44", "32")
-    at.number_input(key="acc_share_page").set_value(0).run()
+    at.number_input(key="acc_share_block").set_value(0).run()
     assert not at.exception
-    column = _column_holding(at, "number_input", "acc_share_page")
+    column = _column_holding(at, "number_input", "acc_share_block")
     assert any("Block size = 0 must be at least 1" in e for e in _errors(column))
     m = _metrics(at)
     assert "Logical tokens" not in m
     assert m["Reserve-max slots"][0] == "96"                     # section 1 unaffected
-    at.number_input(key="acc_share_page").set_value(4).run()
+    at.number_input(key="acc_share_block").set_value(4).run()
     at.number_input(key="acc_share_prefix").set_value(30).run()
     column = _column_holding(at, "number_input", "acc_share_prefix")
     assert any("Shared prefix = 30 is longer than the shorter request" in e
