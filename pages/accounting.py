@@ -25,10 +25,10 @@ LENGTH_COL = "length (tokens)"
 LENGTH_RANGE = LIMITS["lengths"].describe()          # "a whole number from 1 to 10,000,000 (tokens)"
 D = acc.ACCOUNT_DEFAULTS
 EXAMPLES = {
-    "seed001": {"label": "R1: 5, 9, 17 tokens, reserve 32",
+    "r1": {"label": "R1: 5, 9, 17 tokens, reserve 32",
                 "lengths": D["lengths"], "reserve": D["reserve"], "block_size": D["block_size"],
                 "candidates": D["candidates"]},
-    "seed002": {"label": "R4: 512, 37, 1900, 128, 4 tokens, max 2048",
+    "r4": {"label": "R4: 512, 37, 1900, 128, 4 tokens, max 2048",
                 **acc.R4_PRESET},
 }
 BLOCK_SIZE_OPTIONS = list(acc.DEFAULT_CANDIDATES)  # 1..256, for the candidate-range control
@@ -43,7 +43,7 @@ def _apply_example() -> None:
 
 
 def _init_state() -> None:
-    defaults = {"acc_example": "seed001", "acc_reserve": D["reserve"],
+    defaults = {"acc_example": "r1", "acc_reserve": D["reserve"],
                 "acc_block_size": D["block_size"], "acc_metadata_cost": D["metadata_cost"],
                 "acc_cand_max": max(D["candidates"]), "acc_pool": D["pool_slots"],
                 "acc_share_a": D["share"][0], "acc_share_b": D["share"][1],
