@@ -10,7 +10,7 @@ each unit, and the row offset's whole range, from here; both the widgets and the
   ``total_slots``, ``block_size``, ``max_new_tokens``, ``seed``, ``arrival_rate``, ``offset``,
   ``count``, ``steps_per_second``, ``metadata_cost``, ``shared_prefix``.
 * Slot accounting (``account``, the Accounting page): ``lengths`` (each entry), ``reserve``,
-  ``page_size``, ``candidates`` (each entry), ``pool_slots``, ``length_a``, ``length_b``,
+  ``block_size`` (as above), ``candidates`` (each entry), ``pool_slots``, ``length_a``, ``length_b``,
   ``prefix_tokens``, and ``metadata_cost`` as above.
 * Capacity (``capacity``, the Capacity page): ``free_gib``, ``max_context``, ``mean_tokens``,
   ``block_size`` (as above), ``layers``, ``kv_heads``, ``head_dim``, ``bytes_per_element``.
@@ -71,7 +71,6 @@ LIMITS: dict[str, Limit] = {
     # slot accounting (account, the Accounting page)
     "lengths": Limit(1, MAX_TOKENS, unit="tokens"),
     "reserve": Limit(1, MAX_TOKENS, unit="slots per request"),
-    "page_size": Limit(1, MAX_BLOCK_SIZE, unit="slots per block"),
     "candidates": Limit(1, MAX_BLOCK_SIZE, unit="slots per block"),
     "pool_slots": Limit(0, MAX_ACCOUNT_POOL, unit="slots"),
     "length_a": Limit(1, MAX_TOKENS, unit="tokens"),

@@ -25,29 +25,29 @@ LENGTH_COL = "length (tokens)"
 LENGTH_RANGE = LIMITS["lengths"].describe()          # "a whole number from 1 to 10,000,000 (tokens)"
 D = acc.ACCOUNT_DEFAULTS
 EXAMPLES = {
-    "seed001": {"label": "R1: 5, 9, 17 tokens, reserve 32",
-                "lengths": D["lengths"], "reserve": D["reserve"], "page_size": D["page_size"],
+    "r1": {"label": "R1: 5, 9, 17 tokens, reserve 32",
+                "lengths": D["lengths"], "reserve": D["reserve"], "block_size": D["block_size"],
                 "candidates": D["candidates"]},
-    "seed002": {"label": "R4: 512, 37, 1900, 128, 4 tokens, max 2048",
+    "r4": {"label": "R4: 512, 37, 1900, 128, 4 tokens, max 2048",
                 **acc.R4_PRESET},
 }
-PAGE_SIZE_OPTIONS = list(acc.DEFAULT_CANDIDATES)  # 1..256, for the candidate-range control
+BLOCK_SIZE_OPTIONS = list(acc.DEFAULT_CANDIDATES)  # 1..256, for the candidate-range control
 
 
 def _apply_example() -> None:
     """Callback: load the chosen example's reserve, block size and candidate range."""
     ex = EXAMPLES[st.session_state["acc_example"]]
     st.session_state["acc_reserve"] = ex["reserve"]
-    st.session_state["acc_page_size"] = ex["page_size"]
+    st.session_state["acc_block_size"] = ex["block_size"]
     st.session_state["acc_cand_max"] = max(ex["candidates"])
 
 
 def _init_state() -> None:
-    defaults = {"acc_example": "seed001", "acc_reserve": D["reserve"],
-                "acc_page_size": D["page_size"], "acc_metadata_cost": D["metadata_cost"],
+    defaults = {"acc_example": "r1", "acc_reserve": D["reserve"],
+                "acc_block_size": D["block_size"], "acc_metadata_cost": D["metadata_cost"],
                 "acc_cand_max": max(D["candidates"]), "acc_pool": D["pool_slots"],
                 "acc_share_a": D["share"][0], "acc_share_b": D["share"][1],
-                "acc_share_prefix": D["share"][2], "acc_share_page": D["share"][3]}
+                "acc_share_prefix": D["share"][2], "acc_share_block": D["share"][3]}
     for key, value in defaults.items():
         st.session_state.setdefault(key, value)
 
@@ -90,7 +90,7 @@ def _read_lengths(table: pd.DataFrame) -> tuple[list[int] | None, list[int], lis
 
 
 #: Core field name -> the control's label, so a message reads in the page's words.
-FIELD_LABELS = {"reserve": "Reserve maximum", "page_size": "Block size",
+FIELD_LABELS = {"reserve": "Reserve maximum", "block_size": "Block size",
                 "pool_slots": "Pool size", "metadata_cost": "Metadata cost c",
                 "candidates": "Candidate block size", "length_a": "Request A length",
                 "length_b": "Request B length", "prefix_tokens": "Shared prefix"}
@@ -150,15 +150,15 @@ with col_in:
                     help="Under reserve-max every request is given this many slots on arrival.")
     reserve_slot = st.empty()
     st.slider("Block size (slots per block)", min_value=1, max_value=64, step=1,
-              key="acc_page_size",
+              key="acc_block_size",
               help="Under paging a request holds ceil(length / block size) whole blocks.")
-    page_slot = st.empty()
+    block_slot = st.empty()
     st.number_input("Pool size (slots)", step=1024, key="acc_pool",
                     help="A fixed memory pool, counted in slots: how many such requests fit?")
     pool_slot = st.empty()
 
 reserve = paged = pool = None
-requests_slots = {"lengths": table_slot, "reserve": reserve_slot, "page_size": page_slot,
+requests_slots = {"lengths": table_slot, "reserve": reserve_slot, "block_size": block_slot,
                   "pool_slots": pool_slot}
 if lengths is not None:
     try:
@@ -166,12 +166,12 @@ if lengths is not None:
     except ValueError as exc:
         _report(exc, requests_slots, reserve_slot, length_rows)
     try:
-        paged = acc.paged_slots(lengths, st.session_state["acc_page_size"])
+        paged = acc.paged_slots(lengths, st.session_state["acc_block_size"])
     except ValueError as exc:
-        _report(exc, requests_slots, page_slot, length_rows)
+        _report(exc, requests_slots, block_slot, length_rows)
     if reserve is not None and paged is not None:
         try:
-            pool = acc.slot_pool_capacity(lengths, reserve.reserve, paged.page_size,
+            pool = acc.slot_pool_capacity(lengths, reserve.reserve, paged.block_size,
                                           st.session_state["acc_pool"])
         except ValueError as exc:
             _report(exc, requests_slots, pool_slot, length_rows)
@@ -195,7 +195,7 @@ with col_out:
             m[2].metric("Paged slots", f"{paged.allocated_slots:,}",
                         delta=f"{paged.unused_slots:,} unused · {pct_fixed(paged.waste_fraction)}",
                         delta_color="off", delta_arrow="off",
-                        help=f"Block size {paged.page_size}: sum over requests of "
+                        help=f"Block size {paged.block_size}: sum over requests of "
                              "ceil(length / block size) x block size.")
         if pool is not None:
             f = st.columns(3)
@@ -239,23 +239,23 @@ with ctl:
     st.slider("Metadata cost c (slot-equivalents per block)", min_value=0.0, max_value=8.0,
               step=0.25, key="acc_metadata_cost",
               help="What one block's bookkeeping costs, expressed in token slots.")
-    st.select_slider("Largest candidate block size", options=PAGE_SIZE_OPTIONS,
+    st.select_slider("Largest candidate block size", options=BLOCK_SIZE_OPTIONS,
                      key="acc_cand_max",
                      help="Candidates are the powers of two from 1 up to this size "
                           "(reference figure R2 tests 1 to 32).")
-    candidates = [p for p in PAGE_SIZE_OPTIONS if p <= st.session_state["acc_cand_max"]]
+    candidates = [p for p in BLOCK_SIZE_OPTIONS if p <= st.session_state["acc_cand_max"]]
     cost_slot = st.empty()
 rows = None
 if lengths is not None:
     try:
-        rows = acc.page_size_table(lengths, st.session_state["acc_metadata_cost"], candidates)
+        rows = acc.block_size_table(lengths, st.session_state["acc_metadata_cost"], candidates)
     except ValueError as exc:
         _report(exc, {"lengths": table_slot}, cost_slot, length_rows)
 with ctl:
     if rows is not None:
         best = next(r for r in rows if r.is_best)
         c_now = st.session_state["acc_metadata_cost"]
-        st.metric("Best block size (slots)", f"{best.page_size}",
+        st.metric("Best block size (slots)", f"{best.block_size}",
                   delta=f"total cost {best.total_cost:g}", delta_color="off", delta_arrow="off",
                   help="Smallest total cost over the candidates; ties go to the smaller block.")
         st.caption(f"At c = {c_now:g}: {best.allocated_slots} slots + {c_now:g} × {best.blocks} "
@@ -265,7 +265,7 @@ with out:
         st.info("The block-size table needs a valid request table.", icon=":material/info:")
     else:
         cost_table = pd.DataFrame({
-            "block size": [r.page_size for r in rows],
+            "block size": [r.block_size for r in rows],
             "slots": [r.allocated_slots for r in rows],
             "unused": [r.unused_slots for r in rows],
             "blocks": [r.blocks for r in rows],
@@ -302,16 +302,16 @@ s = st.columns(4)
 s[0].number_input("Request A length (tokens)", step=1, key="acc_share_a")
 s[1].number_input("Request B length (tokens)", step=1, key="acc_share_b")
 s[2].number_input("Shared prefix (tokens)", step=1, key="acc_share_prefix")
-s[3].number_input("Block size (slots per block)", step=1, key="acc_share_page")
+s[3].number_input("Block size (slots per block)", step=1, key="acc_share_block")
 share_slots = {"length_a": s[0].empty(), "length_b": s[1].empty(),
-               "prefix_tokens": s[2].empty(), "page_size": s[3].empty()}
+               "prefix_tokens": s[2].empty(), "block_size": s[3].empty()}
 try:
     ps = acc.prefix_sharing(st.session_state["acc_share_a"], st.session_state["acc_share_b"],
                             st.session_state["acc_share_prefix"],
-                            st.session_state["acc_share_page"])
+                            st.session_state["acc_share_block"])
 except ValueError as exc:
     ps = None
-    _report(exc, share_slots, share_slots["page_size"])
+    _report(exc, share_slots, share_slots["block_size"])
 if ps is not None:
     q = st.columns(3)
     q[0].metric("Logical tokens", f"{ps.logical_tokens:,}",
@@ -322,9 +322,9 @@ if ps is not None:
                 delta=f"{ps.saved_slots:,} slots saved", delta_color="off", delta_arrow="off",
                 help="Full prefix blocks are stored once.")
     st.plotly_chart(_sharing_figure(ps), key="acc_share_chart", config={"displaylogo": False})
-    st.caption(f"{plural(ps.shared_blocks, 'complete prefix block')} of {ps.page_size} slots "
+    st.caption(f"{plural(ps.shared_blocks, 'complete prefix block')} of {ps.block_size} slots "
                f"{'is' if ps.shared_blocks == 1 else 'are'} stored "
-               f"once, so each saves {ps.page_size} slots; any prefix tokens in a partly filled "
+               f"once, so each saves {ps.block_size} slots; any prefix tokens in a partly filled "
                "block are stored twice. Reference figure R3's case: lengths 20 and 23, an 8-token prefix, "
                "blocks of 4 → 43 logical tokens, 44 slots separately, 36 shared.")
 else:

@@ -9,8 +9,8 @@ acc.capacity(...)``); the modules follow the lesson:
 * :mod:`~allocator.accounting.units` -- binary byte units (KiB, MiB, GiB) and their formatting;
 * :mod:`~allocator.accounting.slots` -- reserve-max versus paged slot tallies, request lengths
   (reference figures R1 and R4);
-* :mod:`~allocator.accounting.page_size` -- the best block size under a per-block metadata cost
-  (R2; the Accounting page calls it "page size");
+* :mod:`~allocator.accounting.block_size` -- the best block size under a per-block metadata cost
+  (R2);
 * :mod:`~allocator.accounting.sharing` -- two requests sharing a prefix (R3);
 * :mod:`~allocator.accounting.models` -- KV bytes per token from a model's shape, preset models
   (R5, R6 and the PagedAttention paper);
@@ -18,12 +18,12 @@ acc.capacity(...)``); the modules follow the lesson:
 * :mod:`~allocator.accounting.report` -- every Accounting-page figure in one call.
 
 Units: **tokens** (what a request has written), **slots** (room for one token's K and V across
-all layers), **blocks** of ``block_size`` slots (the Accounting page says "page"), and
+all layers), **blocks** of ``block_size`` slots, and
 **bytes**, always binary.
 
 Errors: bad input raises :class:`allocator.validate.FieldError` (a ``ValueError``) whose
 ``.field`` is the input's name (``"lengths"``, ``"reserve"``, ...; a block size is reported as
-``"page_size"``, the field the Accounting page's controls are keyed by) and, for an entry of a
+``"block_size"``, the field the Accounting page's controls are keyed by) and, for an entry of a
 list input, ``.index`` its 0-based position; a page shows it next to the control holding that
 field, and ``.reworded(label)`` puts the control's label in place of the name.
 
@@ -31,11 +31,11 @@ Sources: the lesson's reference figures, ``assets/reference_figures.md`` section
 Kwon et al., "Efficient Memory Management for Large Language Model Serving with
 PagedAttention", SOSP 2023 (arXiv:2309.06180).
 """
+from .block_size import (DEFAULT_CANDIDATES, R2_CANDIDATES, BlockSizeRow, best_block_size,
+                         block_size_table, validate_candidates)
 from .memory import (CAPACITY_DEFAULTS, Capacity, capacity, fit_curve, gib_to_bytes, kv_pool_bytes,
                      reserve_max_capacity, slot_pool_capacity)
 from .models import PRESETS, ModelConfig, kv_bytes_per_token, model_config
-from .page_size import (DEFAULT_CANDIDATES, R2_CANDIDATES, PageSizeRow, best_page_size,
-                        page_size_table, validate_candidates)
 from .report import ACCOUNT_DEFAULTS, R4_PRESET, account
 from .sharing import PrefixSharing, prefix_sharing
 from .slots import (PagedTally, ReserveTally, paged_slots, parse_lengths,
@@ -46,8 +46,8 @@ __all__ = [
     "KIB", "MIB", "GIB", "format_bytes", "bytes_in_units",
     "validate_lengths", "parse_lengths", "ReserveTally", "reserve_max_slots",
     "PagedTally", "paged_slots",
-    "DEFAULT_CANDIDATES", "R2_CANDIDATES", "validate_candidates", "PageSizeRow",
-    "page_size_table", "best_page_size",
+    "DEFAULT_CANDIDATES", "R2_CANDIDATES", "validate_candidates", "BlockSizeRow",
+    "block_size_table", "best_block_size",
     "PrefixSharing", "prefix_sharing",
     "kv_bytes_per_token", "ModelConfig", "PRESETS", "model_config",
     "CAPACITY_DEFAULTS", "gib_to_bytes", "kv_pool_bytes", "reserve_max_capacity", "Capacity", "capacity",

@@ -6,8 +6,8 @@ adding them would count one saving twice. Source: ``assets/reference_figures.md`
 shared); the paper's section 4.4 (shared prefix, block-level sharing).
 
 Bad input raises :class:`allocator.validate.FieldError` with ``.field`` ``"length_a"``,
-``"length_b"``, ``"prefix_tokens"`` or ``"page_size"`` (a bad block size,
-:data:`allocator.accounting.slots.BLOCK_FIELD`).
+``"length_b"``, ``"prefix_tokens"`` or ``"block_size"``
+(:data:`allocator.accounting.slots.BLOCK_FIELD`).
 """
 from __future__ import annotations
 
@@ -27,14 +27,14 @@ class PrefixSharing:
     ``slots_unshared``: slots allocated if each request has its own blocks.
     ``slots_shared``: distinct physical slots when full prefix blocks are stored once.
     Also ``shared_blocks`` (complete prefix blocks stored once), ``saved_slots`` =
-    unshared - shared = shared_blocks x page_size, and the inputs (``page_size`` is the block
-    size in slots per block; the name is the ``account`` command's JSON key).
+    unshared - shared = shared_blocks x block_size, and the inputs (``block_size`` in slots per
+    block).
     """
 
     length_a: int
     length_b: int
     prefix_tokens: int
-    page_size: int
+    block_size: int
     logical_tokens: int
     slots_unshared: int
     slots_shared: int
@@ -66,7 +66,7 @@ def prefix_sharing(length_a: object, length_b: object, prefix_tokens: object,
     Raises
     ------
     FieldError with field ``length_a``, ``length_b``, ``prefix_tokens`` (also when it is longer
-    than the shorter request) or ``page_size`` (a bad ``block_size``).
+    than the shorter request) or ``block_size``.
     """
     a, b, p, bs = (whole_number(name, value, int(LIMITS[name].low), int(LIMITS[name].high))
                    for name, value in (("length_a", length_a), ("length_b", length_b),
@@ -77,7 +77,7 @@ def prefix_sharing(length_a: object, length_b: object, prefix_tokens: object,
     unshared = paged_slots([a, b], bs).allocated_slots
     shared_blocks = p // bs
     saved = shared_blocks * bs
-    return PrefixSharing(length_a=a, length_b=b, prefix_tokens=p, page_size=bs,
+    return PrefixSharing(length_a=a, length_b=b, prefix_tokens=p, block_size=bs,
                          logical_tokens=a + b, slots_unshared=unshared,
                          slots_shared=unshared - saved, shared_blocks=shared_blocks,
                          saved_slots=saved)

@@ -2,7 +2,7 @@
 
 Units: **tokens** are positions a request has actually written (its length); **slots** are
 room for one token's K and V across all layers, what an allocator hands out; a **block** is
-``block_size`` consecutive slots (the Accounting page calls it a page).
+``block_size`` consecutive slots.
 
 Sources: ``assets/reference_figures.md`` R1 (5, 9, 17 tokens, reserve 32, blocks of 4/8/16)
 and R4 (512, 37, 1900, 128, 4 tokens with a maximum of 2048, blocks of 16).
@@ -19,10 +19,10 @@ from allocator.limits import LIMITS
 from allocator.mathutils import cdiv, round_up
 from allocator.validate import FieldError, number_from_text, whole_number, whole_numbers
 
-#: The ``.field`` a bad block size is reported under, and its limit's key: ``"page_size"``,
-#: the name the Accounting page keys its block-size controls and labels by
+#: The ``.field`` a bad block size is reported under, and its limit's key: ``"block_size"``, as
+#: everywhere else (``LIMITS``); the Accounting page keys its block-size controls and labels by it
 #: (``pages/accounting.py``: ``FIELD_LABELS`` and its placeholders).
-BLOCK_FIELD = "page_size"
+BLOCK_FIELD = "block_size"
 
 #: Longest request (tokens) and largest reserve (slots) and block (slots per block) accepted.
 MAX_LENGTH = int(LIMITS["lengths"].high)
@@ -58,12 +58,12 @@ def parse_numbers(text: str, name: str, *, what: str) -> list[object]:
 
     Only the text is checked here -- each entry must read as a number -- so the caller's check
     words the range. ``what`` is what one entry is, for the empty-list message
-    (``"page size (slots per block)"``, the Accounting page's word for a block size).
+    (``"block size (slots per block)"``).
 
     Raises
     ------
     FieldError
-        field ``name`` for an empty list (``"candidates is empty: give at least one page size
+        field ``name`` for an empty list (``"candidates is empty: give at least one block size
         (slots per block)"``); with ``.index`` = i for a blank entry or one that is not a number
         (``"lengths[0] = 'nan' is not a number"``; NaN is never taken for a blank).
     """
@@ -154,10 +154,10 @@ def reserve_max_slots(lengths: object, reserve: object) -> ReserveTally:
 
 @dataclass(frozen=True)
 class PagedTally:
-    """Slots under paging with blocks of ``page_size`` slots.
+    """Slots under paging with blocks of ``block_size`` slots.
 
-    Attributes (slots/tokens/blocks; lists have shape (n,)): ``lengths``, ``page_size`` (the
-    block size in slots per block; the name is the ``account`` command's JSON key),
+    Attributes (slots/tokens/blocks; lists have shape (n,)): ``lengths``, ``block_size``
+    (slots per block),
     ``blocks_per_request`` = ceil(length / block size), ``allocated_per_request`` =
     blocks x block size, ``unused_per_request`` (the last block's empty tail, < block size),
     ``blocks`` total, ``allocated_slots`` total, ``used_tokens``, ``unused_slots``,
@@ -165,7 +165,7 @@ class PagedTally:
     """
 
     lengths: list[int]
-    page_size: int
+    block_size: int
     blocks_per_request: list[int]
     allocated_per_request: list[int]
     unused_per_request: list[int]
@@ -204,7 +204,7 @@ def paged_slots(lengths: object, block_size: object) -> PagedTally:
     alloc = [round_up(n, block_size) for n in lengths]
     used = sum(lengths)
     total = sum(alloc)
-    return PagedTally(lengths=lengths, page_size=block_size, blocks_per_request=blocks,
+    return PagedTally(lengths=lengths, block_size=block_size, blocks_per_request=blocks,
                       allocated_per_request=alloc,
                       unused_per_request=[a - n for a, n in zip(alloc, lengths)],
                       blocks=sum(blocks), allocated_slots=total, used_tokens=used,

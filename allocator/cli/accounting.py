@@ -87,7 +87,7 @@ def run_account(args: argparse.Namespace) -> int:
     print(f"requests (tokens): {', '.join(map(str, lengths))}  = {res['used_tokens']} tokens")
     print(f"reserve-max ({res['reserve']} slots each): {res['allocated_slots']} slots allocated, "
           f"{res['unused_slots']} unused ({_percent(res['waste_fraction'])} waste)")
-    print(f"paged (blocks of {paged['page_size']}): {paged['allocated_slots']} slots in "
+    print(f"paged (blocks of {paged['block_size']}): {paged['allocated_slots']} slots in "
           f"{paged['blocks']} blocks, {paged['unused_slots']} unused "
           f"({_percent(paged['waste_fraction'])} waste)")
     if "pool" in report:
@@ -97,14 +97,14 @@ def run_account(args: argparse.Namespace) -> int:
               f"reserve-max vs {pool['fit_paged']} paged{gain}")
     print(f"\nmetadata cost c = {_cost(report['metadata_cost'])} slot-equivalents per block")
     print(f"{'block':>6} {'slots':>8} {'unused':>8} {'blocks':>8} {'total cost':>12}")
-    for row in report["page_sizes"]:
+    for row in report["block_sizes"]:
         mark = "  <- best" if row["is_best"] else ""
-        print(f"{row['page_size']:>6} {row['allocated_slots']:>8} {row['unused_slots']:>8} "
+        print(f"{row['block_size']:>6} {row['allocated_slots']:>8} {row['unused_slots']:>8} "
               f"{row['blocks']:>8} {_cost(row['total_cost']):>12}{mark}")
     if "prefix_sharing" in report:
         ps = report["prefix_sharing"]
         print(f"\nprefix sharing: lengths {ps['length_a']} and {ps['length_b']}, "
-              f"{ps['prefix_tokens']}-token prefix, blocks of {ps['page_size']}")
+              f"{ps['prefix_tokens']}-token prefix, blocks of {ps['block_size']}")
         print(f"  logical tokens {ps['logical_tokens']} | slots without sharing "
               f"{ps['slots_unshared']} | distinct physical slots {ps['slots_shared']} "
               f"({ps['shared_blocks']} shared blocks save {ps['saved_slots']} slots)")
@@ -201,7 +201,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--metadata-cost", type=real_arg, default=_A["metadata_cost"],
                    help=f"c: cost of one block, in slot-equivalents (default 1; {_range('metadata_cost')})")
     # --page-size / --share-page-size: the flags' older names, still accepted so scripts keep working.
-    p.add_argument("--block-size", "--page-size", dest="block_size", type=count_arg, default=_A["page_size"],
+    p.add_argument("--block-size", "--page-size", dest="block_size", type=count_arg, default=_A["block_size"],
                    help=f"slots per block for the paged summary (default 4; {_range('block_size')})")
     p.add_argument("--candidates", default=",".join(map(str, _A["candidates"])),
                    help="candidate block sizes (default 1,2,4,8,16,32 as in reference figure R2; "

@@ -21,7 +21,7 @@ def allocation_figure(lengths: list[int], reserve: acc.ReserveTally | None,
     if reserve is not None:
         rows.append((f"reserve-max ({reserve.reserve} each)", lengths, reserve.unused_per_request))
     if paged is not None:
-        rows.append((f"paged (block size {paged.page_size})", lengths, paged.unused_per_request))
+        rows.append((f"paged (block size {paged.block_size})", lengths, paged.unused_per_request))
     fig = go.Figure()
     for i, n in enumerate(lengths):
         colour = REQUEST_COLOURS[i % len(REQUEST_COLOURS)]
@@ -45,9 +45,9 @@ def allocation_figure(lengths: list[int], reserve: acc.ReserveTally | None,
     return fig
 
 
-def cost_figure(rows: list[acc.PageSizeRow], used_tokens: int, c: float) -> go.Figure:
+def cost_figure(rows: list[acc.BlockSizeRow], used_tokens: int, c: float) -> go.Figure:
     """Stacked bars per block size: tokens + empty slots + c x blocks = total cost."""
-    x = [str(r.page_size) for r in rows]
+    x = [str(r.block_size) for r in rows]
     fig = go.Figure()
     fig.add_bar(x=x, y=[used_tokens] * len(rows), name="slots holding tokens", marker_color=PAGED,
                 hovertemplate="block size %{x} slots<br>%{y} slots hold tokens<extra></extra>")
@@ -70,11 +70,11 @@ def cost_figure(rows: list[acc.PageSizeRow], used_tokens: int, c: float) -> go.F
     fig.add_vrect(x0=best_i - 0.5, x1=best_i + 0.5, fillcolor=ACCENT, opacity=0.12,
                   line_width=0, layer="below")
     top = max(r.total_cost for r in rows)
-    fig.add_scatter(x=[str(best.page_size)], y=[best.total_cost], mode="markers",
-                    name=f"best: block size {best.page_size}, cost {best.total_cost:g}",
+    fig.add_scatter(x=[str(best.block_size)], y=[best.total_cost], mode="markers",
+                    name=f"best: block size {best.block_size}, cost {best.total_cost:g}",
                     marker=dict(symbol="star", size=20, color="#000000",
                                 line=dict(color="black", width=1.5)),
-                    hovertemplate=(f"best block size {best.page_size} slots<br>total cost "
+                    hovertemplate=(f"best block size {best.block_size} slots<br>total cost "
                                    f"{best.total_cost:g}<extra></extra>"))
     fig.update_layout(barmode="stack", height=380, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis_title="block size (slots per block)",
@@ -89,13 +89,13 @@ def sharing_figure(ps: acc.PrefixSharing) -> go.Figure:
     """Both requests' slots, one heatmap: shared prefix blocks, own tokens, empty tails."""
     codes = {"shared": 0, "own": 1, "empty": 2, "none": 3}
     colours = [SHARED_PREFIX, REQUEST_COLOURS[0], ORANGE_EMPTY, "#FFFFFF"]
-    width = max(round_up(n, ps.page_size) for n in (ps.length_a, ps.length_b))
+    width = max(round_up(n, ps.block_size) for n in (ps.length_a, ps.length_b))
     z, text = [], []
     for name, n in (("A", ps.length_a), ("B", ps.length_b)):
-        alloc = round_up(n, ps.page_size)
+        alloc = round_up(n, ps.block_size)
         row_z, row_t = [], []
         for s in range(width):
-            block = s // ps.page_size
+            block = s // ps.block_size
             if s >= alloc:
                 state, label = "none", "not allocated"
             elif block < ps.shared_blocks:
@@ -120,10 +120,10 @@ def sharing_figure(ps: acc.PrefixSharing) -> go.Figure:
                           ("allocated, holding nothing", ORANGE_EMPTY)):
         fig.add_scatter(x=[None], y=[None], mode="markers", name=label,
                         marker=dict(size=12, symbol="square", color=colour))
-    for b in range(1, cdiv(width, ps.page_size)):
-        fig.add_vline(x=b * ps.page_size - 0.5, line_color="white", line_width=4)
+    for b in range(1, cdiv(width, ps.block_size)):
+        fig.add_vline(x=b * ps.block_size - 0.5, line_color="white", line_width=4)
     fig.update_layout(height=210, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis_title=f"slot (blocks of {ps.page_size})", yaxis_title="request",
+                      xaxis_title=f"slot (blocks of {ps.block_size})", yaxis_title="request",
                       yaxis_autorange="reversed", plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
     return fig

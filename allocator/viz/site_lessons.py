@@ -76,12 +76,12 @@ def accounting_page() -> dict:
                      "unused slots": r["unused slots"], "waste": r["waste"]} for r in rows]})
     lengths2 = list(s2["lengths"])
     r2 = acc.reserve_max_slots(lengths2, s2["reserve"])
-    p2 = acc.paged_slots(lengths2, s2["page_size"])
-    pool = acc.slot_pool_capacity(lengths2, s2["reserve"], s2["page_size"], d["pool_slots"])
+    p2 = acc.paged_slots(lengths2, s2["block_size"])
+    pool = acc.slot_pool_capacity(lengths2, s2["reserve"], s2["block_size"], d["pool_slots"])
     sections.append({
         "title": f"{', '.join(f'{n:,}' for n in lengths2)} tokens, maximum {s2['reserve']:,}",
         "text_html": _md(f"Reserve-max: **{r2.allocated_slots:,} slots**, {pct_fixed(r2.waste_fraction)} empty. "
-                         f"Blocks of {s2['page_size']}: **{p2.allocated_slots:,} slots**, "
+                         f"Blocks of {s2['block_size']}: **{p2.allocated_slots:,} slots**, "
                          f"{pct_fixed(p2.waste_fraction)} empty. A pool of {d['pool_slots']:,} slots fits "
                          f"**{pool.fit_reserve:,}** such requests reserved and **{pool.fit_paged:,}** paged"
                          + (f" ({ratio(pool.paged_gain)})." if pool.paged_gain else ".")),
@@ -91,15 +91,15 @@ def accounting_page() -> dict:
                    "paged slots": p2.allocated_per_request[i], "empty (last block)": p2.unused_per_request[i]}
                   for i, n in enumerate(lengths2)]})
     for c in R2_COSTS:
-        table = acc.page_size_table(lengths, c, list(d["candidates"]))
+        table = acc.block_size_table(lengths, c, list(d["candidates"]))
         best = next(r for r in table if r.is_best)
         sections.append({
             "title": f"Best block size when every block costs c = {c:g} slots",
-            "text_html": _md(f"At c = {c:g}: the best block size is **{best.page_size}**, total cost "
+            "text_html": _md(f"At c = {c:g}: the best block size is **{best.block_size}**, total cost "
                              f"{best.allocated_slots} slots + {c:g} × {best.blocks} blocks = "
                              f"**{best.total_cost:g}** slot equivalents."),
             "figure": _fig(cost_figure(table, sum(lengths), c)),
-            "table": [{"block size": r.page_size, "slots": r.allocated_slots, "unused": r.unused_slots,
+            "table": [{"block size": r.block_size, "slots": r.allocated_slots, "unused": r.unused_slots,
                        "blocks": r.blocks, "c × blocks": f"{r.metadata_cost:g}", "total cost": f"{r.total_cost:g}",
                        "best": "◀ best" if r.is_best else ""} for r in table]})
     a, b, prefix, block = d["share"]
@@ -108,7 +108,7 @@ def accounting_page() -> dict:
         "title": f"Two requests ({a} and {b} tokens) sharing a {prefix}-token prefix, blocks of {block}",
         "text_html": _md(f"**{ps.logical_tokens}** logical tokens; **{ps.slots_unshared}** slots stored "
                          f"separately, **{ps.slots_shared}** with the {ps.shared_blocks} complete prefix "
-                         f"blocks stored once: each saves {ps.page_size} slots."),
+                         f"blocks stored once: each saves {ps.block_size} slots."),
         "figure": _fig(sharing_figure(ps)),
         "table": [{"quantity": "logical tokens", "value": ps.logical_tokens},
                   {"quantity": "slots without sharing", "value": ps.slots_unshared},

@@ -47,17 +47,17 @@ def test_r1_paged_slots(block, slots, unused, blocks):
 
 
 @pytest.mark.parametrize("c, best, cost", [(0, 1, 31), (0.25, 2, 38.25), (1, 4, 50), (4, 8, 72)])
-def test_r2_best_page_size_with_metadata_cost(c, best, cost):
+def test_r2_best_block_size_with_metadata_cost(c, best, cost):
     """R2: best block size 1/2/4/8 at c = 0/0.25/1/4, costs 31/38.25/50/72,
     over the tested powers of two 1..32 — and the answer is the same over 1..256."""
-    assert acc.best_page_size(R1_LENGTHS, c, acc.R2_CANDIDATES) == (best, cost)
-    assert acc.best_page_size(R1_LENGTHS, c) == (best, cost)
+    assert acc.best_block_size(R1_LENGTHS, c, acc.R2_CANDIDATES) == (best, cost)
+    assert acc.best_block_size(R1_LENGTHS, c) == (best, cost)
 
 
-def test_r2_page_size_table_rows():
+def test_r2_block_size_table_rows():
     """R2: the table behind the optimum at c = 1 (one best row)."""
-    rows = acc.page_size_table(R1_LENGTHS, 1, acc.R2_CANDIDATES)
-    assert [r.page_size for r in rows] == [1, 2, 4, 8, 16, 32]
+    rows = acc.block_size_table(R1_LENGTHS, 1, acc.R2_CANDIDATES)
+    assert [r.block_size for r in rows] == [1, 2, 4, 8, 16, 32]
     assert [r.allocated_slots for r in rows] == [31, 34, 40, 48, 64, 96]
     assert [r.unused_slots for r in rows] == [0, 3, 9, 17, 33, 65]
     assert [r.blocks for r in rows] == [31, 17, 10, 6, 4, 3]
@@ -65,9 +65,9 @@ def test_r2_page_size_table_rows():
     assert [r.is_best for r in rows] == [False, False, True, False, False, False]
 
 
-def test_best_page_size_tie_goes_to_smaller_block():
+def test_best_block_size_tie_goes_to_smaller_block():
     # one 8-token request at c = 0: sizes 1, 2, 4, 8 all cost 8 slots.
-    assert acc.best_page_size([8], 0, [8, 4, 2, 1]) == (1, 8)
+    assert acc.best_block_size([8], 0, [8, 4, 2, 1]) == (1, 8)
 
 
 def test_r3_prefix_sharing_three_quantities():
@@ -247,28 +247,28 @@ BAD_INPUTS = [
     (lambda: acc.parse_lengths("5,9,2.5"), "lengths", 2, "lengths[2] = 2.5 is not a whole number"),
     (lambda: acc.parse_lengths("4,x", "candidates"), "candidates", 1,
      "candidates[1] = 'x' is not a number"),
-    (lambda: acc.paged_slots([5, 9], 0), "page_size", None, "page_size = 0 must be at least 1"),
-    (lambda: acc.paged_slots([5, 9], 1.5), "page_size", None,
-     "page_size = 1.5 is not a whole number"),
+    (lambda: acc.paged_slots([5, 9], 0), "block_size", None, "block_size = 0 must be at least 1"),
+    (lambda: acc.paged_slots([5, 9], 1.5), "block_size", None,
+     "block_size = 1.5 is not a whole number"),
     (lambda: acc.reserve_max_slots([5, 9, 40], 32), "lengths", 2,
      "lengths[2] = 40 is above the reserve maximum (32 slots): raise reserve or shorten the "
      "request"),
     (lambda: acc.reserve_max_slots([5], 0), "reserve", None, "reserve = 0 must be at least 1"),
     (lambda: acc.reserve_max_slots([5], "x"), "reserve", None, "reserve = 'x' is not a number"),
     # block size and its metadata cost
-    (lambda: acc.page_size_table([5], -1), "metadata_cost", None,
+    (lambda: acc.block_size_table([5], -1), "metadata_cost", None,
      "metadata_cost = -1 must not be negative"),
-    (lambda: acc.page_size_table([5], NAN), "metadata_cost", None,
+    (lambda: acc.block_size_table([5], NAN), "metadata_cost", None,
      "metadata_cost = nan is not a finite number"),
-    (lambda: acc.page_size_table([5], INF), "metadata_cost", None,
+    (lambda: acc.block_size_table([5], INF), "metadata_cost", None,
      "metadata_cost = inf is not a finite number"),
-    (lambda: acc.best_page_size([5], "c"), "metadata_cost", None,
+    (lambda: acc.best_block_size([5], "c"), "metadata_cost", None,
      "metadata_cost = 'c' is not a number"),
-    (lambda: acc.page_size_table([5], 1, None), "candidates", None,
-     "candidates must be a list of page sizes (slots per block)"),
-    (lambda: acc.page_size_table([5], 1, []), "candidates", None,
-     "candidates is empty: give at least one page size (slots per block)"),
-    (lambda: acc.page_size_table([5], 1, [4, 0]), "candidates", 1,
+    (lambda: acc.block_size_table([5], 1, None), "candidates", None,
+     "candidates must be a list of block sizes (slots per block)"),
+    (lambda: acc.block_size_table([5], 1, []), "candidates", None,
+     "candidates is empty: give at least one block size (slots per block)"),
+    (lambda: acc.block_size_table([5], 1, [4, 0]), "candidates", 1,
      "candidates[1] = 0 must be at least 1"),
     (lambda: acc.validate_candidates([4, 2.5]), "candidates", 1,
      "candidates[1] = 2.5 is not a whole number"),
@@ -280,8 +280,8 @@ BAD_INPUTS = [
     (lambda: acc.prefix_sharing(0, 23, 8, 4), "length_a", None, "length_a = 0 must be at least 1"),
     (lambda: acc.prefix_sharing(20, 2.5, 8, 4), "length_b", None,
      "length_b = 2.5 is not a whole number"),
-    (lambda: acc.prefix_sharing(20, 23, 8, 0), "page_size", None,
-     "page_size = 0 must be at least 1"),
+    (lambda: acc.prefix_sharing(20, 23, 8, 0), "block_size", None,
+     "block_size = 0 must be at least 1"),
     # bytes per token and presets
     (lambda: acc.kv_bytes_per_token(0, 8, 128, 2), "layers", None, "layers = 0 must be at least 1"),
     (lambda: acc.kv_bytes_per_token(80, 0, 128, 2), "kv_heads", None,
@@ -357,8 +357,8 @@ BAD_INPUTS = [
      "mean_tokens must be an array of numbers (tokens)"),
     # the account() report
     (lambda: acc.account([5, 9], 0, 1), "reserve", None, "reserve = 0 must be at least 1"),
-    (lambda: acc.account([5, 9], 32, 1, block_size=0), "page_size", None,
-     "page_size = 0 must be at least 1"),
+    (lambda: acc.account([5, 9], 32, 1, block_size=0), "block_size", None,
+     "block_size = 0 must be at least 1"),
     (lambda: acc.account([5, 9], 32, 1, pool_slots=-5), "pool_slots", None,
      "pool_slots = -5 must be at least 0"),
     (lambda: acc.account([5, 9], 32, 1, sharing=(20, 23, 30, 4)), "prefix_tokens", None,
@@ -398,7 +398,7 @@ def test_any_rejected_input_is_a_field_error(args):
     """Whatever junk reaches the public functions, what they raise is a FieldError."""
     a, b, c, d, e = args
     calls = [lambda: acc.paged_slots(a, b), lambda: acc.reserve_max_slots(a, b),
-             lambda: acc.page_size_table(a, b, c), lambda: acc.prefix_sharing(a, b, c, d),
+             lambda: acc.block_size_table(a, b, c), lambda: acc.prefix_sharing(a, b, c, d),
              lambda: acc.kv_bytes_per_token(a, b, c, d), lambda: acc.gib_to_bytes(a),
              lambda: acc.capacity(a, b, c, d, e), lambda: acc.slot_pool_capacity(a, b, c, d),
              lambda: acc.fit_curve(a, b, c, d, e), lambda: acc.account(a, b, c, d, e),
@@ -435,9 +435,9 @@ def test_paging_tail_is_under_one_block(lengths, block):
 
 @settings(max_examples=60, deadline=None)
 @given(lengths=lengths_st, c=st.floats(0, 20, allow_nan=False))
-def test_best_page_size_is_minimal(lengths, c):
-    rows = acc.page_size_table(lengths, c)
-    best_size, best_cost = acc.best_page_size(lengths, c)
+def test_best_block_size_is_minimal(lengths, c):
+    rows = acc.block_size_table(lengths, c)
+    best_size, best_cost = acc.best_block_size(lengths, c)
     assert sum(r.is_best for r in rows) == 1
     assert all(best_cost <= r.total_cost for r in rows)
     assert best_size in acc.DEFAULT_CANDIDATES
@@ -484,15 +484,29 @@ def test_cli_account_example_command():
     data = json.loads(out.stdout)
     assert data["reserve_max"]["allocated_slots"] == 96
     assert data["reserve_max"]["unused_slots"] == 65
-    assert data["paged"]["page_size"] == 4
+    assert data["paged"]["block_size"] == 4
     assert data["paged"]["allocated_slots"] == 40
     assert data["paged"]["unused_slots"] == 9
-    assert data["best"] == {"page_size": 4, "total_cost": 50}
-    assert [r["page_size"] for r in data["page_sizes"]] == [1, 2, 4, 8, 16, 32]
-    assert [r["allocated_slots"] for r in data["page_sizes"]] == [31, 34, 40, 48, 64, 96]
+    assert data["best"] == {"block_size": 4, "total_cost": 50}
+    assert [r["block_size"] for r in data["block_sizes"]] == [1, 2, 4, 8, 16, 32]
+    assert [r["allocated_slots"] for r in data["block_sizes"]] == [31, 34, 40, 48, 64, 96]
     ps = data["prefix_sharing"]
     assert (ps["logical_tokens"], ps["slots_unshared"], ps["slots_shared"]) == (43, 44, 36)
 
+
+
+def test_cli_account_old_flag_names_are_aliases(capsys):
+    """``--page-size`` / ``--share-page-size`` (the flags' older names) give the same JSON as
+    ``--block-size`` / ``--share-block-size``: blocks of 8 -> 48 slots (R1), shared blocks of 2."""
+    from allocator.__main__ import main
+    base = ["account", "--lengths", "5,9,17", "--reserve", "32", "--json"]
+    assert main(base + ["--block-size", "8", "--share-block-size", "2"]) == 0
+    new = json.loads(capsys.readouterr().out)
+    assert main(base + ["--page-size", "8", "--share-page-size", "2"]) == 0
+    old = json.loads(capsys.readouterr().out)
+    assert old == new
+    assert (new["paged"]["block_size"], new["paged"]["allocated_slots"]) == (8, 48)
+    assert new["prefix_sharing"]["block_size"] == 2
 
 def test_cli_capacity_example_command():
     """R5 via the CLI: 512 KiB, 1 GiB, 66, 83 %, 22 blocks = 352 slots,

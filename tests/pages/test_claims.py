@@ -648,9 +648,9 @@ def test_the_accounting_page_quotes_what_the_cli_computes():
     assert [int(v) for v in at.dataframe[0].value.iloc[:, 0].dropna() if str(v).strip()] == [5, 9, 17]
     j = _cli_json(["account", "--lengths", lengths, "--reserve", str(ss["acc_reserve"]),
                    "--metadata-cost", str(at.slider(key="acc_metadata_cost").value),
-                   "--block-size", str(at.slider(key="acc_page_size").value), "--pool-slots", str(ss["acc_pool"]),
+                   "--block-size", str(at.slider(key="acc_block_size").value), "--pool-slots", str(ss["acc_pool"]),
                    "--share", f"{ss['acc_share_a']},{ss['acc_share_b']},{ss['acc_share_prefix']}",
-                   "--share-block-size", str(ss["acc_share_page"]), "--json"])
+                   "--share-block-size", str(ss["acc_share_block"]), "--json"])
     allowed = _json_numbers(j, set()) | ARITHMETIC_STATIC
     for v in (ss["acc_reserve"], ss["acc_pool"], at.slider(key="acc_metadata_cost").value,
               at.select_slider(key="acc_cand_max").value, 1, 3):      # sizes 1-32; section 3

@@ -172,6 +172,6 @@ def test_exports_carry_an_uploads_name_as_escaped_bounded_text(payload):
 def test_a_typed_table_cell_is_quoted_as_plain_text(payload):
     from tests.conftest import open_page
     edit = {"edited_rows": {0: {"length (tokens)": PAYLOADS[payload]}}, "added_rows": [], "deleted_rows": []}
-    at = open_page("pages/accounting.py", {"acc_lengths_seed001": edit}, timeout=60)
+    at = open_page("pages/accounting.py", {"acc_lengths_r1": edit}, timeout=60)
     assert_plain(at)
     assert any("Row 1: length = " in seen(e.value) for e in at.error), [e.value for e in at.error]

@@ -63,7 +63,7 @@ def test_accounting_defaults_show_the_r1_figures():
     assert m["Slots without sharing"][0] == "44"
     assert m["Distinct physical slots (shared)"] == ("36", "8 slots saved")
 
-    editor = at.data_editor(key="acc_lengths_seed001")
+    editor = at.data_editor(key="acc_lengths_r1")
     assert editor.value[LENGTH_COL].tolist() == ["5", "9", "17"]
     cost = _table(at, "total cost")
     assert cost["block size"].tolist() == [1, 2, 4, 8, 16, 32]
@@ -89,11 +89,11 @@ def test_accounting_metadata_cost_moves_best_page(c, best, cost):
     assert table.loc[table["best"] != "", "block size"].tolist() == [int(best)]
 
 
-@pytest.mark.parametrize("page, slots, unused", [(8, "48", "17"), (16, "64", "33")])
-def test_accounting_page_size_slider(page, slots, unused):
+@pytest.mark.parametrize("block, slots, unused", [(8, "48", "17"), (16, "64", "33")])
+def test_accounting_block_size_slider(block, slots, unused):
     """assets/reference_figures.md R1: blocks of 8 and 16 -> 48 / 17 and 64 / 33."""
     at = _page("pages/accounting.py")
-    at.slider(key="acc_page_size").set_value(page).run()
+    at.slider(key="acc_block_size").set_value(block).run()
     value, delta = _metrics(at)["Paged slots"]
     assert value == slots and delta.startswith(f"{unused} unused")
 
@@ -102,17 +102,17 @@ def test_accounting_r4_preset():
     """002_abdc40c8c116312c.txt: 10,240 reserved, 74.8 % waste; 2,608 paged at 16, 1.0 %;
     a 40,960-slot pool fits 20 vs 78 (3.9x)."""
     at = _page("pages/accounting.py")
-    at.selectbox(key="acc_example").set_value("seed002").run()
+    at.selectbox(key="acc_example").set_value("r4").run()
     assert not at.exception and not at.error
     assert at.number_input(key="acc_reserve").value == 2048
-    assert at.slider(key="acc_page_size").value == 16
+    assert at.slider(key="acc_block_size").value == 16
     m = _metrics(at)
     assert m["Tokens stored"][0] == "2,581"
     assert m["Reserve-max slots"] == ("10,240", "7,659 unused · 74.8 %")
     assert m["Paged slots"] == ("2,608", "27 unused · 1.0 %")
     assert m["Fit, reserve-max"][0] == "20"
     assert m["Fit, paged"] == ("78", "3.9x reserve-max")
-    assert at.data_editor(key="acc_lengths_seed002").value[LENGTH_COL].tolist() == [
+    assert at.data_editor(key="acc_lengths_r4").value[LENGTH_COL].tolist() == [
         "512", "37", "1900", "128", "4"]
     breakdown = _table(at, "blocks")
     assert breakdown["paged slots"].tolist() == [512, 48, 1904, 128, 16]
@@ -120,7 +120,7 @@ def test_accounting_r4_preset():
 
 
 def test_accounting_edited_table_recomputes():
-    at = _page("pages/accounting.py", {"acc_lengths_seed001": _edit(
+    at = _page("pages/accounting.py", {"acc_lengths_r1": _edit(
         rows={2: {LENGTH_COL: 32}}, added=[{LENGTH_COL: 1}])})
     assert not at.error
     m = _metrics(at)
@@ -135,7 +135,7 @@ def test_accounting_edited_table_recomputes():
     (_edit(rows={0: {LENGTH_COL: 2.5}}), "Row 1: length = 2.5 is not a whole number"),
 ])
 def test_accounting_bad_table_is_reported_by_the_table(edit, needle):
-    at = _page("pages/accounting.py", {"acc_lengths_seed001": edit})
+    at = _page("pages/accounting.py", {"acc_lengths_r1": edit})
     column = _column_holding(at, "number_input", "acc_reserve")    # the inputs column
     assert any(needle in e for e in _errors(column)), _errors(column)
     # the rest of the page still renders: headers and the prefix-sharing panel
@@ -159,7 +159,7 @@ def _before(column, key: str) -> list[str]:
 def test_accounting_length_above_maximum_is_reported_by_the_table():
     """The error is about lengths[2] (FieldError field "lengths", index 2): it is shown under
     the table, naming row 3, and the reserve-max figures are left out."""
-    at = _page("pages/accounting.py", {"acc_lengths_seed001": _edit(rows={2: {LENGTH_COL: 40}})})
+    at = _page("pages/accounting.py", {"acc_lengths_r1": _edit(rows={2: {LENGTH_COL: 40}})})
     column = _column_holding(at, "number_input", "acc_reserve")
     assert any("Row 3: length = 40 is above the reserve maximum (32 slots): raise the reserve "
                "maximum or shorten the request." in e
@@ -172,7 +172,7 @@ def test_accounting_length_above_maximum_is_reported_by_the_table():
 
 def test_accounting_core_error_names_the_table_row_past_blank_rows():
     """Blank rows are skipped before the core sees the lengths, so lengths[1] is table row 3."""
-    at = _page("pages/accounting.py", {"acc_lengths_seed001": _edit(
+    at = _page("pages/accounting.py", {"acc_lengths_r1": _edit(
         rows={1: {LENGTH_COL: None}, 2: {LENGTH_COL: 40}})})
     column = _column_holding(at, "number_input", "acc_reserve")
     assert any(e.startswith("Row 3: length = 40 is above the reserve maximum")
@@ -186,14 +186,14 @@ def test_accounting_prefix_panel_changed_and_bad():
     at.number_input(key="acc_share_prefix").set_value(12).run()
     m = _metrics(at)
     assert (m["Slots without sharing"][0], m["Distinct physical slots (shared)"][0]) == ("44", "32")
-    at.number_input(key="acc_share_page").set_value(0).run()
+    at.number_input(key="acc_share_block").set_value(0).run()
     assert not at.exception
-    column = _column_holding(at, "number_input", "acc_share_page")
+    column = _column_holding(at, "number_input", "acc_share_block")
     assert any("Block size = 0 must be at least 1" in e for e in _errors(column))
     m = _metrics(at)
     assert "Logical tokens" not in m
     assert m["Reserve-max slots"][0] == "96"                     # section 1 unaffected
-    at.number_input(key="acc_share_page").set_value(4).run()
+    at.number_input(key="acc_share_block").set_value(4).run()
     at.number_input(key="acc_share_prefix").set_value(30).run()
     column = _column_holding(at, "number_input", "acc_share_prefix")
     assert any("Shared prefix = 30 is longer than the shorter request" in e
@@ -330,7 +330,7 @@ def test_an_invalid_request_length_replaces_the_sharing_figures():
 
 
 def test_a_word_in_a_length_cell_is_named_not_read_as_zero():
-    at = _page("pages/accounting.py", {"acc_lengths_seed001": _edit(rows={0: {LENGTH_COL: "abc"}})})
+    at = _page("pages/accounting.py", {"acc_lengths_r1": _edit(rows={0: {LENGTH_COL: "abc"}})})
     assert any("Row 1: length = 'abc' is not a number" in seen(e.value) for e in at.error), [e.value for e in at.error]
     assert "Tokens stored" not in _metrics(at) or _metrics(at)["Tokens stored"][0] != "26"
 

@@ -1,11 +1,9 @@
-"""Which block size is best once every block carries a metadata cost (the Accounting page's
-"page size").
+"""Which block size is best once every block carries a metadata cost.
 
 The objective is allocated slots + c x blocks, in token-slot equivalents, where ``c`` (the
 metadata cost of one block, in slots) stands in for a block-table entry, a lookup and a
 scattered read. Source: ``assets/reference_figures.md`` R2 (5, 9, 17 tokens over block sizes
-1..32: best 1 at c = 0, 2 at c = 0.25, 4 at c = 1, 8 at c = 4). The rows' ``page_size`` is
-the block size (the name is the ``account`` command's JSON key).
+1..32: best 1 at c = 0, 2 at c = 0.25, 4 at c = 1, 8 at c = 4).
 
 Bad input raises :class:`allocator.validate.FieldError`: ``.field`` is ``"lengths"`` (with
 ``.index``), ``"metadata_cost"`` or ``"candidates"`` (with ``.index`` for a bad entry).
@@ -20,7 +18,7 @@ from allocator.validate import FieldError, real_number, whole_numbers
 
 from .slots import paged_slots, validate_lengths
 
-#: Candidate block sizes (slots per block) tried by :func:`best_page_size`: powers of two 1..256.
+#: Candidate block sizes (slots per block) tried by :func:`best_block_size`: powers of two 1..256.
 DEFAULT_CANDIDATES: tuple[int, ...] = tuple(2 ** k for k in range(9))
 
 #: The candidate block sizes of reference figure R2: powers of two 1..32.
@@ -42,18 +40,18 @@ def validate_candidates(candidates: object) -> list[int]:
     """
     if (candidates is None or isinstance(candidates, (str, bytes))
             or not isinstance(candidates, Iterable)):
-        raise FieldError("candidates", " must be a list of page sizes (slots per block)")
+        raise FieldError("candidates", " must be a list of block sizes (slots per block)")
     return sorted(set(whole_numbers("candidates", candidates, 1, maximum=int(LIMITS["candidates"].high),
-                                    what="page size (slots per block)")))
+                                    what="block size (slots per block)")))
 
 
 @dataclass(frozen=True)
-class PageSizeRow:
-    """One candidate block size: ``page_size`` (the block size, slots per block), ``allocated_slots``,
+class BlockSizeRow:
+    """One candidate block size: ``block_size`` (slots per block), ``allocated_slots``,
     ``unused_slots``, ``blocks``, ``metadata_cost`` (= c x blocks, slot-equivalents) and
     ``total_cost`` = allocated_slots + c x blocks (slot-equivalents), ``is_best``."""
 
-    page_size: int
+    block_size: int
     allocated_slots: int
     unused_slots: int
     blocks: int
@@ -66,8 +64,8 @@ class PageSizeRow:
         return asdict(self)
 
 
-def page_size_table(lengths: object, metadata_cost: object,
-                    candidates: object = DEFAULT_CANDIDATES) -> list[PageSizeRow]:
+def block_size_table(lengths: object, metadata_cost: object,
+                     candidates: object = DEFAULT_CANDIDATES) -> list[BlockSizeRow]:
     """Cost of every candidate block size; the best one is flagged ``is_best``.
 
     Objective (``assets/reference_figures.md`` R2): total_cost(p) = allocated_slots(p) + c x blocks(p), in token-slot
@@ -82,7 +80,7 @@ def page_size_table(lengths: object, metadata_cost: object,
 
     Returns
     -------
-    list of :class:`PageSizeRow`, one per unique candidate, sorted by block size.
+    list of :class:`BlockSizeRow`, one per unique candidate, sorted by block size.
 
     Raises
     ------
@@ -96,15 +94,15 @@ def page_size_table(lengths: object, metadata_cost: object,
     for p in sizes:
         tally = paged_slots(lengths, p)
         meta = c * tally.blocks
-        rows.append(PageSizeRow(page_size=p, allocated_slots=tally.allocated_slots,
-                                unused_slots=tally.unused_slots, blocks=tally.blocks,
-                                metadata_cost=meta, total_cost=tally.allocated_slots + meta))
-    best = min(rows, key=lambda r: (r.total_cost, r.page_size))
-    return [PageSizeRow(**{**asdict(r), "is_best": r is best}) for r in rows]
+        rows.append(BlockSizeRow(block_size=p, allocated_slots=tally.allocated_slots,
+                                 unused_slots=tally.unused_slots, blocks=tally.blocks,
+                                 metadata_cost=meta, total_cost=tally.allocated_slots + meta))
+    best = min(rows, key=lambda r: (r.total_cost, r.block_size))
+    return [BlockSizeRow(**{**asdict(r), "is_best": r is best}) for r in rows]
 
 
-def best_page_size(lengths: object, metadata_cost: object,
-                   candidates: object = DEFAULT_CANDIDATES) -> tuple[int, float]:
+def best_block_size(lengths: object, metadata_cost: object,
+                    candidates: object = DEFAULT_CANDIDATES) -> tuple[int, float]:
     """The block size minimising allocated slots + c x blocks, and that minimal cost.
 
     ``assets/reference_figures.md`` R2 (5, 9, 17 tokens, candidates 1..32): c = 0 -> (1, 31);
@@ -117,7 +115,7 @@ def best_page_size(lengths: object, metadata_cost: object,
 
     Raises
     ------
-    FieldError as :func:`page_size_table`.
+    FieldError as :func:`block_size_table`.
     """
-    best = next(r for r in page_size_table(lengths, metadata_cost, candidates) if r.is_best)
-    return best.page_size, best.total_cost
+    best = next(r for r in block_size_table(lengths, metadata_cost, candidates) if r.is_best)
+    return best.block_size, best.total_cost
