@@ -2,9 +2,11 @@
 byte sizes. One module, so a figure reads the same on every page, export and CLI line.
 
 Pure Python (no numpy, not even through an import: ``kernels.gpu_check`` runs on a GPU machine whose
-python may lack it): the core, ``allocator.viz``, the pages and ``kernels/`` may all import it.
+python may lack it; FieldError comes from the numpy-free ``allocator.errors``): the core, ``allocator.viz``, the pages and ``kernels/`` may all import it.
 """
 from __future__ import annotations
+
+from allocator.errors import FieldError
 
 
 #: Binary byte multiples (the lesson's: the PagedAttention paper's "800 KB" for OPT-13B is
@@ -89,7 +91,6 @@ def format_bytes(n_bytes: float, unit: str | None = None) -> str:
                 unit = name
                 break
     if unit not in _BINARY:
-        from allocator.validate import FieldError     # here, not at the top: this module needs no numpy
         raise FieldError("unit", f" = {unit!r} must be one of {', '.join(_BINARY)}")
     value = n_bytes / _BINARY[unit]
     if unit == "bytes":

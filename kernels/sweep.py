@@ -59,7 +59,8 @@ from kernels.paged_attention import (contiguous_attention_triton, launch_config,
                                      paged_attention_triton, validate_inputs)
 from kernels.stats import (BOOTSTRAP_RESAMPLES, CONFIDENCE, FASTER, NO_DIFFERENCE, SLOWER,  # noqa: F401
                            pair_stats, verdict_text)
-from kernels.sweep_data import (DTYPES, SweepResult, SweepShape, format_bytes, load_recorded)  # noqa: F401
+from kernels.sweep_data import (CPU_SHAPE, CUDA_LONG_SHAPE, CUDA_SHAPE, DTYPES, TINY_SHAPE,  # noqa: F401
+                                 SweepResult, SweepShape, default_shape, format_bytes, load_recorded)
 
 DEFAULT_BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: Seconds a sweep with ``repeats=None`` is sized to take (issue 24: no sweep past 60 s by default).
@@ -73,25 +74,6 @@ MIN_REPEATS, MAX_REPEATS = 3, 15
 CACHE_ENTRIES = 16
 #: Above this many (token x KV head) pairs the interpreter backend refuses to time (far too slow).
 INTERPRETER_LIMIT = 16_384
-
-
-#: CPU default: K+V = 67 MB per call, twice the 32 MiB L3 of the lab's machines (Llama-3-8B-like
-#: heads; four sequences, not eight, so that nine block sizes with at least 3 timed pairs each fit
-#: the 45 s budget on a 2-core machine shared by other work: with eight, a loaded machine took 127 s).
-CPU_SHAPE = SweepShape(num_seqs=4, seq_len=2048, num_heads=32, num_kv_heads=8, head_dim=128, dtype="float32")
-#: CUDA default: K+V = 1.07 GB per call, larger than any L2 cache (Llama-3-8B-like heads).
-CUDA_SHAPE = SweepShape(num_seqs=64, seq_len=4096, num_heads=32, num_kv_heads=8, head_dim=128, dtype="bfloat16")
-#: Long contexts on CUDA: 16 sequences x 16k tokens (K+V = 4.3 GB; 128 single-pass programs on a
-#: 132-SM H200, so the split-KV path is what fills the GPU).
-CUDA_LONG_SHAPE = SweepShape(num_seqs=16, seq_len=16384, num_heads=32, num_kv_heads=8, head_dim=128,
-                             dtype="bfloat16")
-#: Tiny: for tests, the page's quick option and the Triton interpreter.
-TINY_SHAPE = SweepShape(num_seqs=2, seq_len=64, num_heads=4, num_kv_heads=2, head_dim=16, dtype="float32")
-
-
-def default_shape(backend_name: str) -> SweepShape:
-    """The default sweep shape for a backend name."""
-    return {"cuda": CUDA_SHAPE, "torch-cpu": CPU_SHAPE}.get(backend_name, TINY_SHAPE)
 
 
 def _dense_tokens(shape: SweepShape, device: str, seed: int) -> tuple[torch.Tensor, ...]:

@@ -266,7 +266,9 @@ def test_gpu_check_imports_without_numpy():
         "import kernels.sweep as sweep\n"
         "st = sweep.pair_stats([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])\n"
         "assert st['overhead'] == 2.0 and st['verdict'] == 'slower', st\n"
-        "from kernels.errors import FieldError\n"                  # the stand-in: same .field and message
+        "from kernels.errors import FieldError\n"                  # the core's own (allocator.errors: no numpy)
+        "from allocator.errors import FieldError as CoreFieldError\n"
+        "assert FieldError is CoreFieldError\n"
         "try:\n    sweep.pair_stats([1.0], [1.0, 2.0])\n    raise SystemExit('no error')\n"
         "except FieldError as e:\n"
         "    assert isinstance(e, ValueError) and e.field == 'b_s' and str(e).startswith('paired timings must')\n"
