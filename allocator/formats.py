@@ -57,7 +57,8 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
 
 def seconds(x: float | None) -> str:
     """A duration as the pages print it: ``0.0213 -> "21.3 ms"``, ``1.234 -> "1.23 s"``,
-    ``0.0004 -> "0.4 ms"``, ``16_600.4 -> "16,600 s"``; "—" when there is none."""
+    ``0.0004 -> "0.4 ms"``, ``30.98 -> "31.0 s"``, ``16_600.4 -> "16,600 s"``; "—" when there is
+    none. Seconds keep their decimals, so two durations side by side are written alike."""
     if x is None:
         return "—"
     if x == 0:
@@ -66,7 +67,8 @@ def seconds(x: float | None) -> str:
         return f"{x * 1000:.3g} ms"
     if x >= 100:
         return f"{x:,.0f} s"
-    return f"{x:.3g} s"
+    # fixed decimals, not significant figures: 30.98 s reads "31.0 s" beside "30.6 s", never "31 s"
+    return f"{x:.1f} s" if x >= 10 else f"{x:.2f} s"
 
 
 def rate(x: float) -> str:

@@ -154,7 +154,7 @@ st.markdown(
     f"{c['num_heads']} query heads sharing {c['num_kv_heads']} KV heads, head dim {c['head_dim']}, block size "
     f"{c['block_size']}, a shuffled block table) is run through the kernel and compared with a plain torch "
     "reference that gathers every token to a dense tensor first. Every slot that holds no token is filled "
-    "with NaN, so a read past a sequence's end would show up as an infinite error. The Triton kernel is "
+    "with NaN, so a read past a sequence's end would make the error NaN, a failure, not a small number. The Triton kernel is "
     "checked twice: as one pass over each sequence, and split along the sequence into pieces that a second "
     "kernel combines (how it keeps a GPU busy when there are few sequences with long contexts)."
 )

@@ -90,7 +90,7 @@ c[3].select_slider("Block size (slots)", BLOCK_SIZES, key="tp_block",
                    help="The paged allocator's block size.")
 c = st.columns([1.2, 0.9, 1.4, 1.2])
 c[0].text_input("Request rates (requests/s)", key="tp_rates", placeholder="auto",
-                help="Comma-separated, e.g. 0.5, 1, 2, 4. Empty: eight rates around the rate the paged "
+                help="Comma-separated, e.g. 0.5, 1, 2, 4. Empty or auto: eight rates around the rate the paged "
                      "allocator finishes requests at when they all arrive at once. A sustained rate is "
                      f"interpolated only between two rates at most {INTERPOLATION_SPAN:g}× apart; across a wider "
                      "step it is reported as the two rates it lies between.")
@@ -128,7 +128,9 @@ def fail(exc: Exception) -> None:
 
 fallback = None
 try:
-    rates = parse_rates(st.session_state["tp_rates"]) if st.session_state["tp_rates"].strip() else None
+    typed = st.session_state["tp_rates"].strip()
+    # empty or the placeholder's own word: the model's default rates
+    rates = parse_rates(typed) if typed and typed.lower() != "auto" else None
     gpus = st.session_state["tp_gpus"]
     cost = cost_model(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus)
     pool = cost.pool_slots()

@@ -119,3 +119,10 @@ def test_the_cli_names_each_figure_as_the_screen_does(capsys):
     assert main(["metrics"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(SUMMARY_METRICS) and lines[0].startswith("steps ") and "Steps to drain" in lines[0]
+
+
+def test_durations_side_by_side_are_written_alike():
+    """Seconds keep fixed decimals: a card reading "31.0 s" beside "30.6 s", never "31 s"."""
+    from allocator.formats import seconds
+    assert [seconds(x) for x in (30.98, 30.61, 1.5, 0.0213, 16_600.4)] == [
+        "31.0 s", "30.6 s", "1.50 s", "21.3 ms", "16,600 s"]

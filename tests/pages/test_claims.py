@@ -843,3 +843,19 @@ def test_the_kernel_page_quotes_its_records():
     allowed |= {"3.9", "3.6", "90"}                           # Triton versions; sm_90
     bad = _unquoted(_page_texts(at), allowed)
     assert not bad, bad
+
+
+def test_swap_mode_says_why_it_recomputed():
+    """In swap mode a preemption is recomputed only when the host pool has no room for it: the
+    explainer's time line says so beside the recomputed tokens it quotes (found by a new user on
+    a 1,024-slot pool, where swap quietly recomputed 713 tokens)."""
+    from allocator.timing import cost_model, price
+    from allocator.viz.claims import time_line
+
+    res = run_scenario(Scenario(total_slots=1024, preemption="swap"), record_snapshots=False)["paged"]
+    assert res.summary.recomputed_tokens > 0 and res.summary.swapped_blocks > 0
+    line = time_line(res, price(res, cost_model()))
+    assert f"recomputing {res.summary.recomputed_tokens:,} tokens" in line
+    assert "the host pool had no room for" in line
+    plain = run_scenario(Scenario(total_slots=1024), record_snapshots=False)["paged"]
+    assert "host pool" not in time_line(plain, price(plain, cost_model()))

@@ -146,3 +146,13 @@ def test_rates_far_apart_show_a_bracket_not_an_interpolated_rate():
     table = at.table[0].value
     assert table.loc["Paged", "sustained rate"].startswith("between 0.2 and 500 requests/s")
     assert set(table["paged sustains (× this rate)"]) <= {"—", "not comparable"}
+
+
+def test_the_placeholder_word_auto_means_the_default_rates():
+    """The rates box shows "auto" as its placeholder; typing that word gives the default sweep,
+    the same as leaving the box empty, not a "not a number" refusal."""
+    empty = open_page("pages/throughput.py")
+    typed = open_page("pages/throughput.py", {"tp_rates": " Auto "})
+    assert not typed.error
+    assert [m.value for m in typed.metric] == [m.value for m in empty.metric]
+    assert markdown_text(typed) == markdown_text(empty)

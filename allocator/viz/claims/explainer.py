@@ -150,6 +150,9 @@ def time_line(res, timing) -> str:
     if res.summary.preemptions and res.summary.recomputed_tokens:
         text += (f"; recomputing {res.summary.recomputed_tokens:,} tokens cost {seconds(t['recompute_flops_s'])} "
                  "of prefill compute (priced at the GPU's peak FLOP/s)")
+        if res.preemption == "swap":        # a swap falls back to recompute only when the host pool is full
+            text += (" — in swap mode these are the preemptions the host pool had no room for, so they "
+                     "were recomputed instead")
     return text + "."
 
 
