@@ -74,12 +74,16 @@ with st.container(border=True):
 st.subheader("How big must the cache be?")
 labels = {r["pool_blocks"]: f"{r['pool_blocks']:,} blocks ({r['fraction']:.2f}× the distinct prompt blocks)"
           for r in sweep.rows}
-default = data.default_map_pool(sweep)
+# the pool is chosen as a fraction of the distinct prompt blocks, so a new block size or window keeps it
+kept = st.session_state.get("pc_pool_fraction")
+default = (data.default_map_pool(sweep) if kept is None else
+           min(sweep.rows, key=lambda r: abs(r["fraction"] - kept))["pool_blocks"])   # the nearest fraction
 chosen = st.select_slider("Pool for the map below", options=list(labels), value=default,
                           format_func=labels.get, key=f"pc_pool_{offset}_{count}_{block}",
                           help="Pool sizes are fractions "
                                f"({', '.join(f'{f:g}' for f in DEFAULT_FRACTIONS)}) of the window's distinct full "
                                "prompt blocks, never smaller than the longest request needs.")
+st.session_state["pc_pool_fraction"] = next(r["fraction"] for r in sweep.rows if r["pool_blocks"] == chosen)
 st.plotly_chart(hit_rate_figure(sweep, stat, chosen, compare=native), key="pc_hits", config={"displaylogo": False})
 st.caption(
     "Every pool size's hit rate comes from **one** replay of the window, not one replay per size: each time a "

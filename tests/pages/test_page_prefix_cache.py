@@ -144,7 +144,7 @@ def test_the_cached_colour_is_told_apart_in_the_legend_and_the_caption():
 def test_waits_read_in_minutes_and_hours_when_long():
     from allocator.viz.prefix import duration
 
-    assert [duration(x) for x in (0.5713, 1.9, 119.0, 600.0, 8478.78)] == ["571 ms", "1.9 s", "119 s", "10 min",
+    assert [duration(x) for x in (0.5713, 1.9, 119.0, 600.0, 8478.78)] == ["571 ms", "1.90 s", "119 s", "10 min",
                                                                             "2.4 h"]
 
 
@@ -161,3 +161,22 @@ def test_a_grouped_cell_is_pink_when_any_of_its_blocks_is_shared():
     text = [v for row in fig.data[0].text for v in row]
     assert text[0].startswith("blocks 0–2: 0 free, 0 cached, 2 private, 1 shared")
     assert "pink if any is shared" in fig.layout.title.text
+
+
+def test_a_new_block_size_keeps_the_pool_chosen_as_a_fraction():
+    """The pool slider offers the same fractions of the distinct prompt blocks at every block size;
+    a student's choice is kept when the block size changes (a new user saw it jump back to 0.25x)."""
+    def pool_slider():
+        return next(s for s in at.get("select_slider") if s.label == "Pool for the map below")
+
+    def fraction(label):                         # "244 blocks (0.19× the distinct prompt blocks)"
+        return label.split("(")[1].split("×")[0]
+
+    at = _page({"pc_count": 60, "pc_block": 512, "pc_offset": 3000})
+    largest = pool_slider().options[-1]
+    pool_slider().set_value(int(largest.split()[0].replace(",", ""))).run()
+    assert not at.exception and pool_slider().format_func(pool_slider().value) == largest
+    at.select_slider(key="pc_block").set_value(256).run()
+    assert not at.exception
+    now = pool_slider()
+    assert now.format_func(now.value) == now.options[-1] and fraction(now.options[-1]) == fraction(largest)
