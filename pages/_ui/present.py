@@ -90,6 +90,12 @@ header[data-testid="stHeader"] { display: none !important; }
 h1 { font-size: 2.2rem !important; padding: 0.2rem 0 0.4rem 0 !important; }
 /* tables: the page's own text size, so the back row can read them too */
 [data-testid="stDataFrame"] { font-size: 1.05rem; }
+/* the values a teacher changes are read from the back row too: inputs, select boxes, slider ticks */
+.stMainBlockContainer input, .stMainBlockContainer textarea,
+.stMainBlockContainer [data-baseweb="select"] div { font-size: 1.2rem !important; }
+.stMainBlockContainer [data-testid="stSliderTickBarMin"],
+.stMainBlockContainer [data-testid="stSliderTickBarMax"],
+.stMainBlockContainer [data-testid="stSliderThumbValue"] { font-size: 1.1rem !important; }
 </style>
 """
 
