@@ -15,7 +15,7 @@ def test_page_shows_the_replay_its_table_and_its_sentences():
     rep = replay(run, efficiency=CALIBRATED)
     text = markdown_text(at)
     assert headline(rep) in text
-    assert "+5.9 %" in headline(rep) and "7.1 s" in headline(rep)        # the README's figures
+    assert "+5.9 %" in headline(rep) and "7.10 s" in headline(rep)        # the README's figures
     for sentence in right_and_wrong(rep):
         assert sentence in text
     assert held_out_sentence(held_out_check(run)) in text
