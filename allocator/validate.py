@@ -123,7 +123,7 @@ def whole_number(field: str, value: object, minimum: int | None = None, maximum:
 
     Raises:
         FieldError: ``"<subject> is empty: ..."``, ``"<subject> = 2.5 is not a whole number"``,
-            ``"<subject> = 0 must be at least 1"`` or ``"<subject> = 5000 must be at most 4096"``.
+            ``"<subject> = 0 must be at least 1"`` or ``"<subject> = 5000 must be at most 4,096"``.
     """
     def fail(problem: str):
         return FieldError(field, problem, index=index, subject=subject)
@@ -145,9 +145,9 @@ def whole_number(field: str, value: object, minimum: int | None = None, maximum:
     # a whole float past 2**53 is shown as written (1e+30), not as the 31 digits it stands for
     shown = _show(value) if not isinstance(value, numbers.Integral) and abs(result) > 2 ** 53 else str(result)
     if minimum is not None and result < minimum:
-        raise fail(f" = {shown} must be at least {minimum}")
+        raise fail(f" = {shown} must be at least {_bound(minimum)}")
     if maximum is not None and result > maximum:
-        raise fail(f" = {shown} must be at most {maximum}")
+        raise fail(f" = {shown} must be at most {_bound(maximum)}")   # a limit written as the range is
     return result
 
 
