@@ -175,3 +175,24 @@ def test_swap_computes_each_token_once(shared_prefix):
     decodes = int((m["running"] - m["admitted"]).sum())
     assert decodes == sum(r.output_len for r in w.requests) - len(w.requests)
     assert int(m["prefill_tokens"].sum()) == sum(r.prompt_len for r in w.requests)
+
+
+def test_a_swap_in_recomputes_only_shared_blocks_freed_while_it_was_out():
+    """Swap copies only a sequence's private blocks to the host; the shared prompt blocks stay with
+    their other holders. If those holders leave while it is out, the blocks are gone and their
+    tokens are computed again at swap-in (from token 0 here); if a holder remains, nothing is."""
+    a = PagedAllocator(1024, 16, preemption="swap")
+    a.reset(shared_prefix=32)                          # two full 16-slot blocks of system prompt
+    a.admit(1, 40, 40, 10)
+    a.admit(2, 40, 50, 10)                             # shares them with sequence 1
+    assert a.preempt(2) == "swap"
+    a.free(1)                                          # their only other holder leaves
+    assert a.admit(2, 40, 50, 10) == 64
+    assert (a.last_lost_start, a.last_lost_tokens) == (0, 32)
+    b = PagedAllocator(1024, 16, preemption="swap")
+    b.reset(shared_prefix=32)
+    b.admit(1, 40, 40, 10)
+    b.admit(2, 40, 50, 10)
+    assert b.preempt(2) == "swap"
+    assert b.admit(2, 40, 50, 10) == 64                # sequence 1 still holds the prompt blocks
+    assert (b.last_lost_start, b.last_lost_tokens) == (32, 0)
