@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernels.errors import FieldError
+from kernels.errors import FieldError, read_json
 
 #: The H200's compute capability and warp size, and its SM count (for the split choice).
 TARGET = ("cuda", 90, 32)
@@ -294,10 +294,7 @@ def load_report(path: str | Path = DEFAULT_OUT) -> dict | None:
     path = Path(path)
     if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FieldError("file", f": not readable JSON ({exc})", subject=path.name) from None
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("results"), list) \
             or "triton_version" not in data or "target" not in data:
         raise FieldError("file", ": expected an object with 'triton_version', 'target' and 'results'",

@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-from kernels.errors import FieldError
+from kernels.errors import FieldError, read_json
 
 #: File name written into DIR, read by the kernel page.
 RESULT_NAME = "kernel_gpu_check.json"
@@ -414,10 +414,7 @@ def load_result(path: str | Path | None = None) -> dict | None:
     path = Path(path) if path else DEFAULT_DIR / RESULT_NAME
     if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FieldError("file", f": not readable JSON ({exc})", subject=path.name) from None
+    data = read_json(path)
     if not isinstance(data, dict) or not all(isinstance(data.get(k), t) for k, t in
                                              (("meta", dict), ("correctness", list), ("sweeps", list))):
         raise FieldError("file", ": expected an object with 'meta', 'correctness' and 'sweeps'", subject=path.name)

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from allocator.formats import format_bytes_decimal as format_bytes  # noqa: F401  (re-exported)
-from kernels.errors import FieldError
+from kernels.errors import FieldError, read_json
 from kernels.stats import CONFIDENCE, NO_DIFFERENCE, verdict_text
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -182,10 +182,7 @@ def load_recorded(pattern: str = "kernel_gpu_*.json", assets: str | Path | None 
     folder = Path(assets) if assets else Path(__file__).resolve().parent.parent / "assets"
     out = []
     for path in sorted(folder.glob(pattern)):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise FieldError("file", f": results file is not readable JSON: {exc}", subject=path.name) from None
+        data = read_json(path)
         if isinstance(data, dict) and data.get("dry_run"):
             continue
         parts = data.get("sweeps") if isinstance(data, dict) and "sweeps" in data else [data]
