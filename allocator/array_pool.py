@@ -19,8 +19,8 @@ its blocks with a few numpy operations instead of a Python statement per block.
   prompt's lookups, registrations and evictions are numpy gathers and scatters (its size follows
   the keys' range, which for dense keys is about the distinct blocks: less than a dict of them);
   other keys (sha256 bytes) live in a dict as in the list pool;
-* the blocks still findable by hash with refcount 0 are counted; for pool pictures they are
-  listed once by a numpy pass over the queue and then kept up to date from what changed.
+* the blocks still findable by hash with refcount 0 are counted; a pool picture lists them
+  (:meth:`ArrayBlockPool.cached_free_blocks`) with one numpy pass over the queue, as an array.
 
 The :class:`allocator.allocators.PagedAllocator` uses it when prefix caching is on (and the
 list-based pool otherwise, whose small calls are cheaper for a few blocks at a time). Blocks in
@@ -28,19 +28,22 @@ one call must be distinct (a block table never lists a block twice).
 """
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from .block_pool import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE, BlockPool
 from .key_table import KeyTable, ids
-from .pool_picture import CachedFreePicture, drain
 from .validate import FieldError, OutOfBlocksError, whole_number
 
 _TOMB = -1               # a queue entry whose block left the queue early (a cache hit)
 _MIN_CAP = 1024
 _FEW = 4                 # allocations of at most this many queued blocks go block by block
+#: Runs an iterator to its end in C (a C-level loop over ``map(...)``).
+drain = deque(maxlen=0).extend
 
 
-class ArrayBlockPool(KeyTable, CachedFreePicture, BlockPool):
+class ArrayBlockPool(KeyTable, BlockPool):
     """:class:`~allocator.block_pool.BlockPool`'s rules with numpy state (prefix caching at scale).
 
     Args:
@@ -74,8 +77,6 @@ class ArrayBlockPool(KeyTable, CachedFreePicture, BlockPool):
         self.num_free = self.num_blocks
         self.num_cached_free = 0
         self._cache: dict = {}
-        self._in_picture = np.zeros(cap, dtype=bool)
-        self._forget_picture()
         self.evictions = 0
 
     def _state(self) -> tuple:
@@ -123,6 +124,27 @@ class ArrayBlockPool(KeyTable, CachedFreePicture, BlockPool):
     def free_queue(self) -> list[int]:
         return list(range(self._fresh, self.num_blocks)) + self._queued().tolist()
 
+    def cached_free_blocks(self) -> np.ndarray:
+        """The blocks with refcount 0 still findable by hash, least recently used first: a pool
+        picture's entry (``PagedAllocator.snapshot``).
+
+        Returns:
+            a new read-only int64 array [num_cached_free] of block ids, from one numpy pass over
+            the free queue (a gather of the "has a hash" flags, a compress), whatever changed
+            since the last picture: a million cached blocks cost a few milliseconds.
+        """
+        q = self._q[self._head:self._tail]
+        keep = self._hashed.take(q)             # a tombstone (-1) reads the last flag: masked next
+        if self._tombstones:
+            np.logical_and(keep, q != _TOMB, out=keep)
+        out = q.compress(keep)
+        out.flags.writeable = False
+        return out
+
+    def cached_free_queue(self) -> list[int]:
+        """:meth:`cached_free_blocks` as a list."""
+        return self.cached_free_blocks().tolist()
+
     def hash_of(self, block_id: int):
         b = self.check_block(block_id)
         if b >= self._fresh:
@@ -151,13 +173,11 @@ class ArrayBlockPool(KeyTable, CachedFreePicture, BlockPool):
         self._hkey = np.concatenate([self._hkey, np.full(grow, None, dtype=object)])
         self._ikey = np.concatenate([self._ikey, np.full(grow, -1, dtype=np.int32)])
         self._qpos = np.concatenate([self._qpos, np.full(grow, -1, dtype=np.int64)])
-        self._in_picture = np.concatenate([self._in_picture, np.zeros(grow, dtype=bool)])
 
     def _room(self, k: int) -> None:
         """Make room for ``k`` more entries at the queue's tail (compact, or grow the array)."""
         if self._tail + k <= len(self._q):
             return
-        self._forget_picture()          # positions move: the next picture is one pass over the queue
         live = self._queued().copy()
         if 2 * (len(live) + k) > len(self._q):
             self._q = np.empty(max(2 * (len(live) + k), _MIN_CAP), dtype=np.int64)
@@ -210,8 +230,6 @@ class ArrayBlockPool(KeyTable, CachedFreePicture, BlockPool):
             out = self._take_few(m, evicted)
             return fresh + out if fresh else out
         blocks = self._take_queued(m)
-        if self._picture is not None:
-            self._log_left(blocks)
         self._ref[blocks] = 1
         self._qpos[blocks] = -1
         if self.num_cached_free:
@@ -235,8 +253,6 @@ class ArrayBlockPool(KeyTable, CachedFreePicture, BlockPool):
         for b in out:
             ref[b] = 1
             qpos[b] = -1
-        if self._picture is not None:
-            self._log_left(np.array(out, dtype=np.int64))
         if self.num_cached_free:
             ikey, n = self._ikey, 0
             for b in out:
@@ -298,8 +314,6 @@ class ArrayBlockPool(KeyTable, CachedFreePicture, BlockPool):
                 raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
             self._q[self._qpos[z]] = _TOMB
             self._qpos[z] = -1
-            if self._picture is not None:
-                self._log_left(z)
             k = len(z)
             self._tombstones += k
             self.num_cached_free -= k
@@ -337,7 +351,7 @@ class ArrayBlockPool(KeyTable, CachedFreePicture, BlockPool):
     def check_invariants(self, tables=()) -> None:
         """Assert the pool is consistent: :meth:`BlockPool.check_invariants` on a list copy of its
         state (queue, refcounts, hashes, tables), plus what only this representation has
-        (tombstones, queue positions, the key table, the picture).
+        (tombstones, queue positions, the key table) and its pool picture's entry.
 
         Raises:
             AssertionError naming the first inconsistency.
@@ -366,7 +380,5 @@ class ArrayBlockPool(KeyTable, CachedFreePicture, BlockPool):
         BlockPool.check_invariants(view, tables)
         assert len(view._cached_free) == self.num_cached_free, "cached free blocks miscounted"
         assert [qpos[b] == -1 for b in range(used)] == [r > 0 for r in view._ref], "queue positions stale"
-        if self._picture is not None:
-            assert list(self._synced_picture()) == list(view._cached_free), (
-                "the picture's cached blocks are not the cached free blocks in queue order")
-            assert self._in_picture.sum() == len(self._picture), "picture membership miscounted"
+        assert self.cached_free_blocks().tolist() == list(view._cached_free), (
+            "the picture's cached blocks are not the cached free blocks in queue order")

@@ -24,8 +24,8 @@ from .allocators import PagedAllocator
 from .validate import FieldError, real_number
 from .workload import Workload
 
-#: Most memory the pool pictures of one run may take (bytes); past it, every other busy step's
-#: picture is dropped (the stride doubles) until they fit.
+#: Most memory the pool pictures of one run may take (bytes, as :func:`_snapshot_bytes` counts
+#: them); past it, every other busy step's picture is dropped (the stride doubles) until they fit.
 SNAPSHOT_BUDGET_BYTES = 64 * 2**20
 
 #: Arrivals on the seconds clock count as due within this many seconds of the clock (1 ns), so the
@@ -78,29 +78,70 @@ def arrival_times(workload: Workload, clock, seconds_per_step) -> tuple[dict, fl
 
 class Pictures:
     """The pool pictures (snapshots) of one run, kept within ``SNAPSHOT_BUDGET_BYTES``: past it,
-    every other non-empty picture is dropped and the stride between kept steps doubles."""
+    every other non-empty picture is dropped and the stride between kept steps doubles.
 
-    __slots__ = ("snapshots", "stride", "_bytes")
+    Each picture's size (:func:`_snapshot_bytes`) is counted once, when it comes, and remembered
+    for when it is dropped; :meth:`take` sizes a picture before building it, so a picture the
+    thinning would drop at once is never built.
+
+    Attributes:
+        snapshots: {step: pool picture}, in step order; stride: the steps kept are its multiples
+            (a power of two), plus every empty picture.
+    """
+
+    __slots__ = ("snapshots", "stride", "_bytes", "_sizes")
 
     def __init__(self) -> None:
         self.snapshots: dict[int, tuple] = {}
         self.stride = 1
         self._bytes = 0
+        self._sizes: dict[int, int] = {}       # {step: bytes} of the kept non-empty pictures
 
     def keep(self, step: int, snap: tuple) -> None:
         """Keep step's picture, thinning the kept ones while they pass the budget."""
-        snapshots = self.snapshots
-        snapshots[step] = snap
-        self._bytes += _snapshot_bytes(snap)
-        while self._bytes > SNAPSHOT_BUDGET_BYTES and len(snapshots) > 2:
+        self.take(step, _snapshot_bytes(snap), lambda: snap)
+
+    def take(self, step: int, size: int, build) -> None:
+        """Count a picture of ``size`` bytes at ``step`` (later than every kept one; 0: an empty
+        picture, never dropped), thin the kept ones while they pass the budget, and keep
+        ``build()`` unless the thinning dropped this step too (then ``build`` is not called)."""
+        snapshots, sizes = self.snapshots, self._sizes
+        if size:
+            sizes[step] = size
+        self._bytes += size
+        held = len(snapshots) + 1              # the pictures kept, this one counted
+        while self._bytes > SNAPSHOT_BUDGET_BYTES and held > 2:
             self.stride *= 2
-            for k in [k for k, v in snapshots.items() if v and k % self.stride]:
-                self._bytes -= _snapshot_bytes(snapshots.pop(k))
+            for k in [k for k in sizes if k % self.stride]:
+                self._bytes -= sizes.pop(k)
+                held -= 1
+                if k != step:
+                    del snapshots[k]
+        if not size or step in sizes:
+            snapshots[step] = build()
 
 
 def _snapshot_bytes(snap) -> int:
-    """Approximate memory of one pool picture (a tuple of ints costs a pointer per entry)."""
-    return sum(8 * (len(e[-1]) + 3) if isinstance(e[-1], tuple) else 40 for e in snap)
+    """Memory one pool picture is counted as taking (bytes): 8 per block id in a block table or a
+    cached-free entry, plus 24 per entry; 40 per entry of a reservation picture.
+
+    The count is a tuple's (a pointer an element, headers roughly): what the pictures held when
+    the budget was set, kept unchanged so that a run keeps the same steps. A cached-free entry is
+    a read-only int64 array now (``ArrayBlockPool.cached_free_blocks``): 8 bytes an id, as
+    counted, where the tuple it replaced held besides each pointer an int object (28 bytes) per
+    id above 256; so the memory pictures actually use is less than the budget says (a million
+    cached blocks: 8 MB, not 36 MB).
+    """
+    return sum(8 * (len(e[-1]) + 3) if hasattr(e[-1], "__len__") else 40 for e in snap)
+
+
+def _paged_snapshot_bytes(allocator: PagedAllocator) -> int:
+    """:func:`_snapshot_bytes` of ``allocator.snapshot(...)``, from the block tables' lengths and
+    the cached block count, without building the picture (``PagedAllocator.snapshot``)."""
+    tables = allocator.block_tables
+    size = 8 * (sum(map(len, tables.values())) + 3 * len(tables))
+    cached = allocator.pool.num_cached_free if allocator.prefix_caching else 0
+    return size + 8 * (cached + 3) if cached else size
 
 
 class Run:
@@ -226,9 +267,16 @@ class Run:
         take = pictures is not None and t % pictures.stride == 0
         if not (take or check_invariants):
             return                             # lengths are built only for a step that uses them
-        lengths = scheduler.lengths(t)
+        lengths = scheduler.lengths(t) if check_invariants else None
         if take:
-            pictures.keep(t, allocator.snapshot(lengths))
+            if getattr(type(allocator), "snapshot", None) is PagedAllocator.snapshot:   # sized before built
+                size = _paged_snapshot_bytes(allocator)
+                pictures.take(t, size, lambda: allocator.snapshot(lengths if lengths is not None
+                                                                  else scheduler.lengths(t)))
+                if check_invariants and t in pictures.snapshots:
+                    assert _snapshot_bytes(pictures.snapshots[t]) == size, "a picture's size was miscounted"
+            else:
+                pictures.keep(t, allocator.snapshot(lengths if lengths is not None else scheduler.lengths(t)))
         if check_invariants:
             scheduler.check_invariants(lengths, t)
             allocator.check_invariants(lengths)

@@ -333,9 +333,11 @@ class PagedAllocator(V1KVCacheMixin):
         sequence, in admission order. Cheap to take every step (tables are copied, not expanded);
         ``SimulationResult.slot_states`` turns it into a per-slot picture when one is drawn.
         With prefix caching, a last entry ``(0, 0, blocks)`` lists the blocks held only by the
-        cache (request ids start at 1, so id 0 is no request). Every picture holds its own tuples
-        (none is shared with another picture: a pickled run, as ``tests/tools/engine_digest.py`` hashes
-        it, depends on that)."""
+        cache, least recently used first, as a read-only int64 array (up to a million blocks on a
+        long trace: one numpy pass, ``ArrayBlockPool.cached_free_blocks``); request ids start at
+        1, so id 0 is no request. Every picture holds its own tuples and array (none is shared
+        with another picture: a pickled run, as ``tests/tools/engine_digest.py`` hashes it,
+        depends on that)."""
         snap = tuple((sid, lengths[sid], tuple(table)) for sid, table in self.block_tables.items())
         if self.prefix_caching and self.pool.num_cached_free:
             snap += ((0, 0, self.pool.cached_free_blocks()),)

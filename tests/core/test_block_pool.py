@@ -6,6 +6,7 @@ BlockManager), so its rules are tested once, against a plain-list model of the s
 import copy
 from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -137,7 +138,7 @@ def test_pool_matches_a_plain_list_model(make, kind, few, n, cache_freed, ops):
 
 
 def _run_against_the_model(pool, model, kind, n, ops):
-    tables = []
+    tables, last = [], None
     for op, k, h in ops:
         if op == "alloc":
             if k > pool.num_free:
@@ -179,8 +180,15 @@ def _run_against_the_model(pool, model, kind, n, ops):
                 model.touch([b])
                 tables.append([b])
         elif op == "picture":                          # the cached free blocks, least recently used first
-            assert pool.cached_free_queue() == [b for b in model.queue if b in model.hash]
-            assert pool.cached_free_blocks() == tuple(b for b in model.queue if b in model.hash)
+            expect = [b for b in model.queue if b in model.hash]
+            assert pool.cached_free_queue() == expect
+            picture = pool.cached_free_blocks()
+            if isinstance(pool, ArrayBlockPool):       # a pool picture's entry: a read-only int64 array
+                assert picture.dtype == np.int64 and not picture.flags.writeable
+            assert list(picture) == expect
+            if last is not None:                       # an earlier picture kept what it showed then
+                assert list(last[0]) == last[1]
+            last = picture, expect
         elif op == "run":                              # the longest run of leading keys found
             keys = [_key(kind, (h + i) % 51) for i in range(k)]
             owner = {key: b for b, key in model.hash.items()}

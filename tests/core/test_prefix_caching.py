@@ -20,6 +20,7 @@ from allocator.mathutils import cdiv
 from allocator.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture
 from allocator.scenario import run_both
 from allocator.workload import Request, Workload
+from tests.tools.engine_digest import picture_as_tuples
 
 
 class Prompts:
@@ -110,9 +111,10 @@ def test_running_sequences_share_cached_blocks_and_the_map_colours_them():
     # when nothing runs, the keyed blocks are held only by the cache: an id-0 entry, least recently
     # used first, in the idle gap's picture too (requests 3 and 4 keyed no new block: their full
     # prompt blocks were the cached ones)
-    assert r.snapshots[1] == r.snapshots[2] == ((0, 0, (1, 0)),)
+    assert picture_as_tuples(r.snapshots[1]) == picture_as_tuples(r.snapshots[2]) == ((0, 0, (1, 0)),)
     last = r.snapshots[max(r.snapshots)]
-    assert last == ((0, 0, (1, 0)),) and r.metrics["cached_blocks"][-1] == 2
+    assert picture_as_tuples(last) == ((0, 0, (1, 0)),) and r.metrics["cached_blocks"][-1] == 2
+    assert last[0][2].dtype == np.int64 and not last[0][2].flags.writeable     # the cache's entry: an array
     state, _, _ = block_picture(last, 16)
     assert np.flatnonzero(state == BLOCK_CACHED).tolist() == [0, 1]
     assert (state[2:] == BLOCK_FREE).all()

@@ -8,6 +8,11 @@ caching (step and seconds clocks, with pictures) and the vLLM v1 rules (with and
 caching, and the shipped vLLM run's replay). ``python -m tests.tools.engine_digest`` prints each case's
 digest; ``tests/core/test_engine_digests.py`` holds the values the engine gave before its hot paths
 were rewritten (issue 24).
+
+A pool picture's cached-free entry was a tuple of block ids and is a read-only int64 array now
+(``ArrayBlockPool.cached_free_blocks``, so that a picture of a million cached blocks is one numpy
+pass): :func:`picture_as_tuples` turns each such array back into the new tuple of Python ints
+the picture used to hold before pickling, so the same content gives the same digest as before.
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ def _feed(h, obj) -> None:
         h.update(f"nd{obj.dtype.str}{obj.shape}".encode())
         h.update(np.ascontiguousarray(obj).tobytes())
     elif isinstance(obj, dict) and obj and isinstance(next(iter(obj.values())), tuple):
-        h.update(pickle.dumps(sorted(obj.items()), protocol=4))   # snapshots: plain ints and tuples
+        h.update(pickle.dumps(sorted((k, picture_as_tuples(v)) for k, v in obj.items()), protocol=4))  # snapshots
     elif isinstance(obj, dict):
         h.update(b"{")
         for k in sorted(obj, key=repr):
@@ -41,6 +46,15 @@ def _feed(h, obj) -> None:
         h.update(repr(obj.item()).encode() + type(obj).__name__.encode())
     else:
         h.update(repr(obj).encode() + type(obj).__name__.encode())
+
+
+def picture_as_tuples(picture: tuple) -> tuple:
+    """A pool picture with each array entry (a cached-free entry) as a new tuple of Python ints;
+    the picture itself when it has none (its block tables' tuples are kept as they are, so pickle
+    sees the same objects it saw before)."""
+    if not any(isinstance(e[-1], np.ndarray) for e in picture):
+        return picture
+    return tuple(e[:-1] + (tuple(e[-1].tolist()),) if isinstance(e[-1], np.ndarray) else e for e in picture)
 
 
 def digest(result) -> str:
