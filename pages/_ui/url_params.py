@@ -139,6 +139,17 @@ def _said(name: str, raw: str) -> str:
     return f"{_name(name)}={show(raw, SHOWN_VALUE)}"
 
 
+def check_boolean(name: str, raw: str) -> tuple[bool, str | None]:
+    """A true/false parameter (a key of :data:`BOOLEANS`): ``(value, None)`` when ``raw`` is ``true``
+    or ``false`` in any case (as Streamlit's bound toggle reads it), else ``(default, message)`` with
+    the one sentence every page shows for it, naming the parameter, the values it takes and the
+    default used: ``"URL parameter present='maybe' must be true or false; using false."``"""
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true", None
+    default = BOOLEANS[name]
+    return default, f"URL parameter {_said(name, raw)} must be true or false; using {str(default).lower()}."
+
+
 def _number(raw: str, rule: NumberRule):
     """The value ``raw`` stands for, or None if it is not one the widget offers. A whole number must
     be written in plain digits (``19366``, not ``1e5`` or ``19366.0``): the widget that reads the
@@ -197,11 +208,11 @@ def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
         if name == "workload":
             continue
         if name in BOOLEANS:
-            if raw.lower() in ("true", "false"):
-                accepted[name] = raw.lower() == "true"
+            value, message = check_boolean(name, raw)
+            if message:
+                messages.append(message)
             else:
-                messages.append(f"URL parameter {_said(name, raw)} must be true or false; "
-                                f"using {str(BOOLEANS[name]).lower()}.")
+                accepted[name] = value
             continue
         if name in CHOICES:
             short = _choice(name, raw)

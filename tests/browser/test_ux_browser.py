@@ -60,3 +60,22 @@ def test_the_lesson_step_row_is_centred_on_one_line(server, browser, width, heig
         assert not errors(pg), errors(pg)
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("path, title", [("capacity", "Capacity"), ("about", "About this lab")])
+def test_present_maybe_is_named_on_a_page_other_than_the_explainer(server, browser, path, title):
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    try:
+        pg.goto(f"{server}/{path}?present=maybe", wait_until="domcontentloaded")
+        assert settle(pg).startswith(title)
+        shot(pg, f"present_maybe_{path}")
+        notes = pg.locator('[data-testid="stAlertContentWarning"]').all_inner_texts()
+        assert [n.split("\n")[-1] for n in notes if "present=" in n] == [        # the icon's name first
+            "URL parameter present='maybe' must be true or false; using false."], notes
+        assert pg.locator('section[data-testid="stSidebar"]').is_visible()          # not presenting
+        assert not pg.get_by_role("button", name="Leave presentation mode").count()
+        assert "present=" not in pg.url
+        assert not errors(pg), errors(pg)
+    finally:
+        ctx.close()
