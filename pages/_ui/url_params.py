@@ -119,6 +119,46 @@ def number_rules(workload: str) -> dict[str, NumberRule]:
     return rules
 
 
+#: The number inputs of the other pages, by widget key (not URL parameters): their ranges, steps
+#: and defaults, read by the widget (``pages._ui.controls.checked_number``) and by its check
+#: (:func:`refused_number`). The Throughput page's runs: 100 to 5,000 requests, inside the core's
+#: ``requests`` range, keep a 16-rate sweep within the heavy-work queue's turn.
+PAGE_RULES = {
+    "tp_requests": _sidebar("requests", 100, 5000, 100, 1000),
+}
+
+
+def refused_number(rule: NumberRule, value, label: str, high: float | None = None) -> str | None:
+    """Why a number typed into the widget drawn from ``rule`` cannot be used, or None if it can.
+
+    The widgets are drawn without Streamlit's own min/max, which refuse a value typed past them in
+    the browser without a word to the page; the value reaches the server and is checked here, by
+    the same test a URL's value meets (:func:`_number`: the range, whole numbers, the step grid).
+
+    Args:
+        rule: the widget's rule; ``high`` narrows its top end (a trace's last row).
+        value: what the widget returned (int, float or None when the field was emptied).
+        label: the widget's caption, which the sentence starts with.
+
+    Returns:
+        Plain text such as ``"Requests per run = 50,000 was not used: it must be a whole number from
+        100 to 5,000 (requests per run)"`` (no closing full stop), or None.
+    """
+    if high is not None and high < rule.high:
+        rule = NumberRule(Limit(rule.low, high, rule.integer, rule.unit), rule.step, rule.default, rule.field,
+                          rule.widget_step)
+    allowed = rule.describe() + (f" ({rule.unit})" if rule.unit else "")
+    if value is None:
+        return f"{label} is empty: give {allowed}"
+    if isinstance(value, float) and value.is_integer() and rule.integer:
+        value = int(value)
+    raw = str(value)
+    if _number(raw, rule) is not None:
+        return None
+    shown = f"{value:,}" if isinstance(value, int) else f"{value:,g}"
+    return f"{label} = {shown} was not used: it must be {allowed}"
+
+
 #: Longest parameter name and value a message quotes (characters; longer ones end in "…"), and most
 #: messages one link produces (the rest are counted in one more): a hostile or mangled link cannot
 #: fill the page.

@@ -79,3 +79,28 @@ def test_present_maybe_is_named_on_a_page_other_than_the_explainer(server, brows
         assert not errors(pg), errors(pg)
     finally:
         ctx.close()
+
+
+def test_a_request_count_typed_past_its_range_is_refused_with_words(server, browser):
+    """Typing 50000 into Requests per run used to turn the field red and do nothing else: the
+    browser kept the value from the page, and nothing said why. Now the page names the range and
+    that the value was not used, and the field shows the value the sweep uses."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    try:
+        pg.goto(f"{server}/throughput", wait_until="domcontentloaded")
+        settle(pg)
+        box = pg.get_by_label("Requests per run", exact=True)
+        box.fill("50000")
+        box.press("Enter")
+        settle(pg, old_title="")
+        alert = pg.locator('[data-testid="stAlertContentError"]').filter(has_text="Requests per run")
+        alert.first.scroll_into_view_if_needed()
+        shot(pg, "throughput_requests_50000_1366x768")
+        assert alert.first.inner_text().split("\n")[-1] == (
+            "Requests per run = 50,000 was not used: it must be a whole number from 100 to 5,000 (requests per run); "
+            "the page keeps 1,000.")
+        assert box.input_value() == "1000"
+        assert pg.locator('[data-testid="stException"]').count() == 0
+    finally:
+        ctx.close()
