@@ -6,7 +6,9 @@ Streamlit would write their display labels. A link is checked once, when a sessi
 (``pages._ui.url_params.check_params``): a value the sidebar does not offer is dropped with a
 message that names it and says what is used instead. Every numeric widget is drawn from its rule in
 ``pages._ui.url_params.number_rules`` (range, step, default), the table that check reads too, so a
-link and the sidebar accept the same values (``tests/pages/test_url_params.py`` ties them).
+link and the sidebar accept the same values (``tests/pages/test_url_params.py`` ties them). A number
+input has no browser range (Streamlit's refuses silently): :func:`checked_number` checks the typed
+value on the server and says why it was not used.
 """
 import streamlit as st
 

@@ -9,7 +9,9 @@ that table's range as it is, and every rule takes its unit from it), maps choice
 ``arrival=burst|trickle``, ``preemption=recompute|swap``, ``policy=max|pow2|oracle``, ``gpu`` and
 ``model`` as the cost model's preset keys; the old labels are still accepted), checks
 ``seconds_axis`` and ``present`` (``true|false``),
-and words a message naming the parameter, the value and what is used instead.
+and words a message naming the parameter, the value and what is used instead. The same rules
+check a number typed into a widget (:func:`refused_number`; the other pages' number inputs are in
+:data:`PAGE_RULES`), and ``present`` is checked on every page (:func:`check_boolean`).
 """
 from __future__ import annotations
 
