@@ -12,7 +12,7 @@ from allocator.formats import pct_fixed
 from allocator import accounting as acc
 from allocator.viz.arithmetic import curve_figure as _curve_figure
 from allocator.viz.arithmetic import fit_figure as _fit_figure
-from allocator.viz.claims import ratio
+from allocator.viz.claims import oversized_block_note, ratio
 from pages._ui.errors import show_error
 
 D = acc.CAPACITY_DEFAULTS
@@ -179,6 +179,9 @@ else:
                 delta=(f"{ratio(cap.paged_gain)} reserve-max" if cap.paged_gain
                        else None), delta_color="off", delta_arrow="off",
                 help="floor(free memory / allocated per sequence)")
+    note = oversized_block_note(cap)
+    if note:
+        st.info(note, icon=":material/info:")
 
 if cap is not None:
     st.header("Twice the memory, or a better allocator?")
@@ -196,7 +199,8 @@ if cap is not None:
         st.markdown("**Fix the allocator** (page the cache, same memory)")
         st.metric(f"Sequences in {fb(cap.free_bytes)}, paged", f"{cap.fit_paged:,}")
         st.markdown(
-            f"Same hardware, but each sequence now holds {cap.paged_blocks:g} blocks instead of "
+            f"Same hardware, but each sequence now holds {cap.paged_blocks:g} "
+            f"block{'' if cap.paged_blocks == 1 else 's'} instead of "
             f"a {cap.max_context:,}-token reservation; at most one block's tail per sequence is "
             f"empty ({pct_fixed(cap.waste_fraction_paged)} here).")
     st.plotly_chart(_fit_figure(cap), key="cap_fit_chart", config={"displaylogo": False})

@@ -39,16 +39,22 @@ def _fmt_err(x: float) -> str:
 
 
 # ------------------------------------------------------------------ backend
+#: What the page says while it loads its libraries: importing torch and Triton is the only slow part of
+#: a visit (measured: 1.5 s alone on 2 cores, 3-6 s while a fresh server warms its other pages), and only
+#: the first visit after the server starts pays it; Streamlit shows a spinner only after half a second.
+LOADING_TEXT = ("Loading PyTorch and Triton, the libraries the kernel runs on (only the first visit after the "
+                "server starts waits for them, a few seconds)…")
 try:
-    import kernels
-    from kernels import compile_check
-    from kernels import gpu_check, predict
-    from kernels.paged_attention import CHECK_CASE
-    from kernels.sweep import CPU_SHAPE, CUDA_SHAPE, DEFAULT_BLOCK_SIZES, DEFAULT_BUDGET_S, HARD_LIMIT_S, TINY_SHAPE, \
-        SweepResult, format_bytes, load_recorded, shared_check, shared_sweep
-    from kernels import figures as kv
-    sweep_backend = kernels.detect("sweep")
-    check_backend = kernels.detect("check")
+    with st.spinner(LOADING_TEXT):
+        import kernels
+        from kernels import compile_check
+        from kernels import gpu_check, predict
+        from kernels.paged_attention import CHECK_CASE
+        from kernels.sweep import CPU_SHAPE, CUDA_SHAPE, DEFAULT_BLOCK_SIZES, DEFAULT_BUDGET_S, HARD_LIMIT_S, \
+            TINY_SHAPE, SweepResult, format_bytes, load_recorded, shared_check, shared_sweep
+        from kernels import figures as kv
+        sweep_backend = kernels.detect("sweep")
+        check_backend = kernels.detect("check")
 except Exception as exc:  # torch/triton missing or broken: say so, render nothing else
     show_error(f"The kernel package could not be loaded, so this page cannot run: "
              f"{type(exc).__name__}: {exc}")

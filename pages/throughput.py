@@ -21,13 +21,16 @@ from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison,
                                   sustained_rows, sweep_headline, time_split_claim)
 from allocator.viz.paper import fig2_figure, fig12_figure, fig13_figure, targets_rows
 from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure
+from pages._ui.controls import checked_number
 from pages._ui.errors import show_error
 from pages._ui.sweep_cache import cached_sweep, is_cached, sweep_key
 from pages._ui.state import set_defaults
+from pages._ui.url_params import PAGE_RULES
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 GPU_CHOICES = ["auto", *GPU_COUNTS]
-DEFAULTS = {"tp_gpu": "a100-40gb", "tp_model": "opt-13b", "tp_gpus": "auto", "tp_requests": 1000, "tp_rates": "",
+DEFAULTS = {"tp_gpu": "a100-40gb", "tp_model": "opt-13b", "tp_gpus": "auto",
+            "tp_requests": PAGE_RULES["tp_requests"].default, "tp_rates": "",
             "tp_factor": 5, "tp_block": 16, "tp_workload": "azure-conv"}
 set_defaults(DEFAULTS)
 
@@ -89,14 +92,16 @@ c[2].selectbox("GPUs", GPU_CHOICES, key="tp_gpus",
 c[3].select_slider("Block size (slots)", BLOCK_SIZES, key="tp_block",
                    help="The paged allocator's block size.")
 c = st.columns([1.2, 0.9, 1.4, 1.2])
+errors = st.container()     # under the controls, full width: a refused setting, a core error
 c[0].text_input("Request rates (requests/s)", key="tp_rates", placeholder="auto",
                 help="Comma-separated, e.g. 0.5, 1, 2, 4. Empty or auto: eight rates around the rate the paged "
                      "allocator finishes requests at when they all arrive at once. A sustained rate is "
                      f"interpolated only between two rates at most {INTERPOLATION_SPAN:g}× apart; across a wider "
                      "step it is reported as the two rates it lies between.")
-c[1].number_input("Requests per run", min_value=100, max_value=5000, step=100, key="tp_requests",
-                  help="Drawn with a fixed seed from the chosen lengths' rows that fit the model's "
-                       "context window; the same requests at every rate.")
+requests = checked_number(c[1], PAGE_RULES["tp_requests"], "tp_requests", "Requests per run", say_in=errors,
+                          help=f"Allowed: {PAGE_RULES['tp_requests'].describe()}. Drawn with a fixed seed from the "
+                               "chosen lengths' rows that fit the model's context window; the same requests at "
+                               "every rate.")
 c[2].selectbox("Lengths", list(SWEEP_WORKLOADS), key="tp_workload", format_func=SWEEP_WORKLOADS.get,
                help="Request lengths: the shipped Azure conversation trace (prompts about three times the answers) "
                     "or the PagedAttention paper's ShareGPT pairs (short prompts, long answers; generation cap "
@@ -105,7 +110,6 @@ c[3].slider("Latency budget (× a request served alone)", 2, 20, key="tp_factor"
             help="A rate is sustained while the normalised latency stays under this many times the latency of "
                  "a request served alone on the same GPU.")
 
-errors = st.container()
 
 
 def fail(exc: Exception) -> None:
@@ -139,7 +143,7 @@ except (FieldError, ValueError) as exc:
 if fallback is not None:
     key, gpus, cost = fallback["key"], fallback["gpus"], fallback["cost"]
 else:
-    key = sweep_key(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus, st.session_state["tp_requests"],
+    key = sweep_key(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus, requests,
                     rates, st.session_state["tp_block"], st.session_state["tp_workload"])
 bar = None
 try:

@@ -6,7 +6,9 @@ Streamlit would write their display labels. A link is checked once, when a sessi
 (``pages._ui.url_params.check_params``): a value the sidebar does not offer is dropped with a
 message that names it and says what is used instead. Every numeric widget is drawn from its rule in
 ``pages._ui.url_params.number_rules`` (range, step, default), the table that check reads too, so a
-link and the sidebar accept the same values (``tests/pages/test_url_params.py`` ties them).
+link and the sidebar accept the same values (``tests/pages/test_url_params.py`` ties them). A number
+input has no browser range (Streamlit's refuses silently): :func:`checked_number` checks the typed
+value on the server and says why it was not used.
 """
 import streamlit as st
 
@@ -18,7 +20,7 @@ from allocator.viz.claims import plural
 from pages._ui.cache import uploaded_rows
 from pages._ui.errors import show_error
 from pages._ui.url_params import (BLOCK_SIZE_DEFAULT, BLOCK_SIZES, CHOICE_DEFAULTS, CHOICES, NumberRule,
-                                  check_params, number_rules)
+                                  check_params, number_rules, refused_number)
 
 UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTokens) or a plain one "
                f"(prompt_tokens, output_tokens, optional arrival_s in seconds); at most {UPLOAD_MAX_ROWS:,} "
@@ -97,8 +99,62 @@ def _number(container, rule: NumberRule, key: str, label: str, *, slider: bool =
     if slider:
         return container.slider(label, rule.low, top, step=rule.button_step, key=key,
                                 **_start(key, rule.default), **kwargs)
-    return container.number_input(label, min_value=rule.low, max_value=top, step=rule.button_step, key=key,
-                                  **_start(key, rule.default), **kwargs)
+    return checked_number(container, rule, key, label, high=high, **_start(key, rule.default), **kwargs)
+
+
+def _shown(rule: NumberRule, value) -> str:
+    """A value of ``rule`` as a message writes it: ``1,000``, ``20.5``."""
+    return f"{int(value):,}" if rule.integer else f"{value:g}"
+
+
+def _good(key: str) -> str:
+    """Session-state key of the last value of widget ``key`` that was used."""
+    return f"_used_{key}"
+
+
+def _refuse_out_of_range(key: str, rule: NumberRule, label: str, high) -> None:
+    """on_change of a :func:`checked_number` widget: a value its rule refuses is put back to the
+    last one used, and the reason is kept for the run this change starts."""
+    message = refused_number(rule, st.session_state.get(key), label, high)
+    if message:
+        kept = st.session_state.get(_good(key), rule.default)
+        st.session_state[key] = kept
+        st.session_state[f"_refused_{key}"] = f"{message}; the page keeps {_shown(rule, kept)}."
+
+
+def checked_number(container, rule: NumberRule, key: str, label: str, *, high=None, say_in=None, **kwargs):
+    """A number input drawn from ``rule`` (``url_params.number_rules`` or ``url_params.PAGE_RULES``)
+    that says why a value was not used.
+
+    Streamlit's own ``min_value``/``max_value`` refuse a number typed past them in the browser: the
+    field turns red and the page never hears of it, so the widget is drawn without them. Its value
+    is checked on the server instead (``url_params.refused_number``, the test a URL's value meets):
+    a refused one is put back to the last value used, and an error under the widget names the range
+    and that value (:func:`pages._ui.errors.show_error`). A value put into session state some other
+    way is checked too, and the last good one used in its place.
+
+    Args:
+        container: where the widget goes (``st.sidebar``, a column).
+        rule, key, label: the rule, the widget key, its caption.
+        high: a narrower top end for this run (the trace's last row).
+        say_in: where the error goes (a container under a row of controls); ``container`` when None.
+        kwargs: passed to ``number_input`` (``help``, ``value``, ``bind``).
+
+    Returns:
+        The value to use: always one the rule takes.
+    """
+    value = container.number_input(label, step=rule.button_step, key=key, on_change=_refuse_out_of_range,
+                                   args=(key, rule, label, high), **kwargs)
+    message = st.session_state.pop(f"_refused_{key}", None)
+    late = refused_number(rule, value, label, high)
+    if late:                                   # set without the widget (a test, a page's defaults)
+        value = st.session_state.get(_good(key), rule.default)
+        message = f"{late}; the page uses {_shown(rule, value)}."
+    else:
+        st.session_state[_good(key)] = value
+    if message:
+        show_error(message, say_in if say_in is not None else container, after="")
+    return value
 
 
 def controls() -> Scenario:

@@ -114,15 +114,17 @@ def guided_lesson(results, scenario, sweep_rows, button_place=None, compact: boo
 
 
 def _step_buttons(i: int, n: int, column=None) -> None:
-    """Previous / Next, the step count and End the lesson: in a row under the lesson box, or
-    stacked in ``column`` (presentation mode's right-hand column)."""
+    """Previous / Next, the step count and End the lesson, each pair on one row and centred on it:
+    all four in one row under the lesson box, or two rows in ``column`` (presentation mode's
+    right-hand column: the buttons, then the count and End the lesson). The count and End the
+    lesson used to sit stacked beside the buttons, top-aligned, so the row looked off-centre."""
     if column is None:
-        a, b, where = st.columns([1, 1, 4])
+        a, b, count, end = st.columns([1, 1, 0.8, 2.2], vertical_alignment="center")
     else:
-        a, b = column.columns(2)
-        where = column
+        a, b = column.columns(2, vertical_alignment="center")
+        count, end = column.columns(2, vertical_alignment="center")
     a.button("◀ Previous", disabled=i == 0, on_click=_go, args=(i - 1,), key="lesson_prev", width="stretch")
     b.button("Next ▶", disabled=i >= n - 1, on_click=_go, args=(i + 1,), key="lesson_next", width="stretch")
-    where.caption(f"Step {i + 1} of {n}")
-    where.button("End the lesson", key="lesson_end", type="tertiary", on_click=end_lesson,
-                 help="Leaves the lesson and restores the settings you had before it.")
+    count.caption(f"Step {i + 1} of {n}")
+    end.button("End the lesson", key="lesson_end", type="tertiary", on_click=end_lesson,
+               help="Leaves the lesson and restores the settings you had before it.")

@@ -1,5 +1,6 @@
 """Classroom helpers: presentation mode (every page: app.py's shared sidebar draws the toggle and
-honours ``?present=true``), keyboard shortcuts, a copyable link.
+honours ``?present=true``; any other value is named in a note, ``url_params.check_boolean``),
+keyboard shortcuts, a copyable link.
 
 Keyboard shortcuts (installed once per browser tab, ignored while typing in a field):
     → / ←      next / previous animation frame
@@ -10,6 +11,9 @@ They drive the memory-map figure through plotly.js's own ``Plotly.animate``.
 from urllib.parse import urlencode
 
 import streamlit as st
+
+from pages._ui.errors import show_error
+from pages._ui.url_params import check_boolean
 
 _KEYS_JS = """
 <script>
@@ -116,6 +120,13 @@ def presentation_mode(animated: bool = False) -> bool:
     Returns:
         Whether presentation mode is on.
     """
+    # a value the toggle cannot read (``?present=maybe``) is dropped by Streamlit without a word, on
+    # every page: name it, and go on with the default
+    raw = st.query_params.get("present")
+    refused = check_boolean("present", raw)[1] if raw is not None else None
+    if refused:
+        del st.query_params["present"]
+        show_error(refused, kind="warning", icon=":material/link_off:")
     on = st.sidebar.toggle("Presentation mode", key="present", bind="query-params",
                            help="Large type and no sidebar, for a projector, on every page. Esc leaves; on "
                                 "the animation, → ← step it and space plays or pauses.")

@@ -9,7 +9,9 @@ that table's range as it is, and every rule takes its unit from it), maps choice
 ``arrival=burst|trickle``, ``preemption=recompute|swap``, ``policy=max|pow2|oracle``, ``gpu`` and
 ``model`` as the cost model's preset keys; the old labels are still accepted), checks
 ``seconds_axis`` and ``present`` (``true|false``),
-and words a message naming the parameter, the value and what is used instead.
+and words a message naming the parameter, the value and what is used instead. The same rules
+check a number typed into a widget (:func:`refused_number`; the other pages' number inputs are in
+:data:`PAGE_RULES`), and ``present`` is checked on every page (:func:`check_boolean`).
 """
 from __future__ import annotations
 
@@ -119,6 +121,46 @@ def number_rules(workload: str) -> dict[str, NumberRule]:
     return rules
 
 
+#: The number inputs of the other pages, by widget key (not URL parameters): their ranges, steps
+#: and defaults, read by the widget (``pages._ui.controls.checked_number``) and by its check
+#: (:func:`refused_number`). The Throughput page's runs: 100 to 5,000 requests, inside the core's
+#: ``requests`` range, keep a 16-rate sweep within the heavy-work queue's turn.
+PAGE_RULES = {
+    "tp_requests": _sidebar("requests", 100, 5000, 100, 1000),
+}
+
+
+def refused_number(rule: NumberRule, value, label: str, high: float | None = None) -> str | None:
+    """Why a number typed into the widget drawn from ``rule`` cannot be used, or None if it can.
+
+    The widgets are drawn without Streamlit's own min/max, which refuse a value typed past them in
+    the browser without a word to the page; the value reaches the server and is checked here, by
+    the same test a URL's value meets (:func:`_number`: the range, whole numbers, the step grid).
+
+    Args:
+        rule: the widget's rule; ``high`` narrows its top end (a trace's last row).
+        value: what the widget returned (int, float or None when the field was emptied).
+        label: the widget's caption, which the sentence starts with.
+
+    Returns:
+        Plain text such as ``"Requests per run = 50,000 was not used: it must be a whole number from
+        100 to 5,000 (requests per run)"`` (no closing full stop), or None.
+    """
+    if high is not None and high < rule.high:
+        rule = NumberRule(Limit(rule.low, high, rule.integer, rule.unit), rule.step, rule.default, rule.field,
+                          rule.widget_step)
+    allowed = rule.describe() + (f" ({rule.unit})" if rule.unit else "")
+    if value is None:
+        return f"{label} is empty: give {allowed}"
+    if isinstance(value, float) and value.is_integer() and rule.integer:
+        value = int(value)
+    raw = str(value)
+    if _number(raw, rule) is not None:
+        return None
+    shown = f"{value:,}" if isinstance(value, int) else f"{value:,g}"
+    return f"{label} = {shown} was not used: it must be {allowed}"
+
+
 #: Longest parameter name and value a message quotes (characters; longer ones end in "…"), and most
 #: messages one link produces (the rest are counted in one more): a hostile or mangled link cannot
 #: fill the page.
@@ -137,6 +179,17 @@ def _name(name: str) -> str:
 def _said(name: str, raw: str) -> str:
     """``name='value'`` as every message writes a parameter, both cut (``validate.show``)."""
     return f"{_name(name)}={show(raw, SHOWN_VALUE)}"
+
+
+def check_boolean(name: str, raw: str) -> tuple[bool, str | None]:
+    """A true/false parameter (a key of :data:`BOOLEANS`): ``(value, None)`` when ``raw`` is ``true``
+    or ``false`` in any case (as Streamlit's bound toggle reads it), else ``(default, message)`` with
+    the one sentence every page shows for it, naming the parameter, the values it takes and the
+    default used: ``"URL parameter present='maybe' must be true or false; using false."``"""
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true", None
+    default = BOOLEANS[name]
+    return default, f"URL parameter {_said(name, raw)} must be true or false; using {str(default).lower()}."
 
 
 def _number(raw: str, rule: NumberRule):
@@ -197,11 +250,11 @@ def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
         if name == "workload":
             continue
         if name in BOOLEANS:
-            if raw.lower() in ("true", "false"):
-                accepted[name] = raw.lower() == "true"
+            value, message = check_boolean(name, raw)
+            if message:
+                messages.append(message)
             else:
-                messages.append(f"URL parameter {_said(name, raw)} must be true or false; "
-                                f"using {str(BOOLEANS[name]).lower()}.")
+                accepted[name] = value
             continue
         if name in CHOICES:
             short = _choice(name, raw)

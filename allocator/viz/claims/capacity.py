@@ -1,0 +1,36 @@
+"""What the Capacity page says about a result beyond its metrics (no streamlit).
+
+Every number is read from the :class:`allocator.accounting.Capacity` shown beside the sentence
+(``tests/pages/test_capacity_claims.py`` checks each one against it).
+"""
+from __future__ import annotations
+
+from allocator.accounting import Capacity
+from allocator.formats import pct_fixed
+
+
+def oversized_block_note(cap: Capacity) -> str | None:
+    """The note for a block larger than the maximum context, else None.
+
+    Such a block holds any sequence the page admits whole, so paging gives each sequence exactly one
+    block and allocates all of it: the page's "empty" slots and percentage are the rest of that one
+    block, and paging then sets aside more per sequence than reserve-max does. The formulas are R5's
+    (``assets/reference_figures.md``); on a block too large bringing internal fragmentation back, see
+    the PagedAttention paper (Kwon et al., SOSP 2023, arXiv:2309.06180), section 7.2, block size.
+
+    Args:
+        cap: the capacity result on screen (one mean length, as the Capacity page computes it).
+
+    Returns:
+        One paragraph of plain text (digits only: no Markdown in it), or None when
+        ``cap.block_size <= cap.max_context``.
+    """
+    if cap.block_size <= cap.max_context:
+        return None
+    more = "more than" if cap.paged_slots > cap.reserved_slots else "as much as"
+    return (f"A block of {cap.block_size:,} slots is larger than the max context ({cap.max_context:,} tokens): "
+            f"every sequence fits in one block, and the whole block is allocated to it. So the slack above is "
+            f"the rest of that block: {cap.paged_unused_slots:,g} of its {cap.paged_slots:,g} slots sit empty "
+            f"at the mean of {cap.mean_tokens:,g} tokens used ({pct_fixed(cap.waste_fraction_paged)}), {more} "
+            f"the {cap.reserved_slots:,} slots reserve-max sets aside, and paging fits {cap.fit_paged:,} "
+            f"sequences against reserve-max's {cap.fit_reserve:,}.")

@@ -1,0 +1,106 @@
+"""What only a browser shows of the small UX fixes (issue: the things a previous session left alone):
+the guided lesson's step row is centred on one line, a number typed past a widget's range is
+refused with words (not silently), and ``?present=maybe`` is named on a page other than the
+explainer (AppTest runs those pages without app.py's shared sidebar). One server for the module.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS, errors, serve_app, settle, shot, sync_api
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serve_app("ux-server") as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser():
+    pw = sync_api.sync_playwright().start()
+    try:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=60_000)
+        try:
+            yield b
+        finally:
+            b.close()
+    finally:
+        pw.stop()
+
+
+def _centre_y(locator) -> float:
+    box = locator.bounding_box()
+    return box["y"] + box["height"] / 2
+
+
+@pytest.mark.parametrize("width, height", [(1920, 1080), (1366, 768)])
+@pytest.mark.parametrize("present", [False, True])
+def test_the_lesson_step_row_is_centred_on_one_line(server, browser, width, height, present):
+    """The step count and End the lesson sat top-aligned beside (normal) or stacked under (presenting)
+    the Previous / Next buttons, so the row looked off-centre; now each row shares one centre line."""
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    pg = ctx.new_page()
+    try:
+        pg.goto(server + ("/?present=true" if present else "/"), wait_until="domcontentloaded")
+        settle(pg)
+        pg.get_by_role("button", name="Start the guided lesson").click()
+        settle(pg)
+        shot(pg, f"lesson_steps_{width}x{height}_{'present' if present else 'normal'}")
+        prev, nxt = pg.get_by_role("button", name="◀ Previous"), pg.get_by_role("button", name="Next ▶")
+        count, end = pg.get_by_text("Step 1 of 6", exact=True), pg.get_by_role("button", name="End the lesson")
+        assert abs(_centre_y(prev) - _centre_y(nxt)) < 1
+        assert abs(_centre_y(count) - _centre_y(end)) <= 2               # the count and End: one line
+        if present:                                                      # under the buttons, in their columns
+            assert _centre_y(count) > _centre_y(prev) + 20
+            assert abs(count.bounding_box()["x"] - prev.bounding_box()["x"]) <= 2
+            assert abs(end.bounding_box()["x"] - nxt.bounding_box()["x"]) <= 2
+        else:                                                            # all four on the buttons' line
+            assert abs(_centre_y(count) - _centre_y(prev)) <= 2
+        assert not errors(pg), errors(pg)
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("path, title", [("capacity", "Capacity"), ("about", "About this lab")])
+def test_present_maybe_is_named_on_a_page_other_than_the_explainer(server, browser, path, title):
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    try:
+        pg.goto(f"{server}/{path}?present=maybe", wait_until="domcontentloaded")
+        assert settle(pg).startswith(title)
+        shot(pg, f"present_maybe_{path}")
+        notes = pg.locator('[data-testid="stAlertContentWarning"]').all_inner_texts()
+        assert [n.split("\n")[-1] for n in notes if "present=" in n] == [        # the icon's name first
+            "URL parameter present='maybe' must be true or false; using false."], notes
+        assert pg.locator('section[data-testid="stSidebar"]').is_visible()          # not presenting
+        assert not pg.get_by_role("button", name="Leave presentation mode").count()
+        assert "present=" not in pg.url
+        assert not errors(pg), errors(pg)
+    finally:
+        ctx.close()
+
+
+def test_a_request_count_typed_past_its_range_is_refused_with_words(server, browser):
+    """Typing 50000 into Requests per run used to turn the field red and do nothing else: the
+    browser kept the value from the page, and nothing said why. Now the page names the range and
+    that the value was not used, and the field shows the value the sweep uses."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    try:
+        pg.goto(f"{server}/throughput", wait_until="domcontentloaded")
+        settle(pg)
+        box = pg.get_by_label("Requests per run", exact=True)
+        box.fill("50000")
+        box.press("Enter")
+        settle(pg, old_title="")
+        alert = pg.locator('[data-testid="stAlertContentError"]').filter(has_text="Requests per run")
+        alert.first.scroll_into_view_if_needed()
+        shot(pg, "throughput_requests_50000_1366x768")
+        assert alert.first.inner_text().split("\n")[-1] == (
+            "Requests per run = 50,000 was not used: it must be a whole number from 100 to 5,000 (requests per run); "
+            "the page keeps 1,000.")
+        assert box.input_value() == "1000"
+        assert pg.locator('[data-testid="stException"]').count() == 0
+    finally:
+        ctx.close()

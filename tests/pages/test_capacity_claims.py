@@ -1,0 +1,67 @@
+"""The Capacity page's note on a block larger than the max context: every number it quotes comes
+from the capacity result shown beside it, and the page shows it exactly when the block is larger."""
+from __future__ import annotations
+
+import pytest
+
+from allocator import accounting as acc
+from allocator.viz.claims import oversized_block_note
+from tests.conftest import open_page
+from tests.pages.test_claims import NUMBER, _forms
+
+KIB = 1024
+GRID = [  # (bytes per token, free bytes, max context, mean tokens, block size)
+    (512 * KIB, 66 << 30, 2048, 350, 4096),       # R5's 7B model, a block twice its context
+    (512 * KIB, 66 << 30, 2048, 350, 2049),       # one slot past the context
+    (512 * KIB, 66 << 30, 2048, 2048, 4096),      # sequences that fill the context
+    (800 * KIB, 12 << 30, 100, 37.5, 128),        # a mean that is not whole
+    (1, 40_960, 1, 1, 2),                         # the smallest case
+]
+
+
+def _allowed(cap: acc.Capacity) -> set[str]:
+    nums = set()
+    for name in ("block_size", "max_context", "paged_unused_slots", "paged_slots", "mean_tokens",
+                 "reserved_slots", "fit_paged", "fit_reserve", "waste_fraction_paged"):
+        nums |= _forms(getattr(cap, name))
+    return nums
+
+
+@pytest.mark.parametrize("bpt, free, max_context, mean, block", GRID)
+def test_every_number_of_the_note_comes_from_the_result(bpt, free, max_context, mean, block):
+    cap = acc.capacity(bpt, free, max_context, mean, block)
+    note = oversized_block_note(cap)
+    assert note is not None
+    quoted = NUMBER.findall(note)
+    assert len(quoted) == 9, quoted
+    assert set(quoted) <= _allowed(cap), set(quoted) - _allowed(cap)
+    # and they are the right ones, in order: not merely numbers that occur somewhere in the result
+    assert quoted[:2] == [f"{cap.block_size:,}", f"{cap.max_context:,}"]
+    assert quoted[2:4] == [f"{cap.paged_unused_slots:,g}", f"{cap.paged_slots:,g}"]
+    assert cap.paged_slots == cap.block_size and cap.paged_blocks == 1     # one whole block per sequence
+    assert quoted[-2:] == [f"{cap.fit_paged:,}", f"{cap.fit_reserve:,}"]
+    assert f"{100 * cap.waste_fraction_paged:.1f} %" in note
+    assert "more than the" in note                                         # the block is larger than the context
+
+
+@pytest.mark.parametrize("block", [1, 16, 2048])
+def test_no_note_while_the_block_fits_in_the_context(block):
+    assert oversized_block_note(acc.capacity(512 * KIB, 66 << 30, 2048, 350, block)) is None
+
+
+def test_the_page_shows_the_note_beside_the_paged_figures_exactly_when_the_block_is_larger():
+    at = open_page("pages/capacity.py", timeout=60)
+    assert not [i for i in at.info if "larger than the max context" in i.value]
+    at.number_input(key="cap_block_size").set_value(4096).run()
+    assert not at.exception and not at.error
+    notes = [i.value for i in at.info if "larger than the max context" in i.value]
+    assert notes == [oversized_block_note(acc.capacity(512 * KIB, 66 << 30, 2048, 350, 4096))]
+    assert notes[0].startswith("A block of 4,096 slots is larger than the max context (2,048 tokens)")
+    assert "3,746 of its 4,096 slots sit empty" in notes[0] and "(91.5 %)" in notes[0]
+    metrics = {m.label: (m.value, m.proto.delta) for m in at.metric}
+    assert metrics["Blocks per sequence"] == ("1", "= 4096 slots, 3746 empty")     # the figures it explains
+    assert metrics["Allocated per sequence"][1] == "91.5 % empty"
+    assert metrics["Sequences, paged"][0] == "33" and metrics["Sequences, reserve-max"][0] == "66"
+    assert any("now holds 1 block instead of" in m.value for m in at.markdown)
+    at.number_input(key="cap_block_size").set_value(2048).run()                  # equal: no note
+    assert not [i for i in at.info if "larger than the max context" in i.value]
