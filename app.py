@@ -117,7 +117,7 @@ with st.sidebar:
     )
 # every page presents: one toggle in the shared sidebar (``?present=true`` in any page's URL), and
 # the keys (Esc leaves; on the explainer's animation → ← step and space plays)
-presentation_mode(animated=nav is EXPLAINER)
+presentation_mode(animated=nav is EXPLAINER, own_url=nav in PAGES["Lesson"])
 keyboard_shortcuts()
 
 _started = time.perf_counter()

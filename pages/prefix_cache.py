@@ -16,12 +16,12 @@ from allocator.validate import FieldError
 from allocator.viz.prefix import (block_map_figure, hit_rate_figure, sweep_table, ttft_figure, ttft_summary,
                                   window_summary)
 from pages._ui import prefix_data as data
+from pages._ui.controls import checked_number
 from pages._ui.errors import show_error
 from pages._ui.prefix_data import BLOCK_SIZES, DEFAULTS
 from pages._ui.state import set_defaults
+from pages._ui.url_params import PAGE_RULES
 
-#: Most requests a window may hold on this page (one replay of 2,000 takes a few seconds).
-MAX_WINDOW = 2000
 GPU_COUNTS = (1, 2, 4, 8)
 set_defaults(DEFAULTS)
 
@@ -44,15 +44,20 @@ except ShippedDataError as exc:                  # the page needs the trace; the
     show_error(exc, after="")
     st.stop()
 c = st.columns([1, 1, 1.2])
-c[0].number_input("First request (offset)", min_value=0, max_value=len(df) - 1, step=100, key="pc_offset",
-                  help=f"Where the window starts in the trace's {len(df):,} requests (0 = the first).")
-c[1].number_input("Requests", min_value=10, max_value=MAX_WINDOW, step=100, key="pc_count",
-                  help="How many consecutive requests to replay. Conversations span the whole hour of the trace, "
-                       "so longer windows find more of their own prefixes.")
+errors = st.container()     # under the controls, full width: a refused number, a core error
+# typed numbers are checked on the server and a refused one is named (Streamlit's own min/max
+# refused it silently); the offset's top end is the shipped trace's last row
+last_row = len(df) - 1
+offset = checked_number(c[0], PAGE_RULES["pc_offset"], "pc_offset", "First request (offset)", high=last_row,
+                        say_in=errors,
+                        help=f"Allowed: {PAGE_RULES['pc_offset'].up_to(last_row).describe()}. Where the window "
+                             f"starts in the trace's {len(df):,} requests (0 = the first).")
+count = checked_number(c[1], PAGE_RULES["pc_count"], "pc_count", "Requests", say_in=errors,
+                       help=f"Allowed: {PAGE_RULES['pc_count'].describe()}. How many consecutive requests to "
+                            "replay. Conversations span the whole hour of the trace, so longer windows find more "
+                            "of their own prefixes.")
 c[2].select_slider("Block size (slots)", BLOCK_SIZES, key="pc_block",
                    help="Only full blocks are cached: bigger blocks leave more of each prompt's end uncached.")
-
-errors = st.container()
 
 
 def fail(exc: Exception) -> None:
@@ -61,7 +66,7 @@ def fail(exc: Exception) -> None:
     st.stop()
 
 
-offset, count, block = int(st.session_state["pc_offset"]), int(st.session_state["pc_count"]), int(st.session_state["pc_block"])
+offset, count, block = int(offset), int(count), int(st.session_state["pc_block"])
 try:
     sweep, native, stat, raw = data.sweeps(offset, count, block)
 except FieldError as exc:

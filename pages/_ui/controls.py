@@ -31,12 +31,13 @@ _READ = "url_checked"
 def read_url() -> list[str]:
     """Once per session, before the widgets are drawn: check the URL's parameters, drop the ones the
     sidebar cannot take, and put the choices into the widgets' state. Returns the messages about
-    dropped parameters on that first run (an empty list afterwards)."""
+    dropped parameters on that first run (an empty list afterwards); the first about a parameter
+    that is not a setting of the page lists the ones it takes, as every page's note does."""
     if st.session_state.get(_READ):
         return []
     st.session_state[_READ] = True
     params = st.query_params.to_dict()
-    accepted, messages = check_params(params)
+    accepted, messages = check_params(params, list_taken=True)
     for name in params:
         if name not in accepted:
             del st.query_params[name]

@@ -1,6 +1,7 @@
 """Classroom helpers: presentation mode (every page: app.py's shared sidebar draws the toggle and
 honours ``?present=true``; any other value is named in a note, ``url_params.check_boolean``),
-keyboard shortcuts, a copyable link.
+the note about a link's parameters a page does not take (every page but the explainer, which checks
+its own, ``url_params.unknown_params``), keyboard shortcuts, a copyable link.
 
 Keyboard shortcuts (installed once per browser tab, ignored while typing in a field):
     → / ←      next / previous animation frame
@@ -13,7 +14,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from pages._ui.errors import show_error
-from pages._ui.url_params import check_boolean
+from pages._ui.url_params import PAGE_PARAMS, check_boolean, unknown_params
 
 _KEYS_JS = """
 <script>
@@ -109,13 +110,19 @@ def keyboard_shortcuts() -> None:
     st.html(_KEYS_JS, unsafe_allow_javascript=True)
 
 
-def presentation_mode(animated: bool = False) -> bool:
+def presentation_mode(animated: bool = False, own_url: bool = False) -> bool:
     """The shared sidebar's presentation toggle (bound to the URL as ``present``, so ``?present=true``
     opens any page presenting); when on, enlarge the type, hide the sidebar and offer a way back.
     Called once per run by app.py, before the page runs; pages ask :func:`is_presenting`.
 
+    A link's other parameters are read by the explainer alone. On any other page each one is named
+    in a note, with the parameters the page takes, and dropped from the URL (so it is said once):
+    Streamlit ignored ``/capacity?colour=red`` without a word. The page renders with its defaults.
+
     Args:
         animated: the page has an animation the keys step (the caption names those keys).
+        own_url: the page checks its own parameters (the explainer, and ``/explainer``, which
+            forwards them to it): nothing is said here, so nothing is named twice.
 
     Returns:
         Whether presentation mode is on.
@@ -127,6 +134,13 @@ def presentation_mode(animated: bool = False) -> bool:
     if refused:
         del st.query_params["present"]
         show_error(refused, kind="warning", icon=":material/link_off:")
+    if not own_url:
+        params = st.query_params.to_dict()
+        for message in unknown_params(params):
+            show_error(message, kind="warning", icon=":material/link_off:")
+        for name in params:
+            if name not in PAGE_PARAMS:
+                del st.query_params[name]
     on = st.sidebar.toggle("Presentation mode", key="present", bind="query-params",
                            help="Large type and no sidebar, for a projector, on every page. Esc leaves; on "
                                 "the animation, → ← step it and space plays or pauses.")

@@ -11,7 +11,9 @@ that table's range as it is, and every rule takes its unit from it), maps choice
 ``seconds_axis`` and ``present`` (``true|false``),
 and words a message naming the parameter, the value and what is used instead. The same rules
 check a number typed into a widget (:func:`refused_number`; the other pages' number inputs are in
-:data:`PAGE_RULES`), and ``present`` is checked on every page (:func:`check_boolean`).
+:data:`PAGE_RULES`), and ``present`` is checked on every page (:func:`check_boolean`). A parameter
+that is not a setting of the page is named on every page by one rule: the explainer's here, the
+other pages', which take only ``present``, by :func:`unknown_params`.
 """
 from __future__ import annotations
 
@@ -81,6 +83,14 @@ class NumberRule:
     integer = property(lambda self: self.limit.integer)
     button_step = property(lambda self: self.step if self.widget_step is None else self.widget_step)
 
+    def up_to(self, high: float | None) -> "NumberRule":
+        """This rule with its top end lowered to ``high`` (a trace's last row) when that is lower;
+        itself when ``high`` is None or not lower."""
+        if high is None or high >= self.high:
+            return self
+        return NumberRule(Limit(self.low, high, self.integer, self.unit), self.step, self.default, self.field,
+                          self.widget_step)
+
     def describe(self) -> str:
         """The allowed values in words, e.g. ``"a whole number from 64 to 1,048,576"`` or
         ``"a number from 0 to 8 in steps of 0.25"`` (the unit is added by the message)."""
@@ -124,9 +134,15 @@ def number_rules(workload: str) -> dict[str, NumberRule]:
 #: The number inputs of the other pages, by widget key (not URL parameters): their ranges, steps
 #: and defaults, read by the widget (``pages._ui.controls.checked_number``) and by its check
 #: (:func:`refused_number`). The Throughput page's runs: 100 to 5,000 requests, inside the core's
-#: ``requests`` range, keep a 16-rate sweep within the heavy-work queue's turn.
+#: ``requests`` range, keep a 16-rate sweep within the heavy-work queue's turn. The Prefix cache
+#: page's window: its first request takes the core's whole ``offset`` range here and is narrowed to
+#: the shipped trace's last row by the page (``checked_number(..., high=)``, the trace is read
+#: there); 10 to 2,000 requests (one replay of 2,000 takes a few seconds); the defaults are
+#: ``pages._ui.prefix_data.DEFAULTS`` (a test ties them).
 PAGE_RULES = {
     "tp_requests": _sidebar("requests", 100, 5000, 100, 1000),
+    "pc_offset": NumberRule(LIMITS["offset"], 1, 0, "offset", 100),
+    "pc_count": _sidebar("count", 10, 2000, 1, 1000, 100),
 }
 
 
@@ -146,9 +162,7 @@ def refused_number(rule: NumberRule, value, label: str, high: float | None = Non
         Plain text such as ``"Requests per run = 50,000 was not used: it must be a whole number from
         100 to 5,000 (requests per run)"`` (no closing full stop), or None.
     """
-    if high is not None and high < rule.high:
-        rule = NumberRule(Limit(rule.low, high, rule.integer, rule.unit), rule.step, rule.default, rule.field,
-                          rule.widget_step)
+    rule = rule.up_to(high)
     allowed = rule.describe() + (f" ({rule.unit})" if rule.unit else "")
     if value is None:
         return f"{label} is empty: give {allowed}"
@@ -221,11 +235,14 @@ def _choice(name: str, raw: str) -> str | None:
     return OLD_LABELS.get(name, {}).get(raw)
 
 
-def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
+def check_params(params: dict[str, str], list_taken: bool = False) -> tuple[dict, list[str]]:
     """Check a URL's query parameters against what the sidebar offers.
 
     Args:
         params: the query string as {name: value} (strings).
+        list_taken: end the first message about a parameter that is not a setting of this page with
+            the parameters it takes (:func:`taken_sentence`), as every page's note does; the
+            explainer's :func:`pages._ui.controls.read_url` asks for it.
 
     Returns:
         (accepted, messages): ``accepted`` maps every good parameter to its value (choices as
@@ -282,14 +299,63 @@ def check_params(params: dict[str, str]) -> tuple[dict, list[str]]:
             else:
                 accepted[name] = value
         else:
-            messages.append(f"URL parameter {_said(name, raw)} is not a setting of this page"
-                            + (f" for the {workload} workload" if _other_workload(name, workload) else "")
-                            + "; it was ignored.")
-    if len(messages) > MAX_MESSAGES:
-        rest = len(messages) - MAX_MESSAGES + 1
-        messages = messages[:MAX_MESSAGES - 1] + [f"{rest} more URL parameters were not used either; "
-                                                  "the page uses its defaults for them."]
-    return accepted, messages
+            message = _ignored(name, raw, workload if _other_workload(name, workload) else None)
+            if list_taken:                  # the first such message lists what the page takes
+                message += " " + taken_sentence(explainer_params(workload))
+                list_taken = False
+            messages.append(message)
+    return accepted, _capped(messages)
+
+
+def _capped(messages: list[str]) -> list[str]:
+    """At most ``MAX_MESSAGES`` messages: the first ones, then one that counts the rest."""
+    if len(messages) <= MAX_MESSAGES:
+        return messages
+    rest = len(messages) - MAX_MESSAGES + 1
+    return messages[:MAX_MESSAGES - 1] + [f"{rest} more URL parameters were not used either; "
+                                          "the page uses its defaults for them."]
+
+
+def _ignored(name: str, raw: str, workload: str | None = None) -> str:
+    """The sentence for a parameter that is not a setting of the page, on every page:
+    ``"URL parameter colour='red' is not a setting of this page; it was ignored."`` (with ``for the
+    azure-conv workload`` when it is a setting of another workload)."""
+    return (f"URL parameter {_said(name, raw)} is not a setting of this page"
+            + (f" for the {workload} workload" if workload else "") + "; it was ignored.")
+
+
+def taken_sentence(taken) -> str:
+    """``"The URL parameters this page takes: present."``: the names a page reads, in its order."""
+    return f"The URL parameters this page takes: {', '.join(taken)}."
+
+
+def explainer_params(workload: str) -> tuple[str, ...]:
+    """The URL parameters the explainer takes with ``workload`` chosen: the ones :func:`check_params`
+    accepts (the workload, the block size, the workload's numbers, the other choices, the booleans)."""
+    return ("workload", "block_size", *number_rules(workload),
+            *(name for name in CHOICES if name != "workload"), *BOOLEANS)
+
+
+#: The URL parameters every page other than the explainer takes: only presentation mode's.
+PAGE_PARAMS = ("present",)
+
+
+def unknown_params(params: dict[str, str], taken=PAGE_PARAMS) -> list[str]:
+    """The notes about a link's parameters that a page taking only ``taken`` does not read.
+
+    The same rule as the explainer's (:func:`check_params` with ``list_taken``): one sentence per
+    parameter that is not a setting of the page, naming it and its value (cut to 40 characters), the
+    first one ending with the parameters the page takes, at most ``MAX_MESSAGES`` in all. A value of
+    a parameter in ``taken`` is not checked here (``present``: :func:`check_boolean`). Plain text:
+    a page shows it through ``allocator.validate.plain_markdown``.
+
+    Example: ``{"colour": "red"}`` -> ``["URL parameter colour='red' is not a setting of this page; it
+    was ignored. The URL parameters this page takes: present."]``.
+    """
+    messages = [_ignored(name, raw) for name, raw in params.items() if name not in taken]
+    if messages:
+        messages[0] += " " + taken_sentence(taken)
+    return _capped(messages)
 
 
 def _number_anyhow(raw: str, rule: NumberRule) -> bool:

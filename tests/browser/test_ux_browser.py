@@ -1,7 +1,8 @@
 """What only a browser shows of the small UX fixes (issue: the things a previous session left alone):
 the guided lesson's step row is centred on one line, a number typed past a widget's range is
 refused with words (not silently), and ``?present=maybe`` is named on a page other than the
-explainer (AppTest runs those pages without app.py's shared sidebar). One server for the module.
+explainer (AppTest runs those pages without app.py's shared sidebar), as is a parameter a page does
+not take, and the Prefix cache page refuses a window typed past its range. One server for the module.
 """
 from __future__ import annotations
 
@@ -102,5 +103,76 @@ def test_a_request_count_typed_past_its_range_is_refused_with_words(server, brow
             "the page keeps 1,000.")
         assert box.input_value() == "1000"
         assert pg.locator('[data-testid="stException"]').count() == 0
+    finally:
+        ctx.close()
+
+
+def _link_notes(pg) -> list[str]:
+    """The text of every warning about a URL parameter (the icon's name comes first in inner_text)."""
+    return [n.split("\n")[-1] for n in pg.locator('[data-testid="stAlertContentWarning"]').all_inner_texts()
+            if "URL parameter" in n]
+
+
+@pytest.mark.parametrize("path, title, taken", [
+    ("capacity", "Capacity", "present"),
+    ("explainer", "Reserve for the worst case", "workload, block_size, slots_classroom-40, max_new_classroom-40, "
+                                                "shared_prefix, metadata_cost, seed, arrival_rate, arrival, "
+                                                "preemption, policy, placement, gpu, model, seconds_axis, present"),
+])
+def test_a_parameter_a_page_does_not_take_is_named_once(server, browser, path, title, taken):
+    """``/capacity?colour=red`` was ignored without a word (app.py's shared sidebar names it now);
+    ``/explainer`` forwards its query to the explainer, whose own check names it: once, not twice."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    try:
+        pg.goto(f"{server}/{path}?colour=red", wait_until="domcontentloaded")
+        assert settle(pg).startswith(title)
+        shot(pg, f"unknown_param_{path}")
+        assert _link_notes(pg) == ["URL parameter colour='red' is not a setting of this page; it was ignored. "
+                                   f"The URL parameters this page takes: {taken}."]
+        assert "colour=" not in pg.url
+        assert pg.locator('[data-testid="stSidebar"]').is_visible()
+        assert not errors(pg), errors(pg)
+    finally:
+        ctx.close()
+
+
+def test_the_explainers_own_parameters_do_not_follow_a_click_to_another_page(server, browser):
+    """The explainer writes its settings into the URL; a click on another page in the sidebar must
+    not carry them there and have them named as parameters that page does not take."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    try:
+        pg.goto(f"{server}/?block_size=32", wait_until="domcontentloaded")
+        old = settle(pg)
+        assert "workload=" in pg.url and "block_size=32" in pg.url
+        pg.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Capacity").click()
+        assert settle(pg, old_title=old).startswith("Capacity")
+        assert not _link_notes(pg) and "workload=" not in pg.url
+        assert not errors(pg), errors(pg)
+    finally:
+        ctx.close()
+
+
+def test_a_window_size_typed_past_its_range_is_refused_with_words(server, browser):
+    """Prefix cache page: typing 5000 requests turned the field red and did nothing else."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    pg = ctx.new_page()
+    try:
+        pg.goto(f"{server}/prefix-cache", wait_until="domcontentloaded")
+        settle(pg)
+        box = pg.get_by_label("Requests", exact=True)
+        box.fill("5000")
+        box.press("Enter")
+        settle(pg, old_title="")
+        alert = pg.locator('[data-testid="stAlertContentError"]').filter(has_text="Requests =")
+        alert.first.scroll_into_view_if_needed()
+        shot(pg, "prefix_requests_5000_1366x768")
+        assert alert.first.inner_text().split("\n")[-1] == (
+            "Requests = 5,000 was not used: it must be a whole number from 10 to 2,000 (requests); "
+            "the page keeps 1,000.")
+        assert box.input_value() == "1000"
+        assert pg.get_by_text("Requests 1–1,000 of the trace").count() >= 1         # the window still shown
+        assert len(errors(pg)) == 1 and pg.locator('[data-testid="stException"]').count() == 0   # that one only
     finally:
         ctx.close()
