@@ -248,11 +248,13 @@ class BlockPool:
                                    f"{self.num_blocks} free", needed=n, available=self.num_free)
         if n <= 0:
             return []
-        fresh = self._take_fresh(n) if self._fresh < self.num_blocks else []
+        if self._fresh < self.num_blocks:      # never-used blocks wait at the front of the queue
+            fresh = self._take_fresh(n)
+            self.num_free -= len(fresh)
+            return fresh + self.allocate(n - len(fresh), evicted) if n > len(fresh) else fresh
+        # Released blocks, front of the queue first. The engine takes a few blocks almost every
+        # step, so this path is kept short: without caching, no queue positions (`_pos`) or hashes to drop.
         self.num_free -= n
-        n -= len(fresh)
-        if not n:
-            return fresh
         q, h = self._queue, self._head
         if not self._tombstones:
             blocks = q[h:h + n]
@@ -274,11 +276,11 @@ class BlockPool:
         if pos is not None:
             for b in blocks:
                 pos[b] = -1
-        if self._cached_free:
-            self._evict(blocks, evicted)
+            if self._cached_free:              # only a pool that caches freed blocks has them
+                self._evict(blocks, evicted)
         if h >= _COMPACT_AFTER and 2 * h >= len(q):
             self._compact()
-        return fresh + blocks if fresh else blocks
+        return blocks
 
     def allocate_one(self) -> int | None:
         """Take one block from the front of the free queue (refcount 1), or None if none is free.
