@@ -315,10 +315,12 @@ class PagedAllocator(V1KVCacheMixin):
         (counted in ``swap_traffic``), else "recompute"; either way its GPU blocks are released."""
         mode = "recompute"
         if self.preemption == "swap":
-            private = self.pool.count_refcount(self.block_tables[seq_id], 1)
+            table = self.block_tables[seq_id]
+            # without sharing every block of a table is private (and the pool need not store refcounts)
+            private = self.pool.count_refcount(table, 1) if self._sharing else len(table)
             if private <= self.host.num_free:
                 self.swapped[seq_id] = self.host.take(private)
-                self._swapped_shared[seq_id] = len(self.block_tables[seq_id]) - private
+                self._swapped_shared[seq_id] = len(table) - private
                 self.swap_traffic += private
                 mode = "swap"
         self._release(seq_id)
