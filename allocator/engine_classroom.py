@@ -98,10 +98,12 @@ class ClassroomScheduler:
                 preempted = self.serve(needs, t)
             else:                              # each had exactly filled its room, and gained `added`
                 nxt = t + added
-                keep = [s for s in needs if s.finish_step >= nxt]
-                if keep:                       # the others finish first; their grow_step (t) is past
-                    for s in keep:
+                keep = []                      # one pass, not a filter then a loop: this runs every step
+                for s in needs:
+                    if s.finish_step >= nxt:   # the others finish first; their grow_step (t) is past
                         s.grow_step = nxt
+                        keep.append(s)
+                if keep:
                     bucket = self.grow_at.get(nxt)
                     if bucket is None:
                         self.grow_at[nxt] = keep
