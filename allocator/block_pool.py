@@ -287,8 +287,8 @@ class BlockPool:
             fresh = self._take_fresh(n)
             self.num_free -= len(fresh)
             return fresh + self.allocate(n - len(fresh), evicted) if n > len(fresh) else fresh
-        # Released blocks, front of the queue first. The engine takes a few blocks almost every
-        # step, so this path is kept short: without caching, no queue positions (`_pos`) or hashes to drop.
+        # Released blocks, front of the queue first (the engine takes a few almost every step): while
+        # nothing is shared no refcount to write, and without caching no queue position or hash to drop.
         self.num_free -= n
         q, h = self._queue, self._head
         if not self._tombstones:
