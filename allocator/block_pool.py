@@ -23,6 +23,11 @@ Model
   front of the free queue in id order, unstored (a counter hands out their ids; the per-block
   lists grow as ids are first handed out), so a pool of 2**30 blocks costs what the blocks it used
   cost. A pool built with an explicit ``free_order`` stores its whole queue (small pools).
+* Refcounts are stored only once they can say something: while a pool that forgets freed blocks'
+  hashes (``cache_freed=False``) has shared nothing, a block handed out has refcount 1 and any
+  other 0, so handing a block out or taking it back writes no refcount (in the engine's paged runs
+  without sharing, those writes were a fifth of the run). The first operation that shares a block,
+  releases by count or asks one block's refcount stores them all, once (O(blocks handed out)).
 
 The pool's invariants are checked by :mod:`allocator.block_pool_checks`; the host (CPU) pool
 for swapped-out sequences is :class:`allocator.host_pool.HostPool`. The engine's prefix-caching
@@ -38,6 +43,7 @@ vllm/v1/core/kv_cache_utils.py (LRU eviction order, blocks freed in reverse orde
 """
 from __future__ import annotations
 
+import copy
 from itertools import islice
 from operator import itemgetter
 
@@ -83,7 +89,8 @@ class BlockPool:
                 raise FieldError("free_order", f" must be a permutation of 0..{self.num_blocks - 1}")
             self._fresh = self.num_blocks
         n = self._fresh                     # the per-block lists hold blocks 0 .. len - 1
-        self._ref = [0] * n
+        # refcounts, or None while every block handed out has refcount 1 (see the module docstring)
+        self._ref: list[int] | None = [0] * n if self.cache_freed else None
         self._queue = order                 # live entries: self._queue[self._head:], minus tombstones
         self._head = 0
         self._tombstones = 0
@@ -104,8 +111,12 @@ class BlockPool:
 
     def __eq__(self, other) -> bool:
         """Two pools are equal when every piece of their state is (tests compare before and
-        after a refused operation)."""
-        return type(other) is type(self) and vars(self) == vars(other)
+        after a refused operation), refcounts compared by value whether stored or not."""
+        if type(other) is not type(self):
+            return False
+        mine, theirs = dict(vars(self)), dict(vars(other))
+        mine["_ref"], theirs["_ref"] = self._refcounts(), other._refcounts()
+        return mine == theirs
 
     __hash__ = None
 
@@ -118,18 +129,37 @@ class BlockPool:
             FieldError: ``block_id`` outside 0 .. num_blocks - 1.
         """
         b = self.check_block(block_id)
-        return self._ref[b] if b < len(self._ref) else 0
+        ref = self._stored_refcounts()         # a caller may go block by block: store them once
+        return ref[b] if b < self._fresh else 0
 
     @property
     def refcounts(self) -> list[int]:
         """Refcounts of the blocks handed out so far, shape (k,), k <= num_blocks: block ids
-        0 .. k - 1 (every block at or past k was never used: refcount 0). The pool's own list, for
-        fast reads of blocks in block tables in allocators' inner loops: read it, never write it."""
-        return self._ref
+        0 .. k - 1 (every block at or past k was never used: refcount 0). The pool's own list once
+        it stores refcounts, else one derived from the free queue (O(k), the pool unchanged):
+        read it, never write it."""
+        return self._refcounts()
 
     def all_refcounts(self) -> list[int]:
         """Every block's refcount, shape (num_blocks,) (a new list: O(num_blocks), for small pools)."""
-        return self._ref + [0] * (self.num_blocks - len(self._ref))
+        return self._refcounts() + [0] * (self.num_blocks - self._fresh)
+
+    def _refcounts(self) -> list[int]:
+        """The refcounts of blocks 0 .. k - 1 handed out so far: stored, or derived without storing
+        them (every block handed out has refcount 1, except those back in the free queue)."""
+        if self._ref is not None:
+            return self._ref
+        ref = [1] * self._fresh
+        for b in self._queue[self._head:]:
+            if b != _TOMBSTONE:
+                ref[b] = 0
+        return ref
+
+    def _stored_refcounts(self) -> list[int]:
+        """Store the refcounts (once; see the module docstring) and return the pool's list."""
+        if self._ref is None:
+            self._ref = self._refcounts()
+        return self._ref
 
     def check_block(self, block_id) -> int:
         """Return ``block_id`` as an int in 0 .. num_blocks - 1, else raise FieldError (``block_id``)."""
@@ -200,16 +230,20 @@ class BlockPool:
 
     def count_refcount(self, blocks, value: int) -> int:
         """How many of ``blocks`` have refcount ``value`` (blocks handed out before)."""
+        if not len(blocks):
+            return 0
+        ref = self._stored_refcounts()
         if len(blocks) > 1:
-            return itemgetter(*blocks)(self._ref).count(value)
-        return sum(1 for b in blocks if self._ref[b] == value)
+            return itemgetter(*blocks)(ref).count(value)
+        return sum(1 for b in blocks if ref[b] == value)
 
     def state(self, block_id: int) -> str:
         """``"free"``, ``"cached"`` (refcount 0 but findable by hash) or ``"in use"``."""
         b = self.check_block(block_id)
-        if b >= len(self._ref):
+        ref = self._stored_refcounts()
+        if b >= self._fresh:
             return BLOCK_FREE
-        if self._ref[b] > 0:
+        if ref[b] > 0:
             return BLOCK_IN_USE
         return BLOCK_CACHED if self._hash[b] is not None else BLOCK_FREE
 
@@ -223,7 +257,8 @@ class BlockPool:
         if k <= 0:
             return []
         self._fresh = f + k
-        self._ref.extend([1] * k)
+        if self._ref is not None:
+            self._ref.extend([1] * k)
         self._hash.extend([None] * k)
         if self._pos is not None:
             self._pos.extend([-1] * k)
@@ -248,11 +283,13 @@ class BlockPool:
                                    f"{self.num_blocks} free", needed=n, available=self.num_free)
         if n <= 0:
             return []
-        fresh = self._take_fresh(n) if self._fresh < self.num_blocks else []
+        if self._fresh < self.num_blocks:      # never-used blocks wait at the front of the queue
+            fresh = self._take_fresh(n)
+            self.num_free -= len(fresh)
+            return fresh + self.allocate(n - len(fresh), evicted) if n > len(fresh) else fresh
+        # Released blocks, front of the queue first (the engine takes a few almost every step): while
+        # nothing is shared no refcount to write, and without caching no queue position or hash to drop.
         self.num_free -= n
-        n -= len(fresh)
-        if not n:
-            return fresh
         q, h = self._queue, self._head
         if not self._tombstones:
             blocks = q[h:h + n]
@@ -268,17 +305,18 @@ class BlockPool:
                     blocks.append(b)
         self._head = h
         ref = self._ref
-        for b in blocks:
-            ref[b] = 1
+        if ref is not None:                    # (none stored: every block handed out has refcount 1)
+            for b in blocks:
+                ref[b] = 1
         pos = self._pos
         if pos is not None:
             for b in blocks:
                 pos[b] = -1
-        if self._cached_free:
-            self._evict(blocks, evicted)
+            if self._cached_free:              # only a pool that caches freed blocks has them
+                self._evict(blocks, evicted)
         if h >= _COMPACT_AFTER and 2 * h >= len(q):
             self._compact()
-        return fresh + blocks if fresh else blocks
+        return blocks
 
     def allocate_one(self) -> int | None:
         """Take one block from the front of the free queue (refcount 1), or None if none is free.
@@ -298,7 +336,8 @@ class BlockPool:
             b = q[h]
         self._head = h + 1
         self.num_free -= 1
-        self._ref[b] = 1
+        if self._ref is not None:
+            self._ref[b] = 1
         if self._pos is not None:
             self._pos[b] = -1
         if self._cached_free and self._hash[b] is not None:
@@ -315,7 +354,7 @@ class BlockPool:
             FieldError: a block at refcount 0 without a hash (``block_id``): only a cached block
                 can be found and reused; nothing is changed.
         """
-        ref, hashes = self._ref, self._hash
+        ref, hashes = self._stored_refcounts(), self._hash
         for b in blocks:
             if ref[b] == 0 and hashes[b] is None:
                 raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
@@ -369,7 +408,7 @@ class BlockPool:
             RuntimeError: a block already at refcount 0 (a bookkeeping bug such as the wrong
                 copy-on-write order); nothing is changed.
         """
-        ref = self._ref
+        ref = self._stored_refcounts()
         freed = []
         for b in reversed(blocks):
             r = ref[b] - 1
@@ -409,8 +448,9 @@ class BlockPool:
         that shares nothing): the same order and the same queue, without per-block checks.
         The engine's fast path; :meth:`check_invariants` verifies what it assumes."""
         ref = self._ref
-        for b in blocks:
-            ref[b] = 0
+        if ref is not None:                    # (none stored: a block in the free queue has refcount 0)
+            for b in blocks:
+                ref[b] = 0
         self.num_free += len(blocks)
         if self._pos is None:
             self._queue.extend(reversed(blocks))
@@ -453,4 +493,8 @@ class BlockPool:
         """Assert the pool is consistent and, given every block table (iterables of block ids), that
         refcounts match them; AssertionError names the first inconsistency (``block_pool_checks``)."""
         from .block_pool_checks import check_block_pool    # imported here: it imports this module
-        check_block_pool(self, tables)
+        view = self
+        if self._ref is None:                  # check derived refcounts; checking stores nothing
+            view = copy.copy(self)
+            view._ref = self._refcounts()
+        check_block_pool(view, tables)

@@ -85,8 +85,30 @@ class ClassroomScheduler:
         """One busy step at ``t`` (arrivals already queued); returns its work for the cost model:
         (prefill tokens, prefill query-key pairs, decodes, decode query-key pairs)."""
         running, waiting, run = self.running, self.waiting, self.run
+        # 2. serve the running. Almost every step wakes some sequences whose room filled and finds
+        # memory for all of them, so that case is written out here (a call to serve() per step cost
+        # more than it explained); serve() takes the rest, growing one by one and preempting.
+        preempted = 0
         needs = self.grow_at.pop(t, None)
-        preempted = self.serve(needs, t) if needs else 0                    # 2. serve the running
+        if needs:
+            if len(needs) > 1:
+                needs.sort(key=_BY_ORDER)      # oldest first
+            added = self.allocator.grow_all([s.id for s in needs])
+            if added is None:
+                preempted = self.serve(needs, t)
+            else:                              # each had exactly filled its room, and gained `added`
+                nxt = t + added
+                keep = []                      # one pass, not a filter then a loop: this runs every step
+                for s in needs:
+                    if s.finish_step >= nxt:   # the others finish first; their grow_step (t) is past
+                        s.grow_step = nxt
+                        keep.append(s)
+                if keep:
+                    bucket = self.grow_at.get(nxt)
+                    if bucket is None:
+                        self.grow_at[nxt] = keep
+                    else:
+                        bucket.extend(keep)
         if waiting and not preempted:                                        # 3. admit (not after a preemption)
             admitted, prefill, prefill_pairs, recomputed, hit, prompt_in, lost = self.admit(t)
         else:
@@ -110,23 +132,10 @@ class ClassroomScheduler:
         return prefill, prefill_pairs, batch - admitted, decode_pairs
 
     def serve(self, needs: list, t: int) -> int:
-        """Give more room to the running sequences whose room filled at ``t`` (oldest first),
-        preempting the youngest while memory is short; returns how many were preempted."""
-        if len(needs) > 1:
-            needs.sort(key=_BY_ORDER)
-        added = self.allocator.grow_all([s.id for s in needs])
-        if added is not None:                  # the usual case: enough memory for all of them
-            nxt = t + added                    # each had exactly filled its room, and gained `added`
-            keep = [s for s in needs if s.finish_step >= nxt]
-            for s in keep:
-                s.grow_step = nxt              # the others finish first; their grow_step (t) is past
-            if keep:
-                bucket = self.grow_at.get(nxt)
-                if bucket is None:
-                    self.grow_at[nxt] = keep
-                else:
-                    bucket.extend(keep)
-            return 0
+        """Give more room to the running sequences whose room filled at ``t`` (``needs``, oldest
+        first) when memory is short for all of them at once: one by one, preempting the youngest
+        while memory is short; returns how many were preempted. (The usual case, memory for all
+        of them, is :meth:`step`'s.)"""
         grow, preempted = self.allocator.grow, 0
         for s in needs:
             if not s.running:

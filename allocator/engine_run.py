@@ -163,7 +163,7 @@ class Run:
     __slots__ = ("allocator", "timed", "tol", "step_seconds", "pending", "keys", "n", "next", "rejected", "served",
                  "finished", "caching", "names", "rows", "seconds", "pictures", "_pack",
                  "_idle_tail", "_fast", "_pool", "_num_blocks", "_bs", "_remainder", "_swaps", "_swap_total",
-                 "_evicted_total", "swapped")
+                 "_evicted_total", "swapped", "_plain")
 
     def __init__(self, workload: Workload, allocator, *, clock, seconds_per_step, record_snapshots: bool,
                  tokens_column: bool) -> None:
@@ -194,6 +194,7 @@ class Run:
             self._pool, self._num_blocks, self._bs, self._remainder = (allocator.pool, allocator.num_blocks,
                                                                        allocator.block_size, allocator.remainder_slots)
         self._swaps = allocator.preemption == "swap"   # no other allocator ever moves a block to the host
+        self._plain = self._fast and not self._swaps and not caching
         self._swap_total = self._evicted_total = 0   # the allocator's running totals at the last record
         self.swapped = 0                       # blocks swapped in the last recorded step
 
@@ -234,6 +235,11 @@ class Run:
         the queue head needs, which decides what counts as external fragmentation). Blocks swapped
         and cached blocks evicted are counted since the last record: in this step (a gap moves none)."""
         a = self.allocator
+        if self._plain:                        # the paged allocator without swap or prefix cache: most runs
+            units = self._num_blocks - self._pool.num_free
+            self.rows += self._pack(*counters, a.shared_saving, units * self._bs, self._remainder, units,
+                                    a.never_written, 0)
+            return
         if self._swaps:
             total = a.swap_traffic
             self.swapped = swapped = total - self._swap_total

@@ -281,14 +281,15 @@ class PagedAllocator(V1KVCacheMixin):
         """One more block for each listed sequence, taken from the free queue in the order listed;
         returns block_size (the room each gained), or None -- nothing taken -- if fewer blocks are
         free than sequences listed."""
-        if len(seq_ids) > self.pool.num_free:
+        pool, n = self.pool, len(seq_ids)
+        if n > pool.num_free:
             return None
         tables, final, bs = self.block_tables, self._final, self.block_size
-        for seq_id, b in zip(seq_ids, self.pool.allocate(len(seq_ids))):
+        for seq_id, b in zip(seq_ids, pool.allocate(n)):        # (the engine's every step: kept short)
             table = tables[seq_id]
             table.append(b)
-            extra = len(table) * bs - final[seq_id]
-            if extra >= 0:                     # its last block: the rest of it is never written
+            if len(table) * bs >= final[seq_id]:                  # its last block: the rest is never written
+                extra = len(table) * bs - final[seq_id]
                 self._unwritten[seq_id] = extra
                 self.never_written += extra
         return bs
@@ -315,10 +316,12 @@ class PagedAllocator(V1KVCacheMixin):
         (counted in ``swap_traffic``), else "recompute"; either way its GPU blocks are released."""
         mode = "recompute"
         if self.preemption == "swap":
-            private = self.pool.count_refcount(self.block_tables[seq_id], 1)
+            table = self.block_tables[seq_id]
+            # without sharing every block of a table is private (and the pool need not store refcounts)
+            private = self.pool.count_refcount(table, 1) if self._sharing else len(table)
             if private <= self.host.num_free:
                 self.swapped[seq_id] = self.host.take(private)
-                self._swapped_shared[seq_id] = len(self.block_tables[seq_id]) - private
+                self._swapped_shared[seq_id] = len(table) - private
                 self.swap_traffic += private
                 mode = "swap"
         self._release(seq_id)
