@@ -16,7 +16,6 @@ a section that fails to run prints the error and counts one missed target.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import statistics
@@ -24,176 +23,10 @@ import subprocess
 import sys
 import time
 
-from kernels.bench import print_table
+from tests.tools.browser_timing import (UP_S, VIEWPORT, browser_session, page_clock, run_section, settled,
+                                        sidebar_links, state, visit, wait_up, watch)
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VIEWPORT = {"width": 1920, "height": 1080}     # a projector
-UP_S = 60.0                                    # the server has been up this long before timing
-WAIT_S = 240.0                                 # the longest any single wait may take
-
-#: Logs every change of Streamlit's script state with the page's clock, so that a rerun shorter
-#: than a poll is still seen to have started and ended.
-PROBE_JS = """(() => {
-  window.__benchRuns = [];
-  const attach = () => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    if (!app) { setTimeout(attach, 20); return; }
-    new MutationObserver(() => window.__benchRuns.push([performance.now(), app.dataset.testScriptState]))
-      .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-  };
-  attach();
-})();"""
-
-#: What the main area shows now: charts (drawn, not stale), the page's title, a progress bar.
-STATE_JS = """(opts) => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  const main = document.querySelector('[data-testid="stMain"]');
-  const charts = main ? [...main.querySelectorAll('[data-testid="stPlotlyChart"]')] : [];
-  const fresh = charts.filter(c => !c.closest('[data-stale="true"]'));
-  const drawn = fresh.filter(c => c.querySelector('.js-plotly-plot .main-svg'));
-  const h = main && main.querySelector('h1');
-  const bar = main && main.querySelector('[data-testid="stProgress"] [role="progressbar"]');
-  const runs = (window.__benchRuns || []).filter(r => r[0] >= (opts.since || 0));
-  const sel = opts.text && main ? main.querySelector(opts.text[0]) : null;
-  return {
-    script: app ? app.dataset.testScriptState : null,
-    stale: document.querySelectorAll('[data-stale="true"]').length,
-    spinners: document.querySelectorAll('[data-testid="stSpinner"]').length,
-    skeletons: document.querySelectorAll('[data-testid="stSkeleton"]').length,
-    charts: charts.length, drawn: drawn.length, nodes: main ? main.getElementsByTagName('*').length : 0,
-    firstTop: drawn.length ? drawn[0].getBoundingClientRect().top + window.scrollY : null,
-    h1: h ? h.innerText.trim() : '',
-    bar: bar ? Number(bar.getAttribute('aria-valuenow')) : null,
-    ran: runs.some(r => r[1] === 'running') && runs.some(r => r[1] === 'notRunning'),
-    found: opts.text ? [...(main ? main.querySelectorAll(opts.text[0]) : [])]
-      .filter(e => !e.closest('[data-stale="true"]')).some(e => e.textContent.includes(opts.text[1])) : null,
-    now: performance.now(),
-  };
-}"""
-
-
-class Skip(Exception):
-    """The browser tools are not here: the section prints "skipped" and counts nothing."""
-
-
-def _tools():
-    """(sync_playwright, serve_app, CHROMIUM, CHROMIUM_ARGS), or Skip naming what is missing."""
-    try:
-        import pytest
-        from playwright.sync_api import sync_playwright
-    except ImportError as exc:
-        raise Skip(f"playwright not installed: {exc}") from exc
-    try:
-        from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS, serve_app
-    except pytest.skip.Exception as exc:        # the module skips itself without Chromium
-        raise Skip(str(exc)) from exc
-    return sync_playwright, serve_app, CHROMIUM, CHROMIUM_ARGS
-
-
-@contextlib.contextmanager
-def browser_session(log_name: str):
-    """A fresh ``python app.py`` server and one Chromium page (1920x1080, with the script-state
-    probe): yields (base URL, page, monotonic time the server answered its health check, seconds
-    from spawning the server to that answer)."""
-    sync_playwright, serve_app, chromium, args = _tools()
-    spawned = time.monotonic()
-    with serve_app(log_name) as base:
-        up = time.monotonic()
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=args, timeout=60_000)
-            try:
-                ctx = browser.new_context(viewport=VIEWPORT)
-                ctx.set_default_timeout(WAIT_S * 1000)
-                ctx.add_init_script(PROBE_JS)
-                yield base, ctx.new_page(), up, up - spawned
-            finally:
-                browser.close()
-
-
-def wait_up(up: float, up_s: float = UP_S) -> None:
-    """Sleep until the server has been up ``up_s`` seconds (the issue's condition for timing a page)."""
-    time.sleep(max(0.0, up_s - (time.monotonic() - up)))
-
-
-def state(page, since: float = 0.0, text: tuple | None = None) -> dict:
-    return page.evaluate(STATE_JS, {"since": since, "text": list(text) if text else None})
-
-
-def settled(s: dict) -> bool:
-    """The script has finished and the browser has drawn what it sent (nothing stale, no spinner,
-    no placeholder of an element still loading, every chart drawn)."""
-    return (s["script"] == "notRunning" and not s["stale"] and not s["spinners"] and not s["skeletons"]
-            and s["drawn"] == s["charts"]
-            and bool(s["h1"]))
-
-
-def watch(page, t0: float, done, since: float = 0.0, text: tuple | None = None, marks=None,
-          timeout_s: float = WAIT_S, interval: float = 0.05, quiet_s: float = 0.5) -> tuple[dict, dict]:
-    """Poll the page every ``interval`` s until ``done(state)`` has held, with nothing on the page
-    changing, for ``quiet_s`` s (Streamlit reports its script finished before the browser has drawn
-    the last of what it sent). Returns (marks, last state): marks maps each name in ``marks``
-    ({name: predicate}) to the seconds after ``t0`` (a ``time.perf_counter()`` reading) at which its
-    predicate first held, and "done" to when the final, quiet state was first seen. Raises
-    TimeoutError after ``timeout_s``."""
-    seen, marks, stable, stable_at = {}, dict(marks or {}), None, None
-    while True:
-        s = state(page, since, text)
-        now = time.perf_counter() - t0
-        for name, pred in marks.items():
-            if name not in seen and pred(s):
-                seen[name] = now
-        key = {k: v for k, v in s.items() if k != "now"}
-        if done(s) and key == stable:
-            if now - stable_at >= quiet_s:
-                seen["done"] = stable_at
-                return seen, s
-        elif done(s):
-            stable, stable_at = key, now
-        else:
-            stable = None
-        if now > timeout_s:
-            raise TimeoutError(f"no answer within {timeout_s:.0f} s (last state {s})")
-        time.sleep(interval)
-
-
-def page_clock(page) -> float:
-    return page.evaluate("performance.now()")
-
-
-def sidebar_links(page, base: str) -> list[tuple[str, str]]:
-    """(href, link text) of every page in the sidebar, in order."""
-    links = page.locator('[data-testid="stSidebarNav"] a')
-    return [(h.rstrip("/"), t.strip()) for h, t in
-            links.evaluate_all("els => els.map(e => [e.href, e.innerText.trim().split('\\n').pop()])")]
-
-
-def _visit(page, go, old_h1: str) -> dict:
-    """Run ``go()`` (a click or a page load) and time the new page: its title, its first drawn chart,
-    the whole page settled. Returns seconds per mark, the new title and where the first chart sits."""
-    t0 = time.perf_counter()
-    go()
-    new = lambda s: s["h1"] and s["h1"] != old_h1     # noqa: E731
-    seen, s = watch(page, t0, lambda s: new(s) and settled(s),
-                    marks={"title": new, "chart": lambda s: new(s) and s["drawn"] > 0})
-    seen["h1"], seen["first_top"] = s["h1"], s["firstTop"]
-    return seen
-
-
-def _run(section: str, title: str, body) -> list[bool]:
-    """Run one section's ``body()`` (it prints its table and returns its met flags): Skip prints
-    "skipped" and counts nothing; any other failure prints the error and counts one miss."""
-    try:
-        return body()
-    except Skip as exc:
-        print_table(title, ["measure", "value", "target", "met"], [[section, "skipped", str(exc)[:120], "-"]])
-        return []
-    except BaseException as exc:                     # pytest.fail (server did not start) is a BaseException
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        print_table(title, ["measure", "value", "target", "met"],
-                    [[section, "error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:150]}", False]])
-        return [False]
-
 
 # ---------------------------------------------------------------------------------- every page
 
@@ -205,18 +38,18 @@ def bench_pages(rounds: int = 3, target_s: float = 3.0) -> list[bool]:
     figure (a lecturer switching page mid-lecture); later clicks are shown beside it."""
     title = f"every page in headless Chromium, server up {UP_S:.0f} s (first visit; s)"
 
-    def body():
-        rows, met, visits = [], [], {}
+    def body(rows, met):
+        visits = {}
         with browser_session("bench-pages") as (base, page, up, _):
             wait_up(up)
-            opened = _visit(page, lambda: page.goto(base + "/"), "")
+            opened = visit(page, lambda: page.goto(base + "/"), "")
             links = sidebar_links(page, base)
             h1 = opened["h1"]
             for rnd in range(rounds):
                 for href, _name in links[1:] + links[:1]:       # the explainer is showing: it comes last
                     link = page.locator(f'[data-testid="stSidebarNav"] a[href="{href}"], '
                                         f'[data-testid="stSidebarNav"] a[href="{href}/"]').first
-                    seen = _visit(page, link.click, h1)
+                    seen = visit(page, link.click, h1)
                     h1 = seen["h1"]
                     visits.setdefault(href, []).append(seen)
 
@@ -235,10 +68,8 @@ def bench_pages(rounds: int = 3, target_s: float = 3.0) -> list[bool]:
             row(links[0][1], opened, [], "app URL in a fresh browser ->")
             for href, name in links:
                 row(name, visits[href][0], visits[href][1:], "click ->")
-        print_table(title, ["measure", "value", "target", "met", "note"], rows)
-        return met
 
-    return _run("pages", title, body)
+    return run_section("pages", title, body)
 
 
 # ------------------------------------------------------------------------------------ explainer
@@ -255,8 +86,7 @@ def bench_explainer_browser(play_s: float = 5.0) -> list[bool]:
     from pages._ui.url_params import BLOCK_SIZES, BLOCK_SIZE_DEFAULT
     title = f"explainer in headless Chromium, server up {UP_S:.0f} s"
 
-    def body():
-        rows, met = [], []
+    def body(rows, met):
         with browser_session("bench-explainer") as (base, page, up, _):
             wait_up(up)
             page.goto(base + "/")
@@ -279,11 +109,10 @@ def bench_explainer_browser(play_s: float = 5.0) -> list[bool]:
             values = list(times.values())
             ok = max(values) <= 1.5
             met.append(ok)
-            rows.append(["block-size change to redrawn maps: median over block sizes (s)",
-                         f"{statistics.median(values):.2f}", "(info)", True])
-            rows.append([f"... max (worst: block {worst}) (s)", f"{times[worst]:.2f}", "<= 1.5", ok])
-            rows.append(["... each block size (s)", ", ".join(f"{b}: {times[b]:.2f}" for b in BLOCK_SIZES),
-                         "<= 1.5 each", ok])
+            rows.append(["block-size change to redrawn maps: median over the block sizes (s)",
+                         f"{statistics.median(values):.2f}", "(info)", True, ""])
+            rows.append([f"block-size change to redrawn maps: worst, block {worst} (s)", f"{times[worst]:.2f}",
+                         "<= 1.5", ok, ", ".join(f"{b}: {times[b]:.2f}" for b in BLOCK_SIZES)])
             # Play on the default scenario, from a fresh load
             page.goto(base + "/")
             watch(page, time.perf_counter(), settled)
@@ -299,21 +128,17 @@ def bench_explainer_browser(play_s: float = 5.0) -> list[bool]:
             fps = (len(frames) - 1) / ((frames[-1] - frames[0]) / 1000) if len(frames) > 2 else 0.0
             ok = fps >= 10.0
             met.append(ok)
-            rows.append([f"Play, default scenario: frames per second over {play_s:g} s ({len(frames)} frames)",
-                         f"{fps:.1f}", ">= 10", ok])
-            rows.append(["... the Play button's own frame rate (1000 / frame duration)", f"{nominal:.1f}", "(info)",
-                         True])
-        print_table(title, ["measure", "value", "target", "met"], rows)
-        return met
+            rows.append([f"Play, default scenario: frames per second over {play_s:g} s", f"{fps:.1f}", ">= 10", ok,
+                         f"{len(frames)} frames; the Play button asks for {nominal:.1f}/s"])
 
-    return _run("explainerbrowser", title, body)
+    return run_section("explainerbrowser", title, body)
 
 
 # ----------------------------------------------------------------------------------- throughput
 
 def _select(page, key: str, option: str):
     """Open the select box ``key`` and return the action that picks ``option`` (timed by the caller)."""
-    page.locator(f".st-key-{key} [data-baseweb='select']").click()
+    page.locator(f".st-key-{key}").get_by_role("combobox").click()
     return page.get_by_role("option", name=option, exact=True).click
 
 
@@ -351,8 +176,7 @@ def bench_throughput_browser(cold_s: float = 10.0, change_s: float = 5.0, bar_s:
     from allocator.timing import GPUS
     title = "throughput page in headless Chromium (fresh server; s)"
 
-    def body():
-        rows, met = [], []
+    def body(rows, met):
         with browser_session("bench-throughput") as (base, page, up, start_s):
             rows.append(["server start (spawn to health check), info", f"{start_s:.2f}", "(info)", True, ""])
             t0 = time.perf_counter()
@@ -394,10 +218,8 @@ def bench_throughput_browser(cold_s: float = 10.0, change_s: float = 5.0, bar_s:
             met.append(ok)
             rows.append([f"progress bar within {bar_s:g} s on every change longer than {bar_s:g} s",
                          f"{sum(bars_ok)} of {len(bars_ok)}", "all", ok, ""])
-        print_table(title, ["measure", "value", "target", "met", "note"], rows)
-        return met
 
-    return _run("throughputbrowser", title, body)
+    return run_section("throughputbrowser", title, body)
 
 
 # --------------------------------------------------------------------------------------- kernel
@@ -409,8 +231,7 @@ def bench_kernel_browser(target_s: float = 3.0, rounds: int = 3) -> list[bool]:
     from kernels.sweep import DEFAULT_BUDGET_S
     title = f"kernel page in headless Chromium, server up {UP_S:.0f} s"
 
-    def body():
-        rows, met = [], []
+    def body(rows, met):
         with browser_session("bench-kernel") as (base, page, up, _):
             page.goto(base + "/about")
             watch(page, time.perf_counter(), settled)
@@ -418,10 +239,10 @@ def bench_kernel_browser(target_s: float = 3.0, rounds: int = 3) -> list[bool]:
             visits = []
             for _ in range(rounds):
                 h1 = state(page)["h1"]
-                visits.append(_visit(page, page.locator('[data-testid="stSidebarNav"] a[href$="/kernel"]').click, h1))
+                visits.append(visit(page, page.locator('[data-testid="stSidebarNav"] a[href$="/kernel"]').click, h1))
                 if len(visits) < rounds:
                     h1 = visits[-1]["h1"]
-                    _visit(page, page.locator('[data-testid="stSidebarNav"] a[href$="/about"]').click, h1)
+                    visit(page, page.locator('[data-testid="stSidebarNav"] a[href$="/about"]').click, h1)
             key = "chart" if "chart" in visits[0] and visits[0]["first_top"] < VIEWPORT["height"] else "done"
             ok = visits[0][key] <= target_s
             met.append(ok)
@@ -434,8 +255,7 @@ def bench_kernel_browser(target_s: float = 3.0, rounds: int = 3) -> list[bool]:
             t0 = time.perf_counter()
             page.get_by_role("button", name="Run sweep").click()
             seen, _ = watch(page, t0, lambda s: s["ran"] and settled(s), since=since, interval=0.25,
-                            marks={"bar": lambda s: series.append((time.perf_counter() - t0, s["bar"]))
-                                   or s["bar"] is not None})
+                            marks={"bar": lambda s: s["bar"] is not None}, each=lambda t, s: series.append((t, s["bar"])))
             values = [(t, v) for t, v in series if v is not None]
             changes = [t for (t, v), (_, w) in zip(values[1:], values[:-1]) if v != w]
             stall = max((b - a for a, b in zip([values[0][0]] + changes, changes + [values[-1][0]])), default=0.0) \
@@ -457,10 +277,8 @@ def bench_kernel_browser(target_s: float = 3.0, rounds: int = 3) -> list[bool]:
                              "<= 1.25 x estimate", ok, f"budget {DEFAULT_BUDGET_S:g} s"])
             else:
                 rows.append(["sweep: the time it took against its estimate", "not shown", "(info)", True, ""])
-        print_table(title, ["measure", "value", "target", "met", "note"], rows)
-        return met
 
-    return _run("kernelbrowser", title, body)
+    return run_section("kernelbrowser", title, body)
 
 
 # ---------------------------------------------------------------------------------------- suite
@@ -470,16 +288,19 @@ def bench_suite(limit_s: float = 600.0) -> list[bool]:
     Runs the whole suite: name sections (``make bench`` is ``python -m tests.tools.bench [sections]``)
     to leave it out."""
     title = "make test (python -m pytest -q tests), wall time on this machine"
-    t = time.perf_counter()
-    try:
-        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"], cwd=_ROOT, capture_output=True,
-                             text=True, timeout=2 * limit_s)
-        elapsed, rc = time.perf_counter() - t, out.returncode
-        summary = (out.stdout.strip().splitlines() or ["(no output)"])[-1]
-    except subprocess.TimeoutExpired:
-        elapsed, rc, summary = time.perf_counter() - t, None, f"stopped after {2 * limit_s:.0f} s"
-    ok = rc is not None and elapsed <= limit_s
-    print_table(title, ["measure", "value", "target", "met"],
-                [["wall time (s)", f"{elapsed:.0f}", f"<= {limit_s:.0f}", ok],
-                 ["pytest's summary", summary[:100], "(info)", rc == 0]])
-    return [ok]
+
+    def body(rows, met):
+        t = time.perf_counter()
+        try:
+            out = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"], cwd=_ROOT, capture_output=True,
+                                 text=True, timeout=2 * limit_s)
+            elapsed, rc = time.perf_counter() - t, out.returncode
+            summary = (out.stdout.strip().splitlines() or ["(no output)"])[-1]
+        except subprocess.TimeoutExpired:
+            elapsed, rc, summary = time.perf_counter() - t, None, f"stopped after {2 * limit_s:.0f} s"
+        ok = rc is not None and elapsed <= limit_s
+        met.append(ok)
+        rows.append(["wall time of the whole suite (s)", f"{elapsed:.0f}", f"<= {limit_s:.0f}", ok,
+                     f"pytest: {summary[:100]}"])
+
+    return run_section("suite", title, body)
