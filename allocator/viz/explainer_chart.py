@@ -30,10 +30,12 @@ __all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PLAY_FRAME_MS", "PROJECTOR_FONT
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
 FIGURE_BUDGET_BYTES = 2_800_000
 MAX_FRAMES = 90
-#: Milliseconds between frames while ▶ Play runs (issue 24: at least 10 frames per second; a frame's
-#: redraw must fit in it, so this leaves room above 100). The presentation keys (pages/_ui/present.py)
-#: play at the same rate.
-PLAY_FRAME_MS = 90
+#: Milliseconds between frames while ▶ Play runs (issue 24: at least 10 frames per second). Plotly starts
+#: the next frame on a screen refresh (every 16.7 ms at 60 Hz) once this much time has passed, so 80 ms
+#: means every 5th refresh (12 frames/s), or the 6th (10/s) when a frame's redraw takes longer (about
+#: 90 ms on the lab's 2-core machine); 90 ms would already mean the 6th. The presentation keys
+#: (pages/_ui/present.py) play at the same rate.
+PLAY_FRAME_MS = 80
 _CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, DUPLICATE_COLOUR, *REQUEST_COLOURS]  # z code -> colour
 _ORDER = ("reserve_max", "paged")
 _SERIES_COLOUR = {"reserve_max": RESERVE_MAX, "paged": PAGED}

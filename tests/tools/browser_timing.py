@@ -137,7 +137,8 @@ def watch(page, t0: float, done, since: float = 0.0, text: tuple | None = None, 
         else:
             stable = None
         if now > timeout_s:
-            raise TimeoutError(f"no answer within {timeout_s:.0f} s (last state {s})")
+            raise TimeoutError(f"no answer within {timeout_s:.0f} s (script {s['script']}, a rerun seen {s['ran']}, "
+                               f"charts drawn {s['drawn']} of {s['charts']}, title {s['h1'][:40]!r})")
         time.sleep(interval)
 
 
