@@ -20,8 +20,9 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
+# every section, the whole suite last; `make bench SECTIONS="pages explainerbrowser"` runs only those
 bench: $(STAMP)
-	$(BIN)/python -m tests.tools.bench
+	$(BIN)/python -m tests.tools.bench $(SECTIONS)
 
 # On a machine with an NVIDIA GPU: check the compiled kernels, time them, write
 # assets/kernel_gpu_check.json (under 5 minutes on an H200). Without a GPU it says so and exits 2.

@@ -10,10 +10,10 @@ One figure family per module; the names are re-exported here so callers keep one
 """
 from __future__ import annotations
 
-from allocator.viz.explainer_chart import (FIGURE_BUDGET_BYTES, MAX_FRAMES, PROJECTOR_FONTS, explainer_figure,
-                                           for_projector, time_frames)
+from allocator.viz.explainer_chart import (FIGURE_BUDGET_BYTES, MAX_FRAMES, PLAY_FRAME_MS, PROJECTOR_FONTS,
+                                           explainer_figure, for_projector, time_frames)
 from allocator.viz.frozen import FrozenFigure, figure_json_bytes
 from allocator.viz.sweep_chart import cost_axis_top, sweep_figure
 
-__all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PROJECTOR_FONTS", "FrozenFigure", "cost_axis_top",
+__all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PLAY_FRAME_MS", "PROJECTOR_FONTS", "FrozenFigure", "cost_axis_top",
            "explainer_figure", "figure_json_bytes", "for_projector", "sweep_figure", "time_frames"]

@@ -24,12 +24,18 @@ from allocator.viz.frozen import FrozenFigure
 from allocator.viz.theme import (BROWN_DUPLICATE as DUPLICATE_COLOUR, DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED,
                                  REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
 
-__all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PROJECTOR_FONTS", "explainer_figure", "for_projector",
-           "time_frames"]
+__all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PLAY_FRAME_MS", "PROJECTOR_FONTS", "explainer_figure",
+           "for_projector", "time_frames"]
 
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
 FIGURE_BUDGET_BYTES = 2_800_000
 MAX_FRAMES = 90
+#: Milliseconds between frames while ▶ Play runs (issue 24: at least 10 frames per second). Plotly starts
+#: the next frame on a screen refresh (every 16.7 ms at 60 Hz) once this much time has passed, so 80 ms
+#: means every 5th refresh (12 frames/s), or the 6th (10/s) when a frame's redraw takes longer (about
+#: 90 ms on the lab's 2-core machine); 90 ms would already mean the 6th. The presentation keys
+#: (pages/_ui/present.py) play at the same rate.
+PLAY_FRAME_MS = 80
 _CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, DUPLICATE_COLOUR, *REQUEST_COLOURS]  # z code -> colour
 _ORDER = ("reserve_max", "paged")
 _SERIES_COLOUR = {"reserve_max": RESERVE_MAX, "paged": PAGED}
@@ -53,7 +59,7 @@ def _codes(owner: np.ndarray, state: np.ndarray) -> np.ndarray:
 def _typed(arr: np.ndarray) -> dict:
     """A numpy array as plotly.js's typed-array spec (base64): compact JSON, and plotly.py keeps it
     as one string instead of copying it element by element."""
-    kinds = {np.dtype(np.int8): "i1", np.dtype(np.int16): "i2", np.dtype(np.int32): "i4",
+    kinds = {np.dtype(np.int8): "i1", np.dtype(np.uint8): "u1", np.dtype(np.int16): "i2", np.dtype(np.int32): "i4",
              np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}
     arr = np.ascontiguousarray(arr)
     return {"dtype": kinds[arr.dtype], "bdata": base64.b64encode(arr.tobytes()).decode("ascii"),
@@ -190,8 +196,10 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         for key in _ORDER:
             owner, state = cell_states(results[key], step[key] if isinstance(step, dict) else step, per_cell)
             z = _grid(_codes(owner, state).astype(ztype), rows, cols, np.nan if padded else 0)
-            # owner ids are >= 1, so 0 means "no request" (and base64 of small values needs no escaping)
-            held = np.maximum(owner, 0).astype(np.int16 if owner.max() < 32768 else np.int32)
+            # owner ids are >= 1, so 0 means "no request" (and base64 of small values needs no escaping);
+            # one byte per cell while the ids fit (every 40-request lesson): the browser parses half as much
+            top = owner.max()
+            held = np.maximum(owner, 0).astype(np.uint8 if top < 256 else np.int16 if top < 32768 else np.int32)
             out[key] = (_typed(z), _typed(_grid(held, rows, cols, 0)))
         return out
 
@@ -257,7 +265,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
                      line=dict(color="#333", width=1.5, dash="dash"))
                 for ax, ay in (("x3", "y3"), ("x4", "y4"))]
 
-    # Frames are plain dicts (validated once, by the Figure constructor, rather than once each).
+    # Frames are plain dicts, sent as built (FrozenFigure.with_plain_frames validates them only when read).
     def frame(step, arrays, moment=None):
         if moment is None:
             name, layout = str(int(step)), dict(annotations=annotations(int(step)), shapes=cursors(int(step)))
@@ -289,7 +297,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         labels = [f["name"] for f in frames]
 
     play = dict(label="▶ Play", method="animate",
-                args=[None, {"frame": {"duration": 140, "redraw": True}, "fromcurrent": True,
+                args=[None, {"frame": {"duration": PLAY_FRAME_MS, "redraw": True}, "fromcurrent": True,
                              "transition": {"duration": 0}}])
     pause = dict(label="❚❚ Pause", method="animate",
                  args=[[None], {"frame": {"duration": 0, "redraw": False}, "mode": "immediate",
@@ -313,8 +321,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], row=2, col=1, gridcolor="#eee")
     fig.update_yaxes(title_text="sequences running", rangemode="tozero", row=2, col=2, gridcolor="#eee")
     base_dict["layout"] = fig.layout
-    base_dict["frames"] = frames
-    fig = FrozenFigure(base_dict)
+    fig = FrozenFigure.with_plain_frames(base_dict, frames)
     fig.update_layout(
         height=900, margin=dict(l=60, r=20, t=110, b=110), plot_bgcolor="white",
         annotations=(annotations({k: 0 for k in _ORDER}, 0.0) if timings else annotations(0)), shapes=cursors(0),

@@ -73,7 +73,7 @@ _KEYS_JS = """
                                       transition: {duration: 0}}).catch(function () {});
         playing = false;
       } else {
-        w.Plotly.animate(gd, null, {frame: {duration: 140, redraw: true}, fromcurrent: true,
+        w.Plotly.animate(gd, null, {frame: {duration: 80, redraw: true}, fromcurrent: true,
                                     transition: {duration: 0}}).catch(function () {});
       }
     }

@@ -20,6 +20,12 @@ Sections:
     cli        issue 24: --help <= 0.5 s, simulate classroom-40 --json <= 1 s, import allocator <= 0.3 s
     pools      issue 24: a pool of 2**30 slots through the CLI, memory growing with blocks used
     kernels    the paged-attention kernel sweep on this machine's backend (see kernels/)
+  In headless Chromium against ``python app.py`` (tests/tools/bench_pages.py; "skipped" without Chromium):
+    pages      issue 24: every page in the sidebar, first chart <= 3 s of navigation, server up 60 s
+    explainerbrowser issue 24: block-size change to redrawn maps <= 1.5 s, each block size; Play >= 10 frames/s
+    throughputbrowser issue 24: default sweep <= 10 s cold, each control change <= 5 s, progress bar past 2 s
+    kernelbrowser issue 24: the Kernel page <= 3 s; its default sweep's progress bar moves, <= 60 s
+    suite      issue 24: make test <= 10 minutes (the whole suite; last; name sections to leave it out)
 """
 from __future__ import annotations
 
@@ -30,6 +36,8 @@ import sys
 import time
 
 from kernels.bench import print_table
+from tests.tools.bench_pages import (bench_explainer_browser, bench_kernel_browser, bench_pages, bench_suite,
+                                     bench_throughput_browser)
 
 #: The repository root (commands timed by the ``cli`` and ``pools`` sections run there).
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -563,7 +571,9 @@ def bench_pools() -> list[bool]:
 SECTIONS = {"explainer": bench_explainer, "scale": bench_scale, "events": bench_events,
             "ratesweep": bench_ratesweep, "prefix": bench_prefix, "prefixpage": bench_prefixpage,
             "prefixbrowser": bench_prefixbrowser, "cli": bench_cli, "pools": bench_pools, "replay": bench_replay,
-            "site": bench_site, "paper": bench_paper, "engine": bench_engine}
+            "site": bench_site, "paper": bench_paper, "engine": bench_engine, "pages": bench_pages,
+            "explainerbrowser": bench_explainer_browser, "throughputbrowser": bench_throughput_browser,
+            "kernelbrowser": bench_kernel_browser, "suite": bench_suite}
 
 
 def kernel_page_seconds() -> float:
@@ -599,6 +609,7 @@ def main(argv=None) -> int:
     kern = _kernel_section()
     if kern is not None:
         sections["kernels"] = kern
+    sections["suite"] = sections.pop("suite")         # the whole suite runs last
     chosen = args.sections or list(sections)
     met = []
     for name in chosen:
