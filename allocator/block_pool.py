@@ -29,7 +29,9 @@ Model
   without sharing, those writes were a fifth of the run). The first operation that shares a block,
   releases by count or asks one block's refcount stores them all, once (O(blocks handed out)).
 
-The pool's invariants are checked by :mod:`allocator.block_pool_checks`; the host (CPU) pool
+Its read-only queries (refcounts, counts, the free queue, lookups, a block's state) are in
+:mod:`allocator.block_pool_queries`. The pool's invariants are checked by
+:mod:`allocator.block_pool_checks`; the host (CPU) pool
 for swapped-out sequences is :class:`allocator.host_pool.HostPool`. The engine's prefix-caching
 runs use :class:`allocator.array_pool.ArrayBlockPool`: these rules with numpy state, so a prompt's
 hundreds of blocks move in a few array operations (``tests/core/test_block_pool.py`` checks both
@@ -44,20 +46,16 @@ vllm/v1/core/kv_cache_utils.py (LRU eviction order, blocks freed in reverse orde
 from __future__ import annotations
 
 import copy
-from itertools import islice
-from operator import itemgetter
 
+# the block states are re-exported (``from allocator.block_pool import BLOCK_FREE``)
+from .block_pool_queries import _TOMBSTONE, BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE, BlockPoolQueries  # noqa: F401
 from .host_pool import HostPool  # noqa: F401  (re-exported: ``from allocator.block_pool import HostPool``)
 from .validate import FieldError, OutOfBlocksError, whole_number
 
-#: Block states reported by :meth:`BlockPool.state`.
-BLOCK_FREE, BLOCK_CACHED, BLOCK_IN_USE = "free", "cached", "in use"
-
-_TOMBSTONE = -1          # a queue entry whose block left the queue early (a cache hit)
 _COMPACT_AFTER = 4096    # queue entries consumed before the queue list is trimmed
 
 
-class BlockPool:
+class BlockPool(BlockPoolQueries):
     """Refcounted GPU blocks, an LRU free block queue and a block-hash map.
 
     Args:
@@ -119,133 +117,6 @@ class BlockPool:
         return mine == theirs
 
     __hash__ = None
-
-    # ------------------------------------------------------------------ queries
-
-    def refcount(self, block_id: int) -> int:
-        """Block tables pointing at ``block_id`` (0 when it waits in the free queue).
-
-        Raises:
-            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
-        """
-        b = self.check_block(block_id)
-        ref = self._stored_refcounts()         # a caller may go block by block: store them once
-        return ref[b] if b < self._fresh else 0
-
-    @property
-    def refcounts(self) -> list[int]:
-        """Refcounts of the blocks handed out so far, shape (k,), k <= num_blocks: block ids
-        0 .. k - 1 (every block at or past k was never used: refcount 0). The pool's own list once
-        it stores refcounts, else one derived from the free queue (O(k), the pool unchanged):
-        read it, never write it."""
-        return self._refcounts()
-
-    def all_refcounts(self) -> list[int]:
-        """Every block's refcount, shape (num_blocks,) (a new list: O(num_blocks), for small pools)."""
-        return self._refcounts() + [0] * (self.num_blocks - self._fresh)
-
-    def _refcounts(self) -> list[int]:
-        """The refcounts of blocks 0 .. k - 1 handed out so far: stored, or derived without storing
-        them (every block handed out has refcount 1, except those back in the free queue)."""
-        if self._ref is not None:
-            return self._ref
-        ref = [1] * self._fresh
-        for b in self._queue[self._head:]:
-            if b != _TOMBSTONE:
-                ref[b] = 0
-        return ref
-
-    def _stored_refcounts(self) -> list[int]:
-        """Store the refcounts (once; see the module docstring) and return the pool's list."""
-        if self._ref is None:
-            self._ref = self._refcounts()
-        return self._ref
-
-    def check_block(self, block_id) -> int:
-        """Return ``block_id`` as an int in 0 .. num_blocks - 1, else raise FieldError (``block_id``)."""
-        return whole_number("block_id", block_id, 0, self.num_blocks - 1)
-
-    @property
-    def num_cached_free(self) -> int:
-        """Blocks with refcount 0 that are still findable by hash (cached, unreferenced)."""
-        return len(self._cached_free)
-
-    @property
-    def num_plain_free(self) -> int:
-        """Blocks with refcount 0 and no hash."""
-        return self.num_free - len(self._cached_free)
-
-    @property
-    def num_in_use(self) -> int:
-        """Blocks with refcount >= 1."""
-        return self.num_blocks - self.num_free
-
-    @property
-    def num_cached(self) -> int:
-        """Blocks findable by hash, referenced or not."""
-        return len(self._cache)
-
-    def free_queue(self) -> list[int]:
-        """Block ids with refcount 0, in the order allocation takes them (least recently used first:
-        never-used blocks in id order, then released ones). O(num_free): for small pools and tests."""
-        return list(range(self._fresh, self.num_blocks)) + [b for b in self._queue[self._head:] if b != _TOMBSTONE]
-
-    def cached_free_queue(self) -> list[int]:
-        """Blocks with refcount 0 that are still findable by hash, least recently used first."""
-        return list(self._cached_free)
-
-    def cached_free_blocks(self) -> tuple:
-        """:meth:`cached_free_queue` as a tuple (a pool picture's entry)."""
-        return tuple(self._cached_free)
-
-    def hash_of(self, block_id: int) -> bytes | None:
-        """The hash a block can be found by, or None."""
-        b = self.check_block(block_id)
-        return self._hash[b] if b < len(self._hash) else None
-
-    def lookup(self, block_hash: bytes) -> int | None:
-        """The block registered under ``block_hash`` (in use or cached), or None."""
-        return self._cache.get(block_hash)
-
-    def lookup_run(self, block_hashes, limit: int) -> list[int]:
-        """The blocks registered under the leading hashes of ``block_hashes`` (at most ``limit``
-        of them), up to the first hash not found: a prompt's longest cached prefix in one call.
-        Looks the hashes up in chunks of doubling size (C-level loops, at most twice the run found)."""
-        get = self._cache.get
-        if not isinstance(block_hashes, list):
-            block_hashes = list(islice(block_hashes, limit))
-        found: list = []
-        start, step = 0, 16
-        while start < limit:
-            chunk = list(map(get, block_hashes[start:min(limit, start + step)]))
-            if not chunk:
-                break
-            if None in chunk:
-                found += chunk[:chunk.index(None)]
-                break
-            found += chunk
-            start += step
-            step *= 2
-        return found
-
-    def count_refcount(self, blocks, value: int) -> int:
-        """How many of ``blocks`` have refcount ``value`` (blocks handed out before)."""
-        if not len(blocks):
-            return 0
-        ref = self._stored_refcounts()
-        if len(blocks) > 1:
-            return itemgetter(*blocks)(ref).count(value)
-        return sum(1 for b in blocks if ref[b] == value)
-
-    def state(self, block_id: int) -> str:
-        """``"free"``, ``"cached"`` (refcount 0 but findable by hash) or ``"in use"``."""
-        b = self.check_block(block_id)
-        ref = self._stored_refcounts()
-        if b >= self._fresh:
-            return BLOCK_FREE
-        if ref[b] > 0:
-            return BLOCK_IN_USE
-        return BLOCK_CACHED if self._hash[b] is not None else BLOCK_FREE
 
     # ------------------------------------------------------------------ never-used blocks
 
