@@ -343,7 +343,7 @@ def _cpu_time(fn, repeat: int = 1) -> tuple[float, object]:
     return min(times), out
 
 
-def bench_engine(repeat: int = 1) -> list[bool]:
+def bench_engine(repeat: int = 2) -> list[bool]:
     """Issue 24's engine targets, in CPU seconds (``time.process_time``, the least of ``repeat``; of
     3 x ``repeat`` for the Azure run, whose first run in a process also pays for warming up):
     the Azure conversation trace five times (96,830 requests) through the paged allocator on a
