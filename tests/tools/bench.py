@@ -602,7 +602,8 @@ def _kernel_section():
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.tools.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("sections", nargs="*", help="sections to run (default: all)")
+    parser.add_argument("sections", nargs="*", help="sections to run (default: all, in this order): "
+                        + ", ".join([k for k in SECTIONS if k != "suite"] + ["kernels", "suite"]))
     parser.add_argument("--strict", action="store_true", help="exit 1 if any target is missed")
     args = parser.parse_args(argv)
     sections = dict(SECTIONS)
