@@ -274,7 +274,7 @@ def bench_kernel_browser(target_s: float = 3.0, rounds: int = 3) -> list[bool]:
                 met.append(ok)
                 rows.append([label, f"{value:.2f}", f"<= {target:g}", ok,
                              f"{len(set(v for _, v in values))} distinct bar values" if "moving" in label else ""])
-            took = re.search(r"Took (\d+) s against an estimate of (\d+) s",
+            took = re.search(r"Took (\d+) s against an estimate of (?:at most )?(\d+) s",
                              page.locator('[data-testid="stMain"]').inner_text())
             if took:
                 spent, est = (int(g) for g in took.groups())
