@@ -2,7 +2,7 @@
 
 :func:`bench_kernels` prints two tables -- targets, and the block-size sweep on this machine's
 backend -- and returns one bool per target. Targets (issues 5, 13, 24): the correctness check
-passes; the kernel page's script runs within 3 s on a warm server (nothing heavy on load); the realistic sweep takes at most 60 s and meets the estimate it states (within 20 %);
+passes; the kernel page's script runs within 3 s on a warm server (nothing heavy on load); the realistic sweep takes at most 60 s and no longer than the estimate it states;
 a second request for the same sweep is answered from the server's cache; paged and contiguous
 give the same output. Timings are informational on a busy machine (``--strict`` decides).
 """
@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-#: Page render budget for a new session (seconds), the sweep's hard limit, and the slack on its estimate.
+#: Page render budget for a new session (seconds) and the sweep's hard limit.
 PAGE_BUDGET_S = 3.0
 SWEEP_LIMIT_S = 60.0
-ESTIMATE_SLACK = 1.2
 
 
 def print_table(title: str, header: list[str], rows: list[list]) -> None:
@@ -59,9 +58,8 @@ def bench_kernels(full: bool = True, page_seconds: Callable[[], float] | None = 
         [f"check on {chk['backend']}: wall time incl. reference (s, on demand)", f"{t_check:.2f}", "(info)", True],
         [f"sweep wall time (s; {'realistic' if full else 'tiny'} shape, {how})", f"{m['wall_s']:.1f}",
          f"<= {SWEEP_LIMIT_S:.0f}", m["wall_s"] <= SWEEP_LIMIT_S],
-        ["sweep: wall time / its stated estimate", f"{m['wall_s'] / m['estimate_s']:.2f} "
-         f"({m['wall_s']:.1f} / {m['estimate_s']:.1f} s)", f"<= {ESTIMATE_SLACK}",
-         m["wall_s"] <= ESTIMATE_SLACK * m["estimate_s"]],
+        ["sweep: the time it took against the estimate it states (s)", f"{m['wall_s']:.1f} / {m['estimate_s']:.1f}",
+         "<= its estimate", m["wall_s"] <= m["estimate_s"]],
         ["same sweep asked again (another session): answered from", f"{how2} in {t_again * 1e3:.1f} ms",
          "cached", how2 == "cached"],
     ]

@@ -23,11 +23,12 @@ spread of each side's times (quartiles) is reported beside the medians.
 :func:`shared_sweep` is the entry point for servers: one process-wide cache keyed on the sweep's
 parameters, so identical sweeps requested by several sessions run once (a second request waits
 for the running one and follows its progress), and a time budget (:data:`DEFAULT_BUDGET_S`)
-from which the number of timed pairs is chosen after timing one call of each side
-(:func:`choose_repeats`). It is the one function to wrap in a server-wide queue for heavy work.
+from which the number of timed pairs is chosen after timing three pairs of calls; the sweep
+then states the most it will take and keeps to it (:mod:`kernels.sweep_plan`). It is the one function to wrap in a server-wide queue for heavy work.
 
 Modules of the sweep: this one runs it; :mod:`kernels.stats` (statistics),
-:mod:`kernels.sweep_data` (:class:`SweepShape`, :class:`SweepResult`, :func:`load_recorded`) and
+:mod:`kernels.sweep_data` (:class:`SweepShape`, :class:`SweepResult`, :func:`load_recorded`),
+:mod:`kernels.sweep_plan` (the time it states and keeps to) and
 :mod:`kernels.sweep_cli` (the command line) are re-exported here, so ``from kernels.sweep import
 ...`` reaches every name. CLI::
 
@@ -59,17 +60,16 @@ from kernels.paged_attention import (contiguous_attention_triton, launch_config,
                                      paged_attention_triton, validate_inputs)
 from kernels.stats import (BOOTSTRAP_RESAMPLES, CONFIDENCE, FASTER, NO_DIFFERENCE, SLOWER,  # noqa: F401
                            pair_stats, verdict_text)
+from kernels.sweep_plan import MAX_REPEATS, MIN_REPEATS, SweepPlan, choose_repeats  # noqa: F401
 from kernels.sweep_data import (CPU_SHAPE, CUDA_LONG_SHAPE, CUDA_SHAPE, DTYPES, TINY_SHAPE,  # noqa: F401
                                  SweepResult, SweepShape, default_shape, format_bytes, load_recorded)
 
 DEFAULT_BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: Seconds a sweep with ``repeats=None`` is sized to take (issue 24: no sweep past 60 s by default).
 DEFAULT_BUDGET_S = 45.0
-#: A sweep sized from its budget stops before a block size that would take it past this many
-#: seconds (issue 24), and names the block sizes it left out.
+#: The most a sweep sized from its budget may state, and so take (issue 24): it keeps to what it
+#: states (:class:`kernels.sweep_plan.SweepPlan`) and names the block sizes it left out.
 HARD_LIMIT_S = 60.0
-#: Bounds on the timed pairs per block size chosen from a budget.
-MIN_REPEATS, MAX_REPEATS = 3, 15
 #: Sweep results kept by :func:`shared_sweep` (a few kilobytes each).
 CACHE_ENTRIES = 16
 #: Above this many (token x KV head) pairs the interpreter backend refuses to time (far too slow).
@@ -88,9 +88,9 @@ def _dense_tokens(shape: SweepShape, device: str, seed: int) -> tuple[torch.Tens
 
 
 def _pair_timer(backend: str) -> tuple[Callable[..., tuple[list[float], list[float]]], str]:
-    """Return ``(time_pairs, description)``; ``time_pairs(fn_a, fn_b, repeats, on_pair)`` gives
-    two lists of ``repeats`` seconds each, timed in alternating order (a b, b a, a b, ...),
-    calling ``on_pair(i)`` after pair ``i``."""
+    """Return ``(time_pairs, description)``; ``time_pairs(fn_a, fn_b, repeats, on_pair, more)`` gives
+    two lists of ``repeats`` seconds each (fewer when ``more(done)`` says stop), timed in alternating
+    order (a b, b a, a b, ...), calling ``on_pair(i)`` after pair ``i``."""
     if backend == "cuda":
         from kernels.gpu_check import L2_FLUSH_BYTES, _cuda_sampler
         sample = _cuda_sampler(torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda"))
@@ -103,11 +103,14 @@ def _pair_timer(backend: str) -> tuple[Callable[..., tuple[list[float], list[flo
         desc = "time.perf_counter per call, pairs after one warm-up call each, sides alternating"
 
     def time_pairs(fn_a: Callable[[], object], fn_b: Callable[[], object], repeats: int,
-                   on_pair: Callable[[int], None] | None = None) -> tuple[list[float], list[float]]:
+                   on_pair: Callable[[int], None] | None = None,
+                   more: Callable[[int], bool] | None = None) -> tuple[list[float], list[float]]:
         fn_a()                                                 # warm-up (and compile on CUDA)
         fn_b()
         sa, sb = [], []
         for i in range(repeats):
+            if more is not None and not more(i):
+                break
             if i % 2 == 0:
                 sa.append(sample(fn_a))
                 sb.append(sample(fn_b))
@@ -120,23 +123,10 @@ def _pair_timer(backend: str) -> tuple[Callable[..., tuple[list[float], list[flo
     return time_pairs, desc
 
 
-def choose_repeats(budget_s: float, elapsed_s: float, blocks: int, page_s: float, pair_s: float,
-                   lo: int = MIN_REPEATS, hi: int = MAX_REPEATS) -> tuple[int, float]:
-    """Timed pairs per block size that fit a budget, and the whole sweep's estimated seconds.
-
-    Each block size costs paging the tokens (``page_s``) plus a warm-up pair and the timed pairs
-    (``pair_s`` each); ``elapsed_s`` is already spent. The count is clamped to [lo, hi]; with
-    ``lo`` pairs over budget the estimate says so (it is never shortened to look in budget).
-    """
-    per_block_left = (budget_s - elapsed_s) / max(1, blocks) - page_s
-    n = int(per_block_left // pair_s) - 1 if pair_s > 0 else hi
-    n = max(lo, min(hi, n))
-    return n, elapsed_s + blocks * (page_s + (n + 1) * pair_s)
-
-
 def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape: SweepShape | None = None,
           backend: str | None = None, repeats: int | None = 15, seed: int = 0,
-          progress: Callable[[float, str], None] | None = None, budget_s: float = DEFAULT_BUDGET_S) -> SweepResult:
+          progress: Callable[[float, str], None] | None = None, budget_s: float = DEFAULT_BUDGET_S,
+          clock: Callable[[], float] = time.perf_counter) -> SweepResult:
     """Time paged vs contiguous decode for each block size.
 
     Args:
@@ -144,15 +134,18 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         shape: the decode batch; default :func:`default_shape` for the backend.
         backend: "cuda", "torch-cpu" or "triton-interpreter"; default ``detect("sweep").name``.
         repeats: timed pairs per block size (each gives one paged / contiguous ratio); None
-            chooses from ``budget_s`` (:func:`choose_repeats`) after timing the first block
-            size's paging and one call of each side, and reports the estimate in the progress
-            message and in ``meta["estimate_s"]``.
+            chooses them from ``budget_s`` (:class:`kernels.sweep_plan.SweepPlan`): after paging
+            the first block size and timing three calls of each side and one statistics run, the
+            sweep states the most it will take (``meta["estimate_s"]``, in the progress message:
+            its plan times a margin for a shared machine, never past :data:`HARD_LIMIT_S`) and
+            keeps to it, timing fewer pairs or leaving block sizes out when the machine turns
+            slower (``meta["skipped"]`` lists those, and a warning says so).
         seed: RNG seed for tokens and block permutations.
         progress: optional callback ``progress(fraction_done in [0, 1], message)``, called after
             every timed pair.
-        budget_s: seconds the whole sweep should take when ``repeats`` is None; such a sweep
-            also stops before a block size that would take it past :data:`HARD_LIMIT_S`
-            (``meta["skipped"]`` lists the block sizes left out, and a warning says so).
+        budget_s: seconds the sweep is planned to take when ``repeats`` is None.
+        clock: monotonic seconds for the plan and ``meta["wall_s"]`` (the timed samples always
+            use ``time.perf_counter`` or CUDA events).
 
     Returns:
         :class:`SweepResult` (see its docstring for the row and meta keys; times in seconds and
@@ -179,7 +172,7 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         raise FieldError("block_sizes", f" must be a non-empty list of integers >= 1, got {list(block_sizes)}")
     if repeats is not None and repeats < MIN_REPEATS:
         raise FieldError("repeats", f" must be >= {MIN_REPEATS} (pairs for an interval), got {repeats}")
-    t_start = time.perf_counter()
+    t_start = clock()
     shape = shape or default_shape(name)
     shape.validate()
     if name == "triton-interpreter" and shape.num_seqs * shape.seq_len * shape.num_kv_heads > INTERPRETER_LIMIT:
@@ -202,8 +195,8 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
 
     budgeted = repeats is None                 # the pair count is chosen from budget_s
     time_pairs, timer_desc = _pair_timer(name)
-    page_times: list[float] = []
-    estimate_s = 0.0
+    plan = SweepPlan(len(sizes), budget_s, HARD_LIMIT_S, clock=clock, enforce=budgeted, start=t_start)
+    ver = versions()                           # everything after the timed loop is counted too
     q, k_dense, v_dense, lens = _dense_tokens(shape, device, seed)
     contig_tables = torch.arange(shape.num_seqs, dtype=torch.int32, device=device).reshape(-1, 1)
     contig_args = (q, k_dense, v_dense, contig_tables, lens)
@@ -231,42 +224,48 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
     row_confidence = 1.0 - (1.0 - CONFIDENCE) / len(sizes)
     rows = []
     skipped: list[int] = []
+    cut: list[str] = []
     for i, bs in enumerate(sizes):
-        if budgeted and i > 0 and (time.perf_counter() - t_start
-                               + max(page_times) + (MIN_REPEATS + 1) * pair_s) > HARD_LIMIT_S:
+        if i > 0 and not plan.fits_block(i):
             skipped = sizes[i:]            # the machine is slower than estimated: stop, and say so
-            warnings.append(f"stopped at the {HARD_LIMIT_S:.0f} s limit (the machine was slower than estimated): "
-                            f"block size{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} "
-                            "not measured")
+            warnings.append(f"stopped to keep to the {math.ceil(plan.stated_s):.0f} s it stated (the machine was "
+                            f"slower than estimated): block size{'s' if len(skipped) > 1 else ''} "
+                            f"{', '.join(map(str, skipped))} not measured")
             break
         report(i / len(sizes), f"block size {bs}: paging {shape.num_seqs} x {shape.seq_len} tokens")
-        t_block = time.perf_counter()
+        t_block = clock()
         k_cache, v_cache, tables = page_tokens(k_dense, v_dense, lens, bs, generator=perm_gen)
         paged_args = (q, k_cache, v_cache, tables, lens)
         validate_inputs(*paged_args)
         paged_out = run(*paged_args)
         diff = float((paged_out.float() - contig_out.float()).abs().max())
-        page_times.append(time.perf_counter() - t_block)
-        if i == 0:
-            pair_s = _one_pair_seconds(lambda a=paged_args: run(*a), contig, device)
-        # the number of pairs, re-estimated before every block size from what it has cost so far
-        page_s = max(page_times)                   # the dearest so far: an estimate to meet, not to hope for
-        if budgeted:
-            n_pairs, estimate = choose_repeats(budget_s, time.perf_counter() - t_start, len(sizes) - i, page_s,
-                                               pair_s)
-            estimate -= page_s                     # this block size is already paged
-        else:
-            n_pairs = repeats
-            estimate = time.perf_counter() - t_start + (len(sizes) - i) * (page_s + (n_pairs + 1) * pair_s) - page_s
-        if i == 0:
-            estimate_s = estimate
-        report((i + 0.1) / len(sizes), f"estimated {estimate:.0f} s in all; block size {bs}: {n_pairs} pairs")
-        t_pairs = time.perf_counter()
-        a_s, b_s = time_pairs(lambda a=paged_args: run(*a), contig, n_pairs,
-                              lambda j, i=i, bs=bs, n=n_pairs: report((i + 0.1 + 0.9 * (j + 1) / n) / len(sizes),
-                                                                      f"block size {bs}: pair {j + 1} of {n}"))
-        pair_s = max(pair_s, (time.perf_counter() - t_pairs) / (n_pairs + 1))     # the dearest pair so far
+        plan.note("page", clock() - t_block)
+        if i == 0:                         # calibrate on what runs: three pairs, one statistics run
+            plan.note("pair", _pair_seconds(lambda a=paged_args: run(*a), contig, device, clock))
+            t_stats = clock()
+            pair_stats([1.0] * MAX_REPEATS, [1.0] * MAX_REPEATS, seed=seed, confidence=row_confidence)
+            plan.note("stats", clock() - t_stats)
+            plan.calibrate(repeats)
+        # the number of pairs, re-chosen before every block size from what it has cost so far
+        n_pairs = plan.pairs_for(i)
+        limit = "at most " if budgeted else ""
+        report((i + 0.1) / len(sizes), f"{limit}{math.ceil(plan.stated_s):.0f} s in all; block size {bs}: "
+                                       f"{n_pairs} pairs")
+        last = [clock()]
+
+        def on_pair(j: int, i=i, bs=bs, n=n_pairs) -> None:
+            now = clock()
+            if j > 0:                      # the first pair's time holds the warm-up pair as well
+                plan.note("pair", now - last[0])
+            last[0] = now
+            report((i + 0.1 + 0.9 * (j + 1) / n) / len(sizes), f"block size {bs}: pair {j + 1} of {n}")
+        a_s, b_s = time_pairs(lambda a=paged_args: run(*a), contig, n_pairs, on_pair,
+                              lambda done, i=i: plan.another_pair(i, done))
+        if budgeted and len(a_s) < plan.repeats:
+            cut.append(f"{bs} ({len(a_s)} of {plan.repeats})")
+        t_stats = clock()
         st = pair_stats(a_s, b_s, seed=seed + bs, confidence=row_confidence)
+        plan.note("stats", clock() - t_stats)
         row = {
             "block_size": bs,
             "paged_s": st["a_median"], "contiguous_s": st["b_median"],
@@ -285,28 +284,37 @@ def sweep(block_sizes: tuple[int, ...] | list[int] = DEFAULT_BLOCK_SIZES, shape:
         del k_cache, v_cache, tables, paged_args, paged_out
         if device == "cuda":
             torch.cuda.empty_cache()
+    if cut:
+        warnings.append(f"fewer timed pairs than planned, to keep to the {math.ceil(plan.stated_s):.0f} s it "
+                        f"stated: block size{'s' if len(cut) > 1 else ''} {', '.join(cut)}")
     report(1.0, "done")
     meta = {
         "backend": name, "device": info.device, "reason": info.reason,
         "peak_GBps": info.peak_bandwidth / 1e9 if info.peak_bandwidth else None,
         "peak_source": info.peak_source, "shape": asdict(shape), "kv_bytes": shape.kv_bytes,
         "llc_bytes": llc, "timer": timer_desc, "confidence": CONFIDENCE, "row_confidence": row_confidence,
-        "launch": launch, "repeats": repeats if not budgeted else "auto", "skipped": skipped, "estimate_s": estimate_s, "budget_s": budget_s,
-        "wall_s": time.perf_counter() - t_start,
+        "launch": launch, "repeats": repeats if not budgeted else "auto", "skipped": skipped,
+        "estimate_s": plan.stated_s, "plan_s": plan.plan_s, "estimate_is_bound": budgeted, "budget_s": budget_s,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "versions": versions(), "recorded": False, "warnings": warnings,
+        "versions": ver, "recorded": False, "warnings": warnings,
     }
+    meta["wall_s"] = clock() - t_start
     return SweepResult(rows=rows, meta=meta)
 
 
-def _one_pair_seconds(fn_a: Callable[[], object], fn_b: Callable[[], object], device: str) -> float:
-    """Wall seconds of one call of each side (after their warm-up), for the estimate."""
-    t0 = time.perf_counter()
-    fn_a()
-    fn_b()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - t0
+def _pair_seconds(fn_a: Callable[[], object], fn_b: Callable[[], object], device: str,
+                  clock: Callable[[], float] = time.perf_counter, calls: int = 3) -> float:
+    """Wall seconds of one call of each side (after their warm-up), for the estimate: the median
+    of ``calls`` pairs (one pair alone was measured 2.5x off either way on a shared machine)."""
+    times = []
+    for _ in range(calls):
+        t0 = clock()
+        fn_a()
+        fn_b()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(clock() - t0)
+    return sorted(times)[len(times) // 2]
 
 
 # --------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", choices=tuple(DTYPES))
     p.add_argument("--repeats", type=int, default=None,
                    help=f"timed pairs per block size (>= 3); default: chosen to fit {DEFAULT_BUDGET_S:.0f} s, "
-                        f"stopping before {HARD_LIMIT_S:.0f} s")
+                        f"then the sweep states the most it will take (at most {HARD_LIMIT_S:.0f} s) and keeps to it")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="write the result as JSON (recorded GPU results: needs the cuda backend)")
@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"warning: {w}")
         print(res.table())
         print(res.verdict_text())
+        bound = "at most " if m.get("estimate_is_bound") else ""
+        print(f"took {m['wall_s']:.1f} s against an estimate of {bound}{m['estimate_s']:.1f} s")
         if args.out:
             print(f"wrote {args.out}")
     return 0

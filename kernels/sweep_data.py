@@ -104,7 +104,10 @@ class SweepResult:
     ``timer``, ``confidence`` (0.95, for the whole sweep), ``row_confidence`` (each row's
     level, Bonferroni), ``launch`` (the Triton launch shape, or None for torch),
     ``date`` (UTC ISO 8601), ``versions`` (dict), ``recorded`` (True when loaded from a file),
-    ``warnings`` (list of str).
+    ``warnings`` (list of str). A live sweep also has ``repeats`` (the count asked for, or "auto"),
+    ``budget_s``, ``plan_s`` and ``estimate_s`` (its plan and the figure it stated, seconds),
+    ``estimate_is_bound`` (True: the stated figure is an upper bound the sweep kept to, see
+    :mod:`kernels.sweep_plan`), ``skipped`` (block sizes left out to keep to it) and ``wall_s``.
     """
 
     rows: list[dict] = field(default_factory=list)

@@ -34,6 +34,14 @@ st.markdown(
 )
 
 
+def stated_seconds(meta: dict) -> str:
+    """The figure a sweep stated beforehand, as the page and the progress bar say it: an upper bound
+    the sweep kept to, rounded up ("at most 38"), or a fixed pair count's estimate ("38")."""
+    if meta.get("estimate_is_bound"):
+        return f"at most {math.ceil(meta['estimate_s'])}"
+    return f"{meta['estimate_s']:.0f}"
+
+
 def _fmt_err(x: float) -> str:
     return "∞ (NaN in output)" if not math.isfinite(x) else f"{x:.2e}"
 
@@ -235,12 +243,13 @@ shape_options = {
     f"tiny — {TINY_SHAPE.num_seqs} × {TINY_SHAPE.seq_len} tokens (a second; it fits in the CPU's cache, so it is a quick look, not a measurement of memory reads)": TINY_SHAPE,
 }
 choice = st.radio("Shape", list(shape_options), key="kernel_shape")
-st.caption(f"The sweep is sized to take about {DEFAULT_BUDGET_S:.0f} s on this machine: it times one call of each "
-           "side first, then chooses how many pairs to time for each block size (3 to 15) so that the whole "
-           "sweep fits, and re-estimates before every block size; the progress bar shows the estimate and each "
-           f"timed pair. If the machine turns out slower, it stops before {HARD_LIMIT_S:.0f} s and names the block "
-           "sizes it left out. One sweep per server: a second visitor asking for the same sweep follows the "
-           "running one, and later visitors get its result at once.")
+st.caption(f"The sweep is sized to take about {DEFAULT_BUDGET_S:.0f} s on this machine or less: it pages the first "
+           "block size and times three calls of each side first, chooses how many pairs to time for each block size "
+           "(3 to 15), and states the most it will take, with room for a busy moment (never more than "
+           f"{HARD_LIMIT_S:.0f} s); the progress bar shows that figure and each timed pair. It keeps to it: if the "
+           "machine turns out slower, it times fewer pairs, then leaves block sizes out, and names them. One sweep "
+           "per server: a second visitor asking for the same sweep follows the running one, and later visitors "
+           "get its result at once.")
 if sweep_backend.name != "cuda":
     st.caption("On a CPU the timing backend is torch, not the Triton kernel: both sides run the same torch gather "
                "(the baseline over one block per sequence), so the ratio says how torch's block gather behaves "
@@ -279,7 +288,7 @@ def _live_panel() -> None:
     origin = {"ran": "run for this request", "joined": "run for another visitor at the same time, shared",
               "cached": "from this server's cache (the same sweep, run earlier)"}.get(how, how)
     if m.get("wall_s") is not None and m.get("estimate_s"):
-        st.caption(f"Took {m['wall_s']:.0f} s against an estimate of {m['estimate_s']:.0f} s "
+        st.caption(f"Took {m['wall_s']:.0f} s against an estimate of {stated_seconds(m)} s "
                    f"(budget {m.get('budget_s', DEFAULT_BUDGET_S):.0f} s); {origin}; measured "
                    f"{str(m.get('date', ''))[:19].replace('T', ' ')} UTC.")
     try:

@@ -276,5 +276,5 @@ def test_bench_section_runs_tiny(capsys):
     met = bench_kernels(full=False, page_seconds=kernel_page_seconds)
     assert len(met) == 7 and met[0] and met[5] and met[6]   # check passes; second ask cached; paged == contiguous
     out = capsys.readouterr().out
-    assert "kernel page script, warm server" in out and "wall time / its stated estimate" in out
+    assert "kernel page script, warm server" in out and "the time it took against the estimate it states" in out
     assert "kernels: targets" in out

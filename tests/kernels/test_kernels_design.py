@@ -307,6 +307,10 @@ def test_a_budgeted_sweep_stops_at_the_hard_limit(monkeypatch):
     monkeypatch.setattr(ks, "HARD_LIMIT_S", 0.0)            # a machine far slower than estimated
     res = ks.sweep((1, 16, 256), ks.TINY_SHAPE, "torch-cpu", repeats=None)
     assert [r["block_size"] for r in res.rows] == [1] and res.meta["skipped"] == [16, 256]
-    assert any("stopped at the 0 s limit" in w and "block sizes 16, 256 not measured" in w for w in res.meta["warnings"])
+    assert res.meta["estimate_s"] == 0.0 and res.meta["estimate_is_bound"]     # it states the limit at most
+    assert any("stopped to keep to the 0 s it stated" in w and "block sizes 16, 256 not measured" in w
+               for w in res.meta["warnings"])
+    assert res.rows[0]["pairs"] == 3                         # the minimum is always timed
+    assert any("fewer timed pairs than planned" in w and "block size 1 (3 of 15)" in w for w in res.meta["warnings"])
     fixed = ks.sweep((1, 16), ks.TINY_SHAPE, "torch-cpu", repeats=3)   # an explicit count is never cut
     assert [r["block_size"] for r in fixed.rows] == [1, 16] and fixed.meta["skipped"] == []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import pytest
@@ -117,7 +118,14 @@ def test_kernel_page_tiny_sweep():
         assert not ok and "last-level cache" in why         # the tiny shape fits in the CPU's cache
     two_costs = _figure(at, 3)
     assert live.meta["repeats"] == "auto" and live.meta["budget_s"] == 45.0
-    assert any(f"Took {live.meta['wall_s']:.0f} s against an estimate of {live.meta['estimate_s']:.0f} s" in c.value
+    # a budgeted sweep states an upper bound it keeps to, rounded up (kernels/sweep_plan.py)
+    assert live.meta["estimate_is_bound"]
+    from tests.tools.bench_pages import TOOK_RE                 # make bench reads the same two figures
+    shown = [TOOK_RE.search(c.value) for c in at.caption if TOOK_RE.search(c.value)]
+    assert [(int(m[1]), int(m[2])) for m in shown] == [(round(live.meta["wall_s"]),
+                                                       math.ceil(live.meta["estimate_s"]))]
+    assert any(f"Took {live.meta['wall_s']:.0f} s against an estimate of at most "
+               f"{math.ceil(live.meta['estimate_s'])} s" in c.value
                and "run for this request" in c.value for c in at.caption)
     names = [t.get("name", "") for t in two_costs["data"]]
     assert any("live, torch-cpu" in n or "live, cuda" in n for n in names) == ok
