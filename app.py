@@ -32,6 +32,11 @@ def serve(argv: list[str]) -> int:
         warm_default()
     except Exception as exc:  # never keep the server from starting; the page computes on demand
         print(f"warning: could not pre-build the default scenario: {exc}", file=sys.stderr)
+    try:  # the Throughput page's helper process: forked now, while this process has one thread
+        from pages._ui.sweep_cache import start_worker
+        start_worker()
+    except Exception:  # noqa: BLE001 - without it every sweep runs in the server's queue thread
+        pass
     _warm_in_background()
     sys.argv = ["streamlit", "run", __file__, *argv]
     return cli.main()

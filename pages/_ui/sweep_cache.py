@@ -13,6 +13,7 @@ start-up or another student's identical one.
 """
 from __future__ import annotations
 
+import os
 import threading
 
 from allocator.throughput import SWEEP_MAX_NEW, rate_sweep
@@ -27,6 +28,62 @@ MAX_SWEEPS = 12
 _running: dict = {}            # store key -> (done, total, text, by) of a sweep being computed now
 _running_lock = threading.Lock()
 _origins: dict = {}            # store key -> who computed the stored sweep (see :func:`origin`)
+
+_worker = None                 # the sweep's helper process (:func:`start_worker`), None: every run here
+
+#: How much lower the helper process's priority is than the server's (``os.nice``): it takes only the
+#: CPU the server leaves idle, so pages and the heavy-work queue keep the first core as before.
+WORKER_NICE = 10
+
+
+def _watch_parent(parent: int) -> None:
+    """In the helper process: lower its priority and exit when the server that forked it is gone
+    (a killed server must not leave it behind)."""
+    import time
+    try:
+        os.nice(WORKER_NICE)
+    except OSError:
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def start_worker() -> bool:
+    """Fork one helper process that runs part of every sweep beside the heavy-work queue's thread
+    (``allocator.throughput.rate_sweep(executor=...)``: it takes runs from the far end of the list,
+    the queue's thread from the near end; the figures are the same runs either way). At low load a
+    sweep then takes about half the time on two cores. Call it once, before the server starts its
+    threads (``app.py`` does): a process forked while other threads hold locks could hang, so a
+    server that did not call it simply runs every sweep in its queue's thread. Returns whether the
+    helper started (a failure is silent: the sweeps run here)."""
+    global _worker
+    if _worker is not None:
+        return True
+    try:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        worker = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
+                                     initializer=_watch_parent, initargs=(os.getpid(),))
+        worker.submit(os.getpid).result(timeout=30)         # fork now, while the process has one thread
+    except Exception:                                      # noqa: BLE001 - no helper: sweeps run here
+        return False
+    _worker = worker
+    return True
+
+
+def _executor():
+    """The helper process's executor, or None when there is none or it broke (then never again)."""
+    global _worker
+    worker = _worker
+    if worker is not None and getattr(worker, "_broken", False):
+        _worker = None
+        return None
+    return worker
+
 
 #: ``by`` of the server's own start-up computation of the default sweep (:func:`warm_default_sweep`).
 STARTUP = "start-up"
@@ -71,7 +128,8 @@ def cached_sweep(key: tuple, progress=None, by: str | None = None):
             gpu, model, gpus, requests, rates, block_size, workload = key
             sweep = heavy.run_heavy("Simulating the sweep", rate_sweep, cost_model(gpu, model, gpus), rates,
                                     requests=requests, block_size=block_size, progress=report, workload=workload,
-                                    max_new_tokens=SWEEP_MAX_NEW[workload], _spinner=progress is None)
+                                    max_new_tokens=SWEEP_MAX_NEW[workload], executor=_executor(),
+                                    _spinner=progress is None)
             with _running_lock:          # forget who computed sweeps the store has since dropped
                 for k in [k for k in _origins if k not in heavy.STORE._items]:
                     del _origins[k]
