@@ -57,5 +57,5 @@ def test_a_helper_that_fails_or_is_closed_leaves_the_runs_to_this_thread_with_th
     alone = _sweep()
     failing = _FailingExecutor()
     _same(alone, _sweep(executor=failing))
-    assert failing.submitted == len(alone.points)
+    assert failing.submitted == len(alone.rates)
     _same(alone, _sweep(executor=_ClosedExecutor()))
