@@ -54,8 +54,8 @@ def _watch_parent(parent: int) -> None:
 
 def start_worker() -> bool:
     """Fork one helper process that runs part of every sweep beside the heavy-work queue's thread
-    (``allocator.throughput.rate_sweep(executor=...)``: it takes runs from the far end of the list,
-    the queue's thread from the near end; the figures are the same runs either way). At low load a
+    (``allocator.throughput.rate_sweep(executor=...)``: it takes rates from the highest down,
+    the queue's thread from the lowest up; the figures are the same runs either way). At low load a
     sweep then takes about half the time on two cores. Call it once, before the server starts its
     threads (``app.py`` does): a process forked while other threads hold locks could hang, so a
     server that did not call it simply runs every sweep in its queue's thread. Returns whether the
