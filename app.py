@@ -32,6 +32,11 @@ def serve(argv: list[str]) -> int:
         warm_default()
     except Exception as exc:  # never keep the server from starting; the page computes on demand
         print(f"warning: could not pre-build the default scenario: {exc}", file=sys.stderr)
+    try:  # the Throughput page's helper process: forked now, while this process has one thread
+        from pages._ui.sweep_cache import start_worker
+        start_worker()
+    except Exception:  # noqa: BLE001 - without it every sweep runs in the server's queue thread
+        pass
     _warm_in_background()
     sys.argv = ["streamlit", "run", __file__, *argv]
     return cli.main()
@@ -40,7 +45,8 @@ def serve(argv: list[str]) -> int:
 def _warm_in_background() -> None:
     """Compute the Throughput page's default rate sweep and the Prefix cache page's default window
     at every block size (seconds of work each) while the server starts and serves: the first
-    visitor then finds them ready, or waits for them instead of starting another."""
+    visitor then finds them ready, or waits for them instead of starting another. Then import the
+    Kernel page's libraries (torch, ``kernels``). No page waits for any of this."""
     import importlib
     import threading
 
@@ -50,10 +56,24 @@ def _warm_in_background() -> None:
         except Exception as exc:  # the page computes on demand
             print(f"warning: could not pre-build {what}: {exc}", file=sys.stderr)
 
+    threads = []
     for name, module, function, what in (
             ("warm-rate-sweep", "pages._ui.sweep_cache", "warm_default_sweep", "the default rate sweep"),
             ("warm-prefix-cache", "pages._ui.prefix_data", "warm", "the prefix cache page")):
-        threading.Thread(target=warm, args=(module, function, what), name=name, daemon=True).start()
+        threads.append(threading.Thread(target=warm, args=(module, function, what), name=name, daemon=True))
+        threads[-1].start()
+
+    def import_kernel_libraries() -> None:
+        """After the warm-ups above, import torch and ``kernels`` (about 2 s the Kernel page's first
+        visit would otherwise spend); silent on failure: the Kernel page reports its own import errors."""
+        for thread in threads:
+            thread.join()
+        try:
+            import torch  # noqa: F401
+            import kernels  # noqa: F401
+        except Exception:  # noqa: BLE001 - the Kernel page says what is missing when it is opened
+            pass
+    threading.Thread(target=import_kernel_libraries, name="warm-kernel-imports", daemon=True).start()
 
 
 if __name__ == "__main__" and get_script_run_ctx(suppress_warning=True) is None:

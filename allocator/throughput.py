@@ -216,7 +216,8 @@ class RateSweep:
 def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int = DEFAULT_REQUESTS,
                seed: int = DEFAULT_SEED, block_size: int = DEFAULT_BLOCK_SIZE,
                max_new_tokens: int = DEFAULT_MAX_NEW, latency_factor: float = DEFAULT_LATENCY_FACTOR,
-               pool_slots: int | None = None, trace=None, progress=None, workload: str = "azure-conv") -> RateSweep:
+               pool_slots: int | None = None, trace=None, progress=None, workload: str = "azure-conv",
+               executor=None) -> RateSweep:
     """Run every policy at every rate on the seconds clock (see the module docstring).
 
     Args:
@@ -230,6 +231,10 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
         trace: lengths to draw from (default: those of ``workload``).
         workload: the named lengths, "azure-conv" (default) or "sharegpt-opt" (:data:`SWEEP_WORKLOADS`).
         progress: called as ``progress(done, total, text)`` after each run (a page's progress bar).
+        executor: None (every run here, in order) or a ``concurrent.futures`` executor (e.g. a
+            process pool) that takes runs from the far end of the list while this thread takes them
+            from the near end (:func:`_run_all`); the figures are the same either way, each run
+            being a pure function of its settings (:func:`run_rate`).
 
     Raises:
         FieldError: a bad rate list (``rates``), policy, size, factor or GPU/model combination.
@@ -257,27 +262,82 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
                       unloaded_s_per_token=unloaded_latency(base, cost),
                       mean_prompt=float(np.mean([r.prompt_len for r in base.requests])),
                       mean_output=float(np.mean([r.output_len for r in base.requests])), workload=workload)
-    total, done = len(rates) * len(policies), 0
-    for rate in rates:
-        w = Workload(f"poisson {rate:g}/s", tuple(Request(r.id, r.prompt_len, r.output_len, 0, r.arrival_s / rate)
-                                                 for r in base.requests), base.max_new_tokens)
-        for policy in policies:
-            alloc = make_allocator(policy, pool, max_new_tokens, block_size)
-            res = simulate(w, alloc, record_snapshots=False, clock=cost.for_blocks(alloc.block_size))
-            timing = price(res, cost)
-            s = dict(timing.summary)
-            run = res.summary
-            s.update(preemptions=run.preemptions, rejected=len(res.rejected),
-                     mean_utilization_busy=run.mean_utilization_busy, mean_running_busy=run.mean_running_busy,
-                     peak_running=run.peak_running, policy=policy, rate=rate)
-            sweep.points[(policy, rate)] = s
-            sweep.latencies[(policy, rate)] = {k: timing.requests[k] for k in ("ttft_s", "tpot_s", "e2e_s")}
-            done += 1
-            if progress is not None:
-                progress(done, total, f"{POLICY_LABELS[policy]} at {rate:g} requests/s")
+    runs = _run_all(rates, policies, base, pool, max_new_tokens, block_size, cost, executor, progress)
+    for rate in rates:                     # stored in the sweep's own order, whoever ran them
+        for policy, (point, latencies) in zip(policies, runs[rate]):
+            sweep.points[(policy, rate)], sweep.latencies[(policy, rate)] = point, latencies
     for policy in policies:
         sweep.sustained[policy] = sustained_rate(rates, sweep.curve(policy), sweep.budget_s_per_token)
     return sweep
+
+
+def run_rate(rate: float, policies: tuple, base: Workload, pool: int, max_new_tokens: int, block_size: int,
+             cost: CostModel, progress=None) -> list[tuple[dict, dict]]:
+    """A sweep's runs at one rate: ``base``'s requests at ``rate`` requests/s (arrivals = unit-rate
+    arrivals / rate) under each of ``policies`` on the seconds clock; returns [(summary, latencies)]
+    in ``policies`` order, as :attr:`RateSweep.points` and :attr:`RateSweep.latencies` hold them
+    (``progress(policy)`` after each). A pure function of its arguments (it may run in another process)."""
+    w = Workload(f"poisson {rate:g}/s", tuple(Request(r.id, r.prompt_len, r.output_len, 0, r.arrival_s / rate)
+                                             for r in base.requests), base.max_new_tokens)
+    out = []
+    for policy in policies:
+        alloc = make_allocator(policy, pool, max_new_tokens, block_size)
+        res = simulate(w, alloc, record_snapshots=False, clock=cost.for_blocks(alloc.block_size))
+        timing = price(res, cost)
+        s = dict(timing.summary)
+        run = res.summary
+        s.update(preemptions=run.preemptions, rejected=len(res.rejected),
+                 mean_utilization_busy=run.mean_utilization_busy, mean_running_busy=run.mean_running_busy,
+                 peak_running=run.peak_running, policy=policy, rate=rate)
+        out.append((s, {k: timing.requests[k] for k in ("ttft_s", "tpot_s", "e2e_s")}))
+        if progress is not None:
+            progress(policy)
+    return out
+
+
+def _run_all(rates, policies, base, pool, max_new_tokens, block_size, cost, executor, progress) -> dict:
+    """{rate: run_rate(rate, ...)} for every rate. Without ``executor``, in order here. With one,
+    every rate is submitted to it in reverse order (it starts from the highest) and this thread walks
+    the rates from the lowest, taking over each the executor has not started (``Future.cancel``) and
+    waiting for those it has; the two meet in the middle. A rate the executor failed on (a broken
+    helper process) runs here, so its real error, if any, is raised."""
+    total, done = len(rates) * len(policies), 0
+    args = (policies, base, pool, max_new_tokens, block_size, cost)
+    out = {}
+
+    def report(rate):
+        def one(policy) -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, total, f"{POLICY_LABELS[policy]} at {rate:g} requests/s")
+        return one
+    futures = {}
+    if executor is not None:
+        try:
+            for rate in reversed(rates):
+                futures[rate] = executor.submit(run_rate, rate, *args)
+        except Exception:                  # noqa: BLE001 - a shut-down or broken executor: run here
+            for future in futures.values():
+                future.cancel()
+            futures = {}
+    try:
+        for rate in rates:
+            future = futures.get(rate)
+            if future is not None and not future.cancel():
+                try:
+                    out[rate] = future.result()
+                except Exception:          # noqa: BLE001 - run it here: its own error, if any, is raised
+                    out[rate] = run_rate(rate, *args, progress=report(rate))
+                else:
+                    for policy in policies:
+                        report(rate)(policy)
+            else:
+                out[rate] = run_rate(rate, *args, progress=report(rate))
+    finally:
+        for future in futures.values():
+            future.cancel()                # an error here: the executor starts nothing more of this sweep
+    return out
 
 
 def with_latency_factor(sweep: RateSweep, latency_factor: float) -> RateSweep:
@@ -317,7 +377,7 @@ def memory_basis(sweep: RateSweep, rate: float) -> tuple[str, str]:
 
 __all__ = ["POLICIES", "POLICY_LABELS", "PAPER_NAMES", "PAPER", "RATE_GRID", "RESERVATION_POLICIES",
            "poisson_workload", "make_allocator", "unloaded_latency", "saturation_rate", "default_rates",
-           "parse_rates", "RateSweep", "sustained_rate", "sustained_short", "rate_ratio", "INTERPOLATION_SPAN",
+           "parse_rates", "RateSweep", "run_rate", "sustained_rate", "sustained_short", "rate_ratio", "INTERPOLATION_SPAN",
            "RATIO_RANGE_SPAN", "rate_sweep", "with_latency_factor", "default_rate",
            "memory_basis", "DEFAULT_BLOCK_SIZE", "DEFAULT_LATENCY_FACTOR", "DEFAULT_MAX_NEW",
            "DEFAULT_REQUESTS", "DEFAULT_SEED", "SWEEP_MAX_NEW", "SWEEP_WORKLOADS", "workload_trace"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from allocator.accounting import PRESETS
 from allocator.paper import PAPER_POOL_SLOTS, is_computed, replication_for
@@ -19,11 +20,12 @@ from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import FieldError
 from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, paper_replication_texts, seconds,
                                   sustained_rows, sweep_headline, time_split_claim)
+from allocator.viz.claims.throughput import sweep_source_note
 from allocator.viz.paper import fig2_figure, fig12_figure, fig13_figure, targets_rows
 from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure
 from pages._ui.controls import checked_number
 from pages._ui.errors import show_error
-from pages._ui.sweep_cache import cached_sweep, is_cached, sweep_key
+from pages._ui.sweep_cache import STARTUP, cached_sweep, is_cached, origin, sweep_key
 from pages._ui.state import set_defaults
 from pages._ui.url_params import PAGE_RULES
 
@@ -130,6 +132,8 @@ def fail(exc: Exception) -> None:
     st.stop()
 
 
+ctx = get_script_run_ctx(suppress_warning=True)
+me = ctx.session_id if ctx is not None else None   # who runs a sweep: says later whose runs are shown
 fallback = None
 try:
     typed = st.session_state["tp_rates"].strip()
@@ -155,7 +159,7 @@ try:
         def report(done: int, total: int, text: str) -> None:
             bar.progress(done / total, text=f"Simulating {text} ({done} of {total} runs)…")
 
-        sweep = cached_sweep(key, report)
+        sweep = cached_sweep(key, report, by=me)
         bar.empty()
 except (FieldError, ValueError, TimeoutError) as exc:
     if bar is not None:
@@ -165,6 +169,10 @@ except (FieldError, ValueError, TimeoutError) as exc:
     sweep = cached_sweep(key)
 st.session_state["tp_last_good"] = {"key": key, "gpus": gpus, "cost": cost}
 sweep = with_latency_factor(sweep, st.session_state["tp_factor"])
+made_by = origin(key)
+note = sweep_source_note("start-up" if made_by == STARTUP else "shared" if made_by not in (None, me) else None)
+if note:
+    st.caption(note)
 if gpus == "auto":
     st.caption(f"{cost.label}: {cost.gpus} GPU{'s' if cost.gpus > 1 else ''} chosen automatically.")
 
