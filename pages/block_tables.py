@@ -18,6 +18,7 @@ import streamlit as st
 
 from allocator.viz.block_tables_demo import BLOCK_SIZE, TENANTS, BlockTablesDemo, words_of
 from allocator.viz.block_tables_figure import block_table_figure
+from allocator.validate import FieldError
 from allocator.viz.texts import COPY_ON_WRITE
 from pages._ui.errors import show_error
 
@@ -52,6 +53,14 @@ def _on_salt() -> None:
     demo = _demo()
     demo.set_salt(st.session_state["bt_salt"])
     st.session_state["bt_seq"] = demo.selected
+
+
+def _valid_selection(mgr, chosen):
+    """``chosen`` if the manager still holds that sequence, else its first sequence (None if none)."""
+    known = mgr.sequences()
+    if chosen in known:
+        return chosen
+    return known[0] if known else None
 
 
 # -------------------------------------------------------------------------------- page
@@ -132,10 +141,19 @@ if wrong:
         "A hash chained over every earlier token cannot make this mistake.",
         icon=":material/warning:")
 
-st.plotly_chart(block_table_figure(mgr, demo.meta, demo.highlight, demo.colours(), demo.salt,
-                                   selected=st.session_state.get("bt_seq")),
-                key="bt_figure", width="stretch",
-                config={"displaylogo": False, "displayModeBar": False})   # its tool bar covered the legend
+# the Sequence box's value is checked again here, against the manager as it is now: after quick
+# clicks the browser could send back a sequence that an action in between had finished
+selected = _valid_selection(mgr, st.session_state.get("bt_seq"))
+if selected is None:
+    st.info("No sequence is left: add one with **Same prompt** or **Other prompt**, or **Reset**.")
+try:
+    figure = block_table_figure(mgr, demo.meta, demo.highlight, demo.colours(), demo.salt, selected=selected)
+except FieldError as exc:          # never a traceback: the core's words, through the one presenter
+    figure = None
+    show_error(exc, before="The block tables cannot be drawn: ", labels={"seq_id": "Sequence"})
+if figure is not None:
+    st.plotly_chart(figure, key="bt_figure", width="stretch",
+                    config={"displaylogo": False, "displayModeBar": False})   # its tool bar covered the legend
 st.caption("Arrows follow the block table of the sequence chosen in the **Sequence** box; every entry also "
            "prints the physical block it points at. **Pink** slots are in a block several block tables "
            "share (refcount 2 or more), as on every page of the lab.")
