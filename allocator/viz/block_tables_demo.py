@@ -162,6 +162,7 @@ class BlockTablesDemo:
         self.error: Notice | None = None
         #: swapped-out sequence -> {GPU block it shared at swap-out: the other holders then}
         self.shared_at_swap_out: dict = {}
+        self._swap_tables: dict = {}     # swapped-out sequence -> its GPU block table before the swap
         self._colours = 0            # colour index of the next sequence
         self._next_request = 0       # which of NEW_QUESTIONS the next "same prompt" request asks
         mode = "each block's own tokens only (flawed)" if self.naive_hashing else \
@@ -346,6 +347,7 @@ class BlockTablesDemo:
         swapped = mgr.is_swapped(seq_id)
         mgr.free(seq_id)
         self.shared_at_swap_out.pop(seq_id, None)
+        self._swap_tables.pop(seq_id, None)
         if swapped:
             self.log.append(f"**{seq_id}** finishes while swapped out: its {len(table)} host blocks are free again.")
         else:
@@ -394,6 +396,7 @@ class BlockTablesDemo:
         freed = [g for g in gpu if mgr.refcount(g) == 0]
         kept = {g: mgr.holders(g) for g in gpu if mgr.refcount(g) > 0}
         self.shared_at_swap_out[seq_id] = kept
+        self._swap_tables[seq_id] = gpu
         text = (f"**{seq_id}** is preempted by swapping: its blocks {gpu} are copied to host blocks "
                 f"{[h for _, h in mapping]} ({mgr.num_host_free_blocks} of {NUM_HOST_BLOCKS} host blocks "
                 f"still free), and {seq_id}'s references to them go. ")
@@ -419,14 +422,25 @@ class BlockTablesDemo:
                 f"{[h for h, _ in mapping]} go to whichever GPU blocks were free: {gpu}.")
         shared = self.shared_at_swap_out.pop(seq_id, {})
         if shared:
+            mgr = self.mgr
             others = sorted({str(o) for h in shared.values() for o in h})
+            # pairs (old block, its copy) whose old block still holds the same tokens for someone
+            twice = [(g, new) for (g, _), (_, new) in zip(self._old_pairs(seq_id, shared), mapping)
+                     if g is not None and mgr.refcount(g) > 0 and mgr.block_tokens(g) == mgr.block_tokens(new)]
             text += (f" They are {seq_id}'s own copies: blocks {list(shared)}, which it shared with "
-                     f"{', '.join(others)} before the swap, are not shared again, so the pool now holds "
-                     f"those tokens twice. (vLLM's v0 block manager swapped a parent and its forks out "
-                     f"and in together as one sequence group, so a shared block went to one host block "
-                     f"and came back as one.)")
+                     f"{' and '.join(others) if len(others) < 3 else ', '.join(others)} before the swap, "
+                     "are not shared again")
+            text += (f"; the pool now holds the tokens of blocks {[g for g, _ in twice]} twice "
+                     f"(also in {[n for _, n in twice]})." if twice else ".")
+            text += (" (vLLM's v0 block manager swapped a parent and its forks out and in together as one "
+                     "sequence group, so a shared block went to one host block and came back as one.)")
         self.log.append(text)
         self.highlight = {g: "from host" for g in gpu}
+
+    def _old_pairs(self, seq_id, shared: dict) -> list:
+        """``(old GPU block or None, holders)`` per logical block of ``seq_id`` before its swap-out:
+        the block where it was shared then, None where it was private."""
+        return [(g, shared[g]) if g in shared else (None, []) for g in self._swap_tables.pop(seq_id, [])]
 
     def _reset(self, _seq_id=None, _tenant=None) -> None:
         self.reset()

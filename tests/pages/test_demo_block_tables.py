@@ -319,7 +319,7 @@ def test_swap_out_and_in_move_blocks_as_the_log_says():
     assert [m.refcount(x) for x in b] == [1, 1, 0]            # A still holds the shared prompt
     demo.do("swap_in", "B")
     back = m.block_table("B")
-    assert not m.is_swapped("B") and lists_in(demo.log[-1]) == [host, back, b[:2]]   # + the prompt it shared
+    assert not m.is_swapped("B") and lists_in(demo.log[-1])[:3] == [host, back, b[:2]]   # + the prompt it shared
     assert demo.highlight == {x: "from host" for x in back}
     assert m.swapped_out_blocks == m.swapped_in_blocks == 3
     assert m.token_ids("B")[:len(SYSTEM)] == m.token_ids("A")[:len(SYSTEM)]

@@ -76,3 +76,37 @@ def test_swap_in_without_earlier_sharing_says_nothing_about_it():
     assert demo.error is None and _still_in_use(demo.log[-1]) == {}
     demo.do("swap_in", name)
     assert demo.error is None and "not shared again" not in demo.log[-1]
+
+
+def _twice(text: str) -> tuple[list[int], list[int]]:
+    m = re.search(r"holds the tokens of blocks (\[[\d, ]*\]) twice \(also in (\[[\d, ]*\])\)", text)
+    return (ast.literal_eval(m.group(1)), ast.literal_eval(m.group(2))) if m else ([], [])
+
+
+def test_the_blocks_held_twice_after_swap_in_are_the_managers():
+    demo = BlockTablesDemo()
+    m = demo.mgr
+    demo.do("fork", "A")
+    child = demo.selected
+    demo.do("swap_out", child)
+    demo.do("swap_in", child)
+    old, new = _twice(demo.log[-1])
+    assert old == m.block_table("A") and new == m.block_table(child)
+    assert [m.block_tokens(o) for o in old] == [m.block_tokens(n) for n in new]
+    assert all(m.refcount(o) >= 1 for o in old)
+
+
+def test_a_parent_that_finished_meanwhile_leaves_only_what_others_still_hold_twice():
+    demo = BlockTablesDemo()
+    m = demo.mgr
+    demo.do("fork", "A")
+    child = demo.selected
+    a_table = m.block_table("A")
+    demo.do("swap_out", child)
+    demo.do("finish", "A")
+    demo.do("swap_in", child)
+    assert demo.error is None
+    old, new = _twice(demo.log[-1])
+    assert old == [b for b in a_table if m.refcount(b) > 0] == m.block_table("B")[:2]   # B still holds the prompt
+    assert new == m.block_table(child)[:len(old)]
+    assert "shared with A and B before the swap" in demo.log[-1]
