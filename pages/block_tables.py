@@ -1,8 +1,8 @@
 """Block tables & sharing page: refcounts, copy-on-write, prefix caching by chained hash, swap.
 
-Layout only. The lesson itself is :class:`pages._ui.block_tables_demo.BlockTablesDemo` (no
+Layout only. The lesson itself is :class:`allocator.viz.block_tables_demo.BlockTablesDemo` (no
 streamlit), kept in ``st.session_state`` so that each button press is one operation on the same
-pool; the figure comes from :func:`pages._ui.block_tables_figure.block_table_figure`. Every number
+pool; the figure comes from :func:`allocator.viz.block_tables_figure.block_table_figure`. Every number
 comes from :class:`allocator.block_manager.BlockManager`. A refused operation (out of blocks, host
 pool full) is shown with ``st.error`` under the buttons; the page never shows a traceback.
 
@@ -221,7 +221,9 @@ with st.expander("How the pieces fit"):
         "every block). A partly filled block is never cached. A finished sequence's full blocks "
         "keep their hash until the free queue hands them to someone else, oldest first.\n"
         "- **Swap.** Preempting by swapping copies a sequence's blocks to a fixed-size host pool "
-        "and frees them on the GPU; they must come back (to any free blocks) before it runs again. "
+        "and drops its references on the GPU: a block no other table lists is freed, a shared one stays "
+        "in use. The blocks must come back (to any free blocks, as the sequence's own copies: sharing is "
+        "not restored) before it runs again. "
         "Preempting by recomputation instead drops the blocks and prefills the tokens later.\n\n"
         "Sources: Kwon et al., *PagedAttention* (SOSP 2023) sections 4.4–4.5; vLLM's prefix-caching "
         "design (vllm/v1/core/kv_cache_utils.py); the lesson's reference figure R8 "

@@ -425,8 +425,8 @@ class BlockTablesDemo:
             mgr = self.mgr
             others = sorted({str(o) for h in shared.values() for o in h})
             # pairs (old block, its copy) whose old block still holds the same tokens for someone
-            twice = [(g, new) for (g, _), (_, new) in zip(self._old_pairs(seq_id, shared), mapping)
-                     if g is not None and mgr.refcount(g) > 0 and mgr.block_tokens(g) == mgr.block_tokens(new)]
+            twice = [(g, new) for g, (_, new) in zip(self._swap_tables.pop(seq_id, []), mapping)
+                     if g in shared and mgr.refcount(g) > 0 and mgr.block_tokens(g) == mgr.block_tokens(new)]
             text += (f" They are {seq_id}'s own copies: blocks {list(shared)}, which it shared with "
                      f"{' and '.join(others) if len(others) < 3 else ', '.join(others)} before the swap, "
                      "are not shared again")
@@ -436,11 +436,6 @@ class BlockTablesDemo:
                      "sequence group, so a shared block went to one host block and came back as one.)")
         self.log.append(text)
         self.highlight = {g: "from host" for g in gpu}
-
-    def _old_pairs(self, seq_id, shared: dict) -> list:
-        """``(old GPU block or None, holders)`` per logical block of ``seq_id`` before its swap-out:
-        the block where it was shared then, None where it was private."""
-        return [(g, shared[g]) if g in shared else (None, []) for g in self._swap_tables.pop(seq_id, [])]
 
     def _reset(self, _seq_id=None, _tenant=None) -> None:
         self.reset()
