@@ -1,8 +1,8 @@
 """Block tables & sharing page: refcounts, copy-on-write, prefix caching by chained hash, swap.
 
-Layout only. The lesson itself is :class:`pages._ui.block_tables_demo.BlockTablesDemo` (no
+Layout only. The lesson itself is :class:`allocator.viz.block_tables_demo.BlockTablesDemo` (no
 streamlit), kept in ``st.session_state`` so that each button press is one operation on the same
-pool; the figure comes from :func:`pages._ui.block_tables_figure.block_table_figure`. Every number
+pool; the figure comes from :func:`allocator.viz.block_tables_figure.block_table_figure`. Every number
 comes from :class:`allocator.block_manager.BlockManager`. A refused operation (out of blocks, host
 pool full) is shown with ``st.error`` under the buttons; the page never shows a traceback.
 
@@ -18,6 +18,7 @@ import streamlit as st
 
 from allocator.viz.block_tables_demo import BLOCK_SIZE, TENANTS, BlockTablesDemo, words_of
 from allocator.viz.block_tables_figure import block_table_figure
+from allocator.validate import FieldError
 from allocator.viz.texts import COPY_ON_WRITE
 from pages._ui.errors import show_error
 
@@ -52,6 +53,14 @@ def _on_salt() -> None:
     demo = _demo()
     demo.set_salt(st.session_state["bt_salt"])
     st.session_state["bt_seq"] = demo.selected
+
+
+def _valid_selection(mgr, chosen):
+    """``chosen`` if the manager still holds that sequence, else its first sequence (None if none)."""
+    known = mgr.sequences()
+    if chosen in known:
+        return chosen
+    return known[0] if known else None
 
 
 # -------------------------------------------------------------------------------- page
@@ -132,10 +141,19 @@ if wrong:
         "A hash chained over every earlier token cannot make this mistake.",
         icon=":material/warning:")
 
-st.plotly_chart(block_table_figure(mgr, demo.meta, demo.highlight, demo.colours(), demo.salt,
-                                   selected=st.session_state.get("bt_seq")),
-                key="bt_figure", width="stretch",
-                config={"displaylogo": False, "displayModeBar": False})   # its tool bar covered the legend
+# the Sequence box's value is checked again here, against the manager as it is now: after quick
+# clicks the browser could send back a sequence that an action in between had finished
+selected = _valid_selection(mgr, st.session_state.get("bt_seq"))
+if selected is None:
+    st.info("No sequence is left: add one with **Same prompt** or **Other prompt**, or **Reset**.")
+try:
+    figure = block_table_figure(mgr, demo.meta, demo.highlight, demo.colours(), demo.salt, selected=selected)
+except FieldError as exc:          # never a traceback: the core's words, through the one presenter
+    figure = None
+    show_error(exc, before="The block tables cannot be drawn: ", labels={"seq_id": "Sequence"})
+if figure is not None:
+    st.plotly_chart(figure, key="bt_figure", width="stretch",
+                    config={"displaylogo": False, "displayModeBar": False})   # its tool bar covered the legend
 st.caption("Arrows follow the block table of the sequence chosen in the **Sequence** box; every entry also "
            "prints the physical block it points at. **Pink** slots are in a block several block tables "
            "share (refcount 2 or more), as on every page of the lab.")
@@ -203,7 +221,9 @@ with st.expander("How the pieces fit"):
         "every block). A partly filled block is never cached. A finished sequence's full blocks "
         "keep their hash until the free queue hands them to someone else, oldest first.\n"
         "- **Swap.** Preempting by swapping copies a sequence's blocks to a fixed-size host pool "
-        "and frees them on the GPU; they must come back (to any free blocks) before it runs again. "
+        "and drops its references on the GPU: a block no other table lists is freed, a shared one stays "
+        "in use. The blocks must come back (to any free blocks, as the sequence's own copies: sharing is "
+        "not restored) before it runs again. "
         "Preempting by recomputation instead drops the blocks and prefills the tokens later.\n\n"
         "Sources: Kwon et al., *PagedAttention* (SOSP 2023) sections 4.4–4.5; vLLM's prefix-caching "
         "design (vllm/v1/core/kv_cache_utils.py); the lesson's reference figure R8 "

@@ -13,7 +13,8 @@ from allocator import accounting as acc
 from allocator.viz.arithmetic import curve_figure as _curve_figure
 from allocator.viz.arithmetic import fit_figure as _fit_figure
 from allocator.viz.claims import oversized_block_note, ratio
-from pages._ui.errors import show_error
+from allocator.viz.claims.capacity import even_numbers, paged_card_heading
+from pages._ui.errors import in_page_words, show_error
 
 D = acc.CAPACITY_DEFAULTS
 CUSTOM = "custom"
@@ -25,7 +26,8 @@ def _init_state() -> None:
     defaults = {"cap_model": D["model"], "cap_layers": 32, "cap_kv_heads": 8, "cap_head_dim": 128,
                 "cap_bytes_per_element": 2, "cap_free_gib": D["free_gib"],
                 "cap_max_context": D["max_context"], "cap_mean_tokens": D["mean_tokens"],
-                "cap_block_size": D["block_size"]}
+                "cap_block_size": float(D["block_size"])}   # a float field: 2.5 reaches the core
+    # and is refused there; an int field truncated it to 2 in the browser (a silent wrong answer)
     for key, value in defaults.items():
         st.session_state.setdefault(key, value)
 
@@ -61,7 +63,7 @@ inp[3].number_input("Mean tokens used", step=10.0, format="%g",
                     key="cap_mean_tokens",
                     help="Average length a sequence really reaches (tokens).")
 slots["mean_tokens"] = inp[3].empty()
-inp[4].number_input("Block size (slots)", step=1, key="cap_block_size",
+inp[4].number_input("Block size (slots)", step=1.0, format="%g", key="cap_block_size",
                     help="Paging hands out memory in blocks of this many slots.")
 slots["block_size"] = inp[4].empty()
 if st.session_state["cap_model"] == CUSTOM:
@@ -96,8 +98,12 @@ def _report(exc: ValueError) -> None:
     """Show a core error next to the control holding ``exc.field``, in the page's words (its
     label, :data:`FIELD_LABELS`); an error for a field without a control here, or any other
     ValueError, is shown as it is under the inputs."""
-    show_error(exc, slots.get(getattr(exc, "field", None), general_box), labels=FIELD_LABELS,
-               advice=ADVICE_WORDS)
+    show_error(even_numbers(in_page_words(exc, FIELD_LABELS, ADVICE_WORDS)),
+               slots.get(getattr(exc, "field", None), general_box), after=".")
+
+
+#: The one line shown where figures cannot be worked out from the inputs.
+FIX_INPUTS = "Fix the value marked above to see these figures."
 
 
 bpt = free_bytes = fixed = cap = None
@@ -143,7 +149,7 @@ with kv_box:
 # Results, full width below the inputs.
 st.subheader("Reserve the maximum")
 if fixed is None:
-    st.info("Fix the value marked above to see these figures.", icon=":material/info:")
+    st.info(FIX_INPUTS, icon=":material/info:")
 else:
     r = st.columns(3)
     r[0].metric("Reserved per sequence", fb(fixed["reserved_bytes"]),
@@ -153,7 +159,7 @@ else:
                      f"{fixed['reserved_bytes']:,} bytes")
     if cap is not None:
         r[1].metric("Reserved but empty", pct_fixed(cap.waste_fraction_reserve),
-                    help=f"1 − {cap.mean_tokens:g} / {cap.max_context:,} "
+                    help=f"1 − {cap.mean_tokens:,g} / {cap.max_context:,} "
                          "(mean tokens / maximum context)")
     else:
         r[1].metric("Reserved but empty", "—")
@@ -163,18 +169,17 @@ else:
 
 st.subheader("Allocate blocks as sequences grow")
 if cap is None:
-    st.info("Paged figures need valid inputs: see the message by the control above.",
-            icon=":material/info:")
+    st.info(FIX_INPUTS, icon=":material/info:")
 else:
     p = st.columns(3)
-    p[0].metric("Blocks per sequence", f"{cap.paged_blocks:g}",
-                delta=f"= {cap.paged_slots:g} slots, {cap.paged_unused_slots:g} empty",
+    p[0].metric("Blocks per sequence", f"{cap.paged_blocks:,g}",
+                delta=f"= {cap.paged_slots:,g} slots, {cap.paged_unused_slots:,g} empty",
                 delta_color="off", delta_arrow="off",
-                help=f"ceil({cap.mean_tokens:g} / {cap.block_size}) blocks of "
+                help=f"ceil({cap.mean_tokens:,g} / {cap.block_size}) blocks of "
                      f"{cap.block_size} slots")
     p[1].metric("Allocated per sequence", fb(cap.paged_bytes),
                 delta=f"{pct_fixed(cap.waste_fraction_paged)} empty", delta_color="off",
-                delta_arrow="off", help=f"{cap.paged_slots:g} slots × {fb(bpt)}")
+                delta_arrow="off", help=f"{cap.paged_slots:,g} slots × {fb(bpt)}")
     p[2].metric("Sequences, paged", f"{cap.fit_paged:,}",
                 delta=(f"{ratio(cap.paged_gain)} reserve-max" if cap.paged_gain
                        else None), delta_color="off", delta_arrow="off",
@@ -196,10 +201,10 @@ if cap is not None:
             f"{pct_fixed(cap.waste_fraction_reserve)} of it still sits empty. Each GiB bought stores "
             f"only {kept:.2f} GiB of tokens.")
     with right.container(border=True):
-        st.markdown("**Fix the allocator** (page the cache, same memory)")
+        st.markdown(paged_card_heading(cap))
         st.metric(f"Sequences in {fb(cap.free_bytes)}, paged", f"{cap.fit_paged:,}")
         st.markdown(
-            f"Same hardware, but each sequence now holds {cap.paged_blocks:g} "
+            f"Same hardware, but each sequence now holds {cap.paged_blocks:,g} "
             f"block{'' if cap.paged_blocks == 1 else 's'} instead of "
             f"a {cap.max_context:,}-token reservation; at most one block's tail per sequence is "
             f"empty ({pct_fixed(cap.waste_fraction_paged)} here).")

@@ -167,6 +167,10 @@ if not presenting:
 url_messages = read_url()
 for message in url_messages:
     show_error(message, kind="warning", icon=":material/link_off:")
+# a value refused in the sidebar is named under its field, which at 1920x1080 can be below the fold
+# (the field then seemed to jump back for no reason): say it at the top of the page as well
+for refused_key in [k for k in st.session_state if str(k).startswith("_refused_")]:
+    show_error(st.session_state[refused_key], after="")
 scenario = controls()
 clock = time_controls()
 try:

@@ -94,7 +94,9 @@ c[2].selectbox("GPUs", GPU_CHOICES, key="tp_gpus",
 c[3].select_slider("Block size (slots)", BLOCK_SIZES, key="tp_block",
                    help="The paged allocator's block size.")
 c = st.columns([1.2, 0.9, 1.4, 1.2])
-errors = st.container()     # under the controls, full width: a refused setting, a core error
+# under the controls, full width: a refused setting, a core error. Drawn through st.empty() so a
+# run clears the last run's message at once (a container kept it, faded, through a long sweep)
+errors = st.empty().container()
 c[0].text_input("Request rates (requests/s)", key="tp_rates", placeholder="auto",
                 help="Comma-separated, e.g. 0.5, 1, 2, 4. Empty or auto: eight rates around the rate the paged "
                      "allocator finishes requests at when they all arrive at once. A sustained rate is "

@@ -177,6 +177,29 @@ def curve_figure(cap: acc.Capacity) -> go.Figure:
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis_title="mean tokens actually used per sequence (tokens)",
                       yaxis_title="sequences that fit (count, log scale)", yaxis_type="log",
-                      yaxis_dtick=1,
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    ys = np.concatenate([np.asarray(curve["fit_reserve"], float), np.asarray(curve["fit_paged"], float)])
+    fig.update_yaxes(**log_ticks(ys[ys > 0]))
     return fig
+
+
+def log_ticks(values: np.ndarray) -> dict:
+    """Tick values (1, 2, 5 × 10^k) and labels for a log-scale axis over ``values`` (> 0), so that the
+    axis is labelled even when every value lies between two powers of ten or all are equal (two flat
+    lines): then the values themselves are the ticks and the range is padded around them.
+
+    Returns:
+        Keyword arguments for ``fig.update_yaxes``: ``tickvals``, ``ticktext`` and, for a narrow
+        span, ``range`` (in log10 units, as plotly takes it for a log axis).
+    """
+    if values.size == 0:
+        return {}
+    lo, hi = float(values.min()), float(values.max())
+    ticks = [m * 10 ** e for e in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+             for m in (1, 2, 5) if lo <= m * 10 ** e <= hi]
+    out: dict = {}
+    if len(ticks) < 2:
+        ticks = sorted({lo, hi, *ticks})
+        out["range"] = [np.log10(lo) - 0.15, np.log10(hi) + 0.15]
+    out.update(tickvals=ticks, ticktext=[f"{t:,g}" for t in ticks])
+    return out

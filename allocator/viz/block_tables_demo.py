@@ -160,6 +160,9 @@ class BlockTablesDemo:
         self.log: list[str] = []
         self.highlight: dict = {}
         self.error: Notice | None = None
+        #: swapped-out sequence -> {GPU block it shared at swap-out: the other holders then}
+        self.shared_at_swap_out: dict = {}
+        self._swap_tables: dict = {}     # swapped-out sequence -> its GPU block table before the swap
         self._colours = 0            # colour index of the next sequence
         self._next_request = 0       # which of NEW_QUESTIONS the next "same prompt" request asks
         mode = "each block's own tokens only (flawed)" if self.naive_hashing else \
@@ -343,6 +346,8 @@ class BlockTablesDemo:
         table = mgr.block_table(seq_id) or mgr.host_table(seq_id)
         swapped = mgr.is_swapped(seq_id)
         mgr.free(seq_id)
+        self.shared_at_swap_out.pop(seq_id, None)
+        self._swap_tables.pop(seq_id, None)
         if swapped:
             self.log.append(f"**{seq_id}** finishes while swapped out: its {len(table)} host blocks are free again.")
         else:
@@ -379,20 +384,58 @@ class BlockTablesDemo:
                             "confused with A's.")
 
     def _swap_out(self, seq_id, _tenant=None) -> None:
-        """Preempt ``seq_id`` by swapping its blocks to the host pool."""
-        mapping = self.mgr.swap_out(seq_id)
-        self.log.append(f"**{seq_id}** is preempted by swapping: blocks {[g for g, _ in mapping]} are copied "
-                        f"to host blocks {[h for _, h in mapping]} and released on the GPU "
-                        f"({self.mgr.num_host_free_blocks} of {NUM_HOST_BLOCKS} host blocks still free).")
+        """Preempt ``seq_id`` by swapping its blocks to the host pool.
+
+        The log says what the manager did: every logical block is copied to a host block; on the
+        GPU only this sequence's references go, so a block falls to refcount 0 (freed) only if no
+        other block table lists it; the others stay in use, with their refcount after the swap.
+        """
+        mgr = self.mgr
+        mapping = mgr.swap_out(seq_id)
+        gpu = [g for g, _ in mapping]
+        freed = [g for g in gpu if mgr.refcount(g) == 0]
+        kept = {g: mgr.holders(g) for g in gpu if mgr.refcount(g) > 0}
+        self.shared_at_swap_out[seq_id] = kept
+        self._swap_tables[seq_id] = gpu
+        text = (f"**{seq_id}** is preempted by swapping: its blocks {gpu} are copied to host blocks "
+                f"{[h for _, h in mapping]} ({mgr.num_host_free_blocks} of {NUM_HOST_BLOCKS} host blocks "
+                f"still free), and {seq_id}'s references to them go. ")
+        text += (f"Freed on the GPU (refcount 0): {freed}. " if freed else "No block is freed on the GPU. ")
+        if kept:
+            still = ", ".join(f"{g} (refcount {mgr.refcount(g)}: {', '.join(map(str, h))})"
+                              for g, h in kept.items())
+            text += f"Still in use by other sequences: {still}."
+        self.log.append(text.rstrip())
         self.highlight = {g: "to host" for g, _ in mapping}
 
     def _swap_in(self, seq_id, _tenant=None) -> None:
-        """Bring a swapped-out ``seq_id`` back to whichever GPU blocks are free."""
+        """Bring a swapped-out ``seq_id`` back to whichever GPU blocks are free.
+
+        Every host block gets a GPU block of its own: blocks the sequence shared before it was
+        swapped out are not shared again (vLLM's v0 block manager swapped a whole sequence group
+        out and in together, one host block per shared GPU block, for this reason:
+        ``vllm/core/block_manager_v1.py``, ``swap_out`` / ``swap_in``).
+        """
         mapping = self.mgr.swap_in(seq_id)
-        self.log.append(f"**{seq_id}** is swapped back in before it resumes: host blocks "
-                        f"{[h for h, _ in mapping]} go to whichever GPU blocks were free: "
-                        f"{[g for _, g in mapping]}.")
-        self.highlight = {g: "from host" for _, g in mapping}
+        gpu = [g for _, g in mapping]
+        text = (f"**{seq_id}** is swapped back in before it resumes: host blocks "
+                f"{[h for h, _ in mapping]} go to whichever GPU blocks were free: {gpu}.")
+        shared = self.shared_at_swap_out.pop(seq_id, {})
+        if shared:
+            mgr = self.mgr
+            others = sorted({str(o) for h in shared.values() for o in h})
+            # pairs (old block, its copy) whose old block still holds the same tokens for someone
+            twice = [(g, new) for g, (_, new) in zip(self._swap_tables.pop(seq_id, []), mapping)
+                     if g in shared and mgr.refcount(g) > 0 and mgr.block_tokens(g) == mgr.block_tokens(new)]
+            text += (f" They are {seq_id}'s own copies: blocks {list(shared)}, which it shared with "
+                     f"{' and '.join(others) if len(others) < 3 else ', '.join(others)} before the swap, "
+                     "are not shared again")
+            text += (f"; the pool now holds the tokens of blocks {[g for g, _ in twice]} twice "
+                     f"(also in {[n for _, n in twice]})." if twice else ".")
+            text += (" (vLLM's v0 block manager swapped a parent and its forks out and in together as one "
+                     "sequence group, so a shared block went to one host block and came back as one.)")
+        self.log.append(text)
+        self.highlight = {g: "from host" for g in gpu}
 
     def _reset(self, _seq_id=None, _tenant=None) -> None:
         self.reset()

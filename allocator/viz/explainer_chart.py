@@ -30,6 +30,9 @@ __all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PLAY_FRAME_MS", "PROJECTOR_FONT
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
 FIGURE_BUDGET_BYTES = 2_800_000
 MAX_FRAMES = 90
+#: Text and border of the ▶ Play / ❚❚ Pause buttons: near-black, as readable as the chart's own text.
+BUTTON_INK = "#222222"
+
 #: Milliseconds between frames while ▶ Play runs (issue 24: at least 10 frames per second). Plotly starts
 #: the next frame on a screen refresh (every 16.7 ms at 60 Hz) once this much time has passed, so 80 ms
 #: means every 5th refresh (12 frames/s), or the 6th (10/s) when a frame's redraw takes longer (about
@@ -327,7 +330,11 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         annotations=(annotations({k: 0 for k in _ORDER}, 0.0) if timings else annotations(0)), shapes=cursors(0),
         legend=dict(orientation="h", yanchor="top", y=-0.1, x=0, font=dict(size=13)),
         updatemenus=[dict(type="buttons", direction="left", buttons=[play, pause], x=0, y=1.19,
-                          xanchor="left", yanchor="bottom", showactive=False, pad=dict(r=8, t=0))],
+                          xanchor="left", yanchor="bottom", showactive=False, pad=dict(r=8, t=0),
+                          # plotly's default pale grey text on a pale fill read as disabled on a
+                          # projector: dark text, white fill and a dark border, like Streamlit's buttons
+                          font=dict(size=14, color=BUTTON_INK), bgcolor="#FFFFFF",
+                          bordercolor=BUTTON_INK, borderwidth=1)],
         # one tick per frame; their labels would run into each other, so the frame's step is shown
         # once, as the slider's current value, and the tick labels are left transparent
         sliders=[dict(active=0, steps=slider_steps, x=0.17, len=0.83, y=1.2, yanchor="bottom",
@@ -375,7 +382,7 @@ def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
             if isinstance(axis.get("title"), dict):
                 axis["title"] = dict(axis["title"], font=dict(size=f["axis_title"]))
     for menu in layout.get("updatemenus", []):
-        menu["font"] = dict(size=f["buttons"])
+        menu["font"] = dict(menu.get("font", {}), size=f["buttons"])    # keeps the dark ink
         menu["y"] = 1.17
     for slider in layout.get("sliders", []):
         slider["currentvalue"] = dict(slider.get("currentvalue", {}), font=dict(size=f["current"], color="#333333"))

@@ -83,6 +83,8 @@ def guided_lesson(results, scenario, sweep_rows, button_place=None, compact: boo
         return
     i = st.session_state.get("lesson_step", 0)
     n = len(STEPS) + 1
+    if button_place is not None:       # the Start button's place in the tool row: say where the lesson is
+        button_place.markdown(f":material/school: **Guided lesson**, step {i + 1} of {n}")   # (it left a gap)
     with st.container(border=True):
         if i < len(STEPS):
             step = STEPS[i]

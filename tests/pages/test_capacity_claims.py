@@ -59,7 +59,7 @@ def test_the_page_shows_the_note_beside_the_paged_figures_exactly_when_the_block
     assert notes[0].startswith("A block of 4,096 slots is larger than the max context (2,048 tokens)")
     assert "3,746 of its 4,096 slots sit empty" in notes[0] and "(91.5 %)" in notes[0]
     metrics = {m.label: (m.value, m.proto.delta) for m in at.metric}
-    assert metrics["Blocks per sequence"] == ("1", "= 4096 slots, 3746 empty")     # the figures it explains
+    assert metrics["Blocks per sequence"] == ("1", "= 4,096 slots, 3,746 empty")     # the figures it explains
     assert metrics["Allocated per sequence"][1] == "91.5 % empty"
     assert metrics["Sequences, paged"][0] == "33" and metrics["Sequences, reserve-max"][0] == "66"
     assert any("now holds 1 block instead of" in m.value for m in at.markdown)

@@ -265,7 +265,7 @@ def test_capacity_mean_above_maximum_reported_by_control():
     at = _page("pages/capacity.py")
     at.number_input(key="cap_mean_tokens").set_value(3000.0).run()
     column = _column_holding(at, "number_input", "cap_mean_tokens")
-    assert any("Mean tokens used = 3000.0 is above max context (2048 tokens)" in e
+    assert any("Mean tokens used = 3,000 is above max context (2,048 tokens)" in e
                for e in _errors(column)), _errors(column)
     m = _metrics(at)
     assert m["KV cache per token"][0] == "512 KiB"

@@ -5,6 +5,8 @@ Every number is read from the :class:`allocator.accounting.Capacity` shown besid
 """
 from __future__ import annotations
 
+import re
+
 from allocator.accounting import Capacity
 from allocator.formats import pct_fixed
 
@@ -34,3 +36,43 @@ def oversized_block_note(cap: Capacity) -> str | None:
             f"at the mean of {cap.mean_tokens:,g} tokens used ({pct_fixed(cap.waste_fraction_paged)}), {more} "
             f"the {cap.reserved_slots:,} slots reserve-max sets aside, and paging fits {cap.fit_paged:,} "
             f"sequences against reserve-max's {cap.fit_reserve:,}.")
+
+
+def paged_card_heading(cap: Capacity) -> str:
+    """The heading of the paged card beside "Buy twice the memory", from the result it shows.
+
+    It claims a fix only when paging fits more sequences than reserve-max in the same memory
+    (``cap.fit_paged > cap.fit_reserve``); equal or fewer (a block larger than the max context,
+    :func:`oversized_block_note`) is said as such.
+
+    Args:
+        cap: the capacity result on screen.
+
+    Returns:
+        Markdown with one bold phrase; its numbers are ``cap.fit_paged`` and ``cap.fit_reserve``.
+    """
+    if cap.fit_paged > cap.fit_reserve:
+        return "**Fix the allocator** (page the cache, same memory)"
+    if cap.fit_paged == cap.fit_reserve:
+        return (f"**Page the cache** (same memory): no gain at this block size, "
+                f"{cap.fit_paged:,} sequences either way")
+    return (f"**Page the cache** (same memory): worse at this block size, "
+            f"{cap.fit_paged:,} sequences against reserve-max's {cap.fit_reserve:,}")
+
+
+#: A number in a message: not part of a word, a longer number or an already grouped one.
+_NUMBER = re.compile(r"(?<![\w.,+])(-?)(\d+)(?:\.(\d+))?(?![\w,]|\.\d)")
+
+
+def even_numbers(text: str) -> str:
+    """``text`` (a message about a refused value) with every number written as the page writes
+    figures: thousands separators and no spurious ``.0``; the digits themselves are kept.
+
+    Examples: ``"Block size = 1000000"`` -> ``"Block size = 1,000,000"``; ``"= -1.0"`` -> ``"= -1"``;
+    ``"5000.0 is above max context (2048 tokens)"`` -> ``"5,000 is above max context (2,048 tokens)"``;
+    ``2.5``, ``4,096`` and ``fp16`` stay as they are.
+    """
+    def one(m: re.Match) -> str:
+        sign, whole, frac = m.group(1), m.group(2), (m.group(3) or "").rstrip("0")
+        return f"{sign}{int(whole):,}" + (f".{frac}" if frac else "")
+    return _NUMBER.sub(one, text)
