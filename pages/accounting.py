@@ -19,7 +19,8 @@ from allocator.viz.arithmetic import allocation_figure as _allocation_figure
 from allocator.viz.arithmetic import cost_figure as _cost_figure
 from allocator.viz.arithmetic import sharing_figure as _sharing_figure
 from allocator.viz.claims import plural, ratio
-from pages._ui.errors import show_error
+from allocator.viz.claims.capacity import even_numbers
+from pages._ui.errors import in_page_words, show_error
 
 LENGTH_COL = "length (tokens)"
 LENGTH_RANGE = LIMITS["lengths"].describe()          # "a whole number from 1 to 10,000,000 (tokens)"
@@ -106,8 +107,9 @@ def _report(exc: ValueError, places: dict, default, rows: list[int] | None = Non
     label = None
     if isinstance(exc, FieldError) and exc.field == "lengths" and exc.index is not None:
         label = _row_label(rows[exc.index] if rows and exc.index < len(rows) else exc.index + 1)
-    show_error(exc, places.get(getattr(exc, "field", None), default), labels=FIELD_LABELS,
-               advice=ADVICE_WORDS, label=label)
+    # numbers written as the page writes figures (1,000,000; no spurious .0), as Capacity does
+    show_error(even_numbers(in_page_words(exc, FIELD_LABELS, ADVICE_WORDS, label)),
+               places.get(getattr(exc, "field", None), default), after=".")
 
 
 # ---------------------------------------------------------------------------------------------
