@@ -231,6 +231,36 @@ def prediction_frame(rows: list[dict]) -> pd.DataFrame:
     })
 
 
+def prediction_headers(gpu_name: str, sms: int, nominal_GBps: float) -> dict[str, tuple[str, str]]:
+    """Short header and tooltip for each :func:`prediction_frame` column: ``{column: (header, help)}``.
+
+    The full headers made the table wider than a 1920-pixel projector (the last column was cut to
+    "predicted paged ÷ co…"); the page shows these short ones, and each tooltip says in full what the
+    column is and whether it is the compile record's or the model's (``kernels/predict.py``).
+    """
+    tb = f"{nominal_GBps / 1000:.1f} TB/s"
+    return {
+        "block size (predicted launch)": ("block size", "Slots per block of the launch this row predicts; "
+                                          "\"contiguous\" is the baseline kernel, which reads no block table."),
+        "kernel, splits": ("kernel, splits", "The compiled kernel the launch uses, and how many pieces each "
+                           "sequence's context is split into (split-KV), as the launcher would choose."),
+        "registers / thread (record)": ("regs", "Registers per thread, from the compile record."),
+        "shared KiB / program (record)": ("smem KiB", "Shared memory per program (KiB), from the compile record."),
+        "programs per SM (limit)": ("programs / SM", "Programs one SM holds at once, and what limits them "
+                                    "(registers, warps or shared memory): predicted from the compile record."),
+        "waves": ("waves", f"Rounds in which the grid's programs run on the {sms} SMs of an {gpu_name} (predicted)."),
+        "K/V in flight per SM (KiB)": ("in flight / SM", "K/V bytes (KiB) the resident programs of one SM keep "
+                                       "on their way from memory (predicted; Little's law turns them into bandwidth)."),
+        "predicted GB/s": ("pred. GB/s", "Predicted bandwidth: bytes read and written per second (GB/s). "
+                           "A prediction, not a measurement."),
+        "predicted % of data-sheet bandwidth": (f"pred. % of {tb}", f"Predicted bandwidth as a percentage of the "
+                                                f"{gpu_name} data sheet's {tb}."),
+        "predicted paged ÷ contiguous": ("pred. paged ÷ contig.", "Predicted paged time over the contiguous "
+                                         "kernel's time for the same tokens. The model sees only the block table's "
+                                         "extra bytes, not scattered reads, so it predicts about 1."),
+    }
+
+
 def prediction_figure(tables: dict[str, list[dict]], nominal_GBps: float, copy_GBps: float, gpu: str) -> go.Figure:
     """Predicted bandwidth against block size, one line per shape, with the copy ceiling and the
     data-sheet figure as lines; the title and every hover say "predicted"."""

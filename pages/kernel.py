@@ -137,13 +137,15 @@ else:
         if tables:
             st.plotly_chart(kv.prediction_figure(tables, gpu.nominal_Bps / 1e9, gpu.copy_Bps / 1e9, gpu.name),
                             width="stretch")
+            headers = kv.prediction_headers(gpu.name, gpu.sms, gpu.nominal_Bps / 1e9)
             for label, rows in tables.items():
                 span = kv.percent_span([r["fraction_of_nominal"] for r in rows])
                 st.markdown(f"**Predicted, {label}** (Llama 3 8B heads: {h} query / {hkv} KV, head dim {d}, bf16): "
                             f"{span} of the data sheet's "
                             f"{gpu.nominal_Bps / 1e12:.1f} TB/s, {rows[0]['num_splits']} splits, "
                             f"{rows[0]['waves']} wave{'s' if rows[0]['waves'] != 1 else ''}.")
-                st.dataframe(kv.prediction_frame(rows), hide_index=True, width="stretch")
+                st.dataframe(kv.prediction_frame(rows), hide_index=True, width="stretch", column_config={
+                    col: st.column_config.Column(short, help=why) for col, (short, why) in headers.items()})
             st.caption("Source of every figure: the compile record above and `kernels/predict.py` (its docstring "
                        "states the model and its assumptions). The device-copy figure was measured on a lent H200, "
                        "not by this lab.")
