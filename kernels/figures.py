@@ -129,6 +129,31 @@ def sweep_table(res: SweepResult) -> pd.DataFrame:
     return out
 
 
+def sweep_headers(res: SweepResult) -> dict[str, tuple[str, str]]:
+    """Short header and tooltip for each :func:`sweep_table` column of ``res``: ``{column: (header, help)}``
+    (the full headers pushed the last columns off a 1366-pixel laptop screen)."""
+    level = f"{100 * res.meta.get('confidence', 0.95):.0f} %"
+    peak = (f"the device's peak memory bandwidth, {res.meta['peak_GBps']:,.0f} GB/s ({res.meta.get('peak_source')})"
+            if res.meta.get("peak_GBps") else "the device's peak memory bandwidth")
+    out = {
+        "block size (slots)": ("block size", "Slots per block of the paged side."),
+        "paged ms: median (quartiles)": ("paged ms", "Time of one decode step through the block table (ms): "
+                                         "median of the timed calls, quartiles in brackets."),
+        "contiguous ms: median (quartiles)": ("contig. ms", "Time of one decode step of the contiguous baseline, "
+                                              "the same tokens with no block table (ms): median, quartiles in brackets."),
+        "overhead (×)": ("overhead ×", "Gather overhead: the median of the paired ratios paged ÷ contiguous."),
+        "interval (×)": ("interval ×", f"Bootstrap interval of the overhead; the intervals of all block sizes hold "
+                         f"together {level} of the time. One that includes 1 is no measurable difference."),
+        "verdict": ("verdict", "What the interval says: slower, faster, or no measurable difference."),
+        "paged K+V read (GB/s)": ("paged GB/s", "Keys and values one step must read, divided by the paged side's "
+                                  "median time (GB/s)."),
+        "paged, % of peak": ("% of peak", f"Paged bandwidth as a percentage of {peak}."),
+        "max |paged − contiguous|": ("max |diff|", "Largest absolute difference between the paged and the contiguous "
+                                     "outputs: both sides compute the same attention, so it should be tiny."),
+    }
+    return {col: out[col] for col in sweep_table(res).columns}
+
+
 def describe(res: SweepResult) -> str:
     """One line: backend, device, shape, bytes, timer (and date/versions for recorded runs)."""
     m, s = res.meta, res.meta.get("shape", {})

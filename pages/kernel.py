@@ -215,7 +215,8 @@ def show_result(res: SweepResult, label: str) -> None:
         st.info(res.verdict_text())
     st.plotly_chart(kv.latency_figure(res, f"Decode latency — {label}"), width="stretch")
     st.plotly_chart(kv.overhead_figure(res, f"Gather overhead — {label}"), width="stretch")
-    st.dataframe(kv.sweep_table(res), hide_index=True, width="stretch")
+    st.dataframe(kv.sweep_table(res), hide_index=True, width="stretch", column_config={
+        col: st.column_config.Column(short, help=why) for col, (short, why) in kv.sweep_headers(res).items()})
 
 
 # ------------------------------------------------------------------ live sweep
@@ -286,11 +287,13 @@ if st.button("Run sweep", type="primary", key="kernel_run_sweep"):
 def _shown_sweep(shape) -> tuple[SweepResult | None, str]:
     """The sweep for the shape the radio shows, and how it came: this session's own run of that shape,
     else the latest this server kept (how "cached"), else ``(None, "")``. Never a sweep of another shape."""
+    def fits(res: SweepResult | None) -> bool:
+        return res is not None and res.meta.get("shape") == asdict(shape) and res.meta.get("backend") == sweep_backend.name
     own = st.session_state.get(SWEEP_KEY)
-    if own is not None and own.meta.get("shape") == asdict(shape) and own.meta.get("backend") == sweep_backend.name:
+    if fits(own):
         return own, st.session_state.get(SWEEP_KEY + "_how", "ran")
-    kept = _server_sweeps(shape)
-    return (kept[max(kept)], "cached") if kept else (None, "")
+    kept = [res for _, res in sorted(_server_sweeps(shape).items()) if fits(res)]
+    return (kept[-1], "cached") if kept else (None, "")
 
 
 live, live_how = _shown_sweep(shape_options[choice])

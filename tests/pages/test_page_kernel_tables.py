@@ -34,3 +34,27 @@ def test_every_prediction_column_has_a_short_header_and_a_tooltip_that_says_what
             assert "from the compile record" in why
         elif column.startswith("predicted"):
             assert short.startswith("pred.") and "redict" in why
+
+
+def test_the_sweep_table_has_short_headers_with_tooltips(monkeypatch):
+    import kernels.sweep as ks
+    from kernels import figures
+    monkeypatch.setattr(ks, "_RESULTS", ks.OrderedDict())
+    res = ks.sweep(block_sizes=(1, 16), shape=ks.TINY_SHAPE, backend="torch-cpu", repeats=3)
+    res.meta.update(peak_GBps=4800.0, peak_source="data sheet")
+    res.rows[0]["paged_peak_fraction"] = 0.5
+    headers = figures.sweep_headers(res)
+    assert list(headers) == list(figures.sweep_table(res).columns)
+    assert headers["paged, % of peak"] == ("% of peak", "Paged bandwidth as a percentage of the device's peak memory "
+                                                        "bandwidth, 4,800 GB/s (data sheet).")
+    assert f"together {100 * ks.CONFIDENCE:.0f} % of the time" in headers["interval (×)"][1]
+    assert max(len(short) for short, _ in headers.values()) <= 12
+    monkeypatch.setattr(ks, "sweep", lambda *a, **k: res)
+    at = open_page("pages/kernel.py")
+    radio = at.radio(key="kernel_shape")
+    radio.set_value(next(o for o in radio.options if o.startswith("tiny"))).run()
+    at.button(key="kernel_run_sweep").click().run()
+    assert not at.exception
+    table = next(x for x in at.dataframe if "block size (slots)" in x.value.columns)
+    config = json.loads(table.proto.columns)
+    assert {c: (v["label"], v["help"]) for c, v in config.items() if c != "_index"} == headers
