@@ -240,7 +240,6 @@ shape_options = {
 }
 restore_choice("kernel_shape", shape_options)      # the radio keeps its choice across page switches
 choice = st.radio("Shape", list(shape_options), key="kernel_shape")
-keep_choice("kernel_shape")
 st.caption(f"The sweep is sized to take about {DEFAULT_BUDGET_S:.0f} s on this machine: it times one call of each "
            "side first, then chooses how many pairs to time for each block size (3 to 15) so that the whole "
            "sweep fits, and re-estimates before every block size; the progress bar shows the estimate and each "
@@ -252,6 +251,8 @@ if sweep_backend.name != "cuda":
                "(the baseline over one block per sequence), so the ratio says how torch's block gather behaves "
                "on this machine, not how the GPU kernel behaves. Other programs on the machine add noise.")
 
+
+keep_choice("kernel_shape")
 
 
 def _server_sweeps(shape) -> dict[int, SweepResult]:
