@@ -129,6 +129,31 @@ def sweep_table(res: SweepResult) -> pd.DataFrame:
     return out
 
 
+def sweep_headers(res: SweepResult) -> dict[str, tuple[str, str]]:
+    """Short header and tooltip for each :func:`sweep_table` column of ``res``: ``{column: (header, help)}``
+    (the full headers pushed the last columns off a 1366-pixel laptop screen)."""
+    level = f"{100 * res.meta.get('confidence', 0.95):.0f} %"
+    peak = (f"the device's peak memory bandwidth, {res.meta['peak_GBps']:,.0f} GB/s ({res.meta.get('peak_source')})"
+            if res.meta.get("peak_GBps") else "the device's peak memory bandwidth")
+    out = {
+        "block size (slots)": ("block size", "Slots per block of the paged side."),
+        "paged ms: median (quartiles)": ("paged ms", "Time of one decode step through the block table (ms): "
+                                         "median of the timed calls, quartiles in brackets."),
+        "contiguous ms: median (quartiles)": ("contig. ms", "Time of one decode step of the contiguous baseline, "
+                                              "the same tokens with no block table (ms): median, quartiles in brackets."),
+        "overhead (×)": ("overhead ×", "Gather overhead: the median of the paired ratios paged ÷ contiguous."),
+        "interval (×)": ("interval ×", f"Bootstrap interval of the overhead; the intervals of all block sizes hold "
+                         f"together {level} of the time. One that includes 1 is no measurable difference."),
+        "verdict": ("verdict", "What the interval says: slower, faster, or no measurable difference."),
+        "paged K+V read (GB/s)": ("paged GB/s", "Keys and values one step must read, divided by the paged side's "
+                                  "median time (GB/s)."),
+        "paged, % of peak": ("% of peak", f"Paged bandwidth as a percentage of {peak}."),
+        "max |paged − contiguous|": ("max |diff|", "Largest absolute difference between the paged and the contiguous "
+                                     "outputs: both sides compute the same attention, so it should be tiny."),
+    }
+    return {col: out[col] for col in sweep_table(res).columns}
+
+
 def describe(res: SweepResult) -> str:
     """One line: backend, device, shape, bytes, timer (and date/versions for recorded runs)."""
     m, s = res.meta, res.meta.get("shape", {})
@@ -229,6 +254,36 @@ def prediction_frame(rows: list[dict]) -> pd.DataFrame:
         "predicted paged ÷ contiguous": [("—" if o is None or o != o else f"{o:.3f}")
                                          for o in df["predicted_overhead"]],
     })
+
+
+def prediction_headers(gpu_name: str, sms: int, nominal_GBps: float) -> dict[str, tuple[str, str]]:
+    """Short header and tooltip for each :func:`prediction_frame` column: ``{column: (header, help)}``.
+
+    The full headers made the table wider than a 1920-pixel projector (the last column was cut to
+    "predicted paged ÷ co…"); the page shows these short ones, and each tooltip says in full what the
+    column is and whether it is the compile record's or the model's (``kernels/predict.py``).
+    """
+    tb = f"{nominal_GBps / 1000:.1f} TB/s"
+    return {
+        "block size (predicted launch)": ("block size", "Slots per block of the launch this row predicts; "
+                                          "\"contiguous\" is the baseline kernel, which reads no block table."),
+        "kernel, splits": ("kernel, splits", "The compiled kernel the launch uses, and how many pieces each "
+                           "sequence's context is split into (split-KV), as the launcher would choose."),
+        "registers / thread (record)": ("regs", "Registers per thread, from the compile record."),
+        "shared KiB / program (record)": ("smem KiB", "Shared memory per program (KiB), from the compile record."),
+        "programs per SM (limit)": ("programs / SM", "Programs one SM holds at once, and what limits them "
+                                    "(registers, warps or shared memory): predicted from the compile record."),
+        "waves": ("waves", f"Rounds in which the grid's programs run on the {sms} SMs of an {gpu_name} (predicted)."),
+        "K/V in flight per SM (KiB)": ("in flight / SM", "K/V bytes (KiB) the resident programs of one SM keep "
+                                       "on their way from memory (predicted; Little's law turns them into bandwidth)."),
+        "predicted GB/s": ("pred. GB/s", "Predicted bandwidth: bytes read and written per second (GB/s). "
+                           "A prediction, not a measurement."),
+        "predicted % of data-sheet bandwidth": (f"pred. % of {tb}", f"Predicted bandwidth as a percentage of the "
+                                                f"{gpu_name} data sheet's {tb}."),
+        "predicted paged ÷ contiguous": ("pred. paged ÷ contig.", "Predicted paged time over the contiguous "
+                                         "kernel's time for the same tokens. The model sees only the block table's "
+                                         "extra bytes, not scattered reads, so it predicts about 1."),
+    }
 
 
 def prediction_figure(tables: dict[str, list[dict]], nominal_GBps: float, copy_GBps: float, gpu: str) -> go.Figure:

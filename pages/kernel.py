@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import asdict
 
 import streamlit as st
 
 from pages._ui.errors import show_error
 from pages._ui.heavy import run_heavy
-from pages._ui.state import current_scenario
+from pages._ui.state import current_scenario, keep_choice, restore_choice
 
 SWEEP_KEY = "kernel_sweep_result"
 
@@ -144,13 +145,15 @@ else:
         if tables:
             st.plotly_chart(kv.prediction_figure(tables, gpu.nominal_Bps / 1e9, gpu.copy_Bps / 1e9, gpu.name),
                             width="stretch")
+            headers = kv.prediction_headers(gpu.name, gpu.sms, gpu.nominal_Bps / 1e9)
             for label, rows in tables.items():
                 span = kv.percent_span([r["fraction_of_nominal"] for r in rows])
                 st.markdown(f"**Predicted, {label}** (Llama 3 8B heads: {h} query / {hkv} KV, head dim {d}, bf16): "
                             f"{span} of the data sheet's "
                             f"{gpu.nominal_Bps / 1e12:.1f} TB/s, {rows[0]['num_splits']} splits, "
                             f"{rows[0]['waves']} wave{'s' if rows[0]['waves'] != 1 else ''}.")
-                st.dataframe(kv.prediction_frame(rows), hide_index=True, width="stretch")
+                st.dataframe(kv.prediction_frame(rows), hide_index=True, width="stretch", column_config={
+                    col: st.column_config.Column(short, help=why) for col, (short, why) in headers.items()})
             st.caption("Source of every figure: the compile record above and `kernels/predict.py` (its docstring "
                        "states the model and its assumptions). The device-copy figure was measured on a lent H200, "
                        "not by this lab.")
@@ -220,7 +223,8 @@ def show_result(res: SweepResult, label: str) -> None:
         st.info(res.verdict_text())
     st.plotly_chart(kv.latency_figure(res, f"Decode latency — {label}"), width="stretch")
     st.plotly_chart(kv.overhead_figure(res, f"Gather overhead — {label}"), width="stretch")
-    st.dataframe(kv.sweep_table(res), hide_index=True, width="stretch")
+    st.dataframe(kv.sweep_table(res), hide_index=True, width="stretch", column_config={
+        col: st.column_config.Column(short, help=why) for col, (short, why) in kv.sweep_headers(res).items()})
 
 
 # ------------------------------------------------------------------ live sweep
@@ -242,6 +246,7 @@ shape_options = {
     f"({format_bytes(default_shape.kv_bytes)} of K+V per step)": default_shape,
     f"tiny — {TINY_SHAPE.num_seqs} × {TINY_SHAPE.seq_len} tokens (a second; it fits in the CPU's cache, so it is a quick look, not a measurement of memory reads)": TINY_SHAPE,
 }
+restore_choice("kernel_shape", shape_options)      # the radio keeps its choice across page switches
 choice = st.radio("Shape", list(shape_options), key="kernel_shape")
 st.caption(f"The sweep is sized to take about {DEFAULT_BUDGET_S:.0f} s on this machine or less: it pages the first "
            "block size and times three calls of each side first, chooses how many pairs to time for each block size "
@@ -255,12 +260,30 @@ if sweep_backend.name != "cuda":
                "(the baseline over one block per sequence), so the ratio says how torch's block gather behaves "
                "on this machine, not how the GPU kernel behaves. Other programs on the machine add noise.")
 
+
+keep_choice("kernel_shape")
+
+
+def _server_sweeps(shape) -> dict[int, SweepResult]:
+    """This server's kept results of the sweep **Run sweep** runs for ``shape``, by seed, without running
+    anything (the cache of ``kernels.sweep.shared_sweep``, keyed by ``sweep_key``)."""
+    from kernels import sweep as ks
+    with ks._LOCK:
+        found = {seed: ks._RESULTS.get(ks.sweep_key(DEFAULT_BLOCK_SIZES, shape, sweep_backend.name, None, seed,
+                                                     DEFAULT_BUDGET_S)) for seed in range(ks.CACHE_ENTRIES + 1)}
+    return {seed: res for seed, res in found.items() if res is not None}
+
+
+kept_sweeps = _server_sweeps(shape_options[choice])
+# measuring again is a new seed (new tokens, new shuffle): the kept result stays on screen for everyone until
+# the new one is done, and two visitors pressing at once share one run
+next_seed = max(kept_sweeps) + 1 if kept_sweeps else 0
 if st.button("Run sweep", type="primary", key="kernel_run_sweep"):
     bar = st.progress(0.0, text="starting…")
     try:
         # one heavy run at a time per server (pages._ui.heavy): a queued student sees how many are ahead
         result, how = run_heavy("Measuring the kernel sweep", shared_sweep, DEFAULT_BLOCK_SIZES, shape_options[choice],
-                                sweep_backend.name, repeats=None, budget_s=DEFAULT_BUDGET_S,
+                                sweep_backend.name, repeats=None, seed=next_seed, budget_s=DEFAULT_BUDGET_S,
                                 progress=lambda f, msg: bar.progress(f, text=msg), _spinner=False)
         st.session_state[SWEEP_KEY] = result
         st.session_state[SWEEP_KEY + "_how"] = how
@@ -269,7 +292,21 @@ if st.button("Run sweep", type="primary", key="kernel_run_sweep"):
         bar.empty()
         show_error(f"The sweep failed: {type(exc).__name__}: {exc}")
 
-live: SweepResult | None = st.session_state.get(SWEEP_KEY)
+
+
+def _shown_sweep(shape) -> tuple[SweepResult | None, str]:
+    """The sweep for the shape the radio shows, and how it came: this session's own run of that shape,
+    else the latest this server kept (how "cached"), else ``(None, "")``. Never a sweep of another shape."""
+    def fits(res: SweepResult | None) -> bool:
+        return res is not None and res.meta.get("shape") == asdict(shape) and res.meta.get("backend") == sweep_backend.name
+    own = st.session_state.get(SWEEP_KEY)
+    if fits(own):
+        return own, st.session_state.get(SWEEP_KEY + "_how", "ran")
+    kept = [res for _, res in sorted(_server_sweeps(shape).items()) if fits(res)]
+    return (kept[-1], "cached") if kept else (None, "")
+
+
+live, live_how = _shown_sweep(shape_options[choice])
 
 try:
     recorded = load_recorded()
@@ -284,7 +321,11 @@ def _live_panel() -> None:
         st.info("Press **Run sweep** to measure. Nothing runs until you do.")
         return
     m = live.meta
-    how = st.session_state.get(SWEEP_KEY + "_how", "ran")
+    how = live_how
+    if how == "cached":
+        st.info(f"**From this server's cache:** measured {str(m.get('date', ''))[:19].replace('T', ' ')} UTC on "
+                f"`{m.get('backend')}` ({m.get('device')}) for an earlier visitor, with the shape selected above; "
+                "nothing ran for you. Press **Run sweep** to measure again.")
     origin = {"ran": "run for this request", "joined": "run for another visitor at the same time, shared",
               "cached": "from this server's cache (the same sweep, run earlier)"}.get(how, how)
     if m.get("wall_s") is not None and m.get("estimate_s"):

@@ -143,16 +143,17 @@ def test_noise_is_called_noise_and_not_drawn(monkeypatch):
                      "overhead": 1.0 + bs / 10_000, "overhead_ci_low": 0.97, "overhead_ci_high": 1.04,
                      "verdict": ks.NO_DIFFERENCE, "pairs": 15, "paged_GBps": 1.3, "contiguous_GBps": 1.3,
                      "paged_peak_fraction": None, "max_abs_diff": 0.0})
+    # the shape of the radio's default on a CPU: the page shows only the sweep of the shape its radio shows
     fake = ks.SweepResult(rows=rows, meta={"backend": "torch-cpu", "device": "CPU: test", "shape": {
-        "num_seqs": 8, "seq_len": 2048, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128, "dtype": "float32"},
-        "kv_bytes": 134217728, "llc_bytes": 33554432, "timer": "test", "confidence": 0.95, "launch": None,
+        "num_seqs": 4, "seq_len": 2048, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128, "dtype": "float32"},
+        "kv_bytes": 67108864, "llc_bytes": 16777216, "timer": "test", "confidence": 0.95, "launch": None,
         "warnings": []})
     monkeypatch.setattr(ks, "sweep", lambda *a, **k: fake)
     at = _page()
     at.button(key="kernel_run_sweep").click().run()
     assert not at.exception and not at.error
     assert any(i.value.startswith("No measurable difference on this machine") for i in at.info)
-    assert any("4.0× this CPU's 33.6 MB last-level cache" in md.value for md in at.markdown)
+    assert any("4.0× this CPU's 16.8 MB last-level cache" in md.value for md in at.markdown)
     names = [t.get("name", "") for t in _figure(at, len(at.get("plotly_chart")) - 1)["data"]]
     assert not any("gather overhead" in n for n in names), names      # no trend drawn from noise
     assert any("Not drawn: live, torch-cpu on CPU: test — no measurable difference" in c.value for c in at.caption)
