@@ -400,6 +400,15 @@ def shared_sweep(block_sizes=DEFAULT_BLOCK_SIZES, shape: SweepShape | None = Non
         job.done.set()
 
 
+def kept_sweeps(block_sizes, shape: SweepShape, backend: str, repeats: int | None = None,
+                budget_s: float = DEFAULT_BUDGET_S) -> dict[int, SweepResult]:
+    """This process's kept results of :func:`shared_sweep` for these settings, by seed ({} when
+    none), without running anything: what a page shows a later visitor at once."""
+    want = sweep_key(block_sizes, shape, backend, repeats, 0, budget_s)
+    with _LOCK:
+        return {key[4]: res for key, res in _RESULTS.items() if key[:4] == want[:4] and key[5] == want[5]}
+
+
 _CHECKS: dict[tuple, tuple[dict, float]] = {}
 
 

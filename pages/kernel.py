@@ -266,18 +266,15 @@ keep_choice("kernel_shape")
 
 def _server_sweeps(shape) -> dict[int, SweepResult]:
     """This server's kept results of the sweep **Run sweep** runs for ``shape``, by seed, without running
-    anything (the cache of ``kernels.sweep.shared_sweep``, keyed by ``sweep_key``)."""
-    from kernels import sweep as ks
-    with ks._LOCK:
-        found = {seed: ks._RESULTS.get(ks.sweep_key(DEFAULT_BLOCK_SIZES, shape, sweep_backend.name, None, seed,
-                                                     DEFAULT_BUDGET_S)) for seed in range(ks.CACHE_ENTRIES + 1)}
-    return {seed: res for seed, res in found.items() if res is not None}
+    anything (``kernels.sweep.kept_sweeps``: the cache of ``shared_sweep``)."""
+    from kernels.sweep import kept_sweeps
+    return kept_sweeps(DEFAULT_BLOCK_SIZES, shape, sweep_backend.name, None, DEFAULT_BUDGET_S)
 
 
-kept_sweeps = _server_sweeps(shape_options[choice])
+server_sweeps = _server_sweeps(shape_options[choice])
 # measuring again is a new seed (new tokens, new shuffle): the kept result stays on screen for everyone until
 # the new one is done, and two visitors pressing at once share one run
-next_seed = max(kept_sweeps) + 1 if kept_sweeps else 0
+next_seed = max(server_sweeps) + 1 if server_sweeps else 0
 if st.button("Run sweep", type="primary", key="kernel_run_sweep"):
     bar = st.progress(0.0, text="starting…")
     try:
