@@ -8,26 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS, errors, serve_app, settle, shot, sync_api
+# browser: the same module-scoped headless Chromium fixture as test_browser's
+from tests.browser.test_browser import browser, errors, serve_app, settle, shot  # noqa: F401
 
 
 @pytest.fixture(scope="module")
 def server():
     with serve_app("ux-server") as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    pw = sync_api.sync_playwright().start()
-    try:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=60_000)
-        try:
-            yield b
-        finally:
-            b.close()
-    finally:
-        pw.stop()
 
 
 def _centre_y(locator) -> float:
@@ -82,29 +70,39 @@ def test_present_maybe_is_named_on_a_page_other_than_the_explainer(server, brows
         ctx.close()
 
 
+def _typed_past_range(browser, url: str, label: str, alert_has: str, shot_name: str, message: str):
+    """Type a value past its range into the number input ``label`` at ``url`` (1366x768), check the
+    one error says ``message`` and the field shows the value kept (1000); returns the page, open."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    try:
+        pg = ctx.new_page()
+        pg.goto(url, wait_until="domcontentloaded")
+        settle(pg)
+        box = pg.get_by_label(label, exact=True)
+        box.fill(message.split(" = ")[1].split(" ")[0].replace(",", ""))     # the value the message names
+        box.press("Enter")
+        settle(pg, old_title="")
+        alert = pg.locator('[data-testid="stAlertContentError"]').filter(has_text=alert_has)
+        alert.first.scroll_into_view_if_needed()
+        shot(pg, shot_name)
+        assert alert.first.inner_text().split("\n")[-1] == message
+        assert box.input_value() == "1000"
+        assert pg.locator('[data-testid="stException"]').count() == 0
+    except BaseException:
+        ctx.close()
+        raise
+    return ctx, pg
+
+
 def test_a_request_count_typed_past_its_range_is_refused_with_words(server, browser):
     """Typing 50000 into Requests per run used to turn the field red and do nothing else: the
     browser kept the value from the page, and nothing said why. Now the page names the range and
     that the value was not used, and the field shows the value the sweep uses."""
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
-    pg = ctx.new_page()
-    try:
-        pg.goto(f"{server}/throughput", wait_until="domcontentloaded")
-        settle(pg)
-        box = pg.get_by_label("Requests per run", exact=True)
-        box.fill("50000")
-        box.press("Enter")
-        settle(pg, old_title="")
-        alert = pg.locator('[data-testid="stAlertContentError"]').filter(has_text="Requests per run")
-        alert.first.scroll_into_view_if_needed()
-        shot(pg, "throughput_requests_50000_1366x768")
-        assert alert.first.inner_text().split("\n")[-1] == (
-            "Requests per run = 50,000 was not used: it must be a whole number from 100 to 5,000 (requests per run); "
-            "the page keeps 1,000.")
-        assert box.input_value() == "1000"
-        assert pg.locator('[data-testid="stException"]').count() == 0
-    finally:
-        ctx.close()
+    ctx, _ = _typed_past_range(
+        browser, f"{server}/throughput", "Requests per run", "Requests per run", "throughput_requests_50000_1366x768",
+        "Requests per run = 50,000 was not used: it must be a whole number from 100 to 5,000 (requests per run); "
+        "the page keeps 1,000.")
+    ctx.close()
 
 
 def _link_notes(pg) -> list[str]:
@@ -156,23 +154,11 @@ def test_the_explainers_own_parameters_do_not_follow_a_click_to_another_page(ser
 
 def test_a_window_size_typed_past_its_range_is_refused_with_words(server, browser):
     """Prefix cache page: typing 5000 requests turned the field red and did nothing else."""
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
-    pg = ctx.new_page()
+    ctx, pg = _typed_past_range(
+        browser, f"{server}/prefix-cache", "Requests", "Requests =", "prefix_requests_5000_1366x768",
+        "Requests = 5,000 was not used: it must be a whole number from 10 to 2,000 (requests); the page keeps 1,000.")
     try:
-        pg.goto(f"{server}/prefix-cache", wait_until="domcontentloaded")
-        settle(pg)
-        box = pg.get_by_label("Requests", exact=True)
-        box.fill("5000")
-        box.press("Enter")
-        settle(pg, old_title="")
-        alert = pg.locator('[data-testid="stAlertContentError"]').filter(has_text="Requests =")
-        alert.first.scroll_into_view_if_needed()
-        shot(pg, "prefix_requests_5000_1366x768")
-        assert alert.first.inner_text().split("\n")[-1] == (
-            "Requests = 5,000 was not used: it must be a whole number from 10 to 2,000 (requests); "
-            "the page keeps 1,000.")
-        assert box.input_value() == "1000"
         assert pg.get_by_text("Requests 1–1,000 of the trace").count() >= 1         # the window still shown
-        assert len(errors(pg)) == 1 and pg.locator('[data-testid="stException"]').count() == 0   # that one only
+        assert len(errors(pg)) == 1                                               # that one only
     finally:
         ctx.close()

@@ -5,21 +5,8 @@ drawing goes through the one error presenter, never a traceback.
 """
 from __future__ import annotations
 
-from streamlit.testing.v1 import AppTest
-
 from allocator.validate import FieldError, plain_markdown
-from tests.conftest import APP_PATH
-
-PAGE = "pages/block_tables.py"
-
-
-def _page() -> AppTest:
-    at = AppTest.from_file(APP_PATH, default_timeout=60)
-    at.switch_page(PAGE)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
+from tests.pages.test_page_block_tables import _page
 
 def test_a_finished_sequence_left_in_the_selection_is_replaced_before_drawing():
     at = _page()
