@@ -15,6 +15,7 @@ import os
 import stat
 import sys
 import tempfile
+import time
 
 from ..validate import FieldError, number_from_text, show
 
@@ -115,9 +116,19 @@ class MemoryGuard:
         threading.Thread(target=watch, name="memory-guard", daemon=True).start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         with self._lock:
             self._stop.set()
+        if self.tripped and exc_type is None:
+            # The interrupt was swallowed: Python ignores an exception raised inside a gc callback or
+            # a __del__, and the block ended normally. Let a still-pending one arrive here, then raise
+            # it once, so the caller reports the stop as it would have.
+            try:
+                for _ in range(3):
+                    time.sleep(0)
+            except KeyboardInterrupt:
+                pass
+            raise KeyboardInterrupt
         return False
 
     def message(self) -> str:
