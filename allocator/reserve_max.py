@@ -113,6 +113,7 @@ class ReserveMaxAllocator:
         self._version = 0                                # bumped whenever the runs change
         self._ext_key: tuple | None = None
         self._ext_value = 0
+        self._no_room: tuple | None = None               # (version, need) of the last admit that found no run
 
     @property
     def units_in_use(self) -> int:
@@ -200,9 +201,13 @@ class ReserveMaxAllocator:
             if block is None:
                 return None
             return self._place(seq_id, block * self.unit, need, prompt_len + output_len)
+        key = (self._version, need)
+        if key == self._no_room:           # the runs have not changed since this need last found no room
+            return None
         for start, length in self._gaps():
             if length >= need:
                 return self._place(seq_id, start, need, prompt_len + output_len)
+        self._no_room = key
         return None
 
     def _place(self, seq_id: int, start: int, need: int, final: int) -> int:
