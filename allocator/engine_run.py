@@ -171,7 +171,9 @@ class Run:
         self.allocator = allocator
         self.timed = clock is not None
         arrival_of, self.tol = arrival_times(workload, clock, seconds_per_step)
-        self.step_seconds = clock.step_seconds if self.timed else None
+        # a bound cost model hands the loop one plain function (the same floats as its step_seconds)
+        pricer = getattr(clock, "pricer", None)
+        self.step_seconds = None if clock is None else pricer() if pricer is not None else clock.step_seconds
         allocator.reset(shared_prefix=workload.shared_prefix, prompts=workload.prompts)
         self.pending = sorted(workload.requests, key=lambda r: (arrival_of[r.id], r.id))
         self.keys = [arrival_of[r.id] for r in self.pending]
@@ -258,14 +260,6 @@ class Run:
         else:
             self.rows += self._pack(*counters, a.shared_saving, allocated, ext, units, a.never_written, swapped)
 
-    def time_step(self, work: tuple, now: float) -> float:
-        """On the seconds clock, the step lasts what the cost model says for ``work`` (prefill
-        tokens, prefill query-key pairs, decodes, decode query-key pairs) and the blocks it swapped;
-        returns the clock at its end."""
-        dt = self.step_seconds(*work, self.swapped)
-        self.seconds.append(dt)
-        return now + dt
-
     def picture_and_check(self, t: int, scheduler, check_invariants: bool) -> None:
         """Keep the pool's picture at busy step ``t`` (every ``stride`` steps) and, if asked, check
         the scheduler's and the allocator's bookkeeping (tests run with this)."""
@@ -295,6 +289,7 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
     waiting, running, step = scheduler.waiting, scheduler.running, scheduler.step
     keys, n, tol, timed, rejected = run.keys, run.n, run.tol, run.timed, run.rejected
     look = run.pictures is not None or check_invariants
+    price, seconds = run.step_seconds, run.seconds
     busy, busy_limit = 0, scheduler.busy_limit
     t, now = 0, 0.0 if timed else 0           # the step, and the clock (the step, or seconds)
     arrival = keys[0] if n else math.inf      # the next arrival
@@ -310,8 +305,10 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
         if not running and not waiting:
             continue                           # every arrival was rejected: nothing happens at t
         work = step(t)                         # serve, admit, compute, finish, record
-        if timed:
-            now = run.time_step(work, now)
+        if timed:                              # the step's seconds (written out here: it runs every step)
+            dt = price(*work, run.swapped)
+            seconds.append(dt)
+            now += dt
         if look:
             run.picture_and_check(t, scheduler, check_invariants)
         busy += 1

@@ -352,6 +352,25 @@ class BoundCostModel:
         return self.cost.step_seconds(prefill_tokens, prefill_pairs, decode_tokens, decode_pairs, swapped_blocks,
                                       self.block_size)
 
+    def pricer(self):
+        """:meth:`step_seconds` as one plain function, for the engine's loop (it prices every step, and
+        the three calls through this class, :meth:`CostModel.step_seconds` and :meth:`CostModel.roofline`
+        cost more than the arithmetic). The same arithmetic in the same order, so the same floats:
+        ``tests/core/test_pricer.py`` checks it against :meth:`step_seconds`."""
+        cost, block_size = self.cost, self.block_size
+        lin, att, w, kv, _ = cost._k
+        overhead = cost.overhead_s
+
+        def step_seconds(prefill_tokens, prefill_pairs, decode_tokens, decode_pairs, swapped_blocks) -> float:
+            tokens = prefill_tokens + decode_tokens
+            compute = lin * tokens + att * (prefill_pairs + decode_pairs)
+            memory = w * (tokens > 0) + kv * (decode_pairs + tokens)
+            t = (compute if compute > memory else memory) + overhead
+            if swapped_blocks:
+                t += cost.swap_seconds(swapped_blocks, block_size if block_size is not None else cost._block_size())
+            return t
+        return step_seconds
+
 
 def cost_model(gpu: str = DEFAULT_GPU, model: str = DEFAULT_MODEL, gpus: int | str | None = None,
                **kwargs) -> CostModel:
