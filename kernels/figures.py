@@ -15,6 +15,8 @@ imports this module, so ``python3 -m kernels.gpu_check`` still needs only torch 
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -121,7 +123,10 @@ def sweep_table(res: SweepResult) -> pd.DataFrame:
         "overhead (×)": df["overhead"].round(3),
         "interval (×)": [f"{a:.3f}–{b:.3f}" for a, b in zip(df["overhead_ci_low"], df["overhead_ci_high"])],
         "verdict": df["verdict"],
-        "paged K+V read (GB/s)": df["paged_GBps"].round(2),
+        # two decimals, or three significant figures where that keeps more: a small run on a CPU reads
+        # well under 0.01 GB/s, which two decimals printed as 0
+        "paged K+V read (GB/s)": df["paged_GBps"].map(
+            lambda x: round(x, max(2, 2 - math.floor(math.log10(x)))) if x > 0 else x),
     })
     if df["paged_peak_fraction"].notna().any():
         out["paged, % of peak"] = (100 * df["paged_peak_fraction"]).round(1)
