@@ -20,7 +20,7 @@ from allocator.viz.claims import plural
 from pages._ui.cache import uploaded_rows
 from pages._ui.errors import show_error
 from pages._ui.url_params import (BLOCK_SIZE_DEFAULT, BLOCK_SIZES, CHOICE_DEFAULTS, CHOICES, NumberRule,
-                                  check_params, number_rules, refused_number)
+                                  check_params, number_rules, refused_number, repeated_params)
 
 UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTokens) or a plain one "
                f"(prompt_tokens, output_tokens, optional arrival_s in seconds); at most {UPLOAD_MAX_ROWS:,} "
@@ -36,8 +36,13 @@ def read_url() -> list[str]:
     if st.session_state.get(_READ):
         return []
     st.session_state[_READ] = True
-    params = st.query_params.to_dict()
+    params = st.query_params.to_dict()              # a repeated parameter: its last value
     accepted, messages = check_params(params, list_taken=True)
+    given = {name: st.query_params.get_all(name) for name in params}
+    messages = repeated_params(given) + messages
+    for name, values in given.items():
+        if len(values) > 1:          # keep one value, the last: a bound widget would start from the first
+            st.query_params[name] = values[-1]
     for name in params:
         if name not in accepted:
             del st.query_params[name]

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from pages._ui.errors import show_error
-from pages._ui.url_params import PAGE_PARAMS, check_boolean, unknown_params
+from pages._ui.url_params import PAGE_PARAMS, check_boolean, repeated_params, unknown_params
 
 _KEYS_JS = """
 <script>
@@ -135,9 +135,13 @@ def presentation_mode(animated: bool = False, own_url: bool = False) -> bool:
         del st.query_params["present"]
         show_error(refused, kind="warning", icon=":material/link_off:")
     if not own_url:
-        params = st.query_params.to_dict()
-        for message in unknown_params(params):
+        params = st.query_params.to_dict()          # a repeated parameter: its last value
+        given = {name: st.query_params.get_all(name) for name in params if name in PAGE_PARAMS}
+        for message in repeated_params(given) + unknown_params(params):
             show_error(message, kind="warning", icon=":material/link_off:")
+        for name, values in given.items():
+            if len(values) > 1:      # keep one value, the last: the bound toggle would start from the first
+                st.query_params[name] = values[-1]
         for name in params:
             if name not in PAGE_PARAMS:
                 del st.query_params[name]

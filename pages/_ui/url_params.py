@@ -324,6 +324,27 @@ def _ignored(name: str, raw: str, workload: str | None = None) -> str:
             + (f" for the {workload} workload" if workload else "") + "; it was ignored.")
 
 
+def repeated_params(values: dict[str, list[str]]) -> list[str]:
+    """The notes about parameters a link gives more than once (``/?block_size=16&block_size=32``, a
+    link edited by hand): Streamlit reads only the last value, so each note names the values and the
+    one used (names and values cut as every message cuts them; at most four values quoted), at most
+    ``MAX_MESSAGES`` in all. Plain text, like every note here.
+
+    Args:
+        values: every value of each parameter, in the link's order (``st.query_params.get_all``).
+
+    Example: ``{"block_size": ["16", "32"]}`` -> ``["URL parameter block_size is given 2 times ('16',
+    '32'); only the last, '32', is read."]``.
+    """
+    messages = []
+    for name, given in values.items():
+        if len(given) > 1:
+            quoted = ", ".join(show(v, SHOWN_VALUE) for v in given[:4]) + (", …" if len(given) > 4 else "")
+            messages.append(f"URL parameter {_name(name)} is given {len(given)} times ({quoted}); only the last, "
+                            f"{show(given[-1], SHOWN_VALUE)}, is read.")
+    return _capped(messages)
+
+
 def taken_sentence(taken) -> str:
     """``"The URL parameters this page takes: present."``: the names a page reads, in its order."""
     return f"The URL parameters this page takes: {', '.join(taken)}."
