@@ -120,10 +120,20 @@ res = data.mapped(offset, count, block, chosen)
 steps = data.map_steps(res)
 sharing = res.metrics["allocated_unshared"] - res.metrics["allocated_slots"]      # slots saved by sharing
 busiest = int(res.metrics["step"][int(sharing.argmax() if sharing.max() > 0 else res.metrics["running"].argmax())])
-start = min(steps, key=lambda s: abs(s - busiest))
-step = st.select_slider("Step", options=steps, value=start, key=f"pc_step_{offset}_{count}_{block}_{chosen}",
-                        help="Engine steps with a picture. The default is the one nearest the step when running "
-                             "requests shared the most blocks.")
+# a new pool, block size or window is a new run with its own pictures: start at the step looked at
+# before (or the nearest one this run has a picture of, and say so), else where sharing peaked
+looked = st.session_state.get("pc_step_looked")
+start = min(steps, key=lambda s: abs(s - (busiest if looked is None else looked)))
+step_key = f"pc_step_{offset}_{count}_{block}_{chosen}"
+stride = max((b - a for a, b in zip(steps, steps[1:])), default=0)      # pictures are kept every few steps
+if looked is not None and abs(start - looked) > stride and step_key not in st.session_state:
+    st.caption(f"This run has no picture near step {looked:,} (it ends sooner); the map starts at its nearest, "
+               f"step {start:,}.")
+step = st.select_slider("Step", options=steps, value=start, key=step_key,
+                        help="Engine steps with a picture. It starts at the step you looked at last (the nearest "
+                             "one this run has), or, on the first visit, the step when running requests shared "
+                             "the most blocks.")
+st.session_state["pc_step_looked"] = int(step)
 snap = res.snapshots.get(step, ())
 st.plotly_chart(block_map_figure(snap, chosen, step, block), key="pc_map", config={"displaylogo": False})
 st.caption("Purple blocks belong to no running request: the cache keeps them in case a later prompt starts the "
