@@ -260,9 +260,12 @@ def test_block_size_slider_changes_paged_utilisation(server, page):
 def test_play_button_advances_the_animation_and_play_and_pause_log_no_console_error(server, browser):
     """▶ Play moves the animation off engine step 0 and ❚❚ Pause stops it (in the browser only).
 
-    On the same page (the two used to be separate tests that each loaded it first): issue 23 item
-    18, ▶ Play then Pause logged "pageerror: undefined" (Plotly rejects an interrupted animation's
-    promise with no reason); nothing may reach the console."""
+    On the same page (these were three tests, each of which loaded it first): issue 23 item 18,
+    ▶ Play then Pause logged "pageerror: undefined" (Plotly rejects an interrupted animation's
+    promise with no reason); nothing may reach the console. Then ▶ Play again and space: the key
+    handler follows Plotly's own animation events, so space after ▶ Play pauses it (a helper found
+    it kept playing, because the handler only counted its own presses: it has seen none here
+    either)."""
     ctx = browser.new_context(viewport={"width": 1366, "height": 768})
     ctx.set_default_timeout(30_000)
     page = ctx.new_page()
@@ -289,6 +292,16 @@ def test_play_button_advances_the_animation_and_play_and_pause_log_no_console_er
         assert not errors(page)
         time.sleep(1.0)
         assert not console, console
+
+        paused = label.text_content().strip()
+        plot.locator(".updatemenu-button").first.click()           # ▶ Play again, then space
+        wait_until(lambda: label.text_content().strip() != paused, 20, "the animation to start again")
+        page.locator("h1").first.click()                           # focus the page, not a widget
+        page.keyboard.press(" ")
+        time.sleep(0.6)
+        stopped = label.text_content().strip()
+        time.sleep(1.5)
+        assert label.text_content().strip() == stopped, "space did not pause the animation started by ▶ Play"
     finally:
         ctx.close()
 
@@ -370,23 +383,6 @@ def test_first_visit_to_a_shared_page_url_on_a_cold_server(page):
 # The animation on the first screen, and a presented lesson step keeping Play and the maps on screen:
 # tests/browser/test_ux_browser.py::test_the_first_screen_then_the_lesson_step_row (one page load with
 # the lesson step row's checks).
-
-
-def test_space_pauses_an_animation_started_with_the_play_button(server, page):
-    """The key handler follows Plotly's own animation events: space after ▶ Play pauses it (a helper
-    found it kept playing, because the handler only counted its own presses)."""
-    page.goto(server + "/", wait_until="domcontentloaded")
-    settle(page)
-    plot = page.locator(".js-plotly-plot").filter(has=page.locator(".updatemenu-button")).first
-    label = plot.locator("text.slider-label").first
-    plot.locator(".updatemenu-button").first.click()           # ▶ Play
-    wait_until(lambda: label.text_content().strip() != "engine step 0", 20, "the animation to start")
-    page.locator("h1").first.click()                           # focus the page, not a widget
-    page.keyboard.press(" ")
-    time.sleep(0.6)
-    stopped = label.text_content().strip()
-    time.sleep(1.5)
-    assert label.text_content().strip() == stopped, "space did not pause the animation started by ▶ Play"
 
 
 def test_every_page_presents(server, browser):
