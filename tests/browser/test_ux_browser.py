@@ -1,9 +1,9 @@
 """What only a browser shows of the small UX fixes (issue: the things a previous session left alone):
-the animation starts on the first screen and the guided lesson's step row is centred on one line, a number typed past a widget's range is
-refused with words (not silently), and ``?present=maybe`` is named on a page other than the
-explainer (AppTest runs those pages without app.py's shared sidebar), as is a parameter a page does
-not take, and the Prefix cache page refuses a window typed past its range. The run's one server
-(tests/browser/conftest.py).
+the animation starts on the first screen and the guided lesson's step row is centred on one line,
+a number typed past a widget's range is refused with words (not silently), and ``?present=maybe``
+is named on a page other than the explainer (AppTest runs those pages without app.py's shared
+sidebar), as is a parameter a page does not take, and the Prefix cache page refuses a window typed
+past its range. The run's one server (tests/browser/conftest.py).
 """
 from __future__ import annotations
 
