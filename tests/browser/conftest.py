@@ -1,9 +1,9 @@
-"""One app server and one headless Chromium for every browser-test module of a run.
+"""One app server for every browser-test module of a run, and the Chromium fixtures.
 
 Each module used to start its own ``python app.py`` (which also warms the default sweep in the
-background, competing with the tests for the two cores) and its own Chromium; the modules only
-read the server (each test opens its own browser context, i.e. its own Streamlit session), so
-one of each serves them all. The shared-link test still starts its own cold server
+background, competing with the tests for the two cores); the modules only read the server (each
+test opens its own browser context, i.e. its own Streamlit session), so one serves them all. The
+shared-link test still starts its own cold server
 (``test_browser.test_first_visit_to_a_shared_page_url_on_a_cold_server``): being first is its
 point. The helpers (``serve_app``, ``settle``, ...) stay in ``test_browser.py``.
 """
@@ -20,9 +20,12 @@ def server():
         yield base
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """One headless system Chromium for the run (each test opens its own context in it)."""
+    """One headless system Chromium per module (each test opens its own context in it). Not one per
+    run: Playwright's sync API keeps its asyncio loop running in this thread while it is started, so
+    ``asyncio.run`` in test_load_smoke.py (between the browser modules) would refuse to start; a
+    launch takes about a second."""
     from tests.browser.test_browser import CHROMIUM, CHROMIUM_ARGS, sync_api
     pw = sync_api.sync_playwright().start()
     try:

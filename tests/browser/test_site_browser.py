@@ -41,7 +41,7 @@ def site_dir(default_site):
 @pytest.fixture(scope="module")
 def page(site_dir, browser):
     """The site open in Chromium from disk; every request that is not file:// is aborted and kept.
-    ``browser``: the run's one Chromium (tests/browser/conftest.py)."""
+    ``browser``: the module's Chromium (tests/browser/conftest.py)."""
     ctx = browser.new_context(viewport={"width": 1366, "height": 768})
     try:
         pg = ctx.new_page()

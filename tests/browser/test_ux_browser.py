@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-# server, browser: the run's one app server and Chromium (tests/browser/conftest.py)
+# server (the run's one app server), browser: tests/browser/conftest.py
 from tests.browser.test_browser import errors, settle, shot
 
 
