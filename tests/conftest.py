@@ -2,6 +2,8 @@
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -39,3 +41,32 @@ def seen(markdown: str) -> str:
     backslash escapes undone and its zero-width spaces dropped (for asserting on message words)."""
     import re
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u200b", "")
+
+
+@pytest.fixture(scope="session")
+def default_site(tmp_path_factory):
+    """The default scenario's static site, written once a run by ``python -m allocator export-site``
+    (its slowest part, ``allocator.viz.site.build_data``, takes about 16 s on 2 cores), with the data
+    that run built. Returns ``(folder, data)``: the written folder (a ``pathlib.Path``) and
+    ``build_data(Scenario())``'s dict exactly as export-site made it (before ``build_site`` copied it
+    to add the attribution). Shared by tests/core/test_site.py and tests/browser/test_site_browser.py,
+    which used to build the same site twice (and the data a third time)."""
+    import contextlib
+    import io
+
+    import allocator.viz.site as site
+    from allocator.__main__ import main as cli_main
+
+    built = []
+
+    def recording(sc, **kwargs):
+        built.append(real(sc, **kwargs))
+        return built[-1]
+
+    real = site.build_data
+    out = tmp_path_factory.mktemp("site") / "lesson"
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(io.StringIO()):
+        mp.setattr(site, "build_data", recording)
+        assert cli_main(["export-site", str(out)]) == 0
+    assert len(built) == 1
+    return out, built[0]

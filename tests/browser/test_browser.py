@@ -10,8 +10,9 @@ Needs Debian's Chromium at /usr/bin/chromium (``apt-get install chromium`` as ro
 does it). Without it every test here skips. Never run ``playwright install``: this suite drives
 the system browser on purpose.
 
-Every wait is bounded; the server is started once per module (plus one fresh, cold server for the
-shared-link test) and always terminated.
+Every wait is bounded; the server is started once per run (``tests/browser/conftest.py``, shared
+with the other browser modules; plus one fresh, cold server for the shared-link test) and always
+terminated.
 """
 from __future__ import annotations
 
@@ -107,37 +108,7 @@ def serve_app(log_name: str = "streamlit-server"):
         log.close()
 
 
-@pytest.fixture(scope="module")
-def server():
-    """Base URL of the app (``python app.py``) on a free loopback port; terminated after the module."""
-    with serve_app() as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """One headless system Chromium for the module."""
-    pw = sync_api.sync_playwright().start()
-    try:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=60_000)
-        try:
-            yield b
-        finally:
-            b.close()
-    finally:
-        pw.stop()
-
-
-@pytest.fixture
-def page(browser):
-    """A fresh browser context (its own Streamlit session) with a projector-like viewport."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    ctx.set_default_timeout(30_000)
-    pg = ctx.new_page()
-    try:
-        yield pg
-    finally:
-        ctx.close()
+# server, browser and page: tests/browser/conftest.py (one server and one Chromium for the run)
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -227,6 +198,9 @@ def wait_until(fn, timeout_s: float, what: str, interval: float = 0.25):
 # -------------------------------------------------------------------------------------- tests
 
 def test_every_page_loads_without_an_error(server, page):
+    """Every page of the sidebar renders without an error box, each under its own title, and asks no
+    other host for anything. On the home page first (this used to be a test of its own that loaded
+    it again): the block-size slider reacts to the keyboard and the paged side's metrics follow."""
     from urllib.parse import urlparse
 
     # an offline classroom reaches nothing but the lab's server: no page asks another host for anything
@@ -244,6 +218,7 @@ def test_every_page_loads_without_an_error(server, page):
     # the default page lives at "/", every other page at its url_path
     expected = [server] + [f"{server}/{p}" for p in paths[1:]]
     assert sorted(hrefs) == sorted(expected), (hrefs, paths)
+    _block_size_slider_changes_paged_utilisation(page)
     seen = {server: title}
     for href in hrefs[1:]:
         name = href.rsplit("/", 1)[-1]
@@ -258,12 +233,12 @@ def test_every_page_loads_without_an_error(server, page):
     assert not outside, sorted(set(outside))
 
 
-def test_block_size_slider_changes_paged_utilisation(server, page):
+def _block_size_slider_changes_paged_utilisation(page):
+    """On the explainer as loaded: ArrowRight on the block-size slider moves it 16 -> 24 and the paged
+    side's metrics become those of the core's run at 24; reserve-max does not move."""
     from allocator.scenario import Scenario, run_scenario
     from allocator.viz.claims import pct
 
-    page.goto(server + "/", wait_until="domcontentloaded")
-    settle(page)
     before = metric_values(page, "Mean utilisation")
     assert len(before) == 2, before                            # reserve-max, paged
     slider = page.locator('[data-testid="stSlider"]').filter(has_text="Block size (slots per block)")
@@ -286,30 +261,65 @@ def test_block_size_slider_changes_paged_utilisation(server, page):
     shot(page, "explainer_block_24")
 
 
-def test_play_button_advances_the_animation(server, page):
-    page.goto(server + "/", wait_until="domcontentloaded")
-    settle(page)
-    plot = page.locator(".js-plotly-plot").filter(has=page.locator(".updatemenu-button")).first
-    plot.wait_for(timeout=30_000)
-    label = plot.locator("text.slider-label").first
-    assert label.text_content().strip() == "engine step 0"
-    plot.locator(".updatemenu-button").first.click()           # ▶ Play
-    moved = wait_until(lambda: (t := label.text_content().strip()) != "engine step 0" and t, 20,
-                       "the animation to leave engine step 0")
-    assert re.fullmatch(r"engine step \d+", moved), moved
-    time.sleep(1.0)
-    plot.locator(".updatemenu-button").nth(1).click()          # ❚❚ Pause
-    later = label.text_content().strip()
-    assert int(later.split()[-1]) >= int(moved.split()[-1]) > 0
-    shot(page, "explainer_playing", plot)
-    assert not errors(page)
+def test_play_button_advances_the_animation_and_play_and_pause_log_no_console_error(server, browser):
+    """▶ Play moves the animation off engine step 0 and ❚❚ Pause stops it (in the browser only).
+
+    On the same page (these were three tests, each of which loaded it first): issue 23 item 18,
+    ▶ Play then Pause logged "pageerror: undefined" (Plotly rejects an interrupted animation's
+    promise with no reason); nothing may reach the console. Then ▶ Play again and space: the key
+    handler follows Plotly's own animation events, so space after ▶ Play pauses it (a helper found
+    it kept playing, because the handler only counted its own presses: it has seen none here
+    either)."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    ctx.set_default_timeout(30_000)
+    page = ctx.new_page()
+    console = []
+    page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
+    page.on("console", lambda msg: console.append(msg.text)
+            if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+    try:
+        page.goto(server + "/", wait_until="domcontentloaded")
+        settle(page)
+        plot = page.locator(".js-plotly-plot").filter(has=page.locator(".updatemenu-button")).first
+        plot.wait_for(timeout=30_000)
+        label = plot.locator("text.slider-label").first
+        assert label.text_content().strip() == "engine step 0"
+        plot.locator(".updatemenu-button").first.click()           # ▶ Play
+        moved = wait_until(lambda: (t := label.text_content().strip()) != "engine step 0" and t, 20,
+                           "the animation to leave engine step 0")
+        assert re.fullmatch(r"engine step \d+", moved), moved
+        time.sleep(1.0)
+        plot.locator(".updatemenu-button").nth(1).click()          # ❚❚ Pause
+        later = label.text_content().strip()
+        assert int(later.split()[-1]) >= int(moved.split()[-1]) > 0
+        shot(page, "explainer_playing", plot)
+        assert not errors(page)
+        time.sleep(1.0)
+        assert not console, console
+
+        paused = label.text_content().strip()
+        plot.locator(".updatemenu-button").first.click()           # ▶ Play again, then space
+        wait_until(lambda: label.text_content().strip() != paused, 20, "the animation to start again")
+        page.locator("h1").first.click()                           # focus the page, not a widget
+        page.keyboard.press(" ")
+        time.sleep(0.6)
+        stopped = label.text_content().strip()
+        time.sleep(1.5)
+        assert label.text_content().strip() == stopped, "space did not pause the animation started by ▶ Play"
+    finally:
+        ctx.close()
 
 
-def test_throughput_page_draws_the_default_sweep(server, page):
+def test_throughput_page_draws_the_default_sweep_then_the_paper_replication_in_one_click(server, page):
     """The rate sweep's page in a real browser: five charts drawn, the headline and the sustained
-    rates from the sweep the core computes (the default one, warmed at start-up)."""
+    rates from the sweep the core computes (the default one, warmed at start-up).
+
+    Then, on the same page (the two used to be separate tests that each loaded it first): issue 21,
+    one click draws the paper's three figures beside this model's, every chart renders, and the
+    targets table quotes the replication the core computes."""
+    from allocator.paper import replication_for as paper_replication
     from allocator.throughput import with_latency_factor
-    from allocator.viz.claims import sustained_text
+    from allocator.viz.claims import paper_replication_texts, sustained_text
     from pages._ui.sweep_cache import DEFAULT_KEY, cached_sweep
 
     page.goto(server + "/throughput", wait_until="domcontentloaded")
@@ -322,15 +332,6 @@ def test_throughput_page_draws_the_default_sweep(server, page):
     assert "The paper's figures" in body and "This model's figures" in body
     shot(page, "throughput_page")
 
-
-def test_throughput_page_paper_replication_one_click(server, page):
-    """Issue 21: one click draws the paper's three figures beside this model's, every chart renders,
-    and the targets table quotes the replication the core computes."""
-    from allocator.paper import replication_for as paper_replication
-    from allocator.viz.claims import paper_replication_texts
-
-    page.goto(server + "/throughput", wait_until="domcontentloaded")
-    settle(page, timeout_s=PAGE_S + 60)
     page.get_by_role("button", name=re.compile("Run the paper replication")).click()
     page.get_by_text("Where this model departs").wait_for(timeout=(PAGE_S + 120) * 1000)
     settle(page, timeout_s=PAGE_S + 60)
@@ -383,54 +384,18 @@ def test_first_visit_to_a_shared_page_url_on_a_cold_server(page):
         assert sorted(h.rstrip("/") for h in hrefs) == sorted([base] + [f"{base}/{p}" for p in paths[1:]]), hrefs
 
 
-@pytest.mark.parametrize("width, height, present", [(1920, 1080, True), (1366, 768, True), (1920, 1080, False)])
-def test_the_animation_starts_on_the_first_screen(server, browser, width, height, present):
-    """A projector at 1920x1080 and a laptop at 1366x768: in presentation mode the Play control and
-    the memory maps are in the first viewport; in normal mode at 1920x1080 at least Play and the top
-    of the maps are (the lesson-truth issue, finding 8)."""
-    ctx = browser.new_context(viewport={"width": width, "height": height})
-    pg = ctx.new_page()
-    try:
-        pg.goto(server + ("/?present=true" if present else "/"), wait_until="domcontentloaded")
-        settle(pg)
-        play = pg.locator(".js-plotly-plot .updatemenu-button").first.bounding_box()
-        maps = pg.locator(".js-plotly-plot .heatmaplayer").first.bounding_box()
-        mode = "present" if present else "normal"
-        shot(pg, f"first_screen_{mode}_{width}x{height}")
-        assert play and 0 <= play["y"] and play["y"] + play["height"] <= height, play
-        assert maps and maps["y"] < height - 60, maps                      # the top of the maps shows
-        if present:
-            assert maps["y"] + maps["height"] <= height, maps              # all of the maps show
-        # the slider's own tick labels are hidden (they ran into one another); the step is its readout
-        label = pg.locator(".js-plotly-plot .slider-label").first.text_content()
-        assert label.strip() == "engine step 0"
-        assert not errors(pg), errors(pg)
-    finally:
-        ctx.close()
-
-
-def test_space_pauses_an_animation_started_with_the_play_button(server, page):
-    """The key handler follows Plotly's own animation events: space after ▶ Play pauses it (a helper
-    found it kept playing, because the handler only counted its own presses)."""
-    page.goto(server + "/", wait_until="domcontentloaded")
-    settle(page)
-    plot = page.locator(".js-plotly-plot").filter(has=page.locator(".updatemenu-button")).first
-    label = plot.locator("text.slider-label").first
-    plot.locator(".updatemenu-button").first.click()           # ▶ Play
-    wait_until(lambda: label.text_content().strip() != "engine step 0", 20, "the animation to start")
-    page.locator("h1").first.click()                           # focus the page, not a widget
-    page.keyboard.press(" ")
-    time.sleep(0.6)
-    stopped = label.text_content().strip()
-    time.sleep(1.5)
-    assert label.text_content().strip() == stopped, "space did not pause the animation started by ▶ Play"
+# The animation on the first screen, and a presented lesson step keeping Play and the maps on screen:
+# tests/browser/test_ux_browser.py::test_the_first_screen_then_the_lesson_step_row (one page load with
+# the lesson step row's checks).
 
 
 def test_every_page_presents(server, browser):
     """Issue 23 item 13: ``?present=true`` is honoured on every page (no sidebar, the way back shown,
     no error, no console error) at a projector's and a laptop's size; item 14: /explainer opens the
-    explainer instead of "Page not found"."""
-    paths = [""] + app_url_paths()[1:]
+    explainer instead of "Page not found". The home page (``/?present=true``) gets these checks in
+    test_ux_browser.py::test_the_first_screen_then_the_lesson_step_row, which loads it at both
+    sizes anyway (one load each instead of two)."""
+    paths = app_url_paths()[1:]
     for width, height in ((1920, 1080), (1366, 768)):
         ctx = browser.new_context(viewport={"width": width, "height": height})
         pg = ctx.new_page()
@@ -443,7 +408,7 @@ def test_every_page_presents(server, browser):
             for path in paths:
                 pg.goto(f"{server}/{path}?present=true", wait_until="domcontentloaded")
                 settle(pg)
-                shot(pg, f"present_{path or 'home'}_{width}x{height}")
+                shot(pg, f"present_{path}_{width}x{height}")
                 assert not errors(pg), (path, errors(pg))
                 assert pg.get_by_role("button", name="Leave presentation mode").is_visible(), path
                 assert not pg.locator('section[data-testid="stSidebar"]').is_visible(), path
@@ -455,49 +420,3 @@ def test_every_page_presents(server, browser):
             assert not console, console
         finally:
             ctx.close()
-
-
-def test_play_and_pause_log_no_console_error(server, browser):
-    """Issue 23 item 18: ▶ Play then Pause logged "pageerror: undefined" (Plotly rejects an
-    interrupted animation's promise with no reason)."""
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
-    pg = ctx.new_page()
-    console = []
-    pg.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
-    pg.on("console", lambda msg: console.append(msg.text)
-          if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
-    try:
-        pg.goto(server + "/", wait_until="domcontentloaded")
-        settle(pg)
-        buttons = pg.locator(".js-plotly-plot .updatemenu-button")
-        buttons.first.click()                                      # ▶ Play
-        label = pg.locator(".js-plotly-plot text.slider-label").first
-        wait_until(lambda: label.text_content().strip() != "engine step 0", 20, "the animation to start")
-        buttons.nth(1).click()                                     # ❚❚ Pause
-        time.sleep(1.0)
-        assert not console, console
-    finally:
-        ctx.close()
-
-
-def test_a_presented_lesson_step_keeps_play_and_the_maps_on_screen(server, browser):
-    """Issue 23 item 18: at 1366x768 in presentation mode the lesson box pushed the maps below the
-    fold while step 2 says "watch the left map"; now Play and the top of the maps show."""
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
-    pg = ctx.new_page()
-    try:
-        pg.goto(server + "/?present=true", wait_until="domcontentloaded")
-        settle(pg)
-        pg.get_by_role("button", name="Start the guided lesson").click()
-        settle(pg)
-        pg.get_by_role("button", name="Next ▶").click()          # step 2: watch the waste
-        settle(pg)
-        assert "Watch the waste" in pg.content()
-        play = pg.locator(".js-plotly-plot .updatemenu-button").first.bounding_box()
-        maps = pg.locator(".js-plotly-plot .heatmaplayer").first.bounding_box()
-        shot(pg, "present_lesson_step2_1366x768")
-        assert play and play["y"] + play["height"] <= 768, play
-        assert maps and maps["y"] < 768 - 150, maps                 # a good part of the maps shows
-        assert not errors(pg), errors(pg)
-    finally:
-        ctx.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from tests.browser.test_browser import browser, page, server, settle  # noqa: F401  (fixtures)
+from tests.browser.test_browser import settle   # server, page: tests/browser/conftest.py
 
 LINK = "[Teacher: download the new version here](https://evil.example/x)"
 VALUES = {"workload": LINK, "gpu": "![x](https://evil.example/b.png)",

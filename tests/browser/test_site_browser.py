@@ -25,8 +25,6 @@ from allocator.viz.site import build_site
 from allocator.viz.sitecodec import plain_frames
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} not found: browser tests skipped (apt-get install chromium as root).",
                 allow_module_level=True)
@@ -35,20 +33,18 @@ WAIT_MS = 60_000
 
 
 @pytest.fixture(scope="module")
-def site_dir(tmp_path_factory):
-    """The default scenario's site, written as export-site writes it."""
-    out = tmp_path_factory.mktemp("site") / "lesson"
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert cli_main(["export-site", str(out)]) == 0
-    return out
+def site_dir(default_site):
+    """The default scenario's site, written by ``export-site`` (once a run: tests/conftest.py)."""
+    return default_site[0]
 
 
 @pytest.fixture(scope="module")
-def page(site_dir):
-    """The site open in Chromium from disk; every request that is not file:// is aborted and kept."""
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1366, "height": 768})
+def page(site_dir, browser):
+    """The site open in Chromium from disk; every request that is not file:// is aborted and kept.
+    ``browser``: the module's Chromium (tests/browser/conftest.py)."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    try:
+        pg = ctx.new_page()
         pg.blocked, pg.errors = [], []
 
         def route(r):
@@ -63,7 +59,8 @@ def page(site_dir):
         pg.goto((site_dir / "index.html").as_uri())
         pg.wait_for_selector("body[data-ready]", state="attached", timeout=WAIT_MS)
         yield pg
-        browser.close()
+    finally:
+        ctx.close()
 
 
 def _cli(bs: int) -> dict:

@@ -19,8 +19,7 @@ from allocator.scenario import SWEEP_BLOCK_SIZES, Scenario, block_size_sweep, bu
 from allocator.viz.charts import explainer_figure, for_projector, sweep_figure
 from allocator.viz.claims import reservation_name, reveal
 from allocator.viz.lesson import STEPS
-from allocator.viz.site import (build_data, build_site, lesson_applies, markdown_html, site_bytes, with_marker,
-                                site_zip, sweep_marker)
+from allocator.viz.site import lesson_applies, markdown_html, site_bytes, site_zip, sweep_marker, with_marker
 from allocator.viz.sitecodec import (PAD, decode_frames, decode_runs, encode_frames, encode_runs, plain_frames,
                                      pool_refs, resolve_refs)
 
@@ -120,8 +119,9 @@ def test_a_trace_file_name_reaches_the_site_only_escaped(tmp_path):
 # ------------------------------------------------------------------------------ the data
 
 @pytest.fixture(scope="module")
-def data():
-    return build_data(Scenario())
+def data(default_site):
+    """``build_data(Scenario())``, as the run's one ``export-site`` built it (tests/conftest.py)."""
+    return default_site[1]
 
 
 def test_every_block_size_of_the_sweep_is_there_with_the_cards_of_its_own_run(data, default_run):
@@ -188,8 +188,10 @@ def test_the_lesson_comes_only_with_its_own_scenario():
 # ------------------------------------------------------------------------------ the folder and the CLI
 
 @pytest.fixture(scope="module")
-def files(data):
-    return build_site(Scenario(), data=data)
+def files(default_site):
+    """``build_site(Scenario())``'s files as ``export-site`` wrote them: {relative path: bytes}."""
+    folder = default_site[0]
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def test_the_default_site_fits_10_mb_and_loads_only_its_own_files(files):
@@ -257,7 +259,8 @@ def test_export_site_shows_its_progress_on_a_terminal_and_nothing_when_piped(tmp
                      + ["the arithmetic pages and the Block tables walk-through"])
     assert lines[-1] == "" and not lines[-2].strip()                    # the line is blanked at the end
     assert out.getvalue().startswith(f"wrote {tmp_path / 'tty'} (")
-    code, printed, piped = _run(["export-site", str(tmp_path / "piped"), *small])   # stderr not a terminal
+    smaller = ["--slots", "64", "--max-new-tokens", "16"]     # any scenario will do for the quiet pipe
+    code, printed, piped = _run(["export-site", str(tmp_path / "piped"), *smaller])   # stderr not a terminal
     assert code == 0 and piped == "" and printed.startswith("wrote ")
     assert progress_line(_Terminal(), quiet=True)[0] is None            # --json: quiet on a terminal too
     assert progress_line(io.StringIO(), quiet=False)[0] is None

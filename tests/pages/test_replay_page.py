@@ -2,6 +2,8 @@
 every number its sentences quote comes from that replay (allocator.viz.replay)."""
 import json
 
+import pytest
+
 from allocator.calibration import CALIBRATED, Efficiency
 from allocator.replay import held_out_check, replay
 from allocator.viz.replay import error_table, headline, held_out_sentence, right_and_wrong, signed_pct
@@ -9,16 +11,24 @@ from allocator.vllm_run import SHIPPED_RUN, load_run
 from tests.conftest import markdown_text, open_page
 
 
-def test_page_shows_the_replay_its_table_and_its_sentences():
-    at = open_page("pages/real_engine.py")
+@pytest.fixture(scope="module")
+def shipped():
+    """The shipped run and what the core computes from it, once for the module (each replay takes
+    about a second; the tests only read them): {"run", "calibrated", "datasheet", "held_out"}."""
     run = load_run(SHIPPED_RUN)
-    rep = replay(run, efficiency=CALIBRATED)
+    return {"run": run, "calibrated": replay(run, efficiency=CALIBRATED),
+            "datasheet": replay(run, efficiency=Efficiency(1.0, 1.0, 0.002)), "held_out": held_out_check(run)}
+
+
+def test_page_shows_the_replay_its_table_and_its_sentences(shipped):
+    at = open_page("pages/real_engine.py")
+    rep = shipped["calibrated"]
     text = markdown_text(at)
     assert headline(rep) in text
     assert "+5.9 %" in headline(rep) and "7.10 s" in headline(rep)        # the README's figures
     for sentence in right_and_wrong(rep):
         assert sentence in text
-    assert held_out_sentence(held_out_check(run)) in text
+    assert held_out_sentence(shipped["held_out"]) in text
     assert "not measured here" in text
     table = at.table[0].value
     expect = error_table(rep).set_index(["figure", "statistic"])
@@ -33,9 +43,9 @@ def test_page_shows_the_replay_its_table_and_its_sentences():
     assert "at most 128 running" in "\n".join(c.value for c in at.caption)
 
 
-def test_datasheet_step_model_is_shown_as_too_fast():
+def test_datasheet_step_model_is_shown_as_too_fast(shipped):
     at = open_page("pages/real_engine.py", {"re_model": "datasheet"})
-    rep = replay(load_run(SHIPPED_RUN), efficiency=Efficiency(1.0, 1.0, 0.002))
+    rep = shipped["datasheet"]
     text = markdown_text(at)
     assert headline(rep) in text
     assert rep.error_pct("ttft") < -30 and signed_pct(rep.error_pct("ttft")) in text
@@ -47,13 +57,13 @@ def test_datasheet_step_model_is_shown_as_too_fast():
     assert params == [f"{CALIBRATED.eta_flops:g}", f"{CALIBRATED.eta_bw:g}", f"{1e3 * CALIBRATED.overhead_s:g} ms"]
 
 
-def test_about_and_readme_quote_the_replay():
+def test_about_and_readme_quote_the_replay(shipped):
     import os
 
     from pages.about import CALIBRATION_SOURCE
     from tests.conftest import ROOT
 
-    rep = replay(load_run(SHIPPED_RUN))
+    rep = shipped["calibrated"]                              # replay()'s default efficiency is CALIBRATED
     e, t = rep.cost.efficiency, rep.table
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
         readme = " ".join(fh.read().split())                 # line breaks as spaces
@@ -70,8 +80,8 @@ def test_about_and_readme_quote_the_replay():
                    f"latency {t['latency']['mean']['simulated']:.1f} s against {t['latency']['mean']['measured']:.1f} s",
                    f"p90 TTFT is the worst figure ({signed_pct(rep.error_pct('ttft', 'p90'))})"):
         assert needle in readme, needle
-    peak = replay(load_run(SHIPPED_RUN), efficiency=Efficiency(1.0, 1.0, 0.002))
+    peak = shipped["datasheet"]
     assert f"datasheet peaks (the page's contrast) is off by -{abs(round(peak.error_pct('ttft'))):.0f} % on TTFT" in readme
-    h = held_out_check(load_run(SHIPPED_RUN))
+    h = shipped["held_out"]
     assert (f"by {signed_pct(h['ttft_error_pct'])} (TTFT), {signed_pct(h['tpot_error_pct'])} (TPOT) and "
             f"{signed_pct(h['latency_error_pct'])} (latency)") in readme
