@@ -121,7 +121,7 @@ steps = data.map_steps(res)
 sharing = res.metrics["allocated_unshared"] - res.metrics["allocated_slots"]      # slots saved by sharing
 busiest = int(res.metrics["step"][int(sharing.argmax() if sharing.max() > 0 else res.metrics["running"].argmax())])
 # a new pool, block size or window is a new run with its own pictures: start at the step looked at
-# before (or the nearest one this run has a picture of, and say so), else where sharing peaked
+# before (its nearest picture; said in words when the new run ends well before it), else where sharing peaked
 looked = st.session_state.get("pc_step_looked")
 start = min(steps, key=lambda s: abs(s - (busiest if looked is None else looked)))
 step_key = f"pc_step_{offset}_{count}_{block}_{chosen}"
