@@ -68,6 +68,7 @@ class ClassroomScheduler:
     name = "simulation"                    # how the loop's bug guard names it
     new_seq = _Seq                         # what an arrival becomes
     reject_reason = None                   # no rule of its own beyond the allocator's never_fits
+    quiet_stretches = True                 # its decode-only steps may be written out (engine_run._quiet_stretch)
 
     __slots__ = ("allocator", "run", "waiting", "running", "grow_at", "finish_at", "order", "base_sum", "final_sum",
                  "busy_limit")

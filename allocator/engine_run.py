@@ -48,6 +48,8 @@ POOL_COLUMNS = ("saving", "allocated_slots", "external_fragmentation", "units", 
 CACHE_POOL_COLUMNS = ("cached_blocks", "cached_evictions")
 #: Every prefix-cache column (all zero in a run without a prefix cache).
 CACHE_COLUMNS = CACHE_STEP_COLUMNS + CACHE_POOL_COLUMNS
+_STEP_PACK = struct.Struct(f"<{len(STEP_COLUMNS)}q")     # a record's step columns (_quiet_stretch)
+_POOL_BYTES = 8 * len(POOL_COLUMNS)                       # a record's pool columns, packed
 
 
 def arrival_times(workload: Workload, clock, seconds_per_step) -> tuple[dict, float]:
@@ -290,6 +292,10 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
     keys, n, tol, timed, rejected = run.keys, run.n, run.tol, run.timed, run.rejected
     look = run.pictures is not None or check_invariants
     price, seconds = run.step_seconds, run.seconds
+    grow_at, finish_at = getattr(scheduler, "grow_at", None), getattr(scheduler, "finish_at", None)
+    # stretches of decode-only steps are written out (_quiet_stretch) where a record holds nothing else
+    quiet = (getattr(scheduler, "quiet_stretches", False) and not look and not run._swaps
+             and not run.caching and len(run.names) == len(STEP_COLUMNS) + len(POOL_COLUMNS))
     busy, busy_limit = 0, scheduler.busy_limit
     t, now = 0, 0.0 if timed else 0           # the step, and the clock (the step, or seconds)
     arrival = keys[0] if n else math.inf      # the next arrival
@@ -316,4 +322,45 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
             raise RuntimeError(f"{scheduler.name} did not drain within {busy_limit} busy steps "
                                f"({run.allocator.label})")
         t += 1
+        if quiet and not waiting and running and t not in finish_at and t not in grow_at:
+            end = min(finish_at) if finish_at else t
+            if grow_at:
+                end = min(end, min(grow_at))
+            if end > t + 1:                    # at least two quiet steps: worth the set-up
+                t, now, busy = _quiet_stretch(run, scheduler, t, end, now, arrival, stop_s, busy)
     return run
+
+
+def _quiet_stretch(run: Run, scheduler, t: int, end: int, now, arrival, stop_s, busy: int) -> tuple:
+    """Steps ``t`` .. ``end - 1`` of a stretch in which nothing but decoding happens: no sequence
+    waits, none grows or finishes before ``end`` (the scheduler's next event), so every step records
+    the same pool and the same counters but three (the step, the tokens held, the decode pairs),
+    written out here without :meth:`ClassroomScheduler.step`. Stops early, as the loop would, at a
+    step an arrival is due or the clock has reached ``stop_s``; returns (t, now, busy) for the loop.
+    Only for runs whose records carry nothing else (no swap, no prefix cache, no pictures, no
+    checks: :func:`drive` decides); ``tests/core/test_engine_digests.py`` holds every record to the
+    step-by-step loop's."""
+    timed, tol, price, seconds, pack = run.timed, run.tol, run.step_seconds, run.seconds, _STEP_PACK.pack
+    pool = bytes(run.rows[-_POOL_BYTES:])      # the pool as the last busy step left it (need 0: nobody waits)
+    rows = run.rows
+    batch = len(scheduler.running)
+    base_sum, final_sum, finished = scheduler.base_sum, scheduler.final_sum, run.finished
+    if busy + (end - t) > scheduler.busy_limit:
+        end = t + max(0, scheduler.busy_limit - busy)      # the loop's own guard then names the fault
+    while t < end:
+        if stop_s is not None and timed and now >= stop_s:
+            break
+        if not timed:
+            now = t
+        if arrival <= now + tol:
+            break
+        tokens = base_sum + batch * t          # held at the end of the step = decode pairs (no prefill)
+        rows += pack(t, 1, tokens, batch, batch, 0, finished, 0, 0, 0, 0, 0, 0, tokens, final_sum)
+        rows += pool
+        if timed:
+            dt = price(0, 0, batch, tokens, 0)
+            seconds.append(dt)
+            now += dt
+        busy += 1
+        t += 1
+    return t, now, busy
