@@ -163,6 +163,16 @@ def settle(pg, old_title: str | None = None, timeout_s: float = PAGE_S, quiet_s:
         time.sleep(0.2)
 
 
+def console_errors(pg) -> list[str]:
+    """A list that fills with ``pg``'s uncaught exceptions and console errors from now on, except a
+    resource this offline machine cannot fetch (web fonts, telemetry), which is no error of the app."""
+    console: list[str] = []
+    pg.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
+    pg.on("console", lambda msg: console.append(msg.text)
+          if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+    return console
+
+
 def errors(pg) -> list[str]:
     """Texts of every exception / error box on the page."""
     return pg.locator(ERROR_SELECTOR).all_inner_texts()
@@ -273,10 +283,7 @@ def test_play_button_advances_the_animation_and_play_and_pause_log_no_console_er
     ctx = browser.new_context(viewport={"width": 1366, "height": 768})
     ctx.set_default_timeout(30_000)
     page = ctx.new_page()
-    console = []
-    page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
-    page.on("console", lambda msg: console.append(msg.text)
-            if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+    console = console_errors(page)
     try:
         page.goto(server + "/", wait_until="domcontentloaded")
         settle(page)
@@ -399,11 +406,7 @@ def test_every_page_presents(server, browser):
     for width, height in ((1920, 1080), (1366, 768)):
         ctx = browser.new_context(viewport={"width": width, "height": height})
         pg = ctx.new_page()
-        console = []
-        pg.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
-        # a resource this offline machine cannot fetch (web fonts, telemetry) is no error of the app
-        pg.on("console", lambda msg: console.append(msg.text)
-              if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+        console = console_errors(pg)
         try:
             for path in paths:
                 pg.goto(f"{server}/{path}?present=true", wait_until="domcontentloaded")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 # server (the run's one app server), browser: tests/browser/conftest.py
-from tests.browser.test_browser import errors, settle, shot
+from tests.browser.test_browser import console_errors, errors, settle, shot
 
 
 def _centre_y(locator) -> float:
@@ -39,11 +39,7 @@ def test_the_first_screen_then_the_lesson_step_row(server, browser, width, heigh
     ctx = browser.new_context(viewport={"width": width, "height": height})
     pg = ctx.new_page()
     mode = "present" if present else "normal"
-    console = []
-    pg.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
-    # a resource this offline machine cannot fetch (web fonts, telemetry) is no error of the app
-    pg.on("console", lambda msg: console.append(msg.text)
-          if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
+    console = console_errors(pg)
     try:
         pg.goto(server + ("/?present=true" if present else "/"), wait_until="domcontentloaded")
         settle(pg)
