@@ -43,10 +43,10 @@ def serve(argv: list[str]) -> int:
 
 
 def _warm_in_background() -> None:
-    """Compute the Throughput page's default rate sweep (for both sources of lengths) and the Prefix
-    cache page's default window at every block size (seconds of work each) while the server starts
-    and serves: the first visitor then finds them ready, or waits for them instead of starting
-    another. Then import the Kernel page's libraries (torch, ``kernels``). No page waits for any of this."""
+    """Compute the Throughput page's default rate sweep and the Prefix cache page's default window
+    at every block size (seconds of work each) while the server starts and serves: the first
+    visitor then finds them ready, or waits for them instead of starting another. Then import the
+    Kernel page's libraries (torch, ``kernels``). No page waits for any of this."""
     import importlib
     import threading
 
@@ -58,7 +58,7 @@ def _warm_in_background() -> None:
 
     threads = []
     for name, module, function, what in (
-            ("warm-rate-sweep", "pages._ui.sweep_cache", "warm_default_sweep", "the default rate sweeps"),
+            ("warm-rate-sweep", "pages._ui.sweep_cache", "warm_default_sweep", "the default rate sweep"),
             ("warm-prefix-cache", "pages._ui.prefix_data", "warm", "the prefix cache page")):
         threads.append(threading.Thread(target=warm, args=(module, function, what), name=name, daemon=True))
         threads[-1].start()

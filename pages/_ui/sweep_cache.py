@@ -168,13 +168,9 @@ def is_cached(key: tuple) -> bool:
 
 #: The page's first setting (the PagedAttention paper's GPU and model, 1,000 requests, block 16).
 DEFAULT_KEY = sweep_key("a100-40gb", "opt-13b", "auto", 1000, None, 16)
-#: The same setting with the paper's own ShareGPT lengths, the page's other source of lengths.
-SHAREGPT_KEY = sweep_key("a100-40gb", "opt-13b", "auto", 1000, None, 16, "sharegpt-opt")
 
 
 def warm_default_sweep() -> None:
-    """Compute the page's default sweep into the store, then the same setting with ShareGPT lengths
-    (``app.py`` starts this in the background); the page then says either was precomputed at
-    start-up (:func:`origin`)."""
-    for key in (DEFAULT_KEY, SHAREGPT_KEY):
-        cached_sweep(key, by=STARTUP)
+    """Compute the page's default sweep into the store (``app.py`` starts this in the background); the
+    page then says its default was precomputed at start-up (:func:`origin`)."""
+    cached_sweep(DEFAULT_KEY, by=STARTUP)

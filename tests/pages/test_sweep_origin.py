@@ -63,21 +63,3 @@ def test_the_page_says_a_sweep_was_precomputed_at_start_up_or_run_by_another_stu
     assert sweep_cache.origin(key) not in (None, sweep_cache.STARTUP)
     assert not any(c in captions for c in (sweep_source_note("start-up"), sweep_source_note("shared")))
     assert sweep_source_note(None) is None
-
-
-def test_the_start_up_warm_up_precomputes_the_default_for_both_sources_of_lengths(monkeypatch):
-    """Switching the lengths to ShareGPT is the paper's own experiment: the server computes that
-    sweep at start-up too, after the default, and the page calls both precomputed."""
-    calls = []
-    sc = _fake_sweeps(monkeypatch, Store(), calls)
-    workloads = []
-    real = sc.heavy.run_heavy
-
-    def spy(what, fn, *args, **kwargs):
-        workloads.append(kwargs["workload"])
-        return real(what, fn, *args, **kwargs)
-    monkeypatch.setattr(sc.heavy, "run_heavy", spy)
-    sc.warm_default_sweep()
-    assert workloads == ["azure-conv", "sharegpt-opt"] and len(calls) == 2
-    assert sc.SHAREGPT_KEY == sc.DEFAULT_KEY[:-1] + ("sharegpt-opt",)
-    assert [sc.origin(k) for k in (sc.DEFAULT_KEY, sc.SHAREGPT_KEY)] == [sc.STARTUP, sc.STARTUP]

@@ -163,11 +163,10 @@ def time_split_claim(sweep, at: float, policy: str = "paged") -> str:
 def sweep_source_note(source: str | None) -> str | None:
     """One plain line saying where a sweep already on the server came from, or None (this session
     computed it, or nothing to say): ``source`` "start-up" (the server computed the page's default
-    sweep, with either source of lengths, in the background when it started) or "shared" (another
-    student ran the same settings). Either way the runs are the ones these settings make; only who
-    waited for them differs."""
+    sweep in the background when it started) or "shared" (another student ran the same settings).
+    Either way the runs are the ones these settings make; only who waited for them differs."""
     if source == "start-up":
-        return ("This sweep was precomputed by the server at start-up, before anyone opened the page: "
+        return ("This default sweep was precomputed by the server at start-up, before anyone opened the page: "
                 "the same runs these settings make, already done.")
     if source == "shared":
         return ("This sweep was already on the server, run earlier with these exact settings by another student "
