@@ -19,8 +19,9 @@ from allocator.validate import one_line, plain_markdown, show
 from allocator.viz.claims import plural
 from pages._ui.cache import uploaded_rows
 from pages._ui.errors import show_error
+from pages._ui.present import keep_last_values
 from pages._ui.url_params import (BLOCK_SIZE_DEFAULT, BLOCK_SIZES, CHOICE_DEFAULTS, CHOICES, NumberRule,
-                                  check_params, number_rules, refused_number, repeated_params)
+                                  check_params, number_rules, refused_number)
 
 UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTokens) or a plain one "
                f"(prompt_tokens, output_tokens, optional arrival_s in seconds); at most {UPLOAD_MAX_ROWS:,} "
@@ -38,11 +39,7 @@ def read_url() -> list[str]:
     st.session_state[_READ] = True
     params = st.query_params.to_dict()              # a repeated parameter: its last value
     accepted, messages = check_params(params, list_taken=True)
-    given = {name: st.query_params.get_all(name) for name in params}
-    messages = repeated_params(given) + messages
-    for name, values in given.items():
-        if len(values) > 1:          # keep one value, the last: a bound widget would start from the first
-            st.query_params[name] = values[-1]
+    messages = keep_last_values(params) + messages
     for name in params:
         if name not in accepted:
             del st.query_params[name]

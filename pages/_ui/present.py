@@ -136,12 +136,8 @@ def presentation_mode(animated: bool = False, own_url: bool = False) -> bool:
         show_error(refused, kind="warning", icon=":material/link_off:")
     if not own_url:
         params = st.query_params.to_dict()          # a repeated parameter: its last value
-        given = {name: st.query_params.get_all(name) for name in params if name in PAGE_PARAMS}
-        for message in repeated_params(given) + unknown_params(params):
+        for message in keep_last_values([n for n in params if n in PAGE_PARAMS]) + unknown_params(params):
             show_error(message, kind="warning", icon=":material/link_off:")
-        for name, values in given.items():
-            if len(values) > 1:      # keep one value, the last: the bound toggle would start from the first
-                st.query_params[name] = values[-1]
         for name in params:
             if name not in PAGE_PARAMS:
                 del st.query_params[name]
@@ -155,6 +151,17 @@ def presentation_mode(animated: bool = False, own_url: bool = False) -> bool:
                                                if animated else "") + "Esc leaves")
         right.button("Leave presentation mode", on_click=_leave, width="stretch")
     return on
+
+
+def keep_last_values(names) -> list[str]:
+    """For each of ``names`` the link gives more than once, keep only its last value in the URL (the
+    one ``st.query_params`` reads; a bound widget would start from the first) and return the notes
+    that say so (``url_params.repeated_params``: plain text)."""
+    given = {name: st.query_params.get_all(name) for name in names}
+    for name, values in given.items():
+        if len(values) > 1:
+            st.query_params[name] = values[-1]
+    return repeated_params(given)
 
 
 def is_presenting() -> bool:
