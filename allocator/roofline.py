@@ -293,7 +293,9 @@ class CostModel:
         return data + blocks * transfers_per_block(self.model) * self.transfer_latency_s
 
     def roofline(self, tokens, pairs, decode_pairs):
-        """The roofline of a step: ``(compute_s, memory_s)``, the one place it is written.
+        """The roofline of a step: ``(compute_s, memory_s)``, the one place it is written (the engine's
+        per-step :meth:`BoundCostModel.pricer` repeats its arithmetic inline for speed, held to it
+        float-for-float by ``tests/core/test_pricer.py``).
 
         Works on numbers (one step: :meth:`step_seconds`, which the engine calls every step) and
         on numpy arrays of one shape alike (every record of a run: :func:`allocator.timing.breakdown`).
