@@ -17,8 +17,14 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python app.py --server.port 8501 --server.headless true
 
+# Two pytest-xdist workers (this lab's machines have 2 cores): the browser tests and the two tests
+# that read the exported lesson site stay on one worker (tests/conftest.py groups them), so the app
+# server and the site are built once; the other worker takes the rest. `make test TEST_WORKERS=0`
+# runs everything in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests
 
 # every section, the whole suite last; `make bench SECTIONS="pages explainerbrowser"` runs only those
 bench: $(STAMP)

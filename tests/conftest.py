@@ -70,3 +70,13 @@ def default_site(tmp_path_factory):
         assert cli_main(["export-site", str(out)]) == 0
     assert len(built) == 1
     return out, built[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist (``-n 2 --dist loadgroup``), keep every test that needs the shared app server
+    or the exported default site on one worker, so each is built once a run (the other worker takes
+    the rest). Without xdist the mark does nothing."""
+    browser = pytest.mark.xdist_group("browser")
+    for item in items:
+        if "tests/browser/" in item.nodeid or "default_site" in getattr(item, "fixturenames", ()):
+            item.add_marker(browser)

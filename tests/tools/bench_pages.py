@@ -20,7 +20,6 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import time
 
 from tests.tools.browser_timing import (UP_S, VIEWPORT, browser_session, page_clock, run_section, settled,
@@ -295,16 +294,16 @@ def bench_kernel_browser(target_s: float = 3.0, rounds: int = 3) -> list[bool]:
 # ---------------------------------------------------------------------------------------- suite
 
 def bench_suite(limit_s: float = 600.0) -> list[bool]:
-    """``make test`` (``python -m pytest -q tests``) from this .venv, wall time against 10 minutes.
-    Runs the whole suite: name sections (``make bench`` is ``python -m tests.tools.bench [sections]``)
-    to leave it out."""
-    title = "make test (python -m pytest -q tests), wall time on this machine"
+    """``make test`` itself (the Makefile's pytest command, two workers, from this .venv), wall time
+    against 10 minutes. Runs the whole suite: name sections (``make bench`` is ``python -m
+    tests.tools.bench [sections]``) to leave it out."""
+    title = "make test, wall time on this machine"
 
     def body(rows, met):
         t = time.perf_counter()
         try:
-            out = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"], cwd=_ROOT, capture_output=True,
-                                 text=True, timeout=2 * limit_s)
+            out = subprocess.run(["make", "-s", "test"], cwd=_ROOT, capture_output=True, text=True,
+                                 timeout=2 * limit_s)
             elapsed, rc = time.perf_counter() - t, out.returncode
             summary = (out.stdout.strip().splitlines() or ["(no output)"])[-1]
         except subprocess.TimeoutExpired:
