@@ -14,7 +14,8 @@ from allocator.validate import plain_markdown
 from allocator.formats import plural
 from allocator.viz.claims import (details_rows, headline, reservation_name, reservation_rule,
                                   scheduler_rules_text, sweep_summary, sweep_table, workload_outcome)
-from pages._ui.cache import compute, metrics_table, presentation_figure, seconds_figure, sweep, sweep_chart, timings
+from pages._ui.cache import (compute, lines_figure, metrics_table, presentation_figure, seconds_figure, sweep,
+                             sweep_chart, timings)
 from pages._ui.controls import controls, read_url, time_controls
 from pages._ui.errors import show_error
 from pages._ui.exports_ui import exports_menu
@@ -113,10 +114,12 @@ def map_caption(shared: bool, in_seconds: bool = False) -> str:
     if shared:
         text += (" **Pink**: a shared system-prompt block, stored once for many block tables; **brown**: a "
                  "duplicate copy of the shared prompt.")
+    text += (" The charts under the maps show the whole run, one point per step: the share of slots holding a "
+             "token, and the sequences running; the readout above each map names the frame's step")
     if in_seconds:
-        return text + (" The dashed line below marks the frame's moment; each map shows where its own run was "
-                       "then (the two runs take different seconds per step).")
-    return text + " The dashed line below marks the frame's step."
+        return text + (" and moment. At a moment each map shows where its own run was then (the two runs take "
+                       "different seconds per step).")
+    return text + "."
 
 
 def workload_panel(workload, sc: Scenario, results) -> None:
@@ -216,8 +219,16 @@ def maps_section() -> None:
     if MAPS in hidden:
         st.info(f"The memory maps: {HIDDEN_NOTE}", icon=":material/visibility_off:")
         return
-    st.plotly_chart(presentation_figure(fig, scenario) if presenting else fig, width="stretch",
-                    config={"displaylogo": False}, key="maps")
+    clock_key = (clock["gpu"], clock["model"]) if clock["seconds_axis"] else ()
+    lines = lines_figure(scenario, *clock_key)
+    if presenting:
+        kind = ("seconds", *clock_key) if clock_key else ("steps",)
+        maps, lines = presentation_figure(fig, scenario, ("maps", *kind)), presentation_figure(lines, scenario,
+                                                                                               ("lines", *kind))
+    else:
+        maps = fig
+    st.plotly_chart(maps, width="stretch", config={"displaylogo": False}, key="maps")
+    st.plotly_chart(lines, width="stretch", config={"displaylogo": False}, key="maps_lines")
     st.caption(map_caption(scenario.shared_prefix > 0, clock["seconds_axis"]))
 
 

@@ -1,6 +1,12 @@
-"""The explainer's animated figure: both allocators' memory maps above their utilisation and
-running batch, one animation frame per chosen step (or moment, on the seconds clock), and the same
-figure with its text sized for a projector.
+"""The explainer's figures: the animated memory maps of both allocators (one animation frame per
+chosen step, or moment on the seconds clock), the still figure of their utilisation and running
+batch over the run drawn under them, and both with their text sized for a projector.
+
+The lines are a figure of their own, not a row of the animated one: Plotly redraws a whole figure
+for every animation frame, and the two line charts' axes and traces made each frame of ▶ Play cost
+about 1.5x the maps alone (146 ms against 100 ms of script per frame in headless Chromium on the
+lab's 2-core machine), which held Play at 7-9 frames/s; without them it plays at 10-11.5
+(``python -m tests.tools.bench explainerbrowser``).
 
 No streamlit import, so benchmarks and tests can build it. Every number drawn here comes from
 ``allocator`` results (:class:`allocator.engine.SimulationResult`, :mod:`allocator.maps`,
@@ -25,7 +31,7 @@ from allocator.viz.theme import (BROWN_DUPLICATE as DUPLICATE_COLOUR, DARK_HOLE,
                                  REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
 
 __all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PLAY_FRAME_MS", "PROJECTOR_FONTS", "explainer_figure",
-           "for_projector", "time_frames"]
+           "explainer_lines_figure", "for_projector", "time_frames"]
 
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
 FIGURE_BUDGET_BYTES = 2_800_000
@@ -37,8 +43,24 @@ BUTTON_INK = "#222222"
 #: the next frame on a screen refresh (every 16.7 ms at 60 Hz) once this much time has passed, so 80 ms
 #: means every 5th refresh (12 frames/s), or the 6th (10/s) when a frame's redraw takes longer (about
 #: 90 ms on the lab's 2-core machine); 90 ms would already mean the 6th. The presentation keys
-#: (pages/_ui/present.py) play at the same rate.
+#: (pages/_ui/present.py) play at the same rate. Every frame redraws the whole animated figure, so it
+#: holds the maps only (see the module's docstring).
 PLAY_FRAME_MS = 80
+#: Heights and bottom margins (px) of the maps figure (room under the maps for the x-axis title and
+#: the colour legend) and of the lines figure under it: the maps keep the 390 px they had as the top
+#: row of one figure, the lines the 200 px.
+MAPS_HEIGHT, MAPS_BOTTOM = 620, 120
+LINES_HEIGHT, LINES_BOTTOM = 330, 110
+#: Where Play / Pause and the slider sit above the maps, and the legend under a figure's plot area
+#: (px; projector sizes in PROJECTOR_OFFSETS).
+OFFSETS = {"menus": 129, "slider": 136, "legend": 76}
+
+
+def _paper(layout: dict, px: float) -> float:
+    """``px`` pixels as a fraction of the figure's plot-area height (Plotly places menus, sliders
+    and legends in those units)."""
+    m = layout["margin"]
+    return px / (layout["height"] - m["t"] - m["b"])
 _CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, DUPLICATE_COLOUR, *REQUEST_COLOURS]  # z code -> colour
 _ORDER = ("reserve_max", "paged")
 _SERIES_COLOUR = {"reserve_max": RESERVE_MAX, "paged": PAGED}
@@ -149,7 +171,7 @@ def time_frames(results: dict, timings: dict, max_frames: int, include_steps=())
 
 def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_bytes: int = FIGURE_BUDGET_BYTES,
                      timings: dict | None = None) -> go.Figure:
-    """Animated memory maps of both allocators plus utilisation and running batch over steps.
+    """Animated memory maps of both allocators, side by side, with a readout above each.
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult} with snapshots.
@@ -161,9 +183,9 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
             its own run's step at that moment, and the lines are drawn against seconds.
 
     Returns:
-        A Plotly figure: row 1 the two maps (heatmaps, one cell per slot or per group of slots),
-        row 2 utilisation (%) and running sequences against step (or seconds), with a cursor at
-        the frame's step (or moment).
+        A Plotly figure: the two maps (heatmaps, one cell per slot or per group of slots), a readout
+        per map of the frame's step (or moment), ▶ Play / ❚❚ Pause and a step slider. Utilisation and
+        the running batch over the run are :func:`explainer_lines_figure`'s, drawn under it.
     """
     total = results["paged"].total_slots
     block = results["paged"].block_size
@@ -171,7 +193,6 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     n_cells = cdiv(total, per_cell)
     rows, cols = grid_shape(n_cells)
     n_steps = max(r.steps for r in results.values())
-    end_s = max(t.makespan_s for t in timings.values()) if timings else None
     xs = np.arange(cols) * per_cell
     ys = np.arange(rows) * cols * per_cell
     starts = np.arange(n_cells) * per_cell
@@ -206,8 +227,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
             out[key] = (_typed(z), _typed(_grid(held, rows, cols, 0)))
         return out
 
-    fig = make_subplots(rows=2, cols=2, row_heights=[0.68, 0.32], vertical_spacing=0.16,
-                        horizontal_spacing=0.06)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.06)
     first = map_arrays(0)
     n_codes = len(_CODES)
     for c, key in enumerate(_ORDER, start=1):
@@ -219,23 +239,6 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
             hovertemplate=("<b>%{text}</b><br>held by request %{customdata} (0 = none)<extra>"
                            + results[key].label + "</extra>"),
             name=results[key].label), row=1, col=c)
-    # time series (row 2): one point per record, drawn as steps (an idle gap is one flat stretch)
-    since = "from %{x:.2f} s" if timings else "from step %{x}"
-    for key in _ORDER:
-        res = results[key]
-        timing = timings[key] if timings else None
-        x, y = _series(res, "utilization", 100, timing)
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
-                                 name=f"{res.label}: utilisation", line=dict(color=_SERIES_COLOUR[key]),
-                                 legendgroup=key,
-                                 hovertemplate=since + "<br>%{y:.1f} % of slots hold a token<extra>"
-                                               + res.label + "</extra>"), row=2, col=1)
-        x, y = _series(res, "running", 1.0, timing)
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
-                                 name=f"{res.label}: running", legendgroup=key,
-                                 line=dict(color=_SERIES_COLOUR[key], dash="dot"),
-                                 hovertemplate=since + "<br>%{y} sequences running<extra>"
-                                               + res.label + "</extra>"), row=2, col=2)
     # legend entries for the map colours
     legend = [("slot holds a token (colour = request)", REQUEST_COLOURS[0]),
               ("allocated, holding nothing", ORANGE_EMPTY), ("free", GREY_FREE),
@@ -244,7 +247,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         legend.insert(1, ("shared system-prompt block (one copy, many block tables)", SHARED_PREFIX))
         legend.insert(2, ("duplicate copy of the shared prompt", DUPLICATE_COLOUR))
     for name, colour in legend:
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, legendgroup="map",
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                  marker=dict(symbol="square", size=14, color=colour,
                                              line=dict(color="#888", width=1)), hoverinfo="skip"))
 
@@ -263,17 +266,12 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
                      showarrow=False, align="left", font=dict(size=13, color="#222222"))
                 for c, key in enumerate(_ORDER, start=1)]
 
-    def cursors(x):
-        return [dict(type="line", xref=ax, yref=f"{ay} domain", x0=x, x1=x, y0=0, y1=1,
-                     line=dict(color="#333", width=1.5, dash="dash"))
-                for ax, ay in (("x3", "y3"), ("x4", "y4"))]
-
     # Frames are plain dicts, sent as built (FrozenFigure.with_plain_frames validates them only when read).
     def frame(step, arrays, moment=None):
         if moment is None:
-            name, layout = str(int(step)), dict(annotations=annotations(int(step)), shapes=cursors(int(step)))
+            name, layout = str(int(step)), dict(annotations=annotations(int(step)))
         else:
-            name, layout = f"{moment:.4f}", dict(annotations=annotations(step, moment), shapes=cursors(moment))
+            name, layout = f"{moment:.4f}", dict(annotations=annotations(step, moment))
         return dict(name=name, traces=[0, 1],
                     data=[dict(type="heatmap", z=arrays[k][0], customdata=arrays[k][1]) for k in _ORDER],
                     layout=layout)
@@ -314,22 +312,15 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
                          showgrid=False, zeroline=False)
         fig.update_yaxes(title_text="row start (slot)" if c == 1 else None, autorange="reversed", row=1, col=c,
                          showgrid=False, zeroline=False)
-    if timings:
-        clock = next(iter(timings.values())).cost.label
-        for c in (1, 2):
-            fig.update_xaxes(title_text=f"time (s), {clock}", row=2, col=c, range=[0, end_s], gridcolor="#eee")
-    else:
-        fig.update_xaxes(title_text="engine step", row=2, col=1, range=[0, n_steps], gridcolor="#eee")
-        fig.update_xaxes(title_text="engine step", row=2, col=2, range=[0, n_steps], gridcolor="#eee")
-    fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], row=2, col=1, gridcolor="#eee")
-    fig.update_yaxes(title_text="sequences running", rangemode="tozero", row=2, col=2, gridcolor="#eee")
     base_dict["layout"] = fig.layout
     fig = FrozenFigure.with_plain_frames(base_dict, frames)
+    size = dict(height=MAPS_HEIGHT, margin=dict(l=60, r=20, t=110, b=MAPS_BOTTOM))
     fig.update_layout(
-        height=900, margin=dict(l=60, r=20, t=110, b=110), plot_bgcolor="white",
-        annotations=(annotations({k: 0 for k in _ORDER}, 0.0) if timings else annotations(0)), shapes=cursors(0),
-        legend=dict(orientation="h", yanchor="top", y=-0.1, x=0, font=dict(size=13)),
-        updatemenus=[dict(type="buttons", direction="left", buttons=[play, pause], x=0, y=1.19,
+        **size, plot_bgcolor="white",
+        annotations=(annotations({k: 0 for k in _ORDER}, 0.0) if timings else annotations(0)),
+        legend=dict(orientation="h", yanchor="top", y=-_paper(size, OFFSETS["legend"]), x=0, font=dict(size=13)),
+        updatemenus=[dict(type="buttons", direction="left", buttons=[play, pause], x=0,
+                          y=1 + _paper(size, OFFSETS["menus"]),
                           xanchor="left", yanchor="bottom", showactive=False, pad=dict(r=8, t=0),
                           # plotly's default pale grey text on a pale fill read as disabled on a
                           # projector: dark text, white fill and a dark border, like Streamlit's buttons
@@ -337,7 +328,8 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
                           bordercolor=BUTTON_INK, borderwidth=1)],
         # one tick per frame; their labels would run into each other, so the frame's step is shown
         # once, as the slider's current value, and the tick labels are left transparent
-        sliders=[dict(active=0, steps=slider_steps, x=0.17, len=0.83, y=1.2, yanchor="bottom",
+        sliders=[dict(active=0, steps=slider_steps, x=0.17, len=0.83, y=1 + _paper(size, OFFSETS["slider"]),
+                      yanchor="bottom",
                       font=dict(color="rgba(0,0,0,0)"),
                       currentvalue=dict(prefix="time " if timings else "engine step ",
                                         font=dict(size=14, color="#333333")),
@@ -347,19 +339,72 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     return fig
 
 
+def explainer_lines_figure(results: dict, *, timings: dict | None = None) -> go.Figure:
+    """Utilisation and the running batch of both allocators over the whole run (no animation).
+
+    Drawn under :func:`explainer_figure`'s maps, against the same clock.
+
+    Args:
+        results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
+        timings: None for a time axis in engine steps; or {kind: :class:`allocator.timing.RunTiming`}
+            of the same runs for a time axis in seconds.
+
+    Returns:
+        A Plotly figure: left, the share of slots holding a token (%), right, the sequences running,
+        one step-wise line per allocator, one point per record (an idle gap is one flat stretch).
+    """
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.06)
+    since = "from %{x:.2f} s" if timings else "from step %{x}"
+    for key in _ORDER:
+        res = results[key]
+        timing = timings[key] if timings else None
+        x, y = _series(res, "utilization", 100, timing)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
+                                 name=f"{res.label}: utilisation", line=dict(color=_SERIES_COLOUR[key]),
+                                 legendgroup=key,
+                                 hovertemplate=since + "<br>%{y:.1f} % of slots hold a token<extra>"
+                                               + res.label + "</extra>"), row=1, col=1)
+        x, y = _series(res, "running", 1.0, timing)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
+                                 name=f"{res.label}: running", legendgroup=key,
+                                 line=dict(color=_SERIES_COLOUR[key], dash="dot"),
+                                 hovertemplate=since + "<br>%{y} sequences running<extra>"
+                                               + res.label + "</extra>"), row=1, col=2)
+    if timings:
+        clock = next(iter(timings.values())).cost.label
+        end_s = max(t.makespan_s for t in timings.values())
+        for c in (1, 2):
+            fig.update_xaxes(title_text=f"time (s), {clock}", row=1, col=c, range=[0, end_s], gridcolor="#eee")
+    else:
+        n_steps = max(r.steps for r in results.values())
+        for c in (1, 2):
+            fig.update_xaxes(title_text="engine step", row=1, col=c, range=[0, n_steps], gridcolor="#eee")
+    fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], row=1, col=1, gridcolor="#eee")
+    fig.update_yaxes(title_text="sequences running", rangemode="tozero", row=1, col=2, gridcolor="#eee")
+    size = dict(height=LINES_HEIGHT, margin=dict(l=60, r=20, t=20, b=LINES_BOTTOM))
+    fig.update_layout(**size, plot_bgcolor="white",
+                      legend=dict(orientation="h", yanchor="top", y=-_paper(size, OFFSETS["legend"]), x=0,
+                                  font=dict(size=13)),
+                      hoverlabel=dict(font_size=14))
+    return FrozenFigure(fig)
+
+
 #: Text sizes (px) of the explainer figure on a projector, and the room its readouts need.
 PROJECTOR_FONTS = {"base": 15, "readout": 16, "legend": 15, "axis_title": 15, "ticks": 13, "current": 20,
                    "buttons": 16}
+#: OFFSETS on a projector (px): the larger readouts push Play and the slider a little up.
+PROJECTOR_OFFSETS = {"menus": 114, "slider": 121, "legend": 72}
 
 
 def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
-    """The explainer figure with text sized for the back row of a classroom (presentation mode).
+    """An explainer figure with text sized for the back row of a classroom (presentation mode).
 
     Plotly lays out larger text itself, so nothing overlaps (enlarging it with page CSS would not
-    move anything). The frames share the original's data; only layouts are copied.
+    move anything); the figure grows by the room the larger text needs. The frames share the
+    original's data; only layouts are copied.
 
     Args:
-        fig: the figure ``explainer_figure`` returned (frozen or not).
+        fig: a figure ``explainer_figure`` or ``explainer_lines_figure`` returned (frozen or not).
 
     Returns:
         A new, frozen FrozenFigure.
@@ -373,9 +418,13 @@ def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
     layout = json.loads(json.dumps(d["layout"]))
     layout["font"] = dict(layout.get("font", {}), size=f["base"])
     layout["annotations"] = readouts(layout.get("annotations", []))
-    layout["legend"] = dict(layout.get("legend", {}), font=dict(size=f["legend"]), y=-0.09)
-    layout["margin"] = dict(layout.get("margin", {}), t=140, b=150)
-    layout["height"] = 960
+    margin = layout["margin"]
+    animated = bool(layout.get("updatemenus"))          # the maps: room above for Play and the slider
+    grow_top, grow_bottom = (30, 0) if animated else (0, 30)
+    layout["margin"] = dict(margin, t=margin["t"] + grow_top, b=margin["b"] + grow_bottom)
+    layout["height"] = layout["height"] + grow_top + grow_bottom
+    at = PROJECTOR_OFFSETS
+    layout["legend"] = dict(layout.get("legend", {}), font=dict(size=f["legend"]), y=-_paper(layout, at["legend"]))
     for key, axis in layout.items():
         if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
             axis["tickfont"] = dict(size=f["ticks"])
@@ -383,10 +432,10 @@ def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
                 axis["title"] = dict(axis["title"], font=dict(size=f["axis_title"]))
     for menu in layout.get("updatemenus", []):
         menu["font"] = dict(menu.get("font", {}), size=f["buttons"])    # keeps the dark ink
-        menu["y"] = 1.17
+        menu["y"] = 1 + _paper(layout, at["menus"])
     for slider in layout.get("sliders", []):
         slider["currentvalue"] = dict(slider.get("currentvalue", {}), font=dict(size=f["current"], color="#333333"))
-        slider["y"] = 1.18
+        slider["y"] = 1 + _paper(layout, at["slider"])
     frames = [dict(fr, layout=dict(fr.get("layout", {}),
                                    annotations=readouts(fr.get("layout", {}).get("annotations", []))))
               for fr in d.get("frames", [])]

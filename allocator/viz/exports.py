@@ -19,6 +19,7 @@ from allocator.metric_names import STEP_UNITS
 from allocator.trace import AZURE_ATTRIBUTION
 from allocator.validate import one_line
 from allocator.viz.claims import reservation_name, reservation_rule
+from allocator.viz.explainer_chart import explainer_lines_figure
 
 #: Order of the allocators in every export (left to right, as on the explainer page).
 KINDS = ("reserve_max", "paged")
@@ -233,12 +234,15 @@ def animation_caption(scenario, workload, results: dict) -> str:
 
 def animation_html(scenario, workload, results: dict, fig: go.Figure, *, title: str | None = None,
                    extra_figures: tuple | list = ()) -> str:
-    """``standalone_html`` with the scenario's title, caption and data attribution filled in."""
+    """``standalone_html`` with the scenario's title, caption and data attribution filled in, and the
+    utilisation and running batch of ``results`` (``explainer_lines_figure``) under the maps, as in the
+    app, before ``extra_figures``."""
     left = reservation_name(results)                 # a pow2 or oracle export says so in its title
     title = title or (f"Reserve for the worst case, or page? ({workload.name}, block size {scenario.block_size}"
                       + ("" if left == "reserve-max" else f", left: {left}") + ")")
     return standalone_html(fig, title=title, caption=animation_caption(scenario, workload, results),
-                           attribution=default_attribution(_data_name(scenario)), extra_figures=extra_figures)
+                           attribution=default_attribution(_data_name(scenario)),
+                           extra_figures=(explainer_lines_figure(results), *extra_figures))
 
 
 def standalone_html(fig: go.Figure, *, title: str = "Reserve for the worst case, or page?",

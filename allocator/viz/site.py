@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from allocator.scenario import SWEEP_BLOCK_SIZES, Scenario, block_size_sweep, build_workload, run_both
-from allocator.viz.charts import explainer_figure, for_projector, sweep_figure
+from allocator.viz.charts import explainer_figure, explainer_lines_figure, for_projector, sweep_figure
 from allocator.viz.claims import details_rows, headline, reservation_name, reveal, sweep_summary
 from allocator.viz.exports import APP_CREDIT, PAPER, scenario_summary
 from allocator.viz.lesson import BASE, CHALLENGES, STEPS
@@ -223,9 +223,12 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
             present = encode_frames(p["frames"])
             if present["texts"] != frames["texts"] or present["maps"] != frames["maps"]:
                 raise ValueError("the projector figure's frames differ from the figure's beyond their layout")
+            lines = explainer_lines_figure(results).freeze()
             data["fig"][vkey][_key(bs)] = {"data": d["data"], "layout": d["layout"], "frames": frames,
                                           "present": {"data": p["data"], "layout": p["layout"],
-                                                      "template": present["template"]}}
+                                                      "template": present["template"]},
+                                          "lines": {"data": lines.to_dict()["data"], "layout": lines.to_dict()["layout"],
+                                                    "present_layout": for_projector(lines).to_dict()["layout"]}}
             data["cards"][vkey][_key(bs)] = headline(results)
             reserve = results["reserve_max"].summary
             rname = reservation_name(results)

@@ -20,7 +20,7 @@ from allocator.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, bl
                                 run_scenario)
 from allocator.timing import cost_model, price
 from allocator.trace import load_trace
-from allocator.viz.charts import FrozenFigure, explainer_figure, for_projector, sweep_figure
+from allocator.viz.charts import FrozenFigure, explainer_figure, explainer_lines_figure, for_projector, sweep_figure
 from allocator.viz.exports import metrics_frame
 from pages._ui.heavy import shared
 from pages._ui.url_params import BLOCK_SIZES, CHOICE_DEFAULTS
@@ -128,15 +128,30 @@ def _metrics_table(_results, _fig, key=None):
     return table.drop(columns=[c for c in table.columns if "next_need" in c or " units " in c])
 
 
-def presentation_figure(fig, scenario: Scenario):
-    """The explainer figure sized for a projector (``allocator.viz.charts.for_projector``), built
-    once per scenario and shared by every session."""
-    return _presentation_figure(fig, scenario.canonical())
+def lines_figure(sc: Scenario, gpu: str | None = None, model: str | None = None):
+    """Utilisation and running batch over the run, drawn under the maps
+    (``allocator.viz.charts.explainer_lines_figure``): against engine steps, or, given ``gpu`` and
+    ``model``, against seconds (the runs priced as ``timings`` prices them). Built once per setting."""
+    return _lines_figure(sc.canonical(), gpu, model)
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _presentation_figure(_fig, key: Scenario):
-    """``presentation_figure`` cached per canonical scenario (``key``)."""
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _lines_figure(sc: Scenario, gpu: str | None, model: str | None):
+    _, results, _ = compute(sc)
+    priced = timings(sc, gpu, model) if gpu is not None else None
+    return explainer_lines_figure(results, timings=priced).freeze()
+
+
+def presentation_figure(fig, scenario: Scenario, kind: tuple = ()):
+    """An explainer figure sized for a projector (``allocator.viz.charts.for_projector``), built
+    once per scenario and ``kind`` (which figure of the scenario: e.g. ``("maps", "steps")``) and
+    shared by every session."""
+    return _presentation_figure(fig, scenario.canonical(), tuple(kind))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _presentation_figure(_fig, key: Scenario, kind: tuple):
+    """``presentation_figure`` cached per canonical scenario (``key``) and figure (``kind``)."""
     return for_projector(_fig)
 
 

@@ -19,7 +19,8 @@ import pytest
 
 from allocator.__main__ import main as cli_main
 from allocator.scenario import SWEEP_BLOCK_SIZES, Scenario, build_workload, run_both
-from allocator.viz.charts import explainer_figure
+from allocator.viz.charts import explainer_figure, explainer_lines_figure, for_projector
+from allocator.viz.explainer_chart import LINES_HEIGHT, MAPS_HEIGHT
 from allocator.viz.claims import pct
 from allocator.viz.site import build_site
 from allocator.viz.sitecodec import plain_frames
@@ -132,6 +133,11 @@ def test_play_runs_the_animation_and_the_decoder_rebuilds_the_figures_frames(pag
         return KV_DECODE.decodeFrames(r.frames, r.frames.template); }""")
     assert len(got) == len(want) > 2
     assert got == json.loads(json.dumps(want))
+    # and the lines under the maps are the app's, drawn
+    lines = explainer_lines_figure(run_both(build_workload(sc), sc.slots, 16)).to_dict()
+    assert page.evaluate("document.getElementById('maps-lines').data.length") == len(lines["data"]) == 4
+    assert page.evaluate("""() => KV_DECODE.resolve(KV_SITE.root.fig.main['16'], KV_SITE.pool).lines.data""") == \
+        json.loads(json.dumps(lines["data"]))
 
 
 def test_the_metadata_cost_slider_redraws_the_sweep_and_the_details(page):
@@ -175,10 +181,19 @@ def test_guided_lesson_hides_then_reveals_numbers_of_the_run_on_screen(page):
 def test_presentation_mode_enlarges_the_figure_and_escape_leaves(page):
     page.locator("#present").click()
     page.wait_for_function("document.body.getAttribute('data-ready').endsWith('|p')", timeout=WAIT_MS)
-    assert page.evaluate("document.getElementById('maps').layout.height") == 960
+    def heights():
+        return page.evaluate("[document.getElementById('maps').layout.height, "
+                             "document.getElementById('maps-lines').layout.height]")
+
+    sc = Scenario().checked()
+    run = run_both(build_workload(sc), sc.slots, sc.block_size)
+    present = [for_projector(explainer_figure(run)).to_dict()["layout"]["height"],
+               for_projector(explainer_lines_figure(run)).to_dict()["layout"]["height"]]
+    assert present[0] > MAPS_HEIGHT and present[1] > LINES_HEIGHT
+    assert heights() == present
     page.keyboard.press("Escape")
     page.wait_for_function("document.body.getAttribute('data-ready').endsWith('|n')", timeout=WAIT_MS)
-    assert page.evaluate("document.getElementById('maps').layout.height") == 900
+    assert heights() == [MAPS_HEIGHT, LINES_HEIGHT]
     assert page.blocked == [] and page.errors == []
 
 

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from allocator import EMPTY, FREE, TOKEN
 from allocator.maps import cell_states, frame_steps, grid_shape, slot_states, slots_per_cell
 from allocator.scenario import Scenario, run_scenario
-from allocator.viz.charts import explainer_figure, figure_json_bytes, sweep_figure
+from allocator.viz.charts import explainer_figure, explainer_lines_figure, figure_json_bytes, sweep_figure
 from allocator.timing import cost_model, price
 from allocator.viz.claims import lesson_key_steps, pct, reveal, seconds
 from tests.conftest import APP_PATH, metric
@@ -21,7 +21,7 @@ from tests.conftest import APP_PATH, metric
 def decode(spec):
     """A plotly typed-array spec (dtype, bdata, shape) back to numpy."""
     arr = np.frombuffer(base64.b64decode(spec["bdata"]), dtype=np.dtype(spec["dtype"]))
-    return arr.reshape([int(n) for n in spec["shape"].split(",")])
+    return arr.reshape([int(n) for n in spec["shape"].split(",")]) if "shape" in spec else arr
 
 
 def test_frame_steps_and_cells():
@@ -79,9 +79,24 @@ def test_figure_fits_its_payload_and_animates(sc):
     if step < rm.steps:
         assert f"{int(rm.value_at('running', step))} computed a token this step" in text
         assert f"{pct(float(rm.value_at('utilization', step)))} of slots hold a token" in text
+    # the animated figure holds the maps only (each frame of Play redraws the whole figure): two
+    # heatmaps and the colour legend's marker-only entries, no line and no axis beyond the maps'
     spec = json.loads(fig.to_json())
-    assert spec["layout"]["xaxis3"]["title"]["text"] == "engine step"
-    assert spec["layout"]["yaxis3"]["title"]["text"] == "slots holding a token (%)"
+    assert [t["type"] for t in spec["data"][:2]] == ["heatmap", "heatmap"]
+    assert all(t["type"] == "scatter" and t["mode"] == "markers" and t["x"] == [None] for t in spec["data"][2:])
+    assert not any(k.startswith(("xaxis3", "yaxis3")) for k in spec["layout"])
+    assert all("shapes" not in f["layout"] for f in spec["frames"])
+    # the lines under the maps: each record's value from its first step, to the end of the run
+    lines = json.loads(explainer_lines_figure(results).to_json())
+    assert lines["layout"]["xaxis"]["title"]["text"] == "engine step"
+    assert lines["layout"]["yaxis"]["title"]["text"] == "slots holding a token (%)"
+    assert lines["layout"]["yaxis2"]["title"]["text"] == "sequences running"
+    util = next(t for t in lines["data"] if t["name"] == f"{rm.label}: utilisation")
+    running = next(t for t in lines["data"] if t["name"] == f"{rm.label}: running")
+    assert list(decode(util["x"])) == list(rm.metrics["step"]) + [rm.steps]
+    assert np.allclose(decode(util["y"])[:-1], rm.metrics["utilization"] * 100)
+    assert list(decode(running["y"])[:-1]) == list(rm.metrics["running"])
+    assert "frames" not in lines
 
 
 def test_figure_cells_match_slot_states():
@@ -184,7 +199,7 @@ def test_page_renders_the_core_figures(app):
                                                        for k in ("reserve_max", "paged")]
     assert f"**{t['paged']['throughput_tokens_per_s']:,.0f}** output tokens/s" in times[1]
     assert "not a measurement; \"Checked against a real engine\" shows how far such figures are from a real run) on OPT-13B fp16 on NVIDIA A100 40GB; recomputing" in lines[1]
-    assert len(app.get("plotly_chart")) == 2
+    assert [c.key for c in app.get("plotly_chart")] == ["maps", "maps_lines", "sweep"]
 
 
 def test_recompute_and_swap_differ_in_seconds(app):
@@ -205,19 +220,31 @@ def test_recompute_and_swap_differ_in_seconds(app):
 
 
 def test_seconds_axis_toggle(app):
+    def specs():
+        return {c.key: json.loads(c.proto.spec) for c in app.get("plotly_chart")}
+
     app.toggle(key="seconds_axis").set_value(True).run()
     assert not app.exception
-    spec = json.loads(app.get("plotly_chart")[0].proto.spec)
-    assert spec["layout"]["xaxis3"]["title"]["text"].startswith("time (s)")
-    assert spec["layout"]["sliders"][0]["currentvalue"]["prefix"] == "time "
-    assert spec["frames"][0]["name"] == "0.0000"
+    spec = specs()
+    assert spec["maps_lines"]["layout"]["xaxis"]["title"]["text"].startswith("time (s)")
+    assert spec["maps"]["layout"]["sliders"][0]["currentvalue"]["prefix"] == "time "
+    assert spec["maps"]["frames"][0]["name"] == "0.0000"
     app.selectbox(key="gpu").set_value("h200").run()
-    spec = json.loads(app.get("plotly_chart")[0].proto.spec)
-    assert "H200" in spec["layout"]["xaxis3"]["title"]["text"]
+    assert "H200" in specs()["maps_lines"]["layout"]["xaxis"]["title"]["text"]
+    # presenting, the projector's figures follow the clock too (they were cached per scenario only)
+    app.session_state["present"] = True
+    app.run()
+    spec = specs()
+    assert "H200" in spec["maps_lines"]["layout"]["xaxis"]["title"]["text"]
+    assert spec["maps"]["frames"][0]["name"] == "0.0000"
     app.toggle(key="seconds_axis").set_value(False).run()
+    spec = specs()
+    assert spec["maps_lines"]["layout"]["xaxis"]["title"]["text"] == "engine step"
+    assert spec["maps"]["frames"][0]["name"] == "0"
+    app.session_state["present"] = False
+    app.run()
     app.selectbox(key="gpu").set_value("a100-40gb").run()
-    spec = json.loads(app.get("plotly_chart")[0].proto.spec)
-    assert spec["layout"]["xaxis3"]["title"]["text"] == "engine step"
+    assert specs()["maps_lines"]["layout"]["xaxis"]["title"]["text"] == "engine step"
 
 
 def test_block_size_slider_changes_the_paged_side(app):
@@ -315,16 +342,16 @@ def test_a_question_hides_its_answer_until_revealed(app):
     assert not metric(app, "Mean running") and charts() == ["sweep"]
     assert sum("Hidden until the class has predicted" in i.value for i in app.info) == 2
     app.toggle(key="lesson_reveal_0").set_value(True).run()
-    assert metric(app, "Mean running") and charts() == ["maps", "sweep"]
+    assert metric(app, "Mean running") and charts() == ["maps", "maps_lines", "sweep"]
     app.button(key="lesson_next").click().run()                      # step 2 shows the maps: watch them
-    assert not metric(app, "Mean running") and charts() == ["maps", "sweep"]
+    assert not metric(app, "Mean running") and charts() == ["maps", "maps_lines", "sweep"]
     app.button(key="lesson_next").click().run()                      # step 3: paged, predict first
     app.button(key="lesson_next").click().run()                      # step 4: block size 256
     # the maps' utilisation line would answer "up, same or down?" (issue 23 item 7): all three wait
     assert not metric(app, "Mean running") and charts() == []
     assert sum("Hidden until the class has predicted" in i.value for i in app.info) == 3
     app.toggle(key="lesson_reveal_3").set_value(True).run()
-    assert charts() == ["maps", "sweep"]
+    assert charts() == ["maps", "maps_lines", "sweep"]
     assert "about half empty" in " ".join(s.value for s in app.info)
 
 

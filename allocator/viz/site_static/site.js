@@ -88,11 +88,12 @@
       var f = get(SITE, ['fig', variant, String(bs)]);
       var src = present ? f.present : f;
       figCache[key] = {data: src.data, layout: src.layout,
-                       frames: decodeFrames(f.frames, present ? f.present.template : f.frames.template)};
+                       frames: decodeFrames(f.frames, present ? f.present.template : f.frames.template),
+                       lines: {data: f.lines.data, layout: present ? f.lines.present_layout : f.lines.layout}};
     }
     var c = figCache[key];     // plotly keeps and mutates what it is given: hand it a copy
     return {data: JSON.parse(JSON.stringify(c.data)), layout: JSON.parse(JSON.stringify(c.layout)),
-            frames: c.frames};
+            frames: c.frames, lines: JSON.parse(JSON.stringify(c.lines))};
   }
 
   // ---- the explainer -------------------------------------------------------------------------
@@ -104,6 +105,9 @@
     var gd = $('maps');
     var first = !gd.data;
     if (!first) pause();
+    // the lines under the maps are a still figure of their own: every animation frame redraws the whole
+    // animated figure, and with the lines in it Play fell under 10 frames/s on a 2-core laptop
+    Plotly.react($('maps-lines'), {data: fig.lines.data, layout: fig.lines.layout, config: CONFIG});
     return Plotly.react(gd, {data: fig.data, layout: fig.layout, frames: fig.frames, config: CONFIG})
       .then(function () {
         if (!first) return;           // the listeners stay with the div across redraws
