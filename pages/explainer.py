@@ -229,7 +229,8 @@ def maps_section() -> None:
         maps = fig
     st.plotly_chart(maps, width="stretch", config={"displaylogo": False}, key="maps")
     st.plotly_chart(lines, width="stretch", config={"displaylogo": False}, key="maps_lines")
-    st.caption(map_caption(scenario.shared_prefix > 0, clock["seconds_axis"]))
+    # the legend's test (explainer_figure): the run shares a prompt, whichever scenario set it
+    st.caption(map_caption(bool(results["paged"].shared_prefix), clock["seconds_axis"]))
 
 
 if presenting:

@@ -115,8 +115,8 @@ def _frame_text(res, step: int) -> str:
             f"reserved for tokens to come {pct(m['reserved_slots'][r] / total)} · "
             f"never written {pct(m['internal_fragmentation'][r] / total)} · "
             f"external frag {pct(m['external_fragmentation'][r] / total)}<br>"
-            f"{int(m['running'][r])} computed a token this step · {int(m['waiting'][r])} waiting · "
-            f"{int(m['finished'][r])} finished · preemptions so far {preempted}"
+            f"{int(m['running'][r])} computed a token · {int(m['waiting'][r])} waiting · "
+            f"{int(m['finished'][r])} finished · {preempted} preempted so far"
             + (f"<br>{int(m['logical_tokens'][r]):,} logical tokens in {int(m['used_slots'][r]):,} "
                f"distinct slots (shared prefix)" if res.shared_prefix and res.block_size else "")
             + idle)
@@ -259,7 +259,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
                 if shown >= results[key].steps:
                     out = out.replace(" steps<br>", f" steps ({timings[key].makespan_s:,.2f} s)<br>", 1)
                 else:
-                    out = out.replace(" · step ", f" · {moment:,.2f} s, step ", 1)
+                    out = out.replace(" · end of step ", f" · {moment:,.2f} s, end of step ", 1)
             return out
         return [dict(text=text(key), xref=f"x{'' if c == 1 else c} domain",
                      yref=f"y{'' if c == 1 else c} domain", x=0, y=1.02, xanchor="left", yanchor="bottom",
@@ -314,7 +314,8 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
                          showgrid=False, zeroline=False)
     base_dict["layout"] = fig.layout
     fig = FrozenFigure.with_plain_frames(base_dict, frames)
-    size = dict(height=MAPS_HEIGHT, margin=dict(l=60, r=20, t=110, b=MAPS_BOTTOM))
+    # r=40: a readout starts at its map's left edge; the right one needs room past its map at 1366 px
+    size = dict(height=MAPS_HEIGHT, margin=dict(l=60, r=40, t=110, b=MAPS_BOTTOM))
     fig.update_layout(
         **size, plot_bgcolor="white",
         annotations=(annotations({k: 0 for k in _ORDER}, 0.0) if timings else annotations(0)),

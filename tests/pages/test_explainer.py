@@ -12,7 +12,8 @@ from streamlit.testing.v1 import AppTest
 from allocator import EMPTY, FREE, TOKEN
 from allocator.maps import cell_states, frame_steps, grid_shape, slot_states, slots_per_cell
 from allocator.scenario import Scenario, run_scenario
-from allocator.viz.charts import explainer_figure, explainer_lines_figure, figure_json_bytes, sweep_figure
+from allocator.viz.charts import (explainer_figure, explainer_lines_figure, figure_json_bytes, sweep_figure,
+                                  time_frames)
 from allocator.timing import cost_model, price
 from allocator.viz.claims import lesson_key_steps, pct, reveal, seconds
 from tests.conftest import APP_PATH, metric
@@ -77,7 +78,7 @@ def test_figure_fits_its_payload_and_animates(sc):
     step = int(mid.name)
     text = mid.layout.annotations[0].text
     if step < rm.steps:
-        assert f"{int(rm.value_at('running', step))} computed a token this step" in text
+        assert f"{int(rm.value_at('running', step))} computed a token ·" in text
         assert f"{pct(float(rm.value_at('utilization', step)))} of slots hold a token" in text
     # the animated figure holds the maps only (each frame of Play redraws the whole figure): two
     # heatmaps and the colour legend's marker-only entries, no line and no axis beyond the maps'
@@ -457,3 +458,28 @@ def test_the_lesson_sets_the_sidebar_without_streamlits_duplicate_value_warning(
     finally:
         policies._LOGGER.removeHandler(handler)
     assert not [m for m in seen if "Session State API" in m], seen
+
+
+def test_seconds_readouts_name_the_moment_and_the_step_shown():
+    """On the seconds clock each frame is a moment; each map's readout says that moment and the step
+    its own run was in then (the caption promises both), or, once drained, the run's makespan."""
+    results = run_scenario(Scenario())
+    cost = cost_model("a100-40gb", "opt-13b")
+    timed = {k: price(r, cost) for k, r in results.items()}
+    fig = json.loads(explainer_figure(results, timings=timed, max_frames=12).to_json())
+    shown_at = dict(time_frames(results, timed, 12, include_steps=lesson_key_steps(results)))
+    running, drained = 0, 0
+    for frame in fig["frames"]:
+        moment = float(frame["name"])
+        shown = next(v for m, v in shown_at.items() if f"{m:.4f}" == frame["name"])
+        for (key, res), note in zip(results.items(), frame["layout"]["annotations"]):
+            text = note["text"]
+            if "drained after" in text:
+                assert f"steps ({timed[key].makespan_s:,.2f} s)" in text
+                drained += 1
+            else:
+                step = int(text.split(", end of step ")[1].split(":")[0].replace(",", ""))
+                assert f" · {moment:,.2f} s, end of step {step:,}:" in text
+                assert step == shown[key] < res.steps
+                running += 1
+    assert running and drained
