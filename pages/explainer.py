@@ -114,7 +114,7 @@ def map_caption(shared: bool, in_seconds: bool = False) -> str:
     if shared:
         text += (" **Pink**: a shared system-prompt block, stored once for many block tables; **brown**: a "
                  "duplicate copy of the shared prompt.")
-    text += (" The charts under the maps show the whole run, one point per step: the share of slots holding a "
+    text += (" The charts under the maps show the whole run, step by step: the share of slots holding a "
              "token, and the sequences running; the readout above each map names the frame's step")
     if in_seconds:
         return text + (" and moment. At a moment each map shows where its own run was then (the two runs take "

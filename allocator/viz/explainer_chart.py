@@ -5,8 +5,8 @@ batch over the run drawn under them, and both with their text sized for a projec
 The lines are a figure of their own, not a row of the animated one: Plotly redraws a whole figure
 for every animation frame, and the two line charts' axes and traces made each frame of ▶ Play cost
 about 1.5x the maps alone (146 ms against 100 ms of script per frame in headless Chromium on the
-lab's 2-core machine), which held Play at 7-9 frames/s; without them it plays at 10-11.5
-(``python -m tests.tools.bench explainerbrowser``).
+lab's 2-core machine), which held Play at 7-9 frames/s; without them it measured 10-11.6 frames/s in
+most runs (``python -m tests.tools.bench explainerbrowser``; a busy machine still reads lower).
 
 No streamlit import, so benchmarks and tests can build it. Every number drawn here comes from
 ``allocator`` results (:class:`allocator.engine.SimulationResult`, :mod:`allocator.maps`,
@@ -61,6 +61,8 @@ def _paper(layout: dict, px: float) -> float:
     and legends in those units)."""
     m = layout["margin"]
     return px / (layout["height"] - m["t"] - m["b"])
+
+
 _CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, DUPLICATE_COLOUR, *REQUEST_COLOURS]  # z code -> colour
 _ORDER = ("reserve_max", "paged")
 _SERIES_COLOUR = {"reserve_max": RESERVE_MAX, "paged": PAGED}
@@ -180,7 +182,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         timings: None for a time axis in engine steps (frames named by step); or {kind:
             :class:`allocator.timing.RunTiming`} of the same runs for a time axis in seconds:
             frames are moments (named by their seconds, see :func:`time_frames`), each map shows
-            its own run's step at that moment, and the lines are drawn against seconds.
+            its own run's step at that moment and its readout names both.
 
     Returns:
         A Plotly figure: the two maps (heatmaps, one cell per slot or per group of slots), a readout

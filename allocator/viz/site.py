@@ -224,10 +224,11 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
             if present["texts"] != frames["texts"] or present["maps"] != frames["maps"]:
                 raise ValueError("the projector figure's frames differ from the figure's beyond their layout")
             lines = explainer_lines_figure(results).freeze()
+            ld = lines.to_dict()
             data["fig"][vkey][_key(bs)] = {"data": d["data"], "layout": d["layout"], "frames": frames,
                                           "present": {"data": p["data"], "layout": p["layout"],
                                                       "template": present["template"]},
-                                          "lines": {"data": lines.to_dict()["data"], "layout": lines.to_dict()["layout"],
+                                          "lines": {"data": ld["data"], "layout": ld["layout"],
                                                     "present_layout": for_projector(lines).to_dict()["layout"]}}
             data["cards"][vkey][_key(bs)] = headline(results)
             reserve = results["reserve_max"].summary
