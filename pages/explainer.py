@@ -221,10 +221,9 @@ def maps_section() -> None:
         return
     clock_key = (clock["gpu"], clock["model"]) if clock["seconds_axis"] else ()
     lines = lines_figure(scenario, *clock_key)
-    if presenting:
-        kind = ("seconds", *clock_key) if clock_key else ("steps",)
-        maps, lines = presentation_figure(fig, scenario, ("maps", *kind)), presentation_figure(lines, scenario,
-                                                                                               ("lines", *kind))
+    if presenting:                     # cached per figure and clock: () for engine steps, else (gpu, model)
+        maps = presentation_figure(fig, scenario, ("maps", *clock_key))
+        lines = presentation_figure(lines, scenario, ("lines", *clock_key))
     else:
         maps = fig
     st.plotly_chart(maps, width="stretch", config={"displaylogo": False}, key="maps")

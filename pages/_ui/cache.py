@@ -144,8 +144,8 @@ def _lines_figure(sc: Scenario, gpu: str | None, model: str | None):
 
 def presentation_figure(fig, scenario: Scenario, kind: tuple = ()):
     """An explainer figure sized for a projector (``allocator.viz.charts.for_projector``), built
-    once per scenario and ``kind`` (which figure of the scenario: e.g. ``("maps", "steps")``) and
-    shared by every session."""
+    once per scenario and ``kind`` (which figure of the scenario and its clock: e.g. ``("maps",)`` or
+    ``("lines", gpu, model)``) and shared by every session."""
     return _presentation_figure(fig, scenario.canonical(), tuple(kind))
 
 
