@@ -226,16 +226,45 @@ class ArrayBlockPool(KeyTable, BlockPool):
         m = n - len(fresh)
         if not m:
             return fresh
-        if m <= _FEW:
-            out = self._take_few(m, evicted)
-            return fresh + out if fresh else out
+        out = self._take_few(m, evicted) if m <= _FEW else self._take_many(m, evicted).tolist()
+        return fresh + out if fresh else out
+
+    def allocate_array(self, n: int, evicted: list | None = None) -> np.ndarray:
+        """:meth:`allocate` as a new int64 array [n] of block ids (the same blocks in the same
+        order): what a prompt's block table is built from, registered and released as, so its
+        hundreds of blocks are never a list in between.
+
+        Raises:
+            OutOfBlocksError: fewer than ``n`` blocks are free (field ``num_blocks``; nothing taken).
+        """
+        if n > self.num_free:
+            raise OutOfBlocksError("num_blocks", f"{n} needed, {self.num_free} of "
+                                   f"{self.num_blocks} free", needed=n, available=self.num_free)
+        if n <= 0:
+            return np.empty(0, dtype=np.int64)
+        f = self._fresh
+        k = min(n, self.num_blocks - f)              # never-used blocks lead the queue, in id order
+        self.num_free -= n
+        if k > 0:
+            self._grow_blocks(f + k)
+            self._fresh = f + k
+            self._ref[f:f + k] = 1
+            fresh = np.arange(f, f + k, dtype=np.int64)
+            if k == n:
+                return fresh
+        m = n - max(k, 0)
+        out = np.array(self._take_few(m, evicted), dtype=np.int64) if m <= _FEW else self._take_many(m, evicted)
+        return np.concatenate((fresh, out)) if k > 0 else out
+
+    def _take_many(self, m: int, evicted: list | None) -> np.ndarray:
+        """:meth:`allocate`'s queue part for many blocks, in bulk: the first ``m`` live queue
+        entries (int64 array [m]) get refcount 1 and leave the queue; cached ones are evicted."""
         blocks = self._take_queued(m)
         self._ref[blocks] = 1
         self._qpos[blocks] = -1
         if self.num_cached_free:
             self._evict(blocks, evicted)
-        out = blocks.tolist()
-        return fresh + out if fresh else out
+        return blocks
 
     def _take_few(self, m: int, evicted: list | None) -> list[int]:
         """:meth:`allocate`'s queue part for a few blocks (a step's growth), block by block:
@@ -308,9 +337,8 @@ class ArrayBlockPool(KeyTable, BlockPool):
         zero = r == 0
         if zero.any():
             z = arr[zero]
-            plain = ~self._hashed[z]
-            if plain.any():
-                b = int(z[plain][0])
+            if not self._hashed[z].all():
+                b = int(z[~self._hashed[z]][0])
                 raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
             self._q[self._qpos[z]] = _TOMB
             self._qpos[z] = -1
@@ -327,7 +355,7 @@ class ArrayBlockPool(KeyTable, BlockPool):
             return np.empty(0, dtype=np.int64)
         arr = ids(blocks)[::-1]
         r = self._ref[arr] - 1
-        if (r < 0).any():
+        if r.min() < 0:
             b = int(arr[np.flatnonzero(r < 0)[0]])
             raise RuntimeError(f"block {b} released while its refcount is already 0")
         self._ref[arr] = r

@@ -25,13 +25,17 @@ def _table_key(key) -> bool:
 
 
 def _table_keys(keys) -> np.ndarray | None:
-    """``keys`` as an int64 array when they are table keys (judged by the first), else None."""
+    """``keys`` as an int64 array when they are table keys (judged by the first), else None.
+
+    An int array is table keys when all of them are in [0, TABLE_KEYS): one reduction, the
+    largest of them read as unsigned (a negative key reads as 2**63 or more)."""
     if isinstance(keys, np.ndarray):
         if keys.dtype.kind not in "iu":
             return None
-        if len(keys) and (int(keys.min()) < 0 or int(keys.max()) >= TABLE_KEYS):
+        keys = keys.astype(np.int64, copy=False)
+        if len(keys) and int(keys.view(np.uint64).max()) >= TABLE_KEYS:
             return None
-        return keys.astype(np.int64, copy=False)
+        return keys
     if isinstance(keys, list) and keys and _table_key(keys[0]):
         return _table_keys(np.array(keys))
     return None
@@ -60,19 +64,29 @@ class KeyTable:
     def lookup_run(self, block_hashes, limit: int) -> list[int]:
         """:meth:`BlockPool.lookup_run`; the hashes are all of one kind (an int64 array or list
         of table keys, found with one numpy gather, or other hashes, found in the dict)."""
+        if _table_keys(block_hashes) is None:
+            return super().lookup_run(block_hashes, limit)
+        return self.lookup_run_array(block_hashes, limit).tolist()
+
+    def lookup_run_array(self, block_hashes, limit: int) -> np.ndarray:
+        """:meth:`lookup_run` as an int64 array [k] of block ids, k <= max(limit, 0) (the same
+        blocks): a prompt's hits go on to the refcounts and its block table without a list.
+        Table keys are found with one numpy gather; other hashes in the dict."""
         keys = _table_keys(block_hashes)
         if keys is None:
-            return super().lookup_run(block_hashes, limit)
+            return np.array(super().lookup_run(block_hashes, limit), dtype=np.int64)
         keys = keys[:max(limit, 0)]
+        if not len(keys):
+            return np.empty(0, dtype=np.int64)
         table = self._table
-        if len(keys) and int(keys.max()) >= len(table):
+        if int(keys.max()) >= len(table):          # keys past the table's end are not registered
             found = np.full(len(keys), -1, dtype=np.int64)
             inside = keys < len(table)
             found[inside] = table[keys[inside]]
         else:
-            found = table[keys]
-        miss = np.flatnonzero(found < 0)
-        return (found[:miss[0]] if len(miss) else found).tolist()
+            found = table[keys].astype(np.int64)
+        first = int(found.argmin())                 # a miss is -1, the least value: its first one
+        return found[:first] if found[first] < 0 else found
 
     def register(self, block_id: int, block_hash) -> bool:
         if self.lookup(block_hash) is not None or self._hashed[block_id]:
@@ -85,14 +99,17 @@ class KeyTable:
         self._hkey[block_id] = block_hash
         return True
 
+    def _grow_table(self, top: int) -> None:
+        """Make the table hold key ``top`` (doubling it, at least)."""
+        if top >= len(self._table):
+            grow = max(top + 1, 2 * len(self._table), _MIN_TABLE) - len(self._table)
+            self._table = np.concatenate([self._table, np.full(grow, -1, dtype=np.int32)])
+
     def _register_table(self, arr: np.ndarray, keys: np.ndarray) -> None:
         """Table keys ``keys`` (distinct, none registered) for unhashed blocks ``arr``."""
         if not len(keys):
             return
-        top = int(keys.max())
-        if top >= len(self._table):
-            grow = max(top + 1, 2 * len(self._table), _MIN_TABLE) - len(self._table)
-            self._table = np.concatenate([self._table, np.full(grow, -1, dtype=np.int32)])
+        self._grow_table(int(keys.max()))
         self._table[keys] = arr
         self._ikey[arr] = keys
         self._hashed[arr] = True
@@ -107,15 +124,22 @@ class KeyTable:
         tkeys = _table_keys(block_hashes)
         if tkeys is not None:
             tkeys = tkeys[:len(arr)]
+            if not len(tkeys):
+                return
             arr = arr[:len(tkeys)]
-            table = self._table
-            taken = self._hashed[arr]
-            if len(table):
-                inside = tkeys < len(table)
-                taken[inside] |= table[tkeys[inside]] >= 0
+            # a key already registered, or a block already hashed, is skipped (the first wins)
+            self._grow_table(int(tkeys.max()))
+            taken = self._table[tkeys] >= 0
+            taken |= self._hashed[arr]
             if taken.any():
-                arr, tkeys = arr[~taken], tkeys[~taken]
-            self._register_table(arr, tkeys)
+                keep = ~taken
+                arr, tkeys = arr[keep], tkeys[keep]
+                if not len(tkeys):
+                    return
+            self._table[tkeys] = arr
+            self._ikey[arr] = tkeys
+            self._hashed[arr] = True
+            self._ntable += len(tkeys)
             return
         cache = self._cache
         keys = list(block_hashes)[:len(arr)]

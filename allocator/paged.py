@@ -18,6 +18,8 @@ R3, R7, R8 and R9.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .array_pool import ArrayBlockPool
 from .block_hash import prefix_block_keys, prompt_block_hashes
 from .block_pool import BlockPool
@@ -122,8 +124,13 @@ class PagedAllocator(V1KVCacheMixin):
         if pool_class is None:      # prefix caching moves a prompt's blocks in bulk: the numpy pool
             pool_class = ArrayBlockPool if self.prefix_caching else BlockPool
         self.pool = pool_class(self.num_blocks, cache_freed=self.prefix_caching)
+        # an ArrayBlockPool takes and gives a prompt's blocks as int64 arrays (see admit, _release)
+        self._bulk = isinstance(self.pool, ArrayBlockPool)
         self.host = HostPool(self.host_blocks)
         self.block_tables: dict[int, list[int]] = {}
+        # seq_id -> its block table at admission, as an int64 array (array pool only): the table's
+        # leading blocks, which it never changes (a table only grows at its end)
+        self._admitted: dict[int, np.ndarray] = {}
         self._final: dict[int, int] = {}            # seq_id -> tokens it holds when it finishes
         self._unwritten: dict[int, int] = {}        # seq_id -> slots of its last block it will never write
         self.never_written = 0                      # their sum: internal fragmentation
@@ -182,8 +189,7 @@ class PagedAllocator(V1KVCacheMixin):
             keys = self._keys.get(seq_id)
             if keys is None:
                 if hasattr(self.prompts, "block_keys"):       # a trace's own chained block ids: no hashing
-                    keys = self.prompts.block_keys(seq_id, self.block_size,
-                                                   as_array=isinstance(self.pool, ArrayBlockPool))
+                    keys = self.prompts.block_keys(seq_id, self.block_size, as_array=self._bulk)
                 else:
                     keys = prefix_block_keys(self.prompts.tokens(seq_id), self.block_size, as_bytes=True)
                 self._keys[seq_id] = keys
@@ -192,13 +198,16 @@ class PagedAllocator(V1KVCacheMixin):
             return self._prefix_hashes
         return []
 
-    def _hits(self, seq_id, prompt_len: int) -> tuple[list, list[int]]:
-        """(the prompt's keys, the blocks already cached for its longest run of leading keys)."""
+    def _hits(self, seq_id, prompt_len: int) -> tuple:
+        """(the prompt's keys, the blocks already cached for its longest run of leading keys): the
+        blocks a list, or with an array pool an int64 array [hits]."""
         keys = self._prompt_keys(seq_id, prompt_len)
         if not len(keys):
-            return keys, []
+            return keys, (np.empty(0, dtype=np.int64) if self._bulk else [])
         # with prefix caching the block holding the prompt's last token is always computed
         limit = min(len(keys), (prompt_len - 1) // self.block_size) if self.prefix_caching else len(keys)
+        if self._bulk:
+            return keys, self.pool.lookup_run_array(keys, limit)
         return keys, self.pool.lookup_run(keys, limit)
 
     def admission_need(self, prompt_len: int, context_len: int, output_len: int, seq_id: int | None = None) -> int:
@@ -227,19 +236,25 @@ class PagedAllocator(V1KVCacheMixin):
             self._track(seq_id, prompt_len + output_len, need * self.block_size)
             return need * self.block_size
         keys, hits = self._hits(seq_id, prompt_len) if self._sharing else ((), [])
+        n_hits = len(hits)
         cached_free = pool.count_refcount(hits, 0)
-        if need - len(hits) > pool.num_free - cached_free:
+        if need - n_hits > pool.num_free - cached_free:
             return None
-        if hits:
-            self.shared_saving += (len(hits) - cached_free) * self.block_size   # blocks another table holds
+        if n_hits:
+            self.shared_saving += (n_hits - cached_free) * self.block_size   # blocks another table holds
             pool.touch(hits)
-        table = hits + pool.allocate(need - len(hits))
+        if self._bulk:     # the table as an int64 array: registered now, released from it later
+            blocks = np.concatenate((hits, pool.allocate_array(need - n_hits)))
+            table = blocks.tolist()
+            self._admitted[seq_id] = blocks
+        else:
+            table = blocks = hits + pool.allocate(need - n_hits)
         upto = min(len(keys), prompt_len // self.block_size)
-        if upto > len(hits):                           # this sequence fills these prompt blocks
-            pool.register_all(table[len(hits):upto], keys[len(hits):upto])
+        if upto > n_hits:                              # this sequence fills these prompt blocks
+            pool.register_all(blocks[n_hits:upto], keys[n_hits:upto])
         self.block_tables[seq_id] = table
         if self.prefix_caching:
-            self.last_hit_tokens = len(hits) * self.block_size
+            self.last_hit_tokens = n_hits * self.block_size
             self.hit_tokens += self.last_hit_tokens
             self.prompt_tokens += prompt_len
         host = self.swapped.pop(seq_id, None)
@@ -248,8 +263,8 @@ class PagedAllocator(V1KVCacheMixin):
             self.swap_traffic += len(host)
             # Only its private blocks went to the host; the shared ones (the leading prompt blocks)
             # stayed with their other holders. Those no longer found must be computed again.
-            lost = self._swapped_shared.pop(seq_id) - len(hits)
-            self.last_lost_start = len(hits) * self.block_size
+            lost = self._swapped_shared.pop(seq_id) - n_hits
+            self.last_lost_start = n_hits * self.block_size
             self.last_lost_tokens = min(context_len - self.last_lost_start, lost * self.block_size) if lost > 0 else 0
         self._track(seq_id, prompt_len + output_len, need * self.block_size)
         return need * self.block_size
@@ -306,10 +321,23 @@ class PagedAllocator(V1KVCacheMixin):
         self._final.pop(seq_id, None)
         self.never_written -= self._unwritten.pop(seq_id, 0)
         if self._sharing:
-            freed = self.pool.release(table)   # the blocks it alone held; the rest stay shared
+            blocks = self._table_array(table, self._admitted.pop(seq_id, None)) if self._bulk else table
+            freed = self.pool.release(blocks)  # the blocks it alone held; the rest stay shared
             self.shared_saving -= (len(table) - len(freed)) * self.block_size
         else:                                  # nothing is ever shared: every block is exclusive
             self.pool.release_exclusive(table)
+
+    @staticmethod
+    def _table_array(table: list, admitted: np.ndarray | None) -> np.ndarray:
+        """A block table as an int64 array [len(table)]: the array it was admitted with, followed
+        by the blocks it grew by since (only those converted); the whole list when it has none
+        (a table the v1 calls built)."""
+        if admitted is None:
+            return np.array(table, dtype=np.int64)
+        k = len(admitted)
+        if k == len(table):
+            return admitted
+        return np.concatenate((admitted, np.array(table[k:], dtype=np.int64)))
 
     def preempt(self, seq_id: int) -> str:
         """Evict a running sequence. Returns "swap" when its private blocks went to the host pool
@@ -370,6 +398,9 @@ class PagedAllocator(V1KVCacheMixin):
             assert len(table) == self.blocks_for(lengths[seq_id]), (
                 f"seq {seq_id}: {len(table)} blocks for {lengths[seq_id]} tokens")
             assert len(set(table)) == len(table), f"seq {seq_id} lists a block twice"
+        for seq_id, blocks in self._admitted.items():
+            assert seq_id in self.block_tables and self.block_tables[seq_id][:len(blocks)] == blocks.tolist(), (
+                f"seq {seq_id}: its block table no longer starts with the blocks it was admitted with")
         pool = self.pool
         pool.check_invariants(self.block_tables.values())
         saving = 0
