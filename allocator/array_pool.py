@@ -38,7 +38,8 @@ from .validate import FieldError, OutOfBlocksError, whole_number
 
 _TOMB = -1               # a queue entry whose block left the queue early (a cache hit)
 _MIN_CAP = 1024
-_FEW = 4                 # allocations of at most this many queued blocks go block by block
+_FEW = 8                 # allocations of at most this many queued blocks go block by block (measured: bulk
+                         # costs ~4 us, one by one ~0.3 us a block, ~0.4 us when it evicts)
 #: Runs an iterator to its end in C (a C-level loop over ``map(...)``).
 drain = deque(maxlen=0).extend
 
@@ -315,7 +316,7 @@ class ArrayBlockPool(KeyTable, BlockPool):
         in_table = ik >= 0
         n_table = int(np.count_nonzero(in_table))
         if n_table:
-            self._table[ik[in_table]] = -1
+            self._table[ik[in_table] if n_table < len(hit) else ik] = -1   # (all of them: no mask)
             self._ikey[hit] = -1
             self._ntable -= n_table
         if n_table < len(hit):

@@ -24,18 +24,19 @@ def _table_key(key) -> bool:
     return isinstance(key, (int, np.integer)) and not isinstance(key, bool) and 0 <= key < TABLE_KEYS
 
 
-def _table_keys(keys) -> np.ndarray | None:
-    """``keys`` as an int64 array when they are table keys (judged by the first), else None.
+def _table_keys(keys) -> tuple[np.ndarray, int] | None:
+    """``(keys as an int64 array, the largest of them or -1 when there are none)`` when they are
+    table keys (judged by the first), else None.
 
     An int array is table keys when all of them are in [0, TABLE_KEYS): one reduction, the
-    largest of them read as unsigned (a negative key reads as 2**63 or more)."""
+    largest of them read as unsigned (a negative key reads as 2**63 or more), which is also the
+    largest key the caller needs (to know whether the table reaches it)."""
     if isinstance(keys, np.ndarray):
         if keys.dtype.kind not in "iu":
             return None
         keys = keys.astype(np.int64, copy=False)
-        if len(keys) and int(keys.view(np.uint64).max()) >= TABLE_KEYS:
-            return None
-        return keys
+        top = int(keys.view(np.uint64).max()) if len(keys) else -1
+        return (keys, top) if top < TABLE_KEYS else None
     if isinstance(keys, list) and keys and _table_key(keys[0]):
         return _table_keys(np.array(keys))
     return None
@@ -64,6 +65,8 @@ class KeyTable:
     def lookup_run(self, block_hashes, limit: int) -> list[int]:
         """:meth:`BlockPool.lookup_run`; the hashes are all of one kind (an int64 array or list
         of table keys, found with one numpy gather, or other hashes, found in the dict)."""
+        if isinstance(block_hashes, np.ndarray):
+            block_hashes = block_hashes[:max(limit, 0)]    # only these are looked up (and checked)
         if _table_keys(block_hashes) is None:
             return super().lookup_run(block_hashes, limit)
         return self.lookup_run_array(block_hashes, limit).tolist()
@@ -72,14 +75,17 @@ class KeyTable:
         """:meth:`lookup_run` as an int64 array [k] of block ids, k <= max(limit, 0) (the same
         blocks): a prompt's hits go on to the refcounts and its block table without a list.
         Table keys are found with one numpy gather; other hashes in the dict."""
-        keys = _table_keys(block_hashes)
-        if keys is None:
+        if isinstance(block_hashes, np.ndarray):
+            block_hashes = block_hashes[:max(limit, 0)]    # only these are looked up (and checked)
+        got = _table_keys(block_hashes)
+        if got is None:
             return np.array(super().lookup_run(block_hashes, limit), dtype=np.int64)
+        keys, top = got
         keys = keys[:max(limit, 0)]
         if not len(keys):
             return np.empty(0, dtype=np.int64)
         table = self._table
-        if int(keys.max()) >= len(table):          # keys past the table's end are not registered
+        if top >= len(table):                       # keys past the table's end are not registered
             found = np.full(len(keys), -1, dtype=np.int64)
             inside = keys < len(table)
             found[inside] = table[keys[inside]]
@@ -121,14 +127,17 @@ class KeyTable:
         if not len(blocks):
             return
         arr = ids(blocks)
-        tkeys = _table_keys(block_hashes)
-        if tkeys is not None:
+        if isinstance(block_hashes, np.ndarray):
+            block_hashes = block_hashes[:len(arr)]          # only these are registered (and checked)
+        got = _table_keys(block_hashes)
+        if got is not None:
+            tkeys, top = got
             tkeys = tkeys[:len(arr)]
             if not len(tkeys):
                 return
             arr = arr[:len(tkeys)]
             # a key already registered, or a block already hashed, is skipped (the first wins)
-            self._grow_table(int(tkeys.max()))
+            self._grow_table(top)
             taken = self._table[tkeys] >= 0
             taken |= self._hashed[arr]
             if taken.any():

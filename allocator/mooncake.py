@@ -316,9 +316,15 @@ class TracePrompts:
                 out.append(c)
                 parent = c
             ids = self._chain_ids[request_id] = np.asarray(out, dtype=np.int64)
-        last = np.arange(block_size - 1, full * block_size, block_size, dtype=np.int64)
         width = TRACE_BLOCK // block_size + 1
-        keys = ids[last // TRACE_BLOCK] * width + last % TRACE_BLOCK // block_size
+        if TRACE_BLOCK % block_size == 0:
+            # per = 512 // block_size blocks end in each trace block, the r-th of them at offset
+            # (r + 1) x block_size - 1: its second term is r, so keys[j x per + r] = ids[j] x w + r
+            per = width - 1
+            keys = (ids[:, None] * width + np.arange(per, dtype=np.int64)).reshape(-1)[:full]
+        else:
+            last = np.arange(block_size - 1, full * block_size, block_size, dtype=np.int64)
+            keys = ids[last // TRACE_BLOCK] * width + last % TRACE_BLOCK // block_size
         return keys if as_array else keys.tolist()
 
 
