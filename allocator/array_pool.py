@@ -13,14 +13,18 @@ its blocks with a few numpy operations instead of a Python statement per block.
   follows the blocks used, not the pool's size);
 * the free queue is an int64 array with a head; a cached block taken out of the middle by a
   cache hit leaves a tombstone (-1) that allocation skips; when the tail reaches the array's end
-  the live entries are moved to its front (the array doubles when they fill half of it);
+  the live entries are moved to its front (the array doubles when they fill half of it). Beside
+  it a bool array says which entries are cached blocks (set when a block joins the queue: a
+  block's hash cannot change while it waits there, since only blocks in use are registered
+  and eviction happens as the queue hands a block out; cleared where a hit leaves a tombstone);
 * int block keys below :data:`allocator.key_table.TABLE_KEYS` (a trace's dense keys,
   :meth:`allocator.mooncake.TracePrompts.block_keys`) live in an int32 array indexed by key, so a
   prompt's lookups, registrations and evictions are numpy gathers and scatters (its size follows
   the keys' range, which for dense keys is about the distinct blocks: less than a dict of them);
   other keys (sha256 bytes) live in a dict as in the list pool;
 * the blocks still findable by hash with refcount 0 are counted; a pool picture lists them
-  (:meth:`ArrayBlockPool.cached_free_blocks`) with one numpy pass over the queue, as an array.
+  (:meth:`ArrayBlockPool.cached_free_blocks`) with one numpy compress of the queue by those
+  flags, as an array.
 
 The :class:`allocator.allocators.PagedAllocator` uses it when prefix caching is on (and the
 list-based pool otherwise, whose small calls are cheaper for a few blocks at a time). Blocks in
@@ -73,6 +77,7 @@ class ArrayBlockPool(KeyTable, BlockPool):
         self._ntable = 0                                    # keys in the table
         self._qpos = np.full(cap, -1, dtype=np.int64)
         self._q = np.empty(_MIN_CAP, dtype=np.int64)
+        self._qcached = np.zeros(_MIN_CAP, dtype=bool)   # entry i of _q is a cached block (not a tombstone)
         self._head = self._tail = 0         # queue entries: _q[_head:_tail], tombstones included
         self._tombstones = 0
         self.num_free = self.num_blocks
@@ -130,15 +135,12 @@ class ArrayBlockPool(KeyTable, BlockPool):
         picture's entry (``PagedAllocator.snapshot``).
 
         Returns:
-            a new read-only int64 array [num_cached_free] of block ids, from one numpy pass over
-            the free queue (a gather of the "has a hash" flags, a compress), whatever changed
-            since the last picture: a million cached blocks cost a few milliseconds.
+            a new read-only int64 array [num_cached_free] of block ids: the free queue compressed
+            by its entries' "cached block" flags (one sequential numpy pass, no gather), whatever
+            changed since the last picture: a million cached blocks cost about a millisecond.
         """
-        q = self._q[self._head:self._tail]
-        keep = self._hashed.take(q)             # a tombstone (-1) reads the last flag: masked next
-        if self._tombstones:
-            np.logical_and(keep, q != _TOMB, out=keep)
-        out = q.compress(keep)
+        h, t = self._head, self._tail
+        out = self._q[h:t].compress(self._qcached[h:t])
         out.flags.writeable = False
         return out
 
@@ -179,10 +181,17 @@ class ArrayBlockPool(KeyTable, BlockPool):
         """Make room for ``k`` more entries at the queue's tail (compact, or grow the array)."""
         if self._tail + k <= len(self._q):
             return
-        live = self._queued().copy()
+        q, cached = self._q[self._head:self._tail], self._qcached[self._head:self._tail]
+        if self._tombstones:                  # the live entries and their flags (new arrays)
+            keep = q != _TOMB
+            live, flags = q[keep], cached[keep]
+        else:
+            live, flags = q.copy(), cached.copy()
         if 2 * (len(live) + k) > len(self._q):
             self._q = np.empty(max(2 * (len(live) + k), _MIN_CAP), dtype=np.int64)
+            self._qcached = np.zeros(len(self._q), dtype=bool)
         self._q[:len(live)] = live
+        self._qcached[:len(live)] = flags
         self._qpos[live] = np.arange(len(live), dtype=np.int64)
         self._head, self._tail, self._tombstones = 0, len(live), 0
 
@@ -341,7 +350,9 @@ class ArrayBlockPool(KeyTable, BlockPool):
             if not self._hashed[z].all():
                 b = int(z[~self._hashed[z]][0])
                 raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
-            self._q[self._qpos[z]] = _TOMB
+            at = self._qpos[z]
+            self._q[at] = _TOMB
+            self._qcached[at] = False
             self._qpos[z] = -1
             k = len(z)
             self._tombstones += k
@@ -367,9 +378,11 @@ class ArrayBlockPool(KeyTable, BlockPool):
             self._room(k)
             t = self._tail
             self._q[t:t + k] = freed
+            cached = self._qcached[t:t + k]
+            cached[:] = self._hashed[freed]
             self._qpos[freed] = np.arange(t, t + k, dtype=np.int64)
             self._tail = t + k
-            self.num_cached_free += int(np.count_nonzero(self._hashed[freed]))
+            self.num_cached_free += int(np.count_nonzero(cached))
         return freed
 
     def release_exclusive(self, blocks) -> None:
@@ -388,6 +401,9 @@ class ArrayBlockPool(KeyTable, BlockPool):
         used = self._fresh
         entries = self._q[self._head:self._tail].tolist()
         assert entries.count(_TOMB) == self._tombstones, "tombstones miscounted"
+        flags = self._qcached[self._head:self._tail].tolist()
+        assert flags == [b != _TOMB and bool(self._hashed[b]) for b in entries], (
+            "the queue's cached-block flags are not its entries' hash flags")
         qpos = self._qpos[:used].tolist()
         for i, b in enumerate(entries):
             assert b == _TOMB or qpos[b] == self._head + i, f"block {b}: queue position {qpos[b]} != {self._head + i}"
