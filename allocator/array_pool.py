@@ -255,16 +255,16 @@ class ArrayBlockPool(KeyTable, BlockPool):
         f = self._fresh
         k = min(n, self.num_blocks - f)              # never-used blocks lead the queue, in id order
         self.num_free -= n
-        if k > 0:
+        if k:
             self._grow_blocks(f + k)
             self._fresh = f + k
             self._ref[f:f + k] = 1
             fresh = np.arange(f, f + k, dtype=np.int64)
             if k == n:
                 return fresh
-        m = n - max(k, 0)
+        m = n - k                                    # the rest from the queue's front
         out = np.array(self._take_few(m, evicted), dtype=np.int64) if m <= _FEW else self._take_many(m, evicted)
-        return np.concatenate((fresh, out)) if k > 0 else out
+        return np.concatenate((fresh, out)) if k else out
 
     def _take_many(self, m: int, evicted: list | None) -> np.ndarray:
         """:meth:`allocate`'s queue part for many blocks, in bulk: the first ``m`` live queue
