@@ -123,9 +123,16 @@ def map_caption(shared: bool, in_seconds: bool = False) -> str:
 
 
 def workload_panel(workload, sc: Scenario, results) -> None:
-    """The workload's parameters and requests, and what this run did with them (from ``results``)."""
+    """The workload's parameters and requests, and what this run did with them (from ``results``).
+
+    Built only while the expander is open (``on_change="rerun"``: opening it reruns the page, which
+    then fills it). Closed, its request table would still be sent and mounted with the page, and a
+    fresh browser would load the data-grid code for it before drawing the first chart (issue 24).
+    The expander's label names the workload, so changing the workload closes it, as it did before."""
     with st.expander(plain_markdown(f"The workload: {workload.name}, {plural(len(workload), 'request')}"),
-                     expanded=False):
+                     expanded=False, key="workload_open", on_change="rerun") as panel:
+        if not panel.open:
+            return
         if sc.workload == "classroom-40":
             p = workload.params
             st.markdown(

@@ -445,6 +445,7 @@ def test_the_explainer_page_quotes_the_run_on_screen(case):
     at = AppTest.from_file(APP_PATH, default_timeout=120)
     for k, v in params.items():
         at.query_params[k] = v
+    at.session_state["workload_open"] = True    # the workload panel is built only while open: check it too
     at.run()
     assert not at.exception, at.exception
     results = run_scenario(sc, record_snapshots=False)

@@ -259,6 +259,8 @@ def test_block_size_slider_changes_the_paged_side(app):
 
 def test_trace_workload_on_the_page(app):
     app.selectbox(key="workload").set_value("azure-conv").run()
+    app.session_state["workload_open"] = True       # open the workload panel (the data's citation)
+    app.run()
     assert not app.exception
     res = run_scenario(Scenario(workload="azure-conv"), record_snapshots=False)
     assert metric(app, "Steps to drain")[1] == f"{res['paged'].summary['steps']:,}"
@@ -270,6 +272,8 @@ def test_sharegpt_workload_with_buddy_placement_on_the_page(app):
     app.selectbox(key="workload").set_value("sharegpt-opt").run()
     app.radio(key="policy").set_value("oracle").run()
     app.radio(key="placement").set_value("buddy").run()
+    app.session_state["workload_open"] = True       # open the workload panel (the data's citation)
+    app.run()
     assert not app.exception
     res = run_scenario(Scenario(workload="sharegpt-opt", policy="oracle", placement="buddy"), record_snapshots=False)
     assert res["reserve_max"].label == "Reserve-oracle (buddy)"
@@ -483,3 +487,22 @@ def test_seconds_readouts_name_the_moment_and_the_step_shown():
                 assert step == shown[key] < res.steps
                 running += 1
     assert running and drained
+
+
+def test_the_workload_panel_is_built_only_while_open():
+    """Closed (the default), the panel is its label alone: no request table goes to the browser with
+    the page. Opened, it holds the requests, one row each, and the scheduler's rules."""
+    from allocator.scenario import build_workload
+    from allocator.viz.claims import scheduler_rules_text
+
+    at = AppTest.from_file(APP_PATH, default_timeout=120)
+    at.run()
+    assert not at.exception, at.exception
+    panel = next(e for e in at.expander if e.label.startswith("The workload"))
+    assert not list(panel.children.values()) and not at.dataframe
+    at.session_state["workload_open"] = True
+    at.run()
+    panel = next(e for e in at.expander if e.label.startswith("The workload"))
+    requests = next(d.value for d in panel.dataframe)
+    assert list(requests["request"]) == [f"r{r.id}" for r in build_workload(Scenario()).requests]
+    assert scheduler_rules_text() in [c.value for c in panel.caption]

@@ -136,11 +136,14 @@ def test_an_uploads_name_header_and_cells_are_plain_text(upload_page, payload):
     }
     for name, data in files.items():
         at.file_uploader(key="trace_file").upload(name, data, "text/csv").run()
+        at.session_state["workload_open"] = True       # open the workload panel, which names the file
+        at.run()
         shown = assert_plain(at)
         said = " ".join(seen(b) for b in shown)
         if name.startswith(one_line[:10]):
             assert one_line[:30] in said               # the good upload is named (cut, escaped) ...
             assert at.expander and any("upload: " in seen(e.label) for e in at.expander)
+            assert any("of your file" in seen(m.value) for m in at.markdown)     # the panel's text, checked
         else:
             assert at.sidebar.error, name              # ... and a bad one's message quotes it plainly
 
