@@ -38,7 +38,7 @@ import numpy as np
 
 from .block_pool import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE, BlockPool
 from .key_table import KeyTable, ids
-from .validate import FieldError, OutOfBlocksError, whole_number
+from .validate import FieldError, whole_number
 
 _TOMB = -1               # a queue entry whose block left the queue early (a cache hit)
 _MIN_CAP = 1024
@@ -226,9 +226,7 @@ class ArrayBlockPool(KeyTable, BlockPool):
     # ------------------------------------------------------------------ operations
 
     def allocate(self, n: int, evicted: list | None = None) -> list[int]:
-        if n > self.num_free:
-            raise OutOfBlocksError("num_blocks", f"{n} needed, {self.num_free} of "
-                                   f"{self.num_blocks} free", needed=n, available=self.num_free)
+        self._check_free(n)
         if n <= 0:
             return []
         fresh = self._take_fresh(n) if self._fresh < self.num_blocks else []
@@ -247,9 +245,7 @@ class ArrayBlockPool(KeyTable, BlockPool):
         Raises:
             OutOfBlocksError: fewer than ``n`` blocks are free (field ``num_blocks``; nothing taken).
         """
-        if n > self.num_free:
-            raise OutOfBlocksError("num_blocks", f"{n} needed, {self.num_free} of "
-                                   f"{self.num_blocks} free", needed=n, available=self.num_free)
+        self._check_free(n)
         if n <= 0:
             return np.empty(0, dtype=np.int64)
         f = self._fresh

@@ -137,6 +137,12 @@ class BlockPool(BlockPoolQueries):
 
     # ------------------------------------------------------------------ operations
 
+    def _check_free(self, n: int) -> None:
+        """Raise OutOfBlocksError (field ``num_blocks``) when fewer than ``n`` blocks are free."""
+        if n > self.num_free:
+            raise OutOfBlocksError("num_blocks", f"{n} needed, {self.num_free} of "
+                                   f"{self.num_blocks} free", needed=n, available=self.num_free)
+
     def allocate(self, n: int, evicted: list | None = None) -> list[int]:
         """Take ``n`` blocks from the front of the free queue, each with refcount 1.
 
@@ -149,9 +155,7 @@ class BlockPool(BlockPoolQueries):
         Raises:
             OutOfBlocksError: fewer than ``n`` blocks are free (field ``num_blocks``; nothing taken).
         """
-        if n > self.num_free:
-            raise OutOfBlocksError("num_blocks", f"{n} needed, {self.num_free} of "
-                                   f"{self.num_blocks} free", needed=n, available=self.num_free)
+        self._check_free(n)
         if n <= 0:
             return []
         if self._fresh < self.num_blocks:      # never-used blocks wait at the front of the queue
