@@ -67,9 +67,10 @@ class KeyTable:
         of table keys, found with one numpy gather, or other hashes, found in the dict)."""
         if isinstance(block_hashes, np.ndarray):
             block_hashes = block_hashes[:max(limit, 0)]    # only these are looked up (and checked)
-        if _table_keys(block_hashes) is None:
+        got = _table_keys(block_hashes)
+        if got is None:
             return super().lookup_run(block_hashes, limit)
-        return self.lookup_run_array(block_hashes, limit).tolist()
+        return self._lookup_table(*got, limit).tolist()
 
     def lookup_run_array(self, block_hashes, limit: int) -> np.ndarray:
         """:meth:`lookup_run` as an int64 array [k] of block ids, k <= max(limit, 0) (the same
@@ -80,7 +81,11 @@ class KeyTable:
         got = _table_keys(block_hashes)
         if got is None:
             return np.array(super().lookup_run(block_hashes, limit), dtype=np.int64)
-        keys, top = got
+        return self._lookup_table(*got, limit)
+
+    def _lookup_table(self, keys: np.ndarray, top: int, limit: int) -> np.ndarray:
+        """The blocks of the longest registered run of table keys ``keys[:limit]`` (int64 array
+        [k]); ``top`` is the largest key (:func:`_table_keys`)."""
         keys = keys[:max(limit, 0)]
         if not len(keys):
             return np.empty(0, dtype=np.int64)
@@ -98,6 +103,7 @@ class KeyTable:
         if self.lookup(block_hash) is not None or self._hashed[block_id]:
             return False
         if _table_key(block_hash):
+            self._grow_table(int(block_hash))
             self._register_table(np.array([block_id], dtype=np.int64), np.array([int(block_hash)], dtype=np.int64))
             return True
         self._cache[block_hash] = block_id
@@ -112,12 +118,11 @@ class KeyTable:
             self._table = np.concatenate([self._table, np.full(grow, -1, dtype=np.int32)])
 
     def _register_table(self, arr: np.ndarray, keys: np.ndarray) -> None:
-        """Table keys ``keys`` (distinct, none registered) for unhashed blocks ``arr``."""
-        if not len(keys):
-            return
-        self._grow_table(int(keys.max()))
-        self._table[keys] = arr
-        self._ikey[arr] = keys
+        """Table keys ``keys`` (distinct, none registered, the table already long enough for
+        them: :meth:`_grow_table`) for unhashed blocks ``arr``."""
+        # int32 values cast in one pass first: a scatter that casts each element costs ~3x
+        self._table[keys] = arr.astype(np.int32)
+        self._ikey[arr] = keys.astype(np.int32)
         self._hashed[arr] = True
         self._ntable += len(keys)
 
@@ -145,11 +150,7 @@ class KeyTable:
                 arr, tkeys = arr[keep], tkeys[keep]
                 if not len(tkeys):
                     return
-            # int32 values cast in one pass first: a scatter that casts each element costs ~3x
-            self._table[tkeys] = arr.astype(np.int32)
-            self._ikey[arr] = tkeys.astype(np.int32)
-            self._hashed[arr] = True
-            self._ntable += len(tkeys)
+            self._register_table(arr, tkeys)
             return
         cache = self._cache
         keys = list(block_hashes)[:len(arr)]
