@@ -46,14 +46,23 @@ BUTTON_INK = "#222222"
 #: (pages/_ui/present.py) play at the same rate. Every frame redraws the whole animated figure, so it
 #: holds the maps only (see the module's docstring).
 PLAY_FRAME_MS = 80
-#: Heights and bottom margins (px) of the maps figure (room under the maps for the x-axis title and
-#: the colour legend) and of the lines figure under it: the maps keep the 390 px they had as the top
-#: row of one figure, the lines the 200 px.
-MAPS_HEIGHT, MAPS_BOTTOM = 620, 120
-LINES_HEIGHT, LINES_BOTTOM = 330, 110
-#: Where Play / Pause and the slider sit above the maps, and the legend under a figure's plot area
-#: (px; projector sizes in PROJECTOR_OFFSETS).
-OFFSETS = {"menus": 129, "slider": 136, "legend": 76}
+#: Heights (px) of the maps figure and of the lines figure under it; on a projector each is 30 px taller.
+MAPS_HEIGHT, LINES_HEIGHT = 620, 330
+PROJECTOR_GROW = 30
+#: Margins (px) of each figure, normal and on a projector: room above the maps for Play and the slider,
+#: room under both for the axis titles and the legend, left of both for the y-axis titles. They are the
+#: margins Plotly's auto-margin settles on for the default lesson in the app (Streamlit's theme and fonts;
+#: read from the drawn charts in Chromium, the same at 1920 and 1366 px), given up front so that the first
+#: draw is the only one. Given smaller, as they were, Plotly draws the whole figure, finds that the slider,
+#: the legend and the axis titles need more room, and draws it all again: the maps took 91 ms to draw
+#: that way and 39 ms this way in headless Chromium (issue 24: a fresh browser's first chart). The charts
+#: look the same to the pixel at both widths, normal and presented. Longer tick labels (a pool of
+#: millions of slots) still widen the left margin, as before.
+MARGINS = {"maps": dict(l=86, r=40, t=195, b=120), "lines": dict(l=73, r=20, t=20, b=130)}
+PROJECTOR_MARGINS = {"maps": dict(l=89, r=40, t=203, b=120), "lines": dict(l=75, r=20, t=20, b=140)}
+#: Where Play / Pause and the slider sit above the maps' plot area, and each figure's legend under its
+#: plot area (px; projector sizes in PROJECTOR_OFFSETS).
+OFFSETS = {"menus": 100.88, "slider": 106.36, "legend": 59.44, "lines_legend": 68.4}
 
 
 def _paper(layout: dict, px: float) -> float:
@@ -310,14 +319,16 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
                                           "transition": {"duration": 0}}]) for f, label in zip(frames, labels)]
     slot_unit = "1 slot" if per_cell == 1 else f"{per_cell} slots"
     for c in (1, 2):
+        # ticklabeloverflow="allow": no tick label reaches past the figure, so Plotly need not measure
+        # each one to hide it (a cost on every redraw, every frame of Play included)
         fig.update_xaxes(title_text=f"offset within row (slots; one cell = {slot_unit})", row=1, col=c,
-                         showgrid=False, zeroline=False)
+                         showgrid=False, zeroline=False, ticklabeloverflow="allow")
         fig.update_yaxes(title_text="row start (slot)" if c == 1 else None, autorange="reversed", row=1, col=c,
-                         showgrid=False, zeroline=False)
+                         showgrid=False, zeroline=False, ticklabeloverflow="allow")
     base_dict["layout"] = fig.layout
     fig = FrozenFigure.with_plain_frames(base_dict, frames)
     # r=40: a readout starts at its map's left edge; the right one needs room past its map at 1366 px
-    size = dict(height=MAPS_HEIGHT, margin=dict(l=60, r=40, t=110, b=MAPS_BOTTOM))
+    size = dict(height=MAPS_HEIGHT, margin=dict(MARGINS["maps"]))
     fig.update_layout(
         **size, plot_bgcolor="white",
         annotations=(annotations({k: 0 for k in _ORDER}, 0.0) if timings else annotations(0)),
@@ -384,9 +395,11 @@ def explainer_lines_figure(results: dict, *, timings: dict | None = None) -> go.
             fig.update_xaxes(title_text="engine step", row=1, col=c, range=[0, n_steps], gridcolor="#eee")
     fig.update_yaxes(title_text="slots holding a token (%)", range=[0, 102], row=1, col=1, gridcolor="#eee")
     fig.update_yaxes(title_text="sequences running", rangemode="tozero", row=1, col=2, gridcolor="#eee")
-    size = dict(height=LINES_HEIGHT, margin=dict(l=60, r=20, t=20, b=LINES_BOTTOM))
+    fig.update_xaxes(ticklabeloverflow="allow")          # as the maps' axes
+    fig.update_yaxes(ticklabeloverflow="allow")
+    size = dict(height=LINES_HEIGHT, margin=dict(MARGINS["lines"]))
     fig.update_layout(**size, plot_bgcolor="white",
-                      legend=dict(orientation="h", yanchor="top", y=-_paper(size, OFFSETS["legend"]), x=0,
+                      legend=dict(orientation="h", yanchor="top", y=-_paper(size, OFFSETS["lines_legend"]), x=0,
                                   font=dict(size=13)),
                       hoverlabel=dict(font_size=14))
     return FrozenFigure(fig)
@@ -396,7 +409,7 @@ def explainer_lines_figure(results: dict, *, timings: dict | None = None) -> go.
 PROJECTOR_FONTS = {"base": 15, "readout": 16, "legend": 15, "axis_title": 15, "ticks": 13, "current": 20,
                    "buttons": 16}
 #: OFFSETS on a projector (px): the larger readouts push Play and the slider a little up.
-PROJECTOR_OFFSETS = {"menus": 114, "slider": 121, "legend": 72}
+PROJECTOR_OFFSETS = {"menus": 95.58, "slider": 101.45, "legend": 60.37, "lines_legend": 72.0}
 
 
 def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
@@ -421,13 +434,12 @@ def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
     layout = json.loads(json.dumps(d["layout"]))
     layout["font"] = dict(layout.get("font", {}), size=f["base"])
     layout["annotations"] = readouts(layout.get("annotations", []))
-    margin = layout["margin"]
-    animated = bool(layout.get("updatemenus"))          # the maps: room above for Play and the slider
-    grow_top, grow_bottom = (30, 0) if animated else (0, 30)
-    layout["margin"] = dict(margin, t=margin["t"] + grow_top, b=margin["b"] + grow_bottom)
-    layout["height"] = layout["height"] + grow_top + grow_bottom
+    kind = "maps" if layout.get("updatemenus") else "lines"     # the maps: room above for Play and the slider
+    layout["margin"] = dict(PROJECTOR_MARGINS[kind])
+    layout["height"] = layout["height"] + PROJECTOR_GROW
     at = PROJECTOR_OFFSETS
-    layout["legend"] = dict(layout.get("legend", {}), font=dict(size=f["legend"]), y=-_paper(layout, at["legend"]))
+    layout["legend"] = dict(layout.get("legend", {}), font=dict(size=f["legend"]),
+                            y=-_paper(layout, at["legend" if kind == "maps" else "lines_legend"]))
     for key, axis in layout.items():
         if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
             axis["tickfont"] = dict(size=f["ticks"])
@@ -442,6 +454,8 @@ def for_projector(fig: "FrozenFigure") -> "FrozenFigure":
     frames = [dict(fr, layout=dict(fr.get("layout", {}),
                                    annotations=readouts(fr.get("layout", {}).get("annotations", []))))
               for fr in d.get("frames", [])]
+    if "datarevision" in layout:  # another figure: Plotly must not take it for the original (FrozenFigure.freeze)
+        layout["datarevision"] = f"{layout['datarevision']}-projector"
     out = FrozenFigure()          # not re-validated: the original was, and only sizes changed
     out._frozen = dict(data=d["data"], layout=layout, frames=frames)
     return out

@@ -7,6 +7,7 @@ the benchmarks.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 import plotly.graph_objects as go
@@ -56,8 +57,20 @@ class FrozenFigure(go.Figure):
         return out
 
     def freeze(self) -> "FrozenFigure":
-        """Compute and keep the plain-dict form (plain JSON types only); returns self."""
-        self._frozen = json.loads(pio.to_json(self._plain(), validate=False))
+        """Compute and keep the plain-dict form (plain JSON types only); returns self.
+
+        The kept layout's ``datarevision`` is a digest of the rest of the figure. Streamlit's chart
+        hands Plotly the figure twice when it first shows it (once as sent, once more after applying
+        its theme); without a ``datarevision`` Plotly treats every array of the second copy as new
+        data and computes and draws the whole figure again. With one, Plotly compares the revisions,
+        finds them equal and redraws nothing; a figure that differs in any byte has another digest,
+        so it is drawn as before."""
+        plain = self._plain()
+        plain.setdefault("layout", {}).pop("datarevision", None)
+        text = pio.to_json(plain, validate=False)
+        plain = json.loads(text)
+        plain["layout"]["datarevision"] = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        self._frozen = plain
         return self
 
     def to_dict(self) -> dict:

@@ -80,6 +80,9 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
     top = cost_axis_top([c for c in costs if c is not None])
     fig.update_yaxes(title_text="slot equivalents per stored token", range=[0, top], tickmode="linear", tick0=0,
                      dtick=top / 5, secondary_y=True, showgrid=False, tickformat=_tick_format(top / 5))
+    # tick labels never reach past the chart: Plotly need not measure each one to hide it
+    fig.update_xaxes(ticklabeloverflow="allow")
+    fig.update_yaxes(ticklabeloverflow="allow")
     fig.update_layout(height=430, margin=dict(l=60, r=60, t=40, b=40), plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hoverlabel=dict(font_size=14))
     return fig
