@@ -33,6 +33,7 @@ def test_the_first_screen_then_the_lesson_step_row(server, browser, width, heigh
     2. The lesson's step row, once started: the step count and End the lesson sat top-aligned beside
        (normal) or stacked under (presenting) the Previous / Next buttons, so the row looked
        off-centre; now each row shares one centre line.
+    Both sizes and modes: the maps and the lines are drawn with the margins they were given.
     3. Presenting at 1366x768 (issue 23 item 18): the lesson box pushed the maps below the fold
        while step 2 says "watch the left map"; now at step 2 Play and the top of the maps show.
     """
@@ -61,6 +62,12 @@ def test_the_first_screen_then_the_lesson_step_row(server, browser, width, heigh
             label = pg.locator(".js-plotly-plot .slider-label").first.text_content()
             assert label.strip() == "engine step 0"
             assert not errors(pg), errors(pg)
+        # the maps and the lines come with the margins Plotly settles on (allocator.viz.explainer_chart
+        # MARGINS): had Plotly grown one, it would have drawn the whole figure twice (issue 24)
+        margins = pg.evaluate("""() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')]
+            .slice(0, 2).map(gd => { const m = gd.layout.margin, s = gd._fullLayout._size;
+                                     return [[m.l, m.r, m.t, m.b], [s.l, s.r, s.t, s.b]]; })""")
+        assert len(margins) == 2 and all(given == drawn for given, drawn in margins), margins
 
         pg.get_by_role("button", name="Start the guided lesson").click()      # 2. the step row
         settle(pg)

@@ -27,3 +27,16 @@ def test_owner_ids_travel_as_one_byte_each_while_they_fit():
     fig = explainer_figure(run_scenario(Scenario(), record_snapshots=True)).freeze().to_dict()
     dtypes = {(t["z"]["dtype"], t["customdata"]["dtype"]) for f in fig["frames"] for t in f["data"]}
     assert dtypes == {("i1", "u1")}
+
+
+def test_a_frozen_figure_names_its_content_so_plotly_redraws_only_a_changed_one():
+    """FrozenFigure.freeze's datarevision: the same figure twice has the same one (Plotly then skips
+    recomputing Streamlit's second hand-over of it), any change gives another (a block size, the
+    projector's layout), so a changed figure is always drawn afresh."""
+    run = run_scenario(Scenario(), record_snapshots=True)
+    first, again = (explainer_figure(run).freeze().to_dict() for _ in range(2))
+    rev = first["layout"]["datarevision"]
+    assert isinstance(rev, str) and len(rev) == 16 and again["layout"]["datarevision"] == rev
+    other = explainer_figure(run_scenario(Scenario(block_size=32), record_snapshots=True)).freeze().to_dict()
+    projector = for_projector(explainer_figure(run).freeze()).to_dict()
+    assert len({rev, other["layout"]["datarevision"], projector["layout"]["datarevision"]}) == 3
