@@ -54,10 +54,11 @@ PROJECTOR_GROW = 30
 #: margins Plotly's auto-margin settles on for the default lesson in the app (Streamlit's theme and fonts;
 #: read from the drawn charts in Chromium, the same at 1920 and 1366 px), given up front so that the first
 #: draw is the only one. Given smaller, as they were, Plotly draws the whole figure, finds that the slider,
-#: the legend and the axis titles need more room, and draws it all again: the maps took 91 ms to draw
-#: that way and 39 ms this way in headless Chromium (issue 24: a fresh browser's first chart). The charts
-#: look the same to the pixel at both widths, normal and presented. Longer tick labels (a pool of
-#: millions of slots) still widen the left margin, as before.
+#: the legend and the axis titles need more room, and draws it all again: the maps alone, in a bare page
+#: with Plotly's own fonts, took 91 ms to draw that way and 39 ms with their settled margins given, in
+#: headless Chromium (issue 24: a fresh browser's first chart). The charts look the same to the pixel at
+#: both widths, normal and presented (compared in the app); tests/browser/test_ux_browser.py checks that
+#: Plotly grows none of them. Longer tick labels (a pool of millions of slots) still widen the left margin.
 MARGINS = {"maps": dict(l=86, r=40, t=195, b=120), "lines": dict(l=73, r=20, t=20, b=130)}
 PROJECTOR_MARGINS = {"maps": dict(l=89, r=40, t=203, b=120), "lines": dict(l=75, r=20, t=20, b=140)}
 #: Where Play / Pause and the slider sit above the maps' plot area, and each figure's legend under its
@@ -408,7 +409,8 @@ def explainer_lines_figure(results: dict, *, timings: dict | None = None) -> go.
 #: Text sizes (px) of the explainer figure on a projector, and the room its readouts need.
 PROJECTOR_FONTS = {"base": 15, "readout": 16, "legend": 15, "axis_title": 15, "ticks": 13, "current": 20,
                    "buttons": 16}
-#: OFFSETS on a projector (px): the larger readouts push Play and the slider a little up.
+#: OFFSETS on a projector (px, from the plot area PROJECTOR_MARGINS leave): the larger readouts and
+#: buttons need a taller top margin, and the maps a little more room.
 PROJECTOR_OFFSETS = {"menus": 95.58, "slider": 101.45, "legend": 60.37, "lines_legend": 72.0}
 
 
