@@ -62,10 +62,12 @@ def app_url_paths(hidden: bool = False) -> list[str]:
 
 
 @contextlib.contextmanager
-def serve_app(log_name: str = "streamlit-server"):
+def serve_app(log_name: str = "streamlit-server", script: str | None = None):
     """Start ``python app.py`` (as ``make run`` does) on a free loopback port, wait until
     /_stcore/health answers, yield the base URL, and always terminate the server's process group.
-    The server's output goes to test-artifacts/``log_name``.log."""
+    The server's output goes to test-artifacts/``log_name``.log. Given ``script`` (a path from the
+    repository root), serve that script instead, with ``python -m streamlit run`` (the bench's bare
+    reference page, tests/tools/bench_floor_page.py)."""
     port = free_port()
     os.makedirs(ARTIFACTS, exist_ok=True)
     log_path = os.path.join(ARTIFACTS, f"{log_name}.log")
@@ -73,7 +75,7 @@ def serve_app(log_name: str = "streamlit-server"):
     proc = subprocess.Popen(
         # ``python app.py`` is ``streamlit run app.py`` with Streamlit's legacy pages/ handling off
         # (see app.py), the way ``make run`` starts it
-        [sys.executable, APP_PATH, "--server.headless", "true",
+        [sys.executable, *(["-m", "streamlit", "run", script] if script else [APP_PATH]), "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -79,3 +79,30 @@ def test_watch_gives_up_after_its_timeout(monkeypatch):
     monkeypatch.setattr(browser_timing.time, "sleep", lambda s: None)
     with pytest.raises(TimeoutError, match="no answer within 5 s"):
         watch(_Page([_state(script="running")]), 0.0, browser_timing.settled, timeout_s=5)
+
+
+def test_the_bare_reference_page_holds_one_chart_and_its_maps_are_the_explainers():
+    """The bench's floor rows (bench_pages.floor_rows) say "the explainer's maps figure": the bare page
+    must send exactly the figure the explainer sends for the default lesson, and nothing else."""
+    import json
+    import os
+
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import APP_PATH, ROOT
+    from tests.tools.bench_pages import FLOOR_PAGE
+
+    def charts(script, **query):
+        at = AppTest.from_file(os.path.join(ROOT, script), default_timeout=120)
+        at.query_params.update(query)
+        at.run()
+        assert not at.exception
+        return at, {c.key: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+
+    at, small = charts(FLOOR_PAGE)
+    assert list(small) == ["small"] and len(at.main.children) == 2            # a title and the chart
+    assert [t["type"] for t in small["small"]["data"]] == ["heatmap"]
+    at, bare = charts(FLOOR_PAGE, chart="maps")
+    assert list(bare) == ["maps"] and len(at.main.children) == 2
+    _, app = charts(APP_PATH)                                               # the app opens on the explainer
+    assert bare["maps"] == app["maps"] and len(bare["maps"]["frames"]) > 1

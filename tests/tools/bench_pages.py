@@ -37,7 +37,8 @@ def bench_pages(rounds: int = 3, target_s: float = 3.0, fresh: int = 3) -> list[
     figure is their median, and the note gives each, since one load on a 2-core machine that also
     runs the server reads anywhere in a band about a second wide. Then every page is clicked in the
     sidebar in turn, ``rounds`` times. A page's first click is the figure (a lecturer switching page
-    mid-lecture); later clicks are shown beside it."""
+    mid-lecture); later clicks are shown beside it. Last, two info rows (:func:`floor_rows`): the
+    same fresh-browser load of a bare page with one chart, which no page of the lab can beat."""
     title = f"every page in headless Chromium, server up {UP_S:.0f} s (first visit; s)"
 
     def body(rows, met):
@@ -83,8 +84,37 @@ def bench_pages(rounds: int = 3, target_s: float = 3.0, fresh: int = 3) -> list[
             rows[-1][-1] = "each " + ", ".join(f"{v[shown]:.2f}" for v in loads) + "; " + rows[-1][-1]
             for href, name in links:
                 row(name, visits[href][0], visits[href][1:], "click ->")
+            floor_rows(page.context.browser, fresh, rows)
 
     return run_section("pages", title, body)
+
+
+#: The bare reference page (tests/tools/bench_floor_page.py): a title and one chart, nothing else.
+FLOOR_PAGE = "tests/tools/bench_floor_page.py"
+
+
+def floor_rows(browser, fresh: int, rows: list) -> None:
+    """Info rows under the fresh-browser figure: the same fresh-browser load of a bare Streamlit page
+    (a title and one chart), timed the same way, ``fresh`` new contexts each, median shown. With one
+    small heatmap it is what Streamlit and Plotly cost in a fresh browser before any page of the lab
+    is involved; with the explainer's own maps figure, what the lab's first chart costs on its own.
+    The page's server is started here, and the maps are built (one visit) before anything is timed."""
+    from tests.browser.test_browser import serve_app
+    with serve_app("bench-floor", script=FLOOR_PAGE) as base:
+        for query, what in (("", "a title and one small heatmap"),
+                            ("?chart=maps", "a title and the explainer's maps figure")):
+            loads = []
+            for i in range(fresh + 1):                 # the first visit builds the figure: not timed
+                ctx = browser.new_context(viewport=VIEWPORT)
+                ctx.add_init_script(PROBE_JS)
+                page = ctx.new_page()
+                seen = visit(page, lambda: page.goto(base + "/" + query), "")
+                ctx.close()
+                if i:
+                    loads.append(seen["chart"])
+            rows.append([f"reference: a bare Streamlit page, {what}, fresh browser (median of {fresh}): first chart",
+                         f"{statistics.median(loads):.2f}", "(info)", True,
+                         "each " + ", ".join(f"{v:.2f}" for v in loads)])
 
 
 # ------------------------------------------------------------------------------------ explainer
