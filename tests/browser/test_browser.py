@@ -125,6 +125,9 @@ STATE_JS = """() => {
         connection: app ? app.dataset.testConnectionState : null,
         stale: document.querySelectorAll('[data-stale="true"]').length,
         spinners: document.querySelectorAll('[data-testid="stSpinner"]').length,
+        // an element whose code is still loading (Streamlit's lazy fallback): on a busy machine a
+        // page can stay unchanged for over a second with a button still a grey placeholder
+        skeletons: document.querySelectorAll('[data-testid="stSkeleton"]').length,
         charts: charts.length,
         drawn: charts.filter(c => c.querySelector('.js-plotly-plot .main-svg')).length,
         nodes: main ? main.getElementsByTagName('*').length : 0,
@@ -134,8 +137,8 @@ STATE_JS = """() => {
 
 
 def settle(pg, old_title: str | None = None, timeout_s: float = PAGE_S, quiet_s: float = 1.0) -> str:
-    """Wait until the page is done: script not running, connected, nothing stale, no spinner, every
-    Plotly chart drawn, a title other than ``old_title``, and the DOM unchanged for ``quiet_s``
+    """Wait until the page is done: script not running, connected, nothing stale, no spinner, no
+    element still loading its code (a skeleton), every Plotly chart drawn, a title other than ``old_title``, and the DOM unchanged for ``quiet_s``
     seconds of a responsive main thread (a poll that takes longer than 0.3 s restarts the quiet
     time: the browser is still digesting a large message). Returns the page title (h1).
 
@@ -149,7 +152,7 @@ def settle(pg, old_title: str | None = None, timeout_s: float = PAGE_S, quiet_s:
         st = pg.evaluate(STATE_JS)
         slow = time.monotonic() - t0 > 0.3
         done = (st["script"] == "notRunning" and st["connection"] in (None, "CONNECTED") and not st["stale"]
-                and not st["spinners"] and st["drawn"] == st["charts"] and st["title"]
+                and not st["spinners"] and not st["skeletons"] and st["drawn"] == st["charts"] and st["title"]
                 and st["title"] != old_title)
         if done and st == last and not slow:
             if quiet_since is not None and time.monotonic() - quiet_since >= quiet_s:
