@@ -138,9 +138,10 @@ STATE_JS = """() => {
 
 def settle(pg, old_title: str | None = None, timeout_s: float = PAGE_S, quiet_s: float = 1.0) -> str:
     """Wait until the page is done: script not running, connected, nothing stale, no spinner, no
-    element still loading its code (a skeleton), every Plotly chart drawn, a title other than ``old_title``, and the DOM unchanged for ``quiet_s``
-    seconds of a responsive main thread (a poll that takes longer than 0.3 s restarts the quiet
-    time: the browser is still digesting a large message). Returns the page title (h1).
+    element still loading its code (a skeleton), every Plotly chart drawn, a title other than
+    ``old_title``, and the DOM unchanged for ``quiet_s`` seconds of a responsive main thread (a poll
+    that takes longer than 0.3 s restarts the quiet time: the browser is still digesting a large
+    message). Returns the page title (h1).
 
     Streamlit flips its script state to "notRunning" before the browser has rendered every element
     of a large run, so the script state alone is not enough.

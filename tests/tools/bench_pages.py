@@ -38,7 +38,8 @@ def bench_pages(rounds: int = 3, target_s: float = 3.0, fresh: int = 3) -> list[
     runs the server reads anywhere in a band about a second wide. Then every page is clicked in the
     sidebar in turn, ``rounds`` times. A page's first click is the figure (a lecturer switching page
     mid-lecture); later clicks are shown beside it. Last, two info rows (:func:`floor_rows`): the
-    same fresh-browser load of a bare page with one chart, which no page of the lab can beat."""
+    same fresh-browser load of a bare Streamlit page with one chart, what Streamlit and Plotly cost
+    on their own before the first chart of any page."""
     title = f"every page in headless Chromium, server up {UP_S:.0f} s (first visit; s)"
 
     def body(rows, met):
@@ -104,7 +105,7 @@ def floor_rows(browser, fresh: int, rows: list) -> None:
         for query, what in (("", "a title and one small heatmap"),
                             ("?chart=maps", "a title and the explainer's maps figure")):
             loads = []
-            for i in range(fresh + 1):                 # the first visit builds the figure: not timed
+            for i in range(fresh + 1):       # the first visit (the server builds the figure) is not timed
                 ctx = browser.new_context(viewport=VIEWPORT)
                 ctx.add_init_script(PROBE_JS)
                 page = ctx.new_page()
