@@ -22,8 +22,8 @@ import statistics
 import subprocess
 import time
 
-from tests.tools.browser_timing import (PROBE_JS, UP_S, VIEWPORT, browser_session, page_clock, run_section, settled,
-                                        sidebar_links, state, visit, wait_up, watch)
+from tests.tools.browser_timing import (UP_S, VIEWPORT, browser_session, fresh_visit, page_clock, run_section,
+                                        settled, sidebar_links, state, visit, wait_up, watch)
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,11 +49,7 @@ def bench_pages(rounds: int = 3, target_s: float = 3.0, fresh: int = 3) -> list[
             opened = visit(page, lambda: page.goto(base + "/"), "")
             loads = [opened]
             for _ in range(fresh - 1):                 # more fresh browsers: new contexts, new renderers
-                ctx = page.context.browser.new_context(viewport=VIEWPORT)
-                ctx.add_init_script(PROBE_JS)
-                other = ctx.new_page()
-                loads.append(visit(other, lambda: other.goto(base + "/"), ""))
-                ctx.close()
+                loads.append(fresh_visit(page.context.browser, base + "/"))
             links = sidebar_links(page, base)
             h1 = opened["h1"]
             for rnd in range(rounds):
@@ -106,11 +102,7 @@ def floor_rows(browser, fresh: int, rows: list) -> None:
                             ("?chart=maps", "a title and the explainer's maps figure")):
             loads = []
             for i in range(fresh + 1):       # the first visit (the server builds the figure) is not timed
-                ctx = browser.new_context(viewport=VIEWPORT)
-                ctx.add_init_script(PROBE_JS)
-                page = ctx.new_page()
-                seen = visit(page, lambda: page.goto(base + "/" + query), "")
-                ctx.close()
+                seen = fresh_visit(browser, base + "/" + query)
                 if i:
                     loads.append(seen["chart"])
             rows.append([f"reference: a bare Streamlit page, {what}, fresh browser (median of {fresh}): first chart",

@@ -165,6 +165,18 @@ def visit(page, go, old_h1: str) -> dict:
     return seen
 
 
+def fresh_visit(browser, url: str) -> dict:
+    """:func:`visit` of ``url`` in a new browser context (its own empty cache and renderer process,
+    with the script-state probe, at ``VIEWPORT``), closed afterwards: a fresh browser's first load."""
+    ctx = browser.new_context(viewport=VIEWPORT)
+    try:
+        ctx.add_init_script(PROBE_JS)
+        page = ctx.new_page()
+        return visit(page, lambda: page.goto(url), "")
+    finally:
+        ctx.close()
+
+
 def run_section(section: str, title: str, body) -> list[bool]:
     """Run one section: ``body(rows, met)`` appends table rows (measure, value, target, met, note) and
     met flags. Skip prints "skipped" and counts nothing; any other failure keeps the rows measured
