@@ -17,7 +17,7 @@ import sys
 
 from allocator.cli import MODULES
 from allocator.cli.common import MemoryGuard
-from allocator.validate import cut, one_line
+from allocator.common.validate import cut, one_line
 
 #: What argparse should take as a negative number rather than an option (see ``_Parser``).
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)

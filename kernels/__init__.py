@@ -20,7 +20,7 @@ Modules:
     validation      -- the input checks (FieldError naming the input).
     inputs          -- dense tokens paged into a shuffled block pool; the contiguous baseline.
     sweep           -- the block-size sweep's runner (paged vs contiguous, paired timing, a time
-                       budget), shared between sessions (:func:`kernels.sweep.shared_sweep`);
+                       budget), shared between sessions (:func:`kernels.sweep.run.shared_sweep`);
                        re-exports the names of the three modules below.
     stats           -- paired-timing statistics: median ratio, bootstrap interval, verdict.
     sweep_data      -- the sweep's shape and result types; recorded GPU results in assets/.
@@ -48,23 +48,3 @@ import torch
 if not torch.cuda.is_available():
     # Must happen before `import triton` (the @triton.jit decorator picks the interpreter then).
     os.environ.setdefault("TRITON_INTERPRET", "1")
-
-from kernels.backend import Backend, detect  # noqa: E402
-from kernels.paged_attention import (  # noqa: E402
-    check_correctness,
-    contiguous_attention_triton,
-    make_contiguous,
-    make_paged_inputs,
-    paged_attention,
-    paged_attention_reference,
-    paged_attention_torch,
-    paged_attention_triton,
-    validate_inputs,
-)
-
-__all__ = [
-    "Backend", "detect", "paged_attention", "paged_attention_triton", "paged_attention_torch",
-    "paged_attention_reference", "validate_inputs", "make_paged_inputs", "make_contiguous",
-    "contiguous_attention_triton",
-    "check_correctness",
-]

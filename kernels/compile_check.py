@@ -4,7 +4,7 @@ Triton can compile ahead of time for a named target: ``triton.compile`` on an ``
 ``GPUTarget("cuda", 90, 32)`` runs the whole pipeline (Triton IR -> LLVM -> PTX -> ptxas ->
 cubin) with no GPU present. This module compiles **every launch the kernel page and
 ``kernels.gpu_check`` make on an H200** (:func:`launch_inventory`): the same
-:func:`kernels.paged_attention.launch_plan` builds the launches from ``meta`` tensors of the
+:func:`kernels.attention.paged_attention.launch_plan` builds the launches from ``meta`` tensors of the
 real shapes, and each argument is specialised as Triton's runtime specialises it (an integer
 equal to 1 becomes a constant, integers and pointers divisible by 16 are marked so; Triton's own
 ``native_specialize_impl`` decides), so the compiled code is the code that runs. (An earlier
@@ -42,7 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernels.errors import FieldError, read_json
+from allocator.common.errors import FieldError
+from kernels.errors import read_json
 
 #: The H200's compute capability and warp size, and its SM count (for the split choice).
 TARGET = ("cuda", 90, 32)
@@ -67,8 +68,9 @@ def launch_inventory(num_sms: int = H200_SMS) -> list[dict]:
     contiguous kernel) and ``num_splits`` (None = the automatic choice).
     """
     from kernels import gpu_check as gc
-    from kernels.paged_attention import CHECK_CASE
-    from kernels.sweep import CUDA_SHAPE, DEFAULT_BLOCK_SIZES, TINY_SHAPE
+    from kernels.attention.paged_attention import CHECK_CASE
+    from kernels.sweep.data import CUDA_SHAPE, TINY_SHAPE
+    from kernels.sweep.run import DEFAULT_BLOCK_SIZES
 
     cases = []
     for dtype in gc.VALIDATION_DTYPES:
@@ -165,8 +167,8 @@ def run_check(subset: bool = False, progress=None) -> dict:
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend
     import torch
-    from kernels import triton_kernels as tk
-    from kernels.paged_attention import meta_plan
+    from kernels.attention import triton_kernels as tk
+    from kernels.attention.paged_attention import meta_plan
 
     target = GPUTarget(*TARGET)
     seen: dict[str, dict] = {}

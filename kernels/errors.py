@@ -1,7 +1,7 @@
-"""The kernels' bad-input error: the core's :class:`allocator.errors.FieldError`.
+"""The kernels' bad-input error: the core's :class:`allocator.common.errors.FieldError`.
 
 kernels/ raises it as the core does, so a page or a CLI reads which input was wrong from
-``.field`` and never from the message text. It comes from :mod:`allocator.errors`, which imports
+``.field`` and never from the message text. It comes from :mod:`allocator.common.errors`, which imports
 nothing beyond the standard library, so ``python3 -m kernels.gpu_check`` still runs on a GPU
 machine whose python3 has torch and Triton but no numpy. :func:`read_json` reads the records
 kernel tools write, naming the file when one is damaged. Never imports streamlit.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from allocator.errors import FieldError
+from allocator.common.errors import FieldError
 
 __all__ = ["FieldError", "read_json"]
 

@@ -20,7 +20,7 @@ torch 2.13 / Triton 3.9; no install, no network, no virtualenv):
    overwritten before every sample (cold L2). Bandwidth counts bytes as FlashInfer's decode
    benchmarks do: q, K and V read plus the output written, over the median time. The overhead is
    the median of paired paged / contiguous ratios with a bootstrap interval
-   (:func:`kernels.stats.pair_stats`).
+   (:func:`kernels.sweep.stats.pair_stats`).
 4. Writes ``DIR/kernel_gpu_check.json`` (default DIR: ``assets/``), which the kernel page reads
    and labels with the GPU, date and versions; the targets (>= 70 % of the data-sheet bandwidth,
    paged / contiguous <= 1.10 at block size >= 16) are reported in it, not asserted.
@@ -44,7 +44,8 @@ import sys
 import time
 from pathlib import Path
 
-from kernels.errors import FieldError, read_json
+from allocator.common.errors import FieldError
+from kernels.errors import read_json
 
 #: File name written into DIR, read by the kernel page.
 RESULT_NAME = "kernel_gpu_check.json"
@@ -96,7 +97,7 @@ def driver_version() -> str:
 def environment(device: str) -> dict:
     """What ran: device, SMs, memory, driver, versions, date (UTC). CPU in a dry run."""
     import torch
-    from kernels.backend import cpu_description, cuda_peak_bandwidth, versions
+    from kernels.attention.backend import cpu_description, cuda_peak_bandwidth, versions
 
     env = {"versions": versions(), "python_executable": sys.executable, "platform": platform.platform(),
            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
@@ -127,8 +128,9 @@ def validate(log=print, device: str = "cuda", dtypes=VALIDATION_DTYPES, head_dim
         ``num_splits`` (what ran), ``max_abs_error``, ``tolerance``, ``passed``.
     """
     import torch
-    from kernels.paged_attention import (contiguous_attention_triton, launch_config, make_paged_inputs,
-                                         paged_attention_reference, paged_attention_triton)
+    from kernels.attention.paged_attention import (contiguous_attention_triton, launch_config,
+                                                   paged_attention_reference, paged_attention_triton)
+    from kernels.attention.inputs import make_paged_inputs
 
     rows = []
 
@@ -241,14 +243,16 @@ def time_shape(num_seqs: int, seq_len: int, heads: tuple[int, int, int], dtype_n
                device: str, peak_GBps: float | None, deadline: float, log=print) -> dict:
     """Time paged, contiguous and SDPA at one shape for each block size (see the module docstring).
 
-    Returns ``{"meta": {...}, "rows": [...]}`` in the layout :class:`kernels.sweep.SweepResult`
+    Returns ``{"meta": {...}, "rows": [...]}`` in the layout :class:`kernels.sweep.run.SweepResult`
     reads, each row with ``sdpa_ms`` beside the paged and contiguous figures; block sizes not
     reached before ``deadline`` (``time.perf_counter()`` value) are listed in ``meta["skipped"]``.
     """
     import torch
-    from kernels.paged_attention import (contiguous_attention_triton, launch_config, page_tokens,
-                                         paged_attention_triton, validate_inputs)
-    from kernels.stats import NO_DIFFERENCE, pair_stats
+    from kernels.attention.paged_attention import (contiguous_attention_triton, launch_config,
+                                                   paged_attention_triton)
+    from kernels.attention.inputs import page_tokens
+    from kernels.attention.validation import validate_inputs
+    from kernels.sweep.stats import NO_DIFFERENCE, pair_stats
 
     num_heads, num_kv_heads, head_dim = heads
     dtype = getattr(torch, dtype_name)

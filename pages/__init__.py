@@ -1,0 +1,1 @@
+"""The app's pages: one `st.Page` script each, widgets -> one core call -> render."""

@@ -6,21 +6,21 @@ Renders text and tables; its sentences about the default run are built by
 import pandas as pd
 import streamlit as st
 
-from allocator.accounting import PRESETS
-from allocator.formats import format_bytes
-from allocator.metric_names import glossary_rows
-from allocator.mooncake import MOONCAKE_ATTRIBUTION
-from allocator.sharegpt import SHAREGPT_ATTRIBUTION
-from allocator.trace import AZURE_ATTRIBUTION
-from allocator.scenario import Scenario
-from allocator.viz.claims import about_default_run, classroom_tip
+from allocator.accounting.models import PRESETS
+from allocator.common.formats import format_bytes
+from allocator.common.metric_names import glossary_rows
+from allocator.workloads.mooncake import MOONCAKE_ATTRIBUTION
+from allocator.workloads.sharegpt import SHAREGPT_ATTRIBUTION
+from allocator.workloads.trace import AZURE_ATTRIBUTION
+from allocator.engine.scenario import Scenario
+from allocator.viz.claims.explainer import about_default_run, classroom_tip
 from pages._ui.cache import compute
 from allocator.viz.texts import COPY_ON_WRITE_SHORT
 
 #: The calibration in one paragraph; tests/pages/test_replay_page.py checks every figure against the replay.
 CALIBRATION_SOURCE = (
     "casys-kaist/LLMServingSim, bench/examples/RTXPRO6000/Llama-3.1-8B/vllm, MIT licence (assets/vllm_runs/). "
-    "The step model (allocator/calibration.py) sums the weight GEMMs, attention arithmetic, KV traffic and a "
+    "The step model (allocator/cost/calibration.py) sums the weight GEMMs, attention arithmetic, KV traffic and a "
     "fixed overhead; three parameters were fitted by least squares to the run's per-request time per output "
     "token: 0.585 of the datasheet's bf16 FLOP/s, 0.825 of its memory bandwidth, 3.35 ms per step. Replayed "
     "under vLLM v1's rules, the mean time to first token is off by +5.9 %, the time per output token by +1.7 % "
@@ -132,7 +132,7 @@ GLOSSARY = [
      "block table than when each sequence lies in one contiguous run (paged time ÷ contiguous time).",
      "Paged-attention kernel"),
 ]
-#: The figures the lesson names by a term, worded as the cards and tables word them (allocator.metric_names).
+#: The figures the lesson names by a term, worded as the cards and tables word them (allocator.common.metric_names).
 GLOSSARY += glossary_rows({term for term, _, _ in GLOSSARY})
 
 #: (figure, where it comes from). The sources of every headline number the app shows or quotes.
@@ -166,7 +166,7 @@ SOURCES = [
     ("GPU memory, memory bandwidth, dense fp16/bf16 tensor FLOP/s, PCIe bandwidth (A100 40GB, H100 SXM, H200, "
      "L4, RTX 4090)",
      "NVIDIA's datasheets (and the Ada Lovelace whitepaper for the RTX 4090), named in each preset "
-     "(allocator/timing.py)."),
+     "(allocator/cost/timing.py)."),
     ("Model shapes and parameter counts (OPT-13B, Llama 2 7B's shape, Llama 3 8B and 70B)",
      "The models' published configurations (OPT paper, Llama model cards and config.json)."),
     ("Seconds per step", "The app's roofline cost model with two stated assumptions (2 ms of overhead per step, "

@@ -11,14 +11,15 @@ import math
 import pandas as pd
 import streamlit as st
 
-from allocator.formats import pct_fixed
+from allocator.common.formats import pct_fixed
 from allocator import accounting as acc
-from allocator.limits import LIMITS
-from allocator.validate import FieldError, number_from_text, whole_number
+from allocator.common.limits import LIMITS
+from allocator.common.errors import FieldError
+from allocator.common.validate import number_from_text, whole_number
 from allocator.viz.arithmetic import allocation_figure as _allocation_figure
 from allocator.viz.arithmetic import cost_figure as _cost_figure
 from allocator.viz.arithmetic import sharing_figure as _sharing_figure
-from allocator.viz.claims import plural, ratio
+from allocator.common.formats import plural, ratio
 from allocator.viz.claims.capacity import even_numbers
 from pages._ui.errors import in_page_words, show_error
 

@@ -3,7 +3,7 @@
 Layout only. The lesson itself is :class:`allocator.viz.block_tables_demo.BlockTablesDemo` (no
 streamlit), kept in ``st.session_state`` so that each button press is one operation on the same
 pool; the figure comes from :func:`allocator.viz.block_tables_figure.block_table_figure`. Every number
-comes from :class:`allocator.block_manager.BlockManager`. A refused operation (out of blocks, host
+comes from :class:`allocator.memory.block_manager.BlockManager`. A refused operation (out of blocks, host
 pool full) is shown with ``st.error`` under the buttons; the page never shows a traceback.
 
 Sources: Kwon et al., PagedAttention (SOSP 2023) sections 4.4-4.5; vLLM's prefix-caching design
@@ -18,7 +18,7 @@ import streamlit as st
 
 from allocator.viz.block_tables_demo import BLOCK_SIZE, TENANTS, BlockTablesDemo, words_of
 from allocator.viz.block_tables_figure import block_table_figure
-from allocator.validate import FieldError
+from allocator.common.errors import FieldError
 from allocator.viz.texts import COPY_ON_WRITE
 from pages._ui.errors import show_error
 

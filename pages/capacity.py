@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from allocator.formats import pct_fixed
+from allocator.common.formats import pct_fixed
 from allocator import accounting as acc
 from allocator.viz.arithmetic import curve_figure as _curve_figure
 from allocator.viz.arithmetic import fit_figure as _fit_figure
-from allocator.viz.claims import oversized_block_note, ratio
+from allocator.viz.claims.capacity import oversized_block_note
+from allocator.common.formats import ratio
 from allocator.viz.claims.capacity import even_numbers, paged_card_heading
 from pages._ui.errors import in_page_words, show_error
 

@@ -1,25 +1,27 @@
 """Home page: the same requests, the same pool, reserve-max on the left and paged on the right.
 
 Renders only: the simulation, the frames and the sweep come from ``allocator`` (via
-``allocator.viz.charts`` for layout), cached so a class on the same settings simulates once.
+``allocator.viz.explainer_chart`` for layout), cached so a class on the same settings simulates once.
 """
 import pandas as pd
 import streamlit as st
 
-from allocator.allocators import ReserveMaxAllocator
-from allocator.scenario import Scenario
-from allocator.sharegpt import SHAREGPT_ATTRIBUTION
-from allocator.trace import AZURE_ATTRIBUTION
-from allocator.validate import plain_markdown
-from allocator.formats import plural
-from allocator.viz.claims import (details_rows, headline, reservation_name, reservation_rule,
-                                  scheduler_rules_text, sweep_summary, sweep_table, workload_outcome)
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.engine.scenario import Scenario
+from allocator.workloads.sharegpt import SHAREGPT_ATTRIBUTION
+from allocator.workloads.trace import AZURE_ATTRIBUTION
+from allocator.common.validate import plain_markdown
+from allocator.common.formats import plural
+from allocator.viz.claims.explainer import (details_rows, headline, reservation_name, reservation_rule,
+                                            scheduler_rules_text, workload_outcome)
+from allocator.viz.claims.sweep import sweep_summary, sweep_table
 from pages._ui.cache import (compute, lines_figure, metrics_table, presentation_figure, seconds_figure, sweep,
                              sweep_chart, timings)
 from pages._ui.controls import controls, read_url, time_controls
 from pages._ui.errors import show_error
 from pages._ui.exports_ui import exports_menu
-from pages._ui.guided import CARDS, MAPS, SWEEP, guided_lesson, hidden_sections, lesson_heading
+from allocator.viz.lesson import CARDS, MAPS, SWEEP
+from pages._ui.guided import guided_lesson, hidden_sections, lesson_heading
 from pages._ui.present import is_presenting, share_link
 from pages._ui.state import current_scenario, remember_scenario
 

@@ -1,11 +1,11 @@
 """Live kernel: run the paged-attention decode kernel and measure what the block table costs it.
 
 Renders only: the kernels, the torch paths, the sweep, the prediction and the recorded results
-all come from ``kernels``, and so do their figures, tables and sentences (``kernels/figures.py``);
+all come from ``kernels``, and so do their figures, tables and sentences (``kernels/sweep/figures.py``);
 the memory-waste curve comes from ``allocator``. Every number on the
 page names the backend that produced it, and a prediction is always labelled one. Nothing heavy
 runs on load (issue 24): the correctness check and the sweep run on demand, once per server
-(``kernels.sweep.shared_check`` / ``shared_sweep``: every session reuses the result, and says so).
+(``kernels.sweep.run.shared_check`` / ``shared_sweep``: every session reuses the result, and says so).
 Never shows a traceback: failures become plain-text error messages (pages._ui.errors.show_error).
 """
 from __future__ import annotations
@@ -55,15 +55,18 @@ LOADING_TEXT = ("Loading PyTorch and Triton, the libraries the kernel runs on (o
                 "server starts waits for them, a few seconds)…")
 try:
     with st.spinner(LOADING_TEXT):
-        import kernels
+        from kernels.attention.backend import detect
         from kernels import compile_check
-        from kernels import gpu_check, predict
-        from kernels.paged_attention import CHECK_CASE
-        from kernels.sweep import CPU_SHAPE, CUDA_SHAPE, DEFAULT_BLOCK_SIZES, DEFAULT_BUDGET_S, HARD_LIMIT_S, \
-            TINY_SHAPE, SweepResult, format_bytes, load_recorded, shared_check, shared_sweep
-        from kernels import figures as kv
-        sweep_backend = kernels.detect("sweep")
-        check_backend = kernels.detect("check")
+        from kernels import gpu_check
+        from kernels.sweep import predict
+        from kernels.attention.paged_attention import CHECK_CASE
+        from kernels.sweep.data import CPU_SHAPE, CUDA_SHAPE, TINY_SHAPE, SweepResult, load_recorded
+        from kernels.sweep.run import (DEFAULT_BLOCK_SIZES, DEFAULT_BUDGET_S, HARD_LIMIT_S, shared_check,
+                                       shared_sweep)
+        from allocator.common.formats import format_bytes_decimal as format_bytes
+        from kernels.sweep import figures as kv
+        sweep_backend = detect("sweep")
+        check_backend = detect("check")
 except Exception as exc:  # torch/triton missing or broken: say so, render nothing else
     show_error(f"The kernel package could not be loaded, so this page cannot run: "
              f"{type(exc).__name__}: {exc}")
@@ -154,7 +157,7 @@ else:
                             f"{rows[0]['waves']} wave{'s' if rows[0]['waves'] != 1 else ''}.")
                 st.dataframe(kv.prediction_frame(rows), hide_index=True, width="stretch", column_config={
                     col: st.column_config.Column(short, help=why) for col, (short, why) in headers.items()})
-            st.caption("Source of every figure: the compile record above and `kernels/predict.py` (its docstring "
+            st.caption("Source of every figure: the compile record above and `kernels/sweep/predict.py` (its docstring "
                        "states the model and its assumptions). The device-copy figure was measured on a lent H200, "
                        "not by this lab.")
         else:
@@ -266,8 +269,8 @@ keep_choice("kernel_shape")
 
 def _server_sweeps(shape) -> dict[int, SweepResult]:
     """This server's kept results of the sweep **Run sweep** runs for ``shape``, by seed, without running
-    anything (``kernels.sweep.kept_sweeps``: the cache of ``shared_sweep``)."""
-    from kernels.sweep import kept_sweeps
+    anything (``kernels.sweep.run.kept_sweeps``: the cache of ``shared_sweep``)."""
+    from kernels.sweep.run import kept_sweeps
     return kept_sweeps(DEFAULT_BLOCK_SIZES, shape, sweep_backend.name, None, DEFAULT_BUDGET_S)
 
 
@@ -369,7 +372,7 @@ else:
 @st.cache_data(show_spinner=False)
 def _memory_waste(block_sizes: tuple[int, ...], scenario) -> tuple[list[dict], str]:
     """Allocator block-size sweep for the explainer's current workload: (rows, label)."""
-    from allocator.scenario import block_size_sweep, build_workload
+    from allocator.engine.scenario import block_size_sweep, build_workload
     rows = block_size_sweep(build_workload(scenario), scenario.slots, list(block_sizes))
     return rows, f"{scenario.workload} in a {scenario.slots:,}-slot pool (the explainer's settings)"
 

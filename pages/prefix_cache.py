@@ -1,18 +1,18 @@
 """Prefix cache on a real trace: the Mooncake conversation trace replayed with prefix caching.
 
 Renders only: the replay, the pool sweep, the trace's own statistic and the TTFT comparison come
-from ``allocator.prefix_cache``; the figures and sentences from ``allocator.viz.prefix``.
+from ``allocator.studies.prefix_cache``; the figures and sentences from ``allocator.viz.prefix``.
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from allocator.accounting import PRESETS
-from allocator.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, shipped_mooncake
-from allocator.prefix_cache import DEFAULT_FRACTIONS, MODEL_TOLERANCE_PP
-from allocator.timing import GPUS, TIMED_MODELS
-from allocator.trace import ShippedDataError
-from allocator.validate import FieldError
+from allocator.accounting.models import PRESETS
+from allocator.workloads.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, shipped_mooncake
+from allocator.studies.prefix_cache import DEFAULT_FRACTIONS, MODEL_TOLERANCE_PP
+from allocator.cost.roofline import GPUS, TIMED_MODELS
+from allocator.workloads.trace import ShippedDataError
+from allocator.common.errors import FieldError
 from allocator.viz.prefix import (block_map_figure, hit_rate_figure, sweep_table, ttft_figure, ttft_summary,
                                   window_summary)
 from pages._ui import prefix_data as data

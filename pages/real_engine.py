@@ -1,7 +1,7 @@
 """Checked against a real engine: a measured vLLM run beside the lab's replay of it.
 
-Renders only: the run is read by ``allocator.vllm_run``, replayed by ``allocator.replay`` under
-vLLM v1's rules with the step model of ``allocator.calibration``; the figures, the error table
+Renders only: the run is read by ``allocator.workloads.vllm_run``, replayed by ``allocator.studies.vllm_replay`` under
+vLLM v1's rules with the step model of ``allocator.cost.calibration``; the figures, the error table
 and every sentence come from ``allocator.viz.replay``.
 """
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from allocator.calibration import CALIBRATED, Efficiency
-from allocator.replay import held_out_check, replay
-from allocator.validate import FieldError
+from allocator.cost.calibration import CALIBRATED, Efficiency
+from allocator.studies.vllm_replay import held_out_check, replay
+from allocator.common.errors import FieldError
 from allocator.viz.replay import (cdf_figure, error_table, headline, held_out_sentence, right_and_wrong,
                                   scatter_figure, series_figure, signed_pct)
-from allocator.vllm_run import SHIPPED_RUN, load_run
+from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 from pages._ui.errors import show_error
 from pages._ui.state import set_defaults
 

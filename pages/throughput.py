@@ -1,8 +1,8 @@
 """Throughput and latency: the PagedAttention paper's rate sweep, in seconds on a chosen GPU.
 
-Renders only. The sweep comes from ``allocator.throughput`` (through a shared cache with a
+Renders only. The sweep comes from ``allocator.studies.rate_sweep`` (through a shared cache with a
 progress bar, ``pages._ui.sweep_cache``), the figures from ``allocator.viz.throughput``, every
-sentence from ``allocator.viz.claims`` and the cost model's table from ``allocator.timing``.
+sentence from ``allocator.viz.claims`` and the cost model's table from ``allocator.cost.timing``.
 """
 from __future__ import annotations
 
@@ -10,16 +10,19 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from allocator.accounting import PRESETS
-from allocator.paper import PAPER_POOL_SLOTS, is_computed, replication_for
-from allocator.sharegpt import SHAREGPT_ATTRIBUTION
-from allocator.throughput import (INTERPOLATION_SPAN, POLICY_LABELS, SWEEP_WORKLOADS, default_rate, parse_rates,
-                                 with_latency_factor)
-from allocator.timing import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
-from allocator.trace import AZURE_ATTRIBUTION
-from allocator.validate import FieldError
-from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, paper_replication_texts, seconds,
-                                  sustained_rows, sweep_headline, time_split_claim)
+from allocator.accounting.models import PRESETS
+from allocator.studies.paper import PAPER_POOL_SLOTS, is_computed, replication_for
+from allocator.workloads.sharegpt import SHAREGPT_ATTRIBUTION
+from allocator.studies.sustained import INTERPOLATION_SPAN
+from allocator.studies.rate_sweep import POLICY_LABELS, default_rate, parse_rates, with_latency_factor
+from allocator.workloads.poisson import SWEEP_WORKLOADS
+from allocator.cost.roofline import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
+from allocator.workloads.trace import AZURE_ATTRIBUTION
+from allocator.common.errors import FieldError
+from allocator.viz.claims.throughput import (latency_claim, memory_claim, paper_comparison, sustained_rows,
+                                             sweep_headline, time_split_claim)
+from allocator.viz.claims.paper import paper_replication_texts
+from allocator.common.formats import seconds
 from allocator.viz.claims.throughput import sweep_source_note
 from allocator.viz.paper import fig2_figure, fig12_figure, fig13_figure, targets_rows
 from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure

@@ -37,7 +37,7 @@ def markdown_text(at) -> str:
 
 
 def seen(markdown: str) -> str:
-    """The text a reader sees of Markdown that ``allocator.validate.plain_markdown`` wrote: its
+    """The text a reader sees of Markdown that ``allocator.common.validate.plain_markdown`` wrote: its
     backslash escapes undone and its zero-width spaces dropped (for asserting on message words)."""
     import re
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u200b", "")
@@ -46,7 +46,7 @@ def seen(markdown: str) -> str:
 @pytest.fixture(scope="session")
 def default_site(tmp_path_factory):
     """The default scenario's static site, written once a run by ``python -m allocator export-site``
-    (its slowest part, ``allocator.viz.site.build_data``, takes about 16 s on 2 cores), with the data
+    (its slowest part, ``allocator.viz.export.site.build_data``, takes about 16 s on 2 cores), with the data
     that run built. Returns ``(folder, data)``: the written folder (a ``pathlib.Path``) and
     ``build_data(Scenario())``'s dict exactly as export-site made it (before ``build_site`` copied it
     to add the attribution). Shared by tests/core/test_site.py and tests/browser/test_site_browser.py,
@@ -54,7 +54,7 @@ def default_site(tmp_path_factory):
     import contextlib
     import io
 
-    import allocator.viz.site as site
+    import allocator.viz.export.site as site
     from allocator.__main__ import main as cli_main
 
     built = []

@@ -21,7 +21,7 @@ Units: **tokens** (what a request has written), **slots** (room for one token's 
 all layers), **blocks** of ``block_size`` slots, and
 **bytes**, always binary.
 
-Errors: bad input raises :class:`allocator.validate.FieldError` (a ``ValueError``) whose
+Errors: bad input raises :class:`allocator.common.validate.FieldError` (a ``ValueError``) whose
 ``.field`` is the input's name (``"lengths"``, ``"reserve"``, ...; a block size is reported as
 ``"block_size"``, the field the Accounting page's controls are keyed by) and, for an entry of a
 list input, ``.index`` its 0-based position; a page shows it next to the control holding that
@@ -31,16 +31,17 @@ Sources: the lesson's reference figures, ``assets/reference_figures.md`` section
 Kwon et al., "Efficient Memory Management for Large Language Model Serving with
 PagedAttention", SOSP 2023 (arXiv:2309.06180).
 """
-from .block_size import (DEFAULT_CANDIDATES, R2_CANDIDATES, BlockSizeRow, best_block_size,
-                         block_size_table, validate_candidates)
-from .memory import (CAPACITY_DEFAULTS, Capacity, capacity, fit_curve, gib_to_bytes, kv_pool_bytes,
-                     reserve_max_capacity, slot_pool_capacity)
-from .models import PRESETS, ModelConfig, kv_bytes_per_token, model_config
-from .report import ACCOUNT_DEFAULTS, R4_PRESET, account
-from .sharing import PrefixSharing, prefix_sharing
-from .slots import (PagedTally, ReserveTally, paged_slots, parse_lengths,
-                    reserve_max_slots, validate_lengths)
-from .units import GIB, KIB, MIB, bytes_in_units, format_bytes
+from allocator.accounting.block_size import (DEFAULT_CANDIDATES, R2_CANDIDATES, BlockSizeRow, best_block_size,
+                                             block_size_table, validate_candidates)
+from allocator.accounting.memory import (CAPACITY_DEFAULTS, Capacity, capacity, fit_curve, gib_to_bytes,
+                                         kv_pool_bytes, reserve_max_capacity, slot_pool_capacity)
+from allocator.accounting.models import PRESETS, ModelConfig, kv_bytes_per_token, model_config
+from allocator.accounting.report import ACCOUNT_DEFAULTS, R4_PRESET, account
+from allocator.accounting.sharing import PrefixSharing, prefix_sharing
+from allocator.accounting.slots import (PagedTally, ReserveTally, paged_slots, parse_lengths,
+                                        reserve_max_slots, validate_lengths)
+from allocator.common.formats import GIB, KIB, MIB, format_bytes
+from allocator.accounting.units import bytes_in_units
 
 __all__ = [
     "KIB", "MIB", "GIB", "format_bytes", "bytes_in_units",

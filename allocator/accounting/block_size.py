@@ -5,7 +5,7 @@ metadata cost of one block, in slots) stands in for a block-table entry, a looku
 scattered read. Source: ``assets/reference_figures.md`` R2 (5, 9, 17 tokens over block sizes
 1..32: best 1 at c = 0, 2 at c = 0.25, 4 at c = 1, 8 at c = 4).
 
-Bad input raises :class:`allocator.validate.FieldError`: ``.field`` is ``"lengths"`` (with
+Bad input raises :class:`allocator.common.validate.FieldError`: ``.field`` is ``"lengths"`` (with
 ``.index``), ``"metadata_cost"`` or ``"candidates"`` (with ``.index`` for a bad entry).
 """
 from __future__ import annotations
@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from allocator.limits import LIMITS
-from allocator.validate import FieldError, real_number, whole_numbers
+from allocator.common.limits import LIMITS
+from allocator.common.errors import FieldError
+from allocator.common.validate import real_number, whole_numbers
 
-from .slots import paged_slots, validate_lengths
+from allocator.accounting.slots import paged_slots, validate_lengths
 
 #: Candidate block sizes (slots per block) tried by :func:`best_block_size`: powers of two 1..256.
 DEFAULT_CANDIDATES: tuple[int, ...] = tuple(2 ** k for k in range(9))
@@ -28,7 +29,7 @@ R2_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 def validate_candidates(candidates: object) -> list[int]:
     """Check candidate block sizes (slots per block): non-empty, whole numbers >= 1; sorted, unique.
 
-    A thin wrapper over :func:`allocator.validate.whole_numbers` with the lesson's wording.
+    A thin wrapper over :func:`allocator.common.validate.whole_numbers` with the lesson's wording.
 
     Returns
     -------

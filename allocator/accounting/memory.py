@@ -9,7 +9,7 @@ Sources: ``assets/reference_figures.md`` R5 (7B fp16, 66 GiB free, a 2048-token 
 a mean of 350 tokens: 66 sequences reserve-max, 384 paged) and R4 (512, 37, 1900, 128, 4
 tokens in a 40,960-slot pool: 20 against 78).
 
-Bad input raises :class:`allocator.validate.FieldError`; ``.field`` names the input
+Bad input raises :class:`allocator.common.validate.FieldError`; ``.field`` names the input
 (``"free_gib"``, ``"bytes_per_token"``, ``"free_bytes"``, ``"max_context"``, ``"mean_tokens"``,
 ``"lengths"`` with ``.index``, ``"block_size"``, ``"pool_slots"``).
 """
@@ -22,13 +22,15 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from allocator.limits import LIMITS
-from allocator.validate import FieldError, real_number, whole_number
+from allocator.common.limits import LIMITS
+from allocator.common.errors import FieldError
+from allocator.common.validate import real_number, whole_number
 
-from .slots import paged_slots, validate_lengths
-from .units import GIB, bytes_in_units
+from allocator.accounting.slots import paged_slots, validate_lengths
+from allocator.common.formats import GIB
+from allocator.accounting.units import bytes_in_units
 
-#: Longest max_context (tokens) and largest block (slots) accepted (``allocator.limits.LIMITS``).
+#: Longest max_context (tokens) and largest block (slots) accepted (``allocator.common.limits.LIMITS``).
 MAX_CONTEXT = int(LIMITS["max_context"].high)
 MAX_BLOCK = int(LIMITS["block_size"].high)
 #: Most memory counted (bytes): ``LIMITS["free_gib"]`` GiB.
@@ -60,7 +62,7 @@ def kv_pool_bytes(memory_bytes: object, weight_bytes: object, reserve_bytes: obj
     """Memory left for the KV cache on a device: memory - weights - reserve (bytes).
 
     The one place this subtraction is written: the Capacity page's "free memory" is this figure,
-    and the cost model (:mod:`allocator.timing`) sizes a GPU's KV pool with it (then
+    and the cost model (:mod:`allocator.cost.timing`) sizes a GPU's KV pool with it (then
     slots = floor(free / bytes_per_token)). E.g. OPT-13B (12,853,473,280 fp16 parameters =
     25,706,946,560 bytes) on an A100 40GB (40 GiB) with a 10 % reserve (4 GiB) leaves
     42,949,672,960 - 25,706,946,560 - 4,294,967,296 = 12,947,759,104 bytes (12.06 GiB), which is
@@ -83,7 +85,7 @@ def kv_pool_bytes(memory_bytes: object, weight_bytes: object, reserve_bytes: obj
     bpt = whole_number("bytes_per_token", bytes_per_token, 1)
     free = mem - weights - reserve
     if free < bpt:
-        from .units import format_bytes
+        from allocator.common.formats import format_bytes
         raise FieldError("weight_bytes", f": the weights ({format_bytes(weights)}) and the reserve "
                          f"({format_bytes(reserve)}) leave no room for the KV cache in "
                          f"{format_bytes(mem)}")

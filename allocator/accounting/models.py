@@ -6,15 +6,16 @@ Language Model Serving with PagedAttention", SOSP 2023, section 3 (OPT-13B: "800
 bytes = 800 KiB per token); ``assets/reference_figures.md`` R5 (7B fp16: "512 KB" = 512 KiB
 per token) and R6 (Llama 3 70B: 320 KiB per slot). Byte units are binary (see :mod:`allocator.accounting.units`).
 
-Bad input raises :class:`allocator.validate.FieldError` with ``.field`` ``"layers"``,
+Bad input raises :class:`allocator.common.validate.FieldError` with ``.field`` ``"layers"``,
 ``"kv_heads"``, ``"head_dim"``, ``"bytes_per_element"`` or ``"model"``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from allocator.limits import LIMITS
-from allocator.validate import FieldError, whole_number
+from allocator.common.limits import LIMITS
+from allocator.common.errors import FieldError
+from allocator.common.validate import whole_number
 
 
 def kv_bytes_per_token(layers: object, kv_heads: object, head_dim: object,
@@ -53,7 +54,7 @@ class ModelConfig:
     (2 = fp16/bf16), plus a display ``label`` (long) and ``short`` name, and the ``source`` of
     its figure.
 
-    The cost model (:mod:`allocator.timing`) also needs ``hidden_size`` (the residual width),
+    The cost model (:mod:`allocator.cost.timing`) also needs ``hidden_size`` (the residual width),
     ``heads`` (query heads; ``kv_heads`` is smaller under grouped-query attention),
     ``params`` (parameter count, for the 2 FLOPs per parameter per token and the weight bytes)
     and ``max_context`` (the model's context window, tokens); 0 means "not given" (a custom

@@ -6,13 +6,13 @@ tokens, maximum 2048, blocks of 16, a 40,960-slot pool).
 """
 from __future__ import annotations
 
-from allocator.limits import LIMITS
-from allocator.validate import real_number
+from allocator.common.limits import LIMITS
+from allocator.common.validate import real_number
 
-from .block_size import DEFAULT_CANDIDATES, R2_CANDIDATES, block_size_table
-from .memory import slot_pool_capacity
-from .sharing import prefix_sharing
-from .slots import paged_slots, reserve_max_slots, validate_lengths
+from allocator.accounting.block_size import DEFAULT_CANDIDATES, R2_CANDIDATES, block_size_table
+from allocator.accounting.memory import slot_pool_capacity
+from allocator.accounting.sharing import prefix_sharing
+from allocator.accounting.slots import paged_slots, reserve_max_slots, validate_lengths
 
 #: Starting inputs of the Accounting page and the ``account`` command (reference figures R1-R3;
 #: ``pool_slots`` is R4's pool; ``share`` = (length_a, length_b, prefix_tokens, block_size)).

@@ -5,7 +5,7 @@ adding them would count one saving twice. Source: ``assets/reference_figures.md`
 20 and 23, an 8-token prefix, blocks of 4 -> 43 logical tokens, 44 slots separately, 36
 shared); the paper's section 4.4 (shared prefix, block-level sharing).
 
-Bad input raises :class:`allocator.validate.FieldError` with ``.field`` ``"length_a"``,
+Bad input raises :class:`allocator.common.validate.FieldError` with ``.field`` ``"length_a"``,
 ``"length_b"``, ``"prefix_tokens"`` or ``"block_size"``
 (:data:`allocator.accounting.slots.BLOCK_FIELD`).
 """
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from allocator.limits import LIMITS
-from allocator.validate import FieldError, whole_number
+from allocator.common.limits import LIMITS
+from allocator.common.errors import FieldError
+from allocator.common.validate import whole_number
 
-from .slots import BLOCK_FIELD, paged_slots
+from allocator.accounting.slots import BLOCK_FIELD, paged_slots
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ room for one token's K and V across all layers, what an allocator hands out; a *
 Sources: ``assets/reference_figures.md`` R1 (5, 9, 17 tokens, reserve 32, blocks of 4/8/16)
 and R4 (512, 37, 1900, 128, 4 tokens with a maximum of 2048, blocks of 16).
 
-Bad input raises :class:`allocator.validate.FieldError`: ``.field`` is ``"lengths"`` (with
+Bad input raises :class:`allocator.common.validate.FieldError`: ``.field`` is ``"lengths"`` (with
 ``.index`` the 0-based entry), ``"reserve"`` or :data:`BLOCK_FIELD` (a block size).
 """
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from allocator.limits import LIMITS
-from allocator.mathutils import cdiv, round_up
-from allocator.validate import FieldError, number_from_text, whole_number, whole_numbers
+from allocator.common.limits import LIMITS
+from allocator.common.mathutils import cdiv, round_up
+from allocator.common.errors import FieldError
+from allocator.common.validate import number_from_text, whole_number, whole_numbers
 
 #: The ``.field`` a bad block size is reported under, and its limit's key: ``"block_size"``, as
 #: everywhere else (``LIMITS``); the Accounting page keys its block-size controls and labels by it
@@ -33,7 +34,7 @@ MAX_BLOCK_SIZE = int(LIMITS[BLOCK_FIELD].high)
 def validate_lengths(lengths: object, name: str = "lengths") -> list[int]:
     """Check a list of request lengths and return it as ``list[int]``.
 
-    A thin wrapper over :func:`allocator.validate.whole_numbers` with the lesson's wording.
+    A thin wrapper over :func:`allocator.common.validate.whole_numbers` with the lesson's wording.
 
     Parameters
     ----------

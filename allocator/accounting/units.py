@@ -8,9 +8,8 @@ uses decimal kB/MB/GB.
 """
 from __future__ import annotations
 
-# The multiples and the formatter live in allocator.formats (one module writes every number the app
-# shows); they are re-exported here, where the accounting package has always offered them.
-from allocator.formats import GIB, KIB, MIB, format_bytes  # noqa: F401
+# The multiples live in allocator.common.formats (one module writes every number the app shows).
+from allocator.common.formats import GIB, KIB, MIB
 
 
 def bytes_in_units(n_bytes: float) -> dict[str, float]:

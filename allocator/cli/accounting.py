@@ -2,9 +2,9 @@
 
 Both print the figures the Accounting and Capacity pages show, from the same functions in
 :mod:`allocator.accounting`; ``--json`` prints one JSON object instead of text. Bad input
-raises :class:`allocator.validate.FieldError` naming the field (``__main__`` turns it into one
+raises :class:`allocator.common.validate.FieldError` naming the field (``__main__`` turns it into one
 line on stderr, exit 2). Every numeric option -- and every entry of a list option -- is checked
-against its range in :data:`allocator.limits.LIMITS` before anything is computed, whether or not
+against its range in :data:`allocator.common.limits.LIMITS` before anything is computed, whether or not
 it is used; an option that does not apply is named in one ``note:`` line on stderr.
 
 Examples (``assets/reference_figures.md`` R1-R3 and R5)::
@@ -20,11 +20,11 @@ import json
 
 from allocator import accounting as acc
 from allocator.accounting.slots import parse_numbers
-from allocator.limits import LIMITS, check
-from allocator.viz.claims import ratio
-from allocator.validate import FieldError
+from allocator.common.limits import LIMITS, check
+from allocator.common.formats import ratio
+from allocator.common.errors import FieldError
 
-from .common import count_arg, note, real_arg
+from allocator.cli.common import count_arg, note, real_arg
 
 # Defaults are the pages' defaults (allocator.accounting.*_DEFAULTS), so a command with only the
 # required flags prints what the page first shows.

@@ -2,7 +2,7 @@
 
 * :func:`count_arg` / :func:`real_arg` are argparse ``type=`` functions that never fail: they turn
   what was typed into a number when it reads as one and leave it as text otherwise, so the check
-  against :data:`allocator.limits.LIMITS` (one message format, naming the field, the value and
+  against :data:`allocator.common.limits.LIMITS` (one message format, naming the field, the value and
   the allowed range) words every bad value, not argparse.
 * :func:`note` prints one line on stderr about options that do not apply to this run.
 * :func:`check_output` checks a path the user gave for an output file before anything is
@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 
-from ..validate import FieldError, number_from_text, show
+from allocator.common.errors import FieldError
+from allocator.common.validate import number_from_text, show
 
 
 def count_arg(text: str):
@@ -39,7 +40,7 @@ def real_arg(text: str):
 
 def gpus_arg(text: object, counts=(1, 2, 4, 8)):
     """The ``--gpus`` value: ``"auto"`` or one of ``counts`` (the tensor-parallel sizes the cost model
-    prices, ``allocator.timing.GPU_COUNTS``) as an int.
+    prices, ``allocator.cost.timing.GPU_COUNTS``) as an int.
 
     Raises:
         FieldError: ``gpus`` naming what was typed (cut) and the allowed values, e.g.

@@ -10,7 +10,7 @@ Examples::
     python -m allocator export-html --workload azure-conv --sweep -o trace.html --handout handout.html
     python -m allocator export-html --workload classroom-40 --csv metrics.csv -o lesson.html --json
 
-The figures are drawn by ``allocator.viz.charts`` and written by ``allocator.viz.exports`` (neither
+The figures are drawn by ``allocator.viz.explainer_chart`` and written by ``allocator.viz.export.html`` (neither
 imports streamlit or ``pages``), the same functions the app uses.
 
 Nothing is written until everything is known to be good: the settings, the trace and every output
@@ -22,11 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import simulate as cli_simulate
-from ..limits import LIMITS
-from ..scenario import SWEEP_BLOCK_SIZES, block_size_sweep, build_workload, run_scenario
-from ..validate import in_range
-from .common import check_distinct, check_output, check_text, note, write_files
+from allocator.cli import simulate as cli_simulate
+from allocator.common.limits import LIMITS
+from allocator.engine.scenario import SWEEP_BLOCK_SIZES, block_size_sweep, build_workload, run_scenario
+from allocator.common.validate import in_range
+from allocator.cli.common import check_distinct, check_output, check_text, note, write_files
 
 
 def _scenario_parser() -> argparse.ArgumentParser:
@@ -64,9 +64,10 @@ def run(args) -> int:
             file, a full disk), naming the field; ``python -m allocator`` turns it into one line
             on stderr and exit status 2. Nothing is written unless every file can be.
     """
-    from ..viz.charts import explainer_figure, sweep_figure   # plotly: imported only when exporting
-    from ..viz.exports import animation_html, metrics_csv, metrics_frame
-    from ..viz.handout import handout_html
+    from allocator.viz.explainer_chart import explainer_figure
+    from allocator.viz.sweep_chart import sweep_figure  # plotly: imported only when exporting
+    from allocator.viz.export.html import animation_html, metrics_csv, metrics_frame
+    from allocator.viz.export.handout import handout_html
 
     sc = cli_simulate.scenario_from_args(args).checked()
     in_range("total_slots", sc.slots, LIMITS["drawn_slots"])     # every frame's map holds every slot

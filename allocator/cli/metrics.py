@@ -1,7 +1,7 @@
 """``python -m allocator metrics``: what every figure of ``simulate``'s summary means.
 
-One line per key of ``simulate --json``'s summaries (``allocator.summary.RunSummary``): its
-on-screen label, unit and meaning, read from :data:`allocator.metric_names.SUMMARY_METRICS` -- the
+One line per key of ``simulate --json``'s summaries (``allocator.engine.summary.RunSummary``): its
+on-screen label, unit and meaning, read from :data:`allocator.common.metric_names.SUMMARY_METRICS` -- the
 table the pages, the exports and the About page's glossary read, so the command line names a
 number as the screen does.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from ..metric_names import SUMMARY_METRICS
+from allocator.common.metric_names import SUMMARY_METRICS
 
 
 def register(sub) -> None:

@@ -7,16 +7,16 @@ Examples::
 
 Runs OPT-13B on one A100-40GB (the paper's Table 1 pool), ShareGPT lengths, vLLM (block 16,
 recompute) and the artifact's three Orca baselines (buddy placement), and prints Figures 2, 13
-and 12 as the paper's value beside this model's, with the error (see :mod:`allocator.paper`).
+and 12 as the paper's value beside this model's, with the error (see :mod:`allocator.studies.paper`).
 """
 from __future__ import annotations
 
 import json
 
-from ..limits import LIMITS
-from ..paper import PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS, paper_replication
-from ..throughput import sustained_short
-from .common import count_arg
+from allocator.common.limits import LIMITS
+from allocator.studies.paper import PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS, paper_replication
+from allocator.studies.sustained import sustained_short
+from allocator.cli.common import count_arg
 
 
 def register(sub) -> None:

@@ -7,17 +7,17 @@ Examples::
 
 Prints measured vs simulated mean / p50 / p90 of TTFT, TPOT and end-to-end latency with the
 percentage error (simulated / measured - 1). A run directory holds meta.json, requests.jsonl and
-(optionally) timeseries.csv (:mod:`allocator.vllm_run`); anything wrong with it is one line on
+(optionally) timeseries.csv (:mod:`allocator.workloads.vllm_run`); anything wrong with it is one line on
 stderr and exit status 2.
 """
 from __future__ import annotations
 
 import json
 
-from ..calibration import REPLAY_GPUS, REPLAY_MODELS
-from ..replay import FIGURES, STATS, held_out_check, replay
-from ..vllm_run import load_run
-from .common import count_arg
+from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
+from allocator.studies.vllm_replay import FIGURES, STATS, held_out_check, replay
+from allocator.workloads.vllm_run import load_run
+from allocator.cli.common import count_arg
 
 
 def register(sub) -> None:

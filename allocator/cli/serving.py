@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 
-from ..throughput import (DEFAULT_BLOCK_SIZE, DEFAULT_LATENCY_FACTOR, DEFAULT_MAX_NEW, DEFAULT_REQUESTS,
-                          DEFAULT_SEED, PAPER, PAPER_NAMES, POLICIES, POLICY_LABELS, SWEEP_MAX_NEW, SWEEP_WORKLOADS,
-                          INTERPOLATION_SPAN, parse_rates, rate_sweep, sustained_short)
-from ..limits import LIMITS
-from ..timing import DEFAULT_GPU, DEFAULT_MODEL, GPU_COUNTS, GPUS, TIMED_MODELS, cost_model
-from .common import count_arg, gpus_arg, real_arg
+from allocator.studies.rate_sweep import (DEFAULT_BLOCK_SIZE, DEFAULT_LATENCY_FACTOR, PAPER, PAPER_NAMES,
+                                          POLICIES, POLICY_LABELS, parse_rates, rate_sweep)
+from allocator.workloads.poisson import (DEFAULT_MAX_NEW, DEFAULT_REQUESTS, DEFAULT_SEED, SWEEP_MAX_NEW,
+                                         SWEEP_WORKLOADS)
+from allocator.studies.sustained import INTERPOLATION_SPAN, sustained_short
+from allocator.common.limits import LIMITS
+from allocator.cost.roofline import DEFAULT_GPU, DEFAULT_MODEL, GPU_COUNTS, GPUS, TIMED_MODELS, cost_model
+from allocator.cli.common import count_arg, gpus_arg, real_arg
 
 #: Per-point keys printed in the table (all of them go into --json).
 TABLE_KEYS = ("normalized_latency_s_per_token", "throughput_tokens_per_s", "ttft_p50_s", "tpot_p50_s",

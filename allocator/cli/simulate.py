@@ -7,7 +7,7 @@ Examples::
     python -m allocator simulate --workload classroom-40 --sweep --json
     python -m allocator simulate --workload classroom-40 --gpu a100-40gb --model opt-13b --policy pow2 --json
 
-Every numeric option is checked against its range in :data:`allocator.limits.LIMITS` before
+Every numeric option is checked against its range in :data:`allocator.common.limits.LIMITS` before
 anything runs, whether or not it matters for this workload; an option that does not apply (say
 ``--offset`` with classroom-40) is named in one ``note:`` line on stderr.
 """
@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import json
 
-from ..allocators import PLACEMENTS, RESERVATION_POLICIES
-from ..limits import LIMITS
-from ..scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, SWEEP_BLOCK_SIZES, WORKLOADS, Scenario, block_size_sweep,
-                        build_workload, run_scenario, workload_kind)
-from ..timing import GPUS, TIMED_MODELS, cost_model, price
-from ..shares import SHARES
-from ..viz.claims import share_cells, sweep_basis, sweep_value
-from .common import and_list, count_arg, flag, note as print_note, real_arg
+from allocator.memory.reserve_max import PLACEMENTS, RESERVATION_POLICIES
+from allocator.common.limits import LIMITS
+from allocator.engine.scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, SWEEP_BLOCK_SIZES, WORKLOADS,
+                                       Scenario, block_size_sweep, build_workload, run_scenario,
+                                       workload_kind)
+from allocator.cost.roofline import GPUS, TIMED_MODELS, cost_model
+from allocator.cost.timing import price
+from allocator.engine.shares import SHARES
+from allocator.viz.claims.explainer import share_cells
+from allocator.viz.claims.sweep import sweep_basis, sweep_value
+from allocator.cli.common import and_list, count_arg, flag, note as print_note, real_arg
 
 SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
                 "mean_tokens_per_step", "finished", "peak_logical_tokens", "peak_used_slots", "swapped_blocks",

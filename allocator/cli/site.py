@@ -24,10 +24,11 @@ import os
 import sys
 import time
 
-from ..validate import FieldError, show
-from . import simulate as cli_simulate
-from .common import check_output, note, write_files
-from .export import _scenario_parser
+from allocator.common.errors import FieldError
+from allocator.common.validate import show
+from allocator.cli import simulate as cli_simulate
+from allocator.cli.common import check_output, note, write_files
+from allocator.cli.export import _scenario_parser
 
 
 def register(sub) -> None:
@@ -102,7 +103,7 @@ def run(args) -> int:
             naming the field; ``python -m allocator`` prints it as one line, exit status 2.
             Nothing is written unless every file can be.
     """
-    from ..viz.site import build_site, site_bytes, site_zip
+    from allocator.viz.export.site import build_site, site_bytes, site_zip
 
     sc = cli_simulate.scenario_from_args(args).checked()
     if args.zip:

@@ -1,4 +1,4 @@
-"""Plotly figures and export files built from allocator results (theme, charts, exports).
+"""Plotly figures and the sentences beside them, built from allocator results (no streamlit).
 
 Shared by the app's pages, the CLI (``python -m allocator export-html``), the benchmarks and the
 tests, so every one of them draws and writes the same numbers. Nothing here imports streamlit or

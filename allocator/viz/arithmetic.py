@@ -1,5 +1,5 @@
 """The arithmetic pages' figures (Slot accounting, Capacity), without streamlit: the pages and the
-exported static site (``allocator.viz.site_lessons``) draw the same ones.
+exported static site (``allocator.viz.export.site_lessons``) draw the same ones.
 
 Every number drawn comes from :mod:`allocator.accounting`; these functions only lay it out.
 """
@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from allocator import accounting as acc
-from allocator.mathutils import cdiv, round_up
+from allocator.common.mathutils import cdiv, round_up
 from allocator.viz.theme import (ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX,
                                  SHARED_PREFIX)
 

@@ -2,14 +2,14 @@
 
 Words stand in for tokens (each word is one token id) and a block holds :data:`BLOCK_SIZE` of them,
 so students can read what each physical block contains. :class:`BlockTablesDemo` holds one
-:class:`allocator.block_manager.BlockManager` across button presses, the page's bookkeeping about
+:class:`allocator.memory.block_manager.BlockManager` across button presses, the page's bookkeeping about
 each sequence (tenant, sample sentence, colour), the numbered log of what the cache did, and the
 blocks to highlight. Every number it writes comes from the manager. The page script keeps one demo
 in ``st.session_state`` and only lays it out.
 
 A refused operation (out of GPU blocks, host pool full, no sequence chosen) is recorded as
 :attr:`BlockTablesDemo.error` and changes nothing else. Refusals are told apart by exception type
-and ``.field`` (:class:`allocator.validate.OutOfBlocksError`, :class:`allocator.validate.FieldError`),
+and ``.field`` (:class:`allocator.common.validate.OutOfBlocksError`, :class:`allocator.common.validate.FieldError`),
 never by reading the message text.
 
 Sources: Kwon et al., PagedAttention (SOSP 2023) sections 4.4-4.5; vLLM's prefix-caching design
@@ -23,9 +23,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from allocator.block_manager import BLOCK_CACHED, BLOCK_FREE, BlockManager
-from allocator.formats import plural
-from allocator.validate import FieldError, OutOfBlocksError
+from allocator.memory.block_pool_queries import BLOCK_CACHED, BLOCK_FREE
+from allocator.memory.block_manager import BlockManager
+from allocator.common.formats import plural
+from allocator.common.errors import FieldError, OutOfBlocksError
 from allocator.viz.theme import REQUEST_COLOURS
 
 BLOCK_SIZE = 4               # slots (words) per block

@@ -9,8 +9,8 @@ lab's 2-core machine), which held Play at 7-9 frames/s; without them it measured
 most runs (``python -m tests.tools.bench explainerbrowser``; a busy machine still reads lower).
 
 No streamlit import, so benchmarks and tests can build it. Every number drawn here comes from
-``allocator`` results (:class:`allocator.engine.SimulationResult`, :mod:`allocator.maps`,
-:class:`allocator.timing.RunTiming`); this module only lays them out.
+``allocator`` results (:class:`allocator.engine.simulate.SimulationResult`, :mod:`allocator.viz.maps`,
+:class:`allocator.cost.timing.RunTiming`); this module only lays them out.
 """
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from allocator import DUPLICATE, EMPTY, FREE, HOLE, SHARED
-from allocator.maps import cell_states, frame_steps, grid_shape, slots_per_cell
-from allocator.mathutils import cdiv
-from allocator.viz.claims import lesson_key_steps, pct
+from allocator.viz.maps import DUPLICATE, EMPTY, FREE, HOLE, SHARED
+from allocator.viz.maps import cell_states, frame_steps, grid_shape, slots_per_cell
+from allocator.common.mathutils import cdiv
+from allocator.viz.claims.explainer import lesson_key_steps
+from allocator.common.formats import pct
 from allocator.viz.frozen import FrozenFigure
 from allocator.viz.theme import (BROWN_DUPLICATE as DUPLICATE_COLOUR, DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED,
                                  REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
@@ -153,7 +154,7 @@ def time_frames(results: dict, timings: dict, max_frames: int, include_steps=())
     frame is a moment in seconds and each map shows the step its run was in at that moment: the
     latest step at or before it that has a picture, or the drained pool after its run ended.
     Candidate moments are the starts of every record of either run that has a picture, spread
-    evenly by record as :func:`allocator.maps.frame_steps` does; ``include_steps`` (steps a text
+    evenly by record as :func:`allocator.viz.maps.frame_steps` does; ``include_steps`` (steps a text
     quotes) add each run's start of that step.
     """
     cands, starts = [], {}
@@ -190,7 +191,7 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         max_frames: most animation frames (they play client-side: Plotly frames, no server trip).
         budget_bytes: frames are thinned so the figure's JSON stays under this many bytes.
         timings: None for a time axis in engine steps (frames named by step); or {kind:
-            :class:`allocator.timing.RunTiming`} of the same runs for a time axis in seconds:
+            :class:`allocator.cost.timing.RunTiming`} of the same runs for a time axis in seconds:
             frames are moments (named by their seconds, see :func:`time_frames`), each map shows
             its own run's step at that moment and its readout names both.
 
@@ -361,7 +362,7 @@ def explainer_lines_figure(results: dict, *, timings: dict | None = None) -> go.
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
-        timings: None for a time axis in engine steps; or {kind: :class:`allocator.timing.RunTiming`}
+        timings: None for a time axis in engine steps; or {kind: :class:`allocator.cost.timing.RunTiming`}
             of the same runs for a time axis in seconds.
 
     Returns:

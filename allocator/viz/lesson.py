@@ -1,5 +1,5 @@
 """The guided lesson's steps as plain data (no streamlit): the explainer page's lesson box
-(``pages/_ui/guided.py``) and the exported static site (``allocator.viz.site``) read this one copy.
+(``pages/_ui/guided.py``) and the exported static site (``allocator.viz.export.site``) read this one copy.
 
 Each step names the scenario settings it applies on top of :data:`BASE` (keyed by the explainer's
 sidebar widget keys), the page sections that stay hidden until the class has predicted, one

@@ -1,4 +1,4 @@
-"""Plotly figures of the paper replication (:mod:`allocator.paper`), no streamlit import.
+"""Plotly figures of the paper replication (:mod:`allocator.studies.paper`), no streamlit import.
 
 Every figure sets the paper's value beside this model's: the paper's bars are hatched and named
 "the paper", this model's are solid. Colours keep their app-wide meanings (:mod:`allocator.viz.theme`):
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from allocator.paper import PAPER_FIGURES, PAPER_LABELS, SYSTEMS
-from allocator.viz.claims import fig12_note
+from allocator.studies.paper import PAPER_FIGURES, PAPER_LABELS, SYSTEMS
+from allocator.viz.claims.paper import fig12_note
 from allocator.viz.theme import GREY_FREE, ORANGE_EMPTY, REQUEST_COLOURS
 from allocator.viz.throughput import _LAYOUT, BUDGET_COLOUR, STYLE, _log_axis, _title
 

@@ -1,18 +1,17 @@
 """Figures and sentences of the "Prefix cache on a real trace" page (plotly; no streamlit).
 
-Every number drawn or quoted comes from :mod:`allocator.prefix_cache` results.
+Every number drawn or quoted comes from :mod:`allocator.studies.prefix_cache` results.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from allocator.mathutils import cdiv
-from allocator.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture, grid_shape
-from allocator.viz.claims import pct, plural, seconds
+from allocator.common.mathutils import cdiv
+from allocator.viz.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture, grid_shape
+from allocator.common.formats import pct, plural, seconds
 from allocator.viz.theme import CACHED, GREY_FREE, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
 
 #: Block map colours: free, cached, private, shared (private blocks in the first request blue).
@@ -77,9 +76,9 @@ def hit_rate_figure(sweep, trace_stat: dict, chosen_blocks: int | None = None, c
     own count (an unbounded cache of 512-token blocks).
 
     Args:
-        sweep: :class:`allocator.prefix_cache.PoolSweep` of the chosen block size (its one-pass
+        sweep: :class:`allocator.studies.prefix_cache.PoolSweep` of the chosen block size (its one-pass
             curve is drawn, solid where it is the engine's figure and dotted where the model's).
-        trace_stat: :func:`allocator.prefix_cache.trace_hit_statistic` with engine rules.
+        trace_stat: :func:`allocator.studies.prefix_cache.trace_hit_statistic` with engine rules.
         chosen_blocks: the pool (blocks of ``sweep.block_size``) the map below uses (marked), or None.
         compare: another block size's sweep of the same window (drawn in grey), or None.
     """

@@ -1,5 +1,5 @@
 """Figures, table and sentences of the "Checked against a real engine" page, built from an
-:class:`allocator.replay.Replay` (no streamlit import).
+:class:`allocator.studies.vllm_replay.Replay` (no streamlit import).
 
 Colours (:mod:`allocator.viz.theme`): the lab's simulation is the paged engine, so it is blue
 (``PAGED``) as on every page; vLLM's measurement is the third series colour, green (``ACCENT``).
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from allocator.replay import FIGURES, STATS
-from allocator.viz.claims import seconds
+from allocator.studies.vllm_replay import FIGURES, STATS
+from allocator.common.formats import seconds
 from allocator.viz.theme import ACCENT, PAGED
 
 MEASURED = ACCENT
@@ -156,7 +156,7 @@ def right_and_wrong(rep) -> list[str]:
     ms = rep.makespan_s
     out.append(f"The last token came {seconds(ms['measured'])} after the first arrival in the real run and "
                f"{seconds(ms['simulated'])} in the replay ({signed_pct(100 * (ms['simulated'] / ms['measured'] - 1))}).")
-    from allocator.calibration import CALIBRATED
+    from allocator.cost.calibration import CALIBRATED
     if rep.cost.efficiency == CALIBRATED:
         why = ("The model prices a step from its token counts with three fitted efficiencies; the real engine's steps "
                "also vary with kernel choice, CUDA-graph batch padding, sampling and the GPU's clock, which the model "
@@ -174,7 +174,7 @@ def right_and_wrong(rep) -> list[str]:
 
 
 def held_out_sentence(h: dict) -> str:
-    """The held-out check (:func:`allocator.replay.held_out_check`) in one sentence."""
+    """The held-out check (:func:`allocator.studies.vllm_replay.held_out_check`) in one sentence."""
     e = h["fit"].efficiency
     return (f"Held out: calibrated on the first half of the requests alone (eta_flops {e.eta_flops:g}, eta_bw "
             f"{e.eta_bw:g}, overhead {1e3 * e.overhead_s:g} ms), the replay is off on the second half's mean time to "

@@ -1,7 +1,7 @@
 """The block-size sweep chart: the paged allocator's mean utilisation and cost per stored token
 against block size, reserve-max's utilisation for reference, the slider's block size marked.
 
-No streamlit import. The rows come from :func:`allocator.scenario.block_size_sweep` and every
+No streamlit import. The rows come from :func:`allocator.engine.scenario.block_size_sweep` and every
 average is taken on one basis (:func:`allocator.viz.claims.sweep_basis`); this module only lays
 them out and picks a cost axis whose ticks do not sit on the curve.
 """
@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from allocator.viz.claims import sweep_basis, sweep_value
+from allocator.viz.claims.sweep import sweep_basis, sweep_value
 from allocator.viz.theme import ACCENT, PAGED, RESERVE_MAX
 
 __all__ = ["cost_axis_top", "sweep_figure"]
@@ -28,7 +28,7 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
     such steps, else over all steps; the legend says which.
 
     Args:
-        rows: ``allocator.scenario.block_size_sweep`` output.
+        rows: ``allocator.engine.scenario.block_size_sweep`` output.
         current_block_size: the block size on the slider (slots); drawn as a dashed line.
         metadata_cost: c, the cost per block in slot equivalents, used for the cost curve.
         reserve: the reservation allocator's summary (its utilisation is drawn for reference), or None.

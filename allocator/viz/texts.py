@@ -3,7 +3,7 @@
 No streamlit import: pages and the exported site render these strings, tests compare them with the core's behaviour.
 """
 
-#: Copy-on-write, in the block manager's order (``allocator.block_manager.BlockManager.append_token``,
+#: Copy-on-write, in the block manager's order (``allocator.memory.block_manager.BlockManager.append_token``,
 #: ``cow_order="safe"``; PagedAttention paper section 4.4;
 #: assets/reference_figures.md, R8).
 COPY_ON_WRITE = (

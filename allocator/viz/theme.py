@@ -26,7 +26,7 @@ BROWN_DUPLICATE = "#7F3B08"  # a duplicate copy of a shared-prompt token (ColorB
 CACHED = "#8073AC"         # a block no sequence holds, kept findable by the prefix cache (ColorBrewer PuOr purple)
 
 #: State name -> colour, for tests and legends. One name per state: each key is the name of a
-#: state code of ``allocator.maps`` in lower case (FREE, HOLE, EMPTY, SHARED, DUPLICATE, BLOCK_CACHED).
+#: state code of ``allocator.viz.maps`` in lower case (FREE, HOLE, EMPTY, SHARED, DUPLICATE, BLOCK_CACHED).
 STATE_COLOURS = {"free": GREY_FREE, "hole": DARK_HOLE, "empty": ORANGE_EMPTY,
                  "shared": SHARED_PREFIX, "duplicate": BROWN_DUPLICATE, "cached": CACHED}
 

@@ -1,5 +1,5 @@
 """Plotly figures of the Throughput and latency page, built from an
-:class:`allocator.throughput.RateSweep` (no streamlit import).
+:class:`allocator.studies.rate_sweep.RateSweep` (no streamlit import).
 
 Colours follow :mod:`allocator.viz.theme`: black is a reservation allocator and blue is paged,
 as on every page; the three reservation baselines (Max, Pow2, Oracle) share black and differ by
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from allocator.throughput import PAPER, PAPER_NAMES, POLICY_LABELS, memory_basis
-from allocator.formats import rate as rate_text
+from allocator.studies.rate_sweep import PAPER, PAPER_NAMES, POLICY_LABELS, memory_basis
+from allocator.common.formats import rate as rate_text
 from allocator.viz.theme import PAGED, RESERVE_MAX
 
 #: Line style of each policy: (colour, dash, marker symbol).

@@ -1,3 +1,3 @@
-"""The pages' private streamlit helpers (caches, URL state, presentation mode, guided lesson,
-export menu, the block-tables demo); never an ``st.Page`` script and never imported by ``allocator/``
-or ``kernels/``."""
+"""The pages' private streamlit helpers: caches, URL state, presentation mode, guided lesson, exports, the heavy-work queue.
+
+Never an ``st.Page`` script and never imported by ``allocator/`` or ``kernels/``."""

@@ -16,12 +16,15 @@ import time
 
 import streamlit as st
 
-from allocator.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, block_size_sweep, build_workload,
-                                run_scenario)
-from allocator.timing import cost_model, price
-from allocator.trace import load_trace
-from allocator.viz.charts import FrozenFigure, explainer_figure, explainer_lines_figure, for_projector, sweep_figure
-from allocator.viz.exports import metrics_frame
+from allocator.engine.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, block_size_sweep,
+                                       build_workload, run_scenario)
+from allocator.cost.roofline import cost_model
+from allocator.cost.timing import price
+from allocator.workloads.trace import load_trace
+from allocator.viz.frozen import FrozenFigure
+from allocator.viz.explainer_chart import explainer_figure, explainer_lines_figure, for_projector
+from allocator.viz.sweep_chart import sweep_figure
+from allocator.viz.export.html import metrics_frame
 from pages._ui.heavy import shared
 from pages._ui.url_params import BLOCK_SIZES, CHOICE_DEFAULTS
 
@@ -80,7 +83,7 @@ def _timings(sc: Scenario, gpu: str, model: str) -> dict:
 
 def seconds_figure(sc: Scenario, gpu: str, model: str):
     """The animated figure with its time axis in seconds on ``gpu`` running ``model`` (frames are
-    moments; see ``allocator.viz.charts.explainer_figure``), built once per setting."""
+    moments; see ``allocator.viz.explainer_chart.explainer_figure``), built once per setting."""
     return _seconds_figure(sc.canonical(), gpu, model)
 
 
@@ -130,7 +133,7 @@ def _metrics_table(_results, _fig, key=None):
 
 def lines_figure(sc: Scenario, gpu: str | None = None, model: str | None = None):
     """Utilisation and running batch over the run, drawn under the maps
-    (``allocator.viz.charts.explainer_lines_figure``): against engine steps, or, given ``gpu`` and
+    (``allocator.viz.explainer_chart.explainer_lines_figure``): against engine steps, or, given ``gpu`` and
     ``model``, against seconds (the runs priced as ``timings`` prices them). Built once per setting."""
     return _lines_figure(sc.canonical(), gpu, model)
 
@@ -143,7 +146,7 @@ def _lines_figure(sc: Scenario, gpu: str | None, model: str | None):
 
 
 def presentation_figure(fig, scenario: Scenario, kind: tuple = ()):
-    """An explainer figure sized for a projector (``allocator.viz.charts.for_projector``), built
+    """An explainer figure sized for a projector (``allocator.viz.explainer_chart.for_projector``), built
     once per scenario and ``kind`` (which figure of the scenario and its clock: e.g. ``("maps",)`` or
     ``("lines", gpu, model)``) and shared by every session."""
     return _presentation_figure(fig, scenario.canonical(), tuple(kind))
@@ -165,7 +168,7 @@ def sweep_chart(scenario: Scenario, reserve: dict):
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _sweep_chart(scenario: Scenario, _reserve: dict):
     """``sweep_chart`` for a canonical scenario."""
-    from allocator.allocators import ReserveMaxAllocator
+    from allocator.memory.reserve_max import ReserveMaxAllocator
     return FrozenFigure(sweep_figure(sweep(scenario), scenario.block_size, scenario.metadata_cost,
                                      _reserve, ReserveMaxAllocator.LABELS[scenario.policy].lower())).freeze()
 

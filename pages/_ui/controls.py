@@ -12,11 +12,11 @@ value on the server and says why it was not used.
 """
 import streamlit as st
 
-from allocator.scenario import UPLOAD_MAX_ROWS, Scenario
-from allocator.sharegpt import sharegpt_lengths
-from allocator.trace import ShippedDataError, shipped_trace
-from allocator.validate import one_line, plain_markdown, show
-from allocator.viz.claims import plural
+from allocator.engine.scenario import UPLOAD_MAX_ROWS, Scenario
+from allocator.workloads.sharegpt import sharegpt_lengths
+from allocator.workloads.trace import ShippedDataError, shipped_trace
+from allocator.common.validate import one_line, plain_markdown, show
+from allocator.common.formats import plural
 from pages._ui.cache import uploaded_rows
 from pages._ui.errors import show_error
 from pages._ui.present import keep_last_values

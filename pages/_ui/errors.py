@@ -1,9 +1,9 @@
 """The one way a page shows a message about bad input: as plain text, in the page's words.
 
-Every page reports a refused value the same way: a core error (``allocator.validate.FieldError``,
-or another ``ValueError`` such as ``allocator.trace.ShippedDataError``) is reworded with the label
+Every page reports a refused value the same way: a core error (``allocator.common.validate.FieldError``,
+or another ``ValueError`` such as ``allocator.workloads.trace.ShippedDataError``) is reworded with the label
 of the control that holds its ``.field``, and the whole message goes through
-:func:`allocator.validate.plain_markdown`, because it may quote what a user typed, a URL's value
+:func:`allocator.common.validate.plain_markdown`, because it may quote what a user typed, a URL's value
 or a file's name: nothing in it can become a link, emphasis, maths or HTML. Nothing here stops the
 page; the caller decides whether the rest still renders (it does, on every page that can).
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from allocator.validate import FieldError, plain_markdown
+from allocator.common.errors import FieldError
+from allocator.common.validate import plain_markdown
 
 #: The icon of each kind of message.
 ICONS = {"error": ":material/error:", "warning": ":material/warning:"}

@@ -1,14 +1,14 @@
 """The explainer's export menu: per-step CSV, standalone animation HTML, printable handout, and the
 whole lesson as a static site (zip).
 
-The files themselves come from ``allocator.viz.exports`` (pure functions shared with the CLI); this
+The files themselves come from ``allocator.viz.export.html`` (pure functions shared with the CLI); this
 module only offers them as downloads, built lazily and cached per scenario.
 """
 import streamlit as st
 
-from allocator.viz.exports import animation_html, metrics_csv, scenario_slug
-from allocator.viz.handout import handout_html
-from allocator.viz.site import build_site, site_zip
+from allocator.viz.export.html import animation_html, metrics_csv, scenario_slug
+from allocator.viz.export.handout import handout_html
+from allocator.viz.export.site import build_site, site_zip
 
 
 @st.cache_data(max_entries=16, show_spinner="Preparing the files…")
@@ -20,7 +20,7 @@ def _files(_results, _fig, _workload, scenario) -> dict:
 
 @st.cache_data(max_entries=4, show_spinner="Building the static site (every block size)…")
 def _site(scenario) -> bytes:
-    """The static site of one scenario as a zip (``allocator.viz.site``; ``scenario`` is the cache key)."""
+    """The static site of one scenario as a zip (``allocator.viz.export.site``; ``scenario`` is the cache key)."""
     return site_zip(build_site(scenario))
 
 

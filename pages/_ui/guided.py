@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from allocator.viz.claims import reveal
-from allocator.viz.lesson import BASE, CARDS, CHALLENGES, MAPS, STEPS, SWEEP  # noqa: F401 (re-exported)
+from allocator.viz.claims.explainer import reveal
+from allocator.viz.lesson import BASE, CHALLENGES, STEPS
 
 #: Sidebar widget keys the lesson may change; their values before the lesson are restored at its end.
 SCENARIO_KEYS = ("workload", "block_size", "slots_classroom-40", "max_new_classroom-40", "seed", "arrival",

@@ -3,7 +3,7 @@ the server, in a module (not the page script) so that ``app.py`` can warm them i
 when the server starts (:func:`warm`): the page's default window, at every block size its slider
 offers, is then ready before a class opens the page.
 
-Each function is a thin cache over :mod:`allocator.prefix_cache`; the page renders what they return.
+Each function is a thin cache over :mod:`allocator.studies.prefix_cache`; the page renders what they return.
 The replays are heavy work: they go through ``pages._ui.heavy.shared`` (one server-wide queue, a
 store bounded by memory, identical work done once for every session).
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from allocator.maps import frame_steps
-from allocator.mooncake import TRACE_BLOCK, mooncake_workload, shipped_mooncake
-from allocator.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
-from allocator.timing import cost_model
+from allocator.viz.maps import frame_steps
+from allocator.workloads.mooncake import TRACE_BLOCK, mooncake_workload, shipped_mooncake
+from allocator.studies.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
+from allocator.cost.roofline import cost_model
 from pages._ui.heavy import shared
 
 #: Block sizes the page's slider offers (slots).
@@ -31,7 +31,7 @@ def window(offset: int, count: int):
 
 @shared("Replaying the window once and reading every pool size's hit rate from it", max_entries=16)
 def sweep(offset: int, count: int, block_size: int):
-    """The window's one-pass pool sweep (:func:`allocator.prefix_cache.pool_sweep`)."""
+    """The window's one-pass pool sweep (:func:`allocator.studies.prefix_cache.pool_sweep`)."""
     return pool_sweep(window(offset, count), block_size)
 
 
@@ -57,7 +57,7 @@ MAP_FRAMES = 40
 def mapped(offset: int, count: int, block_size: int, pool_blocks: int):
     """The engine's own run at the chosen pool, with snapshots (the block map), keeping only the
     pictures of the steps the page offers (:func:`map_steps`), each block table as an int32 array
-    (``allocator.maps.block_picture`` reads either), so a cached run stays small."""
+    (``allocator.viz.maps.block_picture`` reads either), so a cached run stays small."""
     res = run(window(offset, count), block_size, pool_blocks, record_snapshots=True)
     keep = set(map_steps(res))
     res.snapshots = {k: tuple((sid, n, np.asarray(table, dtype=np.int32)) for sid, n, table in v)
@@ -66,13 +66,13 @@ def mapped(offset: int, count: int, block_size: int, pool_blocks: int):
 
 
 def map_steps(res) -> list[int]:
-    """The steps the map can show: at most MAP_FRAMES, evenly spread (``allocator.maps.frame_steps``)."""
+    """The steps the map can show: at most MAP_FRAMES, evenly spread (``allocator.viz.maps.frame_steps``)."""
     return [int(s) for s in frame_steps([res], MAP_FRAMES)]
 
 
 @shared("Timing the window with and without the cache", max_entries=16)
 def ttft(offset: int, count: int, block_size: int, gpu: str, model: str, gpus: int):
-    """(cost model, pool blocks, :func:`allocator.prefix_cache.ttft_comparison`) on that hardware."""
+    """(cost model, pool blocks, :func:`allocator.studies.prefix_cache.ttft_comparison`) on that hardware."""
     cost = cost_model(gpu, model, gpus)
     pool_blocks = max(1, cost.pool_slots() // block_size)
     return cost, pool_blocks, ttft_comparison(window(offset, count), block_size, pool_blocks, cost)

@@ -5,7 +5,7 @@ read it so they speak about the same workload. Defaults to classroom-40 in 2,048
 """
 import streamlit as st
 
-from allocator.scenario import Scenario
+from allocator.engine.scenario import Scenario
 
 _KEY = "last_good_scenario"
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 import threading
 
-from allocator.throughput import SWEEP_MAX_NEW, rate_sweep
-from allocator.timing import cost_model
+from allocator.workloads.poisson import SWEEP_MAX_NEW
+from allocator.studies.rate_sweep import rate_sweep
+from allocator.cost.roofline import cost_model
 from pages._ui import heavy
 
 #: The store's group for sweeps (the first element of every sweep's store key).
@@ -54,7 +55,7 @@ def _watch_parent(parent: int) -> None:
 
 def start_worker() -> bool:
     """Fork one helper process that runs part of every sweep beside the heavy-work queue's thread
-    (``allocator.throughput.rate_sweep(executor=...)``: it takes rates from the highest down,
+    (``allocator.studies.rate_sweep.rate_sweep(executor=...)``: it takes rates from the highest down,
     the queue's thread from the lowest up; the figures are the same runs either way). At low load a
     sweep then takes about half the time on two cores. Call it once, before the server starts its
     threads (``app.py`` does): a process forked while other threads hold locks could hang, so a
@@ -91,7 +92,7 @@ STARTUP = "start-up"
 
 def sweep_key(gpu: str, model: str, gpus, requests: int, rates, block_size: int, workload: str = "azure-conv") -> tuple:
     """The cache key of a sweep's settings (``rates`` None: the default grid; ``workload`` the lengths'
-    source, see ``allocator.throughput.SWEEP_WORKLOADS``)."""
+    source, see ``allocator.studies.rate_sweep.SWEEP_WORKLOADS``)."""
     return (gpu, model, gpus, int(requests), None if rates is None else tuple(rates), int(block_size), workload)
 
 

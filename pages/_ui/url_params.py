@@ -4,7 +4,7 @@ A shared link carries every sidebar setting. Streamlit ignores a value its widge
 (``?block_size=7``) without a word, and writes the *display label* of a choice into the URL
 (``workload=Azure+conversation+trace+%28real…``). This module (no streamlit import, so it is
 tested directly) checks each parameter against the same ranges and choices the sidebar offers,
-which lie inside the core's documented ranges (``allocator.limits.LIMITS``: the row offset uses
+which lie inside the core's documented ranges (``allocator.common.limits.LIMITS``: the row offset uses
 that table's range as it is, and every rule takes its unit from it), maps choices to short stable values (``workload=classroom-40|azure-conv|upload``,
 ``arrival=burst|trickle``, ``preemption=recompute|swap``, ``policy=max|pow2|oracle``, ``gpu`` and
 ``model`` as the cost model's preset keys; the old labels are still accepted), checks
@@ -20,11 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from allocator import CLASSROOM_40
-from allocator.accounting import PRESETS
-from allocator.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS, LIMITS
-from allocator.timing import DEFAULT_GPU, DEFAULT_MODEL, GPUS, TIMED_MODELS
-from allocator.validate import Limit, show
+from allocator.workloads.requests import CLASSROOM_40
+from allocator.accounting.models import PRESETS
+from allocator.engine.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS
+from allocator.common.limits import LIMITS
+from allocator.cost.roofline import DEFAULT_GPU, DEFAULT_MODEL, GPUS, TIMED_MODELS
+from allocator.common.validate import Limit, show
 
 #: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
 BLOCK_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -250,7 +251,7 @@ def check_params(params: dict[str, str], list_taken: bool = False) -> tuple[dict
         ``messages`` has one sentence per parameter that was not used, naming it, its value (both
         cut to 40 characters) and what is used instead, at most ``MAX_MESSAGES`` of them and then
         one that counts the rest. Messages are plain text: a page shows them through
-        ``allocator.validate.plain_markdown``, since names and values came from whoever wrote the link.
+        ``allocator.common.validate.plain_markdown``, since names and values came from whoever wrote the link.
     """
     accepted, messages = {}, []
     workload = CHOICE_DEFAULTS["workload"]
@@ -368,7 +369,7 @@ def unknown_params(params: dict[str, str], taken=PAGE_PARAMS) -> list[str]:
     parameter that is not a setting of the page, naming it and its value (cut to 40 characters), the
     first one ending with the parameters the page takes, at most ``MAX_MESSAGES`` in all. A value of
     a parameter in ``taken`` is not checked here (``present``: :func:`check_boolean`). Plain text:
-    a page shows it through ``allocator.validate.plain_markdown``.
+    a page shows it through ``allocator.common.validate.plain_markdown``.
 
     Example: ``{"colour": "red"}`` -> ``["URL parameter colour='red' is not a setting of this page; it
     was ignored. The URL parameters this page takes: present."]``.

@@ -252,8 +252,8 @@ def test_every_page_loads_without_an_error(server, page):
 def _block_size_slider_changes_paged_utilisation(page):
     """On the explainer as loaded: ArrowRight on the block-size slider moves it 16 -> 24 and the paged
     side's metrics become those of the core's run at 24; reserve-max does not move."""
-    from allocator.scenario import Scenario, run_scenario
-    from allocator.viz.claims import pct
+    from allocator.engine.scenario import Scenario, run_scenario
+    from allocator.common.formats import pct
 
     before = metric_values(page, "Mean utilisation")
     assert len(before) == 2, before                            # reserve-max, paged
@@ -330,9 +330,10 @@ def test_throughput_page_draws_the_default_sweep_then_the_paper_replication_in_o
     Then, on the same page (the two used to be separate tests that each loaded it first): issue 21,
     one click draws the paper's three figures beside this model's, every chart renders, and the
     targets table quotes the replication the core computes."""
-    from allocator.paper import replication_for as paper_replication
-    from allocator.throughput import with_latency_factor
-    from allocator.viz.claims import paper_replication_texts, sustained_text
+    from allocator.studies.paper import replication_for as paper_replication
+    from allocator.studies.rate_sweep import with_latency_factor
+    from allocator.viz.claims.paper import paper_replication_texts
+    from allocator.viz.claims.throughput import sustained_text
     from pages._ui.sweep_cache import DEFAULT_KEY, cached_sweep
 
     page.goto(server + "/throughput", wait_until="domcontentloaded")

@@ -18,12 +18,11 @@ import os
 import pytest
 
 from allocator.__main__ import main as cli_main
-from allocator.scenario import SWEEP_BLOCK_SIZES, Scenario, build_workload, run_both
-from allocator.viz.charts import explainer_figure, explainer_lines_figure, for_projector
+from allocator.engine.scenario import SWEEP_BLOCK_SIZES, Scenario, build_workload, run_both
+from allocator.viz.explainer_chart import explainer_figure, explainer_lines_figure, for_projector
 from allocator.viz.explainer_chart import LINES_HEIGHT, MAPS_HEIGHT
-from allocator.viz.claims import pct
-from allocator.viz.site import build_site
-from allocator.viz.sitecodec import plain_frames
+from allocator.common.formats import pct
+from allocator.viz.export.sitecodec import plain_frames
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 if not os.path.exists(CHROMIUM):
@@ -141,7 +140,7 @@ def test_play_runs_the_animation_and_the_decoder_rebuilds_the_figures_frames(pag
 
 
 def test_the_metadata_cost_slider_redraws_the_sweep_and_the_details(page):
-    from allocator.viz.claims import details_rows
+    from allocator.viz.claims.explainer import details_rows
     costs = page.evaluate("Array.from({length: +document.getElementById('cost').max + 1}, (_, i) => i)")
     assert len(costs) == 33
     page.locator("#cost").fill("4")                                 # c = 1

@@ -3,7 +3,7 @@ a time, nothing skipped.
 
 Every running sequence is visited every step and every step is a record, so it is easy to read
 against those rules and slow on purpose. The event-driven engine
-(``allocator.engine.simulate``) must give exactly the same per-step numbers
+(``allocator.engine.simulate.simulate``) must give exactly the same per-step numbers
 (tests/core/test_engine_reference.py); only the compression of idle gaps into one record differs.
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import accounting as acc
-from allocator.validate import FieldError
+from allocator.common.errors import FieldError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 R1_LENGTHS = [5, 9, 17]                      # reference figures R1-R2

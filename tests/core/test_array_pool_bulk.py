@@ -11,9 +11,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator import array_pool
-from allocator.array_pool import ArrayBlockPool
-from allocator.validate import OutOfBlocksError
+from allocator.memory import array_pool
+from allocator.memory.array_pool import ArrayBlockPool
+from allocator.common.errors import OutOfBlocksError
 
 
 def _key(kind: str, h: int):

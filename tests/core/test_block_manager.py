@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.accounting import prefix_sharing
-from allocator.block_manager import (BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE, BlockManager,
-                                     block_hash, extra_keys, prompt_block_hashes)
+from allocator.accounting.sharing import prefix_sharing
+from allocator.memory.block_pool_queries import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE
+from allocator.memory.block_manager import BlockManager
+from allocator.memory.block_hash import block_hash, extra_keys, prompt_block_hashes
 
 SYSTEM = [900, 901, 902, 903, 904, 905, 906, 907]   # an 8-token system prompt (two blocks of 4)
 

@@ -11,12 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator import BlockPool, HostPool, PagedAllocator
-from allocator import array_pool
-from allocator.array_pool import ArrayBlockPool
-from allocator.allocators import Allocator, ReserveMaxAllocator
-from allocator.block_manager import BlockManager
-from allocator.validate import FieldError, OutOfBlocksError
+from allocator.memory.block_pool import BlockPool
+from allocator.memory.host_pool import HostPool
+from allocator.memory.paged import PagedAllocator
+from allocator.memory import array_pool
+from allocator.memory.array_pool import ArrayBlockPool
+from allocator.memory.allocators import Allocator
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.memory.block_manager import BlockManager
+from allocator.common.errors import FieldError, OutOfBlocksError
 
 
 def test_both_paged_models_use_the_one_pool():
@@ -223,7 +226,8 @@ class OnlyTheProtocol:
 @pytest.mark.parametrize("make", [lambda: PagedAllocator(600, 8, preemption="swap", host_blocks=4),
                                   lambda: ReserveMaxAllocator(600, 60, policy="pow2")])
 def test_the_engine_uses_only_the_allocator_protocol(make):
-    from allocator import generate_workload, simulate
+    from allocator.workloads.requests import generate_workload
+    from allocator.engine.simulate import simulate
     w = generate_workload(seed=4, num_requests=25, prompt_len_range=(5, 60), output_mean=30, max_new_tokens=60,
                           arrival="trickle", arrival_rate=0.2)
     assert isinstance(make(), Allocator)

@@ -1,4 +1,4 @@
-"""Refcounts the block pool does not store (allocator/block_pool.py, module docstring): a pool that
+"""Refcounts the block pool does not store (allocator/memory/block_pool.py, module docstring): a pool that
 forgets freed blocks' hashes writes no refcount while it has shared nothing, and must answer every
 question exactly as a pool that stores them from the start.
 """
@@ -9,8 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator import BlockPool, PagedAllocator, classroom_40, simulate
-from allocator.validate import FieldError
+from allocator.memory.block_pool import BlockPool
+from allocator.memory.paged import PagedAllocator
+from allocator.workloads.requests import classroom_40
+from allocator.engine.simulate import simulate
+from allocator.common.errors import FieldError
 
 
 def _twins(n: int, free_order=None) -> tuple[BlockPool, BlockPool]:

@@ -36,8 +36,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from allocator.__main__ import main
-from allocator.limits import LIMITS
-from allocator.mathutils import cdiv
+from allocator.common.limits import LIMITS
+from allocator.common.mathutils import cdiv
 from tests.conftest import ROOT
 
 #: Longest one in-process run may take (seconds); the slowest valid draw here takes about 2 s.

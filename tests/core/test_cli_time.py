@@ -9,8 +9,8 @@ import json
 import pytest
 
 from allocator.__main__ import main
-from allocator.throughput import rate_sweep
-from allocator.timing import cost_model
+from allocator.studies.rate_sweep import rate_sweep
+from allocator.cost.roofline import cost_model
 
 
 def _cli(*argv) -> tuple[int, str, str]:
@@ -55,8 +55,8 @@ def test_rate_sweep_bad_input(argv, message):
 
 
 def test_simulate_with_a_gpu_adds_the_time_metrics():
-    from allocator.scenario import Scenario, run_scenario
-    from allocator.timing import price
+    from allocator.engine.scenario import Scenario, run_scenario
+    from allocator.cost.timing import price
 
     code, out, _ = _cli("simulate", "--gpu", "a100-40gb", "--model", "opt-13b", "--policy", "pow2", "--json")
     assert code == 0

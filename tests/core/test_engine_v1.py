@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator import PagedAllocator, Request, Workload, simulate
-from allocator.engine import V1Rules
-from allocator.validate import FieldError
+from allocator.memory.paged import PagedAllocator
+from allocator.workloads.requests import Request, Workload
+from allocator.engine.simulate import simulate
+from allocator.engine.v1 import V1Rules
+from allocator.common.errors import FieldError
 
 
 def wl(*rows, prompts=None):

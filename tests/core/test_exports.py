@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 from allocator.__main__ import main
-from allocator import Request, Workload
-from allocator.scenario import Scenario, build_workload, run_both
-from allocator.viz.charts import explainer_figure
-from allocator.viz.exports import (KINDS, METRIC_UNITS, handout_html, handout_rows, metrics_csv,
-                           standalone_html, takeaways)
+from allocator.workloads.requests import Request, Workload
+from allocator.engine.scenario import Scenario, build_workload, run_both
+from allocator.viz.explainer_chart import explainer_figure
+from allocator.viz.export.html import (KINDS, METRIC_UNITS, handout_html, handout_rows, metrics_csv,
+                                       standalone_html, takeaways)
 from tests.conftest import ROOT
 
 
@@ -37,10 +37,10 @@ def test_csv_one_row_per_step_with_the_core_values(run):
     assert "paged used_slots (slots)" in df.columns
     assert "reserve_max utilization (fraction of pool)" in df.columns
     assert "paged units (blocks in use)" in df.columns and "reserve_max units (reservations in use)" in df.columns
-    from allocator.engine import METRICS
+    from allocator.engine.result import METRICS
     assert list(df.columns[:2]) == ["step", "steps covered"] and (df["steps covered"] == 1).all()
     assert len(df.columns) == 2 + len(KINDS) * len(METRICS)
-    assert not [c for c in df.columns if "see allocator.engine" in c]      # every metric has its unit
+    assert not [c for c in df.columns if "see allocator.engine.simulate" in c]      # every metric has its unit
     for kind in KINDS:
         res = results[kind]
         m = res.metrics
@@ -70,7 +70,7 @@ def test_csv_writes_an_idle_gap_as_one_row():
 
 
 def test_every_engine_metric_has_a_unit():
-    from allocator.engine import METRICS
+    from allocator.engine.result import METRICS
     assert set(METRICS) <= set(METRIC_UNITS), set(METRICS) - set(METRIC_UNITS)
 
 
@@ -180,7 +180,7 @@ def test_cli_export_shares_simulate_options():
 
 
 def test_every_export_names_its_scenario(run, tmp_path, capsys):
-    from allocator.viz.exports import scenario_slug, scenario_summary
+    from allocator.viz.export.html import scenario_slug, scenario_summary
     sc, workload, results = run
     text = metrics_csv(results, sc, workload)
     assert text.splitlines()[0] == f"# KV Cache Paging Lab: {scenario_summary(sc, workload)}"
@@ -195,7 +195,8 @@ def test_every_export_names_its_scenario(run, tmp_path, capsys):
 
 
 def test_the_handout_quotes_bytes_per_slot_from_the_capacity_presets(run):
-    from allocator.accounting import PRESETS, format_bytes
+    from allocator.accounting.models import PRESETS
+    from allocator.common.formats import format_bytes
     sc, workload, results = run
     doc = handout_html(sc, results, workload)
     big = PRESETS["llama3-70b"]
@@ -216,7 +217,7 @@ def test_a_pow2_export_is_named_and_summarised_as_pow2(tmp_path, capsys):
     """A pow2 (or buddy, or prefix-cached) export never shares a file name or a summary line with
     the reserve-max export of the same workload (it once did: only workload, pool and block size
     went into the name), and the files it writes say which reservation ran on the left."""
-    from allocator.viz.exports import scenario_slug, scenario_summary
+    from allocator.viz.export.html import scenario_slug, scenario_summary
     base = Scenario()
     variants = [Scenario(policy="pow2"), Scenario(policy="oracle"), Scenario(placement="buddy"),
                 Scenario(policy="pow2", placement="buddy"), Scenario(shared_prefix=256, prefix_caching=True),

@@ -1,10 +1,10 @@
 """Drawing in one place (issue 20, move 3): the maps module owns the slot-state codes and the
-pictures; each state has one name, shared by its code in ``allocator.maps`` and its colour in the
+pictures; each state has one name, shared by its code in ``allocator.viz.maps`` and its colour in the
 palette (``allocator.viz.theme``)."""
 import numpy as np
 import pytest
 
-from allocator import maps
+from allocator.viz import maps
 from allocator.viz import theme
 
 
@@ -20,8 +20,10 @@ def test_every_drawn_state_has_one_name_from_code_to_colour():
 
 
 def test_slot_states_draws_a_recorded_step_and_names_the_field_when_it_cannot():
-    from allocator import PagedAllocator, Request, Workload, simulate
-    from allocator.validate import FieldError
+    from allocator.memory.paged import PagedAllocator
+    from allocator.workloads.requests import Request, Workload
+    from allocator.engine.simulate import simulate
+    from allocator.common.errors import FieldError
 
     w = Workload("two", (Request(1, 5, 3, 0), Request(2, 20, 2, 0)), max_new_tokens=10)
     res = simulate(w, PagedAllocator(40, 8))                     # 5 blocks of 8, no remainder
@@ -41,7 +43,9 @@ def test_slot_states_draws_a_recorded_step_and_names_the_field_when_it_cannot():
 
 
 def test_empty_picture_draws_the_remainder_as_a_hole():
-    from allocator import PagedAllocator, Request, Workload, simulate
+    from allocator.memory.paged import PagedAllocator
+    from allocator.workloads.requests import Request, Workload
+    from allocator.engine.simulate import simulate
 
     res = simulate(Workload("one", (Request(1, 5, 1, 0),), max_new_tokens=4), PagedAllocator(42, 8))
     _, state = maps.empty_picture(res)

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from allocator.block_hash import prefix_block_keys
-from allocator.mooncake import (MOONCAKE_TRACE, TRACE_BLOCK, load_mooncake, mooncake_workload, prompt_token_ids,
-                                shipped_mooncake)
-from allocator.validate import FieldError
+from allocator.memory.block_hash import prefix_block_keys
+from allocator.workloads.mooncake import (MOONCAKE_TRACE, TRACE_BLOCK, load_mooncake, mooncake_workload,
+                                          prompt_token_ids, shipped_mooncake)
+from allocator.common.errors import FieldError
 
 GOOD = [{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]},
         {"timestamp": 250, "input_length": 1100, "output_length": 7, "hash_ids": [0, 1, 2]}]

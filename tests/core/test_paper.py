@@ -5,12 +5,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.allocators import ReserveMaxAllocator
-from allocator.buddy import BuddyBlocks, next_pow2, output_estimate, reservation_blocks
-from allocator.engine import simulate
-from allocator.sharegpt import sharegpt_lengths, sharegpt_workload
-from allocator.validate import FieldError
-from allocator.workload import Request, Workload
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.memory.buddy import BuddyBlocks, next_pow2, output_estimate, reservation_blocks
+from allocator.engine.simulate import simulate
+from allocator.workloads.sharegpt import sharegpt_lengths, sharegpt_workload
+from allocator.common.errors import FieldError
+from allocator.workloads.requests import Request, Workload
 
 
 # --- the workload ---------------------------------------------------------------------------------
@@ -187,9 +187,9 @@ def test_the_paper_rate_ranges_are_never_attributed_to_opt13b_alone():
 
 
 def test_paper_comparison_names_the_models_of_the_range():
-    from allocator.throughput import rate_sweep
-    from allocator.timing import cost_model
-    from allocator.viz.claims import paper_comparison
+    from allocator.studies.rate_sweep import rate_sweep
+    from allocator.cost.roofline import cost_model
+    from allocator.viz.claims.throughput import paper_comparison
 
     sweep = rate_sweep(cost_model("a100-40gb", "opt-13b"), (0.5, 1.0), requests=60)
     paper = paper_comparison(sweep)["paper"]
@@ -200,7 +200,7 @@ def test_paper_comparison_names_the_models_of_the_range():
 def test_buddy_rounding_is_drawn_as_allocated_and_empty():
     """The map shows a buddy reservation as what it is: the request's tokens, then orange (EMPTY)
     for the rest of its power-of-two run, rounding included."""
-    from allocator.maps import EMPTY, TOKEN, slot_states
+    from allocator.viz.maps import EMPTY, TOKEN, slot_states
 
     w = Workload("t", (Request(1, 100, 300, 0),), 2048)      # oracle: 25 blocks -> a 32-block run
     res = simulate(w, ReserveMaxAllocator(2048, 2048, "oracle", placement="buddy"))
@@ -214,7 +214,7 @@ def test_buddy_rounding_is_drawn_as_allocated_and_empty():
 
 
 def test_scenario_and_cli_take_the_buddy_placement():
-    from allocator.scenario import Scenario, run_scenario
+    from allocator.engine.scenario import Scenario, run_scenario
 
     sc = Scenario(workload="sharegpt-opt", policy="oracle", placement="buddy", count=30)
     res = run_scenario(sc, record_snapshots=False)
@@ -234,7 +234,7 @@ def test_cli_paper_replication_json_carries_paper_and_ours(capsys, monkeypatch):
 
     import allocator.cli.paper as cli_paper
     from allocator.__main__ import main
-    from allocator.paper import PAPER_FIGURES, replication_for
+    from allocator.studies.paper import PAPER_FIGURES, replication_for
 
     monkeypatch.setattr(cli_paper, "paper_replication", lambda seed=0: replication_for(seed))
     assert main(["paper-replication", "--json"]) == 0
@@ -258,7 +258,7 @@ def test_cli_paper_replication_json_carries_paper_and_ours(capsys, monkeypatch):
 def test_stop_s_cuts_a_run_at_a_measurement_window():
     import numpy as np
 
-    from allocator.paper import make_system, paper_cost
+    from allocator.studies.paper import make_system, paper_cost
 
     cost = paper_cost()
     w = sharegpt_workload(4.0, 120, seed=3)

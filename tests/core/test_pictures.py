@@ -1,4 +1,4 @@
-"""Pool pictures within their memory budget (``allocator.engine_run.Pictures``, issue 24).
+"""Pool pictures within their memory budget (``allocator.engine.loop.Pictures``, issue 24).
 
 The thinning keeps the same steps however it is computed: each picture's size counted once and
 remembered, a picture sized before it is built and not built when the thinning would drop it at
@@ -12,9 +12,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator import PagedAllocator, engine_run, simulate
-from allocator.engine_run import Pictures, _snapshot_bytes
-from allocator.mooncake import mooncake_workload, shipped_mooncake
+from allocator.memory.paged import PagedAllocator
+from allocator.engine import loop as engine_run
+from allocator.engine.simulate import simulate
+from allocator.engine.loop import Pictures, _snapshot_bytes
+from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
 from tests.tools.engine_digest import picture_as_tuples
 
 

@@ -6,9 +6,9 @@ import json
 import subprocess
 import sys
 
-from allocator.allocators import MAX_POOL_SLOTS
-from allocator.limits import LIMITS, check_pool_blocks
-from allocator.validate import FieldError
+from allocator.common.limits import MAX_POOL_SLOTS
+from allocator.common.limits import LIMITS, check_pool_blocks
+from allocator.common.errors import FieldError
 from tests.conftest import ROOT
 
 

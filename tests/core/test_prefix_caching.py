@@ -1,7 +1,7 @@
 """Prefix caching inside the engine (issue 15): hand-worked runs, the pool's invariants on random
 traces with shared prefixes, and an independent count of the hits an unbounded cache must find.
 
-Conventions checked here (``allocator.allocators.PagedAllocator``): only full prompt blocks are
+Conventions checked here (``allocator.memory.allocators.PagedAllocator``): only full prompt blocks are
 keyed, a key covers its block and every token before it, the block holding the prompt's last
 token is always computed, a finished sequence's keyed blocks stay findable until the free queue
 hands them out again (an eviction), and the hit rate counts each prompt once, at its first
@@ -14,12 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.allocators import PagedAllocator, ReserveMaxAllocator
-from allocator.engine import simulate
-from allocator.mathutils import cdiv
-from allocator.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture
-from allocator.scenario import run_both
-from allocator.workload import Request, Workload
+from allocator.memory.paged import PagedAllocator
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.engine.simulate import simulate
+from allocator.common.mathutils import cdiv
+from allocator.viz.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture
+from allocator.engine.scenario import run_both
+from allocator.workloads.requests import Request, Workload
 from tests.tools.engine_digest import picture_as_tuples
 
 
@@ -212,10 +213,10 @@ def test_the_reference_count_itself_on_the_hand_trace():
 
 @pytest.mark.parametrize("bad", [0, -1, 2 ** 26 + 1])
 def test_a_bad_pool_for_a_trace_replay_is_named(bad):
-    """The one pool range (allocator.limits): at most 2**30 slots, so 2**26 blocks of 16."""
-    from allocator.mooncake import mooncake_workload, shipped_mooncake
-    from allocator.prefix_cache import run
-    from allocator.validate import FieldError
+    """The one pool range (allocator.common.limits): at most 2**30 slots, so 2**26 blocks of 16."""
+    from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
+    from allocator.studies.prefix_cache import run
+    from allocator.common.errors import FieldError
 
     wl = mooncake_workload(shipped_mooncake(), count=3)
     with pytest.raises(FieldError, match="pool_blocks") as err:
@@ -228,8 +229,8 @@ def test_a_pool_of_2_to_the_30_slots_costs_what_it_holds():
     used, not the pool's 2**26 blocks (a per-block list of that many entries alone is 512 MiB)."""
     import tracemalloc
 
-    from allocator.mooncake import mooncake_workload, shipped_mooncake
-    from allocator.prefix_cache import run
+    from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
+    from allocator.studies.prefix_cache import run
 
     wl = mooncake_workload(shipped_mooncake(), count=20)
     small = run(wl, 16, 2 ** 16).summary

@@ -18,8 +18,8 @@ import sys
 import numpy as np
 import pytest
 
-from allocator import prefix_cache
-from allocator.mooncake import MOONCAKE_TRACE, mooncake_workload, shipped_mooncake
+from allocator.studies import prefix_cache
+from allocator.workloads.mooncake import MOONCAKE_TRACE, mooncake_workload, shipped_mooncake
 from tests.conftest import ROOT
 
 BLOCK = 512
@@ -170,7 +170,7 @@ def test_trace_block_keys_match_exactly_where_hashed_tokens_match(trace, block):
     """The trace's chained-id keys (no hashing) and the hashed token keys pair one to one over a
     window's full blocks: two blocks share a key under one scheme exactly when they do under the
     other (same tokens up to and including the block, assets/reference_figures.md R8)."""
-    from allocator.block_hash import prefix_block_keys
+    from allocator.memory.block_hash import prefix_block_keys
 
     prompts = mooncake_workload(trace, offset=2000, count=300 if block >= 16 else 60).prompts
     ids = sorted(prompts._ids)
@@ -190,8 +190,10 @@ def test_the_array_pool_and_trace_keys_give_the_list_pool_and_hashed_tokens_run_
     equal, on a pool small enough to evict, pictures included."""
     import dataclasses
 
-    from allocator import BlockPool, PagedAllocator, simulate
-    from allocator.array_pool import ArrayBlockPool
+    from allocator.memory.block_pool import BlockPool
+    from allocator.memory.paged import PagedAllocator
+    from allocator.engine.simulate import simulate
+    from allocator.memory.array_pool import ArrayBlockPool
     from tests.tools.engine_digest import digest, picture_as_tuples
 
     wl = mooncake_workload(trace, offset=300, count=150)

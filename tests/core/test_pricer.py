@@ -3,8 +3,8 @@ model's own ``step_seconds``: the loop calls the plain function, the pages and C
 computed the long way, and the two must never drift apart."""
 from hypothesis import given, settings, strategies as st
 
-from allocator.timing import GPUS, TIMED_MODELS, cost_model
-from allocator.validate import FieldError
+from allocator.cost.roofline import GPUS, TIMED_MODELS, cost_model
+from allocator.common.errors import FieldError
 
 import pytest
 

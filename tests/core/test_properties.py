@@ -9,9 +9,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator import PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
-from allocator.maps import slot_states
-from allocator.mathutils import cdiv
+from allocator.memory.paged import PagedAllocator
+from allocator.workloads.requests import Request, Workload
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.engine.simulate import simulate
+from allocator.viz.maps import slot_states
+from allocator.common.mathutils import cdiv
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-import allocator.engine_run as engine_run
-from allocator import PagedAllocator, ReserveMaxAllocator, simulate
-from allocator.engine_classroom import ClassroomScheduler
-from allocator.timing import cost_model
-from allocator.workload import Request, Workload
+import allocator.engine.loop as engine_run
+from allocator.memory.paged import PagedAllocator
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.engine.simulate import simulate
+from allocator.engine.classroom import ClassroomScheduler
+from allocator.cost.roofline import cost_model
+from allocator.workloads.requests import Request, Workload
 
 MAX_NEW = 64
 

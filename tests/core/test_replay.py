@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from allocator.__main__ import main
-from allocator.calibration import (CALIBRATED, REPLAY_GPUS, CalibratedCost, Efficiency, fit_efficiency, gpu_for,
-                                   kv_pool_blocks, model_for)
-from allocator.replay import held_out_check, replay
-from allocator.validate import FieldError
-from allocator.vllm_run import SHIPPED_RUN, load_run
+from allocator.cost.calibration import (CALIBRATED, REPLAY_GPUS, CalibratedCost, Efficiency, fit_efficiency,
+                                        gpu_for, kv_pool_blocks, model_for)
+from allocator.studies.vllm_replay import held_out_check, replay
+from allocator.common.errors import FieldError
+from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator import PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
-from allocator.shares import SHARES, memory_shares, share_arrays
-from allocator.scenario import Scenario, run_scenario
+from allocator.memory.paged import PagedAllocator
+from allocator.workloads.requests import Request, Workload
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.engine.simulate import simulate
+from allocator.engine.shares import SHARES, memory_shares, share_arrays
+from allocator.engine.scenario import Scenario, run_scenario
 
 
 @st.composite

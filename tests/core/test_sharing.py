@@ -9,11 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator import DUPLICATE, EMPTY, HOLE, SHARED, TOKEN, PagedAllocator, Request, ReserveMaxAllocator, Workload, simulate
+from allocator.viz.maps import DUPLICATE, EMPTY, HOLE, SHARED, TOKEN
+from allocator.memory.paged import PagedAllocator
+from allocator.workloads.requests import Request, Workload
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.engine.simulate import simulate
 from allocator.__main__ import main
-from allocator.accounting import prefix_sharing
-from allocator.maps import slot_states
-from allocator.workload import classroom_40, with_shared_prefix
+from allocator.accounting.sharing import prefix_sharing
+from allocator.viz.maps import slot_states
+from allocator.workloads.requests import classroom_40, with_shared_prefix
 
 
 def r3_pair():

@@ -15,13 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator.__main__ import main as cli_main
-from allocator.scenario import SWEEP_BLOCK_SIZES, Scenario, block_size_sweep, build_workload, run_both
-from allocator.viz.charts import explainer_figure, for_projector, sweep_figure
-from allocator.viz.claims import reservation_name, reveal
+from allocator.engine.scenario import SWEEP_BLOCK_SIZES, Scenario, block_size_sweep, build_workload, run_both
+from allocator.viz.explainer_chart import explainer_figure, for_projector
+from allocator.viz.sweep_chart import sweep_figure
+from allocator.viz.claims.explainer import reservation_name, reveal
 from allocator.viz.lesson import STEPS
-from allocator.viz.site import lesson_applies, markdown_html, site_bytes, site_zip, sweep_marker, with_marker
-from allocator.viz.sitecodec import (PAD, decode_frames, decode_runs, encode_frames, encode_runs, plain_frames,
-                                     pool_refs, resolve_refs)
+from allocator.viz.export.site import lesson_applies, markdown_html, site_bytes, site_zip, sweep_marker, with_marker
+from allocator.viz.export.sitecodec import (PAD, decode_frames, decode_runs, encode_frames, encode_runs,
+                                            plain_frames, pool_refs, resolve_refs)
 
 
 # ------------------------------------------------------------------------------ encodings
@@ -110,7 +111,7 @@ def test_markdown_html_escapes_before_it_formats():
 
 
 def test_a_trace_file_name_reaches_the_site_only_escaped(tmp_path):
-    from allocator.viz.site import attribution_html
+    from allocator.viz.export.site import attribution_html
     sc = Scenario(workload="upload", trace_name='<img src=x onerror="alert(1)">.csv', trace_bytes=b"x")
     out = attribution_html(sc)
     assert "<img" not in out and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;.csv" in out
@@ -171,8 +172,8 @@ def test_each_lesson_step_shows_its_scenario_and_reveals_from_that_run(data, def
 
 
 def test_the_details_table_at_each_cost_is_put_back_exactly(data, default_run):
-    from allocator.viz.claims import details_rows
-    from allocator.viz.site import join_rows
+    from allocator.viz.claims.explainer import details_rows
+    from allocator.viz.export.site import join_rows
     _, _, results = default_run
     split = data["details"]["main"]["16"]
     assert len(split["vary"]) == 1                                   # only the cost row changes with c

@@ -32,7 +32,8 @@ def _probe(argv: list[str]) -> dict:
 
 def test_import_allocator_loads_nothing_until_used():
     code = ("import sys, allocator; before = sorted(m for m in sys.modules if m.startswith('allocator.'));"
-            "from allocator import simulate, classroom_40, PagedAllocator;"
+            "from allocator.engine.simulate import simulate; from allocator.workloads.requests import classroom_40;"
+            "from allocator.memory.paged import PagedAllocator;"
             "print(before, simulate(classroom_40(), PagedAllocator(2048, 16)).summary['steps'], 'numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

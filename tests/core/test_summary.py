@@ -1,5 +1,5 @@
-"""The typed run summary (allocator.summary), the metric-name registry (allocator.metric_names),
-the one formatter module (allocator.formats) and the scenario's workload kinds."""
+"""The typed run summary (allocator.engine.summary), the metric-name registry (allocator.common.metric_names),
+the one formatter module (allocator.common.formats) and the scenario's workload kinds."""
 from __future__ import annotations
 
 import json
@@ -7,12 +7,15 @@ from dataclasses import fields
 
 import pytest
 
-from allocator import PagedAllocator, ReserveMaxAllocator, classroom_40, simulate
-from allocator.formats import format_bytes, format_bytes_decimal, pct, pct_fixed, plural, rate, ratio, seconds
-from allocator.metric_names import STEP_UNITS, SUMMARY_METRICS
-from allocator.scenario import Scenario, SweepRow, block_size_sweep, workload_kind
-from allocator.summary import PREFIX_FIELDS, RunSummary
-from allocator.validate import FieldError
+from allocator.memory.paged import PagedAllocator
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.workloads.requests import classroom_40
+from allocator.engine.simulate import simulate
+from allocator.common.formats import format_bytes, format_bytes_decimal, pct, pct_fixed, plural, rate, ratio, seconds
+from allocator.common.metric_names import STEP_UNITS, SUMMARY_METRICS
+from allocator.engine.scenario import Scenario, SweepRow, block_size_sweep, workload_kind
+from allocator.engine.summary import PREFIX_FIELDS, RunSummary
+from allocator.common.errors import FieldError
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +59,7 @@ def test_every_figure_has_one_name_unit_and_meaning():
 
 
 def test_the_cards_and_the_details_table_read_the_registry(runs):
-    from allocator.viz.claims import details_rows, headline
+    from allocator.viz.claims.explainer import details_rows, headline
     results = {"reserve_max": runs["rm"], "paged": runs["paged"]}
     cards = [c["label"] for c in headline(results)["paged"]["cards"]]
     assert cards == [SUMMARY_METRICS[k].label for k in ("mean_running_busy", "mean_utilization_busy", "steps")]
@@ -66,7 +69,7 @@ def test_the_cards_and_the_details_table_read_the_registry(runs):
 
 
 def test_every_engine_metric_has_a_unit():
-    from allocator.engine import METRICS
+    from allocator.engine.result import METRICS
     assert set(METRICS) <= set(STEP_UNITS)
 
 
@@ -123,6 +126,6 @@ def test_the_cli_names_each_figure_as_the_screen_does(capsys):
 
 def test_durations_side_by_side_are_written_alike():
     """Seconds keep fixed decimals: a card reading "31.0 s" beside "30.6 s", never "31 s"."""
-    from allocator.formats import seconds
+    from allocator.common.formats import seconds
     assert [seconds(x) for x in (30.98, 30.61, 1.5, 0.0213, 16_600.4)] == [
         "31.0 s", "30.6 s", "1.50 s", "21.3 ms", "16,600 s"]

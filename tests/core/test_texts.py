@@ -1,7 +1,7 @@
 """Explanations given in several places say the same thing, and say what the core does."""
-from allocator.block_manager import BlockManager
+from allocator.memory.block_manager import BlockManager
 from allocator.viz import texts
-from pages._ui.guided import CHALLENGES
+from allocator.viz.lesson import CHALLENGES
 
 
 def _order(text: str, *phrases: str) -> list[int]:

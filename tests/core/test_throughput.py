@@ -1,20 +1,23 @@
-"""The request-rate sweep (allocator.throughput): Poisson workloads, sustained rates, the
+"""The request-rate sweep (allocator.studies.rate_sweep): Poisson workloads, sustained rates, the
 paper's four allocators on the Azure slice."""
 import math
 
 import numpy as np
 import pytest
 
-from allocator import PagedAllocator, simulate
+from allocator.memory.paged import PagedAllocator
+from allocator.engine.simulate import simulate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.throughput import (INTERPOLATION_SPAN, PAPER, POLICIES, RateSweep, parse_rates, poisson_workload,
-                                  rate_ratio, rate_sweep, sustained_rate, sustained_short, unloaded_latency)
-from allocator.timing import cost_model, price
-from allocator.trace import shipped_trace
-from allocator.validate import FieldError
-from allocator.workload import Workload
+from allocator.studies.sustained import INTERPOLATION_SPAN, rate_ratio, sustained_rate, sustained_short
+from allocator.studies.rate_sweep import PAPER, POLICIES, RateSweep, parse_rates, rate_sweep, unloaded_latency
+from allocator.workloads.poisson import poisson_workload
+from allocator.cost.roofline import cost_model
+from allocator.cost.timing import price
+from allocator.workloads.trace import shipped_trace
+from allocator.common.errors import FieldError
+from allocator.workloads.requests import Workload
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +221,7 @@ def test_sweep_rejects_bad_settings(a100):
 def test_reservation_sizes_of_the_three_baselines():
     """Prompt 50 with a cap of 600: max reserves 50 + 600; pow2 50 + 512 for a 300-token answer and
     50 + 600 (the cap, not 1,024) for a 513-token one; oracle exactly 50 + the answer."""
-    from allocator import ReserveMaxAllocator
+    from allocator.memory.reserve_max import ReserveMaxAllocator
 
     assert ReserveMaxAllocator(4096, 600, "max").reservation(50, 300) == 650
     pow2 = ReserveMaxAllocator(4096, 600, "pow2")

@@ -7,8 +7,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 
 import numpy as np
 
-from allocator.throughput import rate_sweep
-from allocator.timing import cost_model
+from allocator.studies.rate_sweep import rate_sweep
+from allocator.cost.roofline import cost_model
 
 
 def _same(a, b) -> None:

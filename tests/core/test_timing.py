@@ -1,4 +1,4 @@
-"""The cost model (allocator.timing): every term against a hand calculation, and what a run's
+"""The cost model (allocator.cost.timing): every term against a hand calculation, and what a run's
 seconds must satisfy (issue 14's acceptance tests).
 
 Figures used by hand: OPT-13B has 12,853,473,280 parameters (fp16: 25,706,946,560 bytes of
@@ -10,14 +10,17 @@ A100 40GB preset has 312e12 FLOP/s, 1.555e12 bytes/s of HBM, 32e9 bytes/s of PCI
 import numpy as np
 import pytest
 
-from allocator import PagedAllocator, ReserveMaxAllocator, simulate
+from allocator.memory.paged import PagedAllocator
+from allocator.memory.reserve_max import ReserveMaxAllocator
+from allocator.engine.simulate import simulate
 from allocator import accounting as acc
-from allocator.scenario import Scenario, run_scenario
-from allocator.timing import (GPUS, TIMED_MODELS, CostModel, attention_flops, breakdown, cost_model, gpu_preset,
-                              kv_bytes, linear_flops, min_gpus, price, timed_model, transfers_per_block,
-                              weight_bytes)
-from allocator.validate import FieldError
-from allocator.workload import Request, Workload
+from allocator.engine.scenario import Scenario, run_scenario
+from allocator.cost.roofline import (GPUS, TIMED_MODELS, CostModel, attention_flops, cost_model, gpu_preset,
+                                     kv_bytes, linear_flops, min_gpus, timed_model, transfers_per_block,
+                                     weight_bytes)
+from allocator.cost.timing import breakdown, price
+from allocator.common.errors import FieldError
+from allocator.workloads.requests import Request, Workload
 
 P = 12_853_473_280            # OPT-13B parameters
 W = 2 * P                     # its fp16 weights (bytes)

@@ -4,8 +4,8 @@ import json
 import pytest
 
 from allocator.__main__ import main
-from allocator.trace import AZURE_TRACE, load_trace, shipped_trace, trace_workload
-from allocator.scenario import Scenario, run_scenario
+from allocator.workloads.trace import AZURE_TRACE, load_trace, shipped_trace, trace_workload
+from allocator.engine.scenario import Scenario, run_scenario
 
 
 def test_shipped_trace_loads():

@@ -1,7 +1,7 @@
-"""kernels.sweep.kept_sweeps: the page's look-only view of the shared sweep cache (every seed kept,
+"""kernels.sweep.run.kept_sweeps: the page's look-only view of the shared sweep cache (every seed kept,
 only the settings asked for, nothing run)."""
-from kernels import sweep as ks
-from kernels.sweep_data import SweepShape
+from kernels.sweep import run as ks
+from kernels.sweep.data import SweepShape
 
 
 def test_kept_sweeps_lists_every_seed_of_these_settings_and_nothing_else(monkeypatch):

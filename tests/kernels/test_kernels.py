@@ -11,11 +11,13 @@ import json
 import pytest
 import torch
 
-import kernels
-from kernels import (make_contiguous, make_paged_inputs, paged_attention, paged_attention_reference,
-                     paged_attention_torch, paged_attention_triton, validate_inputs)
-from kernels.paged_attention import page_tokens
-from kernels.sweep import TINY_SHAPE, SweepResult, SweepShape, load_recorded, main, sweep
+from kernels.attention.backend import detect
+from kernels.attention.inputs import make_contiguous, make_paged_inputs, page_tokens
+from kernels.attention.paged_attention import (check_correctness, paged_attention, paged_attention_reference,
+                                               paged_attention_torch, paged_attention_triton)
+from kernels.attention.validation import validate_inputs
+from kernels.sweep.data import TINY_SHAPE, SweepResult, SweepShape, load_recorded
+from kernels.sweep.run import main, sweep
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -88,21 +90,21 @@ def test_contiguous_baseline_is_the_same_tokens():
 
 def test_dispatch_and_check():
     inp = make_paged_inputs([9], 4, 2, head_dim=16, block_size=4, seed=1)
-    for name in ("torch-cpu", kernels.detect("check").name):
+    for name in ("torch-cpu", detect("check").name):
         assert torch.isfinite(paged_attention(*inp.args, backend=name)).all()
     with pytest.raises(ValueError, match="backend"):
         paged_attention(*inp.args, backend="tpu")
-    res = kernels.check_correctness()
-    assert res["passed"] and res["backend"] == kernels.detect("check").name
+    res = check_correctness()
+    assert res["passed"] and res["backend"] == detect("check").name
 
 
 @pytest.mark.skipif(CUDA, reason="CPU-only expectations")
 def test_detect_on_cpu():
-    assert kernels.detect("sweep").name == "torch-cpu"
-    assert kernels.detect("check").name == "triton-interpreter"
-    assert "interpreter" in kernels.detect("check").reason
+    assert detect("sweep").name == "torch-cpu"
+    assert detect("check").name == "triton-interpreter"
+    assert "interpreter" in detect("check").reason
     with pytest.raises(ValueError, match="purpose"):
-        kernels.detect("train")
+        detect("train")
 
 
 # ---------------------------------------------------------------- validation (each error)
@@ -159,11 +161,11 @@ def test_validation_errors_name_the_field(over, field):
 def test_bad_input_is_the_cores_field_error(tmp_path):
     """kernels/ raises the core's FieldError (a ValueError): ``.field`` names the input, so a page
     or a CLI never reads the message to know what was wrong; a refused run writes nothing."""
-    from allocator.validate import FieldError
+    from allocator.common.errors import FieldError
     from kernels import gpu_check
-    from kernels.errors import FieldError as KernelsFieldError
-    from kernels.stats import pair_stats
-    from kernels.triton_kernels import choose_config
+    from allocator.common.errors import FieldError as KernelsFieldError
+    from kernels.sweep.stats import pair_stats
+    from kernels.attention.triton_kernels import choose_config
     assert KernelsFieldError is FieldError                  # numpy is here: the core's own class
 
     def field(fn, *a, **k) -> str:
@@ -184,7 +186,7 @@ def test_bad_input_is_the_cores_field_error(tmp_path):
     assert field(SweepShape(1, 8, 4, 2, 16, dtype="int8").validate) == "dtype"
     assert field(pair_stats, [1.0], [1.0, 2.0]) == "b_s"
     assert field(pair_stats, [1.0, 0.0], [1.0, 2.0]) == "a_s"
-    assert field(kernels.detect, "train") == "purpose"
+    assert field(detect, "train") == "purpose"
     assert field(choose_config, 1, 1, 10, 64, tile=24) == "tile"
     assert field(gpu_check.run, tmp_path, dry=True, samples=2) == "samples"
     assert field(gpu_check.run, tmp_path, dry=True, budget_s=float("nan")) == "budget_s"
@@ -271,7 +273,7 @@ def test_cli_bad_input_is_one_line(capsys):
 
 
 def test_bench_section_runs_tiny(capsys):
-    from kernels.bench import bench_kernels
+    from kernels.sweep.bench import bench_kernels
     from tests.tools.bench import kernel_page_seconds
     met = bench_kernels(full=False, page_seconds=kernel_page_seconds)
     assert len(met) == 7 and met[0] and met[5] and met[6]   # check passes; second ask cached; paged == contiguous

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 import kernels  # noqa: F401  (interpreter on CPU)
-from kernels.paged_attention import (TABLE_COLUMN_MULTIPLE, contiguous_attention_triton, launch_config,
-                                     make_paged_inputs, paged_attention_reference, paged_attention_triton)
+from kernels.attention.inputs import TABLE_COLUMN_MULTIPLE, make_paged_inputs
+from kernels.attention.paged_attention import (contiguous_attention_triton, launch_config,
+                                               paged_attention_reference, paged_attention_triton)
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA = torch.cuda.is_available()
@@ -80,7 +81,7 @@ def test_contiguous_kernel_validates_its_inputs():
 
 
 def test_launch_plan_contiguous_has_no_table_and_the_same_launch():
-    from kernels.paged_attention import meta_plan
+    from kernels.attention.paged_attention import meta_plan
     paged = meta_plan(64, 4096, 32, 8, 128, torch.bfloat16, 16)
     contig = meta_plan(64, 4096, 32, 8, 128, torch.bfloat16, None)
     assert [p.kernel for p in paged] == [c.kernel for c in contig] == ["split_kv", "reduce_splits"]
@@ -173,7 +174,7 @@ def test_gpu_check_targets_are_reported_not_asserted():
 # ---------------------------------------------------------------- the prediction
 
 def test_occupancy_by_hand():
-    from kernels.predict import occupancy
+    from kernels.sweep.predict import occupancy
     # 124 registers -> 128 per thread = 4,096 per warp, x 4 warps = 16,384: 4 programs by registers;
     # 71,680 + 1,024 bytes of shared memory: 228 KiB / 72,704 = 3 programs -> shared memory decides
     assert occupancy(124, 4, 71680) == (3, "shared memory")
@@ -185,7 +186,7 @@ def test_occupancy_by_hand():
 
 def test_prediction_from_the_shipped_record():
     from kernels.compile_check import load_report
-    from kernels.predict import H200, prediction_table
+    from kernels.sweep.predict import H200, prediction_table
     rep = load_report(ROOT / "assets" / "kernel_compile_sm90.json")
     rows = prediction_table(rep, 64, 4096)
     assert [r["block_size"] for r in rows] == [None, 1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -205,7 +206,7 @@ def test_prediction_from_the_shipped_record():
 # ---------------------------------------------------------------- shared between sessions
 
 def test_shared_sweep_runs_identical_work_once(monkeypatch):
-    import kernels.sweep as ks
+    import kernels.sweep.run as ks
     calls = []
     gate = threading.Event()
     fake = ks.SweepResult(rows=[], meta={"backend": "torch-cpu"})
@@ -238,7 +239,9 @@ def test_shared_sweep_runs_identical_work_once(monkeypatch):
 
 
 def test_sweep_budget_chooses_repeats_and_meets_its_estimate():
-    from kernels.sweep import TINY_SHAPE, choose_repeats, sweep
+    from kernels.sweep.data import TINY_SHAPE
+    from kernels.sweep.plan import choose_repeats
+    from kernels.sweep.run import sweep
     # 9 block sizes, 0.2 s paging + pairs of 0.3 s, 45 s budget, 1 s spent: (44 / 9 - 0.2) // 0.3 - 1 = 14
     n, est = choose_repeats(45, 1.0, 9, 0.2, 0.3)
     assert n == 14 and est == pytest.approx(1.0 + 9 * (0.2 + 15 * 0.3))
@@ -260,16 +263,16 @@ def test_gpu_check_imports_without_numpy():
         "    return real(name, *a, **k)\n"
         "builtins.__import__ = guard\n"
         "import torch\n"
-        "import kernels.gpu_check, kernels.predict\n"
-        "from kernels.paged_attention import make_paged_inputs, paged_attention_reference, launch_config\n"
+        "import kernels.gpu_check, kernels.sweep.predict\n"
+        "from kernels.attention.paged_attention import make_paged_inputs, paged_attention_reference, launch_config\n"
         "from kernels.gpu_check import sdpa_decode\n"
-        "import kernels.sweep as sweep\n"
-        "st = sweep.pair_stats([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])\n"
+        "import kernels.sweep.stats as stats\n"
+        "st = stats.pair_stats([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])\n"
         "assert st['overhead'] == 2.0 and st['verdict'] == 'slower', st\n"
-        "from kernels.errors import FieldError\n"                  # the core's own (allocator.errors: no numpy)
-        "from allocator.errors import FieldError as CoreFieldError\n"
+        "from kernels.errors import FieldError\n"                  # the core's own (allocator.common.errors: no numpy)
+        "from allocator.common.errors import FieldError as CoreFieldError\n"
         "assert FieldError is CoreFieldError\n"
-        "try:\n    sweep.pair_stats([1.0], [1.0, 2.0])\n    raise SystemExit('no error')\n"
+        "try:\n    stats.pair_stats([1.0], [1.0, 2.0])\n    raise SystemExit('no error')\n"
         "except FieldError as e:\n"
         "    assert isinstance(e, ValueError) and e.field == 'b_s' and str(e).startswith('paired timings must')\n"
         "    assert e.reworded('timings').startswith('timings must'), e\n"
@@ -285,8 +288,9 @@ def test_gpu_check_imports_without_numpy():
 
 
 def test_recorded_gpu_check_file_is_read_and_a_dry_run_is_not(tmp_path):
-    from kernels.sweep import TINY_SHAPE, load_recorded, sweep
-    from kernels.figures import latency_figure
+    from kernels.sweep.data import TINY_SHAPE, load_recorded
+    from kernels.sweep.run import sweep
+    from kernels.sweep.figures import latency_figure
     res = sweep((1, 16), TINY_SHAPE, "torch-cpu", repeats=3)      # rows in gpu_check's layout, plus SDPA
     part = {"meta": dict(res.meta, backend="cuda", device="NVIDIA H200", date="2026-12-01T10:00:00+00:00",
                          versions={"torch": "2.11.0", "triton": "3.6.0", "cuda": "12.8"}),
@@ -303,14 +307,15 @@ def test_recorded_gpu_check_file_is_read_and_a_dry_run_is_not(tmp_path):
 
 
 def test_a_budgeted_sweep_stops_at_the_hard_limit(monkeypatch):
-    import kernels.sweep as ks
+    import kernels.sweep.run as ks
+    from kernels.sweep.data import TINY_SHAPE
     monkeypatch.setattr(ks, "HARD_LIMIT_S", 0.0)            # a machine far slower than estimated
-    res = ks.sweep((1, 16, 256), ks.TINY_SHAPE, "torch-cpu", repeats=None)
+    res = ks.sweep((1, 16, 256), TINY_SHAPE, "torch-cpu", repeats=None)
     assert [r["block_size"] for r in res.rows] == [1] and res.meta["skipped"] == [16, 256]
     assert res.meta["estimate_s"] == 0.0 and res.meta["estimate_is_bound"]     # it states the limit at most
     assert any("stopped to keep to the 0 s it stated" in w and "block sizes 16, 256 not measured" in w
                for w in res.meta["warnings"])
     assert res.rows[0]["pairs"] == 3                         # the minimum is always timed
     assert any("fewer timed pairs than planned" in w and "block size 1 (3 of 15)" in w for w in res.meta["warnings"])
-    fixed = ks.sweep((1, 16), ks.TINY_SHAPE, "torch-cpu", repeats=3)   # an explicit count is never cut
+    fixed = ks.sweep((1, 16), TINY_SHAPE, "torch-cpu", repeats=3)   # an explicit count is never cut
     assert [r["block_size"] for r in fixed.rows] == [1, 16] and fixed.meta["skipped"] == []

@@ -16,10 +16,12 @@ import pytest
 import torch
 
 import kernels  # noqa: F401  (interpreter on CPU)
-from kernels.paged_attention import (launch_config, make_paged_inputs, paged_attention_reference,
-                                     paged_attention_torch, paged_attention_triton)
-from kernels.sweep import FASTER, NO_DIFFERENCE, SLOWER, SweepResult, load_recorded, pair_stats, verdict_text
-from kernels.triton_kernels import choose_config, default_tiling, programs_per_sm
+from kernels.attention.paged_attention import (launch_config, paged_attention_reference,
+                                               paged_attention_torch, paged_attention_triton)
+from kernels.attention.inputs import make_paged_inputs
+from kernels.sweep.stats import FASTER, NO_DIFFERENCE, SLOWER, pair_stats, verdict_text
+from kernels.sweep.data import SweepResult, load_recorded
+from kernels.attention.triton_kernels import choose_config, default_tiling, programs_per_sm
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA = torch.cuda.is_available()
@@ -124,7 +126,7 @@ def test_torch_path_ignores_nan_slots_with_a_reused_workspace():
 
 def test_choose_config_on_an_h200():
     # 4 warps, 3 stages, 64-token tiles: 70 KiB of shared memory a program, 3 programs per SM,
-    # 396 slots on 132 SMs (the figures the compile record shows; see kernels.predict)
+    # 396 slots on 132 SMs (the figures the compile record shows; see kernels.sweep.predict)
     assert default_tiling(128) == (64, 4, 3) and default_tiling(128, itemsize=4) == (64, 4, 2)
     assert programs_per_sm(64, 128, 2, 3) == 3
     # 64 x 8 = 512 programs: 1.3 waves unsplit (2 rounds of 4,096 tokens = 8,192 + 2 x 64 fill);
@@ -186,7 +188,8 @@ def test_verdict_text_quotes_the_rows():
 # ---------------------------------------------------------------- recorded results
 
 def _gpu_file(tmp_path: Path) -> Path:
-    from kernels.sweep import TINY_SHAPE, sweep
+    from kernels.sweep.data import TINY_SHAPE
+    from kernels.sweep.run import sweep
     res = sweep(block_sizes=(1, 16), shape=TINY_SHAPE, backend="torch-cpu", repeats=3)
     meta = dict(res.meta, backend="cuda", device="NVIDIA H200")
     path = tmp_path / "kernel_gpu_results.json"

@@ -9,6 +9,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+import kernels.sweep.data
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CUDA = torch.cuda.is_available()
 
@@ -29,7 +31,7 @@ def _text(at: AppTest) -> str:
 @pytest.fixture(autouse=True)
 def _fresh_server_caches(monkeypatch):
     """Each test is a fresh server: nothing checked or swept yet in this process."""
-    import kernels.sweep as ks
+    import kernels.sweep.run as ks
     monkeypatch.setattr(ks, "_CHECKS", {})
     monkeypatch.setattr(ks, "_RESULTS", ks.OrderedDict())
 
@@ -62,9 +64,10 @@ def test_kernel_page_loads_without_running_anything_then_checks_on_demand():
 
 
 def test_kernel_page_shows_the_sm90_compile_record_and_a_labelled_prediction():
-    from kernels import gpu_check, predict
+    from kernels import gpu_check
+    from kernels.sweep import predict
     from kernels.compile_check import facts_text, load_report
-    from kernels.figures import percent_span
+    from kernels.sweep.figures import percent_span
     at = _page()
     text = _text(at)
     assert "**Compiled for H200 / sm_90**" in text
@@ -112,13 +115,13 @@ def test_kernel_page_tiny_sweep():
     shown = [b.value for b in (at.success if live.measurable else at.info)]
     assert live.verdict_text() in shown
     # the two-costs chart draws the live overhead only when it is measurable and read from memory
-    from kernels.figures import drawable
+    from kernels.sweep.figures import drawable
     ok, why = drawable(live)
     if not CUDA:
         assert not ok and "last-level cache" in why         # the tiny shape fits in the CPU's cache
     two_costs = _figure(at, 3)
     assert live.meta["repeats"] == "auto" and live.meta["budget_s"] == 45.0
-    # a budgeted sweep states an upper bound it keeps to, rounded up (kernels/sweep_plan.py)
+    # a budgeted sweep states an upper bound it keeps to, rounded up (kernels/sweep/plan.py)
     assert live.meta["estimate_is_bound"]
     from tests.tools.bench_pages import TOOK_RE                 # make bench reads the same two figures
     shown = [TOOK_RE.search(c.value) for c in at.caption if TOOK_RE.search(c.value)]
@@ -135,13 +138,14 @@ def test_kernel_page_tiny_sweep():
 
 
 def test_noise_is_called_noise_and_not_drawn(monkeypatch):
-    import kernels.sweep as ks
+    import kernels.sweep.run as ks
+    from kernels.sweep.stats import NO_DIFFERENCE
     rows = []
     for bs in ks.DEFAULT_BLOCK_SIZES:   # every interval includes 1.0: noise
         rows.append({"block_size": bs, "paged_s": 0.1, "contiguous_s": 0.1, "paged_ms": 100.0, "contiguous_ms": 100.0,
                      "paged_ms_q1": 95.0, "paged_ms_q3": 105.0, "contiguous_ms_q1": 95.0, "contiguous_ms_q3": 105.0,
                      "overhead": 1.0 + bs / 10_000, "overhead_ci_low": 0.97, "overhead_ci_high": 1.04,
-                     "verdict": ks.NO_DIFFERENCE, "pairs": 15, "paged_GBps": 1.3, "contiguous_GBps": 1.3,
+                     "verdict": NO_DIFFERENCE, "pairs": 15, "paged_GBps": 1.3, "contiguous_GBps": 1.3,
                      "paged_peak_fraction": None, "max_abs_diff": 0.0})
     # the shape of the radio's default on a CPU: the page shows only the sweep of the shape its radio shows
     fake = ks.SweepResult(rows=rows, meta={"backend": "torch-cpu", "device": "CPU: test", "shape": {
@@ -160,7 +164,7 @@ def test_noise_is_called_noise_and_not_drawn(monkeypatch):
 
 
 def test_two_costs_chart_follows_the_explainer_scenario():
-    from allocator.scenario import Scenario
+    from allocator.engine.scenario import Scenario
     at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=60)
     at.session_state["last_good_scenario"] = Scenario(total_slots=4096)
     at.switch_page("pages/kernel.py")
@@ -170,17 +174,18 @@ def test_two_costs_chart_follows_the_explainer_scenario():
 
 
 def test_recorded_gpu_results_are_labelled(monkeypatch):
-    import kernels.sweep as ks
-    fake = ks.sweep(block_sizes=(1, 16), shape=ks.TINY_SHAPE, backend="torch-cpu", repeats=3)
+    import kernels.sweep.run as ks
+    from kernels.sweep.data import TINY_SHAPE
+    fake = ks.sweep(block_sizes=(1, 16), shape=TINY_SHAPE, backend="torch-cpu", repeats=3)
     fake.meta.update(backend="cuda", device="NVIDIA Test GPU", recorded=True, file="kernel_gpu_results.json")
-    monkeypatch.setattr(ks, "load_recorded", lambda: [fake])
+    monkeypatch.setattr(kernels.sweep.data, "load_recorded", lambda: [fake])
     at = _page()
     assert not at.error
     text = _text(at)
     assert "Recorded GPU results" in text and "**Recorded**" in text and "NVIDIA Test GPU" in text
     assert "No GPU measurement is shipped yet" not in text
     if not CUDA:   # the two-costs chart shows the recorded overhead (or says why not) before any live sweep
-        from kernels.figures import drawable
+        from kernels.sweep.figures import drawable
         caption = " ".join(c.value for c in at.caption)
         label = "recorded on NVIDIA Test GPU"
         assert (f"Overhead drawn from: {label}" in caption) == drawable(fake)[0]
@@ -188,7 +193,8 @@ def test_recorded_gpu_results_are_labelled(monkeypatch):
 
 
 def test_recorded_gpu_trend_is_drawn_with_device_and_date(monkeypatch):
-    import kernels.sweep as ks
+    import kernels.sweep.run as ks
+    from kernels.sweep.stats import NO_DIFFERENCE, SLOWER
     rows = []
     for bs in ks.DEFAULT_BLOCK_SIZES:   # a real, measurable trend: small blocks cost more
         over = 1.0 + 0.4 / bs
@@ -196,7 +202,7 @@ def test_recorded_gpu_trend_is_drawn_with_device_and_date(monkeypatch):
         rows.append({"block_size": bs, "paged_s": 1e-3 * over, "contiguous_s": 1e-3, "paged_ms": over,
                      "contiguous_ms": 1.0, "paged_ms_q1": over, "paged_ms_q3": over, "contiguous_ms_q1": 1.0,
                      "contiguous_ms_q3": 1.0, "overhead": over, "overhead_ci_low": lo, "overhead_ci_high": hi,
-                     "verdict": ks.SLOWER if lo > 1 else ks.NO_DIFFERENCE, "pairs": 15, "paged_GBps": 1000 / over,
+                     "verdict": SLOWER if lo > 1 else NO_DIFFERENCE, "pairs": 15, "paged_GBps": 1000 / over,
                      "contiguous_GBps": 1000.0, "paged_peak_fraction": 0.2 / over, "max_abs_diff": 0.0})
     rec = ks.SweepResult(rows=rows, meta={"backend": "cuda", "device": "NVIDIA H200", "date": "2026-12-01T10:00:00+00:00",
                                           "shape": {"num_seqs": 64, "seq_len": 4096, "num_heads": 32, "num_kv_heads": 8,
@@ -206,7 +212,7 @@ def test_recorded_gpu_trend_is_drawn_with_device_and_date(monkeypatch):
                                                      "split_len": 4096},
                                           "versions": {"torch": "2.13.0", "triton": "3.9.0", "cuda": "13.0"},
                                           "warnings": [], "recorded": True, "file": "kernel_gpu_results.json"})
-    monkeypatch.setattr(ks, "load_recorded", lambda: [rec])
+    monkeypatch.setattr(kernels.sweep.data, "load_recorded", lambda: [rec])
     at = _page()
     assert not at.exception and not at.error
     label = "recorded on NVIDIA H200, 64×4096 tokens, 2026-12-01"

@@ -1,11 +1,11 @@
-"""The kernel sweep's time plan (kernels/sweep_plan.py) on a fake clock: the figure a budgeted sweep
+"""The kernel sweep's time plan (kernels/sweep/plan.py) on a fake clock: the figure a budgeted sweep
 states is one it keeps, on a steady machine and on one that slows down after the estimate (issue 24:
 measured 13 s against a stated 11 s, 39 s against 33 s, before the plan enforced what it stated)."""
 from __future__ import annotations
 
 import pytest
 
-from kernels.sweep_plan import GUARD, LOAD_MARGIN, MAX_REPEATS, MIN_REPEATS, SLACK_S, SweepPlan, choose_repeats
+from kernels.sweep.plan import GUARD, LOAD_MARGIN, MAX_REPEATS, MIN_REPEATS, SLACK_S, SweepPlan, choose_repeats
 
 
 class FakeClock:
@@ -24,7 +24,7 @@ class FakeClock:
 def simulate(page_s: float, pair_s: float, stats_s: float, blocks: int = 9, budget_s: float = 45.0,
              limit_s: float = 60.0, slow_after: float = 1.0, setup_s: float = 0.5,
              repeats: int | None = None) -> dict:
-    """Drive a plan exactly as ``kernels.sweep.sweep`` does, each step costing its figure (times
+    """Drive a plan exactly as ``kernels.sweep.run.sweep`` does, each step costing its figure (times
     ``slow_after`` once the figure is stated). Returns what the sweep would report."""
     clock = FakeClock()
     plan = SweepPlan(blocks, budget_s, limit_s, clock=clock, enforce=repeats is None)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 
 def test_a_tiny_bandwidth_keeps_its_significant_figures(monkeypatch):
-    import kernels.sweep as ks
-    from kernels import figures
+    import kernels.sweep.run as ks
+    from kernels.sweep.data import TINY_SHAPE
+    from kernels.sweep import figures
     monkeypatch.setattr(ks, "_RESULTS", ks.OrderedDict())
-    res = ks.sweep(block_sizes=(1, 16), shape=ks.TINY_SHAPE, backend="torch-cpu", repeats=3)
+    res = ks.sweep(block_sizes=(1, 16), shape=TINY_SHAPE, backend="torch-cpu", repeats=3)
     res.rows[0]["paged_GBps"], res.rows[1]["paged_GBps"] = 0.0041234, 1234.5049
     column = figures.sweep_table(res)["paged K+V read (GB/s)"]
     assert list(column) == [0.00412, 1234.5]

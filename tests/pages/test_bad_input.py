@@ -8,8 +8,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from allocator.__main__ import main
-from allocator.scenario import UPLOAD_MAX_ROWS, Scenario, run_scenario
-from allocator.trace import MAX_BYTES, load_trace
+from allocator.engine.scenario import UPLOAD_MAX_ROWS, Scenario, run_scenario
+from allocator.workloads.trace import MAX_BYTES, load_trace
 from tests.conftest import APP_PATH, metric, ROOT, seen
 
 TRACES = os.path.join(ROOT, "tests", "data", "traces")
@@ -239,7 +239,7 @@ NUMERIC_FLAGS = [
 def test_every_numeric_flag_of_simulate_is_checked_up_front(capsys, argv, message):
     """`--seed -1` said "expected non-negative integer" (numpy's words, no field); `--sweep
     --metadata-cost -1` printed nan costs while `account` refused the value. Now one table of
-    ranges (allocator.limits.LIMITS) checks every flag first, used by this run or not."""
+    ranges (allocator.common.limits.LIMITS) checks every flag first, used by this run or not."""
     rc, out, err = _cli(capsys, "simulate", *argv, "--json")
     assert rc == 2 and out == "" and err.startswith("error: " + message) and err.count("\n") == 1, err
 

@@ -183,7 +183,7 @@ def test_a_bad_url_number_is_named_and_the_page_runs(params, words):
 def test_url_ranges_lie_inside_the_cores():
     """Whatever a link may carry, the core can run: every sidebar range lies inside LIMITS, and the
     row offset is the core's range itself."""
-    from allocator.limits import LIMITS
+    from allocator.common.limits import LIMITS
     from pages._ui.url_params import number_rules
 
     for workload in ("classroom-40", "azure-conv", "upload"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-from allocator.scenario import Scenario
+from allocator.engine.scenario import Scenario
 from pages._ui import cache, heavy
 from pages._ui.url_params import BLOCK_SIZES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from allocator import accounting as acc
-from allocator.viz.claims import oversized_block_note
+from allocator.viz.claims.capacity import oversized_block_note
 from tests.conftest import open_page
 from tests.pages.test_claims import NUMBER, _forms
 

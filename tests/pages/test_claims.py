@@ -11,10 +11,11 @@ import re
 
 import pytest
 
-from allocator.scenario import Scenario, block_size_sweep, build_workload, run_scenario
-from allocator.viz.claims import details_rows, headline, lesson_key_steps, reveal, seconds
-from allocator.trace import AZURE_ATTRIBUTION
-from allocator.viz.exports import animation_caption, handout_rows, takeaways
+from allocator.engine.scenario import Scenario, block_size_sweep, build_workload, run_scenario
+from allocator.viz.claims.explainer import details_rows, headline, lesson_key_steps, reveal
+from allocator.common.formats import seconds
+from allocator.workloads.trace import AZURE_ATTRIBUTION
+from allocator.viz.export.html import animation_caption, handout_rows, takeaways
 
 GRID = {
     "default": Scenario(),
@@ -128,7 +129,8 @@ def case(request):
 
 
 def _timings(sc, results):
-    from allocator.timing import cost_model, price
+    from allocator.cost.roofline import cost_model
+    from allocator.cost.timing import price
 
     cost = cost_model("a100-40gb", "opt-13b")
     return {k: price(r, cost, idle_step_s=1 / sc.steps_per_second) for k, r in results.items()}
@@ -204,7 +206,7 @@ def test_the_check_can_fail():
 
 # --------------------------------------------------------------------------------------------
 # The Throughput and latency page: every number its sentences and tables quote comes from the
-# rate sweep beside them (or is the paper's, from allocator.throughput.PAPER)
+# rate sweep beside them (or is the paper's, from allocator.studies.rate_sweep.PAPER)
 # --------------------------------------------------------------------------------------------
 
 SWEEP_GRID = {
@@ -217,7 +219,7 @@ SWEEP_GRID = {
 
 def sweep_allowed(sweep) -> set[str]:
     """Numbers a text about this sweep may contain."""
-    from allocator.throughput import PAPER
+    from allocator.studies.rate_sweep import PAPER
 
     nums = set()
     for n in NUMBER.findall(sweep.cost.label + PAPER["setup"]):  # "OPT-13B", "A100 40GB" are names
@@ -247,16 +249,16 @@ def sweep_allowed(sweep) -> set[str]:
 
 @pytest.fixture(scope="module", params=list(SWEEP_GRID))
 def sweep_case(request):
-    from allocator.throughput import rate_sweep
-    from allocator.timing import cost_model
+    from allocator.studies.rate_sweep import rate_sweep
+    from allocator.cost.roofline import cost_model
 
     gpu, model, rates = SWEEP_GRID[request.param]
     return request.param, rate_sweep(cost_model(gpu, model), rates, requests=150)
 
 
 def test_throughput_page_texts_quote_the_sweep(sweep_case):
-    from allocator.viz.claims import (latency_claim, memory_claim, paper_comparison, sustained_rows,
-                                      sweep_headline, time_split_claim)
+    from allocator.viz.claims.throughput import (latency_claim, memory_claim, paper_comparison,
+                                                 sustained_rows, sweep_headline, time_split_claim)
 
     name, sweep = sweep_case
     allowed = sweep_allowed(sweep)
@@ -274,7 +276,7 @@ def test_throughput_page_texts_quote_the_sweep(sweep_case):
 
 
 def test_throughput_headline_handles_bounds(sweep_case):
-    from allocator.viz.claims import sweep_headline
+    from allocator.viz.claims.throughput import sweep_headline
 
     name, sweep = sweep_case
     text = sweep_headline(sweep)
@@ -291,10 +293,10 @@ def test_throughput_headline_handles_bounds(sweep_case):
 
 def test_paper_replication_texts_quote_the_replication():
     """Issue 21: every number in the paper replication's sentences comes from the replication shown
-    beside them (allocator.paper.Replication) or from the paper's quoted figures."""
-    from allocator.paper import PAPER_FIGURES, SYSTEMS
-    from allocator.paper import replication_for as paper_replication
-    from allocator.viz.claims import paper_replication_texts
+    beside them (allocator.studies.paper.Replication) or from the paper's quoted figures."""
+    from allocator.studies.paper import PAPER_FIGURES, SYSTEMS
+    from allocator.studies.paper import replication_for as paper_replication
+    from allocator.viz.claims.paper import paper_replication_texts
 
     rep = paper_replication()
     p = PAPER_FIGURES
@@ -313,11 +315,11 @@ def test_paper_replication_texts_quote_the_replication():
         r = rep.ratio(other)
         if r:
             values += [r["value"], r.get("low"), r.get("high")]
-    from allocator.paper import SATURATION_REQUESTS
+    from allocator.studies.paper import SATURATION_REQUESTS
     values += [SATURATION_REQUESTS, rep.sustained["paged"]["rate"] * rep.scale["scale"]]   # vLLM's knee, our clock
     for v in values:
         allowed |= _forms(v) | {f"{v:.2f}" if v is not None else "", f"{v:g}" if v is not None else ""}
-    from allocator.viz.claims import fig12_note
+    from allocator.viz.claims.paper import fig12_note
 
     texts = paper_replication_texts(rep)
     for text in [texts["load"], texts["fig2"], texts["fig13"], texts["fig12"], *texts["departures"], fig12_note(rep)]:
@@ -329,9 +331,9 @@ def test_sweep_that_reached_no_limit_says_so_plainly():
     """Issue 23 item 17: "sustains at least 4.00 requests/s ... That is no ratio to reserve-max can be
     stated" contradicted itself; with no allocator over budget the headline says the sweep reached no
     limit, and which rates to add."""
-    from allocator.throughput import rate_sweep
-    from allocator.timing import cost_model
-    from allocator.viz.claims import sweep_headline
+    from allocator.studies.rate_sweep import rate_sweep
+    from allocator.cost.roofline import cost_model
+    from allocator.viz.claims.throughput import sweep_headline
 
     sweep = rate_sweep(cost_model("l4", "7b-fp16"), (0.01, 0.02), requests=150)
     assert all(s["bound"] == "above" for s in sweep.sustained.values())
@@ -435,10 +437,10 @@ PAGE_GRID = {
 
 @pytest.mark.parametrize("case", list(PAGE_GRID))
 def test_the_explainer_page_quotes_the_run_on_screen(case):
-    from allocator.viz.claims import scheduler_rules_text
+    from allocator.viz.claims.explainer import scheduler_rules_text
     from streamlit.testing.v1 import AppTest
 
-    from allocator.scenario import SWEEP_BLOCK_SIZES
+    from allocator.engine.scenario import SWEEP_BLOCK_SIZES
     from tests.conftest import APP_PATH
 
     params, sc = PAGE_GRID[case]
@@ -452,7 +454,7 @@ def test_the_explainer_page_quotes_the_run_on_screen(case):
     assert [m.value for m in at.metric if m.label == "Steps to drain"] == \
         [f"{results[k].summary['steps']:,}" for k in ("reserve_max", "paged")], case     # the page ran sc
     rows = block_size_sweep(build_workload(sc), sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)
-    from allocator.engine import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
+    from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
     allowed = (allowed_numbers(sc, results, rows, _timings(sc, results)) | _workload_numbers(build_workload(sc))
                | EXPLAINER_STATIC | _forms(V1_DEFAULT_MAX_NUM_SEQS) | _forms(V1_DEFAULT_MAX_NUM_BATCHED_TOKENS))
     # issue 22: the page says which scheduler rules it runs (the classroom engine's, not vLLM v1's)
@@ -487,7 +489,7 @@ ABOUT_STATIC = {
 def test_the_about_page_quotes_the_default_run():
     from streamlit.testing.v1 import AppTest
 
-    from allocator.viz.claims import about_default_run, classroom_tip
+    from allocator.viz.claims.explainer import about_default_run, classroom_tip
     from tests.conftest import APP_PATH
 
     at = AppTest.from_file(APP_PATH, default_timeout=120)
@@ -505,23 +507,24 @@ def test_the_about_page_quotes_the_default_run():
     p = results["paged"].summary
     assert f"{p['mean_running_busy']:.1f} on average while requests wait" in classroom_tip(results)
     texts = _page_texts(at)                                   # st.table cells included
-    from allocator.mooncake import MOONCAKE_ATTRIBUTION
+    from allocator.workloads.mooncake import MOONCAKE_ATTRIBUTION
 
     allowed = allowed_numbers(sc, results, []) | ABOUT_STATIC          # + the data citations' own numbers
     allowed |= set(NUMBER.findall(AZURE_ATTRIBUTION + MOONCAKE_ATTRIBUTION))
-    from allocator.paper import PAPER_FIGURES
-    from allocator.sharegpt import SHAREGPT_ATTRIBUTION
+    from allocator.studies.paper import PAPER_FIGURES
+    from allocator.workloads.sharegpt import SHAREGPT_ATTRIBUTION
     from pages.about import CALIBRATION_SOURCE
     # the ShareGPT lengths' citation (artifact "sosp-ae-39") and their filtered count and means;
     # the calibration paragraph (tests/pages/test_replay_page.py ties each of its figures to the replay)
-    from allocator.sharegpt import sharegpt_lengths
+    from allocator.workloads.sharegpt import sharegpt_lengths
     pairs = sharegpt_lengths()
     allowed |= set(NUMBER.findall(SHAREGPT_ATTRIBUTION + CALIBRATION_SOURCE)) | {"39"} | _forms(len(pairs))
     allowed |= {f"{pairs['prompt_tokens'].mean():.1f}", f"{pairs['output_tokens'].mean():.1f}"}
     allowed |= {"13", "300", "3.1", "6000"}   # fig12-13b-sharegpt.sh; the run's 300 requests, Llama-3.1, RTX PRO 6000
     fig12 = PAPER_FIGURES["fig12"]
     allowed |= _forms(fig12["batch_ratio_vs_oracle"]) | _forms(fig12["batch_ratio_vs_max"])   # OPT-13B's 2.2x, 4.3x
-    from allocator.accounting import PRESETS, format_bytes
+    from allocator.accounting.models import PRESETS
+    from allocator.common.formats import format_bytes
     for name in ("7b-fp16", "llama3-70b"):
         allowed |= set(NUMBER.findall(format_bytes(PRESETS[name].bytes_per_token)))
     assert not _unquoted(texts, allowed), _unquoted(texts, allowed)
@@ -530,8 +533,9 @@ def test_the_about_page_quotes_the_default_run():
 def test_the_whole_handout_quotes_the_run():
     import html as html_lib
 
-    from allocator.accounting import PRESETS, format_bytes
-    from allocator.viz.exports import handout_html
+    from allocator.accounting.models import PRESETS
+    from allocator.common.formats import format_bytes
+    from allocator.viz.export.html import handout_html
 
     for sc in (Scenario(), Scenario(shared_prefix=256, preemption="swap"), Scenario(workload="azure-conv")):
         results = run_scenario(sc, record_snapshots=False)
@@ -554,9 +558,9 @@ def test_the_csv_header_names_engine_metrics_and_the_shares_partition_the_pool()
 
     import pandas as pd
 
-    from allocator.engine import METRICS
-    from allocator.shares import SHARES
-    from allocator.viz.exports import METRIC_UNITS, metrics_csv
+    from allocator.engine.result import METRICS
+    from allocator.engine.shares import SHARES
+    from allocator.viz.export.html import METRIC_UNITS, metrics_csv
 
     sc = Scenario(shared_prefix=256)
     results = run_scenario(sc, record_snapshots=False)
@@ -572,8 +576,8 @@ def test_the_csv_header_names_engine_metrics_and_the_shares_partition_the_pool()
 
 
 def test_the_standalone_html_caption_and_frames_quote_the_run():
-    from allocator.viz.charts import explainer_figure
-    from allocator.viz.exports import animation_html
+    from allocator.viz.explainer_chart import explainer_figure
+    from allocator.viz.export.html import animation_html
 
     sc = Scenario(shared_prefix=256)
     results = run_scenario(sc)
@@ -666,7 +670,7 @@ def test_the_capacity_page_quotes_what_the_cli_computes():
                    "--max-context", str(ss["cap_max_context"]), "--mean-tokens", f"{ss['cap_mean_tokens']:g}",
                    "--block-size", str(ss["cap_block_size"]), "--json"])
     allowed = _json_numbers(j, set()) | ARITHMETIC_STATIC
-    from allocator.accounting import PRESETS
+    from allocator.accounting.models import PRESETS
 
     model = PRESETS[ss["cap_model"]]
     for v in (ss["cap_free_gib"], ss["cap_max_context"], ss["cap_mean_tokens"], ss["cap_block_size"],
@@ -714,22 +718,22 @@ def _object_numbers(obj, out: set, depth: int = 0) -> set:
 
 def test_the_throughput_page_quotes_its_sweep():
     """Throughput and latency: every number on the page is the sweep's, the cost model's (GPU
-    datasheet, model shape, stated assumptions) or the paper's (allocator.throughput.PAPER)."""
-    from allocator.throughput import with_latency_factor
+    datasheet, model shape, stated assumptions) or the paper's (allocator.studies.rate_sweep.PAPER)."""
+    from allocator.studies.rate_sweep import with_latency_factor
     from pages._ui.sweep_cache import cached_sweep, sweep_key
     from tests.conftest import open_page
 
     at = open_page("pages/throughput.py", {"tp_requests": 200, "tp_rates": "0.5, 1, 2, 4"})
     sweep = with_latency_factor(cached_sweep(sweep_key("a100-40gb", "opt-13b", "auto", 200, (0.5, 1.0, 2.0, 4.0), 16)),
                                 5)
-    from allocator.timing import describe
+    from allocator.cost.roofline import describe
 
     allowed = sweep_allowed(sweep) | _object_numbers(sweep.cost, set())
     allowed |= {n for row in describe(sweep.cost) for v in row.values() for n in NUMBER.findall(str(v))}
     allowed |= {"2023", "2024", "800", "819,200", "10", "0.9", "1", "2", "4", "80"}   # paper years; binary-unit
     # example; vLLM's 10 % reserve (gpu_memory_utilization 0.9); 2 x FLOPs, K and V; per-layer copies
     allowed |= _forms(sweep.cost.model.layers * 2)
-    from allocator.paper import PAPER_POOL_SLOTS
+    from allocator.studies.paper import PAPER_POOL_SLOTS
     allowed |= _forms(PAPER_POOL_SLOTS) | {"39"}             # the preset's pool (Table 1); artifact "sosp-ae-39"
     bad = _unquoted(_page_texts(at), allowed)
     assert not bad, bad
@@ -740,9 +744,9 @@ def test_a_sweep_over_a_coarse_grid_quotes_brackets_not_interpolations():
     requests/s, 1.1x reserve-max (the default grid gives 1.81). Across a step wider than 1.5x the
     sustained rate is the bracket of the two rates typed, and no ratio is quoted that the brackets
     cannot support."""
-    from allocator.throughput import rate_sweep
-    from allocator.timing import cost_model
-    from allocator.viz.claims import paper_comparison, sustained_rows, sweep_headline
+    from allocator.studies.rate_sweep import rate_sweep
+    from allocator.cost.roofline import cost_model
+    from allocator.viz.claims.throughput import paper_comparison, sustained_rows, sweep_headline
 
     sweep = rate_sweep(cost_model("a100-40gb", "opt-13b"), (0.1, 0.2, 500), requests=150)
     assert sweep.sustained["paged"] == {"rate": None, "bound": "between", "low": 0.2, "high": 500.0}
@@ -762,9 +766,9 @@ def test_paper_replication_names_its_three_rates_and_its_traces():
     """The paper replication's burst saturation rate (the load scale), Figure 12's knees (sustained
     rates under the latency budget) and the Throughput page's own sweep are named apart; the traces'
     lengths agree between the sentences; the figures are called simulated, not measured."""
-    from allocator.paper import PAPER_FIGURES, SATURATION_REQUESTS
-    from allocator.paper import replication_for as paper_replication
-    from allocator.viz.claims import paper_replication_texts
+    from allocator.studies.paper import PAPER_FIGURES, SATURATION_REQUESTS
+    from allocator.studies.paper import replication_for as paper_replication
+    from allocator.viz.claims.paper import paper_replication_texts
 
     rep = paper_replication()
     t = paper_replication_texts(rep)
@@ -792,8 +796,8 @@ def test_the_split_row_prints_its_numbers_in_the_order_of_its_words():
     order): each share is now printed after its own word, largest first."""
     import re
 
-    from allocator.paper import PAPER_FIGURES
-    from allocator.paper import replication_for as paper_replication
+    from allocator.studies.paper import PAPER_FIGURES
+    from allocator.studies.paper import replication_for as paper_replication
 
     rep = paper_replication()
     row = next(r for r in rep.targets() if "largest first" in r["measure"])
@@ -807,13 +811,15 @@ def test_the_split_row_prints_its_numbers_in_the_order_of_its_words():
 def test_the_kernel_page_quotes_its_records():
     """Issue 23: every number the kernel page says before anything runs comes from what it shows:
     the compile records (Triton 3.9 and 3.6), the prediction tables and the H200 figures of
-    ``kernels.predict``, the correctness check's case, the sweep's shape, budget and limits, and the
+    ``kernels.sweep.predict``, the correctness check's case, the sweep's shape, budget and limits, and the
     explainer's scenario for the memory side."""
     import torch
 
-    from kernels import compile_check, gpu_check, predict
-    from kernels import sweep as ks
-    from kernels.paged_attention import CHECK_CASE
+    from kernels import compile_check, gpu_check
+    from kernels.sweep import predict
+    from kernels.sweep import run as ks
+    from kernels.sweep.data import CPU_SHAPE
+    from kernels.attention.paged_attention import CHECK_CASE
     from tests.conftest import open_page
 
     at = open_page("pages/kernel.py")
@@ -836,7 +842,7 @@ def test_the_kernel_page_quotes_its_records():
                                    f"{predict.ASSUMED_LATENCY_S * 1e6:.1f}"} | _forms(h) | _forms(hkv) | _forms(d))
     _json_numbers({k: list(v) if isinstance(v, tuple) else v for k, v in CHECK_CASE.items()}, allowed)
     allowed |= _forms(len(CHECK_CASE["seq_lens"]))
-    _object_numbers(ks.CPU_SHAPE, allowed)
+    _object_numbers(CPU_SHAPE, allowed)
     allowed |= (_forms(ks.DEFAULT_BUDGET_S) | _forms(ks.HARD_LIMIT_S) | _forms(round(ks.CONFIDENCE * 100))
                 | {str(b) for b in ks.DEFAULT_BLOCK_SIZES} | _forms(torch.get_num_threads()))
     sc = Scenario()
@@ -850,8 +856,9 @@ def test_swap_mode_says_why_it_recomputed():
     """In swap mode a preemption is recomputed only when the host pool has no room for it: the
     explainer's time line says so beside the recomputed tokens it quotes (found by a new user on
     a 1,024-slot pool, where swap quietly recomputed 713 tokens)."""
-    from allocator.timing import cost_model, price
-    from allocator.viz.claims import time_line
+    from allocator.cost.roofline import cost_model
+    from allocator.cost.timing import price
+    from allocator.viz.claims.explainer import time_line
 
     res = run_scenario(Scenario(total_slots=1024, preemption="swap"), record_snapshots=False)["paged"]
     assert res.summary.recomputed_tokens > 0 and res.summary.swapped_blocks > 0

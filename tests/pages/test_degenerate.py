@@ -8,9 +8,10 @@ No exception element may appear anywhere, and what the page says must match the 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from allocator.scenario import Scenario, run_scenario
-from allocator.timing import cost_model, price
-from allocator.viz.claims import headline
+from allocator.engine.scenario import Scenario, run_scenario
+from allocator.cost.roofline import cost_model
+from allocator.cost.timing import price
+from allocator.viz.claims.explainer import headline
 from tests.conftest import APP_PATH
 
 DEGENERATE = {

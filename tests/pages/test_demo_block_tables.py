@@ -15,10 +15,11 @@ import sys
 
 import pytest
 
-from allocator.block_manager import BLOCK_CACHED, BLOCK_FREE, BlockManager
-from allocator.validate import FieldError, OutOfBlocksError
+from allocator.memory.block_pool_queries import BLOCK_CACHED, BLOCK_FREE
+from allocator.memory.block_manager import BlockManager
+from allocator.common.errors import FieldError, OutOfBlocksError
 from allocator.viz.block_tables_demo import (ACTIONS, BLOCK_SIZE, NEW_QUESTIONS, NUM_BLOCKS, NUM_HOST_BLOCKS,
-                                         SYSTEM, BlockTablesDemo, Notice, refusal_text, words_of)
+                                             SYSTEM, BlockTablesDemo, Notice, refusal_text, words_of)
 from allocator.viz.block_tables_figure import block_table_figure
 from tests.conftest import ROOT
 
@@ -73,7 +74,7 @@ def refused(demo: BlockTablesDemo, action: str, seq_id=None) -> Notice:
 def _require_field_errors() -> None:
     """Skip unless BlockManager already raises FieldError (OutOfBlocksError for a full pool).
 
-    allocator/block_manager.py is being converted to FieldError/OutOfBlocksError; until then it
+    allocator/memory/block_manager.py is being converted to FieldError/OutOfBlocksError; until then it
     raises plain ValueError and the demo cannot word these refusals (it never reads message text).
     """
     mgr = BlockManager(1, 2, 0)
@@ -85,7 +86,7 @@ def _require_field_errors() -> None:
             op()
         except ValueError as exc:
             if not issubclass(type(exc), wanted):
-                pytest.skip(f"allocator.block_manager raises {type(exc).__name__}, not {wanted.__name__} "
+                pytest.skip(f"allocator.memory.block_manager raises {type(exc).__name__}, not {wanted.__name__} "
                             f"(its FieldError conversion has not landed): the demo words refusals from "
                             f"the exception's type and .field, never from its text")
         else:

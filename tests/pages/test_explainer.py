@@ -9,13 +9,16 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from allocator import EMPTY, FREE, TOKEN
-from allocator.maps import cell_states, frame_steps, grid_shape, slot_states, slots_per_cell
-from allocator.scenario import Scenario, run_scenario
-from allocator.viz.charts import (explainer_figure, explainer_lines_figure, figure_json_bytes, sweep_figure,
-                                  time_frames)
-from allocator.timing import cost_model, price
-from allocator.viz.claims import lesson_key_steps, pct, reveal, seconds
+from allocator.viz.maps import EMPTY, FREE, TOKEN
+from allocator.viz.maps import cell_states, frame_steps, grid_shape, slot_states, slots_per_cell
+from allocator.engine.scenario import Scenario, run_scenario
+from allocator.viz.explainer_chart import explainer_figure, explainer_lines_figure, time_frames
+from allocator.viz.frozen import figure_json_bytes
+from allocator.viz.sweep_chart import sweep_figure
+from allocator.cost.roofline import cost_model
+from allocator.cost.timing import price
+from allocator.viz.claims.explainer import lesson_key_steps, reveal
+from allocator.common.formats import pct, seconds
 from tests.conftest import APP_PATH, metric
 
 
@@ -492,8 +495,8 @@ def test_seconds_readouts_name_the_moment_and_the_step_shown():
 def test_the_workload_panel_is_built_only_while_open():
     """Closed (the default), the panel is its label alone: no request table goes to the browser with
     the page. Opened, it holds the requests, one row each, and the scheduler's rules."""
-    from allocator.scenario import build_workload
-    from allocator.viz.claims import scheduler_rules_text
+    from allocator.engine.scenario import build_workload
+    from allocator.viz.claims.explainer import scheduler_rules_text
 
     at = AppTest.from_file(APP_PATH, default_timeout=120)
     at.run()

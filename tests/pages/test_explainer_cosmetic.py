@@ -5,7 +5,7 @@ row says where the lesson is instead of leaving a gap between Copy link and Expo
 """
 from __future__ import annotations
 
-from allocator.scenario import Scenario, run_scenario
+from allocator.engine.scenario import Scenario, run_scenario
 from allocator.viz.explainer_chart import BUTTON_INK, explainer_figure, for_projector
 from tests.conftest import open_page
 

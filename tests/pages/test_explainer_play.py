@@ -2,8 +2,8 @@
 measured in a browser by ``make bench``'s ``explainerbrowser`` section) and what each frame carries."""
 import os
 
-from allocator.scenario import Scenario, run_scenario
-from allocator.viz.charts import PLAY_FRAME_MS, explainer_figure, for_projector
+from allocator.engine.scenario import Scenario, run_scenario
+from allocator.viz.explainer_chart import PLAY_FRAME_MS, explainer_figure, for_projector
 from tests.conftest import ROOT
 
 

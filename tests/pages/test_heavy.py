@@ -128,7 +128,7 @@ def test_size_of_counts_arrays_frames_and_nested_objects():
 
 
 def test_the_default_lesson_is_light_and_the_heaviest_link_is_heavy():
-    from allocator.scenario import Scenario
+    from allocator.engine.scenario import Scenario
     from pages._ui.cache import is_heavy
     assert not is_heavy(Scenario()) and not is_heavy(Scenario(block_size=24))
     assert not is_heavy(Scenario(workload="azure-conv", count=40))
@@ -203,8 +203,8 @@ def test_two_students_asking_for_one_sweep_run_it_once_and_both_see_its_progress
 
 def test_the_store_counts_a_real_sweeps_latency_arrays():
     """The byte bound sees what a sweep holds: its per-request latency arrays (the bulk of it)."""
-    from allocator.throughput import rate_sweep
-    from allocator.timing import cost_model
+    from allocator.studies.rate_sweep import rate_sweep
+    from allocator.cost.roofline import cost_model
     sweep = rate_sweep(cost_model("a100-40gb", "opt-13b", "auto"), (1.0, 2.0), requests=100, block_size=16)
     arrays = sum(a.nbytes for runs in sweep.latencies.values() for a in runs.values())
     assert arrays == 8 * 3 * 100 * len(sweep.points)        # ttft, tpot, e2e per finished request, float64

@@ -16,10 +16,10 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from allocator.scenario import Scenario, run_scenario
-from allocator.validate import plain_markdown
-from allocator.viz.charts import explainer_figure
-from allocator.viz.exports import animation_html, handout_html, metrics_csv
+from allocator.engine.scenario import Scenario, run_scenario
+from allocator.common.validate import plain_markdown
+from allocator.viz.explainer_chart import explainer_figure
+from allocator.viz.export.html import animation_html, handout_html, metrics_csv
 from pages._ui.url_params import BOOLEANS, CHOICES, WORKLOADS, check_params, number_rules
 from tests.conftest import APP_PATH, seen
 
@@ -156,7 +156,7 @@ def test_exports_carry_an_uploads_name_as_escaped_bounded_text(payload):
     sc = Scenario(workload="upload", trace_bytes=b"prompt_tokens,output_tokens\n10,5\n20,3\n", trace_name=name,
                   total_slots=512, max_new_tokens=64)
     results = run_scenario(sc)
-    from allocator.scenario import build_workload
+    from allocator.engine.scenario import build_workload
     workload = build_workload(sc)
     csv_text = metrics_csv(results, sc, workload)
     assert csv_text.splitlines()[0].startswith("# KV Cache Paging Lab: upload: ")

@@ -33,7 +33,7 @@ def test_the_ends_and_the_default_are_taken(value):
 
 
 def test_the_rule_lies_inside_the_cores_range_and_matches_the_page_default():
-    from allocator.limits import LIMITS
+    from allocator.common.limits import LIMITS
     core = LIMITS[REQUESTS.field]
     assert core.contains(REQUESTS.low) and core.contains(REQUESTS.high)
     assert (REQUESTS.low, REQUESTS.high, REQUESTS.default) == (100, 5000, 1000)

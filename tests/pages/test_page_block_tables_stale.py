@@ -5,7 +5,8 @@ drawing goes through the one error presenter, never a traceback.
 """
 from __future__ import annotations
 
-from allocator.validate import FieldError, plain_markdown
+from allocator.common.errors import FieldError
+from allocator.common.validate import plain_markdown
 from tests.pages.test_page_block_tables import _page
 
 def test_a_finished_sequence_left_in_the_selection_is_replaced_before_drawing():

@@ -21,14 +21,15 @@ from tests.conftest import open_page
 
 
 def _fake_result(shape, backend: str, seed: int):
-    import kernels.sweep as ks
+    import kernels.sweep.run as ks
+    from kernels.sweep.stats import SLOWER
     rows = []
     for bs in ks.DEFAULT_BLOCK_SIZES:       # seed-dependent overheads, so two runs are told apart
         over = 1.5 + seed / 10
         rows.append({"block_size": bs, "paged_s": 1e-3 * over, "contiguous_s": 1e-3, "paged_ms": over,
                      "contiguous_ms": 1.0, "paged_ms_q1": over, "paged_ms_q3": over, "contiguous_ms_q1": 1.0,
                      "contiguous_ms_q3": 1.0, "overhead": over, "overhead_ci_low": over - 0.01,
-                     "overhead_ci_high": over + 0.01, "verdict": ks.SLOWER, "pairs": 3, "paged_GBps": 1.0,
+                     "overhead_ci_high": over + 0.01, "verdict": SLOWER, "pairs": 3, "paged_GBps": 1.0,
                      "contiguous_GBps": 1.0, "paged_peak_fraction": None, "max_abs_diff": 0.0})
     meta = {"backend": backend, "device": "CPU: test machine", "shape": asdict(shape), "kv_bytes": shape.kv_bytes,
             "llc_bytes": None, "timer": "test", "confidence": 0.95, "launch": None, "warnings": [],
@@ -39,7 +40,7 @@ def _fake_result(shape, backend: str, seed: int):
 @pytest.fixture
 def sweeps(monkeypatch):
     """A fresh server (nothing swept yet) whose sweep is a fake; yields the list of (shape, seed) it ran."""
-    import kernels.sweep as ks
+    import kernels.sweep.run as ks
     monkeypatch.setattr(ks, "_RESULTS", ks.OrderedDict())
     calls = []
 
@@ -71,7 +72,7 @@ def _shape_line(at) -> str:
 
 
 def test_the_shape_radio_and_the_result_shown_agree_across_page_switches(sweeps):
-    from kernels.sweep import TINY_SHAPE
+    from kernels.sweep.data import TINY_SHAPE
     at = _kernel_page()
     realistic, tiny = _options(at)
     at.radio(key="kernel_shape").set_value(tiny).run()
@@ -100,8 +101,8 @@ def test_the_shape_radio_and_the_result_shown_agree_across_page_switches(sweeps)
 
 
 def test_a_second_tab_sees_the_kept_sweep_at_once_and_can_measure_again(sweeps):
-    import kernels
-    from kernels.sweep import TINY_SHAPE
+    from kernels.attention.backend import detect
+    from kernels.sweep.data import TINY_SHAPE
     first = _kernel_page()
     _, tiny = _options(first)
     first.radio(key="kernel_shape").set_value(tiny).run()
@@ -115,7 +116,7 @@ def test_a_second_tab_sees_the_kept_sweep_at_once_and_can_measure_again(sweeps):
     assert sweeps == [(TINY_SHAPE, 0)]               # nothing ran: the kept result is shown at once
     assert _shown_rows(second) == [1.5] * 9
     note = [i.value for i in second.info if i.value.startswith("**From this server's cache:**")]
-    backend = kernels.detect("sweep").name
+    backend = detect("sweep").name
     assert note == [f"**From this server's cache:** measured 2026-12-01 20:10:05 UTC on `{backend}` (CPU: test "
                     "machine) for an earlier visitor, with the shape selected above; nothing ran for you. Press "
                     "**Run sweep** to measure again."]

@@ -9,7 +9,8 @@ from tests.conftest import open_page
 
 
 def test_every_prediction_column_has_a_short_header_and_a_tooltip_that_says_what_it_is():
-    from kernels import figures, gpu_check, predict
+    from kernels.sweep import figures, predict
+    from kernels import gpu_check
     from kernels.compile_check import load_report
     gpu = predict.H200
     h, hkv, d = gpu_check.TIMING_HEADS
@@ -37,10 +38,11 @@ def test_every_prediction_column_has_a_short_header_and_a_tooltip_that_says_what
 
 
 def test_the_sweep_table_has_short_headers_with_tooltips(monkeypatch):
-    import kernels.sweep as ks
-    from kernels import figures
+    import kernels.sweep.run as ks
+    from kernels.sweep.data import TINY_SHAPE
+    from kernels.sweep import figures
     monkeypatch.setattr(ks, "_RESULTS", ks.OrderedDict())
-    res = ks.sweep(block_sizes=(1, 16), shape=ks.TINY_SHAPE, backend="torch-cpu", repeats=3)
+    res = ks.sweep(block_sizes=(1, 16), shape=TINY_SHAPE, backend="torch-cpu", repeats=3)
     res.meta.update(peak_GBps=4800.0, peak_source="data sheet")
     res.rows[0]["paged_peak_fraction"] = 0.5
     headers = figures.sweep_headers(res)

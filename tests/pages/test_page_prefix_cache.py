@@ -12,10 +12,10 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from allocator.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture
-from allocator.mooncake import mooncake_workload, shipped_mooncake
-from allocator.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
-from allocator.timing import cost_model
+from allocator.viz.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture
+from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
+from allocator.studies.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
+from allocator.cost.roofline import cost_model
 from allocator.viz.prefix import BLOCK_LABELS, sweep_table, ttft_summary, window_summary
 from tests.conftest import markdown_text, open_page, seen
 
@@ -72,7 +72,7 @@ def test_default_page_quotes_its_own_replay():
     assert min(solid["x"]) >= sweep.peak_in_use * 16
     captions = "\n".join(c.value for c in at.caption)
     assert "**one** replay" in captions and f"({sweep.peak_in_use:,} blocks here)" in captions
-    from allocator.prefix_cache import MODEL_TOLERANCE_PP       # the tolerance tests/core/test_prefix_trace.py checks
+    from allocator.studies.prefix_cache import MODEL_TOLERANCE_PP       # the tolerance tests/core/test_prefix_trace.py checks
     assert f"within {MODEL_TOLERANCE_PP:g} percentage points of the model's" in captions
     dashed = next(t for t in hit["data"] if t["name"].startswith("the trace's own count"))
     assert dashed["y"][0] == pytest.approx(100 * stat["token_hit_rate"])

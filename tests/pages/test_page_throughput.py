@@ -13,9 +13,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from allocator import accounting as acc
-from allocator.throughput import POLICY_LABELS, with_latency_factor
-from allocator.timing import kv_bytes, timed_model
-from allocator.viz.claims import memory_claim, sweep_headline
+from allocator.studies.rate_sweep import POLICY_LABELS, with_latency_factor
+from allocator.cost.roofline import kv_bytes, timed_model
+from allocator.viz.claims.throughput import memory_claim, sweep_headline
 from pages._ui.sweep_cache import DEFAULT_KEY, cached_sweep, sweep_key
 from tests.conftest import APP_PATH, markdown_text, open_page, seen
 
@@ -104,8 +104,8 @@ def test_a_bad_rate_keeps_the_last_good_result_beside_the_error():
 
 def test_paper_replication_one_click():
     """Issue 21: one click runs the paper's configuration and shows its figures beside the paper's."""
-    from allocator.viz.claims import paper_replication_texts
-    from allocator.paper import replication_for as paper_replication
+    from allocator.viz.claims.paper import paper_replication_texts
+    from allocator.studies.paper import replication_for as paper_replication
 
     at = _page(SMALL)
     at.button(key="tp_paper_run").click().run()

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from allocator.limits import LIMITS
-from allocator.mooncake import shipped_mooncake
+from allocator.common.limits import LIMITS
+from allocator.workloads.mooncake import shipped_mooncake
 from pages._ui.prefix_data import DEFAULTS
 from pages._ui.url_params import PAGE_RULES, refused_number
 from tests.conftest import open_page, seen

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from allocator.calibration import CALIBRATED, Efficiency
-from allocator.replay import held_out_check, replay
+from allocator.cost.calibration import CALIBRATED, Efficiency
+from allocator.studies.vllm_replay import held_out_check, replay
 from allocator.viz.replay import error_table, headline, held_out_sentence, right_and_wrong, signed_pct
-from allocator.vllm_run import SHIPPED_RUN, load_run
+from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 from tests.conftest import markdown_text, open_page
 
 

@@ -3,20 +3,19 @@ the file relative to the project and what to do -- no traceback, no absolute ser
 pages that do not need it keep working.
 
 The real assets are never touched: each case copies the file (or not) into a temporary folder and
-points the loader at the copy (``allocator.trace.AZURE_TRACE``, ``allocator.mooncake.MOONCAKE_TRACE``),
+points the loader at the copy (``allocator.workloads.trace.AZURE_TRACE``, ``allocator.workloads.mooncake.MOONCAKE_TRACE``),
 with every in-process and Streamlit cache cleared so nothing read earlier hides the damage.
 """
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-import allocator.mooncake as mooncake
-import allocator.trace as trace
+import allocator.workloads.mooncake as mooncake
+import allocator.workloads.trace as trace
 from allocator.__main__ import main
 from pages._ui import heavy
 from tests.conftest import APP_PATH, ROOT, metric, seen

@@ -106,7 +106,7 @@ def test_every_sidebar_number_has_the_range_step_and_default_of_its_url_rule(wor
     rule the URL check applies to its parameter, and no numeric widget goes unchecked: a widget
     whose range were written apart from the rule (a slider to 4 when a link may say 8) fails here.
     The row offset's top end is the trace's last row, inside the rule's range."""
-    from allocator.trace import shipped_trace
+    from allocator.workloads.trace import shipped_trace
     from pages._ui.url_params import BLOCK_SIZE_DEFAULT, BLOCK_SIZES, number_rules
 
     at = AppTest.from_file(APP_PATH, default_timeout=120)
@@ -161,9 +161,9 @@ def test_the_url_check_takes_each_rules_ends_and_refuses_a_step_past_them(worklo
 
 @pytest.mark.parametrize("workload", ["classroom-40", "azure-conv", "sharegpt-opt", "upload"])
 def test_every_sidebar_rule_lies_inside_the_cores_range(workload):
-    """The sidebar may offer less than the core takes (``allocator.limits.LIMITS``), never more, and
+    """The sidebar may offer less than the core takes (``allocator.common.limits.LIMITS``), never more, and
     speaks of the same unit and kind of number: a value the sidebar accepts always runs."""
-    from allocator.limits import LIMITS
+    from allocator.common.limits import LIMITS
     from pages._ui.url_params import BLOCK_SIZES, number_rules
 
     for key, rule in number_rules(workload).items():

@@ -35,7 +35,7 @@ import statistics
 import sys
 import time
 
-from kernels.bench import print_table
+from kernels.sweep.bench import print_table
 from tests.tools.bench_pages import (bench_explainer_browser, bench_kernel_browser, bench_pages, bench_suite,
                                      bench_throughput_browser)
 
@@ -54,9 +54,12 @@ def _median_time(fn, repeat: int) -> tuple[float, object]:
 
 def bench_explainer(repeat: int = 7) -> list[bool]:
     """Issue 2's targets: scenario + figure <= 0.3 s, figure <= 3 MB, paged classroom-40 <= 40 ms."""
-    from allocator import PagedAllocator, classroom_40, simulate
-    from allocator.scenario import Scenario, run_scenario
-    from allocator.viz.charts import explainer_figure, figure_json_bytes
+    from allocator.memory.paged import PagedAllocator
+    from allocator.workloads.requests import classroom_40
+    from allocator.engine.simulate import simulate
+    from allocator.engine.scenario import Scenario, run_scenario
+    from allocator.viz.explainer_chart import explainer_figure
+    from allocator.viz.frozen import figure_json_bytes
 
     sc = Scenario()
     explainer_figure(run_scenario(sc))         # warm imports (plotly loads its validators lazily)
@@ -83,8 +86,10 @@ def bench_scale() -> list[bool]:
     """Issue 6's target: 10,000 trace requests on a 2**20-slot pool, paged run <= 5 s and <= 1 GB."""
     import tracemalloc
 
-    from allocator import PagedAllocator, ReserveMaxAllocator, simulate
-    from allocator.trace import shipped_trace, trace_workload
+    from allocator.memory.paged import PagedAllocator
+    from allocator.memory.reserve_max import ReserveMaxAllocator
+    from allocator.engine.simulate import simulate
+    from allocator.workloads.trace import shipped_trace, trace_workload
 
     w = trace_workload(shipped_trace(), offset=0, count=10_000, steps_per_second=20.0, max_new_tokens=1024)
     rows, met = [], []
@@ -111,7 +116,7 @@ def _azure_repeated(times: int):
     each copy shifted past the previous one): about 19,366 x times requests."""
     import pandas as pd
 
-    from allocator.trace import shipped_trace, trace_workload
+    from allocator.workloads.trace import shipped_trace, trace_workload
 
     df = shipped_trace()
     gap = float(df["arrival_s"].iloc[-1]) + 1.0
@@ -133,7 +138,10 @@ def bench_events(repeat: int = 3) -> list[bool]:
     import os
     import tempfile
 
-    from allocator import PagedAllocator, ReserveMaxAllocator, classroom_40, simulate
+    from allocator.memory.paged import PagedAllocator
+    from allocator.memory.reserve_max import ReserveMaxAllocator
+    from allocator.workloads.requests import classroom_40
+    from allocator.engine.simulate import simulate
     from allocator.__main__ import main
 
     rows, met = [], []
@@ -182,8 +190,9 @@ def bench_ratesweep() -> list[bool]:
     """Issue 14's target: a rate sweep of 8 rates x 4 policies x 1,000 requests in at most 20 s
     (A100 40GB, OPT-13B, Azure conversation lengths, the default rate grid). Prints each policy's
     normalised latency per rate and its sustained rate."""
-    from allocator.throughput import POLICY_LABELS, rate_sweep, sustained_short
-    from allocator.timing import cost_model
+    from allocator.studies.rate_sweep import POLICY_LABELS, rate_sweep
+    from allocator.studies.sustained import sustained_short
+    from allocator.cost.roofline import cost_model
 
     cost = cost_model("a100-40gb", "opt-13b")
     t = time.perf_counter()
@@ -206,8 +215,8 @@ def bench_prefix(repeat: int = 3) -> list[bool]:
     """Issue 15's target: 2,000 consecutive Mooncake conversation requests replayed with prefix
     caching at block size 16 on a pool of about a quarter of their distinct full prompt blocks,
     in at most 5 s (median of ``repeat``). Prints the hit rate and the evictions it took."""
-    from allocator.mooncake import mooncake_workload, shipped_mooncake
-    from allocator.prefix_cache import distinct_prompt_blocks, run
+    from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
+    from allocator.studies.prefix_cache import distinct_prompt_blocks, run
 
     wl = mooncake_workload(shipped_mooncake(), offset=0, count=2000)
     distinct = distinct_prompt_blocks(wl, 16)
@@ -229,8 +238,8 @@ def bench_prefix(repeat: int = 3) -> list[bool]:
 def bench_replay(repeat: int = 3) -> list[bool]:
     """Issue 22's target: replaying the shipped vLLM run (300 requests, v1 rules, calibrated step
     model) takes at most 5 s (median of ``repeat``). Prints the replay's mean errors beside it."""
-    from allocator.replay import replay
-    from allocator.vllm_run import SHIPPED_RUN, load_run
+    from allocator.studies.vllm_replay import replay
+    from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 
     run = load_run(SHIPPED_RUN)
     elapsed, rep = _median_time(lambda: replay(run), repeat)
@@ -252,8 +261,8 @@ def bench_site() -> list[bool]:
     import os
     import tempfile
 
-    from allocator.scenario import Scenario
-    from allocator.viz.site import build_site, site_bytes
+    from allocator.engine.scenario import Scenario
+    from allocator.viz.export.site import build_site, site_bytes
 
     t = time.perf_counter()
     files = build_site(Scenario())
@@ -318,7 +327,7 @@ def bench_paper() -> list[bool]:
     in at most 60 s, and each figure's value against the paper's within its tolerance (Figure 13
     within 15 %, Figure 2's token states within 5 points and Orca (Max)'s split in the paper's
     order, Figure 12's sustained-rate ratios inside the paper's ranges)."""
-    from allocator.paper import paper_replication
+    from allocator.studies.paper import paper_replication
 
     rep = paper_replication()
     rows = [[r["figure"], r["measure"], r["paper"], r["ours"], r["error"], r["tolerance"], r["ok"]]
@@ -351,9 +360,10 @@ def bench_engine(repeat: int = 2) -> list[bool]:
     prefix caching, block 16, a pool of a quarter of its distinct full prompt blocks, at most 3 s,
     and the same run with pool pictures at most 1.3x it. The same replay without prefix caching
     is printed beside it (info)."""
-    from allocator import PagedAllocator, simulate
-    from allocator.mooncake import mooncake_workload, shipped_mooncake
-    from allocator.prefix_cache import distinct_prompt_blocks, run
+    from allocator.memory.paged import PagedAllocator
+    from allocator.engine.simulate import simulate
+    from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
+    from allocator.studies.prefix_cache import distinct_prompt_blocks, run
 
     rows, met = [], []
     w = _azure_repeated(5)
@@ -401,8 +411,8 @@ def bench_prefixpage() -> list[bool]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from allocator.mooncake import mooncake_workload, shipped_mooncake
-    from allocator.prefix_cache import pool_sweep
+    from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
+    from allocator.studies.prefix_cache import pool_sweep
     from pages._ui import prefix_data
     from tests.conftest import APP_PATH
 
@@ -537,7 +547,7 @@ def bench_pools() -> list[bool]:
     import subprocess
     import tracemalloc
 
-    from allocator import BlockPool
+    from allocator.memory.block_pool import BlockPool
 
     # VmHWM (peak resident memory of this process's own address space; ru_maxrss would carry the
     # parent's over exec, and the parent has imported torch)
@@ -594,7 +604,7 @@ def kernel_page_seconds() -> float:
 
 def _kernel_section():
     try:
-        from kernels.bench import bench_kernels
+        from kernels.sweep.bench import bench_kernels
     except ImportError:
         return None
     return lambda: bench_kernels(page_seconds=kernel_page_seconds)

@@ -21,8 +21,8 @@ st.set_page_config(page_title="Bench floor", layout="wide")      # as app.py: a 
 @st.cache_resource(show_spinner=False)
 def _maps():
     """The explainer's default maps figure, built as the app builds it (pages/_ui/cache.py)."""
-    from allocator.scenario import Scenario, build_workload, run_scenario
-    from allocator.viz.charts import explainer_figure
+    from allocator.engine.scenario import Scenario, build_workload, run_scenario
+    from allocator.viz.explainer_chart import explainer_figure
     sc = Scenario()
     return explainer_figure(run_scenario(sc, build_workload(sc))).freeze()
 

@@ -216,9 +216,9 @@ def bench_throughput_browser(cold_s: float = 10.0, change_s: float = 5.0, bar_s:
     default sweep, which the server starts computing in the background at start-up, is then still
     running or just done), then, server up 60 s, each control changed once in turn (settings add up:
     each change is a sweep not computed before), timed to the page redrawn."""
-    from allocator.accounting import PRESETS
-    from allocator.throughput import SWEEP_WORKLOADS
-    from allocator.timing import GPUS
+    from allocator.accounting.models import PRESETS
+    from allocator.workloads.poisson import SWEEP_WORKLOADS
+    from allocator.cost.roofline import GPUS
     title = "throughput page in headless Chromium (fresh server; s)"
 
     def body(rows, met):
@@ -270,7 +270,7 @@ def bench_throughput_browser(cold_s: float = 10.0, change_s: float = 5.0, bar_s:
 # --------------------------------------------------------------------------------------- kernel
 
 #: The Kernel page's caption after a sweep: the seconds it took and the figure it stated beforehand
-#: ("at most N" for a budgeted sweep: kernels/sweep_plan.py); the row compares the two as shown.
+#: ("at most N" for a budgeted sweep: kernels/sweep/plan.py); the row compares the two as shown.
 TOOK_RE = re.compile(r"Took (\d+) s against an estimate of (?:at most )?(\d+) s")
 
 
@@ -278,7 +278,7 @@ def bench_kernel_browser(target_s: float = 3.0, rounds: int = 3) -> list[bool]:
     """The Kernel page, server up 60 s: its first visit (clicked from About; later visits beside
     it), then its default (realistic) sweep: the progress bar's value read every 0.25 s, the sweep's
     wall time, and the time it took against the estimate the page states."""
-    from kernels.sweep import DEFAULT_BUDGET_S
+    from kernels.sweep.run import DEFAULT_BUDGET_S
     title = f"kernel page in headless Chromium, server up {UP_S:.0f} s"
 
     def body(rows, met):

@@ -9,7 +9,7 @@ import contextlib
 import os
 import time
 
-from kernels.bench import print_table
+from kernels.sweep.bench import print_table
 
 VIEWPORT = {"width": 1920, "height": 1080}     # a projector
 UP_S = 60.0                                    # the server has been up this long before timing

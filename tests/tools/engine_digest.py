@@ -70,14 +70,15 @@ def digest(result) -> str:
 
 def _classroom(alloc, clock=False, prefix=0):
     def go():
-        from allocator import classroom_40, simulate
-        from allocator.workload import with_shared_prefix
+        from allocator.workloads.requests import classroom_40
+        from allocator.engine.simulate import simulate
+        from allocator.workloads.requests import with_shared_prefix
         w = classroom_40()
         if prefix:
             w = with_shared_prefix(w, prefix)
         cost = None
         if clock:
-            from allocator.timing import cost_model
+            from allocator.cost.roofline import cost_model
             cost = cost_model().for_blocks(alloc().block_size)
         return simulate(w, alloc(), clock=cost, seconds_per_step=0.05 if clock else None)
     return go
@@ -85,8 +86,8 @@ def _classroom(alloc, clock=False, prefix=0):
 
 def _azure(alloc, count=2000, snapshots=False):
     def go():
-        from allocator import simulate
-        from allocator.trace import shipped_trace, trace_workload
+        from allocator.engine.simulate import simulate
+        from allocator.workloads.trace import shipped_trace, trace_workload
         w = trace_workload(shipped_trace(), offset=500, count=count, steps_per_second=20.0, max_new_tokens=1024)
         return simulate(w, alloc(), record_snapshots=snapshots)
     return go
@@ -94,12 +95,13 @@ def _azure(alloc, count=2000, snapshots=False):
 
 def _mooncake(pool_blocks, block=16, count=120, clock=False, snapshots=True, caching=True):
     def go():
-        from allocator import PagedAllocator, simulate
-        from allocator.mooncake import mooncake_workload, shipped_mooncake
+        from allocator.memory.paged import PagedAllocator
+        from allocator.engine.simulate import simulate
+        from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
         w = mooncake_workload(shipped_mooncake(), offset=100, count=count)
         cost = None
         if clock:
-            from allocator.timing import cost_model
+            from allocator.cost.roofline import cost_model
             cost = cost_model().for_blocks(block)
         return simulate(w, PagedAllocator(pool_blocks * block, block, prefix_caching=caching),
                         record_snapshots=snapshots, clock=cost)
@@ -108,9 +110,10 @@ def _mooncake(pool_blocks, block=16, count=120, clock=False, snapshots=True, cac
 
 def _v1(caching, pool_blocks=1500, block=16, count=80, budget=2048):
     def go():
-        from allocator import PagedAllocator, simulate
-        from allocator.engine import V1Rules
-        from allocator.mooncake import mooncake_workload, shipped_mooncake
+        from allocator.memory.paged import PagedAllocator
+        from allocator.engine.simulate import simulate
+        from allocator.engine.v1 import V1Rules
+        from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
         w = mooncake_workload(shipped_mooncake(), offset=100, count=count)
         return simulate(w, PagedAllocator(pool_blocks * block, block, prefix_caching=caching),
                         rules=V1Rules(max_num_batched_tokens=budget))
@@ -118,9 +121,9 @@ def _v1(caching, pool_blocks=1500, block=16, count=80, budget=2048):
 
 
 def _replay_shipped():
-    import allocator.replay as rp
-    from allocator.replay import replay
-    from allocator.vllm_run import SHIPPED_RUN, load_run
+    import allocator.studies.vllm_replay as rp
+    from allocator.studies.vllm_replay import replay
+    from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 
     # replay() keeps only figures: catch the result of the simulation it runs, to digest all of it
     captured = {}
@@ -138,7 +141,8 @@ def _replay_shipped():
 
 
 def _cases():
-    from allocator import PagedAllocator, ReserveMaxAllocator
+    from allocator.memory.paged import PagedAllocator
+    from allocator.memory.reserve_max import ReserveMaxAllocator
     return {
         "classroom paged 16": _classroom(lambda: PagedAllocator(2048, 16)),
         "classroom paged 1": _classroom(lambda: PagedAllocator(2048, 1)),

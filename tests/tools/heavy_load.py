@@ -38,7 +38,7 @@ HEAVY = {"workload": "azure-conv", "count_azure-conv": "200", "slots_azure-conv"
          "max_new_azure-conv": "32768", "block_size": "1", "shared_prefix": "4096",
          "steps_per_second_azure-conv": "200"}
 #: The largest in-range Throughput sweep: the widget's most requests per run and the most rates
-#: ``allocator.throughput.parse_rates`` accepts (16), spread over the page's default GPU's range.
+#: ``allocator.studies.rate_sweep.parse_rates`` accepts (16), spread over the page's default GPU's range.
 REQUESTS = 5000
 RATES = (0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16)
 #: The Throughput page's widget and chart keys (stable; never display text).

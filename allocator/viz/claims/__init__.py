@@ -12,28 +12,5 @@ idea:
 * :mod:`.paper` -- the paper replication beside the paper's figures;
 * :mod:`.capacity` -- the Capacity page's note on a block larger than the max context.
 
-Numbers are written by :mod:`allocator.formats` (re-exported here for the callers that always
-imported them from this package).
+Numbers are written by :mod:`allocator.common.formats`.
 """
-from allocator.formats import pct, plural, rate, ratio, seconds
-from allocator.viz.claims.capacity import oversized_block_note
-from allocator.viz.claims.explainer import (RESERVATION_RULES, about_default_run, classroom_tip, details_rows,
-                                            empty_pool_note, headline, lesson_key_steps, reservation_name,
-                                            reservation_rule, reveal, scheduler_rules_text, share_cells,
-                                            share_rows, time_line, workload_outcome)
-from allocator.viz.claims.paper import fig12_note, paper_replication_texts
-from allocator.viz.claims.sweep import sweep_basis, sweep_summary, sweep_table, sweep_value
-from allocator.viz.claims.throughput import (latency_claim, memory_claim, paper_comparison, ratio_words,
-                                             sustained_rows, sustained_text, sweep_headline, time_split_claim)
-
-__all__ = [
-    "pct", "plural", "rate", "ratio", "seconds",
-    "RESERVATION_RULES", "about_default_run", "classroom_tip", "details_rows", "empty_pool_note", "headline",
-    "lesson_key_steps", "reservation_name", "reservation_rule", "reveal", "scheduler_rules_text", "share_cells",
-    "share_rows", "time_line", "workload_outcome",
-    "oversized_block_note",
-    "fig12_note", "paper_replication_texts",
-    "sweep_basis", "sweep_summary", "sweep_table", "sweep_value",
-    "latency_claim", "memory_claim", "paper_comparison", "ratio_words", "sustained_rows", "sustained_text",
-    "sweep_headline", "time_split_claim",
-]

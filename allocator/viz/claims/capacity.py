@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from allocator.accounting import Capacity
-from allocator.formats import pct_fixed
+from allocator.accounting.memory import Capacity
+from allocator.common.formats import pct_fixed
 
 
 def oversized_block_note(cap: Capacity) -> str | None:

@@ -1,16 +1,16 @@
 """The explainer's sentences about one run, built from its results (no streamlit): the headline
 cards, the details table, the guided lesson's reveals and the About page's lines.
 
-Every number is read from the :class:`allocator.summary.RunSummary` (or the metrics) of the run it
-sits beside; labels and meanings come from :data:`allocator.metric_names.SUMMARY_METRICS`.
+Every number is read from the :class:`allocator.engine.summary.RunSummary` (or the metrics) of the run it
+sits beside; labels and meanings come from :data:`allocator.common.metric_names.SUMMARY_METRICS`.
 tests/pages/test_claims.py checks that every number quoted is one of the run's.
 """
 from __future__ import annotations
 
-from allocator.buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT
-from allocator.formats import pct, plural, seconds
-from allocator.metric_names import SUMMARY_METRICS
-from allocator.shares import SHARES
+from allocator.memory.buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT
+from allocator.common.formats import pct, plural, seconds
+from allocator.common.metric_names import SUMMARY_METRICS
+from allocator.engine.shares import SHARES
 
 
 # --------------------------------------------------------------------------------------------
@@ -21,7 +21,7 @@ from allocator.shares import SHARES
 RESERVATION_RULES = {"Reserve-max": "prompt + max_new_tokens",
                      "Reserve-pow2": "prompt + the next power of two at or above the answer's length",
                      "Reserve-oracle": "prompt + exactly the answer's length"}
-#: The same with the paper's buddy placement (allocator.buddy): capped at the context, rounded up to
+#: The same with the paper's buddy placement (allocator.memory.buddy): capped at the context, rounded up to
 #: a power-of-two number of blocks. Each reads before "slots per request".
 _BUDDY_TAIL = f", capped at {ORCA_MAX_CONTEXT:,} and rounded up to {ORCA_BLOCK_SIZE} × a power of two"
 RESERVATION_RULES.update({
@@ -54,7 +54,7 @@ def headline(results: dict, timings: dict | None = None) -> dict:
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
-        timings: {kind: :class:`allocator.timing.RunTiming`} of the same runs, or None.
+        timings: {kind: :class:`allocator.cost.timing.RunTiming`} of the same runs, or None.
 
     Returns:
         {kind: {"title": str, "cards": [{"label", "value", "delta", "delta_color", "help"}],
@@ -157,7 +157,7 @@ def time_line(res, timing) -> str:
 
 
 def share_cells(res) -> dict[str, str]:
-    """One run's memory shares (:data:`allocator.shares.SHARES`) as display strings, averaged over
+    """One run's memory shares (:data:`allocator.engine.shares.SHARES`) as display strings, averaged over
     the steps when requests waited, or over every step -- and then marked "(all steps)" -- when
     none waited; "—" for every category when nothing ran. Also key "total": what they add up to."""
     s = res.summary
@@ -173,7 +173,7 @@ def share_cells(res) -> dict[str, str]:
 def share_rows(results: dict) -> list[dict]:
     """The memory shares of both runs, one row per category plus a total (100 %): rows of
     measure, the reservation allocator (column named by :func:`reservation_name`), paged, meaning.
-    The categories partition the pool (:mod:`allocator.shares`), so each column adds up to 100 %."""
+    The categories partition the pool (:mod:`allocator.engine.shares`), so each column adds up to 100 %."""
     left = reservation_name(results)
     cells = {k: share_cells(results[k]) for k in ("reserve_max", "paged")}
     rows = [{"measure": f"memory: {name}", left: cells["reserve_max"][key], "paged": cells["paged"][key],
@@ -377,9 +377,9 @@ def classroom_tip(results: dict) -> str:
 
 def scheduler_rules_text() -> str:
     """Which scheduling rules the explainer's engine runs (assets/reference_figures.md, R9) and
-    which of vLLM v1's it leaves off, with v1's defaults read from :mod:`allocator.engine`, so the page
+    which of vLLM v1's it leaves off, with v1's defaults read from :mod:`allocator.engine.simulate`, so the page
     never claims rules it does not run (issue 22)."""
-    from allocator.engine import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
+    from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
     return ("Scheduler rules here: the classroom engine's. Running sequences are served first, then the queue "
             "is admitted in order while memory allows; a whole prompt is prefilled in one step; no cap on "
             "running sequences; no prefix caching unless a shared prompt or a trace asks for it. vLLM v1's "

@@ -1,22 +1,22 @@
-"""The paper replication's sentences (``allocator.paper.Replication``): this model's Figures 2, 13
+"""The paper replication's sentences (``allocator.studies.paper.Replication``): this model's Figures 2, 13
 and 12 beside the PagedAttention paper's (Kwon et al., SOSP 2023, section 6.2, Figures 2, 12, 13),
 each figure labelled as the paper's or this model's (no streamlit)."""
 from __future__ import annotations
 
-from allocator.formats import pct, ratio
+from allocator.common.formats import pct, ratio
 from allocator.viz.claims.throughput import ratio_words, sustained_text
 
 
 def paper_replication_texts(rep) -> dict:
     """The paper replication's sentences (markdown), every number from ``rep``
-    (:class:`allocator.paper.Replication`) or the paper's figures in :data:`allocator.paper.PAPER_FIGURES`,
+    (:class:`allocator.studies.paper.Replication`) or the paper's figures in :data:`allocator.studies.paper.PAPER_FIGURES`,
     each labelled as the paper's or this model's.
 
     Returns:
         {"load": why the rates are scaled, "fig2", "fig13", "fig12": one paragraph each,
         "departures": list of one-sentence differences between this model and the paper's system}.
     """
-    from allocator.paper import PAPER_FIGURES, PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS
+    from allocator.studies.paper import PAPER_FIGURES, PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS
     p = PAPER_FIGURES
     sc = rep.scale
     load = (f"**Same relative load, not the same clock.** This model's roofline prices a step of OPT-13B on an "
@@ -96,8 +96,8 @@ def paper_replication_texts(rep) -> dict:
 
 def fig12_note(rep) -> str:
     """The box inside the replication's Figure 12: the paper's stated ratios beside this model's
-    (plotly HTML; numbers from ``rep`` and :data:`allocator.paper.PAPER_FIGURES`)."""
-    from allocator.paper import PAPER_FIGURES
+    (plotly HTML; numbers from ``rep`` and :data:`allocator.studies.paper.PAPER_FIGURES`)."""
+    from allocator.studies.paper import PAPER_FIGURES
     f = PAPER_FIGURES["fig12"]
     parts = []
     for other, key, name in (("oracle", "range_vs_oracle", "Orca (Oracle)"), ("max", "range_vs_max", "Orca (Max)")):

@@ -1,6 +1,6 @@
 """What the block-size sweep shows, in sentences and a table built from its rows (no streamlit).
 
-The rows are ``allocator.scenario.block_size_sweep``'s :class:`allocator.scenario.SweepRow`; every
+The rows are ``allocator.engine.scenario.block_size_sweep``'s :class:`allocator.engine.scenario.SweepRow`; every
 comparison is made on one averaging basis (:func:`sweep_basis`), so no point mixes "while requests
 wait" with "over all steps".
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from allocator.formats import pct
+from allocator.common.formats import pct
 
 if TYPE_CHECKING:                   # pandas is imported by the one builder that makes a table
     import pandas as pd
@@ -20,7 +20,7 @@ def sweep_basis(rows: list[dict], reserve: dict | None = None) -> tuple[str, str
     else ("all", "over all steps") -- averages over waiting steps would not exist for some points.
 
     Args:
-        rows: ``allocator.scenario.block_size_sweep`` output.
+        rows: ``allocator.engine.scenario.block_size_sweep`` output.
         reserve: reserve-max's summary, when its line is drawn beside the sweep.
     """
     ran = [r for r in rows if r["cost_per_token"] is not None]
@@ -37,7 +37,7 @@ def sweep_summary(rows: list[dict], block_size: int, metadata_cost: float, reser
     """What the block-size sweep shows, in numbers taken from its rows (markdown).
 
     Args:
-        rows: ``allocator.scenario.block_size_sweep`` output, ascending block sizes.
+        rows: ``allocator.engine.scenario.block_size_sweep`` output, ascending block sizes.
         block_size: the block size on the slider (slots).
         metadata_cost: c, slot equivalents per block.
         reserve: reserve-max's summary (decides the basis with the rows, see :func:`sweep_basis`).

@@ -1,12 +1,12 @@
-"""The Throughput and latency page's sentences (``allocator.throughput.RateSweep``), every number
+"""The Throughput and latency page's sentences (``allocator.studies.rate_sweep.RateSweep``), every number
 from the sweep shown beside them; the paper's figures are labelled as the paper's (no streamlit)."""
 from __future__ import annotations
 
-from allocator.formats import pct, rate, ratio, seconds
+from allocator.common.formats import pct, rate, ratio, seconds
 
 
 def sustained_text(s: dict) -> str:
-    """A sustained rate (``allocator.throughput.sustained_rate``'s dict) in words: interpolated
+    """A sustained rate (``allocator.studies.rate_sweep.sustained_rate``'s dict) in words: interpolated
     ("1.81 requests/s"), a bracket across a coarse step of the grid ("between 0.2 and 500
     requests/s", the rates as typed), a lower bound, or below the sweep."""
     if s["bound"] == "between":
@@ -20,7 +20,7 @@ def sustained_text(s: dict) -> str:
 
 
 def ratio_words(r: dict | None, symbols: bool = False) -> str | None:
-    """A ratio of sustained rates (``allocator.throughput.rate_ratio``'s dict) as words ("at least
+    """A ratio of sustained rates (``allocator.studies.rate_sweep.rate_ratio``'s dict) as words ("at least
     2.0x", "between 1.2x and 2.5x") or, with ``symbols``, as a table cell ("≥ 2.0x"); None when no
     ratio can be stated."""
     if r is None:
@@ -39,9 +39,9 @@ def _ratio_phrase(r: dict, other: str) -> str:
 
 def sweep_headline(sweep) -> str:
     """The page's headline sentence, every number from ``sweep`` (markdown)."""
-    from allocator.throughput import POLICY_LABELS
+    from allocator.studies.rate_sweep import POLICY_LABELS
     c = sweep.cost
-    from allocator.throughput import SWEEP_WORKLOADS
+    from allocator.workloads.poisson import SWEEP_WORKLOADS
     text = (f"With {sweep.requests:,} requests of {SWEEP_WORKLOADS[sweep.workload]} on **{c.label}** (a KV pool of "
             f"{sweep.pool_slots:,} slots: this cost model's, what the GPU's memory leaves after the weights and a "
             "reserve), ")
@@ -72,7 +72,8 @@ def sweep_headline(sweep) -> str:
 def paper_comparison(sweep) -> dict:
     """The paper's reported ratios and this model's, side by side: {"paper": str, "model": str,
     "why": str} (markdown). The paper's figures are labelled as the paper's; ours as this model's."""
-    from allocator.throughput import PAPER, POLICY_LABELS, SWEEP_WORKLOADS
+    from allocator.studies.rate_sweep import PAPER, POLICY_LABELS
+    from allocator.workloads.poisson import SWEEP_WORKLOADS
     lo_o, hi_o = PAPER["rate_ratio_vs_oracle"]
     lo_m, hi_m = PAPER["rate_ratio_vs_max"]
     batch = PAPER["batch_ratio_opt13b"]
@@ -112,7 +113,7 @@ def paper_comparison(sweep) -> dict:
 def sustained_rows(sweep) -> list[dict]:
     """One table row per policy: our name, the paper's name, the sustained rate, and its ratio to
     paged's (as display strings; from ``sweep``)."""
-    from allocator.throughput import PAPER_NAMES, POLICY_LABELS
+    from allocator.studies.rate_sweep import PAPER_NAMES, POLICY_LABELS
     rows = []
     for p in sweep.policies:
         r = sweep.ratio("paged", p) if "paged" in sweep.sustained and p != "paged" else None
@@ -125,8 +126,8 @@ def sustained_rows(sweep) -> list[dict]:
 
 def memory_claim(sweep, at: float) -> str:
     """The share of the KV pool holding tokens at rate ``at`` for every policy, beside the paper's
-    Figure 2 (markdown; numbers from ``sweep`` and ``allocator.throughput.PAPER``)."""
-    from allocator.throughput import PAPER, POLICY_LABELS, memory_basis
+    Figure 2 (markdown; numbers from ``sweep`` and ``allocator.studies.rate_sweep.PAPER``)."""
+    from allocator.studies.rate_sweep import PAPER, POLICY_LABELS, memory_basis
     key, words = memory_basis(sweep, at)
     ours = ", ".join(f"{pct(sweep.points[(p, at)][key], 1)} for {POLICY_LABELS[p].lower()}" for p in sweep.policies)
     paper = ", ".join(f"{pct(PAPER['token_state_share'][p], 1)}" for p in sweep.policies)
@@ -137,7 +138,7 @@ def memory_claim(sweep, at: float) -> str:
 def latency_claim(sweep, at: float) -> str:
     """Medians and 99th percentiles of TTFT and TPOT at rate ``at``, reservation against paged
     (markdown; from ``sweep``)."""
-    from allocator.throughput import POLICY_LABELS
+    from allocator.studies.rate_sweep import POLICY_LABELS
     lines = []
     for p in sweep.policies:
         s = sweep.points[(p, at)]
@@ -151,7 +152,7 @@ def latency_claim(sweep, at: float) -> str:
 def time_split_claim(sweep, at: float, policy: str = "paged") -> str:
     """Where one run's seconds went (markdown; from ``sweep``): memory-limited, compute-limited,
     overhead, swap and idle seconds, which add up to the run's time."""
-    from allocator.throughput import POLICY_LABELS
+    from allocator.studies.rate_sweep import POLICY_LABELS
     s = sweep.points[(policy, at)]
     return (f"The {POLICY_LABELS[policy].lower()} run at {rate(at)} requests/s took {seconds(s['makespan_s'])}: "
             f"{seconds(s['memory_limited_s'])} in steps limited by memory bandwidth, "

@@ -1,0 +1,110 @@
+"""How the app writes a number: percentages, ratios, counts with their noun, durations, rates and
+byte sizes. One module, so a figure reads the same on every page, export and CLI line.
+
+Pure Python (no numpy, not even through an import: ``kernels.gpu_check`` runs on a GPU machine whose
+python may lack it; FieldError comes from the numpy-free ``allocator.common.errors``): the core, ``allocator.viz``, the pages and ``kernels/`` may all import it.
+"""
+from __future__ import annotations
+
+from allocator.common.errors import FieldError
+
+
+#: Binary byte multiples (the lesson's: the PagedAttention paper's "800 KB" for OPT-13B is
+#: 819,200 bytes = 800 KiB).
+KIB = 1024
+MIB = 1024 ** 2
+GIB = 1024 ** 3
+_BINARY = {"bytes": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB}
+#: Decimal multiples, for measured working sets and cache sizes (what CPU and GPU datasheets print).
+_DECIMAL = (("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
+
+
+def pct(fraction: float | None, digits: int = 0) -> str:
+    """A fraction as a percentage with enough figures to stay true: ``0.314 -> "31 %"``,
+    ``0.034 -> "3.4 %"``, ``0.0012 -> "0.12 %"``, ``0 -> "0 %"``; "—" when there is none."""
+    if fraction is None:
+        return "—"
+    v = 100 * fraction
+    if v and abs(v) < 1:
+        return f"{v:.2g} %"
+    if abs(v) < 10 and round(v, digits) != round(v, 1):
+        return f"{v:.1f} %"
+    return f"{v:.{digits}f} %"
+
+
+def pct_fixed(fraction: float, digits: int = 1) -> str:
+    """A fraction as a percentage with a fixed number of decimals: ``0.3142 -> "31.4 %"``
+    (for tables whose column should line up; :func:`pct` for sentences)."""
+    return f"{100 * fraction:.{digits}f} %"
+
+
+def ratio(x: float) -> str:
+    """A ratio such as a speed-up with enough figures to stay true: ``3.04 -> "3.0x"``,
+    ``0.253 -> "0.25x"``, ``38.4 -> "38x"``."""
+    if x >= 10:
+        return f"{x:.0f}x"
+    if x >= 1:
+        return f"{x:.1f}x"
+    return f"{x:.2g}x"
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``"1 token"``, ``"2 tokens"``, ``"1,024 steps"`` (counts always as integers; ``nouns`` for an
+    irregular plural)."""
+    n = int(n)
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
+
+
+def seconds(x: float | None) -> str:
+    """A duration as the pages print it: ``0.0213 -> "21.3 ms"``, ``1.234 -> "1.23 s"``,
+    ``0.0004 -> "0.4 ms"``, ``30.98 -> "31.0 s"``, ``16_600.4 -> "16,600 s"``; "—" when there is
+    none. Seconds keep their decimals, so two durations side by side are written alike."""
+    if x is None:
+        return "—"
+    if x == 0:
+        return "0 s"
+    if x < 1:
+        return f"{x * 1000:.3g} ms"
+    if x >= 100:
+        return f"{x:,.0f} s"
+    # fixed decimals, not significant figures: 30.98 s reads "31.0 s" beside "30.6 s", never "31 s"
+    return f"{x:.1f} s" if x >= 10 else f"{x:.2f} s"
+
+
+def rate(x: float) -> str:
+    """A request rate: two decimals (``1.8053 -> "1.81"``), requests per second."""
+    return f"{x:.2f}"
+
+
+def format_bytes(n_bytes: float, unit: str | None = None) -> str:
+    """A byte count in binary units, e.g. ``"512 KiB"``, ``"1 GiB"``, ``"175 MiB"`` (the lesson's
+    sizes: KV per token, pools, weights).
+
+    ``unit`` forces one of ``"bytes"``, ``"KiB"``, ``"MiB"``, ``"GiB"``; by default the largest
+    unit in which the value is at least 1 is chosen. Up to 2 decimals, trailing zeros dropped.
+
+    Raises:
+        FieldError (field ``unit``): any other unit.
+    """
+    if unit is None:
+        unit = "bytes"
+        for name in ("GiB", "MiB", "KiB"):
+            if abs(n_bytes) >= _BINARY[name]:
+                unit = name
+                break
+    if unit not in _BINARY:
+        raise FieldError("unit", f" = {unit!r} must be one of {', '.join(_BINARY)}")
+    value = n_bytes / _BINARY[unit]
+    if unit == "bytes":
+        return f"{value:,.0f} bytes" if float(value).is_integer() else f"{value:,.2f} bytes"
+    text = f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{text} {unit}"
+
+
+def format_bytes_decimal(n: float) -> str:
+    """``n`` bytes in decimal units, three significant figures: ``"67.1 MB"``, ``"1.07 GB"``,
+    ``"16.4 kB"``, ``"512 B"`` (measured working sets and cache sizes, as hardware reports them)."""
+    for unit, size in _DECIMAL:
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"

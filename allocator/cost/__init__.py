@@ -1,0 +1,1 @@
+"""Seconds, not steps: the roofline cost model, its calibration, and runs priced with it."""

@@ -1,0 +1,256 @@
+"""What one simulation returns: the per-step metrics (their names and units) and the result object.
+
+The engine's loops (``allocator/engine/classroom.py``, ``allocator/engine/v1.py``) write one row of
+raw counters per record (``allocator/engine/loop.py``); :func:`build_result` turns the rows into the
+metrics below and a :class:`SimulationResult`. Drawing a result (memory maps, slot states) is
+``allocator/viz/maps.py``'s job: this module knows nothing about pictures beyond keeping them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from allocator.engine.loop import CACHE_COLUMNS, Run
+from allocator.common.errors import FieldError
+from allocator.common.validate import real_number
+from allocator.workloads.requests import Workload
+
+if TYPE_CHECKING:
+    from allocator.engine.summary import RunSummary
+
+#: Per-step metric names (units: slots unless stated). Each holds for every step of its record.
+METRICS = (
+    "used_slots",             # distinct tokens stored: a shared system prompt counts once, however many
+                              # copies of it the pool holds (the utilisation numerator)
+    "duplicate_slots",        # slots holding an extra copy of a shared-prompt token (each reserve-max
+                              # reservation's own copy; paged: the prompt's partly filled last block)
+    "logical_tokens",         # tokens the running sequences hold, counting a shared prefix per sequence
+    "allocated_unshared",     # slots the block tables would need if nothing were shared
+    "allocated_slots",        # slots held by some sequence
+    "reserved_slots",         # allocated slots for tokens the holding request will still write (the
+                              # paper's Figure 2 "reservation"): the part of its room up to its final length
+    "internal_fragmentation", # allocated slots the holding request will never write: a reservation's room
+                              # past the answer's end, a paged sequence's last block past its final token
+    "external_fragmentation", # free slots that cannot serve the queue head although all free slots
+                              # together could (placement: holes between reservations, a paged pool's
+                              # remainder that forms no block); 0 when the head needs more than all free
+    "free_slots",             # total - allocated
+    "free_other_slots",       # free slots that are not fragmentation: nobody waits, or the queue head
+                              # needs more than all free memory together (free - external)
+    "utilization",            # used / total (fraction)
+    "running",                # the step's batch: sequences that computed (emitted a token) this step,
+                              # including any that finished in it (count)
+    "waiting",                # arrived, not admitted (count)
+    "finished",               # finished so far (count)
+    "tokens",                 # tokens emitted this step (count)
+    "preemptions",            # sequences preempted this step (count)
+    "units",                  # reservations (reserve-max) or blocks (paged) in use (count)
+    "next_need",              # slots the queue head needs to be admitted (0 if none waits)
+    "swapped_blocks",         # blocks copied to or from the host pool this step (swap preemption)
+    "recomputed_tokens",      # tokens prefilled again this step for sequences preempted by recompute
+    "admitted",               # sequences admitted this step: each prefilled its context and emitted a token (count;
+                              # one swapped back in is not counted: it decodes, its K/V copied back from host)
+    "prefill_tokens",         # tokens prefilled this step: the admitted sequences' contexts, recomputed ones
+                              # included (tokens; what the cost model charges 2 x parameters FLOPs each)
+    "prefill_pairs",          # causal attention query-key pairs of those prefills: c(c+1)/2 per context of c
+    "decode_pairs",           # query-key pairs of this step's decodes: each decoding sequence's query attends
+                              # to every token it holds at the end of the step (= KV tokens read)
+    "prefix_hit_tokens",      # prompt tokens of this step's first admissions found in the prefix cache (not
+                              # prefilled; a re-admission after recompute may hit too, and is not counted here)
+    "prompt_tokens_admitted", # prompt tokens of this step's first admissions (the hit rate's denominator)
+    "cached_blocks",          # blocks held only by the prefix cache at the end of the step (count)
+    "cached_evictions",       # cached blocks the free queue handed out again this step (count)
+    "pending_tokens",         # tokens the running sequences will still write before they finish: the sum of
+                              # (prompt + output_len - tokens held) (the PagedAttention paper's Figure 2 calls
+                              # the room a reservation keeps for them "reservation")
+)
+
+
+@dataclass
+class SimulationResult:
+    """What one simulation returns; pages render it, the CLI prints ``summary``.
+
+    Attributes:
+        kind: "reserve_max" or "paged".
+        label: display name of the allocator.
+        workload: name of the workload.
+        total_slots: pool size in slots.
+        block_size: slots per block (None for a reservation allocator).
+        metrics: per-record arrays, shape [records] each: ``step`` (first engine step of the
+            record), ``span`` (steps it covers, >= 1) and one entry per name in ``METRICS``,
+            whose value holds for each step of the record; a run on the seconds clock also has
+            ``seconds`` (float [records], the record's duration: see :func:`simulate`).
+        snapshots: {record start step: pool picture} (see the allocator's ``snapshot``; drawn
+            slot by slot by :func:`allocator.viz.maps.slot_states`), or None when snapshots were not
+            recorded. Busy steps are kept when ``step % snapshot_stride
+            == 0`` (the stride doubles past ``SNAPSHOT_BUDGET_BYTES``); idle gaps always are,
+            unless their picture is not empty (blocks held only by the prefix cache) and the
+            budget drops it like a busy step's.
+        snapshot_stride: the stride (a power of two).
+        rejected: list of {"id", "reason", "arrival_step"} for requests that can never fit.
+        summary: the run's figures, :class:`allocator.engine.summary.RunSummary` (see :func:`allocator.engine.summary.summarize`).
+        shared_prefix: tokens of the common system prompt (0: none).
+        preemption: the paged allocator's preemption mode, or None.
+        requests: per finished request, arrays of shape [finished] sorted by id: ``id``,
+            ``prompt_len`` and ``output_len`` (tokens), ``arrival_step``, ``first_token_step``
+            (the step whose prefill emitted its first token), ``finish_step`` (the step that
+            emitted its last token) and, in a run on the seconds clock, ``arrival_s`` (seconds).
+            Rejected requests are not in it (see ``rejected``).
+        clock: None for a run on the step clock (arrivals in steps); for a run on the seconds
+            clock, the cost model that timed it (see :func:`simulate`).
+        prefix_caching: the allocator kept finished prompts' blocks findable (the summary then
+            has the prefix-cache figures).
+    """
+
+    kind: str
+    label: str
+    workload: str
+    total_slots: int
+    block_size: int | None
+    metrics: dict
+    snapshots: dict | None
+    rejected: list
+    summary: "RunSummary | None" = None
+    snapshot_stride: int = 1
+    shared_prefix: int = 0
+    preemption: str | None = None
+    requests: dict = field(default_factory=dict)
+    clock: object = None
+    prefix_caching: bool = False
+
+    @property
+    def records(self) -> int:
+        """Number of records (busy steps plus idle gaps)."""
+        return len(self.metrics["step"])
+
+    @property
+    def steps(self) -> int:
+        """Engine steps simulated: step 0 to the step the last request finished (idle gaps included)."""
+        if not self.records:
+            return 0
+        return int(self.metrics["step"][-1] + self.metrics["span"][-1])
+
+    def record_index(self, step: int) -> int:
+        """Index of the record that covers ``step``.
+
+        Raises:
+            FieldError (``step``): a step outside 0 .. steps - 1.
+        """
+        if not 0 <= step < self.steps:
+            raise FieldError("step", f" = {step} must be in 0..{self.steps - 1}")
+        return int(np.searchsorted(self.metrics["step"], step, side="right") - 1)
+
+    def value_at(self, name: str, step: int):
+        """The value of metric ``name`` at engine step ``step`` (see :meth:`record_index`)."""
+        return self.metrics[name][self.record_index(step)]
+
+    def busy_mask(self) -> np.ndarray:
+        """Boolean [records]: True on records whose waiting queue was non-empty after admission
+        (these are always single busy steps)."""
+        return self.metrics["waiting"] > 0
+
+    def mean(self, values, mask: np.ndarray | None = None) -> float | None:
+        """Mean over steps of a per-record array (each record weighted by its span), optionally
+        over the records in ``mask`` only; None when no step is selected."""
+        values = np.asarray(values, dtype=float)
+        weights = self.metrics["span"].astype(float)
+        if mask is not None:
+            values, weights = values[mask], weights[mask]
+        total = weights.sum()
+        return float((values * weights).sum() / total) if total else None
+
+    def total_cost(self, metadata_cost: float) -> np.ndarray:
+        """Per-record allocated slots + c x units (blocks or reservations), in slot equivalents [records].
+
+        Raises:
+            FieldError (``metadata_cost``): c not a finite number in 0 .. 1,000,000.
+
+        Source: the metadata-cost objective, ``assets/reference_figures.md`` section R2.
+        """
+        c = real_number("metadata_cost", metadata_cost, 0, 1e6)
+        return self.metrics["allocated_slots"] + c * self.metrics["units"]
+
+    def cost_per_token(self, metadata_cost: float, busy: bool = True) -> float | None:
+        """Slot equivalents paid per stored token (1.0 = no waste, no metadata): a **ratio of
+        means**, mean(allocated slots + c x units) / mean(distinct tokens stored), over the steps
+        when requests waited (``busy``) or over every step. A student recomputes it from the mean
+        shares beside it: (every allocated share + c x units / pool) / the token-state share.
+        (A mean of per-step ratios would weigh a step storing few tokens as much as a full one,
+        and could not be recomputed from the means shown.)
+
+        Returns:
+            the ratio, or None when no such step stored a token (nothing ran, or nothing waited).
+
+        Source: the objective of ``assets/reference_figures.md`` section R2 (allocated + c x
+        blocks), divided by the useful tokens so
+        allocators that store different amounts compare fairly.
+        """
+        mask = self.busy_mask() if busy else None
+        if mask is not None and not mask.any():
+            return None
+        used = self.mean(self.metrics["used_slots"], mask)
+        if not used:
+            return None
+        return self.mean(self.total_cost(metadata_cost), mask) / used
+
+
+def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationResult:
+    """Turn a finished run's records into a :class:`SimulationResult` (both schedulers share it);
+    the caller adds the per-request table and the summary.
+
+    ``run.rows`` holds each record's int64 columns packed in ``run.names`` order (one ``struct``
+    pack per record: far cheaper than one list append per column); ``run.seconds`` the records'
+    durations on the seconds clock (None on the step clock). A ``tokens`` column, when named,
+    overrides the emitted-token count, which the classroom scheduler takes to be the batch (every
+    running sequence emits one token per step); the v1 scheduler records its own, since a prefill
+    chunk that does not finish its prompt emits none.
+    """
+    names, rows, seconds, caching = run.names, run.rows, run.seconds, run.caching
+    snapshots = run.pictures.snapshots if run.pictures is not None else None
+    timed = seconds is not None
+    table = np.frombuffer(rows, dtype="<i8").reshape(-1, len(names))
+    col = {name: table[:, i] for i, name in enumerate(names)}
+    # An idle stretch that only led up to arrivals which were all rejected is no part of the run:
+    # the run ends with its last piece of work (the rejections keep their arrival steps).
+    k = len(table)
+    step, span, running, waiting = col["step"], col["span"], col["running"], col["waiting"]
+    while k and running[k - 1] == 0 and waiting[k - 1] == 0 and (timed or span[k - 1] > 1):
+        if snapshots is not None:
+            snapshots.pop(int(step[k - 1]), None)
+        k -= 1
+    arr = {name: np.array(values[:k], dtype=np.int64) for name, values in col.items()}
+    if not caching:                            # nothing was found, held or evicted by a cache
+        for name in CACHE_COLUMNS:
+            arr[name] = np.zeros(k, dtype=np.int64)
+    if timed:
+        arr["seconds"] = np.asarray(seconds[:k], dtype=np.float64)
+    tokens = arr.get("tokens")
+    total = allocator.total_slots
+    # Every running sequence's prompt starts with the shared prefix (Workload checks it), so with
+    # k running, k - 1 of the prefix copies are redundant: distinct tokens = logical - (k-1) x P.
+    # Blocks shared through the prefix cache of a trace's prompts save their slots (``saving``);
+    # a token equal to another sequence's but stored in an unshared block counts as distinct.
+    stored = arr["logical_tokens"] - arr["saving"]            # slots holding a token, any copy
+    used = arr["logical_tokens"] - np.maximum(np.maximum(arr["holders"] - 1, 0) * workload.shared_prefix,
+                                              arr["saving"])
+    allocated, unwritten = arr["allocated_slots"], arr["internal_fragmentation"]
+    derived = {
+        "used_slots": used, "duplicate_slots": stored - used, "allocated_unshared": allocated + arr["saving"],
+        "reserved_slots": allocated - stored - unwritten, "free_slots": total - allocated,
+        "free_other_slots": total - allocated - arr["external_fragmentation"], "utilization": used / float(total),
+        "tokens": arr["running"].copy() if tokens is None else tokens,
+        "pending_tokens": arr["final"] - arr["logical_tokens"],
+    }
+    # every other metric is recorded under its own name
+    metrics = {"step": arr["step"], "span": arr["span"],
+               **{name: derived[name] if name in derived else arr[name] for name in METRICS}}
+    if timed:
+        metrics["seconds"] = arr["seconds"]
+    return SimulationResult(kind=allocator.kind, label=allocator.label, workload=workload.name,
+                            total_slots=total, block_size=allocator.block_size, metrics=metrics,
+                            snapshots=snapshots, rejected=run.rejected,
+                            snapshot_stride=run.pictures.stride if run.pictures is not None else 1,
+                            shared_prefix=workload.shared_prefix, preemption=allocator.preemption,
+                            clock=clock, prefix_caching=allocator.prefix_caching)

@@ -1,0 +1,339 @@
+"""A scenario: one workload, one pool, both allocators — what the explainer page and the CLI run.
+
+Keeping this here (not in a page) is what makes ``python -m allocator simulate`` and the
+explainer print the same numbers.
+
+Every numeric setting has a documented range in :data:`LIMITS` (from :mod:`allocator.common.limits`, the
+one table the CLI, the core and the pages' URL parameters read); :meth:`Scenario.checked` applies
+it, and :func:`build_workload` calls it before anything runs.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from allocator.memory.reserve_max import PLACEMENTS, RESERVATION_POLICIES, ReserveMaxAllocator
+from allocator.memory.paged import PagedAllocator
+from allocator.engine.result import SimulationResult
+from allocator.engine.simulate import simulate
+from allocator.common.limits import check
+from allocator.workloads.mooncake import is_mooncake_path, load_mooncake, mooncake_workload
+from allocator.workloads.sharegpt import sharegpt_trace
+from allocator.engine.summary import FieldMapping
+from allocator.workloads.trace import load_trace, shipped_trace, trace_workload
+from allocator.common.errors import FieldError
+from allocator.common.validate import one_line, one_of
+from allocator.workloads.requests import ARRIVAL_PATTERNS, Workload, classroom_40, with_shared_prefix
+
+WORKLOADS = ("classroom-40", "azure-conv", "sharegpt-opt")
+#: What a scenario's ``workload`` can name (:func:`workload_kind`): the synthetic classroom, a trace
+#: the repository ships (named), a CSV uploaded through the page, or a trace file by path -- a CSV
+#: (request lengths) or a Mooncake JSONL (``.jsonl``, ``.jsonl.gz``: prompts as block ids, so
+#: prefix caching has something to find).
+WORKLOAD_KINDS = ("classroom", "shipped", "upload", "csv", "mooncake")
+#: Block sizes of the sweep: powers of two 1..256 (1, 16 and 256 are the lesson's three questions:
+#: assets/reference_figures.md, R7).
+SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: Default pool per workload (slots). The trace's requests average ~1,150 prompt tokens, so its
+#: pool is 4x the classroom's: about 4-6 reserve-max reservations fit in it at once.
+DEFAULT_SLOTS = {"classroom-40": 2048, "azure-conv": 8192, "sharegpt-opt": 8192}
+DEFAULT_MAX_NEW = {"classroom-40": 600, "azure-conv": 1024, "sharegpt-opt": 2048}
+#: Defaults for a Mooncake JSONL trace (prompts average ~12,000 tokens, outputs up to 2,000).
+MOONCAKE_SLOTS = 1 << 20
+MOONCAKE_MAX_NEW = 2048
+#: Row cap for a trace uploaded through the page (the CLI accepts up to ``trace.MAX_ROWS``).
+UPLOAD_MAX_ROWS = 20_000
+#: The numeric settings of a Scenario, each checked against ``LIMITS[name]`` (None, where a field
+#: allows it, means "the workload's default").
+NUMERIC_SETTINGS = ("total_slots", "block_size", "max_new_tokens", "seed", "arrival_rate", "offset", "count",
+                    "steps_per_second", "metadata_cost", "shared_prefix")
+PREEMPTION_MODES = ("recompute", "swap")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Every setting of the explainer.
+
+    Attributes:
+        workload: "classroom-40", "azure-conv" (the shipped trace slice), "sharegpt-opt" (the
+            PagedAttention paper's ShareGPT lengths in file order, arriving as a Poisson stream of
+            2 requests/s, :func:`allocator.workloads.sharegpt.sharegpt_trace`) or a CSV path.
+        total_slots: pool size in slots (None: the workload's default, see ``DEFAULT_SLOTS``).
+        block_size: slots per block for the paged allocator (1..256 on the page).
+        max_new_tokens: generation cap in tokens (None: the workload's default).
+        seed: classroom-40's random seed (None: the calibrated default).
+        arrival: classroom-40's arrival pattern, "burst" or "trickle".
+        arrival_rate: trickle rate in requests per step.
+        offset, count: which trace rows to replay (0-based offset, number of rows).
+        steps_per_second: engine steps per second of trace time.
+        metadata_cost: cost per block (or per reservation) in slot equivalents (the c of
+            assets/reference_figures.md, R2).
+        trace_bytes: content of an uploaded trace CSV (workload "upload").
+        trace_name: that file's name, for labels.
+        shared_prefix: tokens of one system prompt put in front of every prompt (0: none); the
+            paged allocator shares its full blocks.
+        preemption: the paged allocator's preemption mode, "recompute" or "swap".
+        policy: the reservation allocator's policy (the PagedAttention paper's baselines): "max"
+            (prompt + max_new_tokens, the default), "pow2" (prompt + the next power of two of the
+            answer length) or "oracle" (prompt + the exact answer length).
+        prefix_caching: the paged allocator keeps finished prompts' blocks findable (a Mooncake
+            JSONL trace's prompts, or the shared system prompt).
+        placement: where the reservation allocator puts a reservation: "first-fit" (default, the
+            lesson's) or "buddy" (the PagedAttention paper's artifact: power-of-two runs of 16-slot
+            blocks, capped at 2,048 tokens; :mod:`allocator.memory.buddy`).
+    """
+
+    workload: str = "classroom-40"
+    total_slots: int | None = None
+    block_size: int = 16
+    max_new_tokens: int | None = None
+    seed: int | None = None
+    arrival: str = "burst"
+    arrival_rate: float = 1.0
+    offset: int = 0
+    count: int = 40
+    steps_per_second: float = 20.0
+    metadata_cost: float = 0.0
+    trace_bytes: bytes | None = None
+    trace_name: str = ""
+    shared_prefix: int = 0
+    preemption: str = "recompute"
+    policy: str = "max"
+    prefix_caching: bool = False
+    placement: str = "first-fit"
+
+    @property
+    def slots(self) -> int:
+        """The pool size actually used (slots)."""
+        if self.total_slots is not None:
+            return self.total_slots
+        if self.kind == "mooncake":
+            return MOONCAKE_SLOTS
+        return DEFAULT_SLOTS.get(self.workload, 8192)
+
+    @property
+    def max_new(self) -> int:
+        """The generation cap actually used (tokens)."""
+        if self.max_new_tokens is not None:
+            return self.max_new_tokens
+        if self.kind == "mooncake":
+            return MOONCAKE_MAX_NEW
+        return DEFAULT_MAX_NEW.get(self.workload, 1024)
+
+    @property
+    def kind(self) -> str:
+        """What ``workload`` names, one of :data:`WORKLOAD_KINDS` (see :func:`workload_kind`)."""
+        return workload_kind(self.workload)
+
+    @property
+    def trace_path(self) -> str | None:
+        """The trace file this scenario reads by path (a CSV or a Mooncake JSONL), or None for a
+        named workload or an upload."""
+        return self.workload if self.kind in ("csv", "mooncake") else None
+
+    def canonical(self) -> "Scenario":
+        """The same scenario with defaults resolved and settings that do not apply reset, so two
+        scenarios that simulate the same thing compare (and hash) equal — a cache key."""
+        from allocator.workloads.requests import CLASSROOM_40
+        classroom = self.kind == "classroom"
+        return replace(
+            self, total_slots=self.slots, max_new_tokens=self.max_new,
+            seed=(CLASSROOM_40["seed"] if self.seed is None else self.seed) if classroom else None,
+            arrival=self.arrival if classroom else "burst",
+            arrival_rate=self.arrival_rate if classroom and self.arrival == "trickle" else 1.0,
+            offset=0 if classroom else self.offset, count=40 if classroom else self.count,
+            steps_per_second=20.0 if classroom else self.steps_per_second,
+            trace_bytes=self.trace_bytes if self.workload == "upload" else None,
+            trace_name=one_line(self.trace_name) if self.workload == "upload" else "")
+
+    def checked(self) -> "Scenario":
+        """The same scenario with every numeric setting checked against :data:`LIMITS` -- all of
+        them, whether or not the workload uses it -- and counts as ints, rates as floats.
+
+        Raises:
+            FieldError: the first setting out of range, naming it, its value and the allowed range
+                (``"count = 0 must be a whole number from 1 to 200,000 (requests)"``), an
+                unknown ``arrival``, ``preemption`` or ``policy``, or a block larger than the pool.
+        """
+        values = {}
+        for name in NUMERIC_SETTINGS:
+            value = getattr(self, name)
+            values[name] = None if value is None and name in ("total_slots", "max_new_tokens", "seed") \
+                else check(name, value)
+        one_of("arrival", self.arrival, ARRIVAL_PATTERNS)
+        one_of("preemption", self.preemption, PREEMPTION_MODES)
+        one_of("policy", self.policy, RESERVATION_POLICIES)
+        one_of("placement", self.placement, PLACEMENTS)
+        checked = replace(self, **values)
+        if checked.block_size > checked.slots:       # the paged allocator's own refusal, said up front
+            raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")
+        return checked
+
+    def as_dict(self) -> dict:
+        """JSON-ready settings, with defaults resolved."""
+        d = asdict(self)
+        d["trace_bytes"] = None if self.trace_bytes is None else len(self.trace_bytes)
+        d["total_slots"] = self.slots
+        d["max_new_tokens"] = self.max_new
+        return d
+
+
+def workload_kind(workload: str) -> str:
+    """Decide once what a scenario's ``workload`` names (every caller asks this, none re-reads a
+    file name's suffix): "classroom" (classroom-40), "shipped" (azure-conv, sharegpt-opt), "upload"
+    (a CSV uploaded through the page, in ``Scenario.trace_bytes``), "mooncake" (a path ending in
+    ``.jsonl`` or ``.jsonl.gz``, any case) or "csv" (any other path).
+    """
+    if workload == "classroom-40":
+        return "classroom"
+    if workload in WORKLOADS:
+        return "shipped"
+    if workload == "upload":
+        return "upload"
+    return "mooncake" if is_mooncake_path(workload) else "csv"
+
+
+def build_workload(sc: Scenario) -> Workload:
+    """The workload a scenario names (classroom-40, the shipped trace, or a trace file).
+
+    Raises:
+        FieldError: bad settings (see :meth:`Scenario.checked`) or a malformed trace file, naming
+            the field or row.
+    """
+    sc = sc.checked()
+    kind = sc.kind
+    if kind == "classroom":
+        return with_shared_prefix(classroom_40(seed=sc.seed, max_new_tokens=sc.max_new, arrival=sc.arrival,
+                                               arrival_rate=sc.arrival_rate), sc.shared_prefix)
+    if sc.workload == "azure-conv":
+        df = shipped_trace()
+        name = "azure-conv"
+    elif sc.workload == "sharegpt-opt":
+        df = sharegpt_trace()
+        name = "sharegpt-opt"
+    elif kind == "upload":
+        if not sc.trace_bytes:
+            raise FieldError("trace_file", ": no trace file uploaded yet", subject="trace_file")
+        df = load_trace(sc.trace_bytes, max_rows=UPLOAD_MAX_ROWS)
+        name = f"upload: {one_line(sc.trace_name) or 'trace.csv'}"
+    elif kind == "mooncake":
+        return with_shared_prefix(mooncake_workload(load_mooncake(sc.workload), offset=sc.offset, count=sc.count,
+                                                    steps_per_second=sc.steps_per_second,
+                                                    max_new_tokens=sc.max_new, name=sc.workload), sc.shared_prefix)
+    else:                                                   # kind == "csv"
+        df = load_trace(sc.workload)
+        name = sc.workload
+    return with_shared_prefix(trace_workload(df, offset=sc.offset, count=sc.count,
+                                             steps_per_second=sc.steps_per_second, max_new_tokens=sc.max_new,
+                                             name=name), sc.shared_prefix)
+
+
+def run_both(workload: Workload, total_slots: int, block_size: int, *, record_snapshots: bool = True,
+             preemption: str = "recompute", policy: str = "max", prefix_caching: bool = False,
+             placement: str = "first-fit") -> dict[str, SimulationResult]:
+    """Simulate ``workload`` under a reservation allocator and paged allocation of the same pool.
+
+    ``preemption`` ("recompute" or "swap") is the paged allocator's preemption mode; ``policy``
+    ("max", "pow2" or "oracle") the reservation allocator's (its result stays under the key
+    "reserve_max", the left side of every page, and its ``label`` names the policy);
+    ``prefix_caching`` turns on the paged allocator's prefix cache; ``placement`` ("first-fit" or
+    "buddy") is where the reservation allocator puts each reservation.
+
+    Returns:
+        {"reserve_max": result, "paged": result}.
+
+    Raises:
+        FieldError: a bad pool or block size (e.g. block_size 0), naming the field.
+    """
+    reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens, policy, placement=placement)
+    paged = PagedAllocator(total_slots, block_size, preemption=preemption, prefix_caching=prefix_caching)
+    return {"reserve_max": simulate(workload, reserve, record_snapshots=record_snapshots),
+            "paged": simulate(workload, paged, record_snapshots=record_snapshots)}
+
+
+def run_scenario(sc: Scenario, workload: Workload | None = None, *, record_snapshots: bool = True
+                 ) -> dict[str, SimulationResult]:
+    """Run both allocators on a scenario with every one of its settings (see ``run_both``): the one
+    way every caller -- the explainer's cache, ``simulate``, ``export-html`` -- runs a scenario, so no
+    caller can drop a setting (an export once recorded ``prefix_caching`` but ran without it).
+
+    Args:
+        sc: the scenario.
+        workload: ``build_workload(sc)`` when the caller has already built it (it is built here
+            otherwise).
+        record_snapshots: keep per-step pool snapshots (for the maps).
+
+    Raises:
+        FieldError: bad settings or trace (see :meth:`Scenario.checked` and ``build_workload``).
+    """
+    sc = sc.checked()
+    if workload is None:
+        workload = build_workload(sc)
+    return run_both(workload, sc.slots, sc.block_size, record_snapshots=record_snapshots,
+                    preemption=sc.preemption, policy=sc.policy, prefix_caching=sc.prefix_caching,
+                    placement=sc.placement)
+
+
+@dataclass(frozen=True)
+class SweepRow(FieldMapping):
+    """One block size of :func:`block_size_sweep`: the paged allocator alone on the workload.
+
+    Each mean comes twice: ``*_busy`` over the steps when requests waited (None when none did) and
+    plain over every step; charts and texts compare rows on one basis
+    (``allocator.viz.claims.sweep_basis``).
+    """
+
+    block_size: int                              # slots per block
+    blocks: int                                  # blocks in the pool (pool // block size)
+    waited: bool                                 # some request had to wait at this block size
+    mean_utilization_busy: float | None          # distinct tokens / pool (0..1), busy mean
+    mean_utilization: float | None               # the same, all steps
+    mean_internal_fragmentation_busy: float | None   # allocated, never written (fraction of pool), busy mean
+    mean_internal_fragmentation: float | None    # the same, all steps
+    mean_total_cost_busy: float | None           # allocated slots + c x blocks (slot equivalents), busy mean
+    mean_total_cost: float | None                # the same, all steps
+    cost_per_token_busy: float | None            # mean total cost / mean distinct tokens, busy steps
+    cost_per_token: float | None                 # the same, all steps (None: nothing stored a token)
+    peak_running: int                            # the largest batch, sequences (one instant)
+    steps: int                                   # engine steps to drain
+    preemptions: int                             # sequences preempted in total
+    mean_tokens_per_step: float                  # tokens emitted per step, mean over all steps
+
+
+def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLOCK_SIZES,
+                     metadata_cost: float = 0.0, preemption: str = "recompute") -> list[SweepRow]:
+    """Run the paged allocator at each block size (the reserve-max run does not depend on it).
+
+    Returns:
+        One :class:`SweepRow` per block size that fits the pool, ascending.
+
+    Source: total cost = allocated slots + c x blocks is the metadata-cost objective of
+    assets/reference_figures.md, R2, applied here to the running engine instead of a snapshot.
+    """
+    rows = []
+    for bs in block_sizes:
+        if bs > total_slots:
+            continue
+        res = simulate(workload, PagedAllocator(total_slots, bs, preemption=preemption), record_snapshots=False)
+        m = res.metrics
+        rows.append(SweepRow(
+            block_size=bs,
+            blocks=total_slots // bs,
+            waited=bool(res.busy_mask().any()),
+            **_both_bases(res, "mean_utilization", m["utilization"]),
+            **_both_bases(res, "mean_internal_fragmentation", m["internal_fragmentation"] / total_slots),
+            **_both_bases(res, "mean_total_cost", res.total_cost(metadata_cost)),
+            cost_per_token_busy=res.cost_per_token(metadata_cost, busy=True),
+            cost_per_token=res.cost_per_token(metadata_cost, busy=False),
+            peak_running=res.summary.peak_running,
+            steps=res.steps,
+            preemptions=res.summary.preemptions,
+            mean_tokens_per_step=res.summary.mean_tokens_per_step,
+        ))
+    return rows
+
+
+def _both_bases(res: SimulationResult, name: str, values) -> dict:
+    """``{name + "_busy": mean over the steps when requests waited (None if none), name: mean over
+    every step}`` of a per-record array."""
+    busy = res.busy_mask()
+    return {f"{name}_busy": res.mean(values, busy) if busy.any() else None, name: res.mean(values)}

@@ -1,0 +1,310 @@
+"""vLLM v1's scheduler, for replaying real runs (the classroom scenarios use
+``allocator/engine/classroom.py``).
+
+:meth:`V1Scheduler.step` follows vLLM's ``Scheduler.schedule`` (vllm/v1/core/sched/scheduler.py):
+a token budget per step, the running scheduled first, chunked prefill, a cap on running
+sequences, recompute-only preemption, prefix caching of prompt and generated blocks. The loop
+around the step (clock, arrivals, idle gaps, pictures) is :func:`allocator.engine.loop.drive`.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from allocator.common.mathutils import round_up
+from allocator.common.errors import FieldError
+from allocator.common.validate import whole_number
+
+#: vLLM's defaults for the v1 rules: a cap of 256 running sequences (``max_num_seqs``) and a
+#: per-step budget of 2,048 scheduled tokens (``max_num_batched_tokens``; vLLM picks a larger
+#: one for some deployments, so a replay takes it from the run's own arguments).
+V1_DEFAULT_MAX_NUM_SEQS = 256
+V1_DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class V1Rules:
+    """vLLM v1's scheduling rules, each an option with vLLM's default (read vLLM's
+    vllm/v1/core/sched/scheduler.py, ``Scheduler.schedule``).
+
+    Args:
+        max_num_seqs: cap on running sequences (default 256). A waiting request is not admitted
+            while this many run.
+        max_num_batched_tokens: the step's token budget (default 2,048): a decode costs one token,
+            a prefill chunk its length.
+        chunked_prefill: True (vLLM v1's default): a prompt longer than what is left of the budget
+            is prefilled in chunks over several steps. False: admission stops at a waiting request
+            whose whole prefill does not fit the budget left, and a request whose prompt is longer
+            than the whole budget is rejected (vLLM then asks for a budget of at least the model's
+            context). A preempted sequence whose prompt and generated tokens together exceed the
+            whole budget is still recomputed in chunks (it could never come back otherwise).
+
+    Each step (what :func:`simulate` does with ``rules``):
+
+    1. Arrivals join the waiting queue (FCFS).
+    2. Running sequences are scheduled first, in admission order, while budget is left: each asks
+       for its remaining tokens (one for a decode; the rest of its prompt, capped by the budget,
+       for a sequence still prefilling). Its block table grows to hold its computed tokens plus
+       the scheduled ones, no more (``allocate_slots``). If too few blocks are free, the running
+       sequence admitted last is preempted -- **recompute only**: its blocks are freed (they stay
+       in the prefix cache, if on), it returns to the head of the queue with nothing computed, and
+       is prefilled again, prompt and generated tokens, when re-admitted -- until the sequence fits
+       or is itself the one preempted.
+    3. Unless a sequence was preempted in this step, waiting requests are admitted FCFS while the
+       budget lasts and fewer than ``max_num_seqs`` run: a new request first takes its cached
+       leading blocks (prefix caching: prompt and generated blocks under chained hashes; at least
+       its last token is computed), then as much of the rest as the budget allows (one chunk).
+       Stop at the first that does not get blocks (no skipping).
+    4. Compute: every scheduled sequence computes its scheduled tokens' KV; one whose computed
+       tokens reach its prompt plus generated tokens emits a token -- the first token comes from
+       the step that completes the prompt. A sequence that has emitted ``output_len`` tokens frees
+       its blocks (last block first; cached ones stay findable).
+
+    No block is taken at admission for the token prefill emits (the classroom scheduler takes one):
+    v1 allocates it in the step that computes it. Swap preemption is older vLLM's (v0) option and is
+    not part of these rules; a paged allocator with ``preemption="swap"`` is refused.
+
+    Raises:
+        FieldError: ``max_num_seqs`` or ``max_num_batched_tokens`` not a whole number >= 1.
+    """
+
+    max_num_seqs: int = V1_DEFAULT_MAX_NUM_SEQS
+    max_num_batched_tokens: int = V1_DEFAULT_MAX_NUM_BATCHED_TOKENS
+    chunked_prefill: bool = True
+
+    def __post_init__(self):
+        whole_number("max_num_seqs", self.max_num_seqs, 1, 1 << 20)
+        whole_number("max_num_batched_tokens", self.max_num_batched_tokens, 1, 1 << 24)
+        object.__setattr__(self, "chunked_prefill", bool(self.chunked_prefill))
+
+    def describe(self) -> str:
+        """One line naming the rules in force, e.g. for a page's caption."""
+        return (f"vLLM v1 rules: at most {self.max_num_seqs} running, a budget of "
+                f"{self.max_num_batched_tokens:,} tokens per step, chunked prefill "
+                f"{'on' if self.chunked_prefill else 'off'}, recompute preemption")
+
+
+class _V1Seq:
+    """A request inside the v1 scheduler: ``computed`` tokens have KV; it holds ``prompt_len +
+    generated`` tokens in all."""
+
+    __slots__ = ("id", "prompt_len", "output_len", "generated", "computed", "arrival", "first_step",
+                 "recomputing", "started")
+
+    def __init__(self, req, arrival):
+        self.id = req.id
+        self.prompt_len = req.prompt_len
+        self.output_len = req.output_len
+        self.arrival = arrival
+        self.generated = 0
+        self.computed = 0
+        self.first_step = -1
+        self.recomputing = 0            # tokens still to recompute after a preemption
+        self.started = False            # admitted at least once (the hit rate counts each prompt once)
+
+
+
+def check_allocator(allocator) -> None:
+    """Refuse an allocator the v1 rules cannot drive.
+
+    Raises:
+        FieldError: a non-paged allocator (``rules``) or one with swap preemption (``preemption``).
+    """
+    if allocator.kind != "paged" or not hasattr(allocator, "v1_allocate"):
+        raise FieldError("rules", ": vLLM v1's scheduler needs the paged allocator")
+    if allocator.preemption != "recompute":
+        raise FieldError("preemption", f" = {allocator.preemption!r}: vLLM v1 preempts by recompute only "
+                         "(swap is older vLLM's option; use the classroom scheduler for it)")
+
+
+class V1Scheduler:
+    """:class:`V1Rules` over a paged allocator (see there for the step). Same records as the
+    classroom scheduler; the ``tokens`` column counts tokens emitted (a prefill chunk that leaves
+    its prompt unfinished emits none), ``admitted`` requests taken from the queue, ``prefill``
+    every token computed other than decodes (chunks, recomputes), ``recomputed`` the part of them
+    that recomputes a preempted sequence.
+
+    Attributes:
+        waiting: the queue (FCFS; a preempted sequence returns to its head).
+        running: the running sequences in admission order (the last one is the youngest).
+        busy_limit: busy steps no run can legitimately need (a bug guard).
+    """
+
+    name = "v1 simulation"                 # how the loop's bug guard names it
+    new_seq = _V1Seq                       # what an arrival becomes
+
+    __slots__ = ("allocator", "run", "waiting", "running", "budget_cap", "seq_cap", "chunked", "reject_reason",
+                 "busy_limit", "spent")
+
+    def __init__(self, allocator, run, rules: V1Rules) -> None:
+        self.allocator, self.run = allocator, run
+        self.waiting: deque[_V1Seq] = deque()
+        self.running: list[_V1Seq] = []
+        self.budget_cap, self.seq_cap = rules.max_num_batched_tokens, rules.max_num_seqs
+        self.chunked = rules.chunked_prefill
+        self.reject_reason = None if self.chunked else self._prompt_over_budget
+        self.busy_limit = 4 * (sum(r.prompt_len + r.output_len for r in run.pending) + run.n) + 16
+        self.spent = 0                     # tokens scheduled in the last step (checked against the budget)
+
+    def _prompt_over_budget(self, req) -> str | None:
+        """Without chunked prefill, a prompt longer than the whole budget can never be scheduled."""
+        if req.prompt_len > self.budget_cap:
+            return (f"its {req.prompt_len}-token prompt is longer than the step's token budget "
+                    f"({self.budget_cap}) and chunked prefill is off")
+        return None
+
+    def step(self, t: int) -> tuple:
+        """One busy step at ``t`` (arrivals already queued); returns its work for the cost model:
+        (prefill tokens, prefill query-key pairs, decodes, decode query-key pairs)."""
+        scheduled: list[tuple[_V1Seq, int]] = []                 # (sequence, tokens to compute now)
+        budget, preempted = self.serve(scheduled)                # 2. the running first
+        if self.waiting and not preempted:                       # 3. admit (not after a preemption)
+            budget, admitted, hit, prompt_in = self.admit(scheduled, budget)
+        else:
+            admitted = hit = prompt_in = 0
+        self.spent = self.budget_cap - budget
+        work, emitted, recomputed, done = self.compute(scheduled, t)   # 4. compute
+        if done:
+            self.finish(done, t)                                 # 5. free the finished
+        self.record(t, len(scheduled), preempted, recomputed, admitted, work, hit, prompt_in, emitted)  # 6.
+        return work
+
+    def serve(self, scheduled: list) -> tuple[int, int]:
+        """Schedule the running in admission order while budget is left: each its remaining
+        tokens (one for a decode; the rest of its prompt, capped by the budget, while prefilling),
+        its block table grown to hold them; when blocks run out, preempt the youngest.
+
+        Returns:
+            (budget left, sequences preempted).
+        """
+        running, allocate = self.running, self.allocator.v1_allocate
+        budget, preempted, i = self.budget_cap, 0, 0
+        while i < len(running) and budget > 0:
+            s = running[i]
+            want = s.prompt_len + s.generated - s.computed
+            new = want if want < budget else budget
+            while not allocate(s.id, s.prompt_len, s.prompt_len + s.generated, s.computed + new,
+                               final=s.prompt_len + s.output_len):
+                victim = self.preempt_youngest()
+                preempted += 1
+                if victim is s:
+                    return budget, preempted
+            scheduled.append((s, new))
+            budget -= new
+            i += 1
+        return budget, preempted
+
+    def preempt_youngest(self) -> _V1Seq:
+        """Preempt the running sequence admitted last by recompute: free its blocks (they stay in
+        the prefix cache, if on) and put it back at the head of the queue with nothing computed."""
+        victim = self.running.pop()
+        self.allocator.v1_free(victim.id, keep_keys=True)
+        victim.recomputing = victim.computed       # work lost: computed again on return
+        victim.computed = 0
+        self.waiting.appendleft(victim)
+        return victim
+
+    def admit(self, scheduled: list, budget: int) -> tuple[int, int, int, int]:
+        """Admit from the queue (FCFS, no skipping) while budget is left and fewer than
+        ``max_num_seqs`` run: each takes its cached leading blocks, then one chunk of the rest.
+
+        Returns:
+            (budget left, admitted, prompt tokens found in the prefix cache, prompt tokens of
+            first admissions).
+        """
+        allocator, waiting, running = self.allocator, self.waiting, self.running
+        bs, budget_cap, seq_cap, chunked = allocator.block_size, self.budget_cap, self.seq_cap, self.chunked
+        admitted = hit = prompt_in = 0
+        while waiting and budget > 0 and len(running) < seq_cap:
+            s = waiting[0]
+            total = s.prompt_len + s.generated
+            hits = allocator.v1_computed_blocks(s.id, s.prompt_len, total)
+            cached = len(hits) * bs
+            want = total - cached
+            if not chunked and budget < want <= budget_cap:
+                break
+            new = want if want < budget else budget
+            if not allocator.v1_allocate(s.id, s.prompt_len, total, cached + new, hits,
+                                         final=s.prompt_len + s.output_len):
+                break
+            waiting.popleft()
+            s.computed = cached
+            if s.recomputing:
+                s.recomputing = max(0, s.recomputing - cached)
+            if not s.started:
+                s.started = True
+                hit += cached
+                prompt_in += s.prompt_len
+            running.append(s)
+            scheduled.append((s, new))
+            budget -= new
+            admitted += 1
+        return budget, admitted, hit, prompt_in
+
+    @staticmethod
+    def compute(scheduled: list, t: int) -> tuple[tuple, int, int, list]:
+        """Every scheduled sequence computes its scheduled tokens' KV; one that reaches its prompt
+        plus generated tokens emits a token.
+
+        Returns:
+            ((prefill tokens, prefill pairs, decodes, decode pairs), tokens emitted, tokens
+            recomputed, the sequences that emitted their last token).
+        """
+        prefill = prefill_pairs = decodes = decode_pairs = emitted = recomputed = 0
+        done = []
+        for s, new in scheduled:
+            c = s.computed
+            total = s.prompt_len + s.generated
+            if s.generated and c == total - 1 and new == 1:
+                decodes += 1
+                decode_pairs += c + 1
+            else:
+                prefill += new
+                prefill_pairs += new * c + new * (new + 1) // 2
+                if s.recomputing:
+                    r = new if new < s.recomputing else s.recomputing
+                    recomputed += r
+                    s.recomputing -= r
+            s.computed = c + new
+            if s.computed == total:
+                s.generated += 1
+                emitted += 1
+                if s.first_step < 0:
+                    s.first_step = t
+                if s.generated >= s.output_len:
+                    done.append(s)
+        return (prefill, prefill_pairs, decodes, decode_pairs), emitted, recomputed, done
+
+    def finish(self, done: list, t: int) -> None:
+        """Free the sequences that emitted their last token at ``t`` (last block first; cached
+        blocks stay findable)."""
+        run, v1_free = self.run, self.allocator.v1_free
+        for s in done:
+            v1_free(s.id)
+            run.served.append((s.id, s.prompt_len, s.output_len, s.arrival, s.first_step, t))
+        gone = {s.id for s in done}
+        self.running[:] = [s for s in self.running if s.id not in gone]
+        run.finished += len(done)
+
+    def record(self, t, batch, preempted, recomputed, admitted, work, hit, prompt_in, emitted) -> None:
+        """Write the step's record (see :data:`allocator.engine.loop.STEP_COLUMNS`)."""
+        run, waiting, running = self.run, self.waiting, self.running
+        if waiting:
+            head = waiting[0]
+            need = round_up(head.prompt_len + head.generated, self.allocator.block_size)
+        else:
+            need = 0
+        prefill, prefill_pairs, _, decode_pairs = work
+        counters = (t, 1, sum(s.computed for s in running), len(running), batch, len(waiting), run.finished,
+                    preempted, need, recomputed, admitted, prefill, prefill_pairs, decode_pairs,
+                    sum(s.prompt_len + s.output_len for s in running))   # final: pending = final - logical
+        run.record(counters + (hit, prompt_in, emitted) if run.caching else counters + (emitted,), need)
+
+    def lengths(self, t: int) -> dict:
+        """{id: tokens with KV} for the running (pictures and checks)."""
+        return {s.id: s.computed for s in self.running}
+
+    def check_invariants(self, lengths: dict, t: int) -> None:
+        """Assert the step kept the rules' caps (tests run with this)."""
+        assert len(self.running) <= self.seq_cap, "more running than max_num_seqs"
+        assert self.spent <= self.budget_cap, "token budget overspent"

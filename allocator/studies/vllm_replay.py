@@ -1,0 +1,216 @@
+"""Replay a measured vLLM run in the lab's engine and compare, request by request.
+
+:func:`replay` takes a :class:`allocator.workloads.vllm_run.VllmRun` (arrivals, prompt and output lengths,
+the engine's arguments), runs it through :func:`allocator.engine.simulate.simulate` under vLLM v1's rules
+(:class:`allocator.engine.simulate.V1Rules`: the run's ``max_num_seqs`` and ``max_num_batched_tokens``,
+chunked prefill and prefix caching as the run set them, vLLM's defaults otherwise) on the seconds
+clock of :class:`allocator.cost.calibration.CalibratedCost`, and returns measured beside simulated TTFT,
+TPOT and end-to-end latency with the percentage error of mean, p50 and p90. ``python -m allocator
+replay-vllm RUN_DIR`` prints it; the "Checked against a real engine" page draws it.
+
+Requests arrive at their measured ``queued_ts`` (relative to the first). The run gives lengths,
+not token ids, so prefix caching can only find a preempted request's own blocks again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator.memory.paged import PagedAllocator
+from allocator.cost.calibration import (CALIBRATED, CalibratedCost, Efficiency, Fit, REPLAY_GPUS, ServedModel,
+                                        fit_efficiency, gpu_for, kv_pool_blocks, model_for)
+from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules
+from allocator.engine.simulate import simulate
+from allocator.common.errors import FieldError
+from allocator.common.validate import real_number, whole_number
+from allocator.workloads.vllm_run import VllmRun
+from allocator.workloads.requests import Request, Workload
+
+#: The three per-request figures compared, with their display names.
+FIGURES = {"ttft": "time to first token", "tpot": "time per output token", "latency": "end-to-end latency"}
+#: The statistics compared.
+STATS = ("mean", "p50", "p90")
+#: vLLM's default block size (tokens) when the run does not state one.
+DEFAULT_BLOCK_SIZE = 16
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A replay's result.
+
+    Attributes:
+        run: the measured run.
+        cost: the step model used.
+        rules: the v1 rules used.
+        prefix_caching: whether the replay's pool kept finished blocks findable.
+        block_size, num_blocks: the KV pool (blocks of ``block_size`` tokens).
+        pool_source: "run" (meta.json's num_gpu_blocks) or "derived" (:func:`kv_pool_blocks`).
+        measured, simulated: {"ttft", "tpot", "latency"}: float64 [requests], seconds (tpot NaN for
+            a one-token answer), in the run's queue order.
+        table: {figure: {stat: {"measured", "simulated", "error_pct"}}} (seconds; error = simulated /
+            measured - 1, in %).
+        series: {"t", "running", "waiting"} of the simulation sampled at the run's ticks (seconds,
+            counts; the requests running or waiting at the end of the step covering each tick).
+        makespan_s: measured and simulated seconds from the first arrival to the last token.
+        preemptions: the simulation's preemptions.
+    """
+
+    run: VllmRun
+    cost: CalibratedCost
+    rules: V1Rules
+    prefix_caching: bool
+    block_size: int
+    num_blocks: int
+    pool_source: str
+    measured: dict
+    simulated: dict
+    table: dict
+    series: dict
+    makespan_s: dict
+    preemptions: int
+
+    def error_pct(self, figure: str, stat: str = "mean") -> float:
+        """Simulated / measured - 1 of one statistic, in percent."""
+        return self.table[figure][stat]["error_pct"]
+
+    def to_json(self) -> dict:
+        """The replay as JSON-ready data (what ``replay-vllm --json`` prints)."""
+        e = self.cost.efficiency
+        return {
+            "run": self.run.name, "model": self.run.model, "gpu": self.cost.gpu.key, "tp": self.cost.tp,
+            "requests": len(self.run), "rules": {"max_num_seqs": self.rules.max_num_seqs,
+                                                 "max_num_batched_tokens": self.rules.max_num_batched_tokens,
+                                                 "chunked_prefill": self.rules.chunked_prefill,
+                                                 "prefix_caching": self.prefix_caching, "preemption": "recompute"},
+            "block_size": self.block_size, "num_gpu_blocks": self.num_blocks, "pool_source": self.pool_source,
+            "efficiency": {"eta_flops": e.eta_flops, "eta_bw": e.eta_bw, "overhead_s": e.overhead_s},
+            "table": self.table, "makespan_s": self.makespan_s, "preemptions": self.preemptions,
+        }
+
+
+def _stats(values: np.ndarray) -> dict:
+    v = values[np.isfinite(values)]
+    return {"mean": float(v.mean()), "p50": float(np.percentile(v, 50)), "p90": float(np.percentile(v, 90))}
+
+
+def rules_for(run: VllmRun) -> V1Rules:
+    """The v1 rules the run's engine arguments set (vLLM's defaults for what it leaves out).
+
+    Raises:
+        FieldError: an engine argument of the wrong type (named ``meta.json: engine_kwargs.<key>``).
+    """
+    chunked = run.engine.get("enable_chunked_prefill")
+    if chunked is not None and not isinstance(chunked, bool):
+        raise FieldError("enable_chunked_prefill", f" = {chunked!r} must be true or false",
+                         subject="meta.json: engine_kwargs.enable_chunked_prefill")
+    return V1Rules(max_num_seqs=run.engine_int("max_num_seqs", V1_DEFAULT_MAX_NUM_SEQS),
+                   max_num_batched_tokens=run.engine_int("max_num_batched_tokens", V1_DEFAULT_MAX_NUM_BATCHED_TOKENS),
+                   chunked_prefill=True if chunked is None else chunked)
+
+
+def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
+           efficiency: Efficiency = CALIBRATED, max_num_seqs: int | None = None,
+           max_num_batched_tokens: int | None = None, chunked_prefill: bool | None = None,
+           prefix_caching: bool | None = None) -> Replay:
+    """Replay ``run`` and compare (see the module docstring).
+
+    Args:
+        run: the measured run.
+        gpu: a GPU preset key (default: what the run's meta.json or directory name says).
+        model: a model preset key (default: the run's model name).
+        efficiency: the step model's parameters (default the calibration).
+        max_num_seqs, max_num_batched_tokens, chunked_prefill, prefix_caching: override the run's
+            engine arguments (None: as the run set them, vLLM's defaults where it did not), to ask
+            "what if" of the same arrivals.
+
+    Raises:
+        FieldError: an unknown GPU or model, engine arguments of the wrong type, a pool that
+            cannot hold the model, or a request longer than the pool (``requests``).
+    """
+    g = gpu_for(gpu, run.hardware, run.name)
+    m: ServedModel = model_for(model or run.model)
+    tp = run.engine_int("tensor_parallel_size", 1)
+    rules = rules_for(run)
+    if max_num_seqs is not None or max_num_batched_tokens is not None or chunked_prefill is not None:
+        rules = V1Rules(rules.max_num_seqs if max_num_seqs is None else max_num_seqs,
+                        rules.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens,
+                        rules.chunked_prefill if chunked_prefill is None else chunked_prefill)
+    if not rules.chunked_prefill and int(run.prompt.max()) > rules.max_num_batched_tokens:
+        raise FieldError("max_num_batched_tokens", f" = {rules.max_num_batched_tokens} is below the longest prompt "
+                         f"({int(run.prompt.max())} tokens): without chunked prefill a prompt must fit one step's "
+                         "budget (vLLM asks for a budget of at least max_model_len then)")
+    kv = run.kv_cache
+    bs = whole_number("block_size", kv.get("block_size", run.engine.get("block_size", DEFAULT_BLOCK_SIZE)), 1, 4096,
+                      subject="meta.json: kv_cache.block_size")
+    if kv.get("num_gpu_blocks") is not None:
+        blocks, source = whole_number("num_gpu_blocks", kv["num_gpu_blocks"], 1, subject="meta.json: kv_cache.num_gpu_blocks"), "run"
+    else:
+        util = real_number("gpu_memory_utilization", kv.get("gpu_memory_utilization",
+                                                            run.engine.get("gpu_memory_utilization", 0.9)),
+                           above=0, maximum=1, subject="meta.json: gpu_memory_utilization")
+        blocks, source = kv_pool_blocks(g, m, tp, bs, gpu_memory_utilization=util,
+                                        max_num_batched_tokens=rules.max_num_batched_tokens,
+                                        max_num_seqs=rules.max_num_seqs), "derived"
+    caching = (run.engine.get("enable_prefix_caching", True) is not False) if prefix_caching is None else prefix_caching
+    cost = CalibratedCost(g, m, tp, efficiency)
+    reqs = tuple(Request(i + 1, int(run.prompt[i]), int(run.output[i]), 0, float(run.queued[i]))
+                 for i in range(len(run)))
+    workload = Workload(run.name, reqs, int(run.output.max()))
+    allocator = PagedAllocator(blocks * bs, bs, prefix_caching=caching)
+    res = simulate(workload, allocator, clock=cost, rules=rules, record_snapshots=False)
+    if res.rejected:
+        first = res.rejected[0]
+        raise FieldError("requests", f": request {first['id']}: {first['reason']}", subject="requests")
+    ends = np.cumsum(res.metrics["seconds"])
+    r = res.requests
+    order = r["id"] - 1
+    arrival = run.queued[order]
+    first_s, last_s = ends[r["first_token_step"]], ends[r["finish_step"]]
+    sim = {k: np.empty(len(run)) for k in FIGURES}
+    sim["ttft"][order] = first_s - arrival
+    sim["latency"][order] = last_s - arrival
+    out = r["output_len"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sim["tpot"][order] = np.where(out > 1, (last_s - first_s) / np.maximum(out - 1, 1), np.nan)
+    meas = {"ttft": run.ttft, "tpot": run.tpot, "latency": run.latency}
+    table = {}
+    for k in FIGURES:
+        ms, ss = _stats(meas[k]), _stats(sim[k])
+        table[k] = {s: {"measured": ms[s], "simulated": ss[s], "error_pct": 100.0 * (ss[s] / ms[s] - 1)}
+                    for s in STATS}
+    ticks = (np.asarray(run.timeseries["t"], dtype=float) if run.timeseries is not None
+             else np.arange(1.0, float(run.last.max()) + 1.0))
+    starts = ends - res.metrics["seconds"]
+    idx = np.clip(np.searchsorted(starts, ticks, side="right") - 1, 0, len(ends) - 1)
+    series = {"t": ticks, "running": res.metrics["running"][idx].astype(float),
+              "waiting": res.metrics["waiting"][idx].astype(float)}
+    series["running"][ticks > ends[-1]] = 0
+    series["waiting"][ticks > ends[-1]] = 0
+    return Replay(run, cost, rules, caching, bs, blocks, source, meas, sim, table, series,
+                  {"measured": float(run.last.max()), "simulated": float(ends[-1])}, res.summary["preemptions"])
+
+
+def held_out_check(run: VllmRun, gpu: str | None = None, model: str | None = None) -> dict:
+    """Calibrate on the first half of the run's requests (by queue time), replay the whole run with
+    those parameters, and report the errors on the second half only.
+
+    Returns:
+        {"fit": the half fit (:class:`allocator.cost.calibration.Fit`), "tpot_error_pct",
+        "ttft_error_pct", "latency_error_pct": mean errors (%) over the held-out requests}.
+    """
+    g = gpu_for(gpu, run.hardware, run.name)
+    m = model_for(model or run.model)
+    half = np.arange(len(run)) < len(run) // 2
+    fit: Fit = fit_efficiency(run, g, m, run.engine_int("tensor_parallel_size", 1), fit_mask=half)
+    rep = replay(run, g.key, m.config.key, efficiency=fit.efficiency)
+    rest = ~half
+    out = {"fit": fit}
+    for k in FIGURES:
+        meas, sim = rep.measured[k][rest], rep.simulated[k][rest]
+        ok = np.isfinite(meas) & np.isfinite(sim)
+        out[f"{k}_error_pct"] = float(100.0 * (sim[ok].mean() / meas[ok].mean() - 1))
+    return out
+
+
+__all__ = ["Replay", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS"]
