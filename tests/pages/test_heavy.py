@@ -95,16 +95,20 @@ def test_identical_work_asked_at_once_is_computed_once():
 
 
 def test_a_failed_computation_is_not_stored_and_a_waiter_tries_itself():
+    """The first caller fails only once a second is provably waiting for it (the waiter's
+    ``on_other`` has been called), so the order never depends on how busy the machine is."""
     store, calls = Store(), []
+    started, waiter_in = threading.Event(), threading.Event()
 
     def compute():
         calls.append(1)
         if len(calls) == 1:
-            time.sleep(0.2)
+            started.set()
+            assert waiter_in.wait(60), "the second caller never waited"
             raise ValueError("bad settings")
         return 42
 
-    errors, out = [], []
+    errors = []
 
     def first():
         try:
@@ -113,10 +117,10 @@ def test_a_failed_computation_is_not_stored_and_a_waiter_tries_itself():
             errors.append(str(exc))
     t = threading.Thread(target=first)
     t.start()
-    time.sleep(0.05)
-    out.append(store.compute_once(("k",), compute, group="k", max_entries=2))
-    t.join(5)
-    assert errors == ["bad settings"] and out == [42] and len(calls) == 2
+    assert started.wait(60)
+    out = store.compute_once(("k",), compute, group="k", max_entries=2, on_other=lambda waited: waiter_in.set())
+    t.join(60)
+    assert errors == ["bad settings"] and out == 42 and len(calls) == 2
 
 
 def test_size_of_counts_arrays_frames_and_nested_objects():
