@@ -19,7 +19,9 @@ from allocator.common.validate import number_from_text, whole_number
 from allocator.viz.arithmetic import allocation_figure as _allocation_figure
 from allocator.viz.arithmetic import cost_figure as _cost_figure
 from allocator.viz.arithmetic import sharing_figure as _sharing_figure
-from allocator.common.formats import plural, ratio
+from allocator.accounting.block_size import tied_best
+from allocator.common.formats import and_list, plural, ratio
+from allocator.viz.claims.sweep import best_words
 from allocator.viz.claims.capacity import even_numbers
 from pages._ui.errors import in_page_words, show_error
 
@@ -257,12 +259,15 @@ if lengths is not None:
 with ctl:
     if rows is not None:
         best = next(r for r in rows if r.is_best)
+        tied = tied_best(rows)
         c_now = st.session_state["acc_metadata_cost"]
-        st.metric("Best block size (slots)", f"{best.block_size}",
+        st.metric("Best block size (slots)", best_words(tied),
                   delta=f"total cost {best.total_cost:g}", delta_color="off", delta_arrow="off",
-                  help="Smallest total cost over the candidates; ties go to the smaller block.")
+                  help="Smallest total cost over the candidates; when several cost the same, all are "
+                       "named as a tie.")
         st.caption(f"At c = {c_now:g}: {best.allocated_slots} slots + {c_now:g} × {best.blocks} "
-                   f"blocks = {best.total_cost:g}.")
+                   f"blocks = {best.total_cost:g}."
+                   + (f" Block sizes {and_list(tied)} cost exactly the same: a tie." if len(tied) > 1 else ""))
 with out:
     if rows is None:
         st.info("The block-size table needs a valid request table.", icon=":material/info:")
@@ -274,7 +279,7 @@ with out:
             "blocks": [r.blocks for r in rows],
             "c × blocks": [r.metadata_cost for r in rows],
             "total cost": [r.total_cost for r in rows],
-            "best": ["◀ best" if r.is_best else "" for r in rows],
+            "best": [("◀ best (tie)" if len(tied) > 1 else "◀ best") if r.ties_best else "" for r in rows],
         })
         styled = cost_table.style.apply(
             lambda row: ["background-color: rgba(0, 158, 115, 0.22); font-weight: bold"

@@ -10,6 +10,7 @@ Bad input raises :class:`allocator.common.validate.FieldError`: ``.field`` is ``
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
@@ -21,6 +22,10 @@ from allocator.accounting.slots import paged_slots, validate_lengths
 
 #: Candidate block sizes (slots per block) tried by :func:`best_block_size`: powers of two 1..256.
 DEFAULT_CANDIDATES: tuple[int, ...] = tuple(2 ** k for k in range(9))
+
+#: Two total costs within this relative difference are a tie: the costs are exact sums of whole
+#: slots and c x whole blocks, so only float rounding (far below 1e-9) can separate equal ones.
+TIE_REL_TOL = 1e-9
 
 #: The candidate block sizes of reference figure R2: powers of two 1..32.
 R2_CANDIDATES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
@@ -50,7 +55,9 @@ def validate_candidates(candidates: object) -> list[int]:
 class BlockSizeRow:
     """One candidate block size: ``block_size`` (slots per block), ``allocated_slots``,
     ``unused_slots``, ``blocks``, ``metadata_cost`` (= c x blocks, slot-equivalents) and
-    ``total_cost`` = allocated_slots + c x blocks (slot-equivalents), ``is_best``."""
+    ``total_cost`` = allocated_slots + c x blocks (slot-equivalents), ``is_best`` (the one the
+    table picks: the smallest total cost, the smallest block on a tie) and ``ties_best`` (its total
+    cost equals the best's: more than one row with ``ties_best`` is a tie, and is said as one)."""
 
     block_size: int
     allocated_slots: int
@@ -59,6 +66,7 @@ class BlockSizeRow:
     metadata_cost: float
     total_cost: float
     is_best: bool = False
+    ties_best: bool = False
 
     def to_dict(self) -> dict:
         """Plain-JSON form."""
@@ -99,7 +107,15 @@ def block_size_table(lengths: object, metadata_cost: object,
                                  unused_slots=tally.unused_slots, blocks=tally.blocks,
                                  metadata_cost=meta, total_cost=tally.allocated_slots + meta))
     best = min(rows, key=lambda r: (r.total_cost, r.block_size))
-    return [BlockSizeRow(**{**asdict(r), "is_best": r is best}) for r in rows]
+    return [BlockSizeRow(**{**asdict(r), "is_best": r is best,
+                            "ties_best": math.isclose(r.total_cost, best.total_cost, rel_tol=TIE_REL_TOL)})
+            for r in rows]
+
+
+def tied_best(rows: list[BlockSizeRow]) -> list[int]:
+    """The block sizes (slots per block) whose total cost equals the best's, ascending: one entry,
+    or several when candidates tie (5, 9, 17 tokens at c = 2: blocks of 4 and 8 both cost 60)."""
+    return [r.block_size for r in rows if r.ties_best]
 
 
 def best_block_size(lengths: object, metadata_cost: object,

@@ -144,11 +144,6 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def and_list(items: list[str]) -> str:
-    """``["a"]`` -> ``"a"``, ``["a", "b"]`` -> ``"a and b"``, ``["a", "b", "c"]`` -> ``"a, b and c"``."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def note(reasons: list[str]) -> None:
     """Print ``reasons`` (why given options do nothing in this run) as one line on stderr."""
     if reasons:

@@ -25,7 +25,8 @@ from allocator.cost.timing import price
 from allocator.engine.shares import SHARES
 from allocator.viz.claims.explainer import share_cells
 from allocator.viz.claims.sweep import sweep_basis, sweep_value
-from allocator.cli.common import and_list, count_arg, flag, note as print_note, real_arg
+from allocator.cli.common import count_arg, flag, note as print_note, real_arg
+from allocator.common.formats import and_list
 
 SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
                 "mean_tokens_per_step", "finished", "peak_logical_tokens", "peak_used_slots", "swapped_blocks",

@@ -48,6 +48,12 @@ def ratio(x: float) -> str:
     return f"{x:.2g}x"
 
 
+def and_list(items) -> str:
+    """``["a"]`` -> ``"a"``, ``["a", "b"]`` -> ``"a and b"``, ``[4, 8, 16]`` -> ``"4, 8 and 16"``."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """``"1 token"``, ``"2 tokens"``, ``"1,024 steps"`` (counts always as integers; ``nouns`` for an
     irregular plural)."""

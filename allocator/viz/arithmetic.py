@@ -9,6 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from allocator import accounting as acc
+from allocator.common.formats import and_list
 from allocator.common.mathutils import cdiv, round_up
 from allocator.viz.theme import (ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX,
                                  SHARED_PREFIX)
@@ -61,21 +62,24 @@ def cost_figure(rows: list[acc.BlockSizeRow], used_tokens: int, c: float) -> go.
                                "<extra></extra>"))
     fig.add_scatter(x=x, y=[r.total_cost for r in rows], mode="lines+markers+text",
                     name="total cost", line=dict(color=DARK_HOLE, width=2),
-                    text=["" if r.is_best else f"{r.total_cost:g}" for r in rows],
+                    text=["" if r.ties_best else f"{r.total_cost:g}" for r in rows],
                     textposition="top center",
                     hovertemplate="block size %{x} slots<br>total cost %{y:g}<extra></extra>")
-    best_i = next(i for i, r in enumerate(rows) if r.is_best)
-    best = rows[best_i]
+    best_at = [i for i, r in enumerate(rows) if r.ties_best]
+    best = rows[best_at[0]]
+    tied = [rows[i].block_size for i in best_at]
     # On a category axis a numeric position is the category's index, not its label.
-    fig.add_vrect(x0=best_i - 0.5, x1=best_i + 0.5, fillcolor=ACCENT, opacity=0.12,
-                  line_width=0, layer="below")
+    for i in best_at:
+        fig.add_vrect(x0=i - 0.5, x1=i + 0.5, fillcolor=ACCENT, opacity=0.12, line_width=0, layer="below")
     top = max(r.total_cost for r in rows)
-    fig.add_scatter(x=[str(best.block_size)], y=[best.total_cost], mode="markers",
-                    name=f"best: block size {best.block_size}, cost {best.total_cost:g}",
+    name = (f"best: block size {best.block_size}, cost {best.total_cost:g}" if len(tied) == 1 else
+            f"best (a tie): block sizes {and_list(tied)}, cost {best.total_cost:g} each")
+    fig.add_scatter(x=[str(b) for b in tied], y=[best.total_cost] * len(tied), mode="markers",
+                    name=name,
                     marker=dict(symbol="star", size=20, color="#000000",
                                 line=dict(color="black", width=1.5)),
-                    hovertemplate=(f"best block size {best.block_size} slots<br>total cost "
-                                   f"{best.total_cost:g}<extra></extra>"))
+                    hovertemplate=("best block size %{x} slots" + (" (a tie)" if len(tied) > 1 else "")
+                                   + f"<br>total cost {best.total_cost:g}<extra></extra>"))
     fig.update_layout(barmode="stack", height=380, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis_title="block size (slots per block)",
                       yaxis_title="cost (token-slot equivalents)",

@@ -339,3 +339,51 @@ def test_an_invalid_capacity_input_replaces_the_capacity_figures():
     at = _page("pages/capacity.py", {"cap_max_context": 0})
     assert not [k for k in _metrics(at) if k.startswith("Sequences")]
     assert any("Max context = 0 must be at least 1" in seen(e.value) for e in at.error), [e.value for e in at.error]
+
+
+def test_an_exact_tie_is_called_a_tie_on_the_accounting_page():
+    """Issue 40: 5, 9, 17 tokens at c = 2 cost 40 + 2 x 10 = 60 in blocks of 4 and 48 + 2 x 6 = 60 in
+    blocks of 8. The page names both as a tie (metric, caption, table, chart), not 4 as the winner."""
+    from allocator.accounting.block_size import block_size_table, tied_best
+    assert tied_best(block_size_table([5, 9, 17], 2, (1, 2, 4, 8, 16, 32))) == [4, 8]
+    assert tied_best(block_size_table([5, 9, 17], 4, (1, 2, 4, 8, 16, 32))) == [8]   # R2: no tie
+    at = _page("pages/accounting.py")
+    at.slider(key="acc_metadata_cost").set_value(2.0).run()
+    assert not at.exception
+    assert _metrics(at)["Best block size (slots)"] == ("4 or 8 (tie)", "total cost 60")
+    assert any("Block sizes 4 and 8 cost exactly the same: a tie." in c.value for c in at.caption)
+    table = _table(at, "total cost")
+    assert table.loc[table["best"] != "", "block size"].tolist() == [4, 8]
+    assert set(table.loc[table["best"] != "", "best"]) == {"◀ best (tie)"}
+
+
+def test_the_sweep_calls_costs_within_its_tolerance_a_tie():
+    """Issue 40: at c = 4 the default lesson's 32 and 64 differ in the fifth digit (1.195619 vs
+    1.195560); the sweep's sentence names both as tied, with the tolerance it uses."""
+    from allocator.viz.claims.sweep import SWEEP_TIE_TOLERANCE, sweep_summary
+
+    def row(bs, cost):
+        return {"block_size": bs, "cost_per_token": cost, "cost_per_token_busy": cost,
+                "mean_utilization": 0.9, "mean_utilization_busy": 0.9, "waited": True}
+    rows = [row(16, 1.2100), row(32, 1.195619), row(64, 1.195560)]
+    text = sweep_summary(rows, 16, 4.0)
+    assert SWEEP_TIE_TOLERANCE == 0.001
+    assert ("block sizes **32 and 64** tie for the cheapest per stored token (1.196 slot equivalents per "
+            "token, within 0.1% of each other") in text
+    alone = sweep_summary([row(16, 1.2100), row(64, 1.195560)], 16, 4.0)
+    assert "the cheapest block size per stored token is **64** (1.196 slot equivalents per token)" in alone
+
+
+def test_the_default_lesson_at_c_4_reads_as_a_tie_of_32_and_64(capsys):
+    """The real run behind the issue: the sweep that ``simulate --sweep --metadata-cost 4`` prints
+    gives 32 and 64 within the tolerance, and the explainer's sentence names both."""
+    import json
+
+    from allocator.__main__ import main
+    from allocator.viz.claims.sweep import sweep_summary
+    assert main(["simulate", "--workload", "classroom-40", "--sweep", "--metadata-cost", "4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = data["paged_block_size_sweep"]
+    costs = {r["block_size"]: r["cost_per_token_busy"] for r in rows}
+    assert round(costs[32], 6) == 1.195619 and round(costs[64], 6) == 1.19556
+    assert "block sizes **32 and 64** tie for the cheapest" in sweep_summary(rows, 16, 4.0, data["reserve_max"])
