@@ -243,10 +243,9 @@ installs what is needed and serves the app on port 8501. Open http://localhost:8
 `ipconfig` on Windows) and share `http://<teacher-ip>:8501`. Every student gets their own session:
 their sliders move only their own view. Simulations are cached per setting, so a class on the same
 settings costs the server one simulation, but drawing the page still costs the server a fraction of a
-second per student. On a small 2-core laptop, forty students opening the page in the same second wait
-several seconds; letting them join over half a minute keeps each page under about a second
-(`make load` measures this on your machine). The network must allow port 8501 from the students'
-machines.
+second per student, so forty students opening the page in the same second wait longer than one does,
+and a class that joins over a minute or so waits less. `make load` measures the wait on your own
+machine; run it before class. The network must allow port 8501 from the students' machines.
 
 **Without a network.** Export the animation as one HTML file and give it out on a USB stick or by
 mail; it plays in any browser with no server and no internet, because plotly.js and every frame are
@@ -277,9 +276,9 @@ one row for each idle stretch (its "steps covered" column says how long), so wei
   click at a time; the *Paged-attention kernel* page shows the price paging pays in the kernel (press
   **Run sweep**; the tiny shape takes seconds).
 - *Prefix cache on a real trace* replays up to 2,000 requests of a production chat trace several times
-  over; on a small 2-core machine its first view takes about half a minute, and every new window, block
-  size or GPU choice takes seconds to tens of seconds. Results are cached for everyone, so open the page
-  with the settings you will show before the class arrives.
+  over, and every new window, block size or GPU choice replays it again (the page shows progress while
+  it works). Results are cached for everyone, so open the page with the settings you will show before
+  the class arrives.
 - A copied link (**Copy link to this scenario**) reopens the same settings on every student's machine.
 """.replace("{tip}", classroom_tip(DEFAULT_RESULTS))
 )

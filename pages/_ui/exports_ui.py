@@ -43,7 +43,8 @@ def exports_menu(scenario, workload, results, fig) -> None:
                            mime="text/html", on_click="ignore", icon=":material/description:")
         st.caption("The whole lesson as a static site (every block size, the sweep, the guided lesson, the "
                    "arithmetic pages): unzip it and open index.html, or put the folder on any static host.")
-        if st.toggle("Prepare the static site (about 20 s)", key="export_site"):
+        if st.toggle("Prepare the static site", key="export_site",
+                     help="Builds every block size of the lesson; a spinner shows while it works."):
             st.download_button("Static site (zip)", _site(scenario.canonical()),
                                file_name=f"kv_paging_site_{name}.zip", mime="application/zip", on_click="ignore",
                                icon=":material/folder_zip:")

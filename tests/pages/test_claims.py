@@ -7,6 +7,7 @@ animation's caption are generated, every number is pulled out of their text, and
 one the simulation result (or the scenario's own settings) produces. Literature figures the
 texts quote are listed explicitly, with their source.
 """
+import os
 import re
 
 import pytest
@@ -16,6 +17,7 @@ from allocator.viz.claims.explainer import details_rows, headline, lesson_key_st
 from allocator.common.formats import seconds
 from allocator.workloads.trace import AZURE_ATTRIBUTION
 from allocator.viz.export.html import animation_caption, handout_rows, takeaways
+from tests.conftest import ROOT
 
 GRID = {
     "default": Scenario(),
@@ -867,3 +869,40 @@ def test_swap_mode_says_why_it_recomputed():
     assert "the host pool had no room for" in line
     plain = run_scenario(Scenario(total_slots=1024), record_snapshots=False)["paged"]
     assert "host pool" not in time_line(plain, price(plain, cost_model()))
+
+
+# --- durations on screen come from a measurement or are not given (issue 40) -------------------------
+
+#: A promised duration: "about 20 s", "half a minute", "30 seconds", "takes a minute", "under a second".
+PROMISED_DURATION = re.compile(r"half a minute|\babout \d+(\.\d+)? ?(s|sec|seconds|minutes?)\b|\b\d+ seconds\b"
+                               r"|\btakes? (about )?(a|one) minute|\bunder (about )?(a|one) (second|minute)\b", re.I)
+
+
+def _shown_strings(rel: str):
+    """(line, text) of every string literal in a file that is not a docstring: what a page can show."""
+    import ast
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_no_page_promises_a_duration_it_did_not_measure():
+    """The About page promised half a minute for the Prefix cache page (4.9 s measured) and the export
+    toggle about 20 s for the static site (55 s measured): a fixed duration in the text goes stale
+    with every machine. Durations on screen come from a measurement (formatted from it) or are not
+    given; this scans every string a page or a figure builder can show, and the static site's files."""
+    files = [os.path.relpath(os.path.join(d, f), ROOT) for top in ("pages", os.path.join("allocator", "viz"))
+             for d, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs if f.endswith(".py")] + ["app.py"]
+    found = [f"{rel}:{line}: {text[:120]!r}" for rel in files for line, text in _shown_strings(rel)
+             if PROMISED_DURATION.search(text)]
+    static = os.path.join(ROOT, "allocator", "viz", "export", "site_static")
+    for name in os.listdir(static):
+        with open(os.path.join(static, name), encoding="utf-8") as fh:
+            found += [f"site_static/{name}: {m.group(0)!r}" for m in PROMISED_DURATION.finditer(fh.read())]
+    assert not found, "\n".join(found)
+    assert PROMISED_DURATION.search("Prepare the static site (about 20 s)")         # the rule sees the old texts
+    assert PROMISED_DURATION.search("its first view takes about half a minute")
