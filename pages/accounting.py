@@ -135,8 +135,7 @@ col_in, col_out = st.columns([1, 2], gap="large")
 with col_in:
     st.selectbox("Example", list(EXAMPLES), key="acc_example",
                  format_func=lambda k: EXAMPLES[k]["label"], on_change=_apply_example,
-                 help="Loads a worked example of the lesson's reference figures R1 and R4 "
-                      "(assets/reference_figures.md in the repository).")
+                 help="Loads a worked example of the lesson's reference figures R1 and R4.")
     example = EXAMPLES[st.session_state["acc_example"]]
     base = pd.DataFrame({LENGTH_COL: [str(n) for n in example["lengths"]]})
     edited = st.data_editor(   # a text column: whatever is typed reaches the check, and is named if wrong
@@ -225,7 +224,7 @@ with col_out:
             table["empty (last block)"] = paged.unused_per_request
         st.dataframe(table, hide_index=True, key="acc_breakdown")
         st.caption("Paged allocation per request is ceil(length / block size) x block size "
-                   "(reference figure R1, in the repository's assets/reference_figures.md). Waste is "
+                   "(the lesson's reference figure R1). Waste is "
                    "unused / allocated. This is a static snapshot of tail slack: it does not model "
                    "holes between reservations or requests that grow over time — the simulation "
                    "pages do that.")
@@ -290,10 +289,12 @@ with out:
                    "cost are token-slot equivalents.")
         st.plotly_chart(_cost_figure(rows, sum(lengths), st.session_state["acc_metadata_cost"]),
                         key="acc_cost_chart", config={"displaylogo": False})
-        st.caption("Reference figure R2's worked answer for 5, 9 and 17 tokens over sizes 1–32: best 1 at "
-                   "c = 0 (cost 31), 2 at c = 0.25 (38.25), 4 at c = 1 (50), 8 at c = 4 (72). "
-                   "c is an abstract charge; it stands in for, but does not measure, kernel "
-                   "gather overhead.")
+        # R2's worked answer only beside R2's own case: under other lengths its numbers would sit
+        # under a table they do not describe (issue 40).
+        r2_case = sorted(lengths) == [5, 9, 17] and tuple(candidates) == acc.R2_CANDIDATES
+        st.caption(("These are reference figure R2's lengths and sizes; its worked answer: best 1 at c = 0 "
+                    "(cost 31), 2 at c = 0.25 (38.25), 4 at c = 1 (50), 8 at c = 4 (72). " if r2_case else "")
+                   + "c is an abstract charge; it stands in for, but does not measure, kernel gather overhead.")
 
 # --- 3. Prefix sharing ------------------------------------------------------------------------
 st.header("3 · Two requests with a shared prefix")

@@ -226,6 +226,5 @@ with st.expander("How the pieces fit"):
         "not restored) before it runs again. "
         "Preempting by recomputation instead drops the blocks and prefills the tokens later.\n\n"
         "Sources: Kwon et al., *PagedAttention* (SOSP 2023) sections 4.4–4.5; vLLM's prefix-caching "
-        "design (vllm/v1/core/kv_cache_utils.py); the lesson's reference figure R8 "
-        "(assets/reference_figures.md)."
+        "design (vllm/v1/core/kv_cache_utils.py); the lesson's reference figure R8."
     )

@@ -220,8 +220,8 @@ if cap is not None:
 
 st.caption(
     "Units: every memory figure on this page is binary — 1 KiB = 1,024 bytes, 1 MiB = 1,024 "
-    "KiB, 1 GiB = 1,024 MiB. The lesson's reference figures (R5 in the repository's "
-    "assets/reference_figures.md) write KB, MB and GB for these same amounts "
+    "KiB, 1 GiB = 1,024 MiB. The lesson's reference figures (R5) write KB, MB and GB for these same "
+    "amounts "
     "(the 7B model's \"512 KB\" per token is 524,288 bytes), and the PagedAttention paper's "
     "\"800 KB\" per OPT-13B token is 819,200 bytes, i.e. 800 KiB. Paging a *mean* length, as "
     "here and in R5, gives one block tail per sequence exactly; a real mix of lengths "

@@ -906,3 +906,12 @@ def test_no_page_promises_a_duration_it_did_not_measure():
     assert not found, "\n".join(found)
     assert PROMISED_DURATION.search("Prepare the static site (about 20 s)")         # the rule sees the old texts
     assert PROMISED_DURATION.search("its first view takes about half a minute")
+
+
+def test_no_page_sends_a_student_to_a_repository_file_for_the_lesson():
+    """Issue 40: the lesson's reference figures are named as the lesson's (R1-R9), never by the path of
+    the file in the repository, which a student in a browser cannot open."""
+    files = [os.path.relpath(os.path.join(d, f), ROOT) for top in ("pages", os.path.join("allocator", "viz"))
+             for d, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs if f.endswith(".py")]
+    found = [f"{rel}:{line}" for rel in files for line, text in _shown_strings(rel) if "reference_figures" in text]
+    assert not found, found

@@ -387,3 +387,15 @@ def test_the_default_lesson_at_c_4_reads_as_a_tie_of_32_and_64(capsys):
     costs = {r["block_size"]: r["cost_per_token_busy"] for r in rows}
     assert round(costs[32], 6) == 1.195619 and round(costs[64], 6) == 1.19556
     assert "block sizes **32 and 64** tie for the cheapest" in sweep_summary(rows, 16, 4.0, data["reserve_max"])
+
+
+def test_the_r2_worked_answer_shows_only_beside_r2s_own_case():
+    """Issue 40: R2's worked answer (best 1 / 2 / 4 / 8 at c = 0 / 0.25 / 1 / 4) stayed under R4's
+    table after the example changed; it is shown only while the table holds R2's lengths and sizes."""
+    at = _page("pages/accounting.py")
+    r2 = "These are reference figure R2's lengths and sizes; its worked answer: best 1 at c = 0"
+    assert any(c.value.startswith(r2) for c in at.caption)
+    at.selectbox(key="acc_example").set_value("r4").run()
+    assert not at.exception
+    assert not any("worked answer" in c.value for c in at.caption)
+    assert any(c.value.startswith("c is an abstract charge") for c in at.caption)

@@ -286,7 +286,7 @@ def attribution_html(sc: Scenario) -> str:
                      "exported this site.</li>")
     items.append("<li>The lesson's reference figures (5, 9 and 17 tokens; blocks of 4, 8 and 16; the 7B "
                  "model's 512 KiB per token) come from the explainer texts the lesson was designed around and "
-                 "are listed in the lab's assets/reference_figures.md; every sentence here is the lab's own.</li>")
+                 "are kept in the lab's repository as its reference figures R1-R9; every sentence here is the lab's own.</li>")
     items.append("<li>plotly.js (MIT licence) draws the charts; it is shipped in this folder.</li>")
     return "<ul>" + "".join(items) + "</ul>"
 
