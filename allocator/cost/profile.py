@@ -394,12 +394,14 @@ def bundles(root: str = PROFILE_ROOT) -> list[tuple[str, dict]]:
     return sorted(out)
 
 
-def _gpu_matches(gpu: GPU, hardware: str) -> bool:
+def gpu_matches(gpu: GPU, hardware: str) -> bool:
+    """Whether a bundle's ``hardware`` label (e.g. ``"RTXPRO6000"``) names the preset ``gpu``."""
     sq = _squash(hardware)
     return sq == _squash(gpu.key) or sq in GPU_ALIASES.get(gpu.key, ())
 
 
-def _model_key(name: str) -> str | None:
+def model_key(name: str) -> str | None:
+    """The :data:`allocator.cost.calibration.REPLAY_MODELS` key of a Hugging Face name, or None."""
     k = str(name).strip().lower()
     for key, m in REPLAY_MODELS.items():
         if k == key or k in m.names:
@@ -416,7 +418,7 @@ def find_bundle(gpu: GPU, model: ServedModel, variant: str = "bf16", root: str =
     """
     found = bundles(root)
     for path, meta in found:
-        if (_gpu_matches(gpu, meta.get("hardware", "")) and _model_key(meta["model"]) == model.config.key
+        if (gpu_matches(gpu, meta.get("hardware", "")) and model_key(meta["model"]) == model.config.key
                 and meta.get("variant", os.path.basename(path)) == variant):
             return path
     have = "; ".join(f"{m.get('hardware')} {m['model']} {m.get('variant', '')}".strip() for _, m in found) or "none"
@@ -464,7 +466,7 @@ class ProfileCost:
         root_dir = bundle if bundle is not None else find_bundle(gpu, model, variant, root)
         b = load_bundle(root_dir, self.tp)
         self.bundle = b
-        if _model_key(b.meta["model"]) != model.config.key:
+        if model_key(b.meta["model"]) != model.config.key:
             raise FieldError("profile", f": {b.name} profiles {b.meta['model']}, not {model.config.short}",
                              subject="profile")
         arch_name = b.meta.get("architecture", "")
@@ -492,7 +494,7 @@ class ProfileCost:
         self._ar_s_per_token = (2 * self.layers * ring * self._ar_bytes_per_token / gpu.host_link_bytes_per_s
                                 if self.tp > 1 else 0.0)
         self._ar_fixed = 2 * self.layers * self.allreduce_latency_s if self.tp > 1 else 0.0
-        #: {(axis, "above"/"below"): steps that left the grid there}.
+        #: {(axis, "above"/"below"): lookups (steps, for each table) that left the grid there}.
         self.off_grid: dict = {}
         self._warned: set = set()
 
@@ -517,12 +519,13 @@ class ProfileCost:
         """Seconds of the step's dense operators at ``tokens`` (all layers plus the prologue and head)."""
         if tokens <= 0:
             return 0.0
-        total = 0.0
+        total, left = 0.0, None
         for (keys, vals), n in self._dense:
             v, off = interpolate_1d(keys, vals, tokens)
-            if off:
-                self._note("tokens", off, tokens, f"dense grid ({keys[0]:g}-{keys[-1]:g} tokens)")
+            left = left or (off and (off, keys))
             total += n * v
+        if left:                                   # one count per step, not per operator
+            self._note("tokens", left[0], tokens, f"dense grid ({left[1][0]:g}-{left[1][-1]:g} tokens)")
         return total
 
     def attention_seconds(self, prefill_chunk: float, kv_prefill: float, n_decode: float, kv_decode: float) -> float:
@@ -530,7 +533,7 @@ class ProfileCost:
         if prefill_chunk <= 0 and n_decode <= 0:
             return 0.0
         v, offs = self.bundle.attention.lookup(prefill_chunk, kv_prefill, n_decode, kv_decode)
-        for axis, where, x in offs:
+        for axis, where, x in dict.fromkeys(offs):            # one count per step and axis
             self._note(axis, where, x, "attention grid")
         return self.layers * v
 
@@ -538,12 +541,13 @@ class ProfileCost:
         """Seconds of lm_head and the sampler for ``sequences`` sequences producing a token."""
         if sequences <= 0:
             return 0.0
-        total = 0.0
+        total, left = 0.0, None
         for keys, vals in self._per_seq:
             v, off = interpolate_1d(keys, vals, sequences)
-            if off:
-                self._note("sequences", off, sequences, f"per-sequence grid ({keys[0]:g}-{keys[-1]:g})")
+            left = left or (off and (off, keys))
             total += v
+        if left:
+            self._note("sequences", left[0], sequences, f"per-sequence grid ({left[1][0]:g}-{left[1][-1]:g})")
         return total
 
     def allreduce_seconds(self, tokens: float) -> float:
@@ -599,4 +603,4 @@ class ProfileCost:
 
 __all__ = ["ProfileCost", "ProfileBundle", "AttentionTable", "ProfileGridWarning", "ARCHITECTURES",
            "ENGINE_OVERHEAD_S", "ALLREDUCE_LATENCY_S", "PROFILE_ROOT", "VARIANTS", "find_bundle", "load_bundle",
-           "bundles", "interpolate_1d", "read_meta"]
+           "bundles", "interpolate_1d", "read_meta", "gpu_matches", "model_key"]
