@@ -250,3 +250,18 @@ def test_roofline_calibrated_on_microbenchmarks():
     # the RTX 4090's GEMMs beat the preset's 165.2 TFLOP/s: reported uncapped, capped in the efficiency
     r4 = rows["RTX4090/meta-llama/Llama-3.1-8B/bf16 tp1"]
     assert r4["measured_share"]["flops"] > 1.0 and r4["efficiency"]["eta_flops"] == 1.0
+
+
+def test_page_table_and_sentence_name_each_cost_model(shipped):
+    from allocator.studies.vllm_replay import compare_cost_models
+    from allocator.viz.replay import COST_MODEL_LABELS, cost_model_sentence, cost_model_table, signed_pct
+
+    reps = compare_cost_models(shipped)
+    t = cost_model_table(reps)
+    for name, label in COST_MODEL_LABELS.items():
+        assert t[f"{label}: error"].tolist()[0] == signed_pct(reps[name].error_pct("ttft"))
+    assert t["operator profile of the GPU: error"].tolist()[:1] == ["−0.9 %"]
+    assert t["roofline, calibrated on this run: error"].tolist()[:1] == ["+5.9 %"]
+    s = cost_model_sentence(reps)
+    assert "The roofline, calibrated on this very run, is off on the mean time to first token by +5.9 %" in s
+    assert "by −0.9 %, +0.2 % and −0.1 %" in s
