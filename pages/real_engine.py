@@ -10,10 +10,10 @@ import pandas as pd
 import streamlit as st
 
 from allocator.cost.calibration import CALIBRATED, Efficiency
-from allocator.studies.vllm_replay import held_out_check, replay
+from allocator.studies.vllm_replay import compare_cost_models, held_out_check, replay
 from allocator.common.errors import FieldError
-from allocator.viz.replay import (cdf_figure, error_table, headline, held_out_sentence, right_and_wrong,
-                                  scatter_figure, series_figure, signed_pct)
+from allocator.viz.replay import (cdf_figure, cost_model_sentence, cost_model_table, error_table, headline,
+                                  held_out_sentence, right_and_wrong, scatter_figure, series_figure, signed_pct)
 from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 from pages._ui.errors import show_error
 from pages._ui.state import set_defaults
@@ -35,6 +35,11 @@ def _run():
 @st.cache_resource(show_spinner="Replaying 300 requests…")
 def _replay(model: str):
     return replay(_run(), efficiency=STEP_MODELS[model])
+
+
+@st.cache_resource(show_spinner="Replaying with both cost models…")
+def _both():
+    return compare_cost_models(_run())
 
 
 @st.cache_resource(show_spinner="Calibrating on half the run and replaying…")
@@ -105,6 +110,16 @@ st.markdown(
     "Only one measured run ships with the lab, so how far the calibration carries to a run it has not seen "
     "(another GPU, model or tensor parallelism) is **not measured here**; the held-out check above only splits "
     "this run in two.")
+st.subheader("Two cost models, side by side")
+_reps = _both()
+st.markdown(cost_model_sentence(_reps))
+st.table(cost_model_table(_reps).set_index(["figure", "statistic"]))
+st.caption("Each column names the cost model that produced it. Roofline: the calibrated step model above. Operator "
+           "profile: per-operator latencies measured with vLLM 0.19 on this GPU (casys-kaist/LLMServingSim "
+           "profiler/perf, MIT licence, assets/llm_profiles/), summed over the model's layers, plus a 1 ms engine "
+           "overhead assumed, not fitted. Reproduce: python -m allocator replay-vllm "
+           "assets/vllm_runs/rtxpro6000_llama-3.1-8b --json")
+
 st.markdown("Reproduce the table on the command line:")
 st.code(COMMAND, language="bash")
 st.caption(

@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
-from allocator.studies.vllm_replay import FIGURES, STATS, held_out_check, replay
+from allocator.studies.vllm_replay import (COST_MODELS, FIGURES, STATS, best_cost_model, compare_cost_models,
+                                           held_out_check, replay)
 from allocator.workloads.vllm_run import load_run
 from allocator.cli.common import count_arg
 
@@ -41,18 +42,34 @@ def register(sub) -> None:
     p.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")
     p.add_argument("--held-out", action="store_true", help="also calibrate on the first half of the requests and "
                                                            "report the error on the second half")
+    p.add_argument("--cost-model", choices=list(COST_MODELS), default=None,
+                   help="price steps with the roofline calibrated on the shipped run, or with the GPU's measured "
+                        "operator profile (default: profile when assets/llm_profiles holds the run's GPU, model and "
+                        "tensor parallelism, else roofline); --json reports both")
+    p.add_argument("--roofline-table", action="store_true",
+                   help="print the roofline's efficiencies derived from each shipped operator profile and its error "
+                        "on every profiled operator, then exit")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     """Replay and print; returns the exit status (FieldError propagates to ``__main__``: exit 2)."""
+    if getattr(args, "roofline_table", False):
+        return _roofline_table(args)
     measured = load_run(args.run_dir)
-    rep = replay(measured, args.gpu, args.model, max_num_seqs=args.max_num_seqs,
-                 max_num_batched_tokens=args.max_num_batched_tokens,
-                 chunked_prefill=False if args.no_chunked_prefill else None,
-                 prefix_caching=False if args.no_prefix_caching else None)
+    chosen = args.cost_model or best_cost_model(measured, args.gpu)
+    kw = dict(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+              chunked_prefill=False if args.no_chunked_prefill else None,
+              prefix_caching=False if args.no_prefix_caching else None)
+    reps = compare_cost_models(measured, args.gpu, args.model, **kw) if args.json else {}
+    got = reps.get(chosen)
+    rep = got if got is not None and not isinstance(got, str) else replay(measured, args.gpu, args.model,
+                                                                          cost_model=chosen, **kw)
     out = rep.to_json()
+    if args.json:
+        out["cost_models"] = {name: ({"table": r.table, "makespan_s": r.makespan_s} if not isinstance(r, str)
+                                     else {"refused": r}) for name, r in reps.items()}
     if args.held_out:
         h = held_out_check(measured, rep.cost.gpu.key, rep.cost.model.config.key)
         e = h["fit"].efficiency
@@ -65,14 +82,21 @@ def run(args) -> int:
     print(f"{measured.name}: {len(measured)} requests, {rep.cost.label}; {rep.rules.describe()}; "
           f"prefix caching {'on' if rep.prefix_caching else 'off'}; "
           f"KV pool {rep.num_blocks:,} blocks of {rep.block_size} ({rep.pool_source})")
-    e = rep.cost.efficiency
-    print(f"calibration: eta_flops {e.eta_flops:g}, eta_bw {e.eta_bw:g}, overhead {1e3 * e.overhead_s:g} ms per step")
-    print(f"\n{'figure':<28}{'stat':<6}{'measured':>12}{'simulated':>12}{'error':>9}")
+    if rep.cost_model == "profile":
+        t = rep.cost.terms()
+        print(f"cost model: operator profile {t['bundle']} (vLLM {t['vllm_version']}), engine overhead "
+              f"{1e3 * t['overhead_s']:g} ms per step (assumed, not fitted); off-grid lookups: "
+              f"{rep.cost.off_grid_summary() or 'none'}")
+    else:
+        e = rep.cost.efficiency
+        print(f"cost model: roofline; calibration: eta_flops {e.eta_flops:g}, eta_bw {e.eta_bw:g}, "
+              f"overhead {1e3 * e.overhead_s:g} ms per step")
+    print(f"\n{'figure':<28}{'stat':<6}{'measured':>12}{'simulated (' + rep.cost_model + ')':>22}{'error':>9}")
     for k, name in FIGURES.items():
         unit, scale = ("ms", 1e3) if k == "tpot" else ("s", 1.0)
         for s in STATS:
             row = rep.table[k][s]
-            print(f"{name + ' (' + unit + ')':<28}{s:<6}{row['measured'] * scale:>12.4g}{row['simulated'] * scale:>12.4g}"
+            print(f"{name + ' (' + unit + ')':<28}{s:<6}{row['measured'] * scale:>12.4g}{row['simulated'] * scale:>22.4g}"
                   f"{row['error_pct']:>+8.1f}%")
     print(f"\nmakespan: measured {rep.makespan_s['measured']:.1f} s, simulated {rep.makespan_s['simulated']:.1f} s; "
           f"preemptions (simulated): {rep.preemptions}")
@@ -80,4 +104,25 @@ def run(args) -> int:
         h = out["held_out"]
         print(f"held out (calibrated on the first half, errors on the second): TTFT {h['ttft_error_pct']:+.1f}%, "
               f"TPOT {h['tpot_error_pct']:+.1f}%, latency {h['latency_error_pct']:+.1f}%")
+    return 0
+
+
+def _roofline_table(args) -> int:
+    """``--roofline-table``: per shipped bundle, the roofline efficiencies derived from its operators
+    and the roofline's error on each profiled operator (:mod:`allocator.cost.microbench`)."""
+    from allocator.cost.microbench import roofline_from_profiles
+
+    rows = roofline_from_profiles()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for b in rows:
+        e = b["efficiency"]
+        r = b["measured_share"]
+        print(f"{b['bundle']} ({b['gpu']}): GEMMs reach {r['flops']:.3f} of peak FLOP/s, decode attention "
+              f"{r['bandwidth']:.3f} of bandwidth -> eta_flops {e['eta_flops']:g}, eta_bw {e['eta_bw']:g} (capped at 1); "
+              "roofline vs measured, one layer:")
+        print(f"  {'operator':<16}{'points':>7}{'median error':>14}{'worst error':>13}")
+        for op in b["operators"]:
+            print(f"  {op['operator']:<16}{op['points']:>7}{op['median_error_pct']:>+13.1f}%{op['worst_error_pct']:>+12.1f}%")
     return 0

@@ -20,6 +20,7 @@ import numpy as np
 from allocator.memory.paged import PagedAllocator
 from allocator.cost.calibration import (CALIBRATED, CalibratedCost, Efficiency, Fit, REPLAY_GPUS, ServedModel,
                                         fit_efficiency, gpu_for, kv_pool_blocks, model_for)
+from allocator.cost.profile import VARIANTS, ProfileCost, find_bundle
 from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules
 from allocator.engine.simulate import simulate
 from allocator.common.errors import FieldError
@@ -33,6 +34,11 @@ FIGURES = {"ttft": "time to first token", "tpot": "time per output token", "late
 STATS = ("mean", "p50", "p90")
 #: vLLM's default block size (tokens) when the run does not state one.
 DEFAULT_BLOCK_SIZE = 16
+#: The step cost models a replay can price with: the roofline calibrated on the shipped run
+#: (:class:`allocator.cost.calibration.CalibratedCost`) and the measured operator profiles
+#: (:class:`allocator.cost.profile.ProfileCost`).
+COST_MODELS = {"roofline": "roofline (3 efficiencies fitted on the shipped run)",
+               "profile": "operator profile (measured per-operator latencies of the GPU)"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,7 @@ class Replay:
     series: dict
     makespan_s: dict
     preemptions: int
+    cost_model: str = "roofline"
 
     def error_pct(self, figure: str, stat: str = "mean") -> float:
         """Simulated / measured - 1 of one statistic, in percent."""
@@ -76,17 +83,22 @@ class Replay:
 
     def to_json(self) -> dict:
         """The replay as JSON-ready data (what ``replay-vllm --json`` prints)."""
-        e = self.cost.efficiency
-        return {
+        out = {
             "run": self.run.name, "model": self.run.model, "gpu": self.cost.gpu.key, "tp": self.cost.tp,
+            "cost_model": self.cost_model,
             "requests": len(self.run), "rules": {"max_num_seqs": self.rules.max_num_seqs,
                                                  "max_num_batched_tokens": self.rules.max_num_batched_tokens,
                                                  "chunked_prefill": self.rules.chunked_prefill,
                                                  "prefix_caching": self.prefix_caching, "preemption": "recompute"},
             "block_size": self.block_size, "num_gpu_blocks": self.num_blocks, "pool_source": self.pool_source,
-            "efficiency": {"eta_flops": e.eta_flops, "eta_bw": e.eta_bw, "overhead_s": e.overhead_s},
             "table": self.table, "makespan_s": self.makespan_s, "preemptions": self.preemptions,
         }
+        if self.cost_model == "profile":
+            out["profile"] = {**self.cost.terms(), "off_grid_lookups": self.cost.off_grid_summary()}
+        else:
+            e = self.cost.efficiency
+            out["efficiency"] = {"eta_flops": e.eta_flops, "eta_bw": e.eta_bw, "overhead_s": e.overhead_s}
+        return out
 
 
 def _stats(values: np.ndarray) -> dict:
@@ -112,7 +124,7 @@ def rules_for(run: VllmRun) -> V1Rules:
 def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
            efficiency: Efficiency = CALIBRATED, max_num_seqs: int | None = None,
            max_num_batched_tokens: int | None = None, chunked_prefill: bool | None = None,
-           prefix_caching: bool | None = None) -> Replay:
+           prefix_caching: bool | None = None, cost_model: str = "roofline") -> Replay:
     """Replay ``run`` and compare (see the module docstring).
 
     Args:
@@ -123,14 +135,17 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
         max_num_seqs, max_num_batched_tokens, chunked_prefill, prefix_caching: override the run's
             engine arguments (None: as the run set them, vLLM's defaults where it did not), to ask
             "what if" of the same arrivals.
+        cost_model: "roofline" (default) or "profile" (:data:`COST_MODELS`; :func:`best_cost_model`
+            picks the better one the lab holds for a run).
 
     Raises:
-        FieldError: an unknown GPU or model, engine arguments of the wrong type, a pool that
+        FieldError: a run the lab cannot price (:func:`served_model`, :func:`check_priceable`; a
+            profile missing for ``cost_model="profile"``), an unknown GPU, engine arguments of the wrong type, a pool that
             cannot hold the model, or a request longer than the pool (``requests``).
     """
     g = gpu_for(gpu, run.hardware, run.name)
-    m: ServedModel = model_for(model or run.model)
-    tp = run.engine_int("tensor_parallel_size", 1)
+    m: ServedModel = served_model(run, model)
+    tp = check_priceable(run)
     rules = rules_for(run)
     if max_num_seqs is not None or max_num_batched_tokens is not None or chunked_prefill is not None:
         rules = V1Rules(rules.max_num_seqs if max_num_seqs is None else max_num_seqs,
@@ -153,7 +168,7 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
                                         max_num_batched_tokens=rules.max_num_batched_tokens,
                                         max_num_seqs=rules.max_num_seqs), "derived"
     caching = (run.engine.get("enable_prefix_caching", True) is not False) if prefix_caching is None else prefix_caching
-    cost = CalibratedCost(g, m, tp, efficiency)
+    cost = step_cost(run, g, m, tp, cost_model, efficiency)
     reqs = tuple(Request(i + 1, int(run.prompt[i]), int(run.output[i]), 0, float(run.queued[i]))
                  for i in range(len(run)))
     workload = Workload(run.name, reqs, int(run.output.max()))
@@ -188,7 +203,8 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
     series["running"][ticks > ends[-1]] = 0
     series["waiting"][ticks > ends[-1]] = 0
     return Replay(run, cost, rules, caching, bs, blocks, source, meas, sim, table, series,
-                  {"measured": float(run.last.max()), "simulated": float(ends[-1])}, res.summary["preemptions"])
+                  {"measured": float(run.last.max()), "simulated": float(ends[-1])}, res.summary["preemptions"],
+                  cost_model)
 
 
 def held_out_check(run: VllmRun, gpu: str | None = None, model: str | None = None) -> dict:
@@ -213,4 +229,92 @@ def held_out_check(run: VllmRun, gpu: str | None = None, model: str | None = Non
     return out
 
 
-__all__ = ["Replay", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS"]
+def served_model(run: VllmRun, model: str | None = None) -> ServedModel:
+    """The model the run served, from its meta.json; ``model`` (an override) must name the same one.
+
+    Raises:
+        FieldError (``model``): meta.json's model has no preset (what would supply it is named), or
+            the override names another model than the run's (the measured times are the run's model's).
+    """
+    try:
+        own = model_for(run.model)
+    except FieldError:
+        raise FieldError("model", f": meta.json's model {run.model!r} has no preset, so the lab cannot price its "
+                         "steps; add its config.json shape to REPLAY_MODELS (allocator/cost/calibration.py)",
+                         subject="meta.json: model") from None
+    if model is not None and model_for(model).config.key != own.config.key:
+        raise FieldError("model", f" = {model!r} does not match the run's model {run.model!r} (meta.json): the "
+                         "measured times are that model's, so another one cannot be checked against them",
+                         subject="--model")
+    return own
+
+
+def check_priceable(run: VllmRun) -> int:
+    """The run's tensor-parallel degree, once the run is one engine the lab can price.
+
+    Raises:
+        FieldError (``data_parallel_size`` / ``enable_expert_parallel``): a data-parallel or
+            expert-parallel run (several engines and all-to-all traffic, which no cost model here prices).
+    """
+    dp = run.engine_int("data_parallel_size", 1)
+    if dp > 1 or run.engine.get("enable_expert_parallel") is True:
+        what = f"data_parallel_size = {dp}" if dp > 1 else "enable_expert_parallel = true"
+        raise FieldError("data_parallel_size" if dp > 1 else "enable_expert_parallel",
+                         f": the run has {what}; the lab replays one engine with tensor parallelism only (a "
+                         "data- or expert-parallel cost model, with its all-to-all traffic, would supply it)",
+                         subject=f"meta.json: engine_kwargs.{'data_parallel_size' if dp > 1 else 'enable_expert_parallel'}")
+    return run.engine_int("tensor_parallel_size", 1)
+
+
+def step_cost(run: VllmRun, gpu, model: ServedModel, tp: int, cost_model: str = "roofline",
+              efficiency: Efficiency = CALIBRATED):
+    """The step cost model a replay runs on its seconds clock.
+
+    Raises:
+        FieldError (``cost_model``): not one of :data:`COST_MODELS`, or no profile bundle for the run's
+            GPU, model, dtype and tensor parallelism (from :class:`allocator.cost.profile.ProfileCost`).
+    """
+    if cost_model == "roofline":
+        return CalibratedCost(gpu, model, tp, efficiency)
+    if cost_model == "profile":
+        dtype = run.engine.get("dtype")
+        variant = VARIANTS.get(dtype if isinstance(dtype, str) or dtype is None else "?")
+        if variant is None:
+            raise FieldError("dtype", f" = {dtype!r}: no profile variant for this dtype",
+                             subject="meta.json: engine_kwargs.dtype")
+        return ProfileCost(gpu, model, tp, variant=variant)
+    raise FieldError("cost_model", f" = {cost_model!r} is not a cost model; one of {', '.join(COST_MODELS)}")
+
+
+def best_cost_model(run: VllmRun, gpu: str | None = None) -> str:
+    """"profile" when the lab holds an operator profile of the run's GPU, model and tensor
+    parallelism, else "roofline" (the one the lab can always price a known model with).
+
+    Raises:
+        FieldError: as :func:`served_model`, :func:`check_priceable` and
+            :func:`allocator.cost.calibration.gpu_for`.
+    """
+    g, m, tp = gpu_for(gpu, run.hardware, run.name), served_model(run), check_priceable(run)
+    try:
+        ProfileCost(g, m, tp)
+    except FieldError:
+        return "roofline"
+    return "profile"
+
+
+def compare_cost_models(run: VllmRun, gpu: str | None = None, model: str | None = None, **kwargs) -> dict:
+    """The run replayed under each cost model: {name: :class:`Replay`, or the one-line reason it
+    could not be priced (str)}, in :data:`COST_MODELS` order. ``kwargs`` go to :func:`replay`."""
+    out = {}
+    for name in COST_MODELS:
+        try:
+            out[name] = replay(run, gpu, model, cost_model=name, **kwargs)
+        except FieldError as exc:
+            if name == "roofline":
+                raise
+            out[name] = str(exc)
+    return out
+
+
+__all__ = ["Replay", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS", "COST_MODELS",
+           "served_model", "check_priceable", "step_cost", "best_cost_model", "compare_cost_models"]

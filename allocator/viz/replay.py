@@ -157,7 +157,11 @@ def right_and_wrong(rep) -> list[str]:
     out.append(f"The last token came {seconds(ms['measured'])} after the first arrival in the real run and "
                f"{seconds(ms['simulated'])} in the replay ({signed_pct(100 * (ms['simulated'] / ms['measured'] - 1))}).")
     from allocator.cost.calibration import CALIBRATED
-    if rep.cost.efficiency == CALIBRATED:
+    if getattr(rep, "cost_model", "roofline") == "profile":
+        why = ("The profile model prices a step from operator latencies measured on this GPU plus a 1 ms engine "
+               "overhead that is assumed, not fitted; the real engine's steps also vary with CUDA-graph batch padding, "
+               "decodes of unequal length and the GPU's clock, which it does not model.")
+    elif rep.cost.efficiency == CALIBRATED:
         why = ("The model prices a step from its token counts with three fitted efficiencies; the real engine's steps "
                "also vary with kernel choice, CUDA-graph batch padding, sampling and the GPU's clock, which the model "
                "averages away.")
@@ -180,3 +184,43 @@ def held_out_sentence(h: dict) -> str:
             f"{e.eta_bw:g}, overhead {1e3 * e.overhead_s:g} ms), the replay is off on the second half's mean time to "
             f"first token by {signed_pct(h['ttft_error_pct'])}, time per output token by "
             f"{signed_pct(h['tpot_error_pct'])} and latency by {signed_pct(h['latency_error_pct'])}.")
+
+
+#: How each cost model is named beside its figures.
+COST_MODEL_LABELS = {"roofline": "roofline, calibrated on this run", "profile": "operator profile of the GPU"}
+
+
+def cost_model_table(reps: dict) -> pd.DataFrame:
+    """Both cost models' errors side by side: one row per figure and statistic, the measured value,
+    then each model's simulated value and error, each column named after the model that produced it.
+
+    Args:
+        reps: {cost model name: :class:`allocator.studies.vllm_replay.Replay`, or the reason it was
+            refused (str)} (:func:`allocator.studies.vllm_replay.compare_cost_models`).
+    """
+    ok = {n: r for n, r in reps.items() if not isinstance(r, str)}
+    first = next(iter(ok.values()))
+    rows = []
+    for k, words in FIGURES.items():
+        for s in STATS:
+            row = {"figure": words, "statistic": STAT_NAMES[s], "vLLM, measured": seconds(first.table[k][s]["measured"])}
+            for n, r in ok.items():
+                row[f"{COST_MODEL_LABELS[n]}: simulated"] = seconds(r.table[k][s]["simulated"])
+                row[f"{COST_MODEL_LABELS[n]}: error"] = signed_pct(r.table[k][s]["error_pct"])
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cost_model_sentence(reps: dict) -> str:
+    """The two cost models' mean errors in one sentence, each named, and why they differ."""
+    r, p = reps.get("roofline"), reps.get("profile")
+    if isinstance(p, str) or p is None:
+        return f"The operator-profile model cannot price this run: {p}."
+    return ("Two cost models price the same replay. The roofline, calibrated on this very run, is off on the mean "
+            f"time to first token by {signed_pct(r.error_pct('ttft'))}, time per output token by "
+            f"{signed_pct(r.error_pct('tpot'))} and latency by {signed_pct(r.error_pct('latency'))}; the operator "
+            "profile of the GPU, which never saw this run (per-operator latencies measured on one decoder layer, "
+            "a 1 ms engine overhead assumed), by "
+            f"{signed_pct(p.error_pct('ttft'))}, {signed_pct(p.error_pct('tpot'))} and "
+            f"{signed_pct(p.error_pct('latency'))}. A fit on the run it is checked against says little about a run "
+            "it has not seen; the profile is the model that carries to another GPU or model that has one.")
