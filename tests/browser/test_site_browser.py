@@ -166,6 +166,9 @@ def test_guided_lesson_hides_then_reveals_numbers_of_the_run_on_screen(page):
     assert text.startswith(f"{cli['reserve_max']['peak_running']}.")
     assert f"{cli['reserve_max']['mean_running_busy']:.1f} ran while requests waited" in text
     assert "The class predicted: 3." in text
+    # neutral, as the app's st.info: a reveal states what the run did, never green for "right" (issue 40)
+    border = page.locator('[data-testid="reveal"]').evaluate("e => getComputedStyle(e).borderLeftColor")
+    assert border == "rgb(28, 131, 225)", border
     for _ in range(3):                                 # step 4 moves the slider to 256
         page.locator("#lesson-next").click()
     _wait_ready(page, 256)
