@@ -202,8 +202,18 @@ def sdpa_decode(q, k, v, seq_lens):
     return out.squeeze(2)
 
 
-def _cuda_sampler(flush):
-    """One timed call between two CUDA events, after overwriting ``flush`` (cold L2); seconds."""
+def cuda_sampler(flush):
+    """A timer of one call on the GPU with a cold L2 cache, shared by this check and the sweep
+    (:mod:`kernels.sweep.run`).
+
+    Args:
+        flush: a CUDA tensor (uint8, :data:`L2_FLUSH_BYTES` long) overwritten before each call, so
+            nothing the call reads is left in the L2 cache.
+
+    Returns:
+        ``sample(fn) -> float``: the seconds between two CUDA events recorded around one call of
+        ``fn()`` (the events are synchronised before it returns).
+    """
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -264,7 +274,7 @@ def time_shape(num_seqs: int, seq_len: int, heads: tuple[int, int, int], dtype_n
     cfg = launch_config(q, k, lens)
     nbytes = io_bytes(num_seqs, seq_len, num_heads, num_kv_heads, head_dim, q.element_size())
     flush = torch.empty(L2_FLUSH_BYTES if device == "cuda" else 1 << 20, dtype=torch.uint8, device=device)
-    sample = _cuda_sampler(flush) if device == "cuda" else _cpu_sampler(flush)
+    sample = cuda_sampler(flush) if device == "cuda" else _cpu_sampler(flush)
     out_c = torch.empty_like(q)
     contig = lambda: contiguous_attention_triton(q, k, v, lens, validate=False, out=out_c, config=cfg)  # noqa: E731
     sdpa = lambda: sdpa_decode(q, k, v, lens)                                                       # noqa: E731

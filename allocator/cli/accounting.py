@@ -20,11 +20,11 @@ import json
 
 from allocator import accounting as acc
 from allocator.accounting.slots import parse_numbers
-from allocator.common.limits import LIMITS, check
+from allocator.common.limits import check
 from allocator.common.formats import ratio
 from allocator.common.errors import FieldError
 
-from allocator.cli.common import count_arg, note, real_arg
+from allocator.cli.common import count_arg, note, range_help, real_arg
 
 # Defaults are the pages' defaults (allocator.accounting.*_DEFAULTS), so a command with only the
 # required flags prints what the page first shows.
@@ -184,10 +184,6 @@ def run_capacity(args: argparse.Namespace) -> int:
 # registration
 # --------------------------------------------------------------------------------------------
 
-def _range(name: str) -> str:
-    """The allowed values of an option, for --help (from ``LIMITS``)."""
-    return LIMITS[name].describe().replace("%", "%%")
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``account`` and ``capacity`` sub-commands to ``subparsers``."""
@@ -195,25 +191,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "account", help="slots under reserve-max vs paging, best block size, prefix sharing",
         description="Slot accounting for a list of request lengths (assets/reference_figures.md R1-R4).")
     p.add_argument("--lengths", required=True,
-                   help=f"request lengths in tokens, e.g. 5,9,17 (each {_range('lengths')})")
+                   help=f"request lengths in tokens, e.g. 5,9,17 (each {range_help('lengths')})")
     p.add_argument("--reserve", type=count_arg, required=True,
-                   help=f"slots reserved per request under reserve-max (the maximum length; {_range('reserve')})")
+                   help=f"slots reserved per request under reserve-max (the maximum length; {range_help('reserve')})")
     p.add_argument("--metadata-cost", type=real_arg, default=_A["metadata_cost"],
-                   help=f"c: cost of one block, in slot-equivalents (default 1; {_range('metadata_cost')})")
+                   help=f"c: cost of one block, in slot-equivalents (default 1; {range_help('metadata_cost')})")
     # --page-size / --share-page-size: the flags' older names, still accepted so scripts keep working.
     p.add_argument("--block-size", "--page-size", dest="block_size", type=count_arg, default=_A["block_size"],
-                   help=f"slots per block for the paged summary (default 4; {_range('block_size')})")
+                   help=f"slots per block for the paged summary (default 4; {range_help('block_size')})")
     p.add_argument("--candidates", default=",".join(map(str, _A["candidates"])),
                    help="candidate block sizes (default 1,2,4,8,16,32 as in reference figure R2; "
-                        f"1..256 is 1,2,4,8,16,32,64,128,256; each {_range('candidates')})")
+                        f"1..256 is 1,2,4,8,16,32,64,128,256; each {range_help('candidates')})")
     p.add_argument("--pool-slots", type=count_arg, default=_A["pool_slots"],
                    help="count the requests that fit in a pool of this many slots "
-                        f"(default 40960, reference figure R4; {_range('pool_slots')})")
+                        f"(default 40960, reference figure R4; {range_help('pool_slots')})")
     p.add_argument("--share", default=",".join(map(str, _A["share"][:3])),
                    help="prefix sharing: length_a,length_b,prefix_tokens (default 20,23,8, "
                         "reference figure R3)")
     p.add_argument("--share-block-size", "--share-page-size", dest="share_block_size", type=count_arg,
-                   default=_A["share"][3], help=f"slots per block for --share (default 4; {_range('block_size')})")
+                   default=_A["share"][3], help=f"slots per block for --share (default 4; {range_help('block_size')})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_account)
 
@@ -223,22 +219,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "Memory is in GiB (2**30 bytes); byte figures are binary (KiB, MiB, GiB).")
     q.add_argument("--model", default=None, choices=sorted(acc.PRESETS),
                    help="preset model (default 7b-fp16)")
-    q.add_argument("--layers", type=count_arg, default=None, help=f"custom model: layers ({_range('layers')})")
+    q.add_argument("--layers", type=count_arg, default=None, help=f"custom model: layers ({range_help('layers')})")
     q.add_argument("--kv-heads", type=count_arg, default=None,
-                   help=f"custom model: K/V heads ({_range('kv_heads')})")
+                   help=f"custom model: K/V heads ({range_help('kv_heads')})")
     q.add_argument("--head-dim", type=count_arg, default=None,
-                   help=f"custom model: head dimension ({_range('head_dim')})")
+                   help=f"custom model: head dimension ({range_help('head_dim')})")
     q.add_argument("--bytes-per-element", type=count_arg, default=None,
-                   help=f"custom model: bytes per element (default 2 = fp16/bf16; {_range('bytes_per_element')})")
+                   help=f"custom model: bytes per element (default 2 = fp16/bf16; {range_help('bytes_per_element')})")
     q.add_argument("--free-gib", type=real_arg, required=True,
-                   help=f"free KV memory in GiB ({_range('free_gib')})")
+                   help=f"free KV memory in GiB ({range_help('free_gib')})")
     q.add_argument("--max-context", type=count_arg, required=True,
-                   help=f"tokens reserved per sequence under reserve-max ({_range('max_context')})")
+                   help=f"tokens reserved per sequence under reserve-max ({range_help('max_context')})")
     q.add_argument("--mean-tokens", type=real_arg, default=None,
-                   help=f"mean tokens actually used per sequence ({_range('mean_tokens')}); give this or --lengths")
+                   help=f"mean tokens actually used per sequence ({range_help('mean_tokens')}); give this or --lengths")
     q.add_argument("--lengths", default=None,
                    help="instead of --mean-tokens: actual lengths, e.g. 512,37,1900,128,4")
     q.add_argument("--block-size", type=count_arg, default=_C["block_size"],
-                   help=f"slots per block (default 16; {_range('block_size')})")
+                   help=f"slots per block (default 16; {range_help('block_size')})")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(func=run_capacity)

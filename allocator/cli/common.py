@@ -3,7 +3,8 @@
 * :func:`count_arg` / :func:`real_arg` are argparse ``type=`` functions that never fail: they turn
   what was typed into a number when it reads as one and leave it as text otherwise, so the check
   against :data:`allocator.common.limits.LIMITS` (one message format, naming the field, the value and
-  the allowed range) words every bad value, not argparse.
+  the allowed range) words every bad value, not argparse; :func:`range_help` words that range in
+  an option's ``--help``.
 * :func:`note` prints one line on stderr about options that do not apply to this run.
 * :func:`check_output` checks a path the user gave for an output file before anything is
   computed; :func:`write_files` writes every output to a temporary name in its directory and
@@ -18,6 +19,7 @@ import tempfile
 import time
 
 from allocator.common.errors import FieldError
+from allocator.common.limits import LIMITS
 from allocator.common.validate import number_from_text, show
 
 
@@ -36,6 +38,17 @@ def real_arg(text: str):
         except OverflowError:                    # 10**400: keep the int; the range check refuses it
             return value
     return value
+
+
+def range_help(name: str) -> str:
+    """The allowed values of the setting ``name`` for an option's ``--help``, from
+    :data:`allocator.common.limits.LIMITS` (the range the check enforces), with ``%`` doubled for
+    argparse: ``range_help("block_size")`` -> ``"a whole number from 1 to 4,096 (slots per block)"``.
+
+    Raises:
+        KeyError: ``name`` has no entry in ``LIMITS``.
+    """
+    return LIMITS[name].describe().replace("%", "%%")
 
 
 def gpus_arg(text: object, counts=(1, 2, 4, 8)):

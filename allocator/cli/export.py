@@ -2,7 +2,9 @@
 
 The file carries plotly.js and every frame, so it plays from a USB stick in any browser with no
 server and no network. It takes the same scenario options as ``simulate`` (the parser is built
-from ``simulate``'s own, so the two never drift apart).
+from ``simulate``'s own, so the two never drift apart) and runs the scenario the same way
+(``allocator.engine.scenario.run_scenario``), so every file shows the numbers ``simulate`` prints;
+``--gpu`` and ``--model`` are refused (the files count engine steps, not seconds).
 
 Examples::
 
@@ -19,28 +21,19 @@ names and renamed into place together (``allocator.cli.common.write_files``).
 """
 from __future__ import annotations
 
-import argparse
 import json
 
 from allocator.cli import simulate as cli_simulate
 from allocator.common.limits import LIMITS
-from allocator.engine.scenario import SWEEP_BLOCK_SIZES, block_size_sweep, build_workload, run_scenario
+from allocator.engine.scenario import build_workload, run_scenario, scenario_sweep
 from allocator.common.validate import in_range
 from allocator.cli.common import check_distinct, check_output, check_text, note, write_files
-
-
-def _scenario_parser() -> argparse.ArgumentParser:
-    """``simulate``'s parser (built by ``allocator.cli.simulate.register`` on a scratch parser), to inherit from."""
-    scratch = argparse.ArgumentParser(add_help=False)
-    sub = scratch.add_subparsers()
-    cli_simulate.register(sub)
-    return sub.choices["simulate"]
 
 
 def register(sub) -> None:
     """Add the ``export-html`` sub-command to ``sub`` (an argparse sub-parsers object)."""
     p = sub.add_parser(
-        "export-html", parents=[_scenario_parser()], conflict_handler="resolve",
+        "export-html", parents=[cli_simulate.scenario_parser()], conflict_handler="resolve",
         help="write the animated reserve-max vs paged figure as one offline HTML file",
         description="Simulate a scenario (same options as `simulate`) and write the explainer's animated "
                     "figure as a self-contained HTML file: plotly.js inline, no server or network needed.")
@@ -59,10 +52,11 @@ def run(args) -> int:
 
     Raises:
         FieldError: bad scenario settings (e.g. block size 0, a block larger than the pool), a bad
-            trace, or an output path that cannot be written (``out``, ``handout``, ``csv``: a
-            directory, a missing or read-only folder, the trace itself, two outputs naming one
-            file, a full disk), naming the field; ``python -m allocator`` turns it into one line
-            on stderr and exit status 2. Nothing is written unless every file can be.
+            trace, ``--gpu`` or ``--model`` (the files count engine steps, not seconds), or an
+            output path that cannot be written (``out``, ``handout``, ``csv``: a directory, a
+            missing or read-only folder, the trace itself, two outputs naming one file, a full
+            disk), naming the field; ``python -m allocator`` turns it into one line on stderr
+            and exit status 2. Nothing is written unless every file can be.
     """
     from allocator.viz.explainer_chart import explainer_figure
     from allocator.viz.sweep_chart import sweep_figure  # plotly: imported only when exporting
@@ -70,6 +64,7 @@ def run(args) -> int:
     from allocator.viz.export.handout import handout_html
 
     sc = cli_simulate.scenario_from_args(args).checked()
+    cli_simulate.refuse_timing(args, "export-html")
     in_range("total_slots", sc.slots, LIMITS["drawn_slots"])     # every frame's map holds every slot
     if args.title is not None:
         check_text("title", args.title)
@@ -79,15 +74,12 @@ def run(args) -> int:
         check_output(field, path)
     check_distinct(outputs, reading=args.trace)
     workload = build_workload(sc)
-    timed = [f"--{n}" for n in ("gpu", "model") if getattr(args, n, None) is not None]
-    note(cli_simulate.unused_options(args, sweep_only_cost=False)
-         + ([f"{' and '.join(timed)} {'applies' if len(timed) == 1 else 'apply'} only to simulate (the exported "
-             "files count engine steps); ignored"] if timed else []))
+    note(cli_simulate.unused_options(args, sweep_only_cost=False))
     results = run_scenario(sc, workload)
     fig = explainer_figure(results)
     extra = []
     if args.sweep:
-        rows = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)
+        rows = scenario_sweep(sc, workload)
         extra.append(sweep_figure(rows, sc.block_size, sc.metadata_cost, results["reserve_max"].summary))
     files = [("out", args.out, animation_html(sc, workload, results, fig, title=args.title, extra_figures=extra))]
     written = {"html": {"path": args.out, "bytes": len(files[0][2].encode("utf-8")), "frames": len(fig.frames)}}

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 
-from allocator.common.limits import LIMITS
 from allocator.studies.paper import PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS, paper_replication
 from allocator.studies.sustained import sustained_short
-from allocator.cli.common import count_arg
+from allocator.cli.common import count_arg, range_help
 
 
 def register(sub) -> None:
@@ -27,7 +26,7 @@ def register(sub) -> None:
                        description="OPT-13B on one A100-40GB with ShareGPT lengths: vLLM against Orca (Max, Pow2, "
                                    "Oracle) with the artifact's buddy allocator, at the paper's relative load.")
     p.add_argument("--seed", type=count_arg, default=0,
-                   help=f"arrivals and shuffle (default 0; {LIMITS['seed'].describe().replace('%', '%%')})")
+                   help=f"arrivals and shuffle (default 0; {range_help('seed')})")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=run)
 

@@ -14,9 +14,8 @@ from allocator.studies.rate_sweep import (DEFAULT_BLOCK_SIZE, DEFAULT_LATENCY_FA
 from allocator.workloads.poisson import (DEFAULT_MAX_NEW, DEFAULT_REQUESTS, DEFAULT_SEED, SWEEP_MAX_NEW,
                                          SWEEP_WORKLOADS)
 from allocator.studies.sustained import INTERPOLATION_SPAN, sustained_short
-from allocator.common.limits import LIMITS
 from allocator.cost.roofline import DEFAULT_GPU, DEFAULT_MODEL, GPU_COUNTS, GPUS, TIMED_MODELS, cost_model
-from allocator.cli.common import count_arg, gpus_arg, real_arg
+from allocator.cli.common import count_arg, gpus_arg, range_help, real_arg
 
 #: Per-point keys printed in the table (all of them go into --json).
 TABLE_KEYS = ("normalized_latency_s_per_token", "throughput_tokens_per_s", "ttft_p50_s", "tpot_p50_s",
@@ -44,26 +43,22 @@ def register(sub) -> None:
                         "default) or sharegpt-opt (the PagedAttention paper's ShareGPT lengths; the generation cap "
                         "then defaults to 2048)")
     p.add_argument("--requests", type=count_arg, default=DEFAULT_REQUESTS,
-                   help=f"requests per run (default {DEFAULT_REQUESTS}; {_range('requests')})")
+                   help=f"requests per run (default {DEFAULT_REQUESTS}; {range_help('requests')})")
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset of " + ", ".join(POLICIES))
     p.add_argument("--block-size", type=count_arg, default=DEFAULT_BLOCK_SIZE,
-                   help=f"paged block size (default {DEFAULT_BLOCK_SIZE}; {_range('block_size')})")
+                   help=f"paged block size (default {DEFAULT_BLOCK_SIZE}; {range_help('block_size')})")
     p.add_argument("--max-new-tokens", type=count_arg, default=None,
                    help=f"generation cap; reserve-max reserves prompt + this (default {DEFAULT_MAX_NEW}, 2048 with "
                         f"--workload sharegpt-opt; "
-                        f"{_range('max_new_tokens')})")
+                        f"{range_help('max_new_tokens')})")
     p.add_argument("--latency-factor", type=real_arg, default=DEFAULT_LATENCY_FACTOR,
                    help="the sustained-rate budget: this many times the latency of a request served alone "
-                        f"(default {DEFAULT_LATENCY_FACTOR:g}; {_range('latency_factor')})")
+                        f"(default {DEFAULT_LATENCY_FACTOR:g}; {range_help('latency_factor')})")
     p.add_argument("--seed", type=count_arg, default=DEFAULT_SEED,
-                   help=f"which trace rows and arrival gaps are drawn (default {DEFAULT_SEED}; {_range('seed')})")
+                   help=f"which trace rows and arrival gaps are drawn (default {DEFAULT_SEED}; {range_help('seed')})")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
-
-def _range(name: str) -> str:
-    """The allowed values of an option, for --help (from ``LIMITS``)."""
-    return LIMITS[name].describe().replace("%", "%%")
 
 
 def run(args) -> int:

@@ -13,19 +13,19 @@ anything runs, whether or not it matters for this workload; an option that does 
 """
 from __future__ import annotations
 
+import argparse
 import json
 
 from allocator.memory.reserve_max import PLACEMENTS, RESERVATION_POLICIES
-from allocator.common.limits import LIMITS
-from allocator.engine.scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, SWEEP_BLOCK_SIZES, WORKLOADS,
-                                       Scenario, block_size_sweep, build_workload, run_scenario,
-                                       workload_kind)
+from allocator.engine.scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, WORKLOADS, Scenario, build_workload,
+                                       run_scenario, scenario_sweep, workload_kind)
 from allocator.cost.roofline import GPUS, TIMED_MODELS, cost_model
 from allocator.cost.timing import price
+from allocator.common.errors import FieldError
 from allocator.engine.shares import SHARES
 from allocator.viz.claims.explainer import share_cells
 from allocator.viz.claims.sweep import sweep_basis, sweep_value
-from allocator.cli.common import count_arg, flag, note as print_note, real_arg
+from allocator.cli.common import count_arg, flag, note as print_note, range_help, real_arg
 from allocator.common.formats import and_list
 
 SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
@@ -51,31 +51,31 @@ def register(sub) -> None:
                      "JSONL (.jsonl, .jsonl.gz: prompts as block ids, for --prefix-caching)")
     p.add_argument("--slots", type=count_arg, default=None, help="pool size in slots (default: 2048 for "
                    f"classroom-40, 8192 for a CSV trace, {MOONCAKE_SLOTS:,} for a Mooncake .jsonl trace; "
-                   f"{_range('total_slots')})")
+                   f"{range_help('total_slots')})")
     p.add_argument("--block-size", type=count_arg, default=16,
-                   help=f"paged block size in slots (default 16; {_range('block_size')})")
+                   help=f"paged block size in slots (default 16; {range_help('block_size')})")
     p.add_argument("--max-new-tokens", type=count_arg, default=None,
                    help="generation cap in tokens (default 600 for classroom-40, 1024 for a CSV trace, "
                         f"{MOONCAKE_MAX_NEW:,} for a Mooncake .jsonl trace; "
-                        f"{_range('max_new_tokens')})")
+                        f"{range_help('max_new_tokens')})")
     p.add_argument("--seed", type=count_arg, default=None,
-                   help=f"classroom-40 seed (default: calibrated 25; {_range('seed')})")
+                   help=f"classroom-40 seed (default: calibrated 25; {range_help('seed')})")
     p.add_argument("--arrival", choices=("burst", "trickle"), default=None,
                    help="classroom-40 arrivals: all at step 0 (burst, the default), or a Poisson trickle")
     p.add_argument("--arrival-rate", type=real_arg, default=None,
-                   help=f"trickle rate, requests per step (default 1; {_range('arrival_rate')})")
+                   help=f"trickle rate, requests per step (default 1; {range_help('arrival_rate')})")
     p.add_argument("--offset", type=count_arg, default=None,
-                   help=f"first trace row to replay (0-based; default 0; {_range('offset')})")
+                   help=f"first trace row to replay (0-based; default 0; {range_help('offset')})")
     p.add_argument("--count", type=count_arg, default=None,
-                   help=f"trace rows to replay (default 40; {_range('count')})")
+                   help=f"trace rows to replay (default 40; {range_help('count')})")
     p.add_argument("--steps-per-second", type=real_arg, default=None,
-                   help=f"engine steps per trace second (default 20; {_range('steps_per_second')})")
+                   help=f"engine steps per trace second (default 20; {range_help('steps_per_second')})")
     p.add_argument("--metadata-cost", type=real_arg, default=None,
-                   help=f"cost per block in slot equivalents, for the sweep (default 0; {_range('metadata_cost')})")
+                   help=f"cost per block in slot equivalents, for the sweep (default 0; {range_help('metadata_cost')})")
     p.add_argument("--shared-prefix", type=count_arg, default=0, metavar="TOKENS",
                    help="put one system prompt of this many tokens in front of every prompt; the paged "
                         "run shares its full blocks and reports logical tokens and physical slots apart "
-                        f"({_range('shared_prefix')})")
+                        f"({range_help('shared_prefix')})")
     p.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
                    help="paged preemption mode (default recompute)")
     p.add_argument("--policy", choices=RESERVATION_POLICIES, default="max",
@@ -99,9 +99,34 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _range(name: str) -> str:
-    """The allowed values of a setting, for --help (from ``LIMITS``)."""
-    return LIMITS[name].describe().replace("%", "%%")
+
+def scenario_parser() -> argparse.ArgumentParser:
+    """``simulate``'s parser, built by :func:`register` on a scratch parser, for the export
+    commands to inherit (``parents=[scenario_parser()]``), so they take every scenario option
+    ``simulate`` takes and the two never drift apart."""
+    scratch = argparse.ArgumentParser(add_help=False)
+    sub = scratch.add_subparsers()
+    register(sub)
+    return sub.choices["simulate"]
+
+
+def refuse_timing(args, command: str) -> None:
+    """Refuse ``--gpu`` and ``--model`` (inherited from ``simulate``) on a command whose files
+    count engine steps, not seconds, so a priced run is never asked for and silently not given.
+
+    Args:
+        args: the parsed command line.
+        command: the command's name, for the message (``"export-site"``).
+
+    Raises:
+        FieldError: ``gpu`` (or ``model``, when only it was given), e.g. ``"--gpu = a100-40gb:
+            export-site counts engine steps, not seconds; --gpu and --model apply only to
+            simulate"``.
+    """
+    timed = [n for n in ("gpu", "model") if getattr(args, n, None) is not None]
+    if timed:
+        raise FieldError(timed[0], f" = {getattr(args, timed[0])}: {command} counts engine steps, not seconds; "
+                                   "--gpu and --model apply only to simulate", subject=flag(timed[0]))
 
 
 def _given(args, name: str, default):
@@ -187,8 +212,7 @@ def run(args) -> int:
             s.update(price(res, cost, idle_step_s=1 / sc.canonical().steps_per_second).summary)
         out[key] = s
     if args.sweep:
-        out["paged_block_size_sweep"] = [row.to_dict() for row in block_size_sweep(
-            workload, sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost, sc.preemption)]
+        out["paged_block_size_sweep"] = [row.to_dict() for row in scenario_sweep(sc, workload)]
     if args.json:
         print(json.dumps(out, indent=2))
         return 0

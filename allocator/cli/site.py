@@ -4,7 +4,10 @@ The folder (``index.html``, plotly.js, the page's script and style, and data as 
 files) opens from ``file://`` -- a USB stick -- or from any static web host, with no server and no
 network: the block-size slider, the animation, the cards, the sweep with its metadata-cost
 slider, the guided lesson, presentation mode and the arithmetic pages all work offline. It takes
-the same scenario options as ``simulate``; ``--block-size`` is where the slider starts.
+the same scenario options as ``simulate`` and runs each block size the same way
+(``allocator.engine.scenario.run_scenario``, every setting honoured: placement, prefix caching,
+policy, preemption, shared prefix); ``--block-size`` is where the slider starts. ``--gpu`` and
+``--model`` are refused (the site counts engine steps, not seconds).
 
 Examples::
 
@@ -28,13 +31,12 @@ from allocator.common.errors import FieldError
 from allocator.common.validate import show
 from allocator.cli import simulate as cli_simulate
 from allocator.cli.common import check_output, note, write_files
-from allocator.cli.export import _scenario_parser
 
 
 def register(sub) -> None:
     """Add the ``export-site`` sub-command to ``sub`` (an argparse sub-parsers object)."""
     p = sub.add_parser(
-        "export-site", parents=[_scenario_parser()], conflict_handler="resolve",
+        "export-site", parents=[cli_simulate.scenario_parser()], conflict_handler="resolve",
         help="write the lesson as a static site (index.html + data) for file:// or any static host",
         description="Precompute a scenario at every block size of the sweep and write a static folder: "
                     "index.html, plotly.js and data files, no server or network needed. The same scenario "
@@ -99,21 +101,19 @@ def run(args) -> int:
     """Build the site and write it; returns the exit status.
 
     Raises:
-        FieldError: bad scenario settings, a bad trace, or a destination that cannot be written,
-            naming the field; ``python -m allocator`` prints it as one line, exit status 2.
+        FieldError: bad scenario settings, a bad trace, ``--gpu`` or ``--model``, or a destination
+            that cannot be written, naming the field; ``python -m allocator`` prints it as one line, exit status 2.
             Nothing is written unless every file can be.
     """
     from allocator.viz.export.site import build_site, site_bytes, site_zip
 
     sc = cli_simulate.scenario_from_args(args).checked()
+    cli_simulate.refuse_timing(args, "export-site")
     if args.zip:
         check_output("out", args.out)
     else:
         _check_folder(args.out)
-    timed = [f"--{n}" for n in ("gpu", "model") if getattr(args, n, None) is not None]
-    note(cli_simulate.unused_options(args, sweep_only_cost=False)
-         + ([f"{' and '.join(timed)} {'applies' if len(timed) == 1 else 'apply'} only to simulate (the site "
-             "counts engine steps); ignored"] if timed else []))
+    note(cli_simulate.unused_options(args, sweep_only_cost=False))
     report, finish = progress_line(sys.stderr, quiet=args.json)
     try:
         files = build_site(sc, progress=report)

@@ -253,8 +253,10 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
 def run_scenario(sc: Scenario, workload: Workload | None = None, *, record_snapshots: bool = True
                  ) -> dict[str, SimulationResult]:
     """Run both allocators on a scenario with every one of its settings (see ``run_both``): the one
-    way every caller -- the explainer's cache, ``simulate``, ``export-html`` -- runs a scenario, so no
-    caller can drop a setting (an export once recorded ``prefix_caching`` but ran without it).
+    way every caller -- the explainer's cache, ``simulate``, ``export-html`` with its handout and
+    CSV, ``export-site`` at each block size -- runs a scenario, so no caller can drop a setting (an
+    export once recorded ``prefix_caching`` but ran without it; the static site once ran without
+    the placement and the prefix cache). Its block-size sweep is :func:`scenario_sweeps`.
 
     Args:
         sc: the scenario.
@@ -300,8 +302,12 @@ class SweepRow(FieldMapping):
 
 
 def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLOCK_SIZES,
-                     metadata_cost: float = 0.0, preemption: str = "recompute") -> list[SweepRow]:
+                     metadata_cost: float = 0.0, preemption: str = "recompute", *,
+                     prefix_caching: bool = False) -> list[SweepRow]:
     """Run the paged allocator at each block size (the reserve-max run does not depend on it).
+
+    ``preemption`` and ``prefix_caching`` are the paged allocator's, as in :func:`run_both`; a
+    scenario's sweep takes them from the scenario (:func:`scenario_sweeps`).
 
     Returns:
         One :class:`SweepRow` per block size that fits the pool, ascending.
@@ -309,27 +315,79 @@ def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLO
     Source: total cost = allocated slots + c x blocks is the metadata-cost objective of
     assets/reference_figures.md, R2, applied here to the running engine instead of a snapshot.
     """
-    rows = []
+    return [_sweep_row(res, bs, total_slots, metadata_cost)
+            for bs, res in _paged_runs(workload, total_slots, block_sizes, preemption, prefix_caching)]
+
+
+def scenario_sweep(sc: Scenario, workload: Workload | None = None) -> list[SweepRow]:
+    """The block-size sweep of a scenario at its own metadata cost: :func:`scenario_sweeps` at
+    ``sc.metadata_cost`` alone, over :data:`SWEEP_BLOCK_SIZES` (what ``simulate --sweep``,
+    ``export-html --sweep`` and the explainer show).
+
+    Raises:
+        FieldError: bad settings or trace (see :meth:`Scenario.checked` and ``build_workload``).
+    """
+    sc = sc.checked()
+    return scenario_sweeps(sc, (sc.metadata_cost,), workload)[sc.metadata_cost]
+
+
+def scenario_sweeps(sc: Scenario, metadata_costs=None, workload: Workload | None = None,
+                    block_sizes=SWEEP_BLOCK_SIZES) -> dict[float, list[SweepRow]]:
+    """The block-size sweep of a scenario with its paged settings (preemption, prefix caching), at
+    each metadata cost: the sweep's one path, as :func:`run_scenario` is the run's, so every
+    output's sweep (the explainer's, ``simulate --sweep``, ``export-html --sweep``, the static
+    site's) runs what the scenario says. Each block size is simulated once, whatever the number of
+    costs (c only prices the blocks).
+
+    Args:
+        sc: the scenario (its block size does not matter: every size of ``block_sizes`` that fits
+            the pool is run).
+        metadata_costs: the costs c (slot equivalents per block); None: ``(sc.metadata_cost,)``.
+        workload: ``build_workload(sc)`` when the caller has already built it.
+        block_sizes: the sizes to sweep, slots per block.
+
+    Returns:
+        ``{c: [SweepRow, ...]}``, one list per cost (float keys, in the order given), each as
+        :func:`block_size_sweep` returns it.
+
+    Raises:
+        FieldError: bad settings or trace (see :meth:`Scenario.checked` and ``build_workload``).
+    """
+    sc = sc.checked()
+    if workload is None:
+        workload = build_workload(sc)
+    costs = [sc.metadata_cost] if metadata_costs is None else [float(c) for c in metadata_costs]
+    runs = list(_paged_runs(workload, sc.slots, block_sizes, sc.preemption, sc.prefix_caching))
+    return {c: [_sweep_row(res, bs, sc.slots, c) for bs, res in runs] for c in costs}
+
+
+def _paged_runs(workload: Workload, total_slots: int, block_sizes, preemption: str, prefix_caching: bool):
+    """``(block size, result)`` of the paged allocator at each block size that fits the pool,
+    without snapshots."""
     for bs in block_sizes:
         if bs > total_slots:
             continue
-        res = simulate(workload, PagedAllocator(total_slots, bs, preemption=preemption), record_snapshots=False)
-        m = res.metrics
-        rows.append(SweepRow(
-            block_size=bs,
-            blocks=total_slots // bs,
-            waited=bool(res.busy_mask().any()),
-            **_both_bases(res, "mean_utilization", m["utilization"]),
-            **_both_bases(res, "mean_internal_fragmentation", m["internal_fragmentation"] / total_slots),
-            **_both_bases(res, "mean_total_cost", res.total_cost(metadata_cost)),
-            cost_per_token_busy=res.cost_per_token(metadata_cost, busy=True),
-            cost_per_token=res.cost_per_token(metadata_cost, busy=False),
-            peak_running=res.summary.peak_running,
-            steps=res.steps,
-            preemptions=res.summary.preemptions,
-            mean_tokens_per_step=res.summary.mean_tokens_per_step,
-        ))
-    return rows
+        alloc = PagedAllocator(total_slots, bs, preemption=preemption, prefix_caching=prefix_caching)
+        yield bs, simulate(workload, alloc, record_snapshots=False)
+
+
+def _sweep_row(res: SimulationResult, bs: int, total_slots: int, metadata_cost: float) -> SweepRow:
+    """One :class:`SweepRow` of a paged run at block size ``bs``, its costs at ``metadata_cost``."""
+    m = res.metrics
+    return SweepRow(
+        block_size=bs,
+        blocks=total_slots // bs,
+        waited=bool(res.busy_mask().any()),
+        **_both_bases(res, "mean_utilization", m["utilization"]),
+        **_both_bases(res, "mean_internal_fragmentation", m["internal_fragmentation"] / total_slots),
+        **_both_bases(res, "mean_total_cost", res.total_cost(metadata_cost)),
+        cost_per_token_busy=res.cost_per_token(metadata_cost, busy=True),
+        cost_per_token=res.cost_per_token(metadata_cost, busy=False),
+        peak_running=res.summary.peak_running,
+        steps=res.steps,
+        preemptions=res.summary.preemptions,
+        mean_tokens_per_step=res.summary.mean_tokens_per_step,
+    )
 
 
 def _both_bases(res: SimulationResult, name: str, values) -> dict:

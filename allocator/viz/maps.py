@@ -225,8 +225,9 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
 #: Block states of :func:`block_picture` (heatmap codes, one cell a block): free, and cached (held
 #: only by the prefix cache) -- the block pool's "free" and "cached" (``allocator.memory.block_pool``) --
 #: and its "in use" split by refcount: private (one block table) or shared (several).
-#: Their colours and labels: ``allocator.viz.prefix``.
-BLOCK_FREE, BLOCK_CACHED, BLOCK_PRIVATE, BLOCK_SHARED = 0, 1, 2, 3
+#: Their colours and labels: ``allocator.viz.prefix``. Named ``MAP_`` apart from the block pool's
+#: own state names (``allocator.memory.block_pool_queries.BLOCK_FREE`` is the string "free").
+MAP_BLOCK_FREE, MAP_BLOCK_CACHED, MAP_BLOCK_PRIVATE, MAP_BLOCK_SHARED = 0, 1, 2, 3
 
 
 def block_picture(snapshot, num_blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -238,21 +239,21 @@ def block_picture(snapshot, num_blocks: int) -> tuple[np.ndarray, np.ndarray, np
         num_blocks: blocks in the pool.
 
     Returns:
-        state: int8 [num_blocks], BLOCK_FREE, BLOCK_CACHED, BLOCK_PRIVATE or BLOCK_SHARED.
+        state: int8 [num_blocks], MAP_BLOCK_FREE, MAP_BLOCK_CACHED, MAP_BLOCK_PRIVATE or MAP_BLOCK_SHARED.
         owner: int32 [num_blocks], the first sequence (admission order) whose table lists the
             block, or -1.
         refs: int32 [num_blocks], block tables listing the block (its refcount).
     """
-    state = np.full(num_blocks, BLOCK_FREE, dtype=np.int8)
+    state = np.full(num_blocks, MAP_BLOCK_FREE, dtype=np.int8)
     owner = np.full(num_blocks, -1, dtype=np.int32)
     refs = np.zeros(num_blocks, dtype=np.int32)
     for sid, _, table in reversed(snapshot):
         idx = np.asarray(table, dtype=np.int64)
         if sid == 0:
-            state[idx] = BLOCK_CACHED
+            state[idx] = MAP_BLOCK_CACHED
             continue
         owner[idx] = sid
         np.add.at(refs, idx, 1)
-    state[refs == 1] = BLOCK_PRIVATE
-    state[refs > 1] = BLOCK_SHARED
+    state[refs == 1] = MAP_BLOCK_PRIVATE
+    state[refs > 1] = MAP_BLOCK_SHARED
     return state, owner, refs

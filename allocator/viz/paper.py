@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from allocator.studies.paper import PAPER_FIGURES, PAPER_LABELS, SYSTEMS
 from allocator.viz.claims.paper import fig12_note
 from allocator.viz.theme import GREY_FREE, ORANGE_EMPTY, REQUEST_COLOURS
-from allocator.viz.throughput import _LAYOUT, BUDGET_COLOUR, STYLE, _log_axis, _title
+from allocator.viz.throughput import BUDGET_COLOUR, CHART_LAYOUT, STYLE, chart_title, log_axis
 
 TOKEN_COLOUR = REQUEST_COLOURS[1]
 #: Figure 2's four uses of memory: (key, legend name, colour, pattern).
@@ -56,8 +56,8 @@ def fig2_figure(rep) -> go.Figure:
                 marker=dict(color="white", line=dict(color="#888888", width=1), pattern=dict(shape="/", fgcolor="#BBBBBB")),
                 hovertemplate="%{x}<br>the paper's other uses: %{y:.1f} % (not split here)<extra></extra>")
     fig.update_layout(barmode="stack", height=560, bargap=0.25,
-                      title=_title(f"Figure 2 — KV memory by use at {paper['rate']:g} requests/s (paper's scale)"),
-                      **{**_LAYOUT, "margin": dict(l=60, r=20, t=40, b=40),
+                      title=chart_title(f"Figure 2 — KV memory by use at {paper['rate']:g} requests/s (paper's scale)"),
+                      **{**CHART_LAYOUT, "margin": dict(l=60, r=20, t=40, b=40),
                          "legend": dict(orientation="h", yanchor="top", y=-0.16, x=0, traceorder="normal")})
     fig.update_yaxes(title_text="share of KV memory (%)", range=[0, 100], gridcolor="#eee")
     fig.update_xaxes(title_text=None, tickangle=0)
@@ -94,8 +94,8 @@ def fig13_figure(rep) -> go.Figure:
                 hovertemplate="this model's value<extra></extra>")
     top = max(max(ours), max(paper.values()))
     fig.update_layout(barmode="group", height=470,
-                      title=_title(f"Figure 13 — requests batched at {PAPER_FIGURES['fig13']['rate']:g} requests/s "
-                                   "(paper's scale)"), **_LAYOUT)
+                      title=chart_title(f"Figure 13 — requests batched at {PAPER_FIGURES['fig13']['rate']:g} requests/s "
+                                        "(paper's scale)"), **CHART_LAYOUT)
     fig.update_yaxes(title_text="mean batched requests (per step)", range=[0, top * 1.2], gridcolor="#eee")
     fig.update_xaxes(title_text="system")
     return fig
@@ -151,9 +151,9 @@ def fig12_figure(rep) -> go.Figure:
     fig.add_annotation(text=fig12_note(rep), xref="paper", yref="paper", x=0, y=1.02, xanchor="left",
                        yanchor="bottom", showarrow=False, align="left", font=dict(size=13, color="#333333"))
     fig.update_xaxes(title_text="request rate (requests/s, the paper's scale)", gridcolor="#eee", rangemode="tozero")
-    fig.update_yaxes(title_text="normalised latency (s/token, log scale)", gridcolor="#eee", **_log_axis(ys))
-    fig.update_layout(height=560, title=_title("Figure 12 — latency as the load rises (OPT-13B, ShareGPT)"),
-                      **{**_LAYOUT, "margin": dict(l=60, r=20, t=100, b=60)})
+    fig.update_yaxes(title_text="normalised latency (s/token, log scale)", gridcolor="#eee", **log_axis(ys))
+    fig.update_layout(height=560, title=chart_title("Figure 12 — latency as the load rises (OPT-13B, ShareGPT)"),
+                      **{**CHART_LAYOUT, "margin": dict(l=60, r=20, t=100, b=60)})
     return fig
 
 

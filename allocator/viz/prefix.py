@@ -10,15 +10,16 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from allocator.common.mathutils import cdiv
-from allocator.viz.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture, grid_shape
+from allocator.viz.maps import (MAP_BLOCK_CACHED, MAP_BLOCK_FREE, MAP_BLOCK_PRIVATE, MAP_BLOCK_SHARED, block_picture,
+                                grid_shape)
 from allocator.common.formats import pct, plural, seconds
 from allocator.viz.theme import CACHED, GREY_FREE, PAGED, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX
 
 #: Block map colours: free, cached, private, shared (private blocks in the first request blue).
-BLOCK_COLOURS = {BLOCK_FREE: GREY_FREE, BLOCK_CACHED: CACHED, BLOCK_PRIVATE: REQUEST_COLOURS[0],
-                 BLOCK_SHARED: SHARED_PREFIX}
-BLOCK_LABELS = {BLOCK_FREE: "free", BLOCK_CACHED: "cached: no sequence holds it, the prefix cache keeps it",
-                BLOCK_PRIVATE: "private: one sequence's block table", BLOCK_SHARED: "shared: several block tables"}
+BLOCK_COLOURS = {MAP_BLOCK_FREE: GREY_FREE, MAP_BLOCK_CACHED: CACHED, MAP_BLOCK_PRIVATE: REQUEST_COLOURS[0],
+                 MAP_BLOCK_SHARED: SHARED_PREFIX}
+BLOCK_LABELS = {MAP_BLOCK_FREE: "free", MAP_BLOCK_CACHED: "cached: no sequence holds it, the prefix cache keeps it",
+                MAP_BLOCK_PRIVATE: "private: one sequence's block table", MAP_BLOCK_SHARED: "shared: several block tables"}
 #: The dotted line of the other block size: a neutral grey, well apart from the blue of the chosen one.
 COMPARE = "#888888"
 #: Most cells a block map draws; larger pools draw groups of blocks (the state most of them are in).
@@ -139,11 +140,11 @@ def block_map_figure(snapshot, num_blocks: int, step: int, block_size: int) -> g
     if per > 1:
         pad = n_cells * per - num_blocks
         grid = np.concatenate([state, np.full(pad, -1, np.int8)]).reshape(n_cells, per)
-        counts = np.stack([(grid == k).sum(axis=1) for k in (BLOCK_FREE, BLOCK_CACHED, BLOCK_PRIVATE, BLOCK_SHARED)],
-                          axis=1)
+        counts = np.stack([(grid == k).sum(axis=1)
+                           for k in (MAP_BLOCK_FREE, MAP_BLOCK_CACHED, MAP_BLOCK_PRIVATE, MAP_BLOCK_SHARED)], axis=1)
         # a cell is pink when any of its blocks is shared (shared blocks are few and the point of
         # the map); otherwise it takes the state most of its blocks are in
-        cell_state = np.where(counts[:, BLOCK_SHARED] > 0, BLOCK_SHARED, counts.argmax(axis=1)).astype(np.int8)
+        cell_state = np.where(counts[:, MAP_BLOCK_SHARED] > 0, MAP_BLOCK_SHARED, counts.argmax(axis=1)).astype(np.int8)
         cell_refs = np.concatenate([refs, np.zeros(pad, np.int32)]).reshape(n_cells, per).max(axis=1)
         cell_owner = np.full(n_cells, -1, np.int32)
     else:
@@ -160,8 +161,8 @@ def block_map_figure(snapshot, num_blocks: int, step: int, block_size: int) -> g
             text[i] = f"block {first[i]}: {what}<br>refcount {cell_refs[i]}{who}"
         else:
             c = counts[i]
-            text[i] = (f"blocks {first[i]:,}–{min(num_blocks, first[i] + per) - 1:,}: {c[BLOCK_FREE]} free, "
-                       f"{c[BLOCK_CACHED]} cached, {c[BLOCK_PRIVATE]} private, {c[BLOCK_SHARED]} shared"
+            text[i] = (f"blocks {first[i]:,}–{min(num_blocks, first[i] + per) - 1:,}: {c[MAP_BLOCK_FREE]} free, "
+                       f"{c[MAP_BLOCK_CACHED]} cached, {c[MAP_BLOCK_PRIVATE]} private, {c[MAP_BLOCK_SHARED]} shared"
                        f"<br>highest refcount {cell_refs[i]}")
     scale = []
     for k in range(4):

@@ -20,8 +20,10 @@ from allocator.viz.theme import PAGED, RESERVE_MAX
 STYLE = {"max": (RESERVE_MAX, "solid", "square"), "pow2": (RESERVE_MAX, "dash", "diamond"),
          "oracle": (RESERVE_MAX, "dot", "triangle-up"), "paged": (PAGED, "solid", "circle")}
 BUDGET_COLOUR = "#555555"
-_LAYOUT = dict(plot_bgcolor="white", hoverlabel=dict(font_size=14), margin=dict(l=60, r=20, t=40, b=60),
-               legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+#: The layout every throughput and paper chart shares (white plot, large hover text, legend under
+#: the plot); :mod:`allocator.viz.paper` draws with it too.
+CHART_LAYOUT = dict(plot_bgcolor="white", hoverlabel=dict(font_size=14), margin=dict(l=60, r=20, t=40, b=60),
+                    legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
@@ -43,8 +45,16 @@ def _tick_text(v: float) -> str:
     return f"{v:g}"
 
 
-def _log_axis(values) -> dict:
-    """Axis settings for a log axis over ``values`` with 1-2-5 ticks."""
+def log_axis(values) -> dict:
+    """Axis settings for a log axis over ``values`` with 1-2-5 ticks (:func:`log_ticks`).
+
+    Args:
+        values: the numbers the axis shows; None, zero, negative and non-finite ones are skipped.
+
+    Returns:
+        ``dict(type="log", tickvals=[...], ticktext=[...])`` for ``fig.update_xaxes`` or
+        ``update_yaxes``; just ``dict(type="log")`` when no value is positive.
+    """
     vals = [v for v in values if v is not None and v > 0 and np.isfinite(v)]
     if not vals:
         return dict(type="log")
@@ -52,7 +62,9 @@ def _log_axis(values) -> dict:
     return dict(type="log", tickvals=ticks, ticktext=[_tick_text(t) for t in ticks])
 
 
-def _title(text: str) -> dict:
+def chart_title(text: str) -> dict:
+    """A chart title as these charts place it: ``text`` at the left edge, 16 px (a plotly
+    ``layout.title`` dict)."""
     return dict(text=text, x=0, xanchor="left", font=dict(size=16))
 
 
@@ -96,8 +108,8 @@ def latency_figure(sweep) -> go.Figure:
                                  text=texts, hovertemplate="%{text}<extra></extra>"))
     fig.update_xaxes(title_text="request rate (requests/s, Poisson arrivals)", gridcolor="#eee", rangemode="tozero")
     every = [v for p in sweep.policies for v in sweep.curve(p)] + [budget]
-    fig.update_yaxes(title_text="normalised latency (s/token, log scale)", gridcolor="#eee", **_log_axis(every))
-    fig.update_layout(height=480, title=_title("Latency as the load rises"), **_LAYOUT)
+    fig.update_yaxes(title_text="normalised latency (s/token, log scale)", gridcolor="#eee", **log_axis(every))
+    fig.update_layout(height=480, title=chart_title("Latency as the load rises"), **CHART_LAYOUT)
     return fig
 
 
@@ -118,7 +130,7 @@ def throughput_figure(sweep) -> go.Figure:
                           "<extra></extra>"))
     fig.update_xaxes(title_text="request rate (requests/s)", gridcolor="#eee", rangemode="tozero")
     fig.update_yaxes(title_text="throughput (output tokens/s)", gridcolor="#eee", rangemode="tozero")
-    fig.update_layout(height=480, title=_title("Tokens served as the load rises"), **_LAYOUT)
+    fig.update_layout(height=480, title=chart_title("Tokens served as the load rises"), **CHART_LAYOUT)
     return fig
 
 
@@ -148,7 +160,8 @@ def memory_figure(sweep, at: float) -> go.Figure:
     fig.add_bar(x=[None], y=[None], name=f"this model at {rate_text(at)} requests/s ({words}; solid, "
                                          "in the allocator's colour)", marker=dict(color=BUDGET_COLOUR),
                 hovertemplate="this model's value<extra></extra>")
-    fig.update_layout(barmode="group", height=440, title=_title("Share of the KV memory holding tokens"), **_LAYOUT)
+    fig.update_layout(barmode="group", height=440, title=chart_title("Share of the KV memory holding tokens"),
+                      **CHART_LAYOUT)
     fig.update_yaxes(title_text="KV memory holding tokens (%)", range=[0, 112], gridcolor="#eee")
     fig.update_xaxes(title_text="allocator")
     return fig
@@ -172,8 +185,8 @@ def cdf_figure(sweep, at: float, metric: str = "ttft_s") -> go.Figure:
                                  line=dict(color=colour, dash=dash, width=2.5),
                                  hovertemplate=f"<b>{POLICY_LABELS[p]}</b><br>%{{y:.1f}} % of requests had a {words} "
                                                "of at most %{x:.4f} s<extra></extra>"))
-    fig.update_xaxes(title_text=f"{words} (s, log scale)", gridcolor="#eee", **_log_axis(seen))
+    fig.update_xaxes(title_text=f"{words} (s, log scale)", gridcolor="#eee", **log_axis(seen))
     fig.update_yaxes(title_text="requests at or below (%)", range=[0, 101], gridcolor="#eee")
-    fig.update_layout(height=400, title=_title(f"{words[0].upper()}{words[1:]} at {rate_text(at)} requests/s"),
-                      **_LAYOUT)
+    fig.update_layout(height=400, title=chart_title(f"{words[0].upper()}{words[1:]} at {rate_text(at)} requests/s"),
+                      **CHART_LAYOUT)
     return fig

@@ -28,9 +28,9 @@ then states the most it will take and keeps to it (:mod:`kernels.sweep.plan`). I
 
 Modules of the sweep: this one runs it; :mod:`kernels.sweep.stats` (statistics),
 :mod:`kernels.sweep.data` (:class:`SweepShape`, :class:`SweepResult`, :func:`load_recorded`),
-:mod:`kernels.sweep.plan` (the time it states and keeps to) and
-:mod:`kernels.sweep.__main__` (the command line) are re-exported here, so ``from kernels.sweep.run import
-...`` reaches every name. CLI::
+:mod:`kernels.sweep.plan` (the time it states and keeps to) and :mod:`kernels.sweep.__main__`
+(the command line, which imports this module; this one never imports it). Import each name
+from the module that defines it. CLI::
 
     python -m kernels.sweep                      # auto backend, its default shape, prints a table
     python -m kernels.sweep --tiny               # seconds, tiny shape
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import sys
 import threading
 import time
 from collections import OrderedDict
@@ -94,8 +93,8 @@ def _pair_timer(backend: str) -> tuple[Callable[..., tuple[list[float], list[flo
     two lists of ``repeats`` seconds each (fewer when ``more(done)`` says stop), timed in alternating
     order (a b, b a, a b, ...), calling ``on_pair(i)`` after pair ``i``."""
     if backend == "cuda":
-        from kernels.gpu_check import L2_FLUSH_BYTES, _cuda_sampler
-        sample = _cuda_sampler(torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda"))
+        from kernels.gpu_check import L2_FLUSH_BYTES, cuda_sampler
+        sample = cuda_sampler(torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda"))
         desc = "CUDA events around one call, L2 overwritten before each sample, pairs after a warm-up, sides alternating"
     else:
         def sample(fn: Callable[[], object]) -> float:
@@ -438,12 +437,3 @@ def shared_check(backend: str, num_splits: int | None, run: bool = True) -> tupl
         _CHECKS[key] = (res, when)
     return res, "ran", when
 
-
-def main(argv: list[str] | None = None) -> int:
-    """The command line, ``python -m kernels.sweep``: see :func:`kernels.sweep.__main__.main`."""
-    from kernels.sweep.__main__ import main as cli_main
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

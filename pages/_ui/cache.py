@@ -16,8 +16,8 @@ import time
 
 import streamlit as st
 
-from allocator.engine.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, block_size_sweep,
-                                       build_workload, run_scenario)
+from allocator.engine.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, build_workload, run_scenario,
+                                       scenario_sweep)
 from allocator.cost.roofline import cost_model
 from allocator.cost.timing import price
 from allocator.workloads.trace import load_trace
@@ -112,8 +112,7 @@ def sweep(sc: Scenario) -> tuple:
 def _sweep(sc: Scenario) -> tuple:
     """The cached sweep for a scenario normalised to block size 16 (shared by every session, and
     a resource cache so that ``warm_default`` can fill it before the runtime starts; read only)."""
-    return tuple(block_size_sweep(build_workload(sc), sc.slots, SWEEP_BLOCK_SIZES, sc.metadata_cost,
-                                  sc.preemption))
+    return tuple(scenario_sweep(sc))
 
 
 def metrics_table(results, fig, key: Scenario):

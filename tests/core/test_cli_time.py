@@ -68,7 +68,7 @@ def test_simulate_with_a_gpu_adds_the_time_metrics():
         for name in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "throughput_tokens_per_s",
                      "normalized_latency_s_per_token", "makespan_s"):
             assert data[key][name] == want[name], (key, name)
-        assert data[key]["steps"] == res[key].summary["steps"]
+        assert data[key]["steps"] == res[key].summary.steps
     assert data["reserve_max"]["allocator"] == "Reserve-pow2"
     code, out, _ = _cli("simulate", "--json")
     assert "makespan_s" not in json.loads(out)["paged"]                 # no GPU, no seconds

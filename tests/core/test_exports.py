@@ -14,10 +14,10 @@ import pytest
 
 from allocator.__main__ import main
 from allocator.workloads.requests import Request, Workload
-from allocator.engine.scenario import Scenario, build_workload, run_both
+from allocator.engine.scenario import Scenario, build_workload, run_both, run_scenario
 from allocator.viz.explainer_chart import explainer_figure
-from allocator.viz.export.html import (KINDS, METRIC_UNITS, handout_html, handout_rows, metrics_csv,
-                                       standalone_html, takeaways)
+from allocator.viz.export.handout import handout_html, handout_rows, takeaways
+from allocator.viz.export.html import KINDS, METRIC_UNITS, metrics_csv, standalone_html
 from tests.conftest import ROOT
 
 
@@ -25,7 +25,7 @@ from tests.conftest import ROOT
 def run():
     sc = Scenario(workload="classroom-40", block_size=16)
     workload = build_workload(sc)
-    return sc, workload, run_both(workload, sc.slots, sc.block_size)
+    return sc, workload, run_scenario(sc, workload)
 
 
 def test_csv_one_row_per_step_with_the_core_values(run):
@@ -53,7 +53,7 @@ def test_csv_one_row_per_step_with_the_core_values(run):
             assert df[col].iloc[k:].isna().all()          # nothing invented after the run drained
         util = df[f"{kind} utilization (fraction of pool)"].iloc[:k].to_numpy()
         assert np.array_equal(util, m["utilization"])     # full precision, reads back exactly
-        assert df[f"{kind} preemptions (sequences this step)"].sum() == res.summary["preemptions"]
+        assert df[f"{kind} preemptions (sequences this step)"].sum() == res.summary.preemptions
     # the shorter run (paged drains first on classroom-40) leaves blanks, not zeros
     assert results["paged"].steps < n
 
@@ -106,12 +106,12 @@ def test_handout_lists_both_allocators_and_takeaways(run):
     rm, pg = results["reserve_max"].summary, results["paged"].summary
     rows = {r[0]: r[1:] for r in handout_rows(results)}
     assert rows["Running while requests wait (mean sequences per step)"] == (
-        f"{rm['mean_running_busy']:,.2f}", f"{pg['mean_running_busy']:,.2f}")
-    assert rows["Peak running (one instant)"] == (f"{rm['peak_running']} at step {rm['peak_running_step']:,}",
-                                                  f"{pg['peak_running']} at step {pg['peak_running_step']:,}")
+        f"{rm.mean_running_busy:,.2f}", f"{pg.mean_running_busy:,.2f}")
+    assert rows["Peak running (one instant)"] == (f"{rm.peak_running} at step {rm.peak_running_step:,}",
+                                                  f"{pg.peak_running} at step {pg.peak_running_step:,}")
     assert "the batch" not in doc and "x the batch" not in " ".join(takeaways(results))
-    assert rows["Steps to drain (engine steps)"] == (f"{rm['steps']:,}", f"{pg['steps']:,}")
-    assert f"{100 * pg['mean_utilization_busy']:.0f} %" in doc
+    assert rows["Steps to drain (engine steps)"] == (f"{rm.steps:,}", f"{pg.steps:,}")
+    assert f"{100 * pg.mean_utilization_busy:.0f} %" in doc
     points = takeaways(results)
     assert 3 <= len(points) <= 4
     assert all(p.replace("'", "&#x27;") in doc for p in points)
@@ -209,7 +209,7 @@ def test_the_handout_names_one_step_once_when_both_peaks_share_it(run):
     _, _, results = run
     text = " ".join(takeaways(results))
     r, p = results["reserve_max"].summary, results["paged"].summary
-    assert r["peak_running_step"] == p["peak_running_step"] == 0
+    assert r.peak_running_step == p.peak_running_step == 0
     assert "both at step 0" in text and "steps 0 and 0" not in text
 
 

@@ -18,7 +18,7 @@ from allocator.memory.paged import PagedAllocator
 from allocator.memory.reserve_max import ReserveMaxAllocator
 from allocator.engine.simulate import simulate
 from allocator.common.mathutils import cdiv
-from allocator.viz.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture
+from allocator.viz.maps import MAP_BLOCK_CACHED, MAP_BLOCK_FREE, MAP_BLOCK_PRIVATE, MAP_BLOCK_SHARED, block_picture
 from allocator.engine.scenario import run_both
 from allocator.workloads.requests import Request, Workload
 from tests.tools.engine_digest import picture_as_tuples
@@ -106,9 +106,9 @@ def test_running_sequences_share_cached_blocks_and_the_map_colours_them():
     tables = {sid: table for sid, _, table in snap}
     assert tables[3][:2] == tables[4][:2] == (0, 1)
     state, owner, refs = block_picture(snap, 16)
-    assert state[0] == state[1] == BLOCK_SHARED and refs[0] == 2 and owner[0] == 3
-    assert {int(state[b]) for b in tables[3][2:] + tables[4][2:]} == {BLOCK_PRIVATE}
-    assert state[2] == BLOCK_FREE                  # request 1's unkeyed partial block is plain free
+    assert state[0] == state[1] == MAP_BLOCK_SHARED and refs[0] == 2 and owner[0] == 3
+    assert {int(state[b]) for b in tables[3][2:] + tables[4][2:]} == {MAP_BLOCK_PRIVATE}
+    assert state[2] == MAP_BLOCK_FREE              # request 1's unkeyed partial block is plain free
     # when nothing runs, the keyed blocks are held only by the cache: an id-0 entry, least recently
     # used first, in the idle gap's picture too (requests 3 and 4 keyed no new block: their full
     # prompt blocks were the cached ones)
@@ -117,8 +117,8 @@ def test_running_sequences_share_cached_blocks_and_the_map_colours_them():
     assert picture_as_tuples(last) == ((0, 0, (1, 0)),) and r.metrics["cached_blocks"][-1] == 2
     assert last[0][2].dtype == np.int64 and not last[0][2].flags.writeable     # the cache's entry: an array
     state, _, _ = block_picture(last, 16)
-    assert np.flatnonzero(state == BLOCK_CACHED).tolist() == [0, 1]
-    assert (state[2:] == BLOCK_FREE).all()
+    assert np.flatnonzero(state == MAP_BLOCK_CACHED).tolist() == [0, 1]
+    assert (state[2:] == MAP_BLOCK_FREE).all()
 
 
 def test_reservations_never_share_and_run_both_passes_caching_to_the_paged_side():

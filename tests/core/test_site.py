@@ -5,6 +5,7 @@ before building anything. (tests/browser/test_site_browser.py opens the site in 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import zipfile
@@ -15,12 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator.__main__ import main as cli_main
-from allocator.engine.scenario import SWEEP_BLOCK_SIZES, Scenario, block_size_sweep, build_workload, run_both
+from allocator.engine.scenario import SWEEP_BLOCK_SIZES, Scenario, build_workload, run_scenario, scenario_sweep
 from allocator.viz.explainer_chart import explainer_figure, for_projector
 from allocator.viz.sweep_chart import sweep_figure
 from allocator.viz.claims.explainer import reservation_name, reveal
 from allocator.viz.lesson import STEPS
-from allocator.viz.export.site import lesson_applies, markdown_html, site_bytes, site_zip, sweep_marker, with_marker
+from allocator.viz.export.markup import markdown_html
+from allocator.viz.export.site import lesson_applies, site_bytes, site_zip, sweep_marker, with_marker
 from allocator.viz.export.sitecodec import (PAD, decode_frames, decode_runs, encode_frames, encode_runs,
                                             plain_frames, pool_refs, resolve_refs)
 
@@ -52,7 +54,7 @@ def test_runs_keep_padding_cells_as_none_and_merge_equal_neighbours():
 def default_run():
     sc = Scenario().checked()
     workload = build_workload(sc)
-    return sc, workload, run_both(workload, sc.slots, 16)
+    return sc, workload, run_scenario(sc, workload)
 
 
 def test_frames_round_trip_the_explainer_figure_and_its_projector_form(default_run):
@@ -130,9 +132,9 @@ def test_every_block_size_of_the_sweep_is_there_with_the_cards_of_its_own_run(da
     assert data["meta"]["block_sizes"] == list(SWEEP_BLOCK_SIZES)
     assert set(data["cards"]["main"]) == {str(b) for b in SWEEP_BLOCK_SIZES}
     for bs in (1, 256):
-        s = run_both(workload, sc.slots, bs, record_snapshots=False)["paged"].summary
+        s = run_scenario(dataclasses.replace(sc, block_size=bs), workload, record_snapshots=False)["paged"].summary
         cards = data["cards"]["main"][str(bs)]["paged"]["cards"]
-        assert cards[0]["value"] == f"{s['mean_running_busy']:.1f}" and cards[2]["value"] == f"{s['steps']:,}"
+        assert cards[0]["value"] == f"{s.mean_running_busy:.1f}" and cards[2]["value"] == f"{s.steps:,}"
     assert data["meta"]["costs"][0] == 0 and data["meta"]["costs"][-1] == 8 and len(data["meta"]["costs"]) == 33
 
 
@@ -141,7 +143,7 @@ def test_the_sweep_chart_put_together_in_the_page_equals_the_builders(data, defa
     reserve, name = results["reserve_max"].summary, reservation_name(results)
     costs = data["meta"]["costs"]
     for bs, c in ((1, 0.0), (16, 1.25), (256, 8.0)):
-        rows = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES, c, sc.preemption)
+        rows = scenario_sweep(dataclasses.replace(sc, metadata_cost=c), workload)
         want = json.loads(sweep_figure(rows, bs, c, reserve, name).to_json())
         got = json.loads(json.dumps(data["sweep"]["main"]["curves"][costs.index(c)]))
         got = with_marker(got, data["sweep"]["main"]["marker"][str(bs)])
@@ -158,16 +160,16 @@ def test_each_lesson_step_shows_its_scenario_and_reveals_from_that_run(data, def
     assert [s["title"] for s in steps] == [s["title"] for s in STEPS]
     views = [(s["view"]["block_size"], s["view"]["variant"]) for s in steps]
     assert views == [(16, "main"), (16, "main"), (16, "main"), (256, "main"), (16, "prefix")]
-    rows = block_size_sweep(workload, sc.slots, SWEEP_BLOCK_SIZES, 0.0, sc.preemption)
-    at256 = run_both(workload, sc.slots, 256, record_snapshots=False)
+    rows = scenario_sweep(sc, workload)
+    at256 = run_scenario(dataclasses.replace(sc, block_size=256), workload, record_snapshots=False)
     assert steps[3]["reveal_html"]["main"]["256"] == markdown_html(
         reveal("big_blocks", at256, slots=sc.slots, max_new=sc.max_new, sweep_rows=rows))
     prefix = Scenario(shared_prefix=256).checked()
     wp = build_workload(prefix)
-    with_prompt = run_both(wp, prefix.slots, 16, record_snapshots=False)
+    with_prompt = run_scenario(prefix, wp, record_snapshots=False)
     assert steps[4]["reveal_html"]["prefix"]["16"] == markdown_html(
         reveal("prefix", with_prompt, slots=prefix.slots, max_new=prefix.max_new,
-               sweep_rows=block_size_sweep(wp, prefix.slots, SWEEP_BLOCK_SIZES, 0.0, prefix.preemption)))
+               sweep_rows=scenario_sweep(prefix, wp)))
     assert "<strong>" in steps[3]["reveal_html"]["main"]["256"]
 
 

@@ -17,7 +17,8 @@ from kernels.attention.paged_attention import (check_correctness, paged_attentio
                                                paged_attention_torch, paged_attention_triton)
 from kernels.attention.validation import validate_inputs
 from kernels.sweep.data import TINY_SHAPE, SweepResult, SweepShape, load_recorded
-from kernels.sweep.run import main, sweep
+from kernels.sweep.__main__ import main
+from kernels.sweep.run import sweep
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"

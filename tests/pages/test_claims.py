@@ -16,7 +16,8 @@ from allocator.engine.scenario import Scenario, block_size_sweep, build_workload
 from allocator.viz.claims.explainer import details_rows, headline, lesson_key_steps, reveal
 from allocator.common.formats import seconds
 from allocator.workloads.trace import AZURE_ATTRIBUTION
-from allocator.viz.export.html import animation_caption, handout_rows, takeaways
+from allocator.viz.export.handout import handout_rows, takeaways
+from allocator.viz.export.html import animation_caption
 from tests.conftest import ROOT
 
 GRID = {
@@ -537,7 +538,7 @@ def test_the_whole_handout_quotes_the_run():
 
     from allocator.accounting.models import PRESETS
     from allocator.common.formats import format_bytes
-    from allocator.viz.export.html import handout_html
+    from allocator.viz.export.handout import handout_html
 
     for sc in (Scenario(), Scenario(shared_prefix=256, preemption="swap"), Scenario(workload="azure-conv")):
         results = run_scenario(sc, record_snapshots=False)

@@ -19,7 +19,8 @@ from streamlit.testing.v1 import AppTest
 from allocator.engine.scenario import Scenario, run_scenario
 from allocator.common.validate import plain_markdown
 from allocator.viz.explainer_chart import explainer_figure
-from allocator.viz.export.html import animation_html, handout_html, metrics_csv
+from allocator.viz.export.handout import handout_html
+from allocator.viz.export.html import animation_html, metrics_csv
 from pages._ui.url_params import BOOLEANS, CHOICES, WORKLOADS, check_params, number_rules
 from tests.conftest import APP_PATH, seen
 

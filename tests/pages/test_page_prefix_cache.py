@@ -12,7 +12,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from allocator.viz.maps import BLOCK_CACHED, BLOCK_FREE, BLOCK_PRIVATE, BLOCK_SHARED, block_picture
+from allocator.viz.maps import MAP_BLOCK_CACHED, MAP_BLOCK_FREE, MAP_BLOCK_PRIVATE, MAP_BLOCK_SHARED, block_picture
 from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
 from allocator.studies.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
 from allocator.cost.roofline import cost_model
@@ -92,7 +92,7 @@ def test_block_map_legend_counts_the_blocks_of_the_step_it_draws():
     spec = _charts(at)[1]
     assert spec["layout"]["title"]["text"].startswith(f"The pool at step {step}: {chosen:,} blocks of 512 slots")
     legend = {t["name"] for t in spec["data"] if t.get("x") == [None]}
-    for k in (BLOCK_FREE, BLOCK_CACHED, BLOCK_PRIVATE, BLOCK_SHARED):
+    for k in (MAP_BLOCK_FREE, MAP_BLOCK_CACHED, MAP_BLOCK_PRIVATE, MAP_BLOCK_SHARED):
         assert f"{BLOCK_LABELS[k]} ({int((state == k).sum()):,})" in legend
     # a 512-slot window has no dotted comparison line: it is the trace's own block size
     names = [t["name"] for t in _charts(at)[0]["data"]]
@@ -157,7 +157,7 @@ def test_a_grouped_cell_is_pink_when_any_of_its_blocks_is_shared():
     flat = [v for row in fig.data[0].z for v in row]
     # cell 0 holds blocks 0-2: two private, one shared -> shared; cell 1 (3-5): one private of three
     # -> free (most of them); cell 2 (6-8): all cached
-    assert flat[:3] == [BLOCK_SHARED, BLOCK_FREE, BLOCK_CACHED]
+    assert flat[:3] == [MAP_BLOCK_SHARED, MAP_BLOCK_FREE, MAP_BLOCK_CACHED]
     text = [v for row in fig.data[0].text for v in row]
     assert text[0].startswith("blocks 0–2: 0 free, 0 cached, 2 private, 1 shared")
     assert "pink if any is shared" in fig.layout.title.text

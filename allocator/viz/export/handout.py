@@ -12,7 +12,7 @@ from allocator.accounting.models import PRESETS
 from allocator.common.formats import format_bytes, pct, plural, ratio
 from allocator.engine.shares import SHARES
 from allocator.viz.claims.explainer import reservation_name, reservation_rule, share_cells
-from allocator.viz.export.html import KINDS, _check_results, _data_name, default_attribution, scenario_summary
+from allocator.viz.export.html import KINDS, check_results, data_name, default_attribution, scenario_summary
 
 
 def _fmt(x) -> str:
@@ -40,7 +40,7 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
     Raises:
         ValueError: ``results`` lacks one of the two allocators.
     """
-    _check_results(results)
+    check_results(results)
     s = {k: results[k].summary for k in KINDS}
 
     def peak(x):
@@ -80,7 +80,7 @@ def takeaways(results: dict) -> list[str]:
     Raises:
         ValueError: ``results`` lacks one of the two allocators.
     """
-    _check_results(results)
+    check_results(results)
     rm, pg = results["reserve_max"].summary, results["paged"].summary
     bs = results["paged"].block_size
     left = reservation_name(results)
@@ -161,7 +161,7 @@ def handout_html(scenario, results: dict, workload) -> str:
     Raises:
         ValueError: ``results`` lacks one of the two allocators.
     """
-    _check_results(results)
+    check_results(results)
     e = html.escape
     reqs = list(workload.requests)
     prompts = [r.prompt_len for r in reqs]
@@ -178,11 +178,11 @@ def handout_html(scenario, results: dict, workload) -> str:
                          f"{min(prompts):,} / {np.mean(prompts):,.0f} / {max(prompts):,}"))
         settings.append(("Answer lengths (tokens: min / mean / max)",
                          f"{min(outputs):,} / {np.mean(outputs):,.0f} / {max(outputs):,}"))
-    mode = results["paged"].summary.get("preemption_mode")
+    mode = results["paged"].summary.preemption_mode
     if mode:
         settings.append(("Paged preemption (when blocks run out)",
                          "swap to host memory" if mode == "swap" else "recompute"))
-    if results["paged"].summary.get("shared_prefix"):
+    if results["paged"].summary.shared_prefix:
         settings.append(("Shared system prompt (tokens, stored once when paged)",
                          f"{results['paged'].summary.shared_prefix:,}"))
     if getattr(scenario, "metadata_cost", 0):
@@ -197,7 +197,7 @@ def handout_html(scenario, results: dict, workload) -> str:
     rows_html = "".join(f"<tr><td>{e(a)}</td><td class=num>{e(b)}</td><td class=num>{e(c)}</td></tr>"
                         for a, b, c in handout_rows(results))
     points = "".join(f"<li>{e(t)}</li>" for t in takeaways(results))
-    attribution = default_attribution(_data_name(scenario) if scenario is not None else workload.name)
+    attribution = default_attribution(data_name(scenario) if scenario is not None else workload.name)
     today = _dt.date.today().isoformat()
     big, small = PRESETS["llama3-70b"], PRESETS["7b-fp16"]
     slot_sizes = (f"{format_bytes(big.bytes_per_token)} for Llama 3 70B in {big.dtype}, "

@@ -1,6 +1,7 @@
 """Exports for the classroom: per-step metrics as CSV, the animation as one self-contained HTML
-file, and a one-page printable handout (written by :mod:`allocator.viz.export.handout`). Pure functions (no streamlit import), so the explainer's
-download buttons, the CLI (``python -m allocator export-html``) and the tests share them.
+file; the one-page printable handout is :mod:`allocator.viz.export.handout`, which builds on this
+module. Pure functions (no streamlit import), so the explainer's download buttons, the CLI
+(``python -m allocator export-html``) and the tests share them.
 
 Every number written here comes from ``allocator`` results (``SimulationResult.metrics`` and
 ``.summary``); this module only formats them.
@@ -39,9 +40,18 @@ PAPER = ("Kwon et al., \"Efficient Memory Management for Large Language Model Se
 APP_CREDIT = "KV Cache Paging Lab — reserve-max versus paged KV-cache allocation, simulated step by step."
 
 
-def _check_results(results: dict) -> None:
+def check_results(results: dict) -> None:
+    """Refuse anything but both allocators' results of one scenario, before an export formats them.
+
+    Args:
+        results: ``{"reserve_max": SimulationResult, "paged": SimulationResult}``, as
+            ``allocator.engine.scenario.run_scenario`` returns it.
+
+    Raises:
+        ValueError: ``results`` is not a dict or lacks one of :data:`KINDS`, naming the keys it has.
+    """
     if not isinstance(results, dict) or any(k not in results for k in KINDS):
-        raise ValueError(f"results must be a dict with keys {KINDS} (from allocator.engine.scenario.run_both), "
+        raise ValueError(f"results must be a dict with keys {KINDS} (from allocator.engine.scenario.run_scenario), "
                          f"got {sorted(results) if isinstance(results, dict) else type(results).__name__}")
 
 
@@ -55,7 +65,7 @@ def metrics_frame(results: dict) -> pd.DataFrame:
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}, as returned by
-            ``allocator.engine.scenario.run_both`` (snapshots not needed).
+            ``allocator.engine.scenario.run_scenario`` (snapshots not needed).
 
     Returns:
         DataFrame. Columns ``step`` (first engine step of the row, 0-based) and ``steps covered``,
@@ -68,7 +78,7 @@ def metrics_frame(results: dict) -> pd.DataFrame:
     Raises:
         ValueError: ``results`` lacks one of the two allocators.
     """
-    _check_results(results)
+    check_results(results)
     starts = np.unique(np.concatenate([np.asarray(results[k].metrics["step"], dtype=np.int64) for k in KINDS]))
     end = max(results[k].steps for k in KINDS)
     cols = {"step": pd.array(starts, dtype="Int64"),
@@ -191,8 +201,10 @@ def _footer_block(attribution: str) -> str:
     )
 
 
-def _data_name(scenario) -> str:
-    """What an export calls the scenario's data: a named workload, or an uploaded file's own name."""
+def data_name(scenario) -> str:
+    """What an export calls the scenario's data (for :func:`default_attribution`): a named workload
+    or a trace's path (``scenario.workload``), or an uploaded file's own name on one line ("an
+    uploaded CSV" when it has none)."""
     if scenario.kind == "upload":
         return one_line(scenario.trace_name) or "an uploaded CSV"
     return scenario.workload
@@ -241,7 +253,7 @@ def animation_html(scenario, workload, results: dict, fig: go.Figure, *, title: 
     title = title or (f"Reserve for the worst case, or page? ({workload.name}, block size {scenario.block_size}"
                       + ("" if left == "reserve-max" else f", left: {left}") + ")")
     return standalone_html(fig, title=title, caption=animation_caption(scenario, workload, results),
-                           attribution=default_attribution(_data_name(scenario)),
+                           attribution=default_attribution(data_name(scenario)),
                            extra_figures=(explainer_lines_figure(results), *extra_figures))
 
 
@@ -288,16 +300,3 @@ def standalone_html(fig: go.Figure, *, title: str = "Reserve for the worst case,
     end = doc.rindex("</body>")
     return doc[:end] + extras + foot + doc[end:]
 
-
-#: The handout (allocator.viz.export.handout) is written from the helpers above; its builders are also
-#: offered here, where the app and the CLI have always found every export.
-_HANDOUT = ("handout_html", "handout_rows", "takeaways")
-
-
-def __getattr__(name: str):
-    """``handout_html``, ``handout_rows`` and ``takeaways`` from :mod:`allocator.viz.export.handout`
-    (imported on first use: that module imports this one)."""
-    if name in _HANDOUT:
-        from allocator.viz.export import handout
-        return getattr(handout, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,12 @@ instantly in the browser:
   (``allocator.viz.export.site_lessons``).
 
 No text is inserted into the page as HTML unless it was escaped here first
-(:func:`markdown_html`); the page's script writes every other string with ``textContent``.
+(:func:`allocator.viz.export.markup.markdown_html`); the page's script writes every other string
+with ``textContent``.
+
+Each block size runs through ``allocator.engine.scenario.run_scenario`` and the sweep through
+``scenario_sweeps``, the paths ``simulate`` takes, so the site shows the numbers ``simulate``
+prints for the same options (tests/core/test_export_run_path.py).
 """
 from __future__ import annotations
 
@@ -29,18 +34,19 @@ import dataclasses
 import datetime as _dt
 import html
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 
-from allocator.engine.scenario import SWEEP_BLOCK_SIZES, Scenario, block_size_sweep, build_workload, run_both
+from allocator.engine.scenario import SWEEP_BLOCK_SIZES, Scenario, build_workload, run_scenario, scenario_sweeps
 from allocator.viz.explainer_chart import explainer_figure, explainer_lines_figure, for_projector
 from allocator.viz.sweep_chart import sweep_figure
 from allocator.viz.claims.explainer import details_rows, headline, reservation_name, reveal
 from allocator.viz.claims.sweep import sweep_summary
 from allocator.viz.export.html import APP_CREDIT, PAPER, scenario_summary
 from allocator.viz.lesson import BASE, CHALLENGES, STEPS
+from allocator.viz.export.markup import markdown_html
+from allocator.viz.export.site_lessons import lessons_data
 from allocator.viz.export.sitecodec import encode_frames, pool_refs
 
 STATIC = Path(__file__).with_name("site_static")
@@ -50,36 +56,6 @@ METADATA_COSTS = tuple(i * 0.25 for i in range(33))
 SCRIPTS = ("plotly.min.js", "data/site-data.js", "data/lessons-data.js", "site.js")
 #: The lesson's shared system prompt (step 5's setting), when the site carries the lesson.
 LESSON_PREFIX = 256
-
-_BOLD = re.compile(r"\*\*(.+?)\*\*", re.S)
-_ITALIC = re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", re.S)
-_CODE = re.compile(r"`([^`]+)`")
-
-
-def markdown_html(text: str) -> str:
-    """The small markdown the app's sentences use (``**bold**``, ``*italic*``, ```code```, blank
-    lines between paragraphs, ``- `` list items) as HTML, **escaped first**: any ``<``, ``&`` or
-    quote in ``text`` (a file name, a trace's field) comes out as text, never as markup.
-
-    Returns:
-        An HTML fragment of ``<p>`` and ``<ul>`` blocks.
-    """
-    out = []
-    for para in str(text).split("\n\n"):
-        lines = [line for line in para.split("\n")]
-        esc = [_inline(html.escape(line, quote=True)) for line in lines]
-        if all(line.startswith("- ") for line in lines if line.strip()) and any(line.strip() for line in lines):
-            out.append("<ul>" + "".join(f"<li>{e[2:]}</li>" for e in esc if e.strip()) + "</ul>")
-        elif para.strip():
-            out.append("<p>" + "<br>".join(esc) + "</p>")
-    return "".join(out)
-
-
-def _inline(s: str) -> str:
-    s = _CODE.sub(r"<code>\1</code>", s)
-    s = _BOLD.sub(r"<strong>\1</strong>", s)
-    return _ITALIC.sub(r"<em>\1</em>", s)
-
 
 def lesson_applies(sc: Scenario) -> bool:
     """Whether ``sc`` is the guided lesson's scenario (``allocator.viz.lesson.BASE``), whatever its
@@ -210,14 +186,14 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
             main_workload = workload
         if progress:
             progress(f"block-size sweep at {len(costs)} metadata costs{which}")
-        rows_by_cost = {c: block_size_sweep(workload, vsc.slots, SWEEP_BLOCK_SIZES, c, vsc.preemption) for c in costs}
+        rows_by_cost = scenario_sweeps(vsc, costs, workload)
         for name in data:
             data[name][vkey] = {}
         for bs in sizes:
             done += 1
             if progress:
                 progress(f"block size {bs}{which} ({done} of {total})")
-            results = run_both(workload, vsc.slots, bs, preemption=vsc.preemption, policy=vsc.policy)
+            results = run_scenario(dataclasses.replace(vsc, block_size=bs), workload)
             fig = explainer_figure(results).freeze()
             d = fig.to_dict()
             p = for_projector(fig).to_dict()
@@ -312,7 +288,6 @@ def build_site(sc: Scenario, *, progress=None, data: dict | None = None) -> dict
     """
     from plotly.offline import get_plotlyjs
 
-    from allocator.viz.export.site_lessons import lessons_data
     data = build_data(sc, progress=progress) if data is None else dict(data, meta=dict(data["meta"]))
     if progress:
         progress("the arithmetic pages and the Block tables walk-through")

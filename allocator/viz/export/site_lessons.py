@@ -2,7 +2,7 @@
 Block tables walk-through as a recorded sequence of states.
 
 Each page is plain data ``{"title", "intro_html", "sections": [...]}``; a section has a title,
-an escaped HTML text (``allocator.viz.export.site.markdown_html``), and a figure (plotly JSON), a table
+an escaped HTML text (``allocator.viz.export.markup.markdown_html``), and a figure (plotly JSON), a table
 (rows of plain values) or a list of recorded states. The figures are the pages' own
 (``allocator.viz.arithmetic``, ``allocator.viz.block_tables_figure``); every number comes from
 :mod:`allocator.accounting` or :class:`allocator.memory.block_manager.BlockManager`.
@@ -20,6 +20,7 @@ from allocator.viz.arithmetic import (allocation_figure, cost_figure, curve_figu
                                       sharing_figure)
 from allocator.viz.block_tables_demo import BLOCK_SIZE, BlockTablesDemo, words_of
 from allocator.viz.block_tables_figure import block_table_figure
+from allocator.viz.export.markup import markdown_html
 from allocator.common.formats import ratio
 
 #: Reference figure R2's metadata costs (each gives a different best block size).
@@ -42,11 +43,6 @@ WALK = (
 )
 
 
-def _md(text: str) -> str:
-    from allocator.viz.export.site import markdown_html
-    return markdown_html(text)
-
-
 def _fig(fig) -> dict:
     return json.loads(fig.to_json())
 
@@ -65,10 +61,10 @@ def accounting_page() -> dict:
     paged = acc.paged_slots(lengths, R1_BLOCK_SIZES[0])
     sections.append({
         "title": f"{', '.join(map(str, lengths))} tokens, reserve {d['reserve']} each",
-        "text_html": _md(f"Reserve-max sets aside **{reserve.allocated_slots:,} slots**, "
-                         f"**{reserve.unused_slots:,}** of them empty ({pct_fixed(reserve.waste_fraction)}). "
-                         f"Blocks of {R1_BLOCK_SIZES[0]} need **{paged.allocated_slots:,}** "
-                         f"({paged.unused_slots:,} empty). Bigger blocks leave more of each last block empty:"),
+        "text_html": markdown_html(f"Reserve-max sets aside **{reserve.allocated_slots:,} slots**, "
+                                   f"**{reserve.unused_slots:,}** of them empty ({pct_fixed(reserve.waste_fraction)}). "
+                                   f"Blocks of {R1_BLOCK_SIZES[0]} need **{paged.allocated_slots:,}** "
+                                   f"({paged.unused_slots:,} empty). Bigger blocks leave more of each last block empty:"),
         "figure": _fig(allocation_figure(lengths, reserve, paged)),
         "table": [{"allocator": f"reserve-max ({d['reserve']} each)", "slots": reserve.allocated_slots,
                    "unused slots": reserve.unused_slots, "waste": pct_fixed(reserve.waste_fraction)}]
@@ -80,11 +76,11 @@ def accounting_page() -> dict:
     pool = acc.slot_pool_capacity(lengths2, s2["reserve"], s2["block_size"], d["pool_slots"])
     sections.append({
         "title": f"{', '.join(f'{n:,}' for n in lengths2)} tokens, maximum {s2['reserve']:,}",
-        "text_html": _md(f"Reserve-max: **{r2.allocated_slots:,} slots**, {pct_fixed(r2.waste_fraction)} empty. "
-                         f"Blocks of {s2['block_size']}: **{p2.allocated_slots:,} slots**, "
-                         f"{pct_fixed(p2.waste_fraction)} empty. A pool of {d['pool_slots']:,} slots fits "
-                         f"**{pool.fit_reserve:,}** such requests reserved and **{pool.fit_paged:,}** paged"
-                         + (f" ({ratio(pool.paged_gain)})." if pool.paged_gain else ".")),
+        "text_html": markdown_html(f"Reserve-max: **{r2.allocated_slots:,} slots**, {pct_fixed(r2.waste_fraction)} empty. "
+                                   f"Blocks of {s2['block_size']}: **{p2.allocated_slots:,} slots**, "
+                                   f"{pct_fixed(p2.waste_fraction)} empty. A pool of {d['pool_slots']:,} slots fits "
+                                   f"**{pool.fit_reserve:,}** such requests reserved and **{pool.fit_paged:,}** paged"
+                                   + (f" ({ratio(pool.paged_gain)})." if pool.paged_gain else ".")),
         "figure": _fig(allocation_figure(lengths2, r2, p2)),
         "table": [{"request": f"r{i + 1}", "tokens": n, "reserved": r2.reserve,
                    "empty (reserved)": r2.unused_per_request[i], "blocks": p2.blocks_per_request[i],
@@ -95,9 +91,9 @@ def accounting_page() -> dict:
         best = next(r for r in table if r.is_best)
         sections.append({
             "title": f"Best block size when every block costs c = {c:g} slots",
-            "text_html": _md(f"At c = {c:g}: the best block size is **{best.block_size}**, total cost "
-                             f"{best.allocated_slots} slots + {c:g} × {best.blocks} blocks = "
-                             f"**{best.total_cost:g}** slot equivalents."),
+            "text_html": markdown_html(f"At c = {c:g}: the best block size is **{best.block_size}**, total cost "
+                                       f"{best.allocated_slots} slots + {c:g} × {best.blocks} blocks = "
+                                       f"**{best.total_cost:g}** slot equivalents."),
             "figure": _fig(cost_figure(table, sum(lengths), c)),
             "table": [{"block size": r.block_size, "slots": r.allocated_slots, "unused": r.unused_slots,
                        "blocks": r.blocks, "c × blocks": f"{r.metadata_cost:g}", "total cost": f"{r.total_cost:g}",
@@ -106,18 +102,18 @@ def accounting_page() -> dict:
     ps = acc.prefix_sharing(a, b, prefix, block)
     sections.append({
         "title": f"Two requests ({a} and {b} tokens) sharing a {prefix}-token prefix, blocks of {block}",
-        "text_html": _md(f"**{ps.logical_tokens}** logical tokens; **{ps.slots_unshared}** slots stored "
-                         f"separately, **{ps.slots_shared}** with the {ps.shared_blocks} complete prefix "
-                         f"blocks stored once: each saves {ps.block_size} slots."),
+        "text_html": markdown_html(f"**{ps.logical_tokens}** logical tokens; **{ps.slots_unshared}** slots stored "
+                                   f"separately, **{ps.slots_shared}** with the {ps.shared_blocks} complete prefix "
+                                   f"blocks stored once: each saves {ps.block_size} slots."),
         "figure": _fig(sharing_figure(ps)),
         "table": [{"quantity": "logical tokens", "value": ps.logical_tokens},
                   {"quantity": "slots without sharing", "value": ps.slots_unshared},
                   {"quantity": "distinct physical slots (shared)", "value": ps.slots_shared},
                   {"quantity": "slots saved by sharing", "value": ps.saved_slots}]})
     return {"title": "Slot accounting",
-            "intro_html": _md("The tokens a request has written against the **slots** set aside for it, by hand, "
-                              "at the lesson's worked examples (the app's Slot accounting page lets you "
-                              "change them). Orange is allocated and holding nothing."),
+            "intro_html": markdown_html("The tokens a request has written against the **slots** set aside for it, by hand, "
+                                        "at the lesson's worked examples (the app's Slot accounting page lets you "
+                                        "change them). Orange is allocated and holding nothing."),
             "sections": sections}
 
 
@@ -141,18 +137,18 @@ def capacity_page() -> dict:
                 f"per {d['max_context']:,}-token reservation": fb(m.bytes_per_token * d["max_context"]),
                 "source": m.source} for m in acc.PRESETS.values()]
     return {"title": "Capacity: how many sequences fit",
-            "intro_html": _md(f"One slot holds a token's keys and values in every layer: "
-                              f"{model.layers} layers × {model.kv_heads} K/V heads × {model.head_dim} dims × "
-                              f"{model.bytes_per_element} bytes ({model.dtype}) × 2 = **{fb(model.bytes_per_token)}** "
-                              f"for {model.short}. With {fb(free)} free and a {d['max_context']:,}-token maximum, "
-                              f"reserve-max fits **{fixed['fit_reserve']:,}** sequences; paging sequences that "
-                              f"average {d['mean_tokens']:g} tokens fits **{cap.fit_paged:,}**"
-                              + (f" ({ratio(cap.paged_gain)})." if cap.paged_gain else ".")),
+            "intro_html": markdown_html(f"One slot holds a token's keys and values in every layer: "
+                                        f"{model.layers} layers × {model.kv_heads} K/V heads × {model.head_dim} dims × "
+                                        f"{model.bytes_per_element} bytes ({model.dtype}) × 2 = **{fb(model.bytes_per_token)}** "
+                                        f"for {model.short}. With {fb(free)} free and a {d['max_context']:,}-token maximum, "
+                                        f"reserve-max fits **{fixed['fit_reserve']:,}** sequences; paging sequences that "
+                                        f"average {d['mean_tokens']:g} tokens fits **{cap.fit_paged:,}**"
+                                        + (f" ({ratio(cap.paged_gain)})." if cap.paged_gain else ".")),
             "sections": [
                 {"title": "The worked example, figure by figure", "table": table},
                 {"title": "Twice the memory, or a better allocator?",
-                 "text_html": _md(f"Doubling the memory doubles reserve-max's count to {cap.fit_reserve_double:,}; "
-                                  f"paging in the memory as given already fits {cap.fit_paged:,}."),
+                 "text_html": markdown_html(f"Doubling the memory doubles reserve-max's count to {cap.fit_reserve_double:,}; "
+                                            f"paging in the memory as given already fits {cap.fit_paged:,}."),
                  "figure": _fig(fit_figure(cap))},
                 {"title": "As the mean length varies", "figure": _fig(curve_figure(cap))},
                 {"title": "The presets", "table": presets}]}
@@ -181,12 +177,12 @@ def block_tables_page() -> dict:
                   "where": "host (swapped out)" if mgr.is_swapped(s) else "GPU",
                   "text": words_of(mgr.token_ids(s))} for s in mgr.sequences()]
         fig = block_table_figure(mgr, demo.meta, demo.highlight, demo.colours(), demo.salt, selected=demo.selected)
-        states.append({"action": what.split(":")[0].rstrip("."), "text_html": _md(text), "table": table,
+        states.append({"action": what.split(":")[0].rstrip("."), "text_html": markdown_html(text), "table": table,
                        "figure": _fig(fig)})
     return {"title": "Block tables & sharing",
-            "intro_html": _md(f"One pool of {demo.mgr.num_blocks} blocks of {BLOCK_SIZE} slots, words standing "
-                              "in for tokens. Step through what the app's Block tables page does when its "
-                              "buttons are pressed in this order (the app lets you press them in any order)."),
+            "intro_html": markdown_html(f"One pool of {demo.mgr.num_blocks} blocks of {BLOCK_SIZE} slots, words standing "
+                                        "in for tokens. Step through what the app's Block tables page does when its "
+                                        "buttons are pressed in this order (the app lets you press them in any order)."),
             "sections": [{"title": "A recorded walk-through", "states": states}]}
 
 
