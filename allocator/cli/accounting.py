@@ -200,8 +200,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--block-size", "--page-size", dest="block_size", type=count_arg, default=_A["block_size"],
                    help=f"slots per block for the paged summary (default 4; {range_help('block_size')})")
     p.add_argument("--candidates", default=",".join(map(str, _A["candidates"])),
-                   help="candidate block sizes (default 1,2,4,8,16,32 as in reference figure R2; "
-                        f"1..256 is 1,2,4,8,16,32,64,128,256; each {range_help('candidates')})")
+                   help="candidate block sizes, comma-separated (default 1,2,4,8,16,32 as in reference "
+                        "figure R2; the powers of two up to 256 are 1,2,4,8,16,32,64,128,256; each "
+                        f"{range_help('candidates')})")
     p.add_argument("--pool-slots", type=count_arg, default=_A["pool_slots"],
                    help="count the requests that fit in a pool of this many slots "
                         f"(default 40960, reference figure R4; {range_help('pool_slots')})")

@@ -32,6 +32,7 @@ import time
 import traceback
 import warnings
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -492,3 +493,21 @@ def test_a_run_past_the_memory_limit_is_stopped_with_a_message(tmp_path, monkeyp
     rc, _, err, _ = run_cli(["export-html", "--workload", "azure-conv", "--count", "200", "--out", str(out)])
     assert rc == 2 and "error: stopped: this run passed 0.0 GiB of memory (a quarter of this machine's" in err, err
     assert "Traceback" not in err and not out.exists()
+
+
+def test_every_list_the_account_help_shows_is_accepted(capsys):
+    """Issue 40: ``account --help`` wrote ``1..256`` as if it were a value, and ``account`` refused it.
+    Every comma-separated list of numbers the help shows for --candidates is one ``account`` takes."""
+    import re
+
+    from allocator.__main__ import main
+    with pytest.raises(SystemExit):
+        main(["account", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    shown = text.split("--candidates CANDIDATES", 2)[-1].split("--pool-slots")[0]
+    lists = re.findall(r"\b\d+(?:,\d+)+\b", shown)
+    lists = [v for v in lists if v != "4,096"]        # the range's top, written with a thousands separator
+    assert lists == ["1,2,4,8,16,32", "1,2,4,8,16,32,64,128,256"] and ".." not in shown
+    for value in lists:
+        assert main(["account", "--lengths", "5,9,17", "--reserve", "32", "--candidates", value, "--json"]) == 0
+    capsys.readouterr()
