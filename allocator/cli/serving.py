@@ -19,7 +19,16 @@ from allocator.cli.common import count_arg, gpus_arg, range_help, real_arg
 
 #: Per-point keys printed in the table (all of them go into --json).
 TABLE_KEYS = ("normalized_latency_s_per_token", "throughput_tokens_per_s", "ttft_p50_s", "tpot_p50_s",
-              "kv_token_share_busy", "preemptions")
+              "kv_token_share_waiting", "kv_token_share_busy", "preemptions")
+#: What a table's key means where the name alone could be read two ways: the Throughput page shows
+#: the KV share on the first basis that every policy has (``allocator.studies.rate_sweep.memory_basis``),
+#: so both are printed, each named by its basis.
+TABLE_TITLES = {
+    "kv_token_share_waiting": "share of the KV pool holding tokens, while requests waited (the page's basis "
+                              "where every policy had waiting requests)",
+    "kv_token_share_busy": "share of the KV pool holding tokens, over the busy seconds (the page's basis "
+                           "where some policy never had a request wait)",
+}
 
 
 def register(sub) -> None:
@@ -92,7 +101,7 @@ def run(args) -> int:
     print(f"budget: {sweep.budget_s_per_token:.4f} s/token = {sweep.latency_factor:g} x "
           f"{sweep.unloaded_s_per_token:.4f} s/token (a request served alone)")
     for key in TABLE_KEYS:
-        print(f"\n{key}")
+        print(f"\n{key}" + (f": {TABLE_TITLES[key]}" if key in TABLE_TITLES else ""))
         print(f"{'policy':<16}" + "".join(f"{r:>10g}" for r in sweep.rates))
         for p in sweep.policies:
             vals = [sweep.points[(p, r)][key] for r in sweep.rates]

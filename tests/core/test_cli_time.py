@@ -130,3 +130,19 @@ def sweep_args(draw) -> list[str]:
 @given(argv=sweep_args())
 def test_rate_sweep_with_generated_arguments(argv):
     check_run(argv, *run_cli(argv))
+
+
+def test_the_table_prints_the_pages_kv_share_under_the_pages_basis():
+    """Issue 40: the table printed the share over busy seconds (90.1 %) under a heading the page used
+    for the share while requests waited (95.7 %). Both are printed now, each headed by its basis, and
+    the row the page's basis picks holds the page's number."""
+    from allocator.studies.rate_sweep import memory_basis
+    code, out, _ = _cli("rate-sweep", "--rates", "2,2.9", "--requests", "100", "--policies", "max,paged")
+    assert code == 0
+    sweep = rate_sweep(cost_model(), (2, 2.9), requests=100, policies=("max", "paged"))
+    key, words = memory_basis(sweep, 2.9)
+    assert (key, words) == ("kv_token_share_waiting", "while requests waited")
+    block = out.split(f"\n{key}: share of the KV pool holding tokens, {words}", 1)[1].split("\n\n", 1)[0]
+    paged_row = next(line for line in block.splitlines() if line.startswith("Paged"))
+    assert paged_row.split()[-1] == format(sweep.points[("paged", 2.9)][key], ".4g")
+    assert "\nkv_token_share_busy: share of the KV pool holding tokens, over the busy seconds" in out
