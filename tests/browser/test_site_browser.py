@@ -238,3 +238,72 @@ def test_each_block_size_label_sits_under_the_thumb_at_its_value(page, site_dir,
                 assert abs(tick - thumb) <= 3, (where, tick, thumb)
     finally:
         pg.close()
+
+
+def test_the_zip_unzipped_on_a_static_host_is_served_by_another_user(default_site, browser):
+    """Issue 40: the app's "Static site (zip)" stored every entry as mode 0600, so unzipped into a
+    department's public_html a web server running as another user answered 404 for every file.
+    Here the same zip (``site_zip`` over the exported folder's files) is unzipped with Info-ZIP's
+    ``unzip``, served by ``python3 -m http.server`` running as ``nobody``, fetched file by file
+    and opened in Chromium over http. Needs root (to run as another user), unzip and runuser."""
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+    import time
+    import urllib.error
+    import urllib.request
+
+    from allocator.viz.export.site import site_zip
+
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("unzip", "runuser")) \
+            or not os.path.exists("/usr/bin/python3"):
+        pytest.skip("needs root, unzip, runuser and /usr/bin/python3 to serve the site as another user")
+    folder = default_site[0]
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    root = tempfile.mkdtemp(prefix="static-host-", dir="/tmp")
+    os.chmod(root, 0o755)                                  # the host's user must reach public_html
+    server = None
+    try:
+        with open(os.path.join(root, "site.zip"), "wb") as fh:
+            fh.write(site_zip(files))
+        public = os.path.join(root, "public_html")
+        subprocess.run(["unzip", "-q", os.path.join(root, "site.zip"), "-d", public], check=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = subprocess.Popen(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-m", "http.server",
+                                   str(port), "--bind", "127.0.0.1", "--directory", public],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base = f"http://127.0.0.1:{port}/kv-paging-lesson/"
+        for _ in range(600):                               # until it listens (it answers or it died)
+            try:
+                urllib.request.urlopen(base, timeout=10).close()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert server.poll() is None, "the static host did not start"
+                time.sleep(0.1)
+        refused = []
+        for name in sorted(files):
+            try:
+                with urllib.request.urlopen(base + name, timeout=30) as resp:
+                    if resp.read() != files[name]:
+                        refused.append(f"{name}: other bytes")
+            except urllib.error.HTTPError as exc:
+                refused.append(f"{name}: HTTP {exc.code}")
+        assert not refused, refused[:5]
+        ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+        try:
+            pg = ctx.new_page()
+            errors = []
+            pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.goto(base + "index.html")
+            pg.wait_for_selector("body[data-ready]", state="attached", timeout=WAIT_MS)
+            assert pg.locator("#cards").is_visible() and not errors, errors
+        finally:
+            ctx.close()
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+        shutil.rmtree(root, ignore_errors=True)

@@ -267,3 +267,22 @@ def test_export_site_shows_its_progress_on_a_terminal_and_nothing_when_piped(tmp
     assert code == 0 and piped == "" and printed.startswith("wrote ")
     assert progress_line(_Terminal(), quiet=True)[0] is None            # --json: quiet on a terminal too
     assert progress_line(io.StringIO(), quiet=False)[0] is None
+
+
+def test_the_zip_stores_modes_a_static_host_can_serve():
+    """Issue 40: every file 0644 and every folder (all ancestors, each once) 0755 in the zip's Unix
+    permissions, with a fixed timestamp so the same site makes the same zip."""
+    import io
+    import stat
+    import zipfile
+
+    from allocator.viz.export.site import site_zip
+    data = site_zip({"index.html": b"<html>", "data/bs/16.json": b"{}"})
+    zf = zipfile.ZipFile(io.BytesIO(data))
+    modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
+    assert modes == {"kv-paging-lesson/": stat.S_IFDIR | 0o755, "kv-paging-lesson/data/": stat.S_IFDIR | 0o755,
+                     "kv-paging-lesson/data/bs/": stat.S_IFDIR | 0o755,
+                     "kv-paging-lesson/data/bs/16.json": stat.S_IFREG | 0o644,
+                     "kv-paging-lesson/index.html": stat.S_IFREG | 0o644}
+    assert zf.read("kv-paging-lesson/data/bs/16.json") == b"{}"
+    assert site_zip({"index.html": b"<html>", "data/bs/16.json": b"{}"}) == data

@@ -307,14 +307,32 @@ def build_site(sc: Scenario, *, progress=None, data: dict | None = None) -> dict
     }
 
 
+#: The timestamp of every zip entry (the same zip for the same site: a cache or a diff sees no change).
+ZIP_DATE = (2024, 1, 1, 0, 0, 0)
+
+
 def site_zip(files: dict[str, bytes], folder: str = "kv-paging-lesson") -> bytes:
-    """The site as one zip file (its files under ``folder/``), for the explainer's Export menu."""
+    """The site as one zip file (its files under ``folder/``), for the explainer's Export menu.
+
+    Every entry carries Unix permissions a static host can serve: files 0644 and folders 0755, as
+    the CLI's folder is written. ``ZipFile.writestr`` of a bare name stores 0600, and unzipped on a
+    department's ``public_html`` a web server running as another user then answers 404 for every
+    file (issue 40)."""
     import io
     import zipfile
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+        folders = {folder} | {f"{folder}/{'/'.join(name.split('/')[:i])}" for name in files
+                              for i in range(1, name.count("/") + 1)}
+        for path in sorted(folders):
+            entry = zipfile.ZipInfo(path + "/", date_time=ZIP_DATE)
+            entry.external_attr = (0o40755 << 16) | 0x10        # a folder: drwxr-xr-x (and MS-DOS's flag)
+            zf.writestr(entry, b"")
         for name, content in sorted(files.items()):
-            zf.writestr(f"{folder}/{name}", content)
+            entry = zipfile.ZipInfo(f"{folder}/{name}", date_time=ZIP_DATE)
+            entry.external_attr = 0o100644 << 16                 # a regular file: -rw-r--r--
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(entry, content, compresslevel=6)
     return buf.getvalue()
 
 
