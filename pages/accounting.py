@@ -24,6 +24,7 @@ from allocator.common.formats import and_list, plural, ratio
 from allocator.viz.claims.sweep import best_words
 from allocator.viz.claims.capacity import even_numbers
 from pages._ui.errors import in_page_words, show_error
+from pages._ui.present import chart
 
 LENGTH_COL = "length (tokens)"
 LENGTH_RANGE = LIMITS["lengths"].describe()          # "a whole number from 1 to 10,000,000 (tokens)"
@@ -211,7 +212,7 @@ with col_out:
                                else None), delta_color="off", delta_arrow="off",
                         help="floor(pool / mean paged slots per request) (reference figure R4's formula).")
         if reserve is not None or paged is not None:
-            st.plotly_chart(_allocation_figure(lengths, reserve, paged),
+            chart(_allocation_figure(lengths, reserve, paged),
                             key="acc_alloc_chart", config={"displaylogo": False})
         table = pd.DataFrame({"request": [f"r{i + 1}" for i in range(len(lengths))],
                               "tokens": lengths})
@@ -287,7 +288,7 @@ with out:
         st.dataframe(styled, hide_index=True, key="acc_cost_table")
         st.caption("Units: block size, slots, unused and blocks are counts; c × blocks and total "
                    "cost are token-slot equivalents.")
-        st.plotly_chart(_cost_figure(rows, sum(lengths), st.session_state["acc_metadata_cost"]),
+        chart(_cost_figure(rows, sum(lengths), st.session_state["acc_metadata_cost"]),
                         key="acc_cost_chart", config={"displaylogo": False})
         # R2's worked answer only beside R2's own case: under other lengths its numbers would sit
         # under a table they do not describe (issue 40).
@@ -330,7 +331,7 @@ if ps is not None:
     q[2].metric("Distinct physical slots (shared)", f"{ps.slots_shared:,}",
                 delta=f"{ps.saved_slots:,} slots saved", delta_color="off", delta_arrow="off",
                 help="Full prefix blocks are stored once.")
-    st.plotly_chart(_sharing_figure(ps), key="acc_share_chart", config={"displaylogo": False})
+    chart(_sharing_figure(ps), key="acc_share_chart", config={"displaylogo": False})
     st.caption(f"{plural(ps.shared_blocks, 'complete prefix block')} of {ps.block_size} slots "
                f"{'is' if ps.shared_blocks == 1 else 'are'} stored "
                f"once, so each saves {ps.block_size} slots; any prefix tokens in a partly filled "

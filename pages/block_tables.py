@@ -21,6 +21,7 @@ from allocator.viz.block_tables_figure import block_table_figure
 from allocator.common.errors import FieldError
 from allocator.viz.texts import COPY_ON_WRITE
 from pages._ui.errors import show_error
+from pages._ui.present import chart
 
 # -------------------------------------------------------------------------------- state
 
@@ -152,7 +153,7 @@ except FieldError as exc:          # never a traceback: the core's words, throug
     figure = None
     show_error(exc, before="The block tables cannot be drawn: ", labels={"seq_id": "Sequence"})
 if figure is not None:
-    st.plotly_chart(figure, key="bt_figure", width="stretch",
+    chart(figure, key="bt_figure", width="stretch",
                     config={"displaylogo": False, "displayModeBar": False})   # its tool bar covered the legend
 st.caption("Arrows follow the block table of the sequence chosen in the **Sequence** box; every entry also "
            "prints the physical block it points at. **Pink** slots are in a block several block tables "

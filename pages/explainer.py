@@ -22,7 +22,7 @@ from pages._ui.errors import show_error
 from pages._ui.exports_ui import exports_menu
 from allocator.viz.lesson import CARDS, MAPS, SWEEP
 from pages._ui.guided import guided_lesson, hidden_sections, lesson_heading
-from pages._ui.present import is_presenting, share_link
+from pages._ui.present import chart, is_presenting, share_link
 from pages._ui.state import current_scenario, remember_scenario
 
 def cards_panel(results, priced) -> None:
@@ -261,7 +261,7 @@ if SWEEP in hidden:
 else:
     left, right = st.columns([3, 1])
     with left:
-        st.plotly_chart(sweep_chart(scenario, results["reserve_max"].summary),
+        chart(sweep_chart(scenario, results["reserve_max"].summary),
                         width="stretch", config={"displaylogo": False}, key="sweep")
     with right:
         st.markdown(sweep_summary(rows, scenario.block_size, scenario.metadata_cost,

@@ -19,6 +19,7 @@ import streamlit as st
 from pages._ui.errors import show_error
 from pages._ui.heavy import run_heavy
 from pages._ui.state import current_scenario, keep_choice, restore_choice
+from pages._ui.present import chart
 
 SWEEP_KEY = "kernel_sweep_result"
 
@@ -146,7 +147,7 @@ else:
         tables = {label: predict.prediction_table(report, n, t, h, hkv, d, "bf16") for label, (n, t) in shapes.items()}
         tables = {k: v for k, v in tables.items() if v}
         if tables:
-            st.plotly_chart(kv.prediction_figure(tables, gpu.nominal_Bps / 1e9, gpu.copy_Bps / 1e9, gpu.name),
+            chart(kv.prediction_figure(tables, gpu.nominal_Bps / 1e9, gpu.copy_Bps / 1e9, gpu.name),
                             width="stretch")
             headers = kv.prediction_headers(gpu.name, gpu.sms, gpu.nominal_Bps / 1e9)
             for label, rows in tables.items():
@@ -224,8 +225,8 @@ def show_result(res: SweepResult, label: str) -> None:
         st.success(res.verdict_text())
     else:
         st.info(res.verdict_text())
-    st.plotly_chart(kv.latency_figure(res, f"Decode latency — {label}"), width="stretch")
-    st.plotly_chart(kv.overhead_figure(res, f"Gather overhead — {label}"), width="stretch")
+    chart(kv.latency_figure(res, f"Decode latency — {label}"), width="stretch")
+    chart(kv.overhead_figure(res, f"Gather overhead — {label}"), width="stretch")
     st.dataframe(kv.sweep_table(res), hide_index=True, width="stretch", column_config={
         col: st.column_config.Column(short, help=why) for col, (short, why) in kv.sweep_headers(res).items()})
 
@@ -395,7 +396,7 @@ overheads = [(r, label) for r, label in candidates if kv.drawable(r)[0]]
 left_out = [(label, kv.drawable(r)[1]) for r, label in candidates if not kv.drawable(r)[0]]
 try:
     waste_rows, waste_label = _memory_waste(tuple(DEFAULT_BLOCK_SIZES), current_scenario())
-    st.plotly_chart(kv.two_costs_figure(waste_rows, waste_label, overheads), width="stretch")
+    chart(kv.two_costs_figure(waste_rows, waste_label, overheads), width="stretch")
     notes = [f"Memory side: {waste_label}."]
     if overheads:
         notes.append("Overhead drawn from: " + "; ".join(label for _, label in overheads)

@@ -21,6 +21,7 @@ from pages._ui.errors import show_error
 from pages._ui.prefix_data import BLOCK_SIZES, DEFAULTS
 from pages._ui.state import set_defaults
 from pages._ui.url_params import PAGE_RULES
+from pages._ui.present import chart
 
 GPU_COUNTS = (1, 2, 4, 8)
 set_defaults(DEFAULTS)
@@ -89,7 +90,7 @@ chosen = st.select_slider("Pool for the map below", options=list(labels), value=
                                f"({', '.join(f'{f:g}' for f in DEFAULT_FRACTIONS)}) of the window's distinct full "
                                "prompt blocks, never smaller than the longest request needs.")
 st.session_state["pc_pool_fraction"] = next(r["fraction"] for r in sweep.rows if r["pool_blocks"] == chosen)
-st.plotly_chart(hit_rate_figure(sweep, stat, chosen, compare=native), key="pc_hits", config={"displaylogo": False})
+chart(hit_rate_figure(sweep, stat, chosen, compare=native), key="pc_hits", config={"displaylogo": False})
 st.caption(
     "Every pool size's hit rate comes from **one** replay of the window, not one replay per size: each time a "
     "request finds a cached block, the replay notes how many blocks had been used more recently (its depth in "
@@ -135,7 +136,7 @@ step = st.select_slider("Step", options=steps, value=start, key=step_key,
                              "the most blocks.")
 st.session_state["pc_step_looked"] = int(step)
 snap = res.snapshots.get(step, ())
-st.plotly_chart(block_map_figure(snap, chosen, step, block), key="pc_map", config={"displaylogo": False})
+chart(block_map_figure(snap, chosen, step, block), key="pc_map", config={"displaylogo": False})
 st.caption("Purple blocks belong to no running request: the cache keeps them in case a later prompt starts the "
            "same way. Pink blocks are in several block tables at once: requests running now that share a prefix. "
            "Blue blocks belong to one request. Grey and purple blocks wait in one free queue: a new block comes "
@@ -161,7 +162,7 @@ except FieldError as exc:           # shown here, under the GPU, model and GPUs 
                f"{GPUS[st.session_state['pc_gpu']].label}: {why}.")
     st.stop()
 st.markdown(ttft_summary(cmp, cost.label, pool_blocks, block))
-st.plotly_chart(ttft_figure(cmp), key="pc_ttft", config={"displaylogo": False})
+chart(ttft_figure(cmp), key="pc_ttft", config={"displaylogo": False})
 st.caption("Seconds come from the cost model of the Throughput page (a roofline over each step's FLOPs and "
            "bytes on the chosen GPU's datasheet figures), with arrivals at the trace's own times. Cached prompt "
            "tokens cost no prefill; everything else is the same in both runs. Mooncake's prompts average about "

@@ -31,6 +31,7 @@ from pages._ui.errors import show_error
 from pages._ui.sweep_cache import STARTUP, cached_sweep, is_cached, origin, sweep_key
 from pages._ui.state import set_defaults
 from pages._ui.url_params import PAGE_RULES
+from pages._ui.present import chart
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 GPU_CHOICES = ["auto", *GPU_COUNTS]
@@ -73,11 +74,11 @@ if st.session_state.get("tp_paper"):
     st.markdown("**Targets: the paper's value, this model's, the error.** Token-state shares are % of the KV "
                 "memory; the Figure 12 rows compare ratios of sustained rates.")
     st.table(pd.DataFrame(targets_rows(rep21)).set_index("measure"))
-    st.plotly_chart(fig2_figure(rep21), key="tp_paper_fig2", config={"displaylogo": False})
+    chart(fig2_figure(rep21), key="tp_paper_fig2", config={"displaylogo": False})
     st.markdown(texts21["fig2"])
-    st.plotly_chart(fig13_figure(rep21), key="tp_paper_fig13", config={"displaylogo": False})
+    chart(fig13_figure(rep21), key="tp_paper_fig13", config={"displaylogo": False})
     st.markdown(texts21["fig13"])
-    st.plotly_chart(fig12_figure(rep21), key="tp_paper_fig12", config={"displaylogo": False})
+    chart(fig12_figure(rep21), key="tp_paper_fig12", config={"displaylogo": False})
     st.markdown(texts21["fig12"])
     st.markdown("**Where this model departs from the paper's system**\n\n"
                 + "\n".join(f"- {d}" for d in texts21["departures"]))
@@ -187,9 +188,9 @@ with st.container(border=True):
 
 left, right = st.columns(2)
 with left:
-    st.plotly_chart(latency_figure(sweep), key="tp_latency", config={"displaylogo": False})
+    chart(latency_figure(sweep), key="tp_latency", config={"displaylogo": False})
 with right:
-    st.plotly_chart(throughput_figure(sweep), key="tp_throughput", config={"displaylogo": False})
+    chart(throughput_figure(sweep), key="tp_throughput", config={"displaylogo": False})
 st.caption("Normalised latency is the PagedAttention paper's measure: each request's end-to-end latency divided "
            "by its output length, averaged over the requests. Past the sustained rate, requests queue faster than "
            "they finish and latency climbs without limit; throughput stops following the demand.")
@@ -208,15 +209,15 @@ at = st.select_slider("Request rate (requests/s)", options=list(sweep.rates), va
 st.markdown("**Memory holding tokens.**")
 mem_l, mem_r = st.columns([3, 2])
 with mem_l:
-    st.plotly_chart(memory_figure(sweep, at), key="tp_memory", config={"displaylogo": False})
+    chart(memory_figure(sweep, at), key="tp_memory", config={"displaylogo": False})
 with mem_r:
     st.markdown(memory_claim(sweep, at))
 st.markdown("**How long users wait.**")
 ttft_col, tpot_col = st.columns(2)
 with ttft_col:
-    st.plotly_chart(cdf_figure(sweep, at, "ttft_s"), key="tp_ttft", config={"displaylogo": False})
+    chart(cdf_figure(sweep, at, "ttft_s"), key="tp_ttft", config={"displaylogo": False})
 with tpot_col:
-    st.plotly_chart(cdf_figure(sweep, at, "tpot_s"), key="tp_tpot", config={"displaylogo": False})
+    chart(cdf_figure(sweep, at, "tpot_s"), key="tp_tpot", config={"displaylogo": False})
 st.markdown(latency_claim(sweep, at))
 
 st.markdown("**Where the seconds went.**")

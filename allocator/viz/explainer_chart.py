@@ -27,11 +27,12 @@ from allocator.viz.maps import cell_states, frame_steps, grid_shape, slots_per_c
 from allocator.common.mathutils import cdiv
 from allocator.viz.claims.explainer import lesson_key_steps
 from allocator.common.formats import pct
+from allocator.viz.projector import PROJECTOR_FONTS
 from allocator.viz.frozen import FrozenFigure
 from allocator.viz.theme import (BROWN_DUPLICATE as DUPLICATE_COLOUR, DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED,
                                  REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
 
-__all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PLAY_FRAME_MS", "PROJECTOR_FONTS", "explainer_figure",
+__all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PLAY_FRAME_MS", "explainer_figure",
            "explainer_lines_figure", "for_projector", "time_frames"]
 
 #: Target size of the animated figure's JSON (bytes); frames are thinned to stay under it.
@@ -407,9 +408,6 @@ def explainer_lines_figure(results: dict, *, timings: dict | None = None) -> go.
     return FrozenFigure(fig)
 
 
-#: Text sizes (px) of the explainer figure on a projector, and the room its readouts need.
-PROJECTOR_FONTS = {"base": 15, "readout": 16, "legend": 15, "axis_title": 15, "ticks": 13, "current": 20,
-                   "buttons": 16}
 #: OFFSETS on a projector (px, from the plot area PROJECTOR_MARGINS leave): the larger readouts and
 #: buttons need a taller top margin, and the maps a little more room.
 PROJECTOR_OFFSETS = {"menus": 95.58, "slider": 101.45, "legend": 60.37, "lines_legend": 72.0}

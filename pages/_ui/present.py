@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from allocator.viz.projector import for_the_back_row
 from pages._ui.errors import show_error
 from pages._ui.url_params import PAGE_PARAMS, check_boolean, repeated_params, unknown_params
 
@@ -162,6 +163,15 @@ def keep_last_values(names) -> list[str]:
         if len(values) > 1:
             st.query_params[name] = values[-1]
     return repeated_params(given)
+
+
+def chart(fig, **kwargs) -> None:
+    """``st.plotly_chart(fig, **kwargs)``, with the figure's text sized for the back row of the room
+    while presentation mode is on (:func:`allocator.viz.projector.for_the_back_row`). Every page's
+    chart goes through here except the explainer's maps, which have their own projector form
+    (``tests/core/test_layering.py`` checks it)."""
+    kwargs.setdefault("config", {"displaylogo": False})
+    st.plotly_chart(for_the_back_row(fig) if is_presenting() else fig, **kwargs)
 
 
 def is_presenting() -> bool:

@@ -36,3 +36,46 @@ def test_the_shared_sidebar_draws_the_toggle_once():
     assert at.toggle(key="present").value is False
     at.toggle(key="present").set_value(True).run()
     assert not at.exception and len(_leave_buttons(at)) == 1
+
+
+def _text_sizes(spec: dict) -> dict:
+    """The smallest size of each kind of text a figure spec draws (px; Plotly's defaults where unset)."""
+    lay = spec["layout"]
+    axes = [v for k, v in lay.items() if k.startswith(("xaxis", "yaxis"))]
+    return {"base": lay.get("font", {}).get("size", 12),
+            "axis titles": min((a.get("title", {}).get("font", {}).get("size", 0) for a in axes), default=99),
+            "ticks": min((a.get("tickfont", {}).get("size", 0) for a in axes), default=99),
+            "legend": lay.get("legend", {}).get("font", {}).get("size", 0),
+            "annotations": min((a.get("font", {}).get("size", 0) for a in lay.get("annotations", [])), default=99)}
+
+
+def test_presenting_enlarges_every_chart_on_the_throughput_page():
+    """Issue 40: presentation mode enlarged the prose and left chart axes, legends and titles at about
+    10 px. Presenting, every chart the page draws has its text at the projector's sizes at least."""
+    import json
+
+    from allocator.viz.projector import PROJECTOR_FONTS as F
+    from tests.conftest import open_page
+    normal = open_page("pages/throughput.py")
+    presenting = open_page("pages/throughput.py", {"present": True})
+    small = [json.loads(c.proto.spec) for c in normal.get("plotly_chart")]
+    large = [json.loads(c.proto.spec) for c in presenting.get("plotly_chart")]
+    assert len(large) == len(small) >= 3
+    for spec in large:
+        sizes = _text_sizes(spec)
+        assert sizes["base"] >= F["base"] and sizes["axis titles"] >= F["axis_title"], sizes
+        assert sizes["ticks"] >= F["ticks"] and sizes["legend"] >= F["legend"] and sizes["annotations"] >= F["base"]
+    assert any(_text_sizes(spec)["base"] < F["base"] for spec in small)     # it was smaller before
+
+
+def test_for_the_back_row_keeps_larger_text_and_leaves_the_figure_alone():
+    import plotly.graph_objects as go
+
+    from allocator.viz.projector import PROJECTOR_HEIGHT_FACTOR, for_the_back_row
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout=dict(height=400, title=dict(text="t", font=dict(size=30)),
+                                                             xaxis=dict(title=dict(text="x (s)"))))
+    fig.add_annotation(text="note", x=1, y=3, font=dict(size=9))
+    out = for_the_back_row(fig)
+    assert out.layout.title.font.size == 30 and out.layout.annotations[0].font.size == 15
+    assert out.layout.xaxis.title.font.size == 15 and out.layout.height == round(400 * PROJECTOR_HEIGHT_FACTOR)
+    assert fig.layout.annotations[0].font.size == 9 and fig.layout.height == 400        # the original is untouched
