@@ -25,7 +25,8 @@ import sys
 import time
 
 from allocator.common.errors import FieldError
-from allocator.common.validate import show
+from allocator.common.limits import LIMITS
+from allocator.common.validate import in_range, show
 from allocator.cli import simulate as cli_simulate
 from allocator.cli.common import add_pending, check_output, done_pending, note, write_files
 from allocator.cli.export import _scenario_parser
@@ -123,6 +124,8 @@ def run(args) -> int:
     from allocator.viz.export.site import build_site, site_bytes, site_zip
 
     sc = cli_simulate.scenario_from_args(args).checked()
+    # the site draws the pool slot by slot at every step, as export-html does: the same bound, up front
+    in_range("total_slots", sc.slots, LIMITS["drawn_slots"])
     if args.zip:
         check_output("out", args.out)
     else:

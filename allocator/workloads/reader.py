@@ -140,7 +140,8 @@ class HugeNumber:
     number ..."). Every check of a range refuses it."""
 
     def __init__(self, text: str):
-        self.digits = len(text.lstrip("-"))
+        mantissa = re.split("[eE]", text, maxsplit=1)[0]
+        self.digits = sum(ch.isdigit() for ch in mantissa)
         self.negative = text.startswith("-")
 
     def __repr__(self) -> str:

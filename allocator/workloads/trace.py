@@ -104,10 +104,12 @@ def _csv_problem(exc: csv.Error, line: int) -> str:
     return f"line {line} is not a readable CSV row"
 
 
-def check_structure(text: str) -> None:
+def check_structure(text: str, *, expected: str = "prompt_tokens, output_tokens[, arrival_s] or TIMESTAMP, "
+                                                  "ContextTokens, GeneratedTokens") -> None:
     """The file's shape before its values: one header of distinct names, every row as wide as it,
     no more than :data:`MAX_COLUMNS` columns and no cell over :data:`MAX_CELL_CHARS` characters.
     Each row is checked as it is read, so a row of half a million columns is refused at once.
+    ``expected``: the columns the format wants, as a message names them.
 
     Raises:
         FieldError: the first row (counted as a spreadsheet shows data rows, from 1) with more or
@@ -119,9 +121,7 @@ def check_structure(text: str) -> None:
 
     def checked(row, where):
         if len(row) > MAX_COLUMNS:
-            raise _file_error(f"{where} has {len(row):,} columns; at most {MAX_COLUMNS} are accepted "
-                              "(prompt_tokens, output_tokens[, arrival_s] or TIMESTAMP, ContextTokens, "
-                              "GeneratedTokens)")
+            raise _file_error(f"{where} has {len(row):,} columns; at most {MAX_COLUMNS} are accepted ({expected})")
         if row and max(map(len, row)) > MAX_CELL_CHARS:
             raise _file_error(f"{where} has a cell longer than {MAX_CELL_CHARS:,} characters")
         return row
