@@ -183,7 +183,7 @@ def test_every_export_names_its_scenario(run, tmp_path, capsys):
     from allocator.viz.export.html import scenario_slug, scenario_summary
     sc, workload, results = run
     text = metrics_csv(results, sc, workload)
-    assert text.splitlines()[0] == f"# KV Cache Paging Lab: {scenario_summary(sc, workload)}"
+    assert text.splitlines()[0] == f'#,"KV Cache Paging Lab: {scenario_summary(sc, workload)}"'   # one quoted cell
     assert scenario_summary(sc, workload).startswith("classroom-40, 2,048 slots, block size 16, max_new_tokens 600")
     df = pd.read_csv(io.StringIO(text), comment="#")
     assert list(df.columns[:2]) == ["step", "steps covered"]
