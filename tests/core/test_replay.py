@@ -302,3 +302,14 @@ def test_a_missing_run_is_named_without_the_servers_path(tmp_path):
         load_run(str(tmp_path / "gone"))
     assert str(err.value) == "run = 'gone' is not a directory holding meta.json and requests.jsonl"
     assert str(tmp_path) not in str(err.value)
+
+
+def test_a_long_replay_says_so_before_it_starts(tmp_path, capsys, monkeypatch):
+    """Issue 42: 500,000 requests ran 300 s without a line; now at most 10,000 are read, and past
+    ``LONG_RUN`` the command says on stderr, before it starts, that it takes a while."""
+    from allocator.cli import replay as cli_replay
+    monkeypatch.setattr(cli_replay, "LONG_RUN", 3)
+    path = write_run(tmp_path / "rtxpro6000_long", synthetic_rows(5))
+    assert main(["replay-vllm", path, "--json"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: replaying 5 requests takes a few milliseconds each") and err.count("\n") == 1
