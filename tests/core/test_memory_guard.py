@@ -107,24 +107,26 @@ def test_an_untripped_guard_lets_the_block_end():
 
 def test_the_hard_stop_ends_a_run_that_ignores_its_interrupt(tmp_path):
     """A real process that swallows every KeyboardInterrupt and never ends by itself: the guard
-    (tripping at its 3rd check by a fake reader) ends it with the message, exit status 2, and the
-    temporary output file it was writing is gone."""
+    (whose fake reader reports "over" from the first check after the run entered its block) ends it
+    after its grace checks with the message, exit status 2, and the temporary output file it was
+    writing is gone."""
     part = tmp_path / ".out.html.123.part"
     script = textwrap.dedent(f"""
-        import itertools
+        import threading
         from allocator.cli import common
         common.add_pending({str(part)!r})
         open({str(part)!r}, "w").write("half a file")
-        calls = itertools.count(1)
-        guard = common.MemoryGuard(1000, 0.0, read_memory=lambda: 10_000 if next(calls) >= 3 else 100)
-        entered = False
-        while True:                        # a run that never ends and swallows its interrupt, wherever it lands
+        inside = threading.Event()         # the reader trips only once the run is inside its block
+        guard = common.MemoryGuard(1000, 0.0, read_memory=lambda: 10_000 if inside.is_set() else 100)
+        guard.__enter__()
+
+        def run():                         # the guard's one interrupt can only land in here, in the try
+            inside.set()
+            while True:
+                pass
+        while True:                        # a run that never ends and swallows its interrupt
             try:
-                if not entered:
-                    entered = True
-                    guard.__enter__()
-                while True:
-                    pass
+                run()
             except KeyboardInterrupt:
                 pass
     """)
