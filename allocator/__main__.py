@@ -13,10 +13,11 @@ import argparse
 import importlib
 import os
 import re
+import signal
 import sys
 
 from allocator.cli import MODULES
-from allocator.cli.common import MemoryGuard
+from allocator.cli.common import MemoryGuard, remove_pending
 from allocator.common.validate import cut, one_line
 
 #: What argparse should take as a negative number rather than an option (see ``_Parser``).
@@ -54,19 +55,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C is, so the same clean-up runs (no ``.part`` file
+    is left, no half-written output)."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen sub-command; return the process exit status (130 after
-    Ctrl-C, at any moment: one word on stderr, no traceback, no partial file)."""
+    Ctrl-C and 143 after SIGTERM, at any moment: one word on stderr, no traceback, no partial or
+    temporary file)."""
     guard = MemoryGuard()
+    previous = _install_sigterm()
     try:
         with guard:
             return _main(argv)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        remove_pending()
         if guard.tripped:                  # the run outgrew the machine (allocator.cli.common.MEMORY_LIMIT)
             print(guard.message(), file=sys.stderr)
             return 2
+        if isinstance(exc, _Terminated):
+            print("terminated", file=sys.stderr)    # the shell's status for SIGTERM
+            return 143
         print("interrupted", file=sys.stderr)   # Ctrl-C: the shell's status for SIGINT; files are
         return 130                              # written whole or not at all (write_files)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _install_sigterm():
+    """Turn SIGTERM into :class:`_Terminated` in the main thread; returns the handler it replaced
+    (None when this is not the main thread, where Python cannot set one)."""
+    try:
+        return signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:
+        return None
 
 
 def _main(argv: list[str] | None) -> int:

@@ -6,6 +6,8 @@ and every sentence come from ``allocator.viz.replay``.
 """
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import streamlit as st
 
@@ -14,6 +16,7 @@ from allocator.studies.vllm_replay import compare_cost_models, held_out_check, r
 from allocator.common.errors import FieldError
 from allocator.viz.replay import (cdf_figure, cost_model_sentence, cost_model_table, error_table, headline,
                                   held_out_sentence, right_and_wrong, scatter_figure, series_figure, signed_pct)
+from allocator.workloads.trace import load_shipped
 from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 from pages._ui.errors import show_error
 from pages._ui.state import set_defaults
@@ -27,9 +30,16 @@ COMMAND = "python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1
 set_defaults({"re_model": "calibrated"})
 
 
+def _read_shipped_run(path: str):
+    if not os.path.isdir(path):
+        raise FileNotFoundError(path)
+    return load_run(path)
+
+
 @st.cache_resource(show_spinner=False)
 def _run():
-    return load_run(SHIPPED_RUN)
+    # missing or damaged, the run is named relative to the project with what to do, never by the server's path
+    return load_shipped(SHIPPED_RUN, _read_shipped_run, "the measured vLLM run")
 
 
 @st.cache_resource(show_spinner="Replaying 300 requests…")

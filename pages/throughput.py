@@ -60,14 +60,22 @@ with st.container(border=True):
                 "its buddy allocator — and the paper's Figures 2, 13 and 12 drawn beside this model's.")
     if st.button("Run the paper replication", key="tp_paper_run", icon=":material/science:", type="primary"):
         st.session_state["tp_paper"] = True
+rep21 = None
 if st.session_state.get("tp_paper"):
-    if is_computed():
-        rep21 = replication_for()
-    else:
-        bar21 = st.progress(0.0, text="Running the paper's configuration…")
-        rep21 = replication_for(progress=lambda done, total, text: bar21.progress(
-            done / total, text=f"Simulating {text} ({done} of {total} runs)…"))
-        bar21.empty()
+    bar21 = None
+    try:
+        if is_computed():
+            rep21 = replication_for()
+        else:
+            bar21 = st.progress(0.0, text="Running the paper's configuration…")
+            rep21 = replication_for(progress=lambda done, total, text: bar21.progress(
+                done / total, text=f"Simulating {text} ({done} of {total} runs)…"))
+    except FieldError as exc:               # the ShareGPT lengths missing or damaged: named, the page goes on
+        show_error(exc, before="The paper replication cannot run: ")
+    finally:
+        if bar21 is not None:
+            bar21.empty()
+if rep21 is not None:
     texts21 = paper_replication_texts(rep21)
     st.subheader("The paper replication: its figures and this model's")
     st.info(texts21["load"], icon=":material/speed:")

@@ -16,6 +16,7 @@ import os
 import stat
 import sys
 import tempfile
+import threading
 import time
 
 from allocator.common.errors import FieldError
@@ -87,6 +88,10 @@ def machine_memory() -> int:
 #: 20 million steps, over 10 GB (measured: 20,000 such rows at the default cap took 350 MB, 40,000
 #: took 530 MB). So a run is watched and stopped with a message when it passes this.
 MEMORY_LIMIT = machine_memory() // 4
+#: Checks a tripped guard waits, still over its limit, for the run to stop on its interrupt before it
+#: ends the process itself (:meth:`MemoryGuard.check`): 4 checks of 0.25 s, one second of growth
+#: (the engine grows by about 40 MB/s at most; issue 42 measured 6.3 GB in 154 s).
+GRACE_CHECKS = 4
 
 
 def _rss() -> int:
@@ -98,40 +103,102 @@ def _rss() -> int:
         return 0
 
 
-class MemoryGuard:
-    """Watch the process's memory while a command runs (``with MemoryGuard(limit):``); past
-    ``limit`` bytes, interrupt the main thread (a KeyboardInterrupt there) and record it in
-    ``tripped`` (the memory seen), so the caller can say what happened instead of letting the
-    machine swap or the kernel kill the run. Checked every ``interval_s`` seconds."""
+def _interrupt_main() -> None:
+    import _thread
+    _thread.interrupt_main()
 
-    def __init__(self, limit: int = MEMORY_LIMIT, interval_s: float = 0.25):
+
+def _hard_stop(message: str) -> None:
+    """End the process at once with ``message`` on stderr and exit status 2, leaving no partial
+    output file (the temporary files :func:`write_files` and ``export-site --zip`` have open are
+    removed first). What a tripped :class:`MemoryGuard` does when its interrupt did not stop the run."""
+    remove_pending()
+    try:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(2)
+
+
+class MemoryGuard:
+    """Keep a command's memory under a bound (``with MemoryGuard(limit):``).
+
+    A watcher thread calls :meth:`check` at once and then every ``interval_s`` seconds. The first
+    check that finds the process past ``limit`` bytes records the memory seen in ``tripped`` and
+    interrupts the main thread (a KeyboardInterrupt there), so the caller says what happened and
+    files are left whole. An interrupt can be lost (Python ignores an exception raised inside a gc
+    callback or a ``__del__``, and a long call into C defers it), and the run would then go on
+    growing; so when ``grace_checks`` further checks still find the process over the limit, the
+    guard ends the process itself (``hard_stop(message)``: by default the message on stderr, the
+    temporary output files removed, exit status 2). The bound therefore holds: ``limit`` plus what
+    the run can allocate in ``grace_checks x interval_s`` seconds (about one second).
+
+    Args:
+        limit: bytes (default :data:`MEMORY_LIMIT`, a quarter of the machine).
+        interval_s: seconds between checks.
+        read_memory: returns the process's memory in bytes (default: resident memory from /proc);
+            tests inject a reader that reports "over the limit" at a chosen check.
+        interrupt: interrupts the main thread (default ``_thread.interrupt_main``).
+        hard_stop: ends the process, given the message (default :func:`_hard_stop`).
+        grace_checks: checks over the limit after the interrupt before ``hard_stop`` (default
+            :data:`GRACE_CHECKS`).
+
+    Attributes:
+        tripped: the memory seen at the first check over the limit (bytes), 0 while under it.
+        checks: how many checks have run.
+        stopped: whether ``hard_stop`` was called.
+    """
+
+    def __init__(self, limit: int = MEMORY_LIMIT, interval_s: float = 0.25, *, read_memory=None,
+                 interrupt=None, hard_stop=None, grace_checks: int | None = None):
         self.limit, self.interval_s = limit, interval_s
+        self.read_memory, self.interrupt, self.hard_stop = read_memory, interrupt, hard_stop
+        self.grace_checks = GRACE_CHECKS if grace_checks is None else grace_checks
         self.tripped = 0
-        self._stop = self._lock = None
+        self.checks = 0
+        self.stopped = False
+        self._over_after_trip = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def check(self) -> bool:
+        """One check of the process's memory (what the watcher thread runs every ``interval_s``);
+        does nothing once the block has ended. Returns whether the watcher should go on checking
+        (False once the guard has ended the process, or after the block ended)."""
+        with self._lock:
+            if self._stop.is_set() or self.stopped:
+                return False
+            self.checks += 1
+            rss = (self.read_memory or _rss)()
+            if rss <= self.limit:
+                return True
+            if not self.tripped:
+                self.tripped = rss
+                (self.interrupt or _interrupt_main)()
+                return True
+            self._over_after_trip += 1
+            if self._over_after_trip < self.grace_checks:
+                return True
+            self.stopped = True
+            (self.hard_stop or _hard_stop)(self.message())
+            return False
+
+    def _watch(self) -> None:
+        while self.check() and not self._stop.wait(self.interval_s):
+            pass
 
     def __enter__(self):
-        import _thread
-        import threading
-        self._stop, self._lock = threading.Event(), threading.Lock()
-
-        def watch():
-            # checked at once, then every interval_s; never after the block has ended (the lock), so
-            # the interrupt always lands inside the ``with`` (a fast run cannot outlive its check)
-            while True:
-                rss = _rss()
-                if rss > self.limit:
-                    with self._lock:
-                        if not self._stop.is_set():
-                            self.tripped = rss
-                            _thread.interrupt_main()
-                    return
-                if self._stop.wait(self.interval_s):
-                    return
-        threading.Thread(target=watch, name="memory-guard", daemon=True).start()
+        self._stop.clear()
+        try:
+            threading.Thread(target=self._watch, name="memory-guard", daemon=True).start()
+        except BaseException:                # the first check tripped while the thread started: the block
+            with self._lock:                 # never runs and __exit__ is not called, so stop watching here
+                self._stop.set()
+            raise
         return self
 
     def __exit__(self, exc_type, *exc):
-        with self._lock:
+        with self._lock:                     # no check runs after this: none can interrupt outside the block
             self._stop.set()
         if self.tripped and exc_type is None:
             # The interrupt was swallowed: Python ignores an exception raised inside a gc callback or
@@ -146,10 +213,11 @@ class MemoryGuard:
         return False
 
     def message(self) -> str:
-        """The one line a tripped guard prints."""
+        """The one line a tripped guard prints: the limit, and what shortens a run (fewer requests, a
+        smaller generation cap). It does not advise a larger pool: a pool's own size counts too."""
         return (f"error: stopped: this run passed {self.limit / 2**30:.1f} GiB of memory (a quarter of this machine's "
                 f"{machine_memory() / 2**30:.1f} GiB); replay fewer requests (--count) or give a smaller "
-                "--max-new-tokens or a larger --slots, which shorten the run")
+                "--max-new-tokens, which shorten the run")
 
 
 def flag(name: str) -> str:
@@ -277,6 +345,7 @@ def write_files(files: list[tuple[str, str, str]]) -> None:
             folder = os.path.dirname(os.path.abspath(path))
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".part")
             temps.append(tmp)
+            _PENDING.add(tmp)
             with open(fd, "w", encoding="utf-8", newline="") as handle:
                 _write_text(handle, text)
             mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o666 & ~_umask()
@@ -286,6 +355,7 @@ def write_files(files: list[tuple[str, str, str]]) -> None:
             existed = os.path.exists(path)
             os.replace(tmp, path)
             temps.remove(tmp)
+            _PENDING.discard(tmp)
             if not existed:
                 placed.append(path)
     except BaseException as exc:
@@ -302,7 +372,30 @@ def write_files(files: list[tuple[str, str, str]]) -> None:
 
 
 def _remove(path: str) -> None:
+    _PENDING.discard(path)
     try:
         os.remove(path)
     except OSError:
         pass
+
+
+#: Temporary output files being written now (``.part`` files): removed by :func:`remove_pending`
+#: when the process must end at once (a tripped :class:`MemoryGuard`, SIGTERM).
+_PENDING: set[str] = set()
+
+
+def add_pending(path: str) -> None:
+    """Note ``path`` as a temporary file being written, so an abrupt end removes it (call
+    :func:`done_pending` when it has been renamed into place or removed)."""
+    _PENDING.add(path)
+
+
+def done_pending(path: str) -> None:
+    """``path`` is no longer a temporary file being written (renamed into place, or removed)."""
+    _PENDING.discard(path)
+
+
+def remove_pending() -> None:
+    """Remove every temporary file still being written (see :func:`add_pending`); errors ignored."""
+    for path in list(_PENDING):
+        _remove(path)

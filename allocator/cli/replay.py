@@ -13,12 +13,16 @@ stderr and exit status 2.
 from __future__ import annotations
 
 import json
+import sys
 
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
 from allocator.studies.vllm_replay import (COST_MODELS, FIGURES, STATS, best_cost_model, compare_cost_models,
                                            held_out_check, replay)
 from allocator.workloads.vllm_run import load_run
 from allocator.cli.common import count_arg
+
+#: Requests past which the command says on stderr, before it starts, that the replay takes a while.
+LONG_RUN = 2_000
 
 
 def register(sub) -> None:
@@ -58,6 +62,9 @@ def run(args) -> int:
     if getattr(args, "roofline_table", False):
         return _roofline_table(args)
     measured = load_run(args.run_dir)
+    if len(measured) > LONG_RUN:
+        print(f"note: replaying {len(measured):,} requests takes a few milliseconds each (about "
+              f"{len(measured) * 5 / 1000:.0f} s here)", file=sys.stderr)
     chosen = args.cost_model or best_cost_model(measured, args.gpu)
     kw = dict(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
               chunked_prefill=False if args.no_chunked_prefill else None,

@@ -28,9 +28,10 @@ import sys
 import time
 
 from allocator.common.errors import FieldError
-from allocator.common.validate import show
+from allocator.common.limits import LIMITS
+from allocator.common.validate import in_range, show
 from allocator.cli import simulate as cli_simulate
-from allocator.cli.common import check_output, note, write_files
+from allocator.cli.common import add_pending, check_output, done_pending, note, write_files
 
 
 def register(sub) -> None:
@@ -55,7 +56,10 @@ def _check_folder(path: str) -> None:
         raise FieldError("out", f" = {show(path, 120)} is a file, not a folder (use --zip to write one zip file)")
     if os.path.isdir(path):
         entries = set(os.listdir(path))
-        if entries and "index.html" not in entries:
+        # empty folders alone (what an export that failed before issue 42 left) do not block a retry
+        leftovers = all(os.path.isdir(os.path.join(path, e)) and not os.listdir(os.path.join(path, e))
+                        for e in entries)
+        if entries and "index.html" not in entries and not leftovers:
             raise FieldError("out", f" = {show(path, 120)} is a folder that is not empty and holds no earlier "
                              "export (index.html); choose a new or empty folder")
         if not os.access(path, os.W_OK):
@@ -66,6 +70,20 @@ def _check_folder(path: str) -> None:
             raise FieldError("out", f" = {show(path, 120)}: its parent folder does not exist")
         if not os.access(parent, os.W_OK):
             raise FieldError("out", f" = {show(path, 120)}: its parent folder is not writable")
+
+
+def _make_folders(out: str, subfolders: list[str]) -> list[str]:
+    """Create ``out`` and its ``subfolders`` where missing; returns the folders this call created,
+    parents first (what a failed export removes again)."""
+    made = []
+    for sub in [""] + sorted(set(f for f in subfolders if f)):
+        parts = [p for p in sub.split("/") if p]
+        for i in range(len(parts) + 1):
+            folder = os.path.join(out, *parts[:i])
+            if not os.path.isdir(folder):
+                os.mkdir(folder)
+                made.append(folder)
+    return made
 
 
 def progress_line(stream, quiet: bool):
@@ -109,6 +127,8 @@ def run(args) -> int:
 
     sc = cli_simulate.scenario_from_args(args).checked()
     cli_simulate.refuse_timing(args, "export-site")
+    # the site draws the pool slot by slot at every step, as export-html does: the same bound, up front
+    in_range("total_slots", sc.slots, LIMITS["drawn_slots"])
     if args.zip:
         check_output("out", args.out)
     else:
@@ -122,18 +142,28 @@ def run(args) -> int:
     if args.zip:
         data = site_zip(files)
         tmp = args.out + ".part"
+        add_pending(tmp)                      # removed even if the process must end at once
         try:
             with open(tmp, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, args.out)
-        finally:                              # a failed write leaves no partial file behind
+        finally:                              # a failed or interrupted write leaves no partial file behind
+            done_pending(tmp)
             if os.path.exists(tmp):
                 os.remove(tmp)
         written = {"path": args.out, "bytes": len(data), "files": len(files), "site_bytes": site_bytes(files)}
     else:
-        os.makedirs(os.path.join(args.out, "data"), exist_ok=True)
-        write_files([("out", os.path.join(args.out, name), content.decode("utf-8"))
-                     for name, content in files.items()])
+        made = _make_folders(args.out, [os.path.dirname(name) for name in files])
+        try:
+            write_files([("out", os.path.join(args.out, name), content.decode("utf-8"))
+                         for name, content in files.items()])
+        except BaseException:                 # a failed or interrupted export leaves no folder that blocks a retry
+            for folder in reversed(made):
+                try:
+                    os.rmdir(folder)          # only if empty: an earlier export's files stay
+                except OSError:
+                    pass
+            raise
         written = {"path": args.out, "bytes": site_bytes(files), "files": sorted(files)}
     if args.json:
         print(json.dumps({"scenario": sc.as_dict(), "written": written}, indent=2))

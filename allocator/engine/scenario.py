@@ -19,6 +19,7 @@ from allocator.common.limits import check
 from allocator.workloads.mooncake import is_mooncake_path, load_mooncake, mooncake_workload
 from allocator.workloads.sharegpt import sharegpt_trace
 from allocator.engine.summary import FieldMapping
+from allocator.workloads.reader import file_label
 from allocator.workloads.trace import load_trace, shipped_trace, trace_workload
 from allocator.common.errors import FieldError
 from allocator.common.validate import one_line, one_of
@@ -218,10 +219,11 @@ def build_workload(sc: Scenario) -> Workload:
     elif kind == "mooncake":
         return with_shared_prefix(mooncake_workload(load_mooncake(sc.workload), offset=sc.offset, count=sc.count,
                                                     steps_per_second=sc.steps_per_second,
-                                                    max_new_tokens=sc.max_new, name=sc.workload), sc.shared_prefix)
+                                                    max_new_tokens=sc.max_new, name=file_label(sc.workload)),
+                                  sc.shared_prefix)
     else:                                                   # kind == "csv"
         df = load_trace(sc.workload)
-        name = sc.workload
+        name = file_label(sc.workload)          # never the path as typed: exports quote the name (issue 42)
     return with_shared_prefix(trace_workload(df, offset=sc.offset, count=sc.count,
                                              steps_per_second=sc.steps_per_second, max_new_tokens=sc.max_new,
                                              name=name), sc.shared_prefix)

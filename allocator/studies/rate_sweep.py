@@ -36,7 +36,8 @@ from allocator.memory.paged import PagedAllocator
 from allocator.engine.simulate import simulate
 from allocator.common.limits import check
 from allocator.workloads.poisson import (DEFAULT_MAX_NEW, DEFAULT_REQUESTS, DEFAULT_SEED, SWEEP_MAX_NEW,
-                                         SWEEP_WORKLOADS, poisson_workload, workload_trace)
+                                         SWEEP_WORKLOADS, check_reach, poisson_workload,
+                                         workload_trace)
 from allocator.studies.sustained import INTERPOLATION_SPAN, RATIO_RANGE_SPAN, rate_ratio, sustained_rate, sustained_short
 from allocator.cost.roofline import CostModel
 from allocator.cost.timing import price
@@ -260,6 +261,9 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
         pool_slots=pool)
     base = poisson_workload(1.0, requests, seed=seed, max_context=cost.model.max_context,
                             max_new_tokens=max_new_tokens, trace=trace)
+    unit = [r.arrival_s for r in base.requests]
+    for rate in rates:                     # a rate too low to reach the clock is named before anything runs
+        check_reach(rate, unit, field="rates")
     sweep = RateSweep(cost=cost, rates=rates, policies=policies, pool_slots=pool, block_size=block_size,
                       requests=len(base), seed=seed, max_new_tokens=max_new_tokens, latency_factor=latency_factor,
                       unloaded_s_per_token=unloaded_latency(base, cost),

@@ -20,11 +20,12 @@ import numpy as np
 from allocator.memory.paged import PagedAllocator
 from allocator.cost.calibration import (CALIBRATED, CalibratedCost, Efficiency, Fit, REPLAY_GPUS, ServedModel,
                                         fit_efficiency, gpu_for, kv_pool_blocks, model_for)
-from allocator.cost.profile import VARIANTS, ProfileCost, find_bundle
+from allocator.cost.profile import VARIANTS, ProfileCost
 from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules
 from allocator.engine.simulate import simulate
 from allocator.common.errors import FieldError
-from allocator.common.validate import real_number, whole_number
+from allocator.common.limits import MAX_POOL_SLOTS, MAX_TOKENS
+from allocator.common.validate import real_number, show, whole_number
 from allocator.workloads.vllm_run import VllmRun
 from allocator.workloads.requests import Request, Workload
 
@@ -39,6 +40,13 @@ DEFAULT_BLOCK_SIZE = 16
 #: (:class:`allocator.cost.profile.ProfileCost`).
 COST_MODELS = {"roofline": "roofline (3 efficiencies fitted on the shipped run)",
                "profile": "operator profile (measured per-operator latencies of the GPU)"}
+#: Largest cap on running sequences and largest per-step token budget accepted (a run's meta.json or
+#: an override): far above any server's, small enough that the scheduler's arithmetic stays exact.
+MAX_NUM_SEQS = 1_000_000
+MAX_NUM_BATCHED_TOKENS = MAX_TOKENS
+#: Most points of the running/waiting series drawn when the run has no timeseries.csv: one a second
+#: up to this many, then evenly spaced (a request queued 10**8 s late once made an array of 10**8 ticks).
+MAX_SERIES_TICKS = 10_000
 
 
 @dataclass(frozen=True)
@@ -114,11 +122,27 @@ def rules_for(run: VllmRun) -> V1Rules:
     """
     chunked = run.engine.get("enable_chunked_prefill")
     if chunked is not None and not isinstance(chunked, bool):
-        raise FieldError("enable_chunked_prefill", f" = {chunked!r} must be true or false",
+        raise FieldError("enable_chunked_prefill", f" = {show(chunked)} must be true or false",
                          subject="meta.json: engine_kwargs.enable_chunked_prefill")
-    return V1Rules(max_num_seqs=run.engine_int("max_num_seqs", V1_DEFAULT_MAX_NUM_SEQS),
-                   max_num_batched_tokens=run.engine_int("max_num_batched_tokens", V1_DEFAULT_MAX_NUM_BATCHED_TOKENS),
+    seqs = whole_number("max_num_seqs", run.engine_int("max_num_seqs", V1_DEFAULT_MAX_NUM_SEQS), 1, MAX_NUM_SEQS,
+                        subject="meta.json: engine_kwargs.max_num_seqs")
+    budget = whole_number("max_num_batched_tokens",
+                          run.engine_int("max_num_batched_tokens", V1_DEFAULT_MAX_NUM_BATCHED_TOKENS), 1,
+                          MAX_NUM_BATCHED_TOKENS, subject="meta.json: engine_kwargs.max_num_batched_tokens")
+    return V1Rules(max_num_seqs=seqs, max_num_batched_tokens=budget,
                    chunked_prefill=True if chunked is None else chunked)
+
+
+def series_ticks(run: VllmRun) -> np.ndarray:
+    """The times (seconds) at which the replay's running/waiting series is sampled: the run's own
+    ticks (timeseries.csv's ``t``) when it has them, else one a second from 1 s to the last token --
+    spaced wider when that would pass :data:`MAX_SERIES_TICKS` points, so the array is bounded
+    whatever the run's time span. float64 [ticks]."""
+    if run.timeseries is not None:
+        return np.asarray(run.timeseries["t"], dtype=float)
+    span = float(run.last.max())
+    step = max(1.0, float(np.ceil(span / MAX_SERIES_TICKS)))
+    return np.arange(1.0, span + 1.0, step)
 
 
 def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
@@ -147,6 +171,14 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
     m: ServedModel = served_model(run, model)
     tp = check_priceable(run)
     rules = rules_for(run)
+    if max_num_seqs is not None:
+        max_num_seqs = whole_number("max_num_seqs", max_num_seqs, 1, MAX_NUM_SEQS)
+    if max_num_batched_tokens is not None:
+        max_num_batched_tokens = whole_number("max_num_batched_tokens", max_num_batched_tokens, 1,
+                                              MAX_NUM_BATCHED_TOKENS)
+    for name, value in (("chunked_prefill", chunked_prefill), ("prefix_caching", prefix_caching)):
+        if value is not None and not isinstance(value, bool):
+            raise FieldError(name, f" = {show(value)} must be true or false")
     if max_num_seqs is not None or max_num_batched_tokens is not None or chunked_prefill is not None:
         rules = V1Rules(rules.max_num_seqs if max_num_seqs is None else max_num_seqs,
                         rules.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens,
@@ -159,7 +191,9 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
     bs = whole_number("block_size", kv.get("block_size", run.engine.get("block_size", DEFAULT_BLOCK_SIZE)), 1, 4096,
                       subject="meta.json: kv_cache.block_size")
     if kv.get("num_gpu_blocks") is not None:
-        blocks, source = whole_number("num_gpu_blocks", kv["num_gpu_blocks"], 1, subject="meta.json: kv_cache.num_gpu_blocks"), "run"
+        blocks = whole_number("num_gpu_blocks", kv["num_gpu_blocks"], 1, max(1, MAX_POOL_SLOTS // bs),
+                              subject="meta.json: kv_cache.num_gpu_blocks")
+        source = "run"
     else:
         util = real_number("gpu_memory_utilization", kv.get("gpu_memory_utilization",
                                                             run.engine.get("gpu_memory_utilization", 0.9)),
@@ -194,8 +228,7 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
         ms, ss = _stats(meas[k]), _stats(sim[k])
         table[k] = {s: {"measured": ms[s], "simulated": ss[s], "error_pct": 100.0 * (ss[s] / ms[s] - 1)}
                     for s in STATS}
-    ticks = (np.asarray(run.timeseries["t"], dtype=float) if run.timeseries is not None
-             else np.arange(1.0, float(run.last.max()) + 1.0))
+    ticks = series_ticks(run)
     starts = ends - res.metrics["seconds"]
     idx = np.clip(np.searchsorted(starts, ticks, side="right") - 1, 0, len(ends) - 1)
     series = {"t": ticks, "running": res.metrics["running"][idx].astype(float),
@@ -316,5 +349,5 @@ def compare_cost_models(run: VllmRun, gpu: str | None = None, model: str | None 
     return out
 
 
-__all__ = ["Replay", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS", "COST_MODELS",
+__all__ = ["Replay", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS", "COST_MODELS", "series_ticks",
            "served_model", "check_priceable", "step_cost", "best_cost_model", "compare_cost_models"]

@@ -29,12 +29,8 @@ with every id before it.
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import io
-import json
 import math
 import os
-import zlib
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,8 +40,8 @@ if TYPE_CHECKING:                   # pandas is imported where a trace is read o
 
 from allocator.common.hashing import splitmix64
 from allocator.common.paths import ASSETS
-from allocator.workloads.trace import (MAX_ARRIVAL_STEP, MAX_BYTES, _cut, _read_bytes, _shown, load_shipped,
-                                       trace_workload)
+from allocator.workloads.reader import HugeNumber, decode_utf8, gunzip, json_lines, parse_json, read_bytes, shown
+from allocator.workloads.trace import MAX_ARRIVAL_STEP, MAX_BYTES, load_shipped, trace_workload
 from allocator.common.limits import MAX_ROWS, MAX_TOKENS
 from allocator.common.limits import LIMITS
 from allocator.common.mathutils import cdiv
@@ -83,45 +79,13 @@ def _file_error(problem: str) -> FieldError:
     return FieldError("trace", problem, subject="")
 
 
-class _HugeInt:
-    """A JSON integer too long to convert (Python refuses over 4,300 digits): kept as its digit
-    count, so the field it sits in is named ("line 3, field input_length: a 5,000-digit number ...")."""
-
-    def __init__(self, text: str):
-        self.digits = len(text.lstrip("-"))
-        self.negative = text.startswith("-")
-
-    def __repr__(self) -> str:
-        return f"a {self.digits:,}-digit {'negative ' if self.negative else ''}number"
-
-
-#: Longest JSON integer read as a number (digits); longer ones are :class:`_HugeInt` (all out of range).
-MAX_INT_DIGITS = 30
-
-
-def _parse_int(text: str):
-    return int(text) if len(text) <= MAX_INT_DIGITS else _HugeInt(text)
-
-
-def _parse_float(text: str):
-    return float(text) if len(text) <= 400 else _HugeInt(text)
-
-
-def _lines(text: str):
-    """(1-based line number, line) of a JSONL text split at ``\\n`` only (a trailing ``\\r`` dropped):
-    ``str.splitlines`` would also split at U+2028, U+0085 and other characters JSON strings may
-    hold raw."""
-    for n, raw in enumerate(text.split("\n"), start=1):
-        yield n, raw[:-1] if raw.endswith("\r") else raw
-
-
 def _int_field(obj: dict, line: int, name: str, minimum: int, maximum: int) -> int:
     value = obj[name]
-    if isinstance(value, _HugeInt):
+    if isinstance(value, HugeNumber):
         raise _line_error(line, name, f"{value!r} is not a whole number from {minimum} to {maximum:,}")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             (isinstance(value, float) and (not math.isfinite(value) or value != int(value))):
-        raise _line_error(line, name, f"{_shown(value)} is not a whole number")
+        raise _line_error(line, name, f"{shown(value)} is not a whole number")
     value = int(value)
     if value < minimum:
         raise _line_error(line, name, f"{value} is below the minimum {minimum}")
@@ -153,37 +117,16 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
     """
     import pandas as pd
 
-    data = _read_bytes(source, MAX_GZIP_BYTES if str(source).endswith(".gz") else max_bytes)
-    if data[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
-                data = fh.read(max_bytes + 1)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise _file_error(f"the file is not a readable gzip file ({exc})") from None
-        if len(data) > max_bytes:
-            raise _file_error(f"the uncompressed trace is over {max_bytes / 2**20:.0f} MiB")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _file_error(f"the file is not UTF-8 text (bad byte at position {exc.start})") from None
+    data = read_bytes(source, MAX_GZIP_BYTES if str(source).endswith(".gz") else max_bytes)
+    data = gunzip(data, max_bytes)
+    text = decode_utf8(data)
     prompts, outputs, stamps, ids = [], [], [], []
-    for n, raw in _lines(text):
+    for n, raw in json_lines(text):
         if not raw.strip():
             continue
         if len(prompts) >= max_rows:
             raise _file_error(f"the file has more than {max_rows:,} requests")
-        try:
-            obj = json.loads(raw, parse_int=_parse_int, parse_float=_parse_float)
-        except json.JSONDecodeError as exc:
-            raise FieldError("trace", f"line {n} is not valid JSON ({exc.msg} at column {exc.colno})",
-                             index=n - 1, subject="") from None
-        except RecursionError:
-            raise FieldError("trace", f"line {n} nests lists or objects too deeply to read (each line is one "
-                                      "flat object: timestamp, input_length, output_length, hash_ids)",
-                             index=n - 1, subject="") from None
-        except ValueError as exc:                  # any other refusal of the JSON reader
-            raise FieldError("trace", f"line {n} cannot be read as JSON ({_cut(str(exc), 80)})",
-                             index=n - 1, subject="") from None
+        obj = parse_json(raw, f"line {n}", index=n - 1)
         if not isinstance(obj, dict):
             raise FieldError("trace", f"line {n} is not a JSON object with keys {', '.join(FIELDS)}",
                              index=n - 1, subject="")
@@ -192,18 +135,18 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
                 raise _line_error(n, key, "is missing (each line needs timestamp, input_length, "
                                           "output_length and hash_ids)")
         ts = obj["timestamp"]
-        if isinstance(ts, _HugeInt):
+        if isinstance(ts, HugeNumber):
             raise _line_error(n, "timestamp", f"{ts!r} is not a usable number of milliseconds")
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
-            raise _line_error(n, "timestamp", f"{_shown(ts)} is not a non-negative number of milliseconds")
+            raise _line_error(n, "timestamp", f"{shown(ts)} is not a non-negative number of milliseconds")
         prompt = _int_field(obj, n, "input_length", 1, MAX_TOKENS)
         output = _int_field(obj, n, "output_length", 1, MAX_TOKENS)
         hids = obj["hash_ids"]
         if not isinstance(hids, list):
-            raise _line_error(n, "hash_ids", f"{_shown(hids)} is not a list of block ids")
+            raise _line_error(n, "hash_ids", f"{shown(hids)} is not a list of block ids")
         for j, h in enumerate(hids):
-            if isinstance(h, _HugeInt) or isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
-                raise _line_error(n, "hash_ids", f"entry {j} = {_shown(h)} is not a block id "
+            if isinstance(h, HugeNumber) or isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
+                raise _line_error(n, "hash_ids", f"entry {j} = {shown(h)} is not a block id "
                                                  f"(a whole number from 0 to {MAX_HASH_ID:,})")
         want = cdiv(prompt, TRACE_BLOCK)
         if len(hids) != want:

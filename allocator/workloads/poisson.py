@@ -19,7 +19,7 @@ from allocator.common.validate import one_of
 from allocator.workloads.requests import Request, Workload
 
 __all__ = ["DEFAULT_MAX_NEW", "DEFAULT_REQUESTS", "DEFAULT_SEED", "SWEEP_MAX_NEW", "SWEEP_WORKLOADS",
-           "poisson_workload", "workload_trace"]
+           "poisson_workload", "workload_trace", "check_reach", "MAX_ARRIVAL_S"]
 
 #: Defaults of a sweep's workload (the ``rate-sweep`` command and the page): requests per run, the
 #: generation cap (tokens) and the seed of the draws.
@@ -47,6 +47,31 @@ def workload_trace(workload: str):
     return shipped_trace()
 
 
+#: Latest arrival a Poisson workload may draw (seconds after the first request, some 30,000 years):
+#: a rate of 5e-324 requests/s put the second request at infinity.
+MAX_ARRIVAL_S = 1e12
+
+
+def check_reach(rate: float, unit_arrivals, *, field: str = "rate", index: int | None = None) -> None:
+    """Refuse a rate so low that unit-rate arrival times divided by it pass :data:`MAX_ARRIVAL_S`
+    (5e-324 requests/s put the second request at infinity, reported as "arrival_s = inf").
+
+    Args:
+        rate: requests per second (> 0, already checked against ``LIMITS["rates"]``).
+        unit_arrivals: arrival times of the same requests at 1 request/s (seconds, ascending).
+        field, index: the FieldError's field and index (``"rates"`` and the entry for a sweep).
+
+    Raises:
+        FieldError: naming the rate and the first request that would arrive too late.
+    """
+    unit = np.asarray(unit_arrivals, dtype=float)
+    with np.errstate(over="ignore"):                     # an overflow is named below, in the rate's terms
+        late = np.flatnonzero(~(unit / rate <= MAX_ARRIVAL_S))
+    if len(late):
+        raise FieldError(field, f" = {rate:g} requests/s is too low: request {int(late[0]) + 1} would arrive more "
+                                f"than {MAX_ARRIVAL_S:.0e} s after the first; give a higher rate", index=index)
+
+
 def poisson_workload(rate: float, n: int = DEFAULT_REQUESTS, *, seed: int = DEFAULT_SEED, max_context: int,
                      max_new_tokens: int = DEFAULT_MAX_NEW, trace=None, name: str | None = None) -> Workload:
     """``n`` requests with trace lengths arriving as a Poisson process of ``rate`` requests/s.
@@ -67,8 +92,9 @@ def poisson_workload(rate: float, n: int = DEFAULT_REQUESTS, *, seed: int = DEFA
         gaps) / rate, the first at 0 s.
 
     Raises:
-        FieldError: a bad ``rate``, ``n``, ``seed``, ``max_context`` or ``max_new_tokens``, or no
-            trace row that fits the context window (``max_context``).
+        FieldError: a bad ``rate``, ``n``, ``seed``, ``max_context`` or ``max_new_tokens``, a rate
+            so low that an arrival falls past :data:`MAX_ARRIVAL_S` (``rate``), or no trace row
+            that fits the context window (``max_context``).
     """
     rate = check("rates", rate, subject="rate")
     n = check("requests", n)
@@ -76,6 +102,7 @@ def poisson_workload(rate: float, n: int = DEFAULT_REQUESTS, *, seed: int = DEFA
     max_context = check("max_context", max_context)
     max_new_tokens = check("max_new_tokens", max_new_tokens)
     prompts, outputs, unit = _draws(n, seed, max_context, max_new_tokens, trace)
+    check_reach(rate, unit)
     arrivals = unit / rate
     reqs = tuple(Request(i + 1, int(p), int(o), 0, float(a))
                  for i, (p, o, a) in enumerate(zip(prompts.tolist(), outputs.tolist(), arrivals.tolist())))

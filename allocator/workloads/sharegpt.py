@@ -31,7 +31,9 @@ from allocator.common.limits import check
 from allocator.common.paths import ASSETS
 from allocator.common.errors import FieldError
 from allocator.common.validate import real_number
+from allocator.workloads.reader import gunzip, read_bytes
 from allocator.workloads.requests import Request, Workload
+from allocator.workloads.trace import MAX_BYTES, load_shipped, load_trace
 
 if TYPE_CHECKING:                      # pandas is imported where a CSV is read (CLI start-up, issue 24)
     import pandas as pd
@@ -54,16 +56,38 @@ TIME_QUANTUM_S = 0.01
 _CACHE: dict = {}
 
 
+def load_lengths(source=SHAREGPT_FILE) -> pd.DataFrame:
+    """Read and check a lengths file: CSV (gzip-compressed or not) with columns ``prompt_tokens`` and
+    ``output_tokens``, through the trace reader's checks (:func:`allocator.workloads.trace.load_trace`).
+
+    Args:
+        source: a path or bytes (default the shipped file).
+
+    Returns:
+        DataFrame with int64 columns ``prompt_tokens`` and ``output_tokens`` (tokens), in file order.
+
+    Raises:
+        FieldError (``trace``): not gzip or CSV text, truncated, damaged, missing columns, a bad cell.
+        FileNotFoundError: the file does not exist.
+    """
+    data = gunzip(read_bytes(source, MAX_BYTES), MAX_BYTES)
+    return load_trace(data)[["prompt_tokens", "output_tokens"]]
+
+
 def sharegpt_lengths() -> pd.DataFrame:
     """The 79,725 filtered (prompt, output) pairs, loaded once per process.
 
     Returns:
         DataFrame with int64 columns ``prompt_tokens`` and ``output_tokens`` (tokens), in the
         artifact file's order; every row has prompt + output < 2,048.
+
+    Raises:
+        allocator.workloads.trace.ShippedDataError: the shipped file is missing or damaged; the
+            message names it relative to the project (never the server's path) and says how to
+            restore it. Not cached, so a restored file is read on the next call.
     """
     if "pairs" not in _CACHE:
-        import pandas as pd
-        df = pd.read_csv(SHAREGPT_FILE, dtype="int64")
+        df = load_shipped(SHAREGPT_FILE, load_lengths, "the ShareGPT lengths of the PagedAttention paper's workload")
         _CACHE["pairs"] = df[(df["prompt_tokens"] + df["output_tokens"]) < MAX_SEQ_LEN].reset_index(drop=True)
     return _CACHE["pairs"]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import stat
 
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ from allocator.common.errors import FieldError
 from allocator.common.limits import MAX_ROWS, MAX_TOKENS
 from allocator.common.paths import ASSETS, PROJECT
 from allocator.common.validate import real_number, whole_number
+from allocator.workloads.reader import cut, read_bytes, shown
 from allocator.workloads.requests import Workload, workload_from_lengths
 
 #: The shipped Azure conversation trace (all 19,366 rows).
@@ -51,67 +51,6 @@ def _cell_error(col: str, row: int, problem: str) -> FieldError:
     """A FieldError about one cell: field = the column, index = the 0-based data row; the message
     names it as a spreadsheet user reads it (``"row 2, column ContextTokens: ..."``, 1-based rows)."""
     return FieldError(col, f": {problem}", index=row, subject=f"row {row + 1}, column {col}")
-
-
-def _shown(value, limit: int = 40) -> str:
-    """A cell's text as a message quotes it: repr, cut to ``limit`` characters (a 3 MB cell is not
-    echoed back)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _cut(text: str, limit: int = 40) -> str:
-    """Plain text cut to ``limit`` characters (a header name or list echoed in a message)."""
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _read_bytes(source, max_bytes: int) -> bytes:
-    """The file's bytes (a path, bytes, or a binary/text file object), refused past ``max_bytes``.
-
-    A path is checked before it is opened: its name must be UTF-8 (it is echoed in outputs), it
-    must exist, be a regular file (not a directory, a pipe or a device, which could be read
-    forever) and be readable.
-
-    Raises:
-        FieldError (``trace``): a name that is not UTF-8, a directory or other non-file, an
-            unreadable file, or one too large.
-        FileNotFoundError: the path does not exist.
-    """
-    if isinstance(source, (bytes, bytearray)):
-        data = bytes(source)
-    elif isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if isinstance(path, bytes):
-            path = os.fsdecode(path)
-        try:
-            path.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _file_error(f"the file name {_shown(path)} is not UTF-8 text; rename the file") from None
-        if "\x00" in path or not path:
-            raise _file_error(f"{_shown(path)} is not a file name")
-        if os.path.isdir(path):
-            raise _file_error(f"{path} is a directory, not a trace file")
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"no such trace file: {path}")
-        try:
-            info = os.stat(path)
-        except OSError as exc:
-            raise _file_error(f"{path} cannot be read: {exc.strerror or exc}") from None
-        if not stat.S_ISREG(info.st_mode):
-            raise _file_error(f"{path} is not a regular file (a pipe or a device?); give a CSV file")
-        if info.st_size > max_bytes:
-            raise _file_error(f"the file is {info.st_size / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(max_bytes + 1)
-        except OSError as exc:
-            raise _file_error(f"{path} cannot be read: {exc.strerror or exc}") from None
-    else:
-        data = source.read(max_bytes + 1)
-        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
-    if len(data) > max_bytes:
-        raise _file_error(f"the file is {len(data) / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
-    return data
 
 
 def _decode(data: bytes) -> str:
@@ -144,36 +83,75 @@ def _decode(data: bytes) -> str:
     return text
 
 
-def _check_structure(text: str) -> None:
-    """The file's shape before its values: one header of distinct names, every row as wide as it.
+#: Most columns a trace CSV may have (the schemas use 2 or 3; extra columns are allowed and ignored).
+#: Checked row by row before pandas sees the file: a 3.8 MB row of 560,000 empty columns took
+#: pandas 114 s and 1.3 GB (issue 42).
+MAX_COLUMNS = 256
+#: Longest cell read (characters): a token count, a number of seconds or a timestamp is far shorter.
+MAX_CELL_CHARS = 1000
+
+
+def _csv_problem(exc: csv.Error, line: int) -> str:
+    """The csv module's refusal of a row, in plain words (its own message is never shown)."""
+    text = str(exc)
+    if "new-line character" in text:
+        return (f"line {line} has a line break (CR) inside a cell that is not in quotes: remove it, or "
+                "quote the cell")
+    if "field larger than field limit" in text:
+        return f"line {line} has a cell longer than {MAX_CELL_CHARS:,} characters"
+    if "EOF" in text or "quote" in text:
+        return f"line {line} has a quote that is never closed"
+    return f"line {line} is not a readable CSV row"
+
+
+def check_structure(text: str, *, expected: str = "prompt_tokens, output_tokens[, arrival_s] or TIMESTAMP, "
+                                                  "ContextTokens, GeneratedTokens") -> None:
+    """The file's shape before its values: one header of distinct names, every row as wide as it,
+    no more than :data:`MAX_COLUMNS` columns and no cell over :data:`MAX_CELL_CHARS` characters.
+    Each row is checked as it is read, so a row of half a million columns is refused at once.
+    ``expected``: the columns the format wants, as a message names them.
 
     Raises:
         FieldError: the first row (counted as a spreadsheet shows data rows, from 1) with more or
-            fewer fields than the header (field ``trace``), or a column named twice (that column).
+            fewer fields than the header, too many columns, a cell too long, or one the csv reader
+            refuses (a stray quote, a CR in an unquoted cell; field ``trace``), or a column named
+            twice (that column).
     """
-    rows = csv.reader(io.StringIO(text))
+    rows = csv.reader(io.StringIO(text, newline=""))
+
+    def checked(row, where):
+        if len(row) > MAX_COLUMNS:
+            raise _file_error(f"{where} has {len(row):,} columns; at most {MAX_COLUMNS} are accepted ({expected})")
+        if row and max(map(len, row)) > MAX_CELL_CHARS:
+            raise _file_error(f"{where} has a cell longer than {MAX_CELL_CHARS:,} characters")
+        return row
+    old_limit = csv.field_size_limit()
     try:
+        csv.field_size_limit(MAX_CELL_CHARS + 1)
         header = next(rows, None)
         while header is not None and len(header) <= 1 and not "".join(header).strip():
             header = next(rows, None)            # blank lines before the header (pandas skips them too)
         if header is None:
             return                               # empty: pandas' check below says so
-        names = [h.strip() for h in header]
+        names = [h.strip() for h in checked(header, "the header")]
         seen = set()
         for name in names:
             if name and name in seen:
                 raise FieldError(name, " appears twice in the header: each column must be named once",
-                                 subject=f"column {_cut(name)}")
+                                 subject=f"column {cut(name)}")
             seen.add(name)
         for i, row in enumerate(rows):
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue                         # a blank line
+            checked(row, f"row {i + 1}")
             if len(row) != len(names):
                 raise FieldError("trace", f"row {i + 1} has {len(row)} fields but the header has {len(names)} "
-                                 f"({_cut(', '.join(names), 80)}): a field is missing or extra",
+                                 f"({cut(', '.join(names), 80)}): a field is missing or extra",
                                  index=i, subject="")
-    except csv.Error as exc:                     # a cell past the csv module's size limit, a stray quote
-        raise _file_error(f"the file is not a readable CSV: {exc}") from None
+    except csv.Error as exc:                     # a cell past the size limit, a stray quote, a CR
+        raise _file_error(f"the file is not a readable CSV: {_csv_problem(exc, rows.line_num)}") from None
+    finally:
+        csv.field_size_limit(old_limit)
 
 
 def _file_error(problem: str) -> FieldError:
@@ -184,7 +162,7 @@ def _file_error(problem: str) -> FieldError:
 def _number_text(value: float, raw) -> str:
     """A cell's number as a message shows it: ``5`` for a value a spreadsheet shows as an integer,
     else the text as written (``'1e300'``, cut to 40 characters)."""
-    return str(int(value)) if abs(value) < 1e18 else _shown(raw)
+    return str(int(value)) if abs(value) < 1e18 else shown(raw)
 
 
 def _numeric_cells(df: pd.DataFrame, col: str, what: str) -> np.ndarray:
@@ -203,8 +181,8 @@ def _numeric_cells(df: pd.DataFrame, col: str, what: str) -> np.ndarray:
         if not isinstance(cell, str) or not cell.strip():
             raise _cell_error(col, i, f"the cell is empty: give {what}")
         if np.isnan(values[i]):
-            raise _cell_error(col, i, f"{_shown(cell)} is not a number: give {what}")
-        raise _cell_error(col, i, f"{_shown(cell)} is not a finite number: give {what}")
+            raise _cell_error(col, i, f"{shown(cell)} is not a number: give {what}")
+        raise _cell_error(col, i, f"{shown(cell)} is not a finite number: give {what}")
     return values
 
 
@@ -215,7 +193,7 @@ def _integer_column(df: pd.DataFrame, col: str, minimum: int) -> np.ndarray:
     frac = values != np.floor(values)
     if frac.any():
         i = int(np.flatnonzero(frac)[0])
-        raise _cell_error(col, i, f"{_shown(raw.iloc[i])} is not a whole number of tokens")
+        raise _cell_error(col, i, f"{shown(raw.iloc[i])} is not a whole number of tokens")
     low = values < minimum
     if low.any():
         i = int(np.flatnonzero(low)[0])
@@ -256,16 +234,16 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
     """
     import pandas as pd
 
-    data = _read_bytes(source, max_bytes)
+    data = read_bytes(source, max_bytes)
     text = _decode(data)
-    _check_structure(text)
+    check_structure(text)
     try:
         df = pd.read_csv(io.StringIO(text), dtype=str, skipinitialspace=True, index_col=False,
                          keep_default_na=False, na_values=[""])   # "NaN", "null" are text, not blanks
     except pd.errors.EmptyDataError:
         raise _file_error("the file is empty") from None
     except pd.errors.ParserError as exc:
-        raise _file_error(f"the file is not a readable CSV: {str(exc).splitlines()[0]}") from None
+        raise _file_error("the file is not a readable CSV table") from None
     df.columns = [str(c).strip() for c in df.columns]
     if all(c in df.columns for c in AZURE_COLUMNS):
         schema, p_col, o_col = "azure", "ContextTokens", "GeneratedTokens"
@@ -274,7 +252,7 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
     else:
         raise _file_error(
             "the file is missing columns: expected TIMESTAMP, ContextTokens, GeneratedTokens (Azure schema) or "
-            f"prompt_tokens, output_tokens[, arrival_s] (plain schema); found {_cut(', '.join(map(str, df.columns)), 120) or 'none'}")
+            f"prompt_tokens, output_tokens[, arrival_s] (plain schema); found {cut(', '.join(map(str, df.columns)), 120) or 'none'}")
     if len(df) == 0:
         raise _file_error("the file has a header but no rows")
     if len(df) > max_rows:
@@ -290,19 +268,19 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
         bad = ts.isna()
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise _cell_error("TIMESTAMP", i, f"{_shown(df['TIMESTAMP'].iloc[i])} is not a timestamp")
+            raise _cell_error("TIMESTAMP", i, f"{shown(df['TIMESTAMP'].iloc[i])} is not a timestamp")
         arrival = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
         dup = np.flatnonzero(np.diff(arrival) == 0)
         if len(dup):
             i = int(dup[0]) + 1
-            raise _cell_error("TIMESTAMP", i, f"{_shown(df['TIMESTAMP'].iloc[i])} repeats the "
+            raise _cell_error("TIMESTAMP", i, f"{shown(df['TIMESTAMP'].iloc[i])} repeats the "
                              f"timestamp of row {i} (each request needs its own arrival time)")
     elif "arrival_s" in df.columns:
         arrival = _numeric_cells(df, "arrival_s", "a number of seconds (0 or more)")
         bad = arrival < 0
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise _cell_error("arrival_s", i, f"{_shown(df['arrival_s'].iloc[i])} is not a "
+            raise _cell_error("arrival_s", i, f"{shown(df['arrival_s'].iloc[i])} is not a "
                              "non-negative number of seconds")
     else:
         arrival = np.zeros(len(df))

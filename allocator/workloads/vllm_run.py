@@ -21,7 +21,7 @@ order), never a KeyError or a traceback deeper down.
 """
 from __future__ import annotations
 
-import json
+import io
 import math
 import os
 from dataclasses import dataclass, field
@@ -33,6 +33,7 @@ import numpy as np
 from allocator.common.errors import FieldError
 from allocator.common.paths import ASSETS
 from allocator.common.validate import show
+from allocator.workloads.reader import HugeNumber, decode_utf8, file_label, json_lines, parse_json, read_bytes
 
 if TYPE_CHECKING:                      # pandas is imported where the CSV is read (CLI start-up, issue 24)
     import pandas as pd
@@ -41,8 +42,18 @@ if TYPE_CHECKING:                      # pandas is imported where the CSV is rea
 REQUEST_FIELDS = ("input_toks", "output_toks", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")
 #: Columns timeseries.csv must carry.
 TIMESERIES_COLUMNS = ("t", "prompt_throughput", "gen_throughput", "running", "waiting")
-#: Largest request file read (bytes): far above any benchmark run, small enough to never stall a page.
-MAX_REQUEST_BYTES = 64 * 2**20
+#: Most requests a run may hold: 33 times the shipped run's 300, far above a benchmark run; the replay
+#: takes a few milliseconds a request (20,000 took over two minutes), so a run of 500,000 is refused
+#: rather than replayed for many minutes.
+MAX_RUN_REQUESTS = 10_000
+#: Largest request file read (bytes): about 250 bytes a request, with room for longer lines.
+MAX_REQUEST_BYTES = 8 * 2**20
+#: Largest timeseries.csv read (bytes) and most ticks in it: a tick a second for over a day.
+MAX_TIMESERIES_BYTES = 4 * 2**20
+MAX_TICKS = 100_000
+#: Latest a request may be queued after the first (seconds: about 11.6 days). The times are read from
+#: a monotonic clock, so a later one is a damaged file; the replay's ticks and clock stay bounded.
+MAX_RUN_SPAN_S = 1e6
 #: The run the app ships (assets/vllm_runs/...).
 SHIPPED_RUN = os.path.join(ASSETS, "vllm_runs", "rtxpro6000_llama-3.1-8b")
 
@@ -110,32 +121,83 @@ class VllmRun:
 
 
 def _whole(subject: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+    if isinstance(value, (bool, HugeNumber)) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value != int(value) or value < 1:
         raise FieldError(subject.split(": ")[-1], f" = {show(value)} must be a whole number >= 1", subject=subject)
     return int(value)
 
 
 def _number(subject: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, (bool, HugeNumber)) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise FieldError(subject.split(": ")[-1], f" = {show(value)} must be a finite number", subject=subject)
     return float(value)
 
 
 def _read_text(path: str, what: str, limit: int = MAX_REQUEST_BYTES) -> str:
-    if not os.path.isfile(path):
+    """The text of ``what`` (a file of the run directory ``path``), through the shared reader
+    (bounded, a regular file, UTF-8); every problem is a FieldError naming ``what``."""
+    full = os.path.join(path, what)
+    if not os.path.lexists(full):
         raise FieldError(what, f": {what} is missing from the run directory", subject="run")
-    if os.path.getsize(path) > limit:
-        raise FieldError(what, f": {what} is larger than {limit // 2**20} MiB", subject="run")
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except UnicodeDecodeError:
-        raise FieldError(what, f": {what} is not UTF-8 text", subject="run") from None
+        data = read_bytes(full, limit, field=what, what="file")
+    except FileNotFoundError:                  # a dangling link
+        raise FieldError(what, f": {what} is missing from the run directory", subject="run") from None
+    except FieldError as exc:                  # its message names the file already ("timeseries.csv is 9.0 MiB; ...")
+        raise FieldError(what, f": {exc.detail}", subject="run") from None
+    return decode_utf8(data, what, what)
+
+
+def _span_check(subject: str, value: float, first: float) -> None:
+    if value - first > MAX_RUN_SPAN_S:
+        raise FieldError(subject.split(": ")[-1], f" = {value:.6g} s is {value - first:.3g} s after the first request "
+                         f"was queued; a measured run spans at most {MAX_RUN_SPAN_S:,.0f} s (the times come from a "
+                         "monotonic clock: a later one is a damaged line)", subject=subject)
+
+
+def _timeseries(path: str):
+    """timeseries.csv of the run at ``path`` as a DataFrame of floats, or None when the run has none.
+
+    Bounded before it is parsed: at most :data:`MAX_TIMESERIES_BYTES` bytes, :data:`MAX_TICKS` rows,
+    and the CSV shape checks of :func:`allocator.workloads.trace.check_structure` (columns, cells).
+    """
+    from allocator.workloads.trace import check_structure
+
+    ts_path = os.path.join(path, "timeseries.csv")
+    if not os.path.lexists(ts_path):
+        return None
+    text = _read_text(path, "timeseries.csv", MAX_TIMESERIES_BYTES)
+    try:
+        check_structure(text, expected=", ".join(TIMESERIES_COLUMNS) + ", kv_cache_pct")
+    except FieldError as exc:
+        raise FieldError("timeseries.csv", f": timeseries.csv: {exc}", subject="run") from None
+    import pandas as pd
+    if text.count("\n") > MAX_TICKS + 1:
+        raise FieldError("timeseries.csv", f": timeseries.csv has more than {MAX_TICKS:,} rows", subject="run")
+    try:
+        ts = pd.read_csv(io.StringIO(text))
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        raise FieldError("timeseries.csv", ": timeseries.csv is not a readable CSV table", subject="run") from None
+    missing = [c for c in TIMESERIES_COLUMNS if c not in ts.columns]
+    if missing:
+        raise FieldError("timeseries.csv", f": timeseries.csv lacks column(s) {', '.join(missing)}", subject="run")
+    try:
+        ts = ts.astype({c: float for c in TIMESERIES_COLUMNS})
+    except (ValueError, TypeError, OverflowError):
+        raise FieldError("timeseries.csv", ": timeseries.csv has a non-numeric cell", subject="run") from None
+    if not np.isfinite(ts["t"].to_numpy()).all():
+        raise FieldError("timeseries.csv", ": timeseries.csv has a t that is not a finite number", subject="run")
+    return ts
 
 
 def load_run(path: str) -> VllmRun:
     """Read and check the run in directory ``path``.
+
+    Every file goes through the shared reader (:mod:`allocator.workloads.reader`): bounded in bytes
+    before it is read, JSON parsed with the same guards as the Mooncake trace (deep nesting, numbers
+    of thousands of digits, U+2028 inside a string), and messages that name the file and line in
+    plain words -- the directory by :func:`allocator.workloads.reader.file_label`, never a server's
+    absolute path.
 
     Returns:
         a :class:`VllmRun`, requests in queue order, times relative to the first ``queued_ts``.
@@ -143,16 +205,16 @@ def load_run(path: str) -> VllmRun:
     Raises:
         FieldError: ``path`` not a directory (``run``); meta.json missing, not a JSON object, or
             without ``model`` (a non-empty string) or ``engine_kwargs`` (an object); requests.jsonl
-            missing or empty, a line that is not a JSON object, a missing or non-numeric field, a
-            negative or fractional token count, times out of order (queued <= scheduled <=
-            first token <= last token); timeseries.csv (optional) unreadable or without its columns.
+            missing, empty or with more than :data:`MAX_RUN_REQUESTS` requests, a line that is not
+            a JSON object, a missing or non-numeric field, a negative or fractional token count,
+            times out of order (queued <= scheduled <= first token <= last token) or more than
+            :data:`MAX_RUN_SPAN_S` after the first request; timeseries.csv (optional) too large,
+            unreadable or without its columns; any file past its byte limit.
     """
-    if not isinstance(path, str) or not path or not os.path.isdir(path):
-        raise FieldError("run", f" = {show(path, 120)} is not a directory holding meta.json and requests.jsonl")
-    try:
-        meta = json.loads(_read_text(os.path.join(path, "meta.json"), "meta.json", 2**20))
-    except json.JSONDecodeError as exc:
-        raise FieldError("meta.json", f": meta.json is not JSON ({exc.msg}, line {exc.lineno})", subject="run") from None
+    if not isinstance(path, str) or not path or "\x00" in path or not os.path.isdir(path):
+        shown = show(file_label(path) if isinstance(path, str) and "\x00" not in path else path, 120)
+        raise FieldError("run", f" = {shown} is not a directory holding meta.json and requests.jsonl")
+    meta = parse_json(_read_text(path, "meta.json", 2**20), "meta.json", field="meta.json")
     if not isinstance(meta, dict):
         raise FieldError("meta.json", ": meta.json must hold a JSON object", subject="run")
     engine = meta.get("engine_kwargs")
@@ -167,15 +229,15 @@ def load_run(path: str) -> VllmRun:
         if not isinstance(value, dict):
             raise FieldError(key, " must be an object", subject=f"meta.json: {key}")
 
-    text = _read_text(os.path.join(path, "requests.jsonl"), "requests.jsonl")
+    text = _read_text(path, "requests.jsonl")
     rows = []
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in json_lines(text):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            raise FieldError("requests.jsonl", f": line {n} is not JSON", subject="requests.jsonl") from None
+        if len(rows) >= MAX_RUN_REQUESTS:
+            raise FieldError("requests.jsonl", f": requests.jsonl holds more than {MAX_RUN_REQUESTS:,} requests; "
+                             "replay a part of the run", subject="requests.jsonl")
+        obj = parse_json(line, f"requests.jsonl line {n}", field="requests.jsonl", index=n - 1)
         if not isinstance(obj, dict):
             raise FieldError("requests.jsonl", f": line {n} is not a JSON object", subject="requests.jsonl")
         row = []
@@ -188,28 +250,18 @@ def load_run(path: str) -> VllmRun:
         if not q <= s <= f <= last:
             raise FieldError("requests.jsonl", f": line {n}'s times are out of order (queued <= scheduled <= "
                              "first token <= last token)", subject="requests.jsonl")
-        rows.append(row)
+        rows.append(row + [n])
     if not rows:
         raise FieldError("requests.jsonl", ": requests.jsonl holds no requests", subject="requests.jsonl")
     arr = np.array(rows, dtype=np.float64)
     arr = arr[np.argsort(arr[:, 2], kind="stable")]
     t0 = arr[0, 2]
+    late = np.flatnonzero(arr[:, 5] - t0 > MAX_RUN_SPAN_S)
+    if len(late):
+        i = int(late[0])
+        _span_check(f"requests.jsonl line {int(arr[i, 6])}: last_token_ts", float(arr[i, 5]), t0)
 
-    ts = None
-    ts_path = os.path.join(path, "timeseries.csv")
-    if os.path.isfile(ts_path):
-        import pandas as pd
-        try:
-            ts = pd.read_csv(ts_path)
-        except (ValueError, pd.errors.ParserError, UnicodeDecodeError):
-            raise FieldError("timeseries.csv", ": timeseries.csv is not a readable CSV table", subject="run") from None
-        missing = [c for c in TIMESERIES_COLUMNS if c not in ts.columns]
-        if missing:
-            raise FieldError("timeseries.csv", f": timeseries.csv lacks column(s) {', '.join(missing)}", subject="run")
-        try:
-            ts = ts.astype({c: float for c in TIMESERIES_COLUMNS})
-        except (ValueError, TypeError):
-            raise FieldError("timeseries.csv", ": timeseries.csv has a non-numeric cell", subject="run") from None
+    ts = _timeseries(path)
     return VllmRun(
         name=os.path.basename(os.path.normpath(path)), model=model.strip(), engine=engine, kv_cache=kv_cache,
         hardware=hardware, vllm_version=str(meta.get("vllm_version", "")),

@@ -10,6 +10,7 @@ in the same second then find the simulation, the figure and the sweep already bu
 background, every block size the slider offers (``warm_block_sizes``).
 """
 import dataclasses
+import hashlib
 import sys
 import threading
 import time
@@ -95,10 +96,18 @@ def _seconds_figure(sc: Scenario, gpu: str, model: str):
     return explainer_figure(results, timings=priced).freeze()
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
 def uploaded_rows(data: bytes) -> int:
-    """Validate an uploaded trace; its number of rows (ValueError names the row and column)."""
-    return len(load_trace(data, max_rows=UPLOAD_MAX_ROWS))
+    """Validate an uploaded trace; its number of rows (ValueError names the row and column).
+
+    Parsed once per distinct file for the whole server, inside the heavy-work queue (issue 42: three
+    uploads parsed at once outside it took the server to 4 GB); the file is known by its SHA-256,
+    so the store's key does not hold the upload's bytes. A file seen before answers at once."""
+    return _uploaded_rows(hashlib.sha256(data).hexdigest(), _data=data)
+
+
+@shared("Reading the uploaded trace", max_entries=8)
+def _uploaded_rows(digest: str, _data: bytes) -> int:
+    return len(load_trace(_data, max_rows=UPLOAD_MAX_ROWS))
 
 
 def sweep(sc: Scenario) -> tuple:

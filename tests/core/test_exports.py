@@ -183,7 +183,7 @@ def test_every_export_names_its_scenario(run, tmp_path, capsys):
     from allocator.viz.export.html import scenario_slug, scenario_summary
     sc, workload, results = run
     text = metrics_csv(results, sc, workload)
-    assert text.splitlines()[0] == f"# KV Cache Paging Lab: {scenario_summary(sc, workload)}"
+    assert text.splitlines()[0] == f'#,"KV Cache Paging Lab: {scenario_summary(sc, workload)}"'   # one quoted cell
     assert scenario_summary(sc, workload).startswith("classroom-40, 2,048 slots, block size 16, max_new_tokens 600")
     df = pd.read_csv(io.StringIO(text), comment="#")
     assert list(df.columns[:2]) == ["step", "steps covered"]
@@ -235,3 +235,15 @@ def test_a_pow2_export_is_named_and_summarised_as_pow2(tmp_path, capsys):
     assert "reserve-pow2 reservations" in csv.read_text(encoding="utf-8").splitlines()[0]
     assert "reserve-pow2 reservations" in hand.read_text(encoding="utf-8")
     assert "left: reserve-pow2)" in out.read_text(encoding="utf-8")
+
+
+def test_export_site_refuses_a_pool_it_cannot_draw_up_front(tmp_path, capsys):
+    """Issue 42: ``export-site --slots 1073741824`` passed 5.9 GiB where export-html refuses the same
+    pool at once; the site draws the pool slot by slot too, so the same bound holds before any work."""
+    from allocator.__main__ import main
+    for command in (["export-site", str(tmp_path / "site")], ["export-html", "--out", str(tmp_path / "a.html")]):
+        assert main([*command, "--slots", "1073741824"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: total_slots = 1073741824 must be a whole number from 1 to 4,194,304"), err
+        assert "slots: a pool drawn slot by slot" in err
+    assert os.listdir(tmp_path) == []

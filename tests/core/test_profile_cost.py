@@ -14,8 +14,7 @@ from allocator.__main__ import main
 from allocator.common.errors import FieldError
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
 from allocator.cost.microbench import efficiency_from_profile, measured_shares, operator_errors, roofline_from_profiles
-from allocator.cost.profile import (ALLREDUCE_LATENCY_S, ENGINE_OVERHEAD_S, PROFILE_ROOT, AttentionTable,
-                                    ProfileCost, ProfileGridWarning, bundles, interpolate_1d, load_bundle)
+from allocator.cost.profile import (ALLREDUCE_LATENCY_S, ENGINE_OVERHEAD_S, PROFILE_ROOT, ProfileCost, ProfileGridWarning, bundles, interpolate_1d, load_bundle)
 from allocator.studies.vllm_replay import best_cost_model, replay
 from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 

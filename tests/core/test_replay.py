@@ -164,14 +164,15 @@ def test_cli_json_and_table(tmp_path, capsys):
 
 BAD = [
     ("no meta", lambda p: os.remove(os.path.join(p, "meta.json")), "meta.json is missing"),
-    ("meta not json", lambda p: open(os.path.join(p, "meta.json"), "w").write("{"), "meta.json is not JSON"),
+    ("meta not json", lambda p: open(os.path.join(p, "meta.json"), "w").write("{"), "meta.json is not valid JSON: "),
     ("no engine", lambda p: open(os.path.join(p, "meta.json"), "w").write('{"model": "x"}'), "engine_kwargs"),
     ("empty requests", lambda p: open(os.path.join(p, "requests.jsonl"), "w").write(""), "holds no requests"),
     ("missing field", lambda p: open(os.path.join(p, "requests.jsonl"), "w").write('{"input_toks": 5}\n'),
      "line 1: output_toks is missing"),
     ("wrong type", lambda p: open(os.path.join(p, "requests.jsonl"), "w").write(json.dumps(
         {**synthetic_rows(1)[0], "input_toks": "12"}) + "\n"), "input_toks = '12' must be a whole number"),
-    ("not json line", lambda p: open(os.path.join(p, "requests.jsonl"), "a").write("oops\n"), "is not JSON"),
+    ("not json line", lambda p: open(os.path.join(p, "requests.jsonl"), "a").write("oops\n"),
+     "requests.jsonl line 6 is not valid JSON: a value is missing or is not JSON (column 1)"),
     ("out of order", lambda p: open(os.path.join(p, "requests.jsonl"), "w").write(json.dumps(
         {**synthetic_rows(1)[0], "last_token_ts": 0.0}) + "\n"), "out of order"),
     ("unknown model", lambda p: open(os.path.join(p, "meta.json"), "w").write(json.dumps(
@@ -180,6 +181,34 @@ BAD = [
         {"model": "meta-llama/Llama-3.1-8B", "engine_kwargs": {"max_num_seqs": "many"}})), "max_num_seqs"),
     ("bad timeseries", lambda p: open(os.path.join(p, "timeseries.csv"), "w").write("a,b\n1,2\n"),
      "timeseries.csv lacks column"),
+    # issue 42: the kinds refused in Mooncake JSONL are refused in every JSON reader, in plain words
+    ("deep nesting", lambda p: open(os.path.join(p, "requests.jsonl"), "a").write("[" * 100_000 + "\n"),
+     "requests.jsonl line 6 nests lists or objects too deeply to read"),
+    ("deep meta", lambda p: open(os.path.join(p, "meta.json"), "w").write("[" * 100_000),
+     "meta.json nests lists or objects too deeply to read"),
+    ("5,000 digits", lambda p: open(os.path.join(p, "requests.jsonl"), "w").write(
+        json.dumps(synthetic_rows(1)[0])[:-1] + ', "input_toks": 1' + "0" * 5000 + "}\n"),
+     "requests.jsonl line 1: input_toks = a 5,001-digit number must be a whole number >= 1"),
+    ("5,000-digit time", lambda p: open(os.path.join(p, "requests.jsonl"), "w").write(
+        json.dumps(synthetic_rows(1)[0])[:-1] + ', "queued_ts": 1' + "0" * 5000 + ".5}\n"),
+     "requests.jsonl line 1: queued_ts = a 5,002-digit number must be a finite number"),
+    ("raw control char", lambda p: open(os.path.join(p, "meta.json"), "w").write('{"model": "a\tb"}'),
+     "meta.json is not valid JSON: a string holds a raw control character"),
+    # issue 42: the run's time span, its timeseries and its request count are bounded before any work
+    ("late request", lambda p: open(os.path.join(p, "requests.jsonl"), "a").write(json.dumps(
+        {**synthetic_rows(1)[0], **{k: 1e8 for k in ("queued_ts", "scheduled_ts", "first_token_ts",
+                                                     "last_token_ts")}}) + "\n"),
+     "requests.jsonl line 6: last_token_ts = 1e+08 s is 1e+08 s after the first request was queued; a "
+     "measured run spans at most 1,000,000 s"),
+    ("huge timeseries", lambda p: open(os.path.join(p, "timeseries.csv"), "w").write(
+        "t,prompt_throughput,gen_throughput,running,waiting\n" + "1,0,0,1,0\n" * 500_000),
+     "timeseries.csv is 4.8 MiB; the limit is 4 MiB"),
+    ("wide timeseries", lambda p: open(os.path.join(p, "timeseries.csv"), "w").write(
+        "t,prompt_throughput,gen_throughput,running,waiting" + "," * 560_000 + "\n"),
+     "timeseries.csv: the header has 560,005 columns; at most 256 are accepted"),
+    ("too many requests", lambda p: open(os.path.join(p, "requests.jsonl"), "w").write(
+        "\n".join([json.dumps(synthetic_rows(1)[0])] * 10_001)),
+     "requests.jsonl holds more than 10,000 requests"),
 ]
 
 
@@ -230,3 +259,57 @@ def test_where_right_and_wrong_quotes_the_replay(shipped_replay, shipped):
     assert "104 requests at 29 s" in lines[1]                       # read from timeseries.csv by hand
     assert f"{rep.makespan_s['measured']:.3g} s after the first arrival" in lines[2]
     assert lines[3].startswith("Time to first token is the hardest figure here")
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--max-num-batched-tokens", "abc", "max_num_batched_tokens = 'abc' is not a number"),
+    ("--max-num-batched-tokens", "0", "max_num_batched_tokens = 0 must be at least 1"),
+    ("--max-num-batched-tokens", "1e300", "max_num_batched_tokens = 1e+300 must be at most 10,000,000"),
+    ("--max-num-seqs", "2.5", "max_num_seqs = 2.5 is not a whole number"),
+])
+def test_bad_overrides_get_one_line(tmp_path, capsys, flag, value, message):
+    """Issue 42: ``--max-num-batched-tokens 1e3`` was a traceback deep in the engine."""
+    path = write_run(tmp_path / "rtxpro6000_o", synthetic_rows(5))
+    assert main(["replay-vllm", path, flag, value]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_whole_number_written_with_an_exponent_is_read(tmp_path, capsys):
+    path = write_run(tmp_path / "rtxpro6000_o", synthetic_rows(5))
+    assert main(["replay-vllm", path, "--max-num-batched-tokens", "1e3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rules"]["max_num_batched_tokens"] == 1000
+
+
+def test_a_run_without_timeseries_samples_a_bounded_series(tmp_path):
+    """Issue 42: without timeseries.csv the series had one element per second of the run (10**8 s:
+    over 3 GB). One a second up to 10,000 ticks, evenly spaced beyond."""
+    from allocator.studies.vllm_replay import MAX_SERIES_TICKS, series_ticks
+    rows = synthetic_rows(3)
+    late = {**rows[-1], **{k: rows[-1][k] + 900_000.0 for k in ("queued_ts", "scheduled_ts", "first_token_ts",
+                                                                 "last_token_ts")}}
+    run = load_run(write_run(tmp_path / "rtxpro6000_late", rows + [late], timeseries=False))
+    ticks = series_ticks(run)
+    assert len(ticks) <= MAX_SERIES_TICKS and ticks[0] == 1.0 and ticks[-1] <= run.last.max()
+    assert np.all(np.diff(ticks) == 91.0)                      # ceil(900,001.1 s / 10,000 ticks)
+    short = load_run(write_run(tmp_path / "rtxpro6000_short", rows, timeseries=False))
+    assert series_ticks(short).tolist() == [1.0, 2.0]          # one a second to the last token + 1 s, as before
+
+
+def test_a_missing_run_is_named_without_the_servers_path(tmp_path):
+    """Issue 42: the real-engine page quoted the server's absolute path when the run was missing."""
+    with pytest.raises(FieldError) as err:
+        load_run(str(tmp_path / "gone"))
+    assert str(err.value) == "run = 'gone' is not a directory holding meta.json and requests.jsonl"
+    assert str(tmp_path) not in str(err.value)
+
+
+def test_a_long_replay_says_so_before_it_starts(tmp_path, capsys, monkeypatch):
+    """Issue 42: 500,000 requests ran 300 s without a line; now at most 10,000 are read, and past
+    ``LONG_RUN`` the command says on stderr, before it starts, that it takes a while."""
+    from allocator.cli import replay as cli_replay
+    monkeypatch.setattr(cli_replay, "LONG_RUN", 3)
+    path = write_run(tmp_path / "rtxpro6000_long", synthetic_rows(5))
+    assert main(["replay-vllm", path, "--json"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: replaying 5 requests takes a few milliseconds each") and err.count("\n") == 1

@@ -59,6 +59,11 @@ UPLOADS = {
     "xlsx": (b"PK\x03\x04" + b"\x00" * 40, "the file is a zip archive or an Excel workbook (.xlsx)"),
     "mixed zones": (b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,10,5\n2023-11-16T18:15:47Z,20,3\n",
                     "column TIMESTAMP: the timestamps mix time zones"),
+    # issue 42: columns and cells are bounded before the file is parsed; a CR in a cell is no Python advice
+    "wide": (b"prompt_tokens,output_tokens" + b"," * 560_000 + b"\n10,5" + b"," * 560_000 + b"\n",
+             "the header has 560,002 columns; at most 256 are accepted"),
+    "long cell": (b"prompt_tokens,output_tokens\n" + b"1" * 5000 + b",5\n", "line 2 has a cell longer than 1,000 characters"),
+    "cr in a cell": (b"prompt_tokens,output_tokens\r\n10\r7,5\r\n20,3\r\n", "row 1 has 1 fields but the header has 2"),
 }
 
 

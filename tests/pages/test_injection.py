@@ -160,7 +160,7 @@ def test_exports_carry_an_uploads_name_as_escaped_bounded_text(payload):
     from allocator.engine.scenario import build_workload
     workload = build_workload(sc)
     csv_text = metrics_csv(results, sc, workload)
-    assert csv_text.splitlines()[0].startswith("# KV Cache Paging Lab: upload: ")
+    assert csv_text.splitlines()[0].startswith('#,"KV Cache Paging Lab: upload: ')
     assert not any(line.startswith("=") for line in csv_text.splitlines())   # the name stayed on the comment line
     fig = explainer_figure(results)
     for html in (animation_html(sc, workload, results, fig), handout_html(sc, results, workload)):

@@ -85,3 +85,31 @@ def test_about_and_readme_quote_the_replay(shipped):
     h = shipped["held_out"]
     assert (f"by {signed_pct(h['ttft_error_pct'])} (TTFT), {signed_pct(h['tpot_error_pct'])} (TPOT) and "
             f"{signed_pct(h['latency_error_pct'])} (latency)") in readme
+
+
+@pytest.mark.parametrize("damage", ["missing", "damaged"])
+def test_a_missing_or_damaged_run_is_named_without_the_servers_path(tmp_path, monkeypatch, damage):
+    """Issue 42: the page quoted the server's absolute path when the run was missing."""
+    import shutil
+
+    import streamlit as st
+
+    import allocator.workloads.vllm_run as vllm_run
+    from tests.conftest import ROOT, seen
+    run = tmp_path / "rtxpro6000_llama-3.1-8b"
+    if damage == "damaged":
+        shutil.copytree(SHIPPED_RUN, run)
+        (run / "meta.json").write_text('{"model": ', encoding="utf-8")
+    monkeypatch.setattr(vllm_run, "SHIPPED_RUN", str(run))
+    st.cache_resource.clear()
+    try:
+        at = open_page("pages/real_engine.py")
+    finally:
+        st.cache_resource.clear()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [seen(e.value) for e in at.error]
+    assert len(errors) == 1, errors
+    name = "assets/rtxpro6000_llama-3.1-8b"
+    assert f"the shipped data file {name} (the measured vLLM run) is {damage}" in errors[0], errors
+    assert f"git checkout -- {name}" in errors[0]
+    assert str(tmp_path) not in errors[0] and ROOT not in errors[0] and "Traceback" not in errors[0]

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from allocator.engine.result import METRICS
 from allocator.common.metric_names import STEP_UNITS
+from allocator.workloads.reader import file_label
 from allocator.workloads.trace import AZURE_ATTRIBUTION
 from allocator.common.validate import one_line
 from allocator.viz.claims.explainer import reservation_name, reservation_rule
@@ -123,7 +124,7 @@ def scenario_summary(scenario, workload=None) -> str:
     and any non-default setting (seed, arrivals, trace window, shared prompt, reservation policy and
     placement, preemption, prefix caching, c)."""
     sc = scenario.canonical()
-    parts = [workload.name if workload is not None else sc.workload, f"{sc.slots:,} slots",
+    parts = [workload.name if workload is not None else data_name(sc), f"{sc.slots:,} slots",
              f"block size {sc.block_size}", f"max_new_tokens {sc.max_new:,}"]
     if sc.kind == "classroom":
         parts.append(f"seed {sc.seed}")
@@ -164,11 +165,13 @@ def metrics_csv(results: dict, scenario=None, workload=None) -> str:
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
         scenario, workload: what was run; when given, the file opens with one comment line naming
-            it (``# KV Cache Paging Lab: <scenario_summary>``). Read it back with
+            it (``#,"KV Cache Paging Lab: <scenario_summary>"``: a ``#`` cell, then the text as one
+            quoted cell, so a spreadsheet shows it as text however it is named). Read it back with
             ``pandas.read_csv(..., comment="#")``.
 
     Returns:
-        CSV text (``\\n`` line ends, the comment line, the header row, then one row per record --
+        CSV text (``\\n`` line ends, the comment line, the header row (every name quoted, as
+        :func:`csv_text_cell` writes text), then one row per record --
         a busy step or an idle gap -- no index column). Utilisation is a fraction written at full
         precision (it reads back to the same float); counts are integers; cells after an
         allocator drained are empty.
@@ -178,9 +181,27 @@ def metrics_csv(results: dict, scenario=None, workload=None) -> str:
     """
     buf = io.StringIO()
     if scenario is not None:
-        buf.write(f"# KV Cache Paging Lab: {one_line(scenario_summary(scenario, workload), 400)}\n")
-    metrics_frame(results).to_csv(buf, index=False, lineterminator="\n")
+        label = one_line(scenario_summary(scenario, workload), 400)
+        buf.write(f"#,{csv_text_cell('KV Cache Paging Lab: ' + label)}\n")
+    frame = metrics_frame(results)
+    buf.write(",".join(csv_text_cell(str(c)) for c in frame.columns) + "\n")
+    frame.to_csv(buf, index=False, header=False, lineterminator="\n")     # numbers and empty cells only
     return buf.getvalue()
+
+
+#: What a spreadsheet reads as the start of a formula in a cell (OWASP, "CSV Injection"): a text
+#: cell starting with one of these gets a leading apostrophe, which spreadsheets show as text.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text_cell(text: str) -> str:
+    """One text cell of a CSV file, safe to open in a spreadsheet: always in double quotes (inner
+    quotes doubled), so a comma in it ("8,192 slots", a file named ``a,b.csv``) never splits it, and
+    with a leading apostrophe when it starts like a formula (``=HYPERLINK(...)``, ``+``, ``-``,
+    ``@``), so it is never evaluated. Source: OWASP, "CSV Injection"."""
+    if text.startswith(FORMULA_STARTS):
+        text = "'" + text
+    return '"' + text.replace('"', '""') + '"'
 
 
 def _header_block(title: str, caption: str) -> str:
@@ -202,11 +223,13 @@ def _footer_block(attribution: str) -> str:
 
 
 def data_name(scenario) -> str:
-    """What an export calls the scenario's data (for :func:`default_attribution`): a named workload
-    or a trace's path (``scenario.workload``), or an uploaded file's own name on one line ("an
-    uploaded CSV" when it has none)."""
+    """What an export calls the scenario's data (for :func:`default_attribution`): a named workload,
+    a trace file by its path inside the project or its base name (never a server's absolute path),
+    or an uploaded file's own name on one line ("an uploaded CSV" when it has none)."""
     if scenario.kind == "upload":
         return one_line(scenario.trace_name) or "an uploaded CSV"
+    if scenario.kind in ("csv", "mooncake"):       # a path as typed: named by project path or base name
+        return file_label(scenario.workload)
     return scenario.workload
 
 

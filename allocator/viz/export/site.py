@@ -34,6 +34,7 @@ import dataclasses
 import datetime as _dt
 import html
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -244,6 +245,7 @@ def attribution_html(sc: Scenario) -> str:
     """Where the site's figures and data come from (escaped HTML), as on the About page and in the
     README's Data section: the paper, the trace replayed (if any) with its licence, the app."""
     from allocator.workloads.mooncake import MOONCAKE_ATTRIBUTION
+    from allocator.workloads.reader import file_label
     from allocator.workloads.trace import AZURE_ATTRIBUTION
     e = html.escape
     items = [f"<li>{e(APP_CREDIT)} Every figure here was computed by the lab's simulator "
@@ -258,13 +260,26 @@ def attribution_html(sc: Scenario) -> str:
     elif sc.kind == "mooncake":
         items.append(f"<li>Data: the Mooncake conversation trace. {e(MOONCAKE_ATTRIBUTION)}</li>")
     else:
-        items.append(f"<li>Data: the trace file {e(str(sc.trace_name or sc.workload))}, supplied by whoever "
+        items.append(f"<li>Data: the trace file {e(sc.trace_name or file_label(sc.workload))}, supplied by whoever "
                      "exported this site.</li>")
     items.append("<li>The lesson's reference figures (5, 9 and 17 tokens; blocks of 4, 8 and 16; the 7B "
                  "model's 512 KiB per token) come from the explainer texts the lesson was designed around and "
                  "are kept in the lab's repository as its reference figures R1-R9; every sentence here is the lab's own.</li>")
     items.append("<li>plotly.js (MIT licence) draws the charts; it is shipped in this folder.</li>")
     return "<ul>" + "".join(items) + "</ul>"
+
+
+_PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
+
+
+def fill_template(template: str, values: dict[str, str]) -> str:
+    """``template`` with every ``{{NAME}}`` replaced by ``values[NAME]``, in one pass: a value is
+    never scanned again, so a file named ``{{SCRIPTS}}.csv`` in the title stays text (filled one
+    placeholder after another, it received the site's script tags). Unknown placeholders stay.
+
+    Raises:
+        Nothing; the values must already be escaped for where they go (``html.escape``)."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 def _js_data(name: str, tree) -> str:
@@ -294,9 +309,8 @@ def build_site(sc: Scenario, *, progress=None, data: dict | None = None) -> dict
     data["meta"]["attribution_html"] = attribution_html(sc.checked())
     title = data["meta"]["title"]
     page = (STATIC / "index.html").read_text(encoding="utf-8")
-    page = page.replace("{{TITLE}}", html.escape(title)).replace(
-        "{{SUMMARY}}", html.escape(data["meta"]["summary"])).replace(
-        "{{SCRIPTS}}", "\n".join(f'<script src="{s}"></script>' for s in SCRIPTS))
+    page = fill_template(page, {"TITLE": html.escape(title), "SUMMARY": html.escape(data["meta"]["summary"]),
+                                "SCRIPTS": "\n".join(f'<script src="{s}"></script>' for s in SCRIPTS)})
     return {
         "index.html": page.encode("utf-8"),
         "plotly.min.js": get_plotlyjs().encode("utf-8"),

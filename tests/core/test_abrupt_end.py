@@ -1,0 +1,92 @@
+"""Issue 42: a command ended abruptly leaves nothing behind.
+
+* SIGTERM while outputs are being written: exit status 143, one word on stderr, no ``.part`` file and
+  no half-written output (before, SIGTERM killed the process with its ``.part`` files in place).
+* A site export that fails leaves no folder that blocks the retry (before, the ``data/`` folder it
+  had made stayed, and the retry was refused as "a folder that is not empty").
+
+Each fault is triggered deterministically, at the moment a file is written (``_write_text``), never
+by timing a signal against a running process.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import signal
+
+import pytest
+
+from allocator.__main__ import main
+from allocator.cli import common
+
+SMALL_SITE = {"index.html": b"<!doctype html><title>t</title>", "site.js": b"1;", "data/site-data.js": b"2;"}
+
+
+@pytest.fixture
+def small_site(monkeypatch):
+    """export-site builds a tiny site: what is tested is how it is written, not how it is built."""
+    import allocator.viz.export.site as site
+    monkeypatch.setattr(site, "build_site", lambda sc, progress=None, data=None: dict(SMALL_SITE))
+
+
+def _sigterm_on_write(monkeypatch, after: int = 1):
+    """SIGTERM this process while the ``after``-th file is being written."""
+    seen = []
+    real = common._write_text
+
+    def write(handle, text):
+        seen.append(1)
+        if len(seen) == after:
+            os.kill(os.getpid(), signal.SIGTERM)   # handled in this (main) thread at once
+        real(handle, text)
+    monkeypatch.setattr(common, "_write_text", write)
+
+
+def test_sigterm_while_writing_exports_leaves_no_part_file(tmp_path, monkeypatch, capsys):
+    _sigterm_on_write(monkeypatch, after=2)
+    before = signal.getsignal(signal.SIGTERM)
+    rc = main(["export-html", "--out", str(tmp_path / "a.html"), "--csv", str(tmp_path / "a.csv")])
+    assert rc == 143 and capsys.readouterr().err == "terminated\n"
+    assert os.listdir(tmp_path) == []
+    assert signal.getsignal(signal.SIGTERM) == before          # main put the previous handler back
+
+
+def test_sigterm_while_writing_a_site_leaves_no_part_file_and_no_folder(tmp_path, monkeypatch, capsys, small_site):
+    _sigterm_on_write(monkeypatch, after=2)
+    out = tmp_path / "site"
+    assert main(["export-site", str(out)]) == 143
+    assert capsys.readouterr().err.endswith("terminated\n")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_site_export_leaves_no_folder_and_the_retry_works(tmp_path, monkeypatch, capsys, small_site):
+    def full(handle, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(common, "_write_text", full)
+    out = tmp_path / "site"
+    assert main(["export-site", str(out)]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+    monkeypatch.undo()
+    import allocator.viz.export.site as site
+    monkeypatch.setattr(site, "build_site", lambda sc, progress=None, data=None: dict(SMALL_SITE))
+    assert main(["export-site", str(out), "--json"]) == 0
+    assert sorted(os.listdir(out)) == ["data", "index.html", "site.js"]
+
+
+def test_a_failed_site_export_keeps_an_earlier_export(tmp_path, monkeypatch, capsys, small_site):
+    out = tmp_path / "site"
+    assert main(["export-site", str(out), "--json"]) == 0
+
+    def full(handle, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(common, "_write_text", full)
+    assert main(["export-site", str(out)]) == 2
+    assert sorted(os.listdir(out)) == ["data", "index.html", "site.js"]
+    assert (out / "index.html").read_bytes() == SMALL_SITE["index.html"]
+
+
+def test_empty_folders_left_by_an_older_failed_export_do_not_block(tmp_path, capsys, small_site):
+    out = tmp_path / "site"
+    (out / "data").mkdir(parents=True)
+    assert main(["export-site", str(out), "--json"]) == 0
