@@ -156,16 +156,18 @@ def fp8_scale_text(model: ModelKV, row: KVVariant) -> str:
             f"{scales:,} bytes for the whole model, not per token.")
 
 
-def window_note(model: ModelKV, bytes_per_token: int) -> str | None:
-    """For a model with sliding-window layers, what the lesson's slot-based sections below count:
-    every layer keeping every token (``bytes_per_token``), which is not the model's own memory; None
-    for a model without windows."""
+def window_note(model: ModelKV, bytes_per_token: int, slots_where: str = "The sections below",
+                table_where: str = "above") -> str | None:
+    """For a model with sliding-window layers, what the lesson's slot-based figures count: every
+    layer keeping every token (``bytes_per_token``), which is not the model's own memory; None for a
+    model without windows. ``slots_where`` and ``table_where`` place those figures and the
+    comparison table (the page: below / above; the CLI: "The lines above" / "below")."""
     if not model.window_layers:
         return None
     return (f"{model.name}: {model.window_layers} of its {model.layers} layers keep only the last "
-            f"{model.sliding_window:,} tokens. The sections below price a slot as if every layer kept every "
+            f"{model.sliding_window:,} tokens. {slots_where} price a slot as if every layer kept every "
             f"token ({bytes_per_token:,} bytes); the model's own bytes per sequence and the sequences that "
-            "fit are in the row \"as configured\" above.")
+            f"fit are in the row \"as configured\" {table_where}.")
 
 
 def alternatives_rows(model: ModelKV, rows: list[KVVariant], max_context: int) -> list[dict]:
