@@ -144,10 +144,10 @@ GLOSSARY = [
      "Capacity (DeepSeek-V3)"),
     ("sliding window", "A layer that attends only to the last W tokens keeps only those: for a sequence of n "
      "tokens it holds min(n, W), so its memory stops growing at the window. Models mix such layers with "
-     f"full ones (gpt-oss-120b: {model_kv('gpt-oss-120b').window_layers} of its {model_kv('gpt-oss-120b').layers} "
-     f"layers, W = {model_kv('gpt-oss-120b').sliding_window}); vLLM's hybrid KV-cache manager frees a windowed "
+     f"full ones (the larger of OpenAI's gpt-oss models: {model_kv('gpt-oss-120b').window_layers} of its "
+     f"{model_kv('gpt-oss-120b').layers} layers, W = {model_kv('gpt-oss-120b').sliding_window}); vLLM's hybrid KV-cache manager frees a windowed "
      "layer's blocks once they fall outside the window.",
-     "Capacity (gpt-oss-120b)"),
+     "Capacity (gpt-oss)"),
     ("FP8 KV cache", "Keys and values stored as 8-bit floats, 1 byte per number instead of bf16's 2 (vLLM's "
      "kv_cache_dtype=fp8). vLLM scales per tensor: one float32 scale for K and one for V in each layer, 8 bytes "
      "per layer for the whole model, nothing per token.",
@@ -175,7 +175,8 @@ SOURCES = [
      "Reference explainer, recomputed (Slot accounting)."),
     ("7B fp16: 512 KiB per token, 66 sequences in 66 GiB reserved vs about 384 paged; Llama 3 70B: 320 KiB per slot",
      "Reference explainers, recomputed from the model configuration (Capacity)."),
-    ("KV bytes per token of Llama 3.1 8B and 70B, Qwen3-32B, DeepSeek-V3 and gpt-oss-120b",
+    ("KV bytes per token of the models the Capacity page reads from their config.json (Llama 3.1, Qwen3, "
+     "DeepSeek-V3, gpt-oss)",
      "Each model's published config.json on Hugging Face (the URL and the date read are on the Capacity page "
      "and in assets/model_configs/README.md, with the values that could not be confirmed), multiplied out by "
      "the app."),
