@@ -6,6 +6,7 @@ Renders text and tables; its sentences about the default run are built by
 import pandas as pd
 import streamlit as st
 
+from allocator.accounting.kv_configs import model_kv
 from allocator.accounting.models import PRESETS
 from allocator.common.formats import format_bytes
 from allocator.common.metric_names import glossary_rows
@@ -131,6 +132,26 @@ GLOSSARY = [
     ("gather overhead", "How much longer the attention kernel takes when it reads keys and values through a "
      "block table than when each sequence lies in one contiguous run (paged time ÷ contiguous time).",
      "Paged-attention kernel"),
+    ("GQA (grouped-query attention)", "Several query heads share one key/value head, so each layer caches "
+     "K and V for its K/V heads only (num_key_value_heads in a config.json), not for every query head. "
+     "Llama 3.1 and Qwen3 share one K/V head among 4 to 8 query heads; MHA, the older layout, has one per query head.",
+     "Capacity (a model's config.json, the MHA row)"),
+    ("MLA (multi-head latent attention)", "DeepSeek-V2 and V3 cache one compressed vector per token per layer "
+     "(kv_lora_rank numbers) plus one rotary key shared by all heads (qk_rope_head_dim numbers), and rebuild "
+     "every head's keys and values from it when attending: no factor 2 for K and V, and no head count in the "
+     f"cache. DeepSeek-V3: {model_kv('deepseek-v3').kv_lora_rank} + {model_kv('deepseek-v3').qk_rope_head_dim} "
+     "numbers per layer.",
+     "Capacity (DeepSeek-V3)"),
+    ("sliding window", "A layer that attends only to the last W tokens keeps only those: for a sequence of n "
+     "tokens it holds min(n, W), so its memory stops growing at the window. Models mix such layers with "
+     f"full ones (the larger of OpenAI's gpt-oss models: {model_kv('gpt-oss-120b').window_layers} of its "
+     f"{model_kv('gpt-oss-120b').layers} layers, W = {model_kv('gpt-oss-120b').sliding_window}); vLLM's hybrid KV-cache manager frees a windowed "
+     "layer's blocks once they fall outside the window.",
+     "Capacity (gpt-oss)"),
+    ("FP8 KV cache", "Keys and values stored as 8-bit floats, 1 byte per number instead of bf16's 2 (vLLM's "
+     "kv_cache_dtype=fp8). vLLM scales per tensor: one float32 scale for K and one for V in each layer, 8 bytes "
+     "per layer for the whole model, nothing per token.",
+     "Capacity (KV cache dtype)"),
 ]
 #: The figures the lesson names by a term, worded as the cards and tables word them (allocator.common.metric_names).
 GLOSSARY += glossary_rows({term for term, _, _ in GLOSSARY})
@@ -154,6 +175,18 @@ SOURCES = [
      "Reference explainer, recomputed (Slot accounting)."),
     ("7B fp16: 512 KiB per token, 66 sequences in 66 GiB reserved vs about 384 paged; Llama 3 70B: 320 KiB per slot",
      "Reference explainers, recomputed from the model configuration (Capacity)."),
+    ("KV bytes per token of the models the Capacity page reads from their config.json (Llama 3.1, Qwen3, "
+     "DeepSeek-V3, gpt-oss)",
+     "Each model's published config.json on Hugging Face (the URL and the date read are on the Capacity page "
+     "and in assets/model_configs/README.md, with the values that could not be confirmed), multiplied out by "
+     "the app."),
+    ("MLA caches kv_lora_rank + qk_rope_head_dim numbers per token per layer",
+     "DeepSeek-AI, DeepSeek-V2 (arXiv:2405.04434), section 2.1; DeepSeek-V3 (arXiv:2412.19437), section 2.1.1."),
+    ("FP8 KV cache: 1 byte per element, one float32 K scale and one V scale per layer",
+     "vLLM: vllm/model_executor/layers/quantization/kv_cache.py (per-tensor scaling only) and "
+     "vllm/attention/layer.py (the _k_scale and _v_scale buffers)."),
+    ("A sliding-window layer frees blocks that fall wholly outside its window",
+     "vLLM's hybrid KV-cache manager: vllm/v1/core/single_type_kv_cache_manager.py (SlidingWindowManager)."),
     ("{default_run}",
      "The app's own simulation of the explainer's default scenario (classroom-40, calibrated to land in the "
      "paper's measured range); the numbers are computed by the simulation, not typed in."),

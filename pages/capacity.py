@@ -15,11 +15,17 @@ from allocator.viz.arithmetic import fit_figure as _fit_figure
 from allocator.viz.claims.capacity import oversized_block_note
 from allocator.common.formats import ratio
 from allocator.viz.claims.capacity import even_numbers, paged_card_heading
+from allocator.accounting.kv_configs import CONFIG_KEYS, KV_CACHE_DTYPES, kv_alternatives, model_kv
+from allocator.viz.arithmetic import alternatives_figure as _alternatives_figure
+from allocator.viz.claims.capacity import (alternatives_rows, factors_text, fp8_scale_text, per_sequence_text,
+                                           variant_label, window_note)
 from pages._ui.errors import in_page_words, show_error
 
 D = acc.CAPACITY_DEFAULTS
 CUSTOM = "custom"
-MODEL_OPTIONS = [*acc.PRESETS, CUSTOM]
+MODEL_OPTIONS = [*acc.PRESETS, *CONFIG_KEYS, CUSTOM]
+#: The KV cache's element type for a model read from its config.json (vLLM's kv_cache_dtype values).
+KV_DTYPE_LABELS = {"auto": "the model's own (bf16, 2 bytes)", "fp8": "fp8 (1 byte; vLLM kv_cache_dtype=fp8)"}
 DTYPE_BYTES = {1: "1 byte (fp8 / int8)", 2: "2 bytes (fp16 / bf16)", 4: "4 bytes (fp32)"}
 
 
@@ -27,13 +33,15 @@ def _init_state() -> None:
     defaults = {"cap_model": D["model"], "cap_layers": 32, "cap_kv_heads": 8, "cap_head_dim": 128,
                 "cap_bytes_per_element": 2, "cap_free_gib": D["free_gib"],
                 "cap_max_context": D["max_context"], "cap_mean_tokens": D["mean_tokens"],
-                "cap_block_size": float(D["block_size"])}   # a float field: 2.5 reaches the core
+                "cap_block_size": float(D["block_size"]), "cap_kv_dtype": "auto"}   # a float field: 2.5 reaches the core
     # and is refused there; an int field truncated it to 2 in the browser (a silent wrong answer)
     for key, value in defaults.items():
         st.session_state.setdefault(key, value)
 
 
 def _model_label(key: str) -> str:
+    if key in CONFIG_KEYS:
+        return f"{model_kv(key).name} (its config.json)"
     return "Custom shape…" if key == CUSTOM else acc.PRESETS[key].short
 
 
@@ -80,6 +88,12 @@ if st.session_state["cap_model"] == CUSTOM:
     c[3].selectbox("Bytes per element", list(DTYPE_BYTES), key="cap_bytes_per_element",
                    format_func=DTYPE_BYTES.get)
     slots["bytes_per_element"] = c[3].empty()
+elif st.session_state["cap_model"] in CONFIG_KEYS:
+    c = st.columns([1.4, 4])
+    c[0].selectbox("KV cache dtype", list(KV_CACHE_DTYPES), key="cap_kv_dtype", format_func=KV_DTYPE_LABELS.get,
+                   help="What one K or V number takes in the cache. vLLM's kv_cache_dtype=fp8 stores 1 byte "
+                        "per number plus one float32 scale for K and one for V in each layer.")
+    slots["kv_cache_dtype"] = c[0].empty()
 general_box = st.container()   # errors about no control on this page
 kv_box = st.container()
 
@@ -88,7 +102,8 @@ kv_box = st.container()
 FIELD_LABELS = {"model": "Model", "free_gib": "Free memory (GiB)", "free_bytes": "Free memory",
                 "max_context": "Max context", "mean_tokens": "Mean tokens used",
                 "block_size": "Block size", "layers": "Layers", "kv_heads": "K/V heads",
-                "head_dim": "Head dimension", "bytes_per_element": "Bytes per element"}
+                "head_dim": "Head dimension", "bytes_per_element": "Bytes per element",
+                "kv_cache_dtype": "KV cache dtype"}
 
 #: Another field's code name where a core message mentions it (``"is above max_context"``) ->
 #: the page's words.
@@ -107,10 +122,16 @@ def _report(exc: ValueError) -> None:
 FIX_INPUTS = "Fix the value marked above to see these figures."
 
 
-bpt = free_bytes = fixed = cap = None
+bpt = free_bytes = fixed = cap = config = None
 model_text = ""
 try:
-    if st.session_state["cap_model"] == CUSTOM:
+    if st.session_state["cap_model"] in CONFIG_KEYS:
+        config = model_kv(st.session_state["cap_model"])
+        own = kv_alternatives(config, st.session_state["cap_kv_dtype"], 0, 1, 1, 1)[0]
+        bpt = own.bytes_per_token
+        model_text = (f"{factors_text(config, own)}. Source: {config.name}'s config.json, "
+                      f"{config.source} (read {config.read}).")
+    elif st.session_state["cap_model"] == CUSTOM:
         bpt = acc.kv_bytes_per_token(st.session_state["cap_layers"],
                                      st.session_state["cap_kv_heads"],
                                      st.session_state["cap_head_dim"],
@@ -146,6 +167,39 @@ with kv_box:
         k = st.columns([1, 3], vertical_alignment="center")
         k[0].metric("KV cache per token", fb(bpt), help=f"{bpt:,} bytes")
         k[1].caption(f"{bpt:,} bytes = {model_text}")
+        if config is not None:
+            for field, why in config.unconfirmed.items():
+                st.caption(f"Not confirmed — {field}: {why}.")
+
+if config is not None:
+    rows = None
+    try:   # only once the lesson's own figures worked out: a bad input is then reported once, above
+        rows = None if cap is None else kv_alternatives(config, st.session_state["cap_kv_dtype"], free_bytes,
+                               st.session_state["cap_max_context"], st.session_state["cap_mean_tokens"],
+                               st.session_state["cap_block_size"])
+    except ValueError as exc:
+        _report(exc)
+    st.header(f"What {config.name} stores, and what it would store otherwise")
+    if rows is None:
+        st.info(FIX_INPUTS, icon=":material/info:")
+    else:
+        st.markdown(
+            "Each row changes one factor from the model as its config.json describes it: one K/V head per "
+            "query head (MHA) instead of shared ones (GQA), a compressed latent (MLA) instead of per-head "
+            "keys and values, the other element type, or every layer keeping every token instead of "
+            "stopping at its window. The counts use the memory, max context, mean and block size above.")
+        for r in rows:
+            st.caption(f"{variant_label(config, r)} — {factors_text(config, r)}"
+                       + (f"; per sequence at the max context: {per_sequence_text(config, r, st.session_state['cap_max_context'])}"
+                          if r.windowed else ""))
+        st.dataframe(alternatives_rows(config, rows, st.session_state["cap_max_context"]), hide_index=True,
+                     key="cap_alternatives_table")
+        st.caption(fp8_scale_text(config, next(r for r in rows if r.kv_cache_dtype == "fp8")))
+        st.plotly_chart(_alternatives_figure(config, rows), key="cap_alternatives_chart",
+                        config={"displaylogo": False})
+    note_text = window_note(config, bpt) if bpt is not None else None
+    if note_text:
+        st.info(note_text, icon=":material/info:")
 
 # Results, full width below the inputs.
 st.subheader("Reserve the maximum")

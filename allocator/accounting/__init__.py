@@ -14,6 +14,9 @@ acc.capacity(...)``); the modules follow the lesson:
 * :mod:`~allocator.accounting.sharing` -- two requests sharing a prefix (R3);
 * :mod:`~allocator.accounting.models` -- KV bytes per token from a model's shape, preset models
   (R5, R6 and the PagedAttention paper);
+* :mod:`~allocator.accounting.kv_configs` -- KV bytes from a model's published config.json
+  (``assets/model_configs/``), factor by factor: GQA, MLA, FP8 and sliding-window layers, and the
+  sequences that fit each way (import its names from it);
 * :mod:`~allocator.accounting.memory` -- how many sequences fit in a memory budget (R4, R5);
 * :mod:`~allocator.accounting.report` -- every Accounting-page figure in one call.
 

@@ -19,12 +19,15 @@ import argparse
 import json
 
 from allocator import accounting as acc
+from allocator.accounting.kv_configs import (CONFIG_KEYS, KV_CACHE_DTYPES, fp8_scale_bytes, kv_alternatives,
+                                             kv_variant, model_kv)
 from allocator.accounting.slots import parse_numbers
 from allocator.common.limits import check
 from allocator.common.formats import ratio
 from allocator.common.errors import FieldError
 
 from allocator.cli.common import count_arg, note, range_help, real_arg
+from allocator.viz.claims.capacity import factors_text, fp8_scale_text, variant_label, window_note
 
 # Defaults are the pages' defaults (allocator.accounting.*_DEFAULTS), so a command with only the
 # required flags prints what the page first shows.
@@ -116,7 +119,9 @@ def run_account(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 
 def _model_from_args(args: argparse.Namespace) -> tuple[str, int]:
-    """Return (label, bytes per token) for ``--model`` or the custom ``--layers`` ... flags."""
+    """Return (label, bytes per token) for ``--model`` or the custom ``--layers`` ... flags. A
+    shipped config (``assets/model_configs/``) gives its bytes per token as configured, every layer
+    keeping every token, in ``--kv-cache-dtype``."""
     custom = [args.layers, args.kv_heads, args.head_dim]
     bytes_per_element = 2 if args.bytes_per_element is None else args.bytes_per_element
     if any(v is not None for v in custom):
@@ -127,8 +132,33 @@ def _model_from_args(args: argparse.Namespace) -> tuple[str, int]:
         bpt = acc.kv_bytes_per_token(args.layers, args.kv_heads, args.head_dim, bytes_per_element)
         return (f"custom ({args.layers} layers x {args.kv_heads} KV heads x {args.head_dim}, "
                 f"{bytes_per_element} bytes per element)", bpt)
+    if args.model in CONFIG_KEYS:
+        model = model_kv(args.model)
+        row = kv_variant(model, model.scheme, args.kv_cache_dtype or "auto", model.window_layers > 0,
+                         0, 1, 1, 1)
+        return f"{model.name} (config.json: {model.source}, read {model.read})", row.bytes_per_token
     model = acc.model_config(args.model or _C["model"])
     return model.label, model.bytes_per_token
+
+
+def _config_report(args: argparse.Namespace, cap: acc.Capacity) -> dict | None:
+    """For a shipped config: its factors, what is unconfirmed, and every alternative priced with the
+    command's memory, max context, mean and block size (None for a preset or a custom model)."""
+    if args.model not in CONFIG_KEYS or args.layers is not None or args.kv_heads is not None \
+            or args.head_dim is not None:
+        return None
+    model = model_kv(args.model)
+    rows = kv_alternatives(model, args.kv_cache_dtype or "auto", cap.free_bytes, cap.max_context,
+                           cap.mean_tokens, cap.block_size)
+    fp8 = next(r for r in rows if r.kv_cache_dtype == "fp8")
+    return {"model": model, "rows": rows,
+            "json": {"name": model.name, "source": model.source, "read": model.read,
+                     "unconfirmed": model.unconfirmed, "layers": model.layers,
+                     "window_layers": model.window_layers, "sliding_window": model.sliding_window,
+                     "fp8_scale_bytes": fp8_scale_bytes(model),
+                     "factors": factors_text(model, rows[0]),
+                     "alternatives": [dict(r.to_dict(), label=variant_label(model, r)) for r in rows]},
+            "fp8": fp8}
 
 
 def run_capacity(args: argparse.Namespace) -> int:
@@ -140,6 +170,8 @@ def run_capacity(args: argparse.Namespace) -> int:
     """
     _check_options(args, {name: name for name in ("free_gib", "max_context", "mean_tokens", "block_size",
                                                   "layers", "kv_heads", "head_dim", "bytes_per_element")})
+    if args.kv_cache_dtype is not None and args.kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise FieldError("kv_cache_dtype", f" = {args.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
     if args.lengths is None and args.mean_tokens is None:
         raise FieldError("mean_tokens", " is missing: give --mean-tokens (the mean length used) or --lengths "
                          "(the lengths themselves)")
@@ -158,10 +190,16 @@ def run_capacity(args: argparse.Namespace) -> int:
     if not custom and args.bytes_per_element is not None:
         unused.append("--bytes-per-element applies only to a custom model (--layers, --kv-heads, --head-dim); "
                       "ignored")
+    if args.kv_cache_dtype is not None and (custom or args.model not in CONFIG_KEYS):
+        unused.append("--kv-cache-dtype applies only to a shipped model config (--model "
+                      f"{'|'.join(CONFIG_KEYS)}); ignored")
     note(unused)
+    config = None if args.lengths is not None else _config_report(args, cap)
     if args.json:
         out = {"model": "custom" if custom else (args.model or _C["model"]), "model_label": label,
                **cap.to_dict()}
+        if config:
+            out["kv_config"] = config["json"]
         print(json.dumps(out, indent=2))
         return 0
 
@@ -177,6 +215,20 @@ def run_capacity(args: argparse.Namespace) -> int:
           f"{_percent(cap.waste_fraction_paged)} waste -> {cap.fit_paged} sequences")
     print(f"twice the memory, reserve-max: {cap.fit_reserve_double} sequences | "
           f"fix the allocator, same memory: {cap.fit_paged} sequences")
+    if config:
+        model, rows = config["model"], config["rows"]
+        print(f"\n{model.name}, factor by factor: {factors_text(model, rows[0])}")
+        for field, why in model.unconfirmed.items():
+            print(f"  not confirmed: {field}: {why}")
+        note_text = window_note(model, rows[0].bytes_per_token, "The lines above", "below")
+        if note_text:
+            print("  " + note_text)
+        print(f"  {fp8_scale_text(model, config['fp8'])}")
+        print(f"  {'variant':<78} {'bytes/token':>12} {'reserved/seq':>14} {'paged/seq':>12} "
+              f"{'reserve-max':>11} {'paged':>7}")
+        for r in rows:
+            print(f"  {variant_label(model, r):<78} {r.bytes_per_token:>12,} {r.reserved_bytes:>14,} "
+                  f"{r.paged_bytes:>12,} {r.fit_reserve:>11,} {r.fit_paged:>7,}")
     return 0
 
 
@@ -218,8 +270,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "capacity", help="sequences that fit in GPU memory, reserve-max vs paged",
         description="Capacity arithmetic for a model and a memory budget (assets/reference_figures.md R5). "
                     "Memory is in GiB (2**30 bytes); byte figures are binary (KiB, MiB, GiB).")
-    q.add_argument("--model", default=None, choices=sorted(acc.PRESETS),
-                   help="preset model (default 7b-fp16)")
+    q.add_argument("--model", default=None, choices=[*sorted(acc.PRESETS), *CONFIG_KEYS],
+                   help="preset model (default 7b-fp16), or a model read from its published config.json "
+                        f"(assets/model_configs: {', '.join(CONFIG_KEYS)}), which also prints its bytes per "
+                        "token factor by factor and the alternatives (MHA/GQA/MLA, bf16/fp8, windowed or full)")
+    q.add_argument("--kv-cache-dtype", default=None, choices=list(KV_CACHE_DTYPES),
+                   help="for a model config: the KV cache's element type, as vLLM's kv_cache_dtype "
+                        "(auto = the model's own, bf16; fp8 = 1 byte per element; default auto)")
     q.add_argument("--layers", type=count_arg, default=None, help=f"custom model: layers ({range_help('layers')})")
     q.add_argument("--kv-heads", type=count_arg, default=None,
                    help=f"custom model: K/V heads ({range_help('kv_heads')})")

@@ -9,8 +9,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from allocator import accounting as acc
+from allocator.accounting.kv_configs import KVVariant, ModelKV
 from allocator.common.formats import and_list
 from allocator.common.mathutils import cdiv, round_up
+from allocator.viz.claims.capacity import variant_label
 from allocator.viz.theme import (ACCENT, DARK_HOLE, ORANGE_EMPTY, PAGED, REQUEST_COLOURS, RESERVE_MAX,
                                  SHARED_PREFIX)
 
@@ -207,3 +209,26 @@ def log_ticks(values: np.ndarray) -> dict:
         out["range"] = [np.log10(lo) - 0.15, np.log10(hi) + 0.15]
     out.update(tickvals=ticks, ticktext=[f"{t:,g}" for t in ticks])
     return out
+
+
+def alternatives_figure(model: ModelKV, rows: list[KVVariant]) -> go.Figure:
+    """Horizontal grouped bars: the sequences that fit for each way of caching ``model``'s K and V
+    (:func:`allocator.accounting.kv_configs.kv_alternatives`), reserve-max and paged; the hover
+    names the variant, its bytes per token and its bytes per sequence."""
+    labels = [variant_label(model, r) for r in rows]
+    fig = go.Figure()
+    for name, colour, fits, per_seq in (("reserve-max", RESERVE_MAX, [r.fit_reserve for r in rows],
+                                         [r.reserved_bytes for r in rows]),
+                                        ("paged", PAGED, [r.fit_paged for r in rows], [r.paged_bytes for r in rows])):
+        fig.add_bar(y=labels, x=fits, orientation="h", name=name, marker_color=colour, text=fits,
+                    textposition="outside",
+                    customdata=[[r.bytes_per_token, b] for r, b in zip(rows, per_seq)],
+                    hovertemplate=(f"{name}<br>%{{y}}<br>%{{x:,}} sequences fit<br>%{{customdata[0]:,}} bytes per "
+                                   "token<br>%{customdata[1]:,} bytes per sequence<extra></extra>"))
+    top = max([r.fit_paged for r in rows] + [r.fit_reserve for r in rows] + [1])
+    fig.update_layout(barmode="group", height=120 + 70 * len(rows), margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis_title="sequences that fit (count)", yaxis_title="how K and V are cached",
+                      xaxis_range=[0, top * 1.2], yaxis_autorange="reversed",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+                      hoverlabel=dict(namelength=-1))
+    return fig

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from allocator.accounting.kv_configs import SCHEME_NAMES, KVVariant, ModelKV, fp8_scale_bytes
 from allocator.accounting.memory import Capacity
 from allocator.common.formats import pct_fixed
 
@@ -76,3 +77,106 @@ def even_numbers(text: str) -> str:
         sign, whole, frac = m.group(1), m.group(2), (m.group(3) or "").rstrip("0")
         return f"{sign}{int(whole):,}" + (f".{frac}" if frac else "")
     return _NUMBER.sub(one, text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Today's KV caches: a shipped model config, factor by factor (issue 41)
+# ---------------------------------------------------------------------------------------------
+
+def _times(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def factors_text(model: ModelKV, row: KVVariant) -> str:
+    """KV bytes per token of ``row`` written as the product of its factors, every number from
+    ``model`` (the config) and ``row`` (its layout and dtype); every layer keeping every token.
+
+    * MHA/GQA with K and V heads of one width: ``layers x K/V heads x head dim x bytes x 2 (K and V)``
+      (Kwon et al. 2023, section 3);
+    * K and V heads of different widths (DeepSeek-V3 decompressed: K 192, V 128):
+      ``layers x K/V heads x (K dim + V dim) x bytes``;
+    * MLA: ``layers x (kv_lora_rank latent + qk_rope_head_dim rotary key) x bytes``, no factor 2 and
+      no heads (DeepSeek-V2, arXiv:2405.04434, section 2.1).
+
+    Returns:
+        Plain text ending in ``= <bytes_per_token> bytes``.
+    """
+    b = _times(row.bytes_per_element, "byte", "bytes")
+    if row.scheme == "mla":
+        return (f"{model.layers} layers × ({model.kv_lora_rank} latent + {model.qk_rope_head_dim} rotary key) "
+                f"× {b} (one latent per token per layer: no × 2, no heads) = {row.bytes_per_token:,} bytes")
+    heads = model.heads if row.scheme == "mha" else model.kv_heads
+    if model.k_head_dim == model.v_head_dim:
+        dims = f"{model.k_head_dim} dims × {b} × 2 (K and V)"
+    else:
+        dims = f"({model.k_head_dim} K + {model.v_head_dim} V dims) × {b}"
+    return f"{model.layers} layers × {heads} K/V heads × {dims} = {row.bytes_per_token:,} bytes"
+
+
+def variant_label(model: ModelKV, row: KVVariant) -> str:
+    """The row's name in the comparison: what it is and what it changes from the model as
+    configured (``"as configured: GQA, bf16, 18 of 36 layers windowed (128 tokens)"``)."""
+    dtype = "fp8" if row.kv_cache_dtype == "fp8" else f"{model.dtype.replace('bfloat16', 'bf16')}"
+    what = SCHEME_NAMES[row.scheme]
+    window = (f", {model.window_layers} of {model.layers} layers windowed ({row.window} tokens)"
+              if row.windowed else "")
+    head = {"as configured": "as configured", "mha": "one K/V head per query head",
+            "gqa": "its own K/V heads", "mla": "as a latent", "dtype": "other dtype",
+            "no window": "every layer full"}[row.change]
+    extra = ""
+    if row.scheme == "mha" and model.kv_heads == model.heads:
+        extra = f" (its config lists {model.kv_heads} K/V heads, one per query head)"
+    return f"{head}: {what}, {dtype}{window}{extra}"
+
+
+def per_sequence_text(model: ModelKV, row: KVVariant, tokens: int) -> str:
+    """Bytes a windowed variant holds for a sequence of ``tokens`` (reserve-max's max context):
+    full layers keep every token, windowed ones min(tokens, window). Plain text; its numbers are
+    ``row``'s and ``tokens``."""
+    per_layer = row.elements_per_layer * row.bytes_per_element
+    if not row.windowed:
+        return f"{row.bytes_per_token:,} bytes × {tokens:,} tokens = {row.bytes_per_token * tokens:,} bytes"
+    full = model.layers - model.window_layers
+    held = min(tokens, row.window)
+    total = row.full_bytes_per_token * tokens + row.window_bytes_per_token * held
+    return (f"{_times(full, 'full layer', 'full layers')} × {per_layer:,} bytes × {tokens:,} tokens + "
+            f"{_times(model.window_layers, 'windowed layer', 'windowed layers')} × {per_layer:,} bytes × "
+            f"min({tokens:,}, {row.window:,}) = {total:,} bytes")
+
+
+def fp8_scale_text(model: ModelKV, row: KVVariant) -> str:
+    """What the FP8 cache adds besides its 1-byte elements: vLLM's per-tensor scales, one float32
+    for K and one for V per attention layer (vllm/model_executor/layers/quantization/kv_cache.py),
+    for the whole model, against one token's bytes in ``row`` (an fp8 row)."""
+    scales = fp8_scale_bytes(model)
+    return (f"FP8 adds vLLM's scales: one float32 for K and one for V in each layer, {model.layers} × 8 = "
+            f"{scales:,} bytes for the whole model, not per token — less than one token's "
+            f"{row.bytes_per_token:,} bytes, so it is negligible." if scales < row.bytes_per_token else
+            f"FP8 adds vLLM's scales: one float32 for K and one for V in each layer, {model.layers} × 8 = "
+            f"{scales:,} bytes for the whole model, not per token.")
+
+
+def window_note(model: ModelKV, bytes_per_token: int, slots_where: str = "The sections below",
+                table_where: str = "above") -> str | None:
+    """For a model with sliding-window layers, what the lesson's slot-based figures count: every
+    layer keeping every token (``bytes_per_token``), which is not the model's own memory; None for a
+    model without windows. ``slots_where`` and ``table_where`` place those figures and the
+    comparison table (the page: below / above; the CLI: "The lines above" / "below")."""
+    if not model.window_layers:
+        return None
+    return (f"{model.name}: {model.window_layers} of its {model.layers} layers keep only the last "
+            f"{model.sliding_window:,} tokens. {slots_where} price a slot as if every layer kept every "
+            f"token ({bytes_per_token:,} bytes); the model's own bytes per sequence and the sequences that "
+            f"fit are in the row \"as configured\" {table_where}.")
+
+
+def alternatives_rows(model: ModelKV, rows: list[KVVariant], max_context: int) -> list[dict]:
+    """The comparison table, one dict per variant (column -> value), every number from ``rows``:
+    bytes per token, bytes reserved per sequence at ``max_context``, bytes paged per sequence at the
+    mean, and the sequences that fit each way."""
+    return [{"Variant": variant_label(model, r),
+             "KV bytes per token (every layer)": r.bytes_per_token,
+             f"Reserved per sequence ({max_context:,} tokens), bytes": r.reserved_bytes,
+             "Paged per sequence, bytes": r.paged_bytes,
+             "Sequences, reserve-max": r.fit_reserve,
+             "Sequences, paged": r.fit_paged} for r in rows]
