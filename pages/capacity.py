@@ -20,6 +20,7 @@ from allocator.viz.arithmetic import alternatives_figure as _alternatives_figure
 from allocator.viz.claims.capacity import (alternatives_rows, factors_text, fp8_scale_text, per_sequence_text,
                                            variant_label, window_note)
 from pages._ui.errors import in_page_words, show_error
+from pages._ui.present import chart
 
 D = acc.CAPACITY_DEFAULTS
 CUSTOM = "custom"
@@ -195,7 +196,7 @@ if config is not None:
         st.dataframe(alternatives_rows(config, rows, st.session_state["cap_max_context"]), hide_index=True,
                      key="cap_alternatives_table")
         st.caption(fp8_scale_text(config, next(r for r in rows if r.kv_cache_dtype == "fp8")))
-        st.plotly_chart(_alternatives_figure(config, rows), key="cap_alternatives_chart",
+        chart(_alternatives_figure(config, rows), key="cap_alternatives_chart",
                         config={"displaylogo": False})
     note_text = window_note(config, bpt) if bpt is not None else None
     if note_text:
@@ -263,14 +264,14 @@ if cap is not None:
             f"block{'' if cap.paged_blocks == 1 else 's'} instead of "
             f"a {cap.max_context:,}-token reservation; at most one block's tail per sequence is "
             f"empty ({pct_fixed(cap.waste_fraction_paged)} here).")
-    st.plotly_chart(_fit_figure(cap), key="cap_fit_chart", config={"displaylogo": False})
+    chart(_fit_figure(cap), key="cap_fit_chart", config={"displaylogo": False})
 
     st.header("The reservation does not notice short requests")
     st.markdown(
         "Change the mean length above and watch where the markers land. Reserve-max admits "
         "the same number of sequences whatever they turn out to need, because it pays for the "
         "maximum up front. Paging's count rises as sequences get shorter.")
-    st.plotly_chart(_curve_figure(cap), key="cap_curve_chart", config={"displaylogo": False})
+    chart(_curve_figure(cap), key="cap_curve_chart", config={"displaylogo": False})
 
 st.caption(
     "Units: every memory figure on this page is binary — 1 KiB = 1,024 bytes, 1 MiB = 1,024 "

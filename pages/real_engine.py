@@ -19,6 +19,7 @@ from allocator.viz.replay import (cdf_figure, cost_model_sentence, cost_model_ta
 from allocator.workloads.trace import load_shipped
 from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 from pages._ui.errors import show_error
+from pages._ui.present import chart
 from pages._ui.state import set_defaults
 
 #: The step models offered: the calibration, and the datasheet's peaks with timing.py's assumed
@@ -86,11 +87,15 @@ st.table(error_table(rep).set_index(["figure", "statistic"]))
 st.caption("Error = simulated ÷ measured − 1. p50 and p90: the median and the 90th percentile over the 300 requests.")
 
 c = st.columns(2)
-c[0].plotly_chart(cdf_figure(rep, "ttft"), width="stretch", key="re_cdf_ttft")
-c[1].plotly_chart(cdf_figure(rep, "latency"), width="stretch", key="re_cdf_latency")
+with c[0]:
+    chart(cdf_figure(rep, "ttft"), width="stretch", key="re_cdf_ttft")
+with c[1]:
+    chart(cdf_figure(rep, "latency"), width="stretch", key="re_cdf_latency")
 c = st.columns(2)
-c[0].plotly_chart(scatter_figure(rep, "latency"), width="stretch", key="re_scatter")
-c[1].plotly_chart(series_figure(rep), width="stretch", key="re_series")
+with c[0]:
+    chart(scatter_figure(rep, "latency"), width="stretch", key="re_scatter")
+with c[1]:
+    chart(series_figure(rep), width="stretch", key="re_series")
 
 st.subheader("Where the model is right, and where it is not")
 st.markdown("\n".join(f"- {s}" for s in right_and_wrong(rep)))
