@@ -25,7 +25,7 @@ from allocator.memory.block_hash import prefix_block_keys, prompt_block_hashes
 from allocator.memory.block_pool import BlockPool
 from allocator.memory.host_pool import HostPool
 from allocator.common.mathutils import cdiv
-from allocator.memory.paged_v1 import V1KVCacheMixin, _system_prompt_tokens
+from allocator.memory.paged_v1 import V1KVCacheMixin, system_prompt_tokens
 from allocator.common.limits import MAX_BLOCK_SIZE, MAX_POOL_SLOTS
 from allocator.common.errors import FieldError
 from allocator.common.validate import one_of, whole_number
@@ -150,7 +150,7 @@ class PagedAllocator(V1KVCacheMixin):
         self.prompt_tokens = 0                      # all admissions: prompt tokens admitted
         # blocks of the prompt that can ever be shared (a longer prompt than the pool is rejected anyway)
         n_prefix = min(self.shared_prefix // self.block_size, self.num_blocks)
-        self._prefix_hashes = (prompt_block_hashes(_system_prompt_tokens(n_prefix * self.block_size),
+        self._prefix_hashes = (prompt_block_hashes(system_prompt_tokens(n_prefix * self.block_size),
                                                    self.block_size) if n_prefix else [])
         self._sharing = bool(self._prefix_hashes) or self.prefix_caching
 

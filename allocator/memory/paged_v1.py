@@ -18,9 +18,12 @@ from __future__ import annotations
 from allocator.memory.block_hash import prefix_block_keys
 
 
-#: Token id of position ``i`` of the synthetic shared system prompt (any fixed ids will do: the
-#: engine only needs every request's prefix to hash alike).
-def _system_prompt_tokens(n: int) -> list[int]:
+def system_prompt_tokens(n: int) -> list[int]:
+    """Token ids of the first ``n`` tokens of the synthetic shared system prompt (a workload's
+    ``shared_prefix``), shape (n,): token ``i`` is ``i``. Any fixed ids would do: the engine only
+    needs every request's prefix to hash alike. Used by both the classroom engine's admissions
+    (:class:`allocator.memory.paged.PagedAllocator`) and the v1 calls here, so both find the same
+    blocks."""
     return list(range(n))
 
 
@@ -50,7 +53,7 @@ class V1KVCacheMixin:
             head = [int(x) for x in prompts.tokens(seq_id)[:prompt_len]]
         else:
             shared = min(self.shared_prefix, prompt_len)
-            head = _system_prompt_tokens(shared) + [self._V1_PROMPT | base | i for i in range(shared, prompt_len)]
+            head = system_prompt_tokens(shared) + [self._V1_PROMPT | base | i for i in range(shared, prompt_len)]
         gen = total - prompt_len
         out = []
         if gen > 0 and prompts is not None and seq_id in prompts and hasattr(prompts, "output_tokens"):
