@@ -529,16 +529,20 @@ class BlockPool:
                 block id outside 0 .. num_blocks - 1 (``block_id``): only a block in use or a
                 cached block can be found and reused; nothing is changed.
         """
-        ref, hashes, used = self._stored_refcounts(), self._hash, self._fresh
-        for b in blocks:
-            if not 0 <= b < used or (ref[b] == 0 and hashes[b] is None):
-                raise self._unshareable(b)
+        ref, hashes = self._stored_refcounts(), self._hash
+        try:
+            for b in blocks:
+                if ref[b] == 0 and hashes[b] is None or b < 0:    # (a negative index would wrap around)
+                    raise self._unshareable(b)
+        except IndexError:                                  # never handed out: not in the per-block lists
+            raise self._unshareable(next(b for b in blocks if b >= self._fresh)) from None
         queue, pos, cached = self._queue, self._pos, self._cached_free
         taken = 0
         for b in blocks:
             if ref[b] == 0:
-                assert queue[pos[b]] == b, f"cached block {b} is not at its recorded queue position"
-                queue[pos[b]] = _TOMBSTONE
+                at = pos[b]
+                assert queue[at] == b, f"cached block {b} is not at its recorded queue position {at}"
+                queue[at] = _TOMBSTONE
                 pos[b] = -1
                 del cached[b]
                 taken += 1
