@@ -246,6 +246,12 @@ class ArrayBlockPool:
         k = int(self._ikey[b])
         return k if k >= 0 else self._hkey[b]
 
+    @property
+    def block_hashes(self) -> list:
+        """Each handed-out block's hash or None, shape (k,) (:attr:`BlockPool.block_hashes`; here
+        a new list, O(k))."""
+        return [self.hash_of(b) for b in range(self._fresh)]
+
     def state(self, block_id: int) -> str:
         """``"free"``, ``"cached"`` or ``"in use"`` (:meth:`BlockPool.state`).
 

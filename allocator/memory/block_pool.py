@@ -302,6 +302,13 @@ class BlockPool:
         b = self.check_block(block_id)
         return self._hash[b] if b < len(self._hash) else None
 
+    @property
+    def block_hashes(self) -> list:
+        """Each handed-out block's hash or None, shape (k,), k <= num_blocks: block ids 0 .. k - 1
+        as in :attr:`refcounts` (every block at or past k has none). The pool's own list: read it,
+        never write it (O(1); for a pass over many blocks, where :meth:`hash_of` checks each id)."""
+        return self._hash
+
     def state(self, block_id: int) -> str:
         """:data:`BLOCK_FREE`, :data:`BLOCK_CACHED` (refcount 0 but findable by hash) or
         :data:`BLOCK_IN_USE` (``block(block_id).state``).

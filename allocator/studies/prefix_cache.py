@@ -394,9 +394,8 @@ class _StackDepthPool(BlockPool):
     def final_depths(self) -> list[int]:
         """Depth of each block still cached when the run ends (nothing is in use then)."""
         queue = self.free_queue(never_used=False)          # released blocks, LRU first
-        at = {b: i for i, b in enumerate(queue)}
-        n = len(queue)
-        return [n - 1 - at[b] for b in self.cached_free_queue()]   # (the cached ones, in queue order)
+        hashes, n = self.block_hashes, len(queue)
+        return [n - 1 - i for i, b in enumerate(queue) if hashes[b] is not None]
 
 
 class _StackDepthAllocator(PagedAllocator):

@@ -362,6 +362,7 @@ def test_the_list_pool_and_the_array_pool_are_twins_block_by_block(few, n, kind,
             assert (plain.num_free, plain.num_cached_free, plain.num_cached, plain.evictions) == \
                    (arr.num_free, arr.num_cached_free, arr.num_cached, arr.evictions)
             assert plain.free_queue() == arr.free_queue() and plain.cached_free_queue() == arr.cached_free_queue()
+            assert plain.block_hashes == arr.block_hashes == [v.block_hash for v in views[:len(plain.refcounts)]]
             plain.check_invariants(tables)
             arr.check_invariants(tables)
 
