@@ -12,7 +12,8 @@ touches nothing else. This module holds that protocol and names every allocator,
 * **Paged** (:class:`PagedAllocator`, :mod:`allocator.memory.paged`): the pool cut into fixed blocks
   held in the project's one :class:`~allocator.memory.block_pool.BlockPool`; a block table per sequence
   maps logical to physical blocks, and a sequence takes one more block only when its last block
-  is full. vLLM v1's allocation calls on it are in :mod:`allocator.memory.paged_v1`.
+  is full. It also answers vLLM v1's allocation calls (``v1_computed_blocks``, ``v1_allocate``,
+  ``v1_free``).
 
 The largest pool and block any of them accepts are :mod:`allocator.common.limits`'s.
 

@@ -17,18 +17,27 @@ its blocks with a few numpy operations instead of a Python statement per block.
   it a bool array says which entries are cached blocks (set when a block joins the queue: a
   block's hash cannot change while it waits there, since only blocks in use are registered
   and eviction happens as the queue hands a block out; cleared where a hit leaves a tombstone);
-* int block keys below :data:`allocator.memory.key_table.TABLE_KEYS` (a trace's dense keys,
+* the block-hash map: int block keys below :data:`TABLE_KEYS` (a trace's dense keys,
   :meth:`allocator.workloads.mooncake.TracePrompts.block_keys`) live in an int32 array indexed by key, so a
   prompt's lookups, registrations and evictions are numpy gathers and scatters (its size follows
   the keys' range, which for dense keys is about the distinct blocks: less than a dict of them);
-  other keys (sha256 bytes) live in a dict as in the list pool;
+  other keys (sha256 bytes, the shared system prompt's and vLLM v1's) live in a dict as in the
+  list pool. One call's keys are all of one kind (judged by the first);
 * the blocks still findable by hash with refcount 0 are counted; a pool picture lists them
   (:meth:`ArrayBlockPool.cached_free_blocks`) with one numpy compress of the queue by those
   flags, as an array.
 
-The :class:`allocator.memory.allocators.PagedAllocator` uses it when prefix caching is on (and the
+It answers every query of :class:`~allocator.memory.block_pool.BlockPool` the same way, one block's
+state included (:meth:`ArrayBlockPool.block` gives the same
+:class:`~allocator.memory.block_pool.KVCacheBlock`), and checks its state against the same rules
+(:func:`allocator.memory.block_pool.check_pool_state`); it shares the list pool's rules, not its code.
+The :class:`allocator.memory.paged.PagedAllocator` uses it when prefix caching is on (and the
 list-based pool otherwise, whose small calls are cheaper for a few blocks at a time). Blocks in
 one call must be distinct (a block table never lists a block twice).
+
+Sources: as :mod:`allocator.memory.block_pool` (Kwon et al., PagedAttention, SOSP 2023, sections
+4.2-4.4; vLLM's vllm/v1/core/block_pool.py, whose ``BlockHashToBlockMap`` is this pool's
+block-hash map).
 """
 from __future__ import annotations
 
@@ -36,21 +45,57 @@ from collections import deque
 
 import numpy as np
 
-from allocator.memory.block_pool_queries import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE
-from allocator.memory.block_pool import BlockPool
-from allocator.memory.key_table import KeyTable, ids
-from allocator.common.errors import FieldError
+from allocator.common.errors import FieldError, OutOfBlocksError
 from allocator.common.validate import whole_number
+from allocator.memory.block_pool import (BLOCK_FREE, KVCacheBlock, block_state, check_pool_state,
+                                         lookup_prefix)
 
 _TOMB = -1               # a queue entry whose block left the queue early (a cache hit)
 _MIN_CAP = 1024
+_MIN_TABLE = 1024
 _FEW = 8                 # allocations of at most this many queued blocks go block by block (measured: bulk
                          # costs ~4 us, one by one ~0.3 us a block, ~0.4 us when it evicts)
 #: Runs an iterator to its end in C (a C-level loop over ``map(...)``).
 drain = deque(maxlen=0).extend
 
+#: Int keys below this live in an array indexed by key (a trace's dense block keys,
+#: :meth:`allocator.workloads.mooncake.TracePrompts.block_keys`); other keys in a dict.
+TABLE_KEYS = 1 << 28
 
-class ArrayBlockPool(KeyTable, BlockPool):
+
+def _table_key(key) -> bool:
+    return isinstance(key, (int, np.integer)) and not isinstance(key, bool) and 0 <= key < TABLE_KEYS
+
+
+def _table_keys(keys) -> tuple[np.ndarray, int] | None:
+    """``(keys as an int64 array, the largest of them or -1 when there are none)`` when they are
+    table keys (judged by the first), else None.
+
+    An int array is table keys when all of them are in [0, TABLE_KEYS): one reduction, the
+    largest of them read as unsigned (a negative key reads as 2**63 or more), which is also the
+    largest key the caller needs (to know whether the table reaches it)."""
+    if isinstance(keys, np.ndarray):
+        if keys.dtype.kind not in "iu":
+            return None
+        keys = keys.astype(np.int64, copy=False)
+        top = int(keys.view(np.uint64).max()) if len(keys) else -1
+        return (keys, top) if top < TABLE_KEYS else None
+    if isinstance(keys, list) and keys and _table_key(keys[0]):
+        return _table_keys(np.array(keys))
+    return None
+
+
+def _unsigned(arr: np.ndarray) -> np.ndarray:
+    """Int block ids read as unsigned (a negative id reads as 2**63 or more), for one-pass range checks."""
+    return arr.view(np.uint64) if arr.dtype == np.int64 else arr.astype(np.int64).view(np.uint64)
+
+
+def ids(blocks) -> np.ndarray:
+    """Block ids as an int64 array (an array is taken as it is)."""
+    return blocks if isinstance(blocks, np.ndarray) else np.array(blocks, dtype=np.int64)
+
+
+class ArrayBlockPool:
     """:class:`~allocator.memory.block_pool.BlockPool`'s rules with numpy state (prefix caching at scale).
 
     Args:
@@ -71,20 +116,26 @@ class ArrayBlockPool(KeyTable, BlockPool):
         self.cache_freed = True
         self._fresh = 0                     # never-used blocks fresh .. num_blocks - 1 lead the queue
         cap = min(self.num_blocks, _MIN_CAP)
-        self._ref = np.zeros(cap, dtype=np.int32)
-        self._hashed = np.zeros(cap, dtype=bool)
+        # per block handed out (arrays grown by doubling; entries past _fresh are unused)
+        self._ref = np.zeros(cap, dtype=np.int32)          # refcounts
+        self._hashed = np.zeros(cap, dtype=bool)           # the block has a hash
         self._hkey = np.full(cap, None, dtype=object)     # a block's hash kept in the dict (else None)
         self._ikey = np.full(cap, -1, dtype=np.int32)      # a block's hash kept in the table (else -1)
+        self._qpos = np.full(cap, -1, dtype=np.int64)      # a queued block's index in _q (else -1)
+        # the block-hash map: int keys in a table indexed by key, other keys in a dict
         self._table = np.full(0, -1, dtype=np.int32)       # int key -> block (-1: none; ids < 2**30)
         self._ntable = 0                                    # keys in the table
-        self._qpos = np.full(cap, -1, dtype=np.int64)
+        self._cache: dict = {}                              # other key -> block
+        # the free queue of released blocks (never-used ones lead it, unstored)
         self._q = np.empty(_MIN_CAP, dtype=np.int64)
         self._qcached = np.zeros(_MIN_CAP, dtype=bool)   # entry i of _q is a cached block (not a tombstone)
         self._head = self._tail = 0         # queue entries: _q[_head:_tail], tombstones included
         self._tombstones = 0
+        #: Blocks an allocation can take: refcount 0, hashed or not (read it; only the pool changes it).
         self.num_free = self.num_blocks
+        #: Blocks with refcount 0 still findable by hash (a plain attribute here: read every step).
         self.num_cached_free = 0
-        self._cache: dict = {}
+        #: Cached blocks whose hash was dropped because the queue handed them out again.
         self.evictions = 0
 
     def _state(self) -> tuple:
@@ -100,7 +151,29 @@ class ArrayBlockPool(KeyTable, BlockPool):
 
     # ------------------------------------------------------------------ queries
 
+    def check_block(self, block_id) -> int:
+        """Return ``block_id`` as an int in 0 .. num_blocks - 1, else raise FieldError (``block_id``)."""
+        return whole_number("block_id", block_id, 0, self.num_blocks - 1)
+
+    def block(self, block_id) -> KVCacheBlock:
+        """A read-only snapshot of one block (:meth:`BlockPool.block`; the same snapshot for the
+        same history).
+
+        Raises:
+            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
+        """
+        b = self.check_block(block_id)
+        if b >= self._fresh:
+            return KVCacheBlock(b, 0, None, BLOCK_FREE)
+        ref, h = int(self._ref[b]), self.hash_of(b)
+        return KVCacheBlock(b, ref, h, block_state(ref, h))
+
     def refcount(self, block_id: int) -> int:
+        """Block tables pointing at ``block_id`` (0 when it waits in the free queue).
+
+        Raises:
+            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
+        """
         b = self.check_block(block_id)
         return int(self._ref[b]) if b < self._fresh else 0
 
@@ -110,6 +183,7 @@ class ArrayBlockPool(KeyTable, BlockPool):
         return self._ref[:self._fresh].tolist()
 
     def all_refcounts(self) -> list[int]:
+        """Every block's refcount, shape (num_blocks,) (a new list: O(num_blocks), for small pools)."""
         return self.refcounts + [0] * (self.num_blocks - self._fresh)
 
     def count_refcount(self, blocks, value: int) -> int:
@@ -118,19 +192,29 @@ class ArrayBlockPool(KeyTable, BlockPool):
             return 0
         return int(np.count_nonzero(self._ref[ids(blocks)] == value))
 
-    #: Blocks with refcount 0 still findable by hash (a plain attribute here: read every step).
-    num_cached_free = 0
-
     @property
     def num_plain_free(self) -> int:
+        """Blocks with refcount 0 and no hash."""
         return self.num_free - self.num_cached_free
+
+    @property
+    def num_in_use(self) -> int:
+        """Blocks with refcount >= 1."""
+        return self.num_blocks - self.num_free
+
+    @property
+    def num_cached(self) -> int:
+        """Blocks findable by hash, referenced or not."""
+        return len(self._cache) + self._ntable
 
     def _queued(self) -> np.ndarray:
         q = self._q[self._head:self._tail]
         return q[q != _TOMB] if self._tombstones else q
 
-    def free_queue(self) -> list[int]:
-        return list(range(self._fresh, self.num_blocks)) + self._queued().tolist()
+    def free_queue(self, *, never_used: bool = True) -> list[int]:
+        """Block ids with refcount 0, least recently used first (:meth:`BlockPool.free_queue`)."""
+        released = self._queued().tolist()
+        return list(range(self._fresh, self.num_blocks)) + released if never_used else released
 
     def cached_free_blocks(self) -> np.ndarray:
         """The blocks with refcount 0 still findable by hash, least recently used first: a pool
@@ -151,19 +235,33 @@ class ArrayBlockPool(KeyTable, BlockPool):
         return self.cached_free_blocks().tolist()
 
     def hash_of(self, block_id: int):
+        """The hash a block can be found by (an int table key or the dict's key), or None.
+
+        Raises:
+            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
+        """
         b = self.check_block(block_id)
         if b >= self._fresh:
             return None
         k = int(self._ikey[b])
         return k if k >= 0 else self._hkey[b]
 
+    @property
+    def block_hashes(self) -> list:
+        """Each handed-out block's hash or None, shape (k,) (:attr:`BlockPool.block_hashes`; here
+        a new list, O(k))."""
+        return [self.hash_of(b) for b in range(self._fresh)]
+
     def state(self, block_id: int) -> str:
+        """``"free"``, ``"cached"`` or ``"in use"`` (:meth:`BlockPool.state`).
+
+        Raises:
+            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
+        """
         b = self.check_block(block_id)
         if b >= self._fresh:
             return BLOCK_FREE
-        if self._ref[b] > 0:
-            return BLOCK_IN_USE
-        return BLOCK_CACHED if self._hashed[b] else BLOCK_FREE
+        return block_state(int(self._ref[b]), True if self._hashed[b] else None)
 
     # ------------------------------------------------------------------ storage
 
@@ -221,13 +319,29 @@ class ArrayBlockPool(KeyTable, BlockPool):
             if len(live) >= m:
                 cut = int(live[m - 1]) + 1 if m else 0
                 self._tombstones -= cut - m
+                assert self._tombstones >= 0, "tombstones miscounted"
                 self._head = h + cut
                 return win[live[:m]]
             size *= 2
 
     # ------------------------------------------------------------------ operations
 
+    def _check_free(self, n: int) -> None:
+        """Raise OutOfBlocksError (field ``num_blocks``) when fewer than ``n`` blocks are free."""
+        if n > self.num_free:
+            raise OutOfBlocksError("num_blocks", f"{n} needed, {self.num_free} of "
+                                   f"{self.num_blocks} free", needed=n, available=self.num_free)
+
     def allocate(self, n: int, evicted: list | None = None) -> list[int]:
+        """Take ``n`` blocks from the front of the free queue, each with refcount 1
+        (:meth:`BlockPool.allocate`: cached ones are evicted, their ids appended to ``evicted``).
+
+        Returns:
+            the block ids, in the order they left the queue (shape (n,)).
+
+        Raises:
+            OutOfBlocksError: fewer than ``n`` blocks are free (field ``num_blocks``; nothing taken).
+        """
         self._check_free(n)
         if n <= 0:
             return []
@@ -237,6 +351,7 @@ class ArrayBlockPool(KeyTable, BlockPool):
         if not m:
             return fresh
         out = self._take_few(m, evicted) if m <= _FEW else self._take_many(m, evicted).tolist()
+        assert self.num_free >= self.num_blocks - self._fresh, "a never-used block was counted as taken"
         return fresh + out if fresh else out
 
     def allocate_array(self, n: int, evicted: list | None = None) -> np.ndarray:
@@ -311,11 +426,13 @@ class ArrayBlockPool(KeyTable, BlockPool):
         return out
 
     def allocate_one(self) -> int | None:
+        """Take one block from the front of the free queue (refcount 1), or None if none is free."""
         if not self.num_free:
             return None
         return self.allocate(1)[0]
 
     def _evict(self, blocks: np.ndarray, evicted: list | None) -> None:
+        """Drop the hashes of the blocks just taken from the queue that had one (evictions)."""
         hit = blocks[self._hashed[blocks]]
         if not len(hit):
             return
@@ -332,14 +449,26 @@ class ArrayBlockPool(KeyTable, BlockPool):
             self._hkey[other] = None
         self._hashed[hit] = False
         self.num_cached_free -= len(hit)
+        assert self.num_cached_free >= 0, "cached free blocks miscounted"
         self.evictions += len(hit)
         if evicted is not None:
             evicted.extend(hit.tolist())
 
     def touch(self, blocks) -> None:
+        """Add one reference to each block; a block at refcount 0 leaves the free queue first (a
+        prefix-cache hit on a cached block).
+
+        Raises:
+            FieldError: a block at refcount 0 without a hash, never-used blocks included, or a
+                block id outside 0 .. num_blocks - 1 (``block_id``); nothing is changed.
+        """
         if not len(blocks):
             return
         arr = ids(blocks)
+        if int(_unsigned(arr).max()) >= self._fresh:      # never used, or outside the pool (one pass)
+            b = int(arr[(arr < 0) | (arr >= self._fresh)][0])
+            self.check_block(b)
+            raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
         ref = self._ref
         r = ref[arr]
         zero = r == 0
@@ -349,6 +478,7 @@ class ArrayBlockPool(KeyTable, BlockPool):
                 b = int(z[~self._hashed[z]][0])
                 raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
             at = self._qpos[z]
+            assert (self._q[at] == z).all(), "a cached block is not at its recorded queue position"
             self._q[at] = _TOMB
             self._qcached[at] = False
             self._qpos[z] = -1
@@ -381,17 +511,22 @@ class ArrayBlockPool(KeyTable, BlockPool):
             self._qpos[freed] = np.arange(t, t + k, dtype=np.int64)
             self._tail = t + k
             self.num_cached_free += int(np.count_nonzero(cached))
+            assert self.num_free <= self.num_blocks, "more blocks free than the pool holds"
         return freed
 
     def release_exclusive(self, blocks) -> None:
+        """:meth:`release` (the list pool's fast path for unshared tables; here the same call)."""
         self.release(blocks)
 
     # ------------------------------------------------------------------ checks
 
     def check_invariants(self, tables=()) -> None:
-        """Assert the pool is consistent: :meth:`BlockPool.check_invariants` on a list copy of its
-        state (queue, refcounts, hashes, tables), plus what only this representation has
-        (tombstones, queue positions, the key table) and its pool picture's entry.
+        """Assert the pool is consistent: what only this representation has (tombstones, queue
+        positions, the queue's cached-block flags, the key table), then the rules every pool keeps,
+        :func:`allocator.memory.block_pool.check_pool_state`, on a list copy of its state (the
+        free queue holds exactly the blocks with refcount 0; refcounts equal the block tables
+        pointing at each block; free + cached + in use == num_blocks; hashes and the map agree),
+        and its pool picture's entry.
 
         Raises:
             AssertionError naming the first inconsistency.
@@ -410,18 +545,130 @@ class ArrayBlockPool(KeyTable, BlockPool):
         assert [h is not None for h in hashes] == self._hashed[:used].tolist(), "hash flags and hashes differ"
         in_table = np.flatnonzero(self._table >= 0)
         assert len(in_table) == self._ntable, "table keys miscounted"
-        view = BlockPool(self.num_blocks, cache_freed=True)          # the same state, as lists
-        queued = [b for b in entries if b != _TOMB]
-        cache = dict(self._cache)
-        cache.update(zip(in_table.tolist(), self._table[in_table].tolist()))
-        view._fresh, view._ref, view._hash, view._queue = used, self._ref[:used].tolist(), hashes, queued
-        view._pos = [-1] * used
-        for i, b in enumerate(queued):
-            view._pos[b] = i
-        view._cache, view.num_free = cache, self.num_free
-        view._cached_free = dict.fromkeys(b for b in queued if hashes[b] is not None)
-        BlockPool.check_invariants(view, tables)
-        assert len(view._cached_free) == self.num_cached_free, "cached free blocks miscounted"
-        assert [qpos[b] == -1 for b in range(used)] == [r > 0 for r in view._ref], "queue positions stale"
-        assert self.cached_free_blocks().tolist() == list(view._cached_free), (
-            "the picture's cached blocks are not the cached free blocks in queue order")
+        block_map = dict(self._cache)
+        block_map.update(zip(in_table.tolist(), self._table[in_table].tolist()))
+        refcounts = self._ref[:used].tolist()
+        cached_free = self.cached_free_blocks().tolist()
+        check_pool_state(self.num_blocks, refcounts=refcounts, hashes=hashes,
+                         queue=[b for b in entries if b != _TOMB], block_map=block_map,
+                         num_free=self.num_free, cached_free=cached_free, cache_freed=True, tables=tables)
+        assert len(cached_free) == self.num_cached_free, "cached free blocks miscounted"
+        assert [qpos[b] == -1 for b in range(used)] == [r > 0 for r in refcounts], "queue positions stale"
+
+    # ------------------------------------------------------------------ the block-hash map
+    def lookup(self, block_hash) -> int | None:
+        """The block registered under ``block_hash`` (in use or cached), or None."""
+        if _table_key(block_hash):
+            k = int(block_hash)
+            b = int(self._table[k]) if k < len(self._table) else -1
+            return b if b >= 0 else None
+        return self._cache.get(block_hash)
+
+    def lookup_run(self, block_hashes, limit: int) -> list[int]:
+        """:meth:`BlockPool.lookup_run`; the hashes are all of one kind (an int64 array or list
+        of table keys, found with one numpy gather, or other hashes, found in the dict)."""
+        if isinstance(block_hashes, np.ndarray):
+            block_hashes = block_hashes[:max(limit, 0)]    # only these are looked up (and checked)
+        got = _table_keys(block_hashes)
+        if got is None:
+            return lookup_prefix(self._cache.get, block_hashes, limit)
+        return self._lookup_table(*got, limit).tolist()
+
+    def lookup_run_array(self, block_hashes, limit: int) -> np.ndarray:
+        """:meth:`lookup_run` as an int64 array [k] of block ids, k <= max(limit, 0) (the same
+        blocks): a prompt's hits go on to the refcounts and its block table without a list.
+        Table keys are found with one numpy gather; other hashes in the dict."""
+        if isinstance(block_hashes, np.ndarray):
+            block_hashes = block_hashes[:max(limit, 0)]    # only these are looked up (and checked)
+        got = _table_keys(block_hashes)
+        if got is None:
+            return np.array(lookup_prefix(self._cache.get, block_hashes, limit), dtype=np.int64)
+        return self._lookup_table(*got, limit)
+
+    def _lookup_table(self, keys: np.ndarray, top: int, limit: int) -> np.ndarray:
+        """The blocks of the longest registered run of table keys ``keys[:limit]`` (int64 array
+        [k]); ``top`` is the largest key (:func:`_table_keys`)."""
+        keys = keys[:max(limit, 0)]
+        if not len(keys):
+            return np.empty(0, dtype=np.int64)
+        table = self._table
+        if top >= len(table):                       # keys past the table's end are not registered
+            found = np.full(len(keys), -1, dtype=np.int64)
+            inside = keys < len(table)
+            found[inside] = table[keys[inside]]
+        else:
+            found = table[keys].astype(np.int64)
+        first = int(found.argmin())                 # a miss is -1, the least value: its first one
+        return found[:first] if found[first] < 0 else found
+
+    def register(self, block_id: int, block_hash) -> bool:
+        """Make an in-use block findable under ``block_hash`` (:meth:`BlockPool.register`).
+
+        Returns:
+            True if registered; False if the hash already names a block or this block already
+            has a hash (the first registration wins).
+        """
+        if self.lookup(block_hash) is not None or self._hashed[block_id]:
+            return False
+        if _table_key(block_hash):
+            self._grow_table(int(block_hash))
+            self._register_table(np.array([block_id], dtype=np.int64), np.array([int(block_hash)], dtype=np.int64))
+            return True
+        self._cache[block_hash] = block_id
+        self._hashed[block_id] = True
+        self._hkey[block_id] = block_hash
+        return True
+
+    def _grow_table(self, top: int) -> None:
+        """Make the table hold key ``top`` (doubling it, at least)."""
+        if top >= len(self._table):
+            grow = max(top + 1, 2 * len(self._table), _MIN_TABLE) - len(self._table)
+            self._table = np.concatenate([self._table, np.full(grow, -1, dtype=np.int32)])
+
+    def _register_table(self, arr: np.ndarray, keys: np.ndarray) -> None:
+        """Table keys ``keys`` (distinct, none registered, the table already long enough for
+        them: :meth:`_grow_table`) for unhashed blocks ``arr``."""
+        # int32 values cast in one pass first: a scatter that casts each element costs ~3x
+        self._table[keys] = arr.astype(np.int32)
+        self._ikey[arr] = keys.astype(np.int32)
+        self._hashed[arr] = True
+        self._ntable += len(keys)
+
+    def register_all(self, blocks, block_hashes) -> None:
+        """Register each block under the hash beside it (in order; the first registration wins).
+        Keys within one call must be distinct, as a prompt's chained keys are."""
+        if not len(blocks):
+            return
+        arr = ids(blocks)
+        if isinstance(block_hashes, np.ndarray):
+            block_hashes = block_hashes[:len(arr)]          # only these are registered (and checked)
+        got = _table_keys(block_hashes)
+        if got is not None:
+            tkeys, top = got
+            tkeys = tkeys[:len(arr)]
+            if not len(tkeys):
+                return
+            arr = arr[:len(tkeys)]
+            # a key already registered, or a block already hashed, is skipped (the first wins)
+            self._grow_table(top)
+            taken = self._table[tkeys] >= 0
+            taken |= self._hashed[arr]
+            if taken.any():
+                keep = ~taken
+                arr, tkeys = arr[keep], tkeys[keep]
+                if not len(tkeys):
+                    return
+            self._register_table(arr, tkeys)
+            return
+        cache = self._cache
+        keys = list(block_hashes)[:len(arr)]
+        arr = arr[:len(keys)]
+        if any(map(cache.__contains__, keys)) or self._hashed[arr].any():
+            keep = [i for i, (b, h) in enumerate(zip(arr.tolist(), keys))
+                    if h not in cache and not self._hashed[b]]
+            arr, keys = arr[keep], [keys[i] for i in keep]
+        cache.update(zip(keys, arr.tolist()))
+        self._hashed[arr] = True
+        hk = np.empty(len(keys), dtype=object)
+        hk[:] = keys
+        self._hkey[arr] = hk

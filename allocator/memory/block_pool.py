@@ -19,43 +19,188 @@ Model
   with ``cache_freed=False`` its hash is dropped the moment it is released.
 * Touching a cached block that waits in the queue takes it out of the queue (a cache hit).
   Invariant: ``free (no hash) + cached (refcount 0, hashed) + in use == num_blocks``.
+* One block's state at a moment is a :class:`KVCacheBlock` (``BlockPool.block(block_id)``):
+  its id, refcount, hash and whether it is free, cached or in use.
+
+Representation (why the state is lists, not one object per block)
+-------------------------------------------------------------------
 * Memory grows with the blocks used, not with the pool's size: never-used blocks wait at the
   front of the free queue in id order, unstored (a counter hands out their ids; the per-block
   lists grow as ids are first handed out), so a pool of 2**30 blocks costs what the blocks it used
   cost. A pool built with an explicit ``free_order`` stores its whole queue (small pools).
+* The free queue is a list with a head index; a cached block taken out of its middle by a cache
+  hit leaves a tombstone that allocation skips, and the list is compacted once half of it is
+  consumed entries (amortised O(1) per block). With ``cache_freed=True`` each queued block's
+  position in the list is kept, so a hit finds its entry in O(1) (vLLM's
+  ``FreeKVCacheBlockQueue`` gets the same from a doubly linked list of its block objects).
 * Refcounts are stored only once they can say something: while a pool that forgets freed blocks'
   hashes (``cache_freed=False``) has shared nothing, a block handed out has refcount 1 and any
   other 0, so handing a block out or taking it back writes no refcount (in the engine's paged runs
   without sharing, those writes were a fifth of the run). The first operation that shares a block,
   releases by count or asks one block's refcount stores them all, once (O(blocks handed out)).
 
-Its read-only queries (refcounts, counts, the free queue, lookups, a block's state) are in
-:mod:`allocator.memory.block_pool_queries`. The pool's invariants are checked by
-:mod:`allocator.memory.block_pool_checks`; the host (CPU) pool
-for swapped-out sequences is :class:`allocator.memory.host_pool.HostPool`. The engine's prefix-caching
-runs use :class:`allocator.memory.array_pool.ArrayBlockPool`: these rules with numpy state, so a prompt's
-hundreds of blocks move in a few array operations (``tests/core/test_block_pool.py`` checks both
-against one plain-list model).
+The cheap invariants are asserted inside the operations that could break them; the whole state
+is checked by :meth:`BlockPool.check_invariants` (after every engine step in tests), whose rules
+over plain lists, :func:`check_pool_state`, also check
+:class:`allocator.memory.array_pool.ArrayBlockPool`: these rules with numpy state, which the engine's
+prefix-caching runs use so a prompt's hundreds of blocks move in a few array operations
+(``tests/core/test_block_pool.py`` checks both against one plain-list model and against each
+other, block by block). The host (CPU) pool for swapped-out sequences is
+:class:`allocator.memory.host_pool.HostPool`.
 
 Sources: Kwon et al., "Efficient Memory Management for Large Language Model Serving with
 PagedAttention", SOSP 2023 (arXiv:2309.06180), sections 4.2-4.4 (block tables, refcounts,
-sharing); vLLM's vllm/v1/core/block_pool.py and the ``FreeKVCacheBlockQueue`` of
-vllm/v1/core/kv_cache_utils.py (LRU eviction order, blocks freed in reverse order);
+sharing); vLLM's vllm/v1/core/block_pool.py, and the ``KVCacheBlock`` and ``FreeKVCacheBlockQueue``
+of vllm/v1/core/kv_cache_utils.py (LRU eviction order, blocks freed in reverse order);
 ``assets/reference_figures.md`` R8.
 """
 from __future__ import annotations
 
-import copy
+from dataclasses import dataclass
+from itertools import islice
+from operator import itemgetter
 
-# the block states are re-exported (``from allocator.memory.block_pool import BLOCK_FREE``)
-from allocator.memory.block_pool_queries import _TOMBSTONE, BlockPoolQueries
 from allocator.common.errors import FieldError, OutOfBlocksError
 from allocator.common.validate import whole_number
 
+#: Block states, as :meth:`BlockPool.state` and :attr:`KVCacheBlock.state` report them.
+BLOCK_FREE, BLOCK_CACHED, BLOCK_IN_USE = "free", "cached", "in use"
+
+_TOMBSTONE = -1          # a queue entry whose block left the queue early (a cache hit)
 _COMPACT_AFTER = 4096    # queue entries consumed before the queue list is trimmed
 
 
-class BlockPool(BlockPoolQueries):
+@dataclass(frozen=True)
+class KVCacheBlock:
+    """One physical KV-cache block as a pool sees it at one moment (``BlockPool.block(block_id)``).
+
+    vLLM v1 keeps one such object per block and links the free ones into its free queue; here it
+    is a read-only snapshot built on request, since the pools keep their state in lists (or numpy
+    arrays) that grow with the blocks used (see the module docstring). Two pools that followed the
+    same rules give equal snapshots for every block.
+
+    Source: vLLM's ``KVCacheBlock`` (vllm/v1/core/kv_cache_utils.py).
+    """
+
+    #: Physical block id, 0 .. num_blocks - 1 (which block of the K/V tensors this is).
+    block_id: int
+    #: Reference count: block tables pointing at the block (0 while it waits in the free queue).
+    ref_cnt: int
+    #: The hash the block is found by (prefix caching; bytes, or an int trace key in the array
+    #: pool), or None. Set when a full block in use is registered; dropped when the free queue
+    #: hands the block out again (an eviction) or, with ``cache_freed=False``, when it is released.
+    block_hash: bytes | int | None
+    #: :data:`BLOCK_FREE` (refcount 0, no hash), :data:`BLOCK_CACHED` (refcount 0, still found by
+    #: its hash) or :data:`BLOCK_IN_USE` (refcount >= 1).
+    state: str
+
+    @property
+    def is_free(self) -> bool:
+        """True while the block waits in the free queue (refcount 0, cached or not)."""
+        return self.ref_cnt == 0
+
+    @property
+    def is_cached(self) -> bool:
+        """True while the block can be found by its hash (in use or waiting in the free queue)."""
+        return self.block_hash is not None
+
+
+def block_state(ref_cnt: int, block_hash) -> str:
+    """A block's state from its refcount and hash: in use, else cached (hashed) or free."""
+    if ref_cnt > 0:
+        return BLOCK_IN_USE
+    return BLOCK_CACHED if block_hash is not None else BLOCK_FREE
+
+
+def lookup_prefix(get, block_hashes, limit: int) -> list:
+    """The blocks registered under the leading hashes of ``block_hashes`` (at most ``limit`` of
+    them), up to the first hash not found: a prompt's longest cached prefix.
+
+    Args:
+        get: the block-hash map's lookup (``dict.get``: a hash -> its block id, or None).
+        block_hashes: a sequence or iterable of hashes, in block order.
+        limit: the most blocks to look up (<= 0: none).
+
+    Returns:
+        the block ids found, shape (k,), k <= max(limit, 0).
+
+    Looks the hashes up in chunks of doubling size (C-level loops, at most twice the run found).
+    """
+    if not isinstance(block_hashes, list):
+        block_hashes = list(islice(block_hashes, max(limit, 0)))
+    found: list = []
+    start, step = 0, 16
+    while start < limit:
+        chunk = list(map(get, block_hashes[start:min(limit, start + step)]))
+        if not chunk:
+            break
+        if None in chunk:
+            found += chunk[:chunk.index(None)]
+            break
+        found += chunk
+        start += step
+        step *= 2
+    return found
+
+
+def check_pool_state(num_blocks: int, *, refcounts: list, hashes: list, queue: list, block_map: dict,
+                     num_free: int, cached_free: list, cache_freed: bool, tables=()) -> None:
+    """Assert the rules every block pool keeps, on its state written out as plain lists.
+
+    :meth:`BlockPool.check_invariants` and :meth:`allocator.memory.array_pool.ArrayBlockPool.check_invariants`
+    both end here, each after checking what only its own representation has.
+
+    Args:
+        num_blocks: blocks in the pool.
+        refcounts: refcounts of the blocks handed out so far, shape (k,): blocks 0 .. k - 1
+            (every block at or past k was never used and waits, unstored, at the queue's front).
+        hashes: each of those blocks' hash or None, shape (k,).
+        queue: the released blocks waiting in the free queue, front (least recently used) first.
+        block_map: the block-hash map, hash -> block id.
+        num_free: the pool's count of free blocks (the free queue's length).
+        cached_free: the blocks with refcount 0 and a hash, as the pool lists them.
+        cache_freed: whether released blocks keep their hash.
+        tables: every block table holding blocks (iterables of block ids); when given, each
+            block's refcount must equal the number of tables listing it.
+
+    Raises:
+        AssertionError naming the first inconsistency: a block both queued and referenced, a
+        block queued twice, refcount != tables pointing at it, free + cached + in use !=
+        num_blocks, cached free blocks out of queue order, a stale hash entry.
+    """
+    used = len(refcounts)
+    assert len(hashes) == used <= num_blocks, "per-block lists do not cover exactly the blocks handed out"
+    assert len(set(queue)) == len(queue), "a block is queued twice"
+    assert all(0 <= b < used for b in queue), "a never-used block is stored in the queue"
+    assert len(queue) + num_blocks - used == num_free, (
+        f"{len(queue) + num_blocks - used} queued but {num_free} counted free")
+    unreferenced = {b for b in range(used) if refcounts[b] == 0}
+    assert set(queue) == unreferenced, "the free queue does not hold exactly the blocks with refcount 0"
+    assert all(r >= 0 for r in refcounts), "a negative refcount"
+    tables = list(tables)
+    if tables:
+        pointing = [0] * used
+        for table in tables:
+            for b in table:
+                assert b < used, f"block {b} is in a block table but was never handed out"
+                pointing[b] += 1
+        for b in range(used):
+            assert pointing[b] == refcounts[b], (
+                f"block {b}: refcount {refcounts[b]} but {pointing[b]} block tables point at it")
+    expect = [b for b in queue if hashes[b] is not None]
+    assert list(cached_free) == expect, (
+        f"cached free blocks {list(cached_free)[:8]}.. are not the hashed blocks of the queue in its order")
+    in_use = used - len(queue)
+    assert (num_free - len(expect)) + len(expect) + in_use == num_blocks, (
+        f"free {num_free - len(expect)} + cached {len(expect)} + in use {in_use} != {num_blocks} blocks")
+    for h, b in block_map.items():
+        assert 0 <= b < used and hashes[b] == h, f"cache entry for block {b} does not match its hash"
+    assert sum(1 for h in hashes if h is not None) == len(block_map), "stray block hash"
+    if not cache_freed:
+        assert not expect, "a released block kept its hash although cache_freed is False"
+
+
+class BlockPool:
     """Refcounted GPU blocks, an LRU free block queue and a block-hash map.
 
     Args:
@@ -95,12 +240,14 @@ class BlockPool(BlockPoolQueries):
         #: Blocks an allocation can take: refcount 0, hashed or not (the free queue's length).
         #: Read it; only the pool's own operations change it.
         self.num_free = self.num_blocks
+        # each queued block's index in self._queue (-1: not queued); kept only when cache hits
+        # can take a block out of the queue's middle (cache_freed=True)
         self._pos = [0] * n if self.cache_freed else None
         if self._pos is not None:
             for i, b in enumerate(order):
                 self._pos[b] = i
-        self._hash: list[bytes | None] = [None] * n
-        self._cache: dict[bytes, int] = {}
+        self._hash: list[bytes | None] = [None] * n     # each block's hash, or None
+        self._cache: dict[bytes, int] = {}              # the block-hash map: hash -> block
         # blocks with refcount 0 that still have a hash, in free-queue order (a dict keeps the order;
         # a snapshot lists them without scanning the whole queue)
         self._cached_free: dict[int, None] = {}
@@ -118,6 +265,162 @@ class BlockPool(BlockPoolQueries):
 
     __hash__ = None
 
+    # ------------------------------------------------------------------ one block
+
+    def check_block(self, block_id) -> int:
+        """Return ``block_id`` as an int in 0 .. num_blocks - 1, else raise FieldError (``block_id``)."""
+        return whole_number("block_id", block_id, 0, self.num_blocks - 1)
+
+    def block(self, block_id) -> KVCacheBlock:
+        """A read-only snapshot of one block: its id, refcount, hash and state.
+
+        Raises:
+            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
+        """
+        b = self.check_block(block_id)
+        if b >= self._fresh:                   # never used: free, no hash
+            return KVCacheBlock(b, 0, None, BLOCK_FREE)
+        ref, h = self._refcounts()[b], self._hash[b]
+        return KVCacheBlock(b, ref, h, block_state(ref, h))
+
+    def refcount(self, block_id: int) -> int:
+        """Block tables pointing at ``block_id`` (0 when it waits in the free queue).
+
+        Raises:
+            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
+        """
+        b = self.check_block(block_id)
+        ref = self._stored_refcounts()         # a caller may go block by block: store them once
+        return ref[b] if b < self._fresh else 0
+
+    def hash_of(self, block_id: int) -> bytes | None:
+        """The hash a block can be found by, or None.
+
+        Raises:
+            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
+        """
+        b = self.check_block(block_id)
+        return self._hash[b] if b < len(self._hash) else None
+
+    @property
+    def block_hashes(self) -> list:
+        """Each handed-out block's hash or None, shape (k,), k <= num_blocks: block ids 0 .. k - 1
+        as in :attr:`refcounts` (every block at or past k has none). The pool's own list: read it,
+        never write it (O(1); for a pass over many blocks, where :meth:`hash_of` checks each id)."""
+        return self._hash
+
+    def state(self, block_id: int) -> str:
+        """:data:`BLOCK_FREE`, :data:`BLOCK_CACHED` (refcount 0 but findable by hash) or
+        :data:`BLOCK_IN_USE` (``block(block_id).state``).
+
+        Raises:
+            FieldError: ``block_id`` outside 0 .. num_blocks - 1.
+        """
+        b = self.check_block(block_id)
+        if b >= self._fresh:
+            return BLOCK_FREE
+        return block_state(self._stored_refcounts()[b], self._hash[b])
+
+    # ------------------------------------------------------------------ refcounts
+
+    @property
+    def refcounts(self) -> list[int]:
+        """Refcounts of the blocks handed out so far, shape (k,), k <= num_blocks: block ids
+        0 .. k - 1 (every block at or past k was never used: refcount 0). The pool's own list once
+        it stores refcounts, else one derived from the free queue (O(k), the pool unchanged):
+        read it, never write it."""
+        return self._refcounts()
+
+    def all_refcounts(self) -> list[int]:
+        """Every block's refcount, shape (num_blocks,) (a new list: O(num_blocks), for small pools)."""
+        return self._refcounts() + [0] * (self.num_blocks - self._fresh)
+
+    @property
+    def stores_refcounts(self) -> bool:
+        """Whether refcounts are stored yet (see the module docstring; a pool with
+        ``cache_freed=True`` always stores them)."""
+        return self._ref is not None
+
+    def store_refcounts(self) -> None:
+        """Store the refcounts now rather than at the first share (answers are the same either
+        way; tests compare a pool that stores them with one that does not)."""
+        self._stored_refcounts()
+
+    def count_refcount(self, blocks, value: int) -> int:
+        """How many of ``blocks`` have refcount ``value`` (blocks handed out before)."""
+        if not len(blocks):
+            return 0
+        ref = self._stored_refcounts()
+        if len(blocks) > 1:
+            return itemgetter(*blocks)(ref).count(value)
+        return sum(1 for b in blocks if ref[b] == value)
+
+    def _refcounts(self) -> list[int]:
+        """The refcounts of blocks 0 .. k - 1 handed out so far: stored, or derived without storing
+        them (every block handed out has refcount 1, except those back in the free queue)."""
+        if self._ref is not None:
+            return self._ref
+        ref = [1] * self._fresh
+        for b in self._queue[self._head:]:
+            if b != _TOMBSTONE:
+                ref[b] = 0
+        return ref
+
+    def _stored_refcounts(self) -> list[int]:
+        """Store the refcounts (once; see the module docstring) and return the pool's list."""
+        if self._ref is None:
+            self._ref = self._refcounts()
+        return self._ref
+
+    # ------------------------------------------------------------------ counts and the free queue
+
+    @property
+    def num_cached_free(self) -> int:
+        """Blocks with refcount 0 that are still findable by hash (cached, unreferenced)."""
+        return len(self._cached_free)
+
+    @property
+    def num_plain_free(self) -> int:
+        """Blocks with refcount 0 and no hash."""
+        return self.num_free - len(self._cached_free)
+
+    @property
+    def num_in_use(self) -> int:
+        """Blocks with refcount >= 1."""
+        return self.num_blocks - self.num_free
+
+    @property
+    def num_cached(self) -> int:
+        """Blocks findable by hash, referenced or not."""
+        return len(self._cache)
+
+    def free_queue(self, *, never_used: bool = True) -> list[int]:
+        """Block ids with refcount 0, in the order allocation takes them (least recently used first:
+        never-used blocks in id order, then released ones; ``never_used=False``: the released ones
+        only). O(num_free): for small pools and tests."""
+        released = [b for b in self._queue[self._head:] if b != _TOMBSTONE]
+        return list(range(self._fresh, self.num_blocks)) + released if never_used else released
+
+    def cached_free_queue(self) -> list[int]:
+        """Blocks with refcount 0 that are still findable by hash, least recently used first."""
+        return list(self._cached_free)
+
+    def cached_free_blocks(self) -> tuple:
+        """:meth:`cached_free_queue` as a tuple (a pool picture's entry)."""
+        return tuple(self._cached_free)
+
+    # ------------------------------------------------------------------ the block-hash map
+
+    def lookup(self, block_hash: bytes) -> int | None:
+        """The block registered under ``block_hash`` (in use or cached), or None."""
+        return self._cache.get(block_hash)
+
+    def lookup_run(self, block_hashes, limit: int) -> list[int]:
+        """The blocks registered under the leading hashes of ``block_hashes`` (at most ``limit``
+        of them), up to the first hash not found: a prompt's longest cached prefix in one call
+        (:func:`lookup_prefix`)."""
+        return lookup_prefix(self._cache.get, block_hashes, limit)
+
     # ------------------------------------------------------------------ never-used blocks
 
     def _take_fresh(self, n: int) -> list[int]:
@@ -128,6 +431,7 @@ class BlockPool(BlockPoolQueries):
         if k <= 0:
             return []
         self._fresh = f + k
+        assert self._fresh <= self.num_blocks
         if self._ref is not None:
             self._ref.extend([1] * k)
         self._hash.extend([None] * k)
@@ -191,6 +495,7 @@ class BlockPool(BlockPoolQueries):
                 self._evict(blocks, evicted)
         if h >= _COMPACT_AFTER and 2 * h >= len(q):
             self._compact()
+        assert self.num_free >= self.num_blocks - self._fresh, "a never-used block was counted as taken"
         return blocks
 
     def allocate_one(self) -> int | None:
@@ -214,6 +519,7 @@ class BlockPool(BlockPoolQueries):
         if self._ref is not None:
             self._ref[b] = 1
         if self._pos is not None:
+            assert self._pos[b] == h, f"block {b}: recorded queue position {self._pos[b]} != {h}"
             self._pos[b] = -1
         if self._cached_free and self._hash[b] is not None:
             self._evict((b,), None)
@@ -226,24 +532,36 @@ class BlockPool(BlockPoolQueries):
         queue first (a prefix-cache hit on a cached block).
 
         Raises:
-            FieldError: a block at refcount 0 without a hash (``block_id``): only a cached block
-                can be found and reused; nothing is changed.
+            FieldError: a block at refcount 0 without a hash, never-used blocks included, or a
+                block id outside 0 .. num_blocks - 1 (``block_id``): only a block in use or a
+                cached block can be found and reused; nothing is changed.
         """
         ref, hashes = self._stored_refcounts(), self._hash
-        for b in blocks:
-            if ref[b] == 0 and hashes[b] is None:
-                raise FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
+        try:
+            for b in blocks:
+                if ref[b] == 0 and hashes[b] is None or b < 0:    # (a negative index would wrap around)
+                    raise self._unshareable(b)
+        except IndexError:                                  # never handed out: not in the per-block lists
+            raise self._unshareable(next(b for b in blocks if b >= self._fresh)) from None
         queue, pos, cached = self._queue, self._pos, self._cached_free
         taken = 0
         for b in blocks:
             if ref[b] == 0:
-                queue[pos[b]] = _TOMBSTONE
+                at = pos[b]
+                assert queue[at] == b, f"cached block {b} is not at its recorded queue position {at}"
+                queue[at] = _TOMBSTONE
                 pos[b] = -1
                 del cached[b]
                 taken += 1
             ref[b] += 1
         self._tombstones += taken
         self.num_free -= taken
+
+    def _unshareable(self, block_id) -> FieldError:
+        """The refusal of :meth:`touch` for ``block_id`` (FieldError naming ``block_id``: outside
+        the pool, or free and not cached)."""
+        b = self.check_block(block_id)
+        return FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
 
     def register(self, block_id: int, block_hash: bytes) -> bool:
         """Make an in-use block findable under ``block_hash``.
@@ -252,6 +570,7 @@ class BlockPool(BlockPoolQueries):
             True if registered; False if the hash already names another block or this block
             already has a hash (the first registration wins, as in vLLM).
         """
+        assert 0 <= block_id < self._fresh, f"block {block_id} was never handed out: it cannot be registered"
         if block_hash in self._cache or self._hash[block_id] is not None:
             return False
         self._cache[block_hash] = block_id
@@ -316,6 +635,7 @@ class BlockPool(BlockPoolQueries):
                     if h is not None:
                         del cache[h]
                         hashes[b] = None
+        assert self.num_free <= self.num_blocks, "more blocks free than the pool holds"
         return freed
 
     def release_exclusive(self, blocks) -> None:
@@ -334,10 +654,12 @@ class BlockPool(BlockPoolQueries):
             for b in reversed(blocks):
                 pos[b] = len(q)
                 q.append(b)
+        assert self.num_free <= self.num_blocks, "more blocks free than the pool holds"
 
     # ------------------------------------------------------------------ internals
 
     def _evict(self, blocks, evicted: list | None) -> None:
+        """Drop the hashes of the blocks just taken from the queue that had one (evictions)."""
         hashes, cache, cached = self._hash, self._cache, self._cached_free
         n = 0
         for b in blocks:
@@ -357,6 +679,7 @@ class BlockPool(BlockPoolQueries):
         live = self._queue[self._head:]
         if self._tombstones:
             live = [b for b in live if b != _TOMBSTONE]
+        assert len(live) == self.num_free - (self.num_blocks - self._fresh), "queued blocks miscounted"
         self._queue, self._head, self._tombstones = live, 0, 0
         if self._pos is not None:
             for i, b in enumerate(live):
@@ -366,10 +689,27 @@ class BlockPool(BlockPoolQueries):
 
     def check_invariants(self, tables=()) -> None:
         """Assert the pool is consistent and, given every block table (iterables of block ids), that
-        refcounts match them; AssertionError names the first inconsistency (``block_pool_checks``)."""
-        from allocator.memory.block_pool_checks import check_block_pool    # imported here: it imports this module
-        view = self
-        if self._ref is None:                  # check derived refcounts; checking stores nothing
-            view = copy.copy(self)
-            view._ref = self._refcounts()
-        check_block_pool(view, tables)
+        refcounts match them: the queue positions it records, then :func:`check_pool_state` (the
+        free queue holds exactly the blocks with refcount 0, each once; refcounts equal the block
+        tables pointing at each block; free + cached + in use == num_blocks; the block-hash map
+        and the blocks' hashes agree). Checking stores nothing (refcounts are derived if unstored).
+
+        Raises:
+            AssertionError naming the first inconsistency.
+        """
+        used = self._fresh
+        assert len(self._hash) == used and (self._ref is None or len(self._ref) == used), (
+            "per-block lists do not cover exactly the blocks handed out")
+        assert self._pos is None or len(self._pos) == used, "queue positions do not cover the blocks handed out"
+        assert self._tombstones == self._queue[self._head:].count(_TOMBSTONE), "tombstones miscounted"
+        if self._pos is not None:
+            for i, b in enumerate(self._queue):
+                if b != _TOMBSTONE and i >= self._head:
+                    assert self._pos[b] == i, f"block {b}: queue position {self._pos[b]} != {i}"
+        check_pool_state(self.num_blocks, refcounts=self._refcounts(), hashes=self._hash,
+                         queue=self.free_queue(never_used=False), block_map=self._cache,
+                         num_free=self.num_free, cached_free=list(self._cached_free),
+                         cache_freed=self.cache_freed, tables=tables)
+        assert self.num_plain_free + self.num_cached_free + self.num_in_use == self.num_blocks, (
+            f"free {self.num_plain_free} + cached {self.num_cached_free} + in use {self.num_in_use} "
+            f"!= {self.num_blocks} blocks")

@@ -19,7 +19,6 @@ import numpy as np
 
 from allocator.common.limits import MAX_POOL_SLOTS
 from allocator.memory.paged import PagedAllocator
-from allocator.memory.block_pool_queries import _TOMBSTONE
 from allocator.memory.block_pool import BlockPool
 from allocator.memory.block_hash import prefix_block_keys
 from allocator.engine.result import SimulationResult
@@ -355,7 +354,7 @@ class _StackDepthPool(BlockPool):
         self.peak_in_use = 0
 
     def touch(self, blocks) -> None:
-        ref, stamp = self._ref, self._stamp
+        ref, stamp = self.refcounts, self._stamp          # (stored: this pool caches freed blocks)
         in_use, clock, taken = self.num_blocks - self.num_free, self._clock, self._taken
         deepest = 0
         cached = []
@@ -394,8 +393,8 @@ class _StackDepthPool(BlockPool):
 
     def final_depths(self) -> list[int]:
         """Depth of each block still cached when the run ends (nothing is in use then)."""
-        queue = [b for b in self._queue[self._head:] if b != _TOMBSTONE]   # released blocks, LRU first
-        hashes, n = self._hash, len(queue)
+        queue = self.free_queue(never_used=False)          # released blocks, LRU first
+        hashes, n = self.block_hashes, len(queue)
         return [n - 1 - i for i, b in enumerate(queue) if hashes[b] is not None]
 
 

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from allocator.memory.block_pool_queries import BLOCK_CACHED, BLOCK_FREE
+from allocator.memory.block_pool import BLOCK_CACHED, BLOCK_FREE
 from allocator.memory.block_manager import BlockManager
 from allocator.common.formats import plural
 from allocator.common.errors import FieldError, OutOfBlocksError

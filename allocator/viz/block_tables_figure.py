@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from allocator.memory.block_pool_queries import BLOCK_CACHED, BLOCK_FREE
+from allocator.memory.block_pool import BLOCK_CACHED, BLOCK_FREE
 from allocator.memory.block_manager import BlockManager
 from allocator.viz.theme import DARK_HOLE, GREY_FREE, ORANGE_EMPTY, SHARED_PREFIX, WRONG_SHARE
 from allocator.viz.block_tables_demo import word, words_of

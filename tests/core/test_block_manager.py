@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from allocator.accounting.sharing import prefix_sharing
-from allocator.memory.block_pool_queries import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE
+from allocator.memory.block_pool import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE
 from allocator.memory.block_manager import BlockManager
 from allocator.memory.block_hash import block_hash, extra_keys, prompt_block_hashes
 

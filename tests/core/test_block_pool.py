@@ -4,6 +4,7 @@ Both paged models keep their blocks here (the engine's PagedAllocator and the Bl
 BlockManager), so its rules are tested once, against a plain-list model of the same rules.
 """
 import copy
+import dataclasses
 from unittest import mock
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.memory.block_pool import BlockPool
+from allocator.memory.block_pool import BLOCK_CACHED, BLOCK_FREE, BLOCK_IN_USE, BlockPool, KVCacheBlock
 from allocator.memory.host_pool import HostPool
 from allocator.memory.paged import PagedAllocator
 from allocator.memory import array_pool
@@ -301,3 +302,104 @@ def test_the_array_pool_refuses_without_change_and_grows_with_the_blocks_used():
     tracemalloc.stop()
     assert peak < 2 ** 20 and big.num_free == 2 ** 30 and big.num_cached_free == 3 and big.lookup(6) == 1
     assert big.allocate(2) == [3, 4] and big.lookup_run([5, 6, 7], 3) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("few", [0, 4])
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(1, 12), kind=st.sampled_from(["bytes", "int"]), ops=st.lists(
+    st.tuples(st.sampled_from(["alloc", "one", "release", "share", "hash", "hit"]), st.integers(0, 12),
+              st.integers(0, 50)), max_size=60))
+def test_the_list_pool_and_the_array_pool_are_twins_block_by_block(few, n, kind, ops):
+    """The same operations on BlockPool (caching freed blocks) and ArrayBlockPool leave every block
+    with the same KVCacheBlock view (id, refcount, hash, state), the same counts and the same free
+    queue; both refuse the same operations. Int keys go to the array pool's key table, bytes to dicts."""
+    with mock.patch.object(array_pool, "_MIN_CAP", 2), mock.patch.object(array_pool, "_FEW", few):
+        plain, arr = BlockPool(n, cache_freed=True), ArrayBlockPool(n)
+        tables = []
+        for op, k, h in ops:
+            if op == "alloc" and k <= plain.num_free:
+                ev1, ev2 = [], []
+                t = plain.allocate(k, ev1)
+                assert arr.allocate(k, ev2) == t and ev1 == ev2
+                if t:
+                    tables.append(t)
+            elif op == "alloc":
+                for pool in (plain, arr):
+                    with pytest.raises(OutOfBlocksError):
+                        pool.allocate(k)
+            elif op == "one":
+                b = plain.allocate_one()
+                assert arr.allocate_one() == b
+                if b is not None:
+                    tables.append([b])
+            elif op == "release" and tables:
+                t = tables.pop(k % len(tables))
+                assert list(arr.release(t)) == plain.release(t)
+            elif op == "share" and tables:
+                t = tables[k % len(tables)]
+                plain.touch(t)
+                arr.touch(t)
+                tables.append(list(t))
+            elif op == "hash" and tables:
+                t = tables[k % len(tables)]
+                keys = [_key(kind, h + i) for i in range(len(t))]
+                plain.register_all(t, keys)
+                arr.register_all(t, keys)
+            elif op == "hit":                               # a prefix-cache hit, or a refused share
+                b = k % n
+                if plain.block(b).ref_cnt == 0 and plain.block(b).block_hash is None:
+                    for pool in (plain, arr):
+                        with pytest.raises(FieldError):
+                            pool.touch([b])
+                else:
+                    plain.touch([b])
+                    arr.touch([b])
+                    tables.append([b])
+            views = [plain.block(b) for b in range(n)]
+            assert [arr.block(b) for b in range(n)] == views
+            assert [v.state for v in views] == [plain.state(b) for b in range(n)] == [arr.state(b) for b in range(n)]
+            assert [v.ref_cnt == 0 for v in views] == [v.is_free for v in views]
+            assert (plain.num_free, plain.num_cached_free, plain.num_cached, plain.evictions) == \
+                   (arr.num_free, arr.num_cached_free, arr.num_cached, arr.evictions)
+            assert plain.free_queue() == arr.free_queue() and plain.cached_free_queue() == arr.cached_free_queue()
+            assert plain.block_hashes == arr.block_hashes == [v.block_hash for v in views[:len(plain.refcounts)]]
+            plain.check_invariants(tables)
+            arr.check_invariants(tables)
+
+
+def test_a_block_view_names_every_field():
+    """``block(id)`` is a frozen KVCacheBlock: a never-used block is free with no hash; a registered
+    block in use, then cached once released, then free again once the queue hands it out."""
+    pool = BlockPool(3)
+    assert pool.block(2) == KVCacheBlock(block_id=2, ref_cnt=0, block_hash=None, state=BLOCK_FREE)
+    a = pool.allocate(1)[0]
+    pool.register(a, b"h")
+    assert pool.block(a) == KVCacheBlock(a, 1, b"h", BLOCK_IN_USE) and pool.block(a).is_cached
+    pool.release([a])
+    view = pool.block(a)
+    assert view == KVCacheBlock(a, 0, b"h", BLOCK_CACHED) and view.is_free and view.is_cached
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        view.ref_cnt = 5
+    pool.allocate(3)                                  # the queue hands it out last: evicted
+    assert pool.block(a) == KVCacheBlock(a, 1, None, BLOCK_IN_USE)
+    for bad in (-1, 3, "x"):
+        with pytest.raises(FieldError) as err:
+            pool.block(bad)
+        assert err.value.field == "block_id"
+
+
+@pytest.mark.parametrize("make", [lambda: BlockPool(8), lambda: BlockPool(8, cache_freed=False),
+                                  lambda: ArrayBlockPool(8)])
+def test_sharing_a_never_used_or_outside_block_is_a_field_error(make):
+    """``touch`` on a block never handed out (or an id outside the pool) is refused with the
+    FieldError its docstring promises (it was an IndexError), and the pool is unchanged."""
+    pool = make()
+    held = pool.allocate(2)
+    for bad in ([5], [held[0], 7], [8], [-1], [2 ** 40]):
+        before = copy.deepcopy(pool)
+        with pytest.raises(FieldError) as err:
+            pool.touch(bad)
+        assert err.value.field == "block_id" and pool == before
+    pool.touch(held)                                  # blocks in use can still be shared
+    assert pool.refcount(held[0]) == 2
+    pool.check_invariants([held, held])

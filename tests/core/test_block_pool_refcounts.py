@@ -20,8 +20,8 @@ def _twins(n: int, free_order=None) -> tuple[BlockPool, BlockPool]:
     """(a pool without stored refcounts, the same pool storing them from the start)."""
     lazy = BlockPool(n, free_order=free_order, cache_freed=False)
     stored = BlockPool(n, free_order=free_order, cache_freed=False)
-    stored._stored_refcounts()
-    assert lazy._ref is None and stored._ref is not None
+    stored.store_refcounts()
+    assert not lazy.stores_refcounts and stored.stores_refcounts
     return lazy, stored
 
 
@@ -68,13 +68,13 @@ def test_a_pool_without_stored_refcounts_answers_as_one_with_them(n, shuffled, o
             t = tables[k % len(tables)]
             assert lazy.count_refcount(t, 1) == stored.count_refcount(t, 1)
             shared = True
-        assert (lazy._ref is None) == (not shared)
+        assert lazy.stores_refcounts == shared
         # whole-pool reads and checks derive them and leave the pool as it was
         assert lazy.refcounts == stored.refcounts and lazy.all_refcounts() == stored.all_refcounts()
         assert lazy.free_queue() == stored.free_queue() and lazy.num_free == stored.num_free
         lazy.check_invariants(tables)
         stored.check_invariants(tables)
-        assert (lazy._ref is None) == (not shared)
+        assert lazy.stores_refcounts == shared
         assert lazy == stored
 
 
@@ -88,7 +88,7 @@ def test_the_derived_refcounts_are_checked_against_the_block_tables():
         lazy.check_invariants([b[1:]])                       # a held block no table lists
     with pytest.raises(AssertionError, match="refcount 0 but 1 block tables"):
         lazy.check_invariants([b, a[:1]])                    # a table still listing a freed block
-    assert lazy._ref is None                                 # checking stored nothing
+    assert not lazy.stores_refcounts                         # checking stored nothing
 
 
 def test_a_refused_share_leaves_the_pool_equal():
@@ -99,7 +99,7 @@ def test_a_refused_share_leaves_the_pool_equal():
     after_free = copy.deepcopy(lazy)
     with pytest.raises(FieldError, match="free and not cached"):
         lazy.touch([held[1]])                                # a free block without a hash cannot be shared
-    assert lazy == after_free and lazy != before and lazy._ref == [1, 0]
+    assert lazy == after_free and lazy != before and lazy.stores_refcounts and lazy.refcounts == [1, 0]
 
 
 @pytest.mark.parametrize("preemption", ["recompute", "swap"])
@@ -109,7 +109,7 @@ def test_the_engine_without_sharing_never_stores_refcounts(preemption):
     alloc = PagedAllocator(2048, 16, preemption=preemption)
     result = simulate(classroom_40(), alloc, check_invariants=True)
     assert result.summary.preemptions > 0 and (alloc.swap_traffic > 0) == (preemption == "swap")
-    assert alloc.pool._ref is None
+    assert not alloc.pool.stores_refcounts
     shared = PagedAllocator(2048, 16)                        # a shared system prompt: refcounts above 1
     simulate(dataclasses.replace(classroom_40(), shared_prefix=32), shared, check_invariants=True)
-    assert shared.pool._ref is not None and shared.shared_saving == 0 and shared.pool.num_cached == 0
+    assert shared.pool.stores_refcounts and shared.shared_saving == 0 and shared.pool.num_cached == 0

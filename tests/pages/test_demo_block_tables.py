@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from allocator.memory.block_pool_queries import BLOCK_CACHED, BLOCK_FREE
+from allocator.memory.block_pool import BLOCK_CACHED, BLOCK_FREE
 from allocator.memory.block_manager import BlockManager
 from allocator.common.errors import FieldError, OutOfBlocksError
 from allocator.viz.block_tables_demo import (ACTIONS, BLOCK_SIZE, NEW_QUESTIONS, NUM_BLOCKS, NUM_HOST_BLOCKS,
