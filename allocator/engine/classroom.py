@@ -78,7 +78,7 @@ class ClassroomScheduler:
     name = "simulation"                    # how the loop's bug guard names it
     new_seq = _Seq                         # what an arrival becomes
     reject_reason = None                   # no rule of its own beyond the allocator's never_fits
-    quiet_stretches = True                 # its decode-only steps may be written out (engine_run._quiet_stretch)
+    quiet_stretches = True                 # its decode-only steps may be written out (loop._quiet_stretch)
 
     __slots__ = ("allocator", "run", "waiting", "running", "grow_at", "finish_at", "order", "base_sum", "final_sum",
                  "busy_limit")
@@ -137,9 +137,11 @@ class ClassroomScheduler:
         else:
             need = 0
         holders = len(running)
-        counters = (t, 1, self.base_sum + holders * t, holders, batch, len(waiting), run.finished, preempted, need,
-                    recomputed, admitted, prefill, prefill_pairs, decode_pairs, self.final_sum)
-        run.record(counters + (hit, prompt_in) if run.caching else counters, need)
+        run.record(step=t, span=1, logical_tokens=self.base_sum + holders * t, holders=holders, running=batch,
+                   waiting=len(waiting), finished=run.finished, preemptions=preempted, next_need=need,
+                   recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
+                   prefill_pairs=prefill_pairs, decode_pairs=decode_pairs, final=self.final_sum,
+                   prefix_hit_tokens=hit, prompt_tokens_admitted=prompt_in)
         return prefill, prefill_pairs, batch - admitted, decode_pairs
 
     def serve(self, needs: list, t: int) -> int:

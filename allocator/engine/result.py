@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from allocator.engine.loop import CACHE_COLUMNS, Run
+from allocator.engine.loop import CACHE_COLUMNS, POOL_COLUMNS, STEP_COLUMNS, PoolRecord, Run, StepRecord
 from allocator.common.errors import FieldError
 from allocator.common.validate import real_number
 from allocator.workloads.requests import Workload
@@ -201,11 +201,13 @@ def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationRe
     the caller adds the per-request table and the summary.
 
     ``run.rows`` holds each record's int64 columns packed in ``run.names`` order (one ``struct``
-    pack per record: far cheaper than one list append per column); ``run.seconds`` the records'
-    durations on the seconds clock (None on the step clock). A ``tokens`` column, when named,
-    overrides the emitted-token count, which the classroom scheduler takes to be the batch (every
-    running sequence emits one token per step); the v1 scheduler records its own, since a prefill
-    chunk that does not finish its prompt emits none.
+    pack per record: far cheaper than one list append per column), read back here as one array
+    per column: the scheduler's (:class:`allocator.engine.loop.StepRecord`) and the pool's
+    (:class:`allocator.engine.loop.PoolRecord`); ``run.seconds`` the records' durations on the
+    seconds clock (None on the step clock). A ``tokens`` column, when named, overrides the
+    emitted-token count, which the classroom scheduler takes to be the batch (every running
+    sequence emits one token per step); the v1 scheduler records its own, since a prefill chunk
+    that does not finish its prompt emits none.
     """
     names, rows, seconds, caching = run.names, run.rows, run.seconds, run.caching
     snapshots = run.pictures.snapshots if run.pictures is not None else None
@@ -215,12 +217,14 @@ def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationRe
     # An idle stretch that only led up to arrivals which were all rejected is no part of the run:
     # the run ends with its last piece of work (the rejections keep their arrival steps).
     k = len(table)
-    step, span, running, waiting = col["step"], col["span"], col["running"], col["waiting"]
-    while k and running[k - 1] == 0 and waiting[k - 1] == 0 and (timed or span[k - 1] > 1):
+    last = StepRecord._make(col[name] for name in STEP_COLUMNS)
+    while k and last.running[k - 1] == 0 and last.waiting[k - 1] == 0 and (timed or last.span[k - 1] > 1):
         if snapshots is not None:
-            snapshots.pop(int(step[k - 1]), None)
+            snapshots.pop(int(last.step[k - 1]), None)
         k -= 1
     arr = {name: np.array(values[:k], dtype=np.int64) for name, values in col.items()}
+    steps = StepRecord._make(arr[name] for name in STEP_COLUMNS)    # [records] each, the scheduler's counters
+    pool = PoolRecord._make(arr[name] for name in POOL_COLUMNS)     # [records] each, read from the allocator
     if not caching:                            # nothing was found, held or evicted by a cache
         for name in CACHE_COLUMNS:
             arr[name] = np.zeros(k, dtype=np.int64)
@@ -232,16 +236,15 @@ def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationRe
     # k running, k - 1 of the prefix copies are redundant: distinct tokens = logical - (k-1) x P.
     # Blocks shared through the prefix cache of a trace's prompts save their slots (``saving``);
     # a token equal to another sequence's but stored in an unshared block counts as distinct.
-    stored = arr["logical_tokens"] - arr["saving"]            # slots holding a token, any copy
-    used = arr["logical_tokens"] - np.maximum(np.maximum(arr["holders"] - 1, 0) * workload.shared_prefix,
-                                              arr["saving"])
-    allocated, unwritten = arr["allocated_slots"], arr["internal_fragmentation"]
+    stored = steps.logical_tokens - pool.saving              # slots holding a token, any copy
+    used = steps.logical_tokens - np.maximum(np.maximum(steps.holders - 1, 0) * workload.shared_prefix, pool.saving)
+    allocated, unwritten = pool.allocated_slots, pool.internal_fragmentation
     derived = {
-        "used_slots": used, "duplicate_slots": stored - used, "allocated_unshared": allocated + arr["saving"],
+        "used_slots": used, "duplicate_slots": stored - used, "allocated_unshared": allocated + pool.saving,
         "reserved_slots": allocated - stored - unwritten, "free_slots": total - allocated,
-        "free_other_slots": total - allocated - arr["external_fragmentation"], "utilization": used / float(total),
-        "tokens": arr["running"].copy() if tokens is None else tokens,
-        "pending_tokens": arr["final"] - arr["logical_tokens"],
+        "free_other_slots": total - allocated - pool.external_fragmentation, "utilization": used / float(total),
+        "tokens": steps.running.copy() if tokens is None else tokens,
+        "pending_tokens": steps.final - steps.logical_tokens,
     }
     # every other metric is recorded under its own name
     metrics = {"step": arr["step"], "span": arr["span"],

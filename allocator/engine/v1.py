@@ -294,7 +294,8 @@ class V1Scheduler:
         run.finished += len(done)
 
     def record(self, t, batch, preempted, recomputed, admitted, work, hit, prompt_in, emitted) -> None:
-        """Write the step's record (see :data:`allocator.engine.loop.STEP_COLUMNS`)."""
+        """Write the step's record (:class:`allocator.engine.loop.StepRecord`, then the cache
+        counters and the tokens emitted)."""
         run, waiting, running = self.run, self.waiting, self.running
         if waiting:
             head = waiting[0]
@@ -302,10 +303,12 @@ class V1Scheduler:
         else:
             need = 0
         prefill, prefill_pairs, _, decode_pairs = work
-        counters = (t, 1, sum(s.computed for s in running), len(running), batch, len(waiting), run.finished,
-                    preempted, need, recomputed, admitted, prefill, prefill_pairs, decode_pairs,
-                    sum(s.prompt_len + s.output_len for s in running))   # final: pending = final - logical
-        run.record(counters + (hit, prompt_in, emitted) if run.caching else counters + (emitted,), need)
+        run.record(step=t, span=1, logical_tokens=sum(s.computed for s in running), holders=len(running),
+                   running=batch, waiting=len(waiting), finished=run.finished, preemptions=preempted,
+                   next_need=need, recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
+                   prefill_pairs=prefill_pairs, decode_pairs=decode_pairs,
+                   final=sum(s.prompt_len + s.output_len for s in running),
+                   prefix_hit_tokens=hit, prompt_tokens_admitted=prompt_in, tokens=emitted)
 
     def lengths(self, t: int) -> dict:
         """{id: tokens with KV} for the running (pictures and checks)."""
