@@ -36,7 +36,11 @@ is a record with span 1; an idle gap has span >= 1, nothing running, waiting or 
 
 Where each part lives (one idea a module):
 
+* ``allocator/engine/reference.py``: the same rules as one plain step-by-step loop, slow on
+  purpose, that the engine must match number for number: start reading there;
 * ``allocator/engine/simulate.py`` (this file): :func:`simulate`, the entry point;
+* ``allocator/engine/sequence.py``: a sequence's status (waiting, running, preempted, swapped,
+  finished);
 * ``allocator/engine/loop.py``: the loop both schedulers share (clock, arrivals, idle-gap skip,
   records, pool pictures);
 * ``allocator/engine/classroom.py``: the step above (serve, admit, compute, finish, record);
