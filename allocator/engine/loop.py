@@ -84,8 +84,6 @@ POOL_COLUMNS = PoolRecord._fields
 CACHE_POOL_COLUMNS = ("cached_blocks", "cached_evictions")
 #: Every prefix-cache column (all zero in a run without a prefix cache).
 CACHE_COLUMNS = CACHE_STEP_COLUMNS + CACHE_POOL_COLUMNS
-#: Each step column's position in a record (``COLUMN.decode_pairs`` is 13).
-COLUMN = StepRecord._make(range(len(STEP_COLUMNS)))
 _STEP_PACK = struct.Struct(f"<{len(STEP_COLUMNS)}q")     # a record's step columns (_quiet_stretch)
 _POOL_BYTES = 8 * len(POOL_COLUMNS)                       # a record's pool columns, packed
 
@@ -411,11 +409,13 @@ def _quiet_stretch(run: Run, scheduler, t: int, end: int, now, arrival, stop_s, 
     pool = bytes(run.rows[-_POOL_BYTES:])      # the pool as the last busy step left it (need 0: nobody waits)
     rows = run.rows
     batch, base_sum = len(scheduler.running), scheduler.base_sum
-    # every step of the stretch records this, but for its step and the tokens held (= decode pairs)
-    row = list(StepRecord(step=t, span=1, logical_tokens=0, holders=batch, running=batch, waiting=0,
-                          finished=run.finished, preemptions=0, next_need=0, recomputed_tokens=0, admitted=0,
-                          prefill_tokens=0, prefill_pairs=0, decode_pairs=0, final=scheduler.final_sum))
-    step_at, held_at, pairs_at = COLUMN.step, COLUMN.logical_tokens, COLUMN.decode_pairs
+    # Every step of the stretch records these counters (StepRecord's, by the same names), but for its
+    # step and the tokens held (= decode pairs). Packed in StepRecord's order, as Run.record packs them:
+    # building a StepRecord per stretch cost 5 % of a reservation run, whose stretches are ~2 steps.
+    holders = running = batch
+    finished, final = run.finished, scheduler.final_sum
+    span, waiting, preemptions, next_need, recomputed_tokens, admitted, prefill_tokens, prefill_pairs = (
+        1, 0, 0, 0, 0, 0, 0, 0)
     if busy + (end - t) > scheduler.busy_limit:
         end = t + max(0, scheduler.busy_limit - busy)      # the loop's own guard then names the fault
     while t < end:
@@ -425,12 +425,12 @@ def _quiet_stretch(run: Run, scheduler, t: int, end: int, now, arrival, stop_s, 
             now = t
         if arrival <= now + tol:
             break
-        tokens = base_sum + batch * t          # held at the end of the step = decode pairs (no prefill)
-        row[step_at], row[held_at], row[pairs_at] = t, tokens, tokens
-        rows += pack(*row)
+        logical_tokens = decode_pairs = base_sum + batch * t   # each decode attends to all it holds
+        rows += pack(t, span, logical_tokens, holders, running, waiting, finished, preemptions, next_need,
+                     recomputed_tokens, admitted, prefill_tokens, prefill_pairs, decode_pairs, final)
         rows += pool
         if timed:
-            dt = price(0, 0, batch, tokens, 0)
+            dt = price(0, 0, batch, decode_pairs, 0)
             seconds.append(dt)
             now += dt
         busy += 1
