@@ -15,28 +15,38 @@ from __future__ import annotations
 from collections import deque
 from operator import attrgetter
 
+from allocator.engine.sequence import SequenceStatus
+
+# the statuses as globals: read every step, and a global is faster than an enum member (sequence.py)
+WAITING, RUNNING, PREEMPTED, SWAPPED, FINISHED = (SequenceStatus.WAITING, SequenceStatus.RUNNING,
+                                                  SequenceStatus.PREEMPTED, SequenceStatus.SWAPPED,
+                                                  SequenceStatus.FINISHED)
+
 
 class _Seq:
-    """A request inside the engine. While running, it holds ``base + t`` tokens at the end of step t."""
+    """A request inside the engine. While running, it holds ``base + t`` tokens at the end of step t.
+
+    ``status`` (:class:`allocator.engine.sequence.SequenceStatus`) says where it stands; the steps
+    are None until they happen.
+    """
 
     __slots__ = ("id", "prompt_len", "output_len", "generated", "context_len", "base", "order",
-                 "finish_step", "grow_step", "recompute", "swapped", "running", "arrival", "first_step")
+                 "finish_step", "grow_step", "status", "arrival", "first_step")
 
     def __init__(self, req, arrival):
         self.id = req.id
         self.arrival = arrival             # arrival step, or seconds on the seconds clock
-        self.first_step = -1               # the step that emitted its first token (its first admission)
+        self.status = WAITING
+        self.first_step = None             # the step that emitted its first token (its first admission)
         self.prompt_len = req.prompt_len
         self.output_len = req.output_len
         self.generated = 0                 # tokens emitted before the current admission
         self.context_len = req.prompt_len  # tokens to (re)compute at admission: prompt + generated
         self.base = 0
         self.order = 0                     # admission counter: the youngest running has the largest
-        self.finish_step = -1
-        self.grow_step = -1                # the step its room fills (-1: it finishes first)
-        self.recompute = False             # preempted by recompute, not yet re-admitted
-        self.swapped = False               # preempted by swap: its K/V waits in host memory
-        self.running = False
+        self.finish_step = None            # the step it emits its last token (set at each admission)
+        self.grow_step = None              # the step its room fills, while it waits in grow_at for it
+                                           # (None: it finishes first)
 
 
 _BY_ORDER = attrgetter("order")
@@ -68,7 +78,7 @@ class ClassroomScheduler:
     name = "simulation"                    # how the loop's bug guard names it
     new_seq = _Seq                         # what an arrival becomes
     reject_reason = None                   # no rule of its own beyond the allocator's never_fits
-    quiet_stretches = True                 # its decode-only steps may be written out (engine_run._quiet_stretch)
+    quiet_stretches = True                 # its decode-only steps may be written out (loop._quiet_stretch)
 
     __slots__ = ("allocator", "run", "waiting", "running", "grow_at", "finish_at", "order", "base_sum", "final_sum",
                  "busy_limit")
@@ -127,9 +137,11 @@ class ClassroomScheduler:
         else:
             need = 0
         holders = len(running)
-        counters = (t, 1, self.base_sum + holders * t, holders, batch, len(waiting), run.finished, preempted, need,
-                    recomputed, admitted, prefill, prefill_pairs, decode_pairs, self.final_sum)
-        run.record(counters + (hit, prompt_in) if run.caching else counters, need)
+        run.record(step=t, span=1, logical_tokens=self.base_sum + holders * t, holders=holders, running=batch,
+                   waiting=len(waiting), finished=run.finished, preemptions=preempted, next_need=need,
+                   recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
+                   prefill_pairs=prefill_pairs, decode_pairs=decode_pairs, final=self.final_sum,
+                   prefix_hit_tokens=hit, prompt_tokens_admitted=prompt_in)
         return prefill, prefill_pairs, batch - admitted, decode_pairs
 
     def serve(self, needs: list, t: int) -> int:
@@ -139,7 +151,7 @@ class ClassroomScheduler:
         of them, is :meth:`step`'s.)"""
         grow, preempted = self.allocator.grow, 0
         for s in needs:
-            if not s.running:
+            if s.status is not RUNNING:
                 continue                       # preempted earlier in this step
             room = grow(s.id)
             while room is None:
@@ -158,14 +170,12 @@ class ClassroomScheduler:
         victim = self.running.pop(next(reversed(self.running)))
         victim.context_len = victim.base + t - 1   # its KV holds everything computed up to step t - 1
         victim.generated = victim.context_len - victim.prompt_len
-        victim.running = False
         self.base_sum -= victim.base
         self.final_sum -= victim.prompt_len + victim.output_len
         self.finish_at[victim.finish_step].remove(victim)
-        if victim.grow_step > t:
+        if victim.grow_step is not None and victim.grow_step > t:   # still in the bucket of a step to come
             self.grow_at[victim.grow_step].remove(victim)
-        mode = self.allocator.preempt(victim.id)
-        victim.recompute, victim.swapped = mode == "recompute", mode == "swap"
+        victim.status = SWAPPED if self.allocator.preempt(victim.id) == "swap" else PREEMPTED
         self.waiting.appendleft(victim)
         return victim
 
@@ -192,14 +202,13 @@ class ClassroomScheduler:
             waiting.popleft()
             self.order += 1
             s.order = self.order
-            s.running = True
+            was, s.status = s.status, RUNNING
             running[s.id] = s
             c = s.context_len
             s.base = c + 1 - t
             self.base_sum += s.base
             self.final_sum += s.prompt_len + s.output_len
-            if s.swapped:                          # swap-in: a decode, not a prefill
-                s.swapped = False
+            if was is SWAPPED:                     # swap-in: a decode, not a prefill
                 redo = allocator.last_lost_tokens  # shared blocks freed while it was out
                 lo = allocator.last_lost_start     # they start after the blocks still found
                 lost += redo
@@ -210,13 +219,12 @@ class ClassroomScheduler:
                 cached = allocator.last_hit_tokens     # prompt tokens found in the prefix cache
                 prefill += c - cached                  # tokens computed: the cached ones are not
                 prefill_pairs += c * (c + 1) // 2 - cached * (cached + 1) // 2
-            if s.first_step < 0:                   # the hit rate counts each prompt once
+            if was is WAITING:                     # its first admission: the hit rate counts each prompt once
                 s.first_step = t
                 hit += cached
                 prompt_in += s.prompt_len
-            if s.recompute:
+            elif was is PREEMPTED:                 # back from a recompute preemption
                 recomputed += c
-                s.recompute = False
             s.finish_step = t + s.output_len - s.generated - 1
             _add(self.finish_at, s.finish_step, s)
             self._wake_when_full(s, t + room - c)
@@ -232,7 +240,7 @@ class ClassroomScheduler:
         for s in done:
             free(s.id)
             del running[s.id]
-            s.running = False
+            s.status = FINISHED
             self.base_sum -= s.base
             self.final_sum -= s.prompt_len + s.output_len
             run.served.append((s.id, s.prompt_len, s.output_len, s.arrival, s.first_step, t))
@@ -244,7 +252,7 @@ class ClassroomScheduler:
             s.grow_step = step
             _add(self.grow_at, step, s)
         else:
-            s.grow_step = -1
+            s.grow_step = None
 
     def lengths(self, t: int) -> dict:
         """{id: tokens held at the end of step t} for the running (pictures and checks)."""
@@ -253,4 +261,4 @@ class ClassroomScheduler:
     def check_invariants(self, lengths: dict, t: int) -> None:
         """Assert the scheduler's own sums agree with its sequences (tests run with this)."""
         assert sum(lengths.values()) == self.base_sum + len(self.running) * t, "token count drifted"
-        assert all(s.running for s in self.running.values()), "a stopped sequence is listed as running"
+        assert all(s.status is RUNNING for s in self.running.values()), "a stopped sequence is listed as running"

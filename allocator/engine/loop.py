@@ -12,13 +12,15 @@ to serve, whom to admit, what they compute, who finishes -- and hands its counte
   with a reason when they can never fit;
 * the **idle-gap skip**: when nothing runs or waits, the whole stretch to the next arrival is one
   record (span >= 1 on the step clock; span 1 lasting the gap on the seconds clock);
-* the **records**: one row of int64 counters per record, the pool's state read from the
-  allocator after the step, and the pool pictures kept within a memory budget.
+* the **records**: one row of int64 counters per record -- the scheduler's (:class:`StepRecord`,
+  written by name through :meth:`Run.record`), then the pool's, read from the allocator after the
+  step (:class:`PoolRecord`) -- and the pool pictures kept within a memory budget.
 """
 from __future__ import annotations
 
 import math
 import struct
+from typing import NamedTuple
 
 from allocator.memory.paged import PagedAllocator
 from allocator.common.errors import FieldError
@@ -33,18 +35,51 @@ SNAPSHOT_BUDGET_BYTES = 64 * 2**20
 #: request an idle gap was skipped to is due whatever the rounding of the gap's length.
 ARRIVAL_TOLERANCE_S = 1e-9
 
-#: A scheduler's counters per record, in the order :meth:`Run.record` takes them. Each is the
-#: metric of the same name (``allocator.engine.result.METRICS``) except three inputs the result
-#: derives others from: ``holders`` (sequences holding memory at the end of the step), ``final``
-#: (their prompt + output lengths summed: pending = final - logical) and, from the pool, ``saving``
-#: (slots saved by sharing).
-STEP_COLUMNS = ("step", "span", "logical_tokens", "holders", "running", "waiting", "finished", "preemptions",
-                "next_need", "recomputed_tokens", "admitted", "prefill_tokens", "prefill_pairs", "decode_pairs", "final")
-#: With prefix caching, the scheduler's two cache counters follow.
+class StepRecord(NamedTuple):
+    """What a scheduler counts in one record: a record's first columns, in this order.
+
+    A scheduler writes them by keyword through :meth:`Run.record` (its keyword parameters are these
+    fields); :func:`allocator.engine.result.build_result` reads them back as one int64 array per
+    field. Each is the per-step metric of the same name (``allocator.engine.result.METRICS``, with
+    its unit), except ``holders`` and ``final``, inputs the result derives others from. Counts are
+    of sequences, sizes in tokens; every value holds for each of the record's ``span`` steps.
+    """
+
+    step: int                 # the record's first engine step
+    span: int                 # steps it covers (1 for a busy step; an idle gap on the step clock: >= 1)
+    logical_tokens: int       # tokens the holders hold at the end of the step, each its own prompt copy
+    holders: int              # sequences holding memory at the end of the step (the finished ones left)
+    running: int              # the step's batch: sequences that computed this step
+    waiting: int              # arrived, not admitted, after admission
+    finished: int             # finished so far
+    preemptions: int          # sequences preempted this step
+    next_need: int            # slots the queue head needs (0: nobody waits); decides external fragmentation
+    recomputed_tokens: int    # tokens prefilled again for sequences preempted by recompute
+    admitted: int             # sequences admitted this step
+    prefill_tokens: int       # tokens prefilled this step
+    prefill_pairs: int        # causal query-key pairs of those prefills
+    decode_pairs: int         # query-key pairs of this step's decodes (= KV tokens read)
+    final: int                # the holders' prompt + output lengths summed (pending = final - logical_tokens)
+
+
+class PoolRecord(NamedTuple):
+    """What :meth:`Run.record` reads from the allocator after the step: the columns after the
+    scheduler's (slots unless stated). Each is the per-step metric of the same name but ``saving``."""
+
+    saving: int                    # slots saved by sharing (blocks several block tables hold)
+    allocated_slots: int           # slots held by some sequence
+    external_fragmentation: int    # free slots the queue head cannot use although all free together could
+    units: int                     # blocks (paged) or reservations in use (count)
+    internal_fragmentation: int    # allocated slots the holder will never write
+    swapped_blocks: int            # blocks moved to or from host memory in this record (count)
+
+
+#: The scheduler's counters per record (:class:`StepRecord`'s fields).
+STEP_COLUMNS = StepRecord._fields
+#: With prefix caching, the scheduler's two cache counters follow (keywords of :meth:`Run.record`).
 CACHE_STEP_COLUMNS = ("prefix_hit_tokens", "prompt_tokens_admitted")
-#: Read from the allocator after the step.
-POOL_COLUMNS = ("saving", "allocated_slots", "external_fragmentation", "units", "internal_fragmentation",
-                "swapped_blocks")
+#: Read from the allocator after the step (:class:`PoolRecord`'s fields).
+POOL_COLUMNS = PoolRecord._fields
 #: With prefix caching, also read from the allocator.
 CACHE_POOL_COLUMNS = ("cached_blocks", "cached_evictions")
 #: Every prefix-cache column (all zero in a run without a prefix cache).
@@ -165,7 +200,7 @@ class Run:
 
     __slots__ = ("allocator", "timed", "tol", "step_seconds", "pending", "keys", "n", "next", "rejected", "served",
                  "finished", "caching", "names", "rows", "seconds", "pictures", "_pack",
-                 "_idle_tail", "_fast", "_pool", "_num_blocks", "_bs", "_remainder", "_swaps", "_swap_total",
+                 "_tokens", "_fast", "_bare", "_pool", "_num_blocks", "_bs", "_remainder", "_swaps", "_swap_total",
                  "_evicted_total", "swapped", "_plain")
 
     def __init__(self, workload: Workload, allocator, *, clock, seconds_per_step, record_snapshots: bool,
@@ -188,7 +223,7 @@ class Run:
         step_names = STEP_COLUMNS + (CACHE_STEP_COLUMNS if caching else ()) + (("tokens",) if tokens_column else ())
         self.names = step_names + POOL_COLUMNS + (CACHE_POOL_COLUMNS if caching else ())
         self._pack = struct.Struct(f"<{len(self.names)}q").pack
-        self._idle_tail = (0,) * (len(step_names) - STEP_COLUMNS.index("finished") - 1)
+        self._tokens = tokens_column
         self.rows = bytearray()                # one record: its int64 columns packed, in `names` order
         self.seconds: list[float] | None = [] if self.timed else None
         self.pictures = Pictures() if record_snapshots else None
@@ -199,7 +234,9 @@ class Run:
             self._pool, self._num_blocks, self._bs, self._remainder = (allocator.pool, allocator.num_blocks,
                                                                        allocator.block_size, allocator.remainder_slots)
         self._swaps = allocator.preemption == "swap"   # no other allocator ever moves a block to the host
-        self._plain = self._fast and not self._swaps and not caching
+        # records with no swap, prefix-cache or tokens column are written the shortest way (_plain: the paged's)
+        self._bare = not self._swaps and not caching and not tokens_column
+        self._plain = self._fast and self._bare
         self._swap_total = self._evicted_total = 0   # the allocator's running totals at the last record
         self.swapped = 0                       # blocks swapped in the last recorded step
 
@@ -226,7 +263,9 @@ class Run:
         record the stretch up to it as one record, picture the pool as the last step left it (only
         blocks the prefix cache keeps can be in it) and return the clock at the arrival: (t, now)."""
         arrival, allocator = self.keys[self.next], self.allocator
-        self.record((t, 1 if self.timed else arrival - t, 0, 0, 0, 0, self.finished) + self._idle_tail, 0)
+        self.record(step=t, span=1 if self.timed else arrival - t, logical_tokens=0, holders=0, running=0,
+                    waiting=0, finished=self.finished, preemptions=0, next_need=0, recomputed_tokens=0,
+                    admitted=0, prefill_tokens=0, prefill_pairs=0, decode_pairs=0, final=0)
         if self.pictures is not None:
             self.pictures.keep(t, allocator.snapshot({}) if allocator.cached_blocks else ())
         if self.timed:
@@ -234,28 +273,53 @@ class Run:
             return t + 1, now + (arrival - now)
         return arrival, arrival
 
-    def record(self, counters: tuple, need: int) -> None:
-        """Write one record: the scheduler's ``counters`` (:data:`STEP_COLUMNS`, then its cache and
-        token columns where ``names`` has them), then the pool as the step left it (``need``: slots
-        the queue head needs, which decides what counts as external fragmentation). Blocks swapped
-        and cached blocks evicted are counted since the last record: in this step (a gap moves none)."""
+    def record(self, *, step: int, span: int, logical_tokens: int, holders: int, running: int, waiting: int,
+               finished: int, preemptions: int, next_need: int, recomputed_tokens: int, admitted: int,
+               prefill_tokens: int, prefill_pairs: int, decode_pairs: int, final: int,
+               prefix_hit_tokens: int = 0, prompt_tokens_admitted: int = 0, tokens: int = 0) -> None:
+        """Write one record: the scheduler's counters, by name -- :class:`StepRecord`'s fields, then
+        the cache counters (:data:`CACHE_STEP_COLUMNS`, written only in a run with prefix caching)
+        and ``tokens`` (tokens emitted; written only where ``names`` has the column: the v1
+        scheduler's) -- then the pool as the step left it (:class:`PoolRecord`; ``next_need``
+        decides what counts as external fragmentation). Blocks swapped and cached blocks evicted
+        are counted since the last record: in this step (a gap moves none).
+
+        Keywords, not a :class:`StepRecord`: a record is written every busy step, and building the
+        named tuple first cost about 1 us a step (15 % of a 10,000-request Azure run); a keyword
+        call costs what a positional tuple did. ``tests/core/test_engine.py`` holds these keywords
+        to :data:`STEP_COLUMNS` and the packing order below to them.
+        """
         a = self.allocator
         if self._plain:                        # the paged allocator without swap or prefix cache: most runs
             units = self._num_blocks - self._pool.num_free
-            self.rows += self._pack(*counters, a.shared_saving, units * self._bs, self._remainder, units,
-                                    a.never_written, 0)
+            self.rows += self._pack(step, span, logical_tokens, holders, running, waiting, finished, preemptions,
+                                    next_need, recomputed_tokens, admitted, prefill_tokens, prefill_pairs,
+                                    decode_pairs, final,
+                                    a.shared_saving, units * self._bs, self._remainder, units, a.never_written, 0)
             return
+        if self._fast:
+            units = self._num_blocks - self._pool.num_free
+            allocated, ext = units * self._bs, self._remainder
+        else:
+            units, allocated, ext = a.units_in_use, a.allocated_slots, a.external_fragmentation(next_need)
+        if self._bare:                         # another allocator (reservations) without swap: the same columns
+            self.rows += self._pack(step, span, logical_tokens, holders, running, waiting, finished, preemptions,
+                                    next_need, recomputed_tokens, admitted, prefill_tokens, prefill_pairs,
+                                    decode_pairs, final,
+                                    a.shared_saving, allocated, ext, units, a.never_written, 0)
+            return
+        counters = (step, span, logical_tokens, holders, running, waiting, finished, preemptions, next_need,
+                    recomputed_tokens, admitted, prefill_tokens, prefill_pairs, decode_pairs, final)
+        if self.caching:
+            counters += (prefix_hit_tokens, prompt_tokens_admitted)
+        if self._tokens:
+            counters += (tokens,)
         if self._swaps:
             total = a.swap_traffic
             self.swapped = swapped = total - self._swap_total
             self._swap_total = total
         else:
             swapped = 0
-        if self._fast:
-            units = self._num_blocks - self._pool.num_free
-            allocated, ext = units * self._bs, self._remainder
-        else:
-            units, allocated, ext = a.units_in_use, a.allocated_slots, a.external_fragmentation(need)
         if self.caching:
             evicted, self._evicted_total = a.cache_evictions - self._evicted_total, a.cache_evictions
             self.rows += self._pack(*counters, a.shared_saving, allocated, ext, units, a.never_written, swapped,
@@ -344,8 +408,14 @@ def _quiet_stretch(run: Run, scheduler, t: int, end: int, now, arrival, stop_s, 
     timed, tol, price, seconds, pack = run.timed, run.tol, run.step_seconds, run.seconds, _STEP_PACK.pack
     pool = bytes(run.rows[-_POOL_BYTES:])      # the pool as the last busy step left it (need 0: nobody waits)
     rows = run.rows
-    batch = len(scheduler.running)
-    base_sum, final_sum, finished = scheduler.base_sum, scheduler.final_sum, run.finished
+    batch, base_sum = len(scheduler.running), scheduler.base_sum
+    # Every step of the stretch records these counters (StepRecord's, by the same names), but for its
+    # step and the tokens held (= decode pairs). Packed in StepRecord's order, as Run.record packs them:
+    # building a StepRecord per stretch cost 5 % of a reservation run, whose stretches are ~2 steps.
+    holders = running = batch
+    finished, final = run.finished, scheduler.final_sum
+    span, waiting, preemptions, next_need, recomputed_tokens, admitted, prefill_tokens, prefill_pairs = (
+        1, 0, 0, 0, 0, 0, 0, 0)
     if busy + (end - t) > scheduler.busy_limit:
         end = t + max(0, scheduler.busy_limit - busy)      # the loop's own guard then names the fault
     while t < end:
@@ -355,11 +425,12 @@ def _quiet_stretch(run: Run, scheduler, t: int, end: int, now, arrival, stop_s, 
             now = t
         if arrival <= now + tol:
             break
-        tokens = base_sum + batch * t          # held at the end of the step = decode pairs (no prefill)
-        rows += pack(t, 1, tokens, batch, batch, 0, finished, 0, 0, 0, 0, 0, 0, tokens, final_sum)
+        logical_tokens = decode_pairs = base_sum + batch * t   # each decode attends to all it holds
+        rows += pack(t, span, logical_tokens, holders, running, waiting, finished, preemptions, next_need,
+                     recomputed_tokens, admitted, prefill_tokens, prefill_pairs, decode_pairs, final)
         rows += pool
         if timed:
-            dt = price(0, 0, batch, tokens, 0)
+            dt = price(0, 0, batch, decode_pairs, 0)
             seconds.append(dt)
             now += dt
         busy += 1

@@ -1,24 +1,26 @@
-"""What one simulation returns: the per-step metrics (their names and units) and the result object.
+"""What one simulation returns: the per-step metrics (their names and units), the result object
+and its summary figures.
 
 The engine's loops (``allocator/engine/classroom.py``, ``allocator/engine/v1.py``) write one row of
 raw counters per record (``allocator/engine/loop.py``); :func:`build_result` turns the rows into the
-metrics below and a :class:`SimulationResult`. Drawing a result (memory maps, slot states) is
-``allocator/viz/maps.py``'s job: this module knows nothing about pictures beyond keeping them.
+metrics below and a :class:`SimulationResult`, whose ``summary`` :func:`summarize` computes from
+those metrics (a :class:`allocator.engine.summary.RunSummary`). So a figure on screen is two
+functions away from the counters it comes from, both here. Drawing a result (memory maps, slot
+states) is ``allocator/viz/maps.py``'s job: this module knows nothing about pictures beyond
+keeping them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from allocator.engine.loop import CACHE_COLUMNS, Run
+from allocator.engine.loop import CACHE_COLUMNS, POOL_COLUMNS, STEP_COLUMNS, PoolRecord, Run, StepRecord
+from allocator.engine.shares import memory_shares
+from allocator.engine.summary import RunSummary
 from allocator.common.errors import FieldError
 from allocator.common.validate import real_number
 from allocator.workloads.requests import Workload
-
-if TYPE_CHECKING:
-    from allocator.engine.summary import RunSummary
 
 #: Per-step metric names (units: slots unless stated). Each holds for every step of its record.
 METRICS = (
@@ -90,7 +92,7 @@ class SimulationResult:
             budget drops it like a busy step's.
         snapshot_stride: the stride (a power of two).
         rejected: list of {"id", "reason", "arrival_step"} for requests that can never fit.
-        summary: the run's figures, :class:`allocator.engine.summary.RunSummary` (see :func:`allocator.engine.summary.summarize`).
+        summary: the run's figures, :class:`allocator.engine.summary.RunSummary` (see :func:`summarize`).
         shared_prefix: tokens of the common system prompt (0: none).
         preemption: the paged allocator's preemption mode, or None.
         requests: per finished request, arrays of shape [finished] sorted by id: ``id``,
@@ -112,7 +114,7 @@ class SimulationResult:
     metrics: dict
     snapshots: dict | None
     rejected: list
-    summary: "RunSummary | None" = None
+    summary: RunSummary | None = None
     snapshot_stride: int = 1
     shared_prefix: int = 0
     preemption: str | None = None
@@ -197,15 +199,17 @@ class SimulationResult:
 
 
 def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationResult:
-    """Turn a finished run's records into a :class:`SimulationResult` (both schedulers share it);
-    the caller adds the per-request table and the summary.
+    """Turn a finished run's records into a :class:`SimulationResult` (both schedulers share it),
+    with its per-request table (:func:`request_table`) and its summary (:func:`summarize`).
 
     ``run.rows`` holds each record's int64 columns packed in ``run.names`` order (one ``struct``
-    pack per record: far cheaper than one list append per column); ``run.seconds`` the records'
-    durations on the seconds clock (None on the step clock). A ``tokens`` column, when named,
-    overrides the emitted-token count, which the classroom scheduler takes to be the batch (every
-    running sequence emits one token per step); the v1 scheduler records its own, since a prefill
-    chunk that does not finish its prompt emits none.
+    pack per record: far cheaper than one list append per column), read back here as one array
+    per column: the scheduler's (:class:`allocator.engine.loop.StepRecord`) and the pool's
+    (:class:`allocator.engine.loop.PoolRecord`); ``run.seconds`` the records' durations on the
+    seconds clock (None on the step clock). A ``tokens`` column, when named, overrides the
+    emitted-token count, which the classroom scheduler takes to be the batch (every running
+    sequence emits one token per step); the v1 scheduler records its own, since a prefill chunk
+    that does not finish its prompt emits none.
     """
     names, rows, seconds, caching = run.names, run.rows, run.seconds, run.caching
     snapshots = run.pictures.snapshots if run.pictures is not None else None
@@ -215,12 +219,14 @@ def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationRe
     # An idle stretch that only led up to arrivals which were all rejected is no part of the run:
     # the run ends with its last piece of work (the rejections keep their arrival steps).
     k = len(table)
-    step, span, running, waiting = col["step"], col["span"], col["running"], col["waiting"]
-    while k and running[k - 1] == 0 and waiting[k - 1] == 0 and (timed or span[k - 1] > 1):
+    last = StepRecord._make(col[name] for name in STEP_COLUMNS)
+    while k and last.running[k - 1] == 0 and last.waiting[k - 1] == 0 and (timed or last.span[k - 1] > 1):
         if snapshots is not None:
-            snapshots.pop(int(step[k - 1]), None)
+            snapshots.pop(int(last.step[k - 1]), None)
         k -= 1
     arr = {name: np.array(values[:k], dtype=np.int64) for name, values in col.items()}
+    steps = StepRecord._make(arr[name] for name in STEP_COLUMNS)    # [records] each, the scheduler's counters
+    pool = PoolRecord._make(arr[name] for name in POOL_COLUMNS)     # [records] each, read from the allocator
     if not caching:                            # nothing was found, held or evicted by a cache
         for name in CACHE_COLUMNS:
             arr[name] = np.zeros(k, dtype=np.int64)
@@ -232,25 +238,127 @@ def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationRe
     # k running, k - 1 of the prefix copies are redundant: distinct tokens = logical - (k-1) x P.
     # Blocks shared through the prefix cache of a trace's prompts save their slots (``saving``);
     # a token equal to another sequence's but stored in an unshared block counts as distinct.
-    stored = arr["logical_tokens"] - arr["saving"]            # slots holding a token, any copy
-    used = arr["logical_tokens"] - np.maximum(np.maximum(arr["holders"] - 1, 0) * workload.shared_prefix,
-                                              arr["saving"])
-    allocated, unwritten = arr["allocated_slots"], arr["internal_fragmentation"]
+    stored = steps.logical_tokens - pool.saving              # slots holding a token, any copy
+    used = steps.logical_tokens - np.maximum(np.maximum(steps.holders - 1, 0) * workload.shared_prefix, pool.saving)
+    allocated, unwritten = pool.allocated_slots, pool.internal_fragmentation
     derived = {
-        "used_slots": used, "duplicate_slots": stored - used, "allocated_unshared": allocated + arr["saving"],
+        "used_slots": used, "duplicate_slots": stored - used, "allocated_unshared": allocated + pool.saving,
         "reserved_slots": allocated - stored - unwritten, "free_slots": total - allocated,
-        "free_other_slots": total - allocated - arr["external_fragmentation"], "utilization": used / float(total),
-        "tokens": arr["running"].copy() if tokens is None else tokens,
-        "pending_tokens": arr["final"] - arr["logical_tokens"],
+        "free_other_slots": total - allocated - pool.external_fragmentation, "utilization": used / float(total),
+        "tokens": steps.running.copy() if tokens is None else tokens,
+        "pending_tokens": steps.final - steps.logical_tokens,
     }
     # every other metric is recorded under its own name
     metrics = {"step": arr["step"], "span": arr["span"],
                **{name: derived[name] if name in derived else arr[name] for name in METRICS}}
     if timed:
         metrics["seconds"] = arr["seconds"]
-    return SimulationResult(kind=allocator.kind, label=allocator.label, workload=workload.name,
-                            total_slots=total, block_size=allocator.block_size, metrics=metrics,
-                            snapshots=snapshots, rejected=run.rejected,
-                            snapshot_stride=run.pictures.stride if run.pictures is not None else 1,
-                            shared_prefix=workload.shared_prefix, preemption=allocator.preemption,
-                            clock=clock, prefix_caching=allocator.prefix_caching)
+    result = SimulationResult(kind=allocator.kind, label=allocator.label, workload=workload.name,
+                              total_slots=total, block_size=allocator.block_size, metrics=metrics,
+                              snapshots=snapshots, rejected=run.rejected,
+                              snapshot_stride=run.pictures.stride if run.pictures is not None else 1,
+                              shared_prefix=workload.shared_prefix, preemption=allocator.preemption,
+                              requests=request_table(run.served, workload, timed), clock=clock,
+                              prefix_caching=allocator.prefix_caching)
+    result.summary = summarize(result)
+    return result
+
+
+def summarize(result: SimulationResult) -> RunSummary:
+    """Summary figures of a run (:class:`allocator.engine.summary.RunSummary` gives each field and
+    its unit): busy and all-steps means of the per-step metrics, totals and peaks.
+
+    Rounding (part of the CLI's JSON): busy means and utilisations to 6 places, the all-steps
+    means of running, tokens and cached blocks to 4.
+
+    With prefix caching, ``prefix_cache_hit_rate`` counts each request at its first admission
+    (None if none was admitted); a re-admission after recompute that finds its own blocks still
+    cached saves prefill too, which the cost model sees but ``prefill_tokens_saved`` does not count.
+    """
+    m = result.metrics
+    busy = result.busy_mask()
+    total = float(result.total_slots)
+    has = result.records > 0
+
+    def busy_mean(arr):
+        value = result.mean(arr, busy) if busy.any() else None
+        return None if value is None else round(value, 6)
+
+    def total_of(name):
+        return int((m[name] * m["span"]).sum())
+
+    peak = int(m["logical_tokens"].argmax()) if has else 0
+    extra = {}
+    if result.prefix_caching:
+        hit, prompt = total_of("prefix_hit_tokens"), total_of("prompt_tokens_admitted")
+        extra = dict(
+            prefix_cache_hit_rate=round(hit / prompt, 6) if prompt else None,
+            prefill_tokens_saved=hit, prompt_tokens_admitted=prompt,
+            cached_block_evictions=total_of("cached_evictions"),
+            peak_cached_blocks=int(m["cached_blocks"].max()) if has else 0,
+            mean_cached_blocks=round(result.mean(m["cached_blocks"]), 4) if has else 0.0)
+    return RunSummary(
+        steps=result.steps,
+        peak_running=int(m["running"].max()) if has else 0,
+        peak_running_step=int(m["step"][int(m["running"].argmax())]) if has else 0,
+        mean_running_busy=busy_mean(m["running"]),
+        mean_running=round(result.mean(m["running"]), 4) if has else 0.0,
+        busy_steps=int((m["span"] * busy).sum()),
+        mean_utilization_busy=busy_mean(m["utilization"]),
+        mean_utilization=round(result.mean(m["utilization"]), 6) if has else 0.0,
+        preemptions=total_of("preemptions"),
+        mean_tokens_per_step=round(result.mean(m["tokens"]), 4) if has else 0.0,
+        finished=int(m["finished"][-1]) if has else 0,
+        rejected=list(result.rejected),
+        total_slots=result.total_slots,
+        block_size=result.block_size,
+        peak_utilization=round(float(m["utilization"].max()), 6) if has else 0.0,
+        mean_internal_fragmentation_busy=busy_mean(m["internal_fragmentation"] / total),
+        mean_duplicate_fraction_busy=busy_mean(m["duplicate_slots"] / total),
+        mean_external_fragmentation_busy=busy_mean(m["external_fragmentation"] / total),
+        mean_reservation_busy=busy_mean(m["reserved_slots"] / total),
+        memory_shares_busy=memory_shares(result, busy=True),
+        memory_shares=memory_shares(result, busy=False),
+        shared_prefix=result.shared_prefix,
+        peak_logical_tokens=int(m["logical_tokens"][peak]) if has else 0,
+        peak_logical_step=int(m["step"][peak]) if has else 0,
+        used_slots_at_peak_logical=int(m["used_slots"][peak]) if has else 0,
+        peak_used_slots=int(m["used_slots"].max()) if has else 0,
+        mean_logical_tokens_busy=busy_mean(m["logical_tokens"]),
+        mean_used_slots_busy=busy_mean(m["used_slots"]),
+        preemption_mode=result.preemption,
+        swapped_blocks=total_of("swapped_blocks"),
+        recomputed_tokens=total_of("recomputed_tokens"),
+        records=result.records,
+        prefix_caching=bool(result.prefix_caching),
+        **extra,
+    )
+
+
+def request_table(served: list, workload: Workload, timed: bool) -> dict:
+    """The finished requests as arrays sorted by id (see ``SimulationResult.requests``).
+
+    Args:
+        served: one tuple per finished request, ``(id, prompt_len, output_len, arrival (steps or
+            seconds), first_token_step, finish_step)``; sorted in place.
+        workload: the run's workload (for each request's arrival step).
+        timed: the run was on the seconds clock (adds ``arrival_s``, float64 seconds).
+
+    Returns:
+        {column: int64 array [finished]}: id, prompt_len, output_len (tokens), arrival_step,
+        first_token_step, finish_step (engine steps), and ``arrival_s`` when ``timed``.
+    """
+    served.sort()
+    steps = {r.id: r.arrival_step for r in workload.requests}
+    ids = np.array([row[0] for row in served], dtype=np.int64)
+    table = {
+        "id": ids,
+        "prompt_len": np.array([row[1] for row in served], dtype=np.int64),
+        "output_len": np.array([row[2] for row in served], dtype=np.int64),
+        "arrival_step": np.array([steps[i] for i in ids.tolist()], dtype=np.int64),
+        "first_token_step": np.array([row[4] for row in served], dtype=np.int64),
+        "finish_step": np.array([row[5] for row in served], dtype=np.int64),
+    }
+    if timed:
+        table["arrival_s"] = np.array([row[3] for row in served], dtype=np.float64)
+    return table

@@ -36,7 +36,7 @@ def share_arrays(metrics: dict, total_slots: int) -> dict[str, np.ndarray]:
     """Per-record shares of the pool, fractions that add up to 1 at every record.
 
     Args:
-        metrics: a :class:`allocator.engine.simulate.SimulationResult`'s ``metrics`` (slot counts, shape
+        metrics: a :class:`allocator.engine.result.SimulationResult`'s ``metrics`` (slot counts, shape
             [records]).
         total_slots: the pool's size (slots, >= 1).
 
@@ -51,7 +51,7 @@ def memory_shares(result, busy: bool = True) -> dict[str, float] | None:
     per-step fractions, so they add up to 1 up to rounding).
 
     Args:
-        result: an :class:`allocator.engine.simulate.SimulationResult`.
+        result: an :class:`allocator.engine.result.SimulationResult`.
         busy: average over the steps when requests waited (True) or over every step (False).
 
     Returns:

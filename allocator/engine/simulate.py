@@ -36,13 +36,20 @@ is a record with span 1; an idle gap has span >= 1, nothing running, waiting or 
 
 Where each part lives (one idea a module):
 
+* ``allocator/engine/reference.py``: the same rules as one plain step-by-step loop, slow on
+  purpose, that the engine must match number for number: start reading there;
 * ``allocator/engine/simulate.py`` (this file): :func:`simulate`, the entry point;
+* ``allocator/engine/sequence.py``: a sequence's status (waiting, running, preempted, swapped,
+  finished);
 * ``allocator/engine/loop.py``: the loop both schedulers share (clock, arrivals, idle-gap skip,
   records, pool pictures);
 * ``allocator/engine/classroom.py``: the step above (serve, admit, compute, finish, record);
 * ``allocator/engine/v1.py``: vLLM v1's step (:class:`V1Rules`), for replaying real runs;
-* ``allocator/engine/result.py``: :class:`SimulationResult` and the per-step :data:`METRICS`;
-* ``allocator/engine/summary.py``: the run's figures (:class:`~allocator.engine.summary.RunSummary`, :func:`summarize`);
+* ``allocator/engine/result.py``: :class:`SimulationResult`, the per-step
+  :data:`~allocator.engine.result.METRICS` and the summary figures computed from them
+  (:func:`~allocator.engine.result.summarize`);
+* ``allocator/engine/summary.py``: the summary's type, :class:`~allocator.engine.summary.RunSummary`;
+* ``allocator/engine/shares.py``: where the pool goes (the memory shares);
 * ``allocator/viz/maps.py``: drawing a result (slot states, memory maps).
 """
 from __future__ import annotations
@@ -50,20 +57,16 @@ from __future__ import annotations
 import gc
 
 from allocator.engine.classroom import ClassroomScheduler
-from allocator.engine.result import METRICS, SimulationResult, build_result
-from allocator.engine.loop import ARRIVAL_TOLERANCE_S, SNAPSHOT_BUDGET_BYTES, Run, drive
-from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules, V1Scheduler, check_allocator
-from allocator.engine.summary import request_table, summarize
+from allocator.engine.result import SimulationResult, build_result
+from allocator.engine.loop import Run, drive
+from allocator.engine.v1 import V1Rules, V1Scheduler, check_allocator
 from allocator.common.validate import real_number
 from allocator.workloads.requests import Workload
-
-__all__ = ["ARRIVAL_TOLERANCE_S", "METRICS", "SNAPSHOT_BUDGET_BYTES", "SimulationResult",
-           "V1_DEFAULT_MAX_NUM_BATCHED_TOKENS", "V1_DEFAULT_MAX_NUM_SEQS", "V1Rules", "simulate", "summarize"]
 
 
 def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
              check_invariants: bool = False, clock=None, seconds_per_step: float | None = None,
-             rules: "V1Rules | None" = None, stop_s: float | None = None) -> SimulationResult:
+             rules: V1Rules | None = None, stop_s: float | None = None) -> SimulationResult:
     """Run ``workload`` against ``allocator`` until every request finishes or is rejected.
 
     Args:
@@ -124,7 +127,4 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     finally:
         if collecting:
             gc.enable()
-    result = build_result(workload, allocator, run, clock)
-    result.requests = request_table(run.served, workload, run.timed)
-    result.summary = summarize(result)
-    return result
+    return build_result(workload, allocator, run, clock)

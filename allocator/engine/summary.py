@@ -1,30 +1,22 @@
 """The summary of one run: :class:`RunSummary`, a typed record of every figure a run reports.
 
-:func:`summarize` builds it from a :class:`allocator.engine.simulate.SimulationResult` (the engine calls
-it once per run and keeps it as ``result.summary``). Field names are the keys of the JSON that
-``python -m allocator simulate --json`` prints (:meth:`RunSummary.to_dict`, byte-identical to the
-dict it replaced) and of :data:`allocator.common.metric_names.SUMMARY_METRICS`, which gives each one its
-on-screen label, unit and meaning.
+:func:`allocator.engine.result.summarize` computes it from the run's per-step metrics (the engine
+calls it once per run and keeps it as ``SimulationResult.summary``); this module holds only the
+type, so the result can name it without importing what computes it. Field names are the keys of
+the JSON that ``python -m allocator simulate --json`` prints (:meth:`RunSummary.to_dict`,
+byte-identical to the dict it replaced) and of :data:`allocator.common.metric_names.SUMMARY_METRICS`,
+which gives each one its on-screen label, unit and meaning.
 
 Means over steps weight each record by its span (an idle gap counts for every step it covers).
 "Busy" means over the steps whose waiting queue was non-empty after admission: those are the
 steps where allocators differ, so the lesson compares them there; a run in which nothing ever
-waited has no busy figures (None), and :meth:`RunSummary.over_busy` is the one place that falls
-back to the all-steps figure.
+waited has no busy figures (None), and the ``sustained_*`` properties of :class:`RunSummary` are
+the one place that falls back to the all-steps figure.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
-
-import numpy as np
-
-from allocator.engine.shares import memory_shares
-
-if TYPE_CHECKING:
-    from allocator.engine.result import SimulationResult
-    from allocator.workloads.requests import Workload
 
 #: Fields present only in a run with prefix caching (``to_dict`` leaves them out otherwise).
 PREFIX_FIELDS = ("prefix_cache_hit_rate", "prefill_tokens_saved", "prompt_tokens_admitted",
@@ -109,124 +101,28 @@ class RunSummary(FieldMapping):
         """True when some step ended with requests waiting (the busy figures exist)."""
         return self.mean_running_busy is not None
 
-    def over_busy(self, name: str):
-        """Figure ``name`` (an all-steps field with a ``name + "_busy"`` twin, e.g.
-        ``"mean_running"``, ``"mean_utilization"``, ``"memory_shares"``) over the busy steps, or
-        over every step when nothing ever waited: the one place the lesson falls back.
-
-        Raises:
-            AttributeError: ``name`` has no busy twin.
-        """
-        return getattr(self, f"{name}_busy") if self.waited else getattr(self, name)
-
     @property
     def sustained_running(self) -> float:
-        """The sustained batch (sequences per step): mean running while requests waited, or over
-        every step when none did. The peak is ``peak_running``, one instant."""
-        return self.over_busy("mean_running")
+        """The sustained batch (sequences per step): ``mean_running_busy``, the mean running while
+        requests waited, or ``mean_running`` over every step when none did. The peak is
+        ``peak_running``, one instant."""
+        return self.mean_running_busy if self.waited else self.mean_running
+
+    @property
+    def sustained_utilization(self) -> float:
+        """Distinct tokens stored / pool slots (0..1; the explainer's "Mean utilisation" card):
+        ``mean_utilization_busy`` while requests waited, or ``mean_utilization`` over every step
+        when none did."""
+        return self.mean_utilization_busy if self.waited else self.mean_utilization
+
+    @property
+    def sustained_memory_shares(self) -> dict | None:
+        """{SHARES key: fraction of the pool}, adding up to 1: ``memory_shares_busy`` while
+        requests waited, or ``memory_shares`` over every step when none did (None: no record)."""
+        return self.memory_shares_busy if self.waited else self.memory_shares
 
     # ----------------------------------------------------------------- JSON and the mapping view
     def _keys(self) -> tuple[str, ...]:
         """Every field but the ``prefix_caching`` flag; the prefix-cache figures only when it is set."""
         names = [f.name for f in fields(self) if f.name != "prefix_caching"]
         return tuple(n for n in names if self.prefix_caching or n not in PREFIX_FIELDS)
-
-
-
-def summarize(result: "SimulationResult") -> RunSummary:
-    """Summary figures of a run (see :class:`RunSummary` for each field and its unit).
-
-    Rounding (part of the CLI's JSON): busy means and utilisations to 6 places, the all-steps
-    means of running, tokens and cached blocks to 4.
-
-    With prefix caching, ``prefix_cache_hit_rate`` counts each request at its first admission
-    (None if none was admitted); a re-admission after recompute that finds its own blocks still
-    cached saves prefill too, which the cost model sees but ``prefill_tokens_saved`` does not count.
-    """
-    m = result.metrics
-    busy = result.busy_mask()
-    total = float(result.total_slots)
-    has = result.records > 0
-
-    def busy_mean(arr):
-        value = result.mean(arr, busy) if busy.any() else None
-        return None if value is None else round(value, 6)
-
-    def total_of(name):
-        return int((m[name] * m["span"]).sum())
-
-    peak = int(m["logical_tokens"].argmax()) if has else 0
-    extra = {}
-    if result.prefix_caching:
-        hit, prompt = total_of("prefix_hit_tokens"), total_of("prompt_tokens_admitted")
-        extra = dict(
-            prefix_cache_hit_rate=round(hit / prompt, 6) if prompt else None,
-            prefill_tokens_saved=hit, prompt_tokens_admitted=prompt,
-            cached_block_evictions=total_of("cached_evictions"),
-            peak_cached_blocks=int(m["cached_blocks"].max()) if has else 0,
-            mean_cached_blocks=round(result.mean(m["cached_blocks"]), 4) if has else 0.0)
-    return RunSummary(
-        steps=result.steps,
-        peak_running=int(m["running"].max()) if has else 0,
-        peak_running_step=int(m["step"][int(m["running"].argmax())]) if has else 0,
-        mean_running_busy=busy_mean(m["running"]),
-        mean_running=round(result.mean(m["running"]), 4) if has else 0.0,
-        busy_steps=int((m["span"] * busy).sum()),
-        mean_utilization_busy=busy_mean(m["utilization"]),
-        mean_utilization=round(result.mean(m["utilization"]), 6) if has else 0.0,
-        preemptions=total_of("preemptions"),
-        mean_tokens_per_step=round(result.mean(m["tokens"]), 4) if has else 0.0,
-        finished=int(m["finished"][-1]) if has else 0,
-        rejected=list(result.rejected),
-        total_slots=result.total_slots,
-        block_size=result.block_size,
-        peak_utilization=round(float(m["utilization"].max()), 6) if has else 0.0,
-        mean_internal_fragmentation_busy=busy_mean(m["internal_fragmentation"] / total),
-        mean_duplicate_fraction_busy=busy_mean(m["duplicate_slots"] / total),
-        mean_external_fragmentation_busy=busy_mean(m["external_fragmentation"] / total),
-        mean_reservation_busy=busy_mean(m["reserved_slots"] / total),
-        memory_shares_busy=memory_shares(result, busy=True),
-        memory_shares=memory_shares(result, busy=False),
-        shared_prefix=result.shared_prefix,
-        peak_logical_tokens=int(m["logical_tokens"][peak]) if has else 0,
-        peak_logical_step=int(m["step"][peak]) if has else 0,
-        used_slots_at_peak_logical=int(m["used_slots"][peak]) if has else 0,
-        peak_used_slots=int(m["used_slots"].max()) if has else 0,
-        mean_logical_tokens_busy=busy_mean(m["logical_tokens"]),
-        mean_used_slots_busy=busy_mean(m["used_slots"]),
-        preemption_mode=result.preemption,
-        swapped_blocks=total_of("swapped_blocks"),
-        recomputed_tokens=total_of("recomputed_tokens"),
-        records=result.records,
-        prefix_caching=bool(result.prefix_caching),
-        **extra,
-    )
-
-
-def request_table(served: list, workload: "Workload", timed: bool) -> dict:
-    """The finished requests as arrays sorted by id (see ``SimulationResult.requests``).
-
-    Args:
-        served: one tuple per finished request, ``(id, prompt_len, output_len, arrival (steps or
-            seconds), first_token_step, finish_step)``; sorted in place.
-        workload: the run's workload (for each request's arrival step).
-        timed: the run was on the seconds clock (adds ``arrival_s``, float64 seconds).
-
-    Returns:
-        {column: int64 array [finished]}: id, prompt_len, output_len (tokens), arrival_step,
-        first_token_step, finish_step (engine steps), and ``arrival_s`` when ``timed``.
-    """
-    served.sort()
-    steps = {r.id: r.arrival_step for r in workload.requests}
-    ids = np.array([row[0] for row in served], dtype=np.int64)
-    table = {
-        "id": ids,
-        "prompt_len": np.array([row[1] for row in served], dtype=np.int64),
-        "output_len": np.array([row[2] for row in served], dtype=np.int64),
-        "arrival_step": np.array([steps[i] for i in ids.tolist()], dtype=np.int64),
-        "first_token_step": np.array([row[4] for row in served], dtype=np.int64),
-        "finish_step": np.array([row[5] for row in served], dtype=np.int64),
-    }
-    if timed:
-        table["arrival_s"] = np.array([row[3] for row in served], dtype=np.float64)
-    return table

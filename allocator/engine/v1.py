@@ -14,6 +14,11 @@ from dataclasses import dataclass
 from allocator.common.mathutils import round_up
 from allocator.common.errors import FieldError
 from allocator.common.validate import whole_number
+from allocator.engine.sequence import SequenceStatus
+
+# the statuses as globals: read every step, and a global is faster than an enum member (sequence.py)
+WAITING, RUNNING, PREEMPTED, FINISHED = (SequenceStatus.WAITING, SequenceStatus.RUNNING, SequenceStatus.PREEMPTED,
+                                         SequenceStatus.FINISHED)
 
 #: vLLM's defaults for the v1 rules: a cap of 256 running sequences (``max_num_seqs``) and a
 #: per-step budget of 2,048 scheduled tokens (``max_num_batched_tokens``; vLLM picks a larger
@@ -86,22 +91,22 @@ class V1Rules:
 
 class _V1Seq:
     """A request inside the v1 scheduler: ``computed`` tokens have KV; it holds ``prompt_len +
-    generated`` tokens in all."""
+    generated`` tokens in all. ``status`` (:class:`allocator.engine.sequence.SequenceStatus`) is
+    vLLM v1's: WAITING until its first admission, PREEMPTED (recompute) back in the queue."""
 
     __slots__ = ("id", "prompt_len", "output_len", "generated", "computed", "arrival", "first_step",
-                 "recomputing", "started")
+                 "recomputing", "status")
 
     def __init__(self, req, arrival):
         self.id = req.id
         self.prompt_len = req.prompt_len
         self.output_len = req.output_len
         self.arrival = arrival
+        self.status = WAITING
         self.generated = 0
         self.computed = 0
-        self.first_step = -1
+        self.first_step = None          # the step that emitted its first token (None: none yet)
         self.recomputing = 0            # tokens still to recompute after a preemption
-        self.started = False            # admitted at least once (the hit rate counts each prompt once)
-
 
 
 def check_allocator(allocator) -> None:
@@ -201,6 +206,7 @@ class V1Scheduler:
         self.allocator.v1_free(victim.id, keep_keys=True)
         victim.recomputing = victim.computed       # work lost: computed again on return
         victim.computed = 0
+        victim.status = PREEMPTED
         self.waiting.appendleft(victim)
         return victim
 
@@ -231,10 +237,10 @@ class V1Scheduler:
             s.computed = cached
             if s.recomputing:
                 s.recomputing = max(0, s.recomputing - cached)
-            if not s.started:
-                s.started = True
+            if s.status is WAITING:                  # its first admission: the hit rate counts each prompt once
                 hit += cached
                 prompt_in += s.prompt_len
+            s.status = RUNNING
             running.append(s)
             scheduled.append((s, new))
             budget -= new
@@ -269,7 +275,7 @@ class V1Scheduler:
             if s.computed == total:
                 s.generated += 1
                 emitted += 1
-                if s.first_step < 0:
+                if s.first_step is None:
                     s.first_step = t
                 if s.generated >= s.output_len:
                     done.append(s)
@@ -281,13 +287,15 @@ class V1Scheduler:
         run, v1_free = self.run, self.allocator.v1_free
         for s in done:
             v1_free(s.id)
+            s.status = FINISHED
             run.served.append((s.id, s.prompt_len, s.output_len, s.arrival, s.first_step, t))
         gone = {s.id for s in done}
         self.running[:] = [s for s in self.running if s.id not in gone]
         run.finished += len(done)
 
     def record(self, t, batch, preempted, recomputed, admitted, work, hit, prompt_in, emitted) -> None:
-        """Write the step's record (see :data:`allocator.engine.loop.STEP_COLUMNS`)."""
+        """Write the step's record (:class:`allocator.engine.loop.StepRecord`, then the cache
+        counters and the tokens emitted)."""
         run, waiting, running = self.run, self.waiting, self.running
         if waiting:
             head = waiting[0]
@@ -295,10 +303,12 @@ class V1Scheduler:
         else:
             need = 0
         prefill, prefill_pairs, _, decode_pairs = work
-        counters = (t, 1, sum(s.computed for s in running), len(running), batch, len(waiting), run.finished,
-                    preempted, need, recomputed, admitted, prefill, prefill_pairs, decode_pairs,
-                    sum(s.prompt_len + s.output_len for s in running))   # final: pending = final - logical
-        run.record(counters + (hit, prompt_in, emitted) if run.caching else counters + (emitted,), need)
+        run.record(step=t, span=1, logical_tokens=sum(s.computed for s in running), holders=len(running),
+                   running=batch, waiting=len(waiting), finished=run.finished, preemptions=preempted,
+                   next_need=need, recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
+                   prefill_pairs=prefill_pairs, decode_pairs=decode_pairs,
+                   final=sum(s.prompt_len + s.output_len for s in running),
+                   prefix_hit_tokens=hit, prompt_tokens_admitted=prompt_in, tokens=emitted)
 
     def lengths(self, t: int) -> dict:
         """{id: tokens with KV} for the running (pictures and checks)."""
@@ -308,3 +318,4 @@ class V1Scheduler:
         """Assert the step kept the rules' caps (tests run with this)."""
         assert len(self.running) <= self.seq_cap, "more running than max_num_seqs"
         assert self.spent <= self.budget_cap, "token budget overspent"
+        assert all(s.status is RUNNING for s in self.running), "a stopped sequence is listed as running"

@@ -1,5 +1,6 @@
 """The shared core: allocators, the step engine, and the explainer's figures
 (``assets/reference_figures.md`` section R7)."""
+import inspect
 import json
 
 import numpy as np
@@ -13,6 +14,7 @@ from allocator.engine.simulate import simulate
 from allocator.__main__ import main
 from allocator.viz.maps import slot_states
 from allocator.engine.scenario import Scenario, block_size_sweep, run_scenario
+from allocator.engine.loop import CACHE_STEP_COLUMNS, POOL_COLUMNS, STEP_COLUMNS, PoolRecord, Run, StepRecord
 
 
 def cli_json(capsys, *args):
@@ -279,3 +281,34 @@ def test_idle_gap_is_one_record_under_either_scheduler():
         assert all(int(m[k][gap]) == 0 for k in ("running", "waiting", "tokens", "prefill_tokens", "logical_tokens"))
         assert res.steps == 1002 and res.summary["finished"] == 2
         assert slot_states(res, 500)[1].tolist() == [FREE] * 256             # the gap's picture: an empty pool
+
+
+# --- a record's columns, by name (allocator/engine/loop.py) -----------------------------------
+
+def test_run_record_takes_the_step_columns_by_name():
+    """``Run.record``'s keywords are :class:`StepRecord`'s fields, then the cache counters and the
+    tokens emitted: the one list of names a scheduler writes and ``build_result`` reads back."""
+    params = [p.name for p in inspect.signature(Run.record).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert params == [*STEP_COLUMNS, *CACHE_STEP_COLUMNS, "tokens"]
+    assert STEP_COLUMNS == StepRecord._fields and POOL_COLUMNS == PoolRecord._fields
+
+
+@pytest.mark.parametrize("make, tokens_column", [
+    (lambda: PagedAllocator(256, 16), False),                                    # the paged, plain
+    (lambda: ReserveMaxAllocator(256, 8), False),                                # a reservation allocator
+    (lambda: PagedAllocator(256, 16, preemption="swap"), False),                 # swap
+    (lambda: PagedAllocator(256, 16, prefix_caching=True), True),                # prefix cache and tokens (v1)
+])
+def test_each_counter_lands_in_the_column_of_its_name(make, tokens_column):
+    """Every way ``Run.record`` packs a record puts each keyword's value under its own name: a
+    record written with 18 distinct counters reads back each one where ``run.names`` says."""
+    w = Workload("one", (Request(1, 4, 2, 0),), max_new_tokens=8)
+    run = Run(w, make(), clock=None, seconds_per_step=None, record_snapshots=False, tokens_column=tokens_column)
+    written = {name: 1000 + i for i, name in enumerate([*STEP_COLUMNS, *CACHE_STEP_COLUMNS, "tokens"])}
+    run.record(**written)
+    row = dict(zip(run.names, np.frombuffer(run.rows, dtype="<i8").tolist()))
+    assert len(row) == len(run.names) == len(run.rows) // 8
+    expected = {name: v for name, v in written.items() if name in run.names}
+    assert {name: row[name] for name in expected} == expected
+    assert ("tokens" in run.names) == tokens_column and ("prefix_hit_tokens" in run.names) == run.caching
+    assert row["allocated_slots"] == 0 and row["swapped_blocks"] == 0      # the pool, read after: empty

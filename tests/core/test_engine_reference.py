@@ -1,8 +1,8 @@
 """The event-driven engine gives exactly the per-step numbers of a naive step-by-step engine.
 
-``tests/core/core_reference.py`` follows the engine's six steps (``allocator/engine/simulate.py``'s docstring;
-``assets/reference_figures.md`` section R9) literally (every sequence visited every
-step, every step recorded). ``allocator.engine.simulate.simulate`` wakes sequences only at block boundaries
+``allocator/engine/reference.py`` (where to start reading the engine) follows the engine's six
+steps (``allocator/engine/simulate.py``'s docstring; ``assets/reference_figures.md`` section R9)
+literally (every sequence visited every step, every step recorded). ``allocator.engine.simulate.simulate`` wakes sequences only at block boundaries
 and finishes and compresses idle gaps into one record; expanded back to steps (each record
 repeated ``span`` times), every metric must match, for both allocators, both preemption modes,
 shared prefixes, tiny host pools and arrivals with long gaps.
@@ -16,7 +16,7 @@ from allocator.workloads.requests import Request, Workload
 from allocator.memory.reserve_max import ReserveMaxAllocator
 from allocator.engine.simulate import simulate
 from allocator.viz.maps import slot_states
-from tests.core.core_reference import reference_run
+from allocator.engine.reference import reference_run
 
 COMPARED = ("running", "waiting", "finished", "preemptions", "logical_tokens", "allocated_slots", "units",
             "recomputed_tokens", "swapped_blocks", "next_need")

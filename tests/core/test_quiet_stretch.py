@@ -1,4 +1,4 @@
-"""The engine writes out stretches of decode-only steps (``engine_run._quiet_stretch``: nobody waits,
+"""The engine writes out stretches of decode-only steps (``allocator.engine.loop._quiet_stretch``: nobody waits,
 nothing grows or finishes) instead of running the scheduler's step for each. Every record, second,
 served request and summary must be the step-by-step loop's: random workloads on both clocks, every
 reservation policy, paged pools, stop times and rejected requests, run both ways."""

@@ -41,12 +41,13 @@ def test_the_summary_is_typed_and_its_dict_is_the_json(runs):
 def test_the_busy_or_all_fallback_lives_in_one_place(runs):
     busy, idle = runs["paged"].summary, runs["roomy"].summary
     assert busy.waited and busy.sustained_running == busy.mean_running_busy
-    assert busy.over_busy("mean_utilization") == busy.mean_utilization_busy
-    assert busy.over_busy("memory_shares") == busy.memory_shares_busy
+    assert busy.sustained_utilization == busy.mean_utilization_busy
+    assert busy.sustained_memory_shares == busy.memory_shares_busy
     # 65,536 slots: nothing ever waits, so the busy figures do not exist and the fallback takes all steps
     assert not idle.waited and idle.mean_running_busy is None and idle.busy_steps == 0
     assert idle.sustained_running == idle.mean_running > 0
-    assert idle.over_busy("memory_shares") == idle.memory_shares
+    assert idle.sustained_utilization == idle.mean_utilization > 0
+    assert idle.sustained_memory_shares == idle.memory_shares
 
 
 def test_every_figure_has_one_name_unit_and_meaning():

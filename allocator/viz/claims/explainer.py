@@ -72,7 +72,7 @@ def headline(results: dict, timings: dict | None = None) -> dict:
         waited = s.waited
         ran = s.finished > 0
         running, running_rm = s.sustained_running, rm.sustained_running
-        util, util_rm = s.over_busy("mean_utilization"), rm.over_busy("mean_utilization")
+        util, util_rm = s.sustained_utilization, rm.sustained_utilization
         same_basis = waited == rm.waited
         cards = [
             {"label": SUMMARY_METRICS["mean_running_busy"].label,
@@ -161,7 +161,7 @@ def share_cells(res) -> dict[str, str]:
     the steps when requests waited, or over every step -- and then marked "(all steps)" -- when
     none waited; "—" for every category when nothing ran. Also key "total": what they add up to."""
     s = res.summary
-    shares = s.over_busy("memory_shares") if s.waited or s.finished else None
+    shares = s.sustained_memory_shares if s.waited or s.finished else None
     mark = "" if s.waited else " (all steps)"
     if shares is None:
         return {key: "—" for key, *_ in SHARES} | {"total": "—"}
@@ -297,7 +297,7 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
                 f"{slots:,} slots and no free run was long enough for another: the other requests queued. "
                 f"On average {r.sustained_running:.1f} ran while requests waited.")
     if step == "waste":
-        sh = r.over_busy("memory_shares")
+        sh = r.sustained_memory_shares
         answers = rm.requests["output_len"]
         return (f"**{pct(sh['token_states'])}** of the pool holds tokens while requests wait. Most of the orange "
                 f"is never written: answers averaged {answers.mean():.0f} of the {max_new:,} answer slots reserved "

@@ -1,27 +1,59 @@
-"""A deliberately naive engine: the step rules of ``assets/reference_figures.md`` R9, one step at
-a time, nothing skipped.
+"""The engine in one short loop: start reading here.
 
-Every running sequence is visited every step and every step is a record, so it is easy to read
-against those rules and slow on purpose. The event-driven engine
-(``allocator.engine.simulate.simulate``) must give exactly the same per-step numbers
-(tests/core/test_engine_reference.py); only the compression of idle gaps into one record differs.
+:func:`reference_run` is the serving engine written the plain way, one step at a time, nothing
+skipped: every running sequence is visited every step and every step is recorded, following the
+six steps of ``allocator/engine/simulate.py``'s docstring (the rules: ``assets/reference_figures.md``
+section R9) line by line. It is slow on purpose, and it is the specification: the engine the
+pages run (:func:`allocator.engine.simulate.simulate`) must give exactly the same per-step numbers,
+which ``tests/core/test_engine_reference.py`` checks on random workloads for both allocators and
+both preemption modes.
+
+Where that engine does each step (what it adds is speed, not rules):
+
+1. arrivals: :meth:`allocator.engine.loop.Run.take_arrivals`, called by
+   :func:`allocator.engine.loop.drive`, the loop around every step;
+2. serve the running: :meth:`allocator.engine.classroom.ClassroomScheduler.step`, which wakes a
+   sequence only at the step its room fills (a running sequence holds ``base + t`` tokens at the
+   end of step t, so it is never visited in between), then ``serve`` and ``preempt_youngest``;
+3. admission: ``ClassroomScheduler.admit``;
+4. compute: the batch and its work, counted in ``step`` from the running sums;
+5. finish: ``ClassroomScheduler.finish``, woken at the step each sequence finishes;
+6. record: :meth:`allocator.engine.loop.Run.record` (the columns:
+   :class:`allocator.engine.loop.StepRecord`), where a stretch with nothing running is one record
+   (an idle gap) and a stretch of decode-only steps is written without the scheduler.
+
+A sequence's status (:class:`allocator.engine.sequence.SequenceStatus`) is the same in both. Not
+here: prefix caching, the seconds clock and vLLM v1's rules (``allocator/engine/v1.py``).
 """
 from __future__ import annotations
 
 from collections import deque
 
+from allocator.engine.sequence import SequenceStatus
+
+WAITING, RUNNING, PREEMPTED, SWAPPED, FINISHED = (SequenceStatus.WAITING, SequenceStatus.RUNNING,
+                                                  SequenceStatus.PREEMPTED, SequenceStatus.SWAPPED,
+                                                  SequenceStatus.FINISHED)
+
 
 def reference_run(workload, allocator) -> dict:
-    """Run ``workload`` step by step; returns per-step lists (one entry per engine step).
+    """Run ``workload`` against ``allocator`` (reset first) step by step, on the step clock.
 
-    Keys: running, waiting, finished, preemptions, logical_tokens, allocated_slots, units,
-    recomputed_tokens, swapped_blocks, next_need, and ``rejected`` (ids).
+    Returns:
+        {metric: list with one entry per engine step} for running, waiting, finished,
+        preemptions (counts), logical_tokens, recomputed_tokens (tokens), allocated_slots,
+        next_need (slots), units and swapped_blocks (counts) -- each the per-step metric of that
+        name (``allocator.engine.result.METRICS``) -- and ``rejected``: the ids of the requests
+        that can never fit, in arrival order.
+
+    Raises:
+        FieldError: the allocator cannot serve this workload (``allocator.validate_workload``).
     """
     allocator.validate_workload(workload)
     allocator.reset(shared_prefix=workload.shared_prefix)
     pending = deque(sorted(workload.requests, key=lambda r: (r.arrival_step, r.id)))
     waiting, running = deque(), []          # running: admission order, oldest first
-    state = {}                              # id -> dict(prompt, output, generated, held, room, recompute)
+    state = {}                              # id -> dict(prompt, output, generated, held, room, status)
     out = {k: [] for k in ("running", "waiting", "finished", "preemptions", "logical_tokens",
                            "allocated_slots", "units", "recomputed_tokens", "swapped_blocks", "next_need")}
     rejected, finished, t = [], 0, 0
@@ -33,7 +65,7 @@ def reference_run(workload, allocator) -> dict:
                 rejected.append(r.id)
             else:
                 state[r.id] = dict(prompt=r.prompt_len, output=r.output_len, generated=0, held=0,
-                                   room=0, recompute=False)
+                                   room=0, status=WAITING)
                 waiting.append(r.id)
         swap_before = allocator.swap_traffic
         preempted = 0
@@ -49,7 +81,7 @@ def reference_run(workload, allocator) -> dict:
                     continue
                 victim = running.pop()                              # the youngest
                 v = state[victim]
-                v["recompute"] = allocator.preempt(victim) == "recompute"
+                v["status"] = PREEMPTED if allocator.preempt(victim) == "recompute" else SWAPPED
                 waiting.appendleft(victim)
                 preempted += 1
                 if victim == sid:
@@ -69,9 +101,9 @@ def reference_run(workload, allocator) -> dict:
                 waiting.popleft()
                 running.append(sid)
                 st["held"], st["room"] = context, room
-                if st["recompute"]:
+                if st["status"] is PREEMPTED:                       # prefilled again: its work was lost
                     recomputed += context
-                    st["recompute"] = False
+                st["status"] = RUNNING
         batch = len(running)
         for sid in running:                                        # 4. compute
             state[sid]["held"] += 1
@@ -81,6 +113,7 @@ def reference_run(workload, allocator) -> dict:
         for sid in running:                                        # 5. finish
             if state[sid]["generated"] >= state[sid]["output"]:
                 allocator.free(sid)
+                state[sid]["status"] = FINISHED
                 finished += 1
             else:
                 still.append(sid)
