@@ -102,7 +102,7 @@ SUMMARY_METRICS: dict[str, Metric] = {
     "mean_cached_blocks": Metric("mean cached blocks", "blocks", "blocks held only by the cache, over every step"),
 }
 
-#: Unit of each per-step engine metric (``allocator.engine.simulate.METRICS`` names), as the exported CSV's
+#: Unit of each per-step engine metric (``allocator.engine.result.METRICS`` names), as the exported CSV's
 #: header writes it. tests/core/test_exports.py checks that every engine metric has one.
 STEP_UNITS: dict[str, str] = {
     "used_slots": "slots",

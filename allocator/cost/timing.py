@@ -29,7 +29,7 @@ def breakdown(result, cost: CostModel, idle_step_s: float = 0.05) -> dict:
     """Every record of a run, priced term by term (arrays of shape [records]).
 
     Args:
-        result: a :class:`allocator.engine.simulate.SimulationResult`.
+        result: a :class:`allocator.engine.result.SimulationResult`.
         cost: the cost model.
         idle_step_s: seconds per step of an idle gap on the step clock (the arrival clock the
             workload was placed on: 1 / steps_per_second, 50 ms by default). Ignored for a run on

@@ -56,7 +56,7 @@ class PagedAllocator:
             prefilled again later) or ``"swap"`` (its private blocks are copied to a host pool and
             copied back before it resumes; when the host pool is full it falls back to recompute).
             Swap is older vLLM's option (v0); vLLM v1 preempts by recompute only, and the engine's
-            v1 rules (``allocator.engine.simulate.V1Rules``) refuse a swapping allocator.
+            v1 rules (``allocator.engine.v1.V1Rules``) refuse a swapping allocator.
         host_blocks: capacity of the host (CPU) swap pool in blocks (default: as many as the GPU pool).
         prefix_caching: keep the full prompt blocks of every sequence findable by their block
             hash after it finishes, until the free block queue hands them out again (vLLM's

@@ -2,7 +2,7 @@
 
 :func:`replay` takes a :class:`allocator.workloads.vllm_run.VllmRun` (arrivals, prompt and output lengths,
 the engine's arguments), runs it through :func:`allocator.engine.simulate.simulate` under vLLM v1's rules
-(:class:`allocator.engine.simulate.V1Rules`: the run's ``max_num_seqs`` and ``max_num_batched_tokens``,
+(:class:`allocator.engine.v1.V1Rules`: the run's ``max_num_seqs`` and ``max_num_batched_tokens``,
 chunked prefill and prefix caching as the run set them, vLLM's defaults otherwise) on the seconds
 clock of :class:`allocator.cost.calibration.CalibratedCost`, and returns measured beside simulated TTFT,
 TPOT and end-to-end latency with the percentage error of mean, p50 and p90. ``python -m allocator

@@ -9,7 +9,7 @@ lab's 2-core machine), which held Play at 7-9 frames/s; without them it measured
 most runs (``python -m tests.tools.bench explainerbrowser``; a busy machine still reads lower).
 
 No streamlit import, so benchmarks and tests can build it. Every number drawn here comes from
-``allocator`` results (:class:`allocator.engine.simulate.SimulationResult`, :mod:`allocator.viz.maps`,
+``allocator`` results (:class:`allocator.engine.result.SimulationResult`, :mod:`allocator.viz.maps`,
 :class:`allocator.cost.timing.RunTiming`); this module only lays them out.
 """
 from __future__ import annotations

@@ -214,3 +214,185 @@ def test_pages_show_bad_input_through_the_one_error_presenter(rel):
     allowed, why = ALERTS_NOT_ABOUT_INPUT.get(rel, (0, ""))
     assert len(lines) <= allowed, (f"{rel} lines {lines}: show bad input with pages._ui.errors.show_error"
                                    + (f" (allowed here: {allowed}, {why})" if allowed else ""))
+
+
+# --- the tree shows the design (issue 36): packages by layer, no cycles, no private names across modules --
+
+#: allocator/'s packages in layer order: a package imports only from itself and from packages of a
+#: lower rank (``allocator/__init__.py`` and README's architecture table state the same order).
+LAYERS = {"common": 0, "workloads": 1, "memory": 1, "accounting": 1, "engine": 2, "cost": 3, "studies": 4,
+          "viz": 5, "cli": 6}
+#: The code this project writes (the test folder is checked for private names and cycles too).
+OUR_CODE = ("allocator", "kernels", "pages", "app.py", "tests")
+
+
+def _module_of(rel: str) -> str:
+    """``allocator/engine/loop.py`` -> ``allocator.engine.loop``; a package's ``__init__`` -> the package."""
+    mod = rel[:-3].replace(os.sep, ".")
+    return mod[:-len(".__init__")] if mod.endswith(".__init__") else mod
+
+
+def _our_modules() -> dict[str, str]:
+    """{module name: repository-relative path} for every .py file of ours."""
+    return {_module_of(f): f for rel in OUR_CODE for f in _py_files(rel)}
+
+
+def import_graph(modules: dict[str, str], root: str = ROOT) -> dict[str, dict[str, int]]:
+    """{module: {imported module of ours: first line}} counting every import a file writes: top level,
+    inside a function, under ``if TYPE_CHECKING:``, relative, or by ``importlib``. ``from a import b``
+    counts as importing ``a.b`` when that is a module of ours, else ``a``; importing ``a.b.c``
+    does not count as importing the packages ``a`` and ``a.b`` (their ``__init__`` files hold
+    docstrings only)."""
+    graph: dict[str, dict[str, int]] = {}
+    for mod, rel in modules.items():
+        edges: dict[str, int] = {}
+        for line, name in imported_modules(rel, root):
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != mod:
+                edges.setdefault(name, line)
+        graph[mod] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted: every
+    import cycle lies inside one of them."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_the_cycle_finder_sees_in_function_and_type_checking_imports(tmp_path):
+    """A cycle closed only by an in-function import, or only under TYPE_CHECKING, is still a cycle."""
+    pkg = tmp_path / "allocator" / "engine"
+    pkg.mkdir(parents=True)
+    (tmp_path / "allocator" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from allocator.engine.b import x\n")
+    (pkg / "b.py").write_text("def f():\n    from allocator.engine import a\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .d import D\n")
+    (pkg / "d.py").write_text("from allocator.engine.c import C\n")
+    (pkg / "e.py").write_text("from allocator.engine.a import x\n")          # imports into a cycle: not in it
+    modules = {_module_of(os.path.relpath(str(p), tmp_path)): os.path.relpath(str(p), tmp_path)
+               for p in pkg.glob("*.py")}
+    assert import_cycles(import_graph(modules, str(tmp_path))) == [
+        ["allocator.engine.a", "allocator.engine.b"], ["allocator.engine.c", "allocator.engine.d"]]
+
+
+def test_no_import_cycles():
+    """Nothing of ours imports in a cycle, counting in-function and TYPE_CHECKING imports: a split
+    whose halves import each other is one idea in two files, and the halves belong together."""
+    cycles = import_cycles(import_graph(_our_modules()))
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_allocator_packages_import_only_lower_layers():
+    """Inside allocator/, a package imports only itself and the packages before it in LAYERS
+    (common <- workloads, memory, accounting <- engine <- cost <- studies <- viz <- cli): the engine
+    never draws, the memory never knows a workload, a study never reaches the CLI."""
+    modules = {m: r for m, r in _our_modules().items() if m.startswith("allocator.")}
+    top = {m.split(".")[1] for m in modules if m.count(".") >= 2}
+    assert top == set(LAYERS), f"packages not in LAYERS (give each a rank): {sorted(top ^ set(LAYERS))}"
+    bad = []
+    for mod, edges in import_graph(modules).items():
+        parts = mod.split(".")
+        if len(parts) < 3:                            # allocator/__init__, __main__: the entry points
+            continue
+        for target, line in edges.items():
+            tparts = target.split(".")
+            if tparts[0] == "allocator" and len(tparts) >= 3 and LAYERS[tparts[1]] >= LAYERS[parts[1]] \
+                    and tparts[1] != parts[1]:
+                bad.append(f"{modules[mod]}:{line} ({parts[1]}) imports {target} ({tparts[1]})")
+    assert not bad, "imports against the layer order:\n" + "\n".join(bad)
+
+
+def test_no_private_name_is_imported_across_modules():
+    """``from x import _name`` reaches into another module's private state; a name two modules
+    share is public and documented where it is defined. Tests may read what they test."""
+    bad = []
+    for rel in (f for code in OUR_CODE if code != "tests" for f in _py_files(code)):
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), filename=rel)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                bad += [f"{rel}:{node.lineno} imports {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, "\n".join(bad)
+
+
+def _readme_packages() -> list[tuple[str, str]]:
+    """(folder, purpose) of each row of README's architecture table, in order."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    section = text.split("## Architecture", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`") and cells[0].endswith("/`"):
+            rows.append((cells[0].strip("`").rstrip("/"), cells[1]))
+    return rows
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().splitlines()[0].replace("``", "`") if (doc or "").strip() else ""
+
+
+def test_readme_table_lists_every_package_with_its_purpose_in_layer_order():
+    """README's architecture table is the tree: one row per package (a folder with ``__init__.py``)
+    under allocator/, kernels/ and pages/, each row's purpose the first line of that package's
+    docstring, and allocator/'s packages in layer order."""
+    rows = _readme_packages()
+    packages = sorted(os.path.dirname(f) for code in ("allocator", "kernels", "pages") for f in _py_files(code)
+                      if os.path.basename(f) == "__init__.py" and os.path.dirname(f) != "allocator")
+    assert sorted(folder for folder, _ in rows) == packages
+    for folder, purpose in rows:
+        with open(os.path.join(ROOT, folder, "__init__.py"), encoding="utf-8") as fh:
+            doc = ast.get_docstring(ast.parse(fh.read()))
+        assert purpose == _first_line(doc), folder
+    ranks = [LAYERS[f.split("/")[1]] for f, _ in rows if f.startswith("allocator/")]
+    assert ranks == sorted(ranks), "allocator/'s rows are not in layer order"
+
+
+#: The explainer's maps and lines have their own projector form (allocator.viz.explainer_chart.for_projector).
+DIRECT_CHART_CALLS = {os.path.join("pages", "explainer.py"): 2, os.path.join("pages", "_ui", "present.py"): 1}
+
+
+@pytest.mark.parametrize("rel", _ui_files())
+def test_every_chart_goes_through_the_presentation_helper(rel):
+    """A page draws a chart with ``pages._ui.present.chart``, which enlarges its text while presenting
+    (issue 40: presentation mode left axes and legends at about 10 px on Throughput and the real-engine
+    page); only the helper itself and the explainer's own projector figures call st.plotly_chart."""
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), filename=rel)
+    calls = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "plotly_chart"]
+    assert len(calls) == DIRECT_CHART_CALLS.get(rel, 0), f"{rel} lines {calls}: draw charts with present.chart"

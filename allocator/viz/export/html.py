@@ -26,11 +26,11 @@ from allocator.viz.explainer_chart import explainer_lines_figure
 #: Order of the allocators in every export (left to right, as on the explainer page).
 KINDS = ("reserve_max", "paged")
 
-#: Per-step metric -> unit written into the CSV header (``allocator.engine.simulate.METRICS`` names; the
+#: Per-step metric -> unit written into the CSV header (``allocator.engine.result.METRICS`` names; the
 #: table itself is :data:`allocator.common.metric_names.STEP_UNITS`, which the glossary and CLI read too).
 METRIC_UNITS = STEP_UNITS
 #: Header unit for a metric the engine records but this table does not know yet.
-UNKNOWN_UNIT = "units: see allocator.engine.simulate.METRICS"
+UNKNOWN_UNIT = "units: see allocator.engine.result.METRICS"
 
 #: Unit names that depend on the allocator: what one "unit" of allocation is.
 _UNIT_OVERRIDES = {("reserve_max", "units"): "reservations in use", ("paged", "units"): "blocks in use"}
@@ -71,7 +71,7 @@ def metrics_frame(results: dict) -> pd.DataFrame:
     Returns:
         DataFrame. Columns ``step`` (first engine step of the row, 0-based) and ``steps covered``,
         then for each allocator kind and each per-step metric the engine recorded
-        (``allocator.engine.simulate.METRICS`` order, units from ``METRIC_UNITS``) a column named
+        (``allocator.engine.result.METRICS`` order, units from ``METRIC_UNITS``) a column named
         ``"<kind> <metric> (<unit>)"``, e.g. ``"paged used_slots (slots)"``. Integer metrics are
         nullable integers; ``utilization`` is a float fraction of the pool (0..1). The allocator
         that drains first has empty cells after its last step (nothing is invented).
