@@ -39,12 +39,16 @@ _BUSY = "averaged over the steps when at least one request was waiting"
 SUMMARY_METRICS: dict[str, Metric] = {
     "steps": Metric("Steps to drain", "engine steps",
                     "Engine steps until every request has finished or been rejected."),
-    "peak_running": Metric("peak running (one instant)", "sequences",
-                           "the most sequences that computed a token in the same step, and when"),
+    "peak_running": Metric("peak running", "sequences",
+                           "the most sequences that computed a token in the same step, when it first "
+                           "happened and for how many steps the run held it"),
+    "peak_running_steps": Metric("steps at the peak", "engine steps",
+                                 "how many engine steps ran the peak batch: one step, or most of the run"),
     "peak_running_step": Metric("step of the peak", "engine step", "the first step the peak batch ran"),
     "mean_running_busy": Metric("Mean running", "sequences per step",
                                 "Sequences computing a token per step, " + _BUSY + ": the batch an allocator "
-                                "keeps up under load (its peak is a single instant).",
+                                "keeps up under load (its peak may last one step or most of the run; "
+                                "the peak's row says which).",
                                 term="sustained batch"),
     "mean_running": Metric("mean running, all steps", "sequences per step",
                            "sequences computing per step over the whole run (equals tokens per step)"),

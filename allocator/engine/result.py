@@ -301,6 +301,7 @@ def summarize(result: SimulationResult) -> RunSummary:
         steps=result.steps,
         peak_running=int(m["running"].max()) if has else 0,
         peak_running_step=int(m["step"][int(m["running"].argmax())]) if has else 0,
+        peak_running_steps=int(m["span"][m["running"] == m["running"].max()].sum()) if has else 0,
         mean_running_busy=busy_mean(m["running"]),
         mean_running=round(result.mean(m["running"]), 4) if has else 0.0,
         busy_steps=int((m["span"] * busy).sum()),

@@ -297,7 +297,7 @@ class SweepRow(FieldMapping):
     mean_total_cost: float | None                # the same, all steps
     cost_per_token_busy: float | None            # mean total cost / mean distinct tokens, busy steps
     cost_per_token: float | None                 # the same, all steps (None: nothing stored a token)
-    peak_running: int                            # the largest batch, sequences (one instant)
+    peak_running: int                            # the largest batch, sequences
     steps: int                                   # engine steps to drain
     preemptions: int                             # sequences preempted in total
     mean_tokens_per_step: float                  # tokens emitted per step, mean over all steps

@@ -56,8 +56,9 @@ class RunSummary(FieldMapping):
     """
 
     steps: int                                   #: engine steps, step 0 to the last finish (idle gaps included)
-    peak_running: int                            #: the largest batch, sequences (a single instant)
+    peak_running: int                            #: the largest batch, sequences
     peak_running_step: int                       #: first step the peak happened
+    peak_running_steps: int                      #: engine steps that ran the peak batch (how long it lasted)
     mean_running_busy: float | None              #: the sustained batch: mean sequences running per busy step
     mean_running: float                          #: mean sequences running per step, all steps
     busy_steps: int                              #: steps whose waiting queue was non-empty
@@ -105,7 +106,7 @@ class RunSummary(FieldMapping):
     def sustained_running(self) -> float:
         """The sustained batch (sequences per step): ``mean_running_busy``, the mean running while
         requests waited, or ``mean_running`` over every step when none did. The peak is
-        ``peak_running``, one instant."""
+        ``peak_running``, held for ``peak_running_steps`` steps."""
         return self.mean_running_busy if self.waited else self.mean_running
 
     @property

@@ -916,3 +916,14 @@ def test_no_page_sends_a_student_to_a_repository_file_for_the_lesson():
              for d, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs if f.endswith(".py")]
     found = [f"{rel}:{line}" for rel in files for line, text in _shown_strings(rel) if "reference_figures" in text]
     assert not found, found
+
+
+def test_no_page_calls_a_peak_an_instant():
+    """Issue 40: reserve-max's peak was called "one instant" on cards, details, handout, site and
+    glossary while it ran most of the run; how long a peak lasted is computed from the run
+    (``RunSummary.peak_running_steps``), never assumed. No shown string says instant."""
+    files = [os.path.relpath(os.path.join(d, f), ROOT) for top in ("pages", "allocator")
+             for d, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs if f.endswith(".py")]
+    found = [f"{rel}:{line}" for rel in files for line, text in _shown_strings(rel)
+             if re.search(r"\b(one|single|an?) instants?\b", text)]
+    assert not found, found

@@ -188,13 +188,15 @@ def test_page_renders_the_core_figures(app):
                                                           f"{pg['mean_running_busy']:.1f}"]
     assert metric(app, "Mean utilisation")[1] == pct(pg["mean_utilization_busy"])
     assert metric(app, "Steps to drain")[0] == f"{rm['steps']:,}"
-    # the peak is named as a peak, at its step, and never as "the batch"
+    # the peak is named as a peak, with how long the run held it (issue 40: reserve-max's peak is most
+    # of the run, 2,005 of 3,642 steps, not "one instant"), and never as "the batch"
     lines = [c.value for c in app.caption if "Peak:" in c.value]
-    assert [line[:line.index("(one instant).") + 14] for line in lines] == [
+    assert (rm["peak_running_steps"], rm["steps"], pg["peak_running_steps"]) == (2005, 3642, 4)
+    assert [line[:line.index(").") + 2] for line in lines] == [
         f"Means over the {rm['busy_steps']:,} steps when requests waited. Peak: {rm['peak_running']} "
-        f"running at once, at step {rm['peak_running_step']:,} (one instant).",
+        f"running at once, held for 2,005 of the run's 3,642 steps (first at step {rm['peak_running_step']:,}).",
         f"Means over the {pg['busy_steps']:,} steps when requests waited. Peak: {pg['peak_running']} "
-        f"running at once, at step {pg['peak_running_step']:,} (one instant)."]
+        f"running at once, held for 4 of the run's {pg['steps']:,} steps (first at step {pg['peak_running_step']:,})."]
     # then the seconds on the default GPU and model (the paper's: OPT-13B on an A100 40GB)
     cost = cost_model("a100-40gb", "opt-13b")
     t = {k: price(r, cost).summary for k, r in res.items()}

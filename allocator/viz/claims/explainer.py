@@ -30,6 +30,17 @@ RESERVATION_RULES.update({
     "Reserve-oracle (buddy)": "prompt + exactly the answer's length" + _BUDDY_TAIL})
 
 
+def peak_held(s) -> str:
+    """How long a run held its peak batch, read from its summary (``peak_running_steps`` engine steps
+    ran ``peak_running`` sequences; the first was ``peak_running_step``): "for a single step (step
+    87)" or "for 2,005 of the run's 3,642 steps (first at step 1)". A peak is not assumed to be an
+    instant: under reserve-max it is most of the run (issue 40)."""
+    if s.peak_running_steps <= 1:
+        return f"for a single step (step {s.peak_running_step:,})"
+    return (f"for {s.peak_running_steps:,} of the run's {s.steps:,} steps "
+            f"(first at step {s.peak_running_step:,})")
+
+
 def reservation_name(results: dict) -> str:
     """The left side's name as texts write it: "reserve-max", "reserve-pow2" or "reserve-oracle"."""
     return results["reserve_max"].label.lower()
@@ -43,7 +54,7 @@ def reservation_rule(results: dict) -> str:
 def headline(results: dict, timings: dict | None = None) -> dict:
     """The three headline cards of each allocator, and a line under them (plain data).
 
-    Cards: the **sustained** batch (mean running while requests wait -- the peak is one instant
+    Cards: the **sustained** batch (mean running while requests wait -- the peak, with how long it lasted
     and is named as such in the line below), utilisation while requests wait, steps to drain.
     When nothing ever waited, the busy-step figures do not exist: the cards show the all-steps
     figures instead and say so in their label.
@@ -82,7 +93,7 @@ def headline(results: dict, timings: dict | None = None) -> dict:
              "help": ("The sustained batch: sequences computing a token per step, averaged over the "
                       f"{plural(s.busy_steps, 'step')} when at least one request was waiting."
                       if waited else "Nothing ever waited, so this is the mean over every step.")
-                     + f" The peak, {s.peak_running}, is a single instant (step {s.peak_running_step:,})."},
+                     + f" The peak, {s.peak_running}, was held {peak_held(s)}."},
             {"label": SUMMARY_METRICS["mean_utilization_busy"].label,
              "value": pct(util) if ran else "—",
              "delta": (f"{round((util - util_rm) * 100):+d} pts" if compare and same_basis and util is not None
@@ -100,7 +111,7 @@ def headline(results: dict, timings: dict | None = None) -> dict:
         else:
             line = ((f"Means over the {plural(s.busy_steps, 'step')} when requests waited. " if waited else
                      "Means over every step: no request ever had to wait. ")
-                    + f"Peak: {s.peak_running} running at once, at step {s.peak_running_step:,} (one instant).")
+                    + f"Peak: {s.peak_running} running at once, held {peak_held(s)}.")
             line += empty_pool_note(res)
             if key != "reserve_max" and rm.finished and not same_work:
                 line += (f" Not the same work: {reservation_name(results)} served {rm.finished:,} and rejected "
@@ -203,7 +214,7 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
     def figure(key, fn):                       # a summary figure, named as metric_names names it
         add(SUMMARY_METRICS[key].label, fn, SUMMARY_METRICS[key].meaning)
 
-    figure("peak_running", lambda r: (f"{r.summary.peak_running} at step {r.summary.peak_running_step:,}"
+    figure("peak_running", lambda r: (f"{r.summary.peak_running}, held {peak_held(r.summary)}"
                                       if r.summary.finished else "—"))
     figure("mean_running", lambda r: f"{r.summary.mean_running:.2f}")
     figure("mean_tokens_per_step", lambda r: f"{r.summary.mean_tokens_per_step:.2f}")
@@ -309,8 +320,7 @@ def reveal(step: str, results: dict, *, slots: int, max_new: int, sweep_rows: li
         text = (f"**{p.sustained_running:.1f}** on average while requests wait, against "
                 f"{r.sustained_running:.1f} for reserve-max, at "
                 f"{pct(p.mean_utilization_busy)} utilisation; everything is done in {p.steps:,} steps "
-                f"instead of {r.steps:,}. The peak, {p.peak_running} at step {p.peak_running_step:,}, "
-                "is one instant")
+                f"instead of {r.steps:,}. The peak, {p.peak_running}, was held {peak_held(p)}")
         if p.preemptions:
             text += (f": as answers grow the pool runs dry, and {plural(p.preemptions, 'preemption')} "
                      f"{'sends a sequence' if p.preemptions == 1 else 'send sequences'} back to the queue")
@@ -370,8 +380,8 @@ def classroom_tip(results: dict) -> str:
         return "press **▶ Play** and let the class watch where the memory goes."
 
     return (f"press **▶ Play** and let the class watch the left side hold at most {r.peak_running} requests "
-            f"at once, while the right side starts {p.peak_running} at once (step {p.peak_running_step:,}, one "
-            f"instant) and, as answers grow and the pool fills, runs {p.sustained_running:.1f} on average while requests "
+            f"at once, while the right side reaches {p.peak_running} at once (held {peak_held(p)}) and, as "
+            f"answers grow and the pool fills, runs {p.sustained_running:.1f} on average while requests "
             f"wait, against {r.sustained_running:.1f} on the left.")
 
 

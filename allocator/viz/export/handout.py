@@ -11,7 +11,7 @@ import numpy as np
 from allocator.accounting.models import PRESETS
 from allocator.common.formats import format_bytes, pct, plural, ratio
 from allocator.engine.shares import SHARES
-from allocator.viz.claims.explainer import reservation_name, reservation_rule, share_cells
+from allocator.viz.claims.explainer import peak_held, reservation_name, reservation_rule, share_cells
 from allocator.viz.export.html import KINDS, check_results, data_name, default_attribution, scenario_summary
 
 
@@ -31,7 +31,7 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
 
     Returns:
         Rows in display order: running while requests wait (mean sequences per step), the peak
-        (one instant, with its step), the six memory shares of :data:`allocator.engine.shares.SHARES`
+        (with how many steps ran it and the first), the six memory shares of :data:`allocator.engine.shares.SHARES`
         while requests wait (% of pool; token states is the utilisation) and their sum (100 %),
         steps to drain, tokens per step,
         preemptions, finished, rejected (requests). "—" marks a figure that does not exist
@@ -44,11 +44,12 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
     s = {k: results[k].summary for k in KINDS}
 
     def peak(x):
-        return f"{x.peak_running} at step {x.peak_running_step:,}" if x.finished else "—"
+        return (f"{x.peak_running} for {plural(x.peak_running_steps, 'step')} (first at step {x.peak_running_step:,})"
+                if x.finished else "—")
 
     spec = [
         ("Running while requests wait (mean sequences per step)", lambda x: _fmt(x.mean_running_busy)),
-        ("Peak running (one instant)", peak),
+        ("Peak running (sequences, and how many steps ran it)", peak),
         ("Steps to drain (engine steps)", lambda x: _fmt(x.steps)),
         ("Tokens per step (mean over all steps)", lambda x: _fmt(x.mean_tokens_per_step)),
         ("Preemptions (sequences evicted to free memory)", lambda x: _fmt(x.preemptions)),
@@ -109,9 +110,8 @@ def takeaways(results: dict) -> list[str]:
     b_rm, b_pg = (rm.mean_running_busy, pg.mean_running_busy) if both else (rm.mean_running, pg.mean_running)
     out.append(f"{when}, the same memory ran {b_rm:.1f} sequences per step on average under {left} and "
                f"{b_pg:.1f} when paged" + (f" ({ratio(b_pg / b_rm)})" if b_rm else "")
-               + f". The peaks, {rm.peak_running} and {pg.peak_running}, were single instants ("
-               + (f"both at step {rm.peak_running_step:,}" if rm.peak_running_step == pg.peak_running_step
-                  else f"steps {rm.peak_running_step:,} and {pg.peak_running_step:,}") + ").")
+               + f". The peaks: {rm.peak_running} under {left}, held {peak_held(rm)}, and "
+               + f"{pg.peak_running} paged, held {peak_held(pg)}.")
     if pg.steps < rm.steps:
         out[-1] += (f" Running more at a time is why the paged run finished everything in {pg.steps:,} steps "
                     f"instead of {rm.steps:,}.")
