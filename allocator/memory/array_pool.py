@@ -3,10 +3,11 @@
 :class:`ArrayBlockPool` follows exactly the rules of :class:`allocator.memory.block_pool.BlockPool`
 (the LRU free block queue, never-used blocks first in id order, release last block first, the
 block-hash map where one hash names every block registered under it and a lookup finds the
-earliest still there, a cached block evicted when the queue hands it out again); ``tests/core/test_block_pool.py`` runs the same plain-list model against both. What
-differs is the representation. A prefix-caching replay of the whole Mooncake trace moves about
-nine million blocks, a prompt's 750 blocks at a time (block size 16): here each call touches
-its blocks with a few numpy operations instead of a Python statement per block.
+earliest still there, a cached block evicted when the queue hands it out again);
+``tests/core/test_block_pool.py`` runs the same plain-list model against both. What differs is
+the representation. A prefix-caching replay of the whole Mooncake trace moves about nine million
+blocks, a prompt's 750 blocks at a time (block size 16): here each call touches its blocks with a
+few numpy operations instead of a Python statement per block.
 
 * refcounts, "has a hash", the hash itself (an object array) and each queued block's position
   in the queue are arrays over the blocks handed out so far (grown by doubling, so memory still
