@@ -97,7 +97,9 @@ GLOSSARY = [
      "out for other data; its hash is forgotten and a later prompt can no longer find it. The least recently "
      "used go first.", "Prefix cache on a real trace"),
     ("block hash", "How an engine finds a reusable full block: a hash of the block's tokens together with the "
-     "hash of everything before it, so two blocks match only when their whole preceding text matches too.",
+     "hash of everything before it, so two blocks match only when their whole preceding text matches too. "
+     "One hash may name several cached blocks (an identical block computed again); a lookup finds one, and "
+     "a prompt's last token is never a cache hit.",
      "Block tables & sharing"),
     ("metadata cost", "A price c, in slot equivalents, charged for every block (or reservation) to stand for "
      "block-table entries and bookkeeping. With c > 0, one-slot blocks stop looking free and a middle block "
@@ -185,6 +187,11 @@ SOURCES = [
     ("FP8 KV cache: 1 byte per element, one float32 K scale and one V scale per layer",
      "vLLM: vllm/model_executor/layers/quantization/kv_cache.py (per-tensor scaling only) and "
      "vllm/attention/layer.py (the _k_scale and _v_scale buffers)."),
+    ("Prefix caching as vLLM v1 does it: a prompt's last token never a cache hit; one block hash naming every "
+     "cached block that holds it; a recomputed block hashed too",
+     "vLLM v1: vllm/v1/core/kv_cache_manager.py (get_computed_blocks) and vllm/v1/core/block_pool.py "
+     "(BlockHashToBlockMap, cache_full_blocks, _maybe_evict_cached_block) (Block tables & sharing; the "
+     "classroom loop's two departures are listed on that page)."),
     ("A sliding-window layer frees blocks that fall wholly outside its window",
      "vLLM's hybrid KV-cache manager: vllm/v1/core/single_type_kv_cache_manager.py (SlidingWindowManager)."),
     ("{default_run}",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from allocator.viz.block_tables_demo import BLOCK_SIZE, TENANTS, BlockTablesDemo, words_of
+from allocator.viz.block_tables_demo import BLOCK_SIZE, TENANTS, BlockTablesDemo, vllm_note, words_of
 from allocator.viz.block_tables_figure import block_table_figure
 from allocator.common.errors import FieldError
 from allocator.viz.texts import COPY_ON_WRITE
@@ -219,8 +219,9 @@ with st.expander("How the pieces fit"):
         f"- **Copy-on-write.** {COPY_ON_WRITE}\n"
         "- **Prefix caching.** A full block is found again by a hash of its parent block's hash, "
         "its own tokens and tagged extra keys (a tenant's salt in the first block, a LoRA name in "
-        "every block). A partly filled block is never cached. A finished sequence's full blocks "
-        "keep their hash until the free queue hands them to someone else, oldest first.\n"
+        "every block). A partly filled block is never cached, and a prompt's last token is never a "
+        "cache hit. A finished sequence's full blocks keep their hash until the free queue hands "
+        "them to someone else, oldest first.\n"
         "- **Swap.** Preempting by swapping copies a sequence's blocks to a fixed-size host pool "
         "and drops its references on the GPU: a block no other table lists is freed, a shared one stays "
         "in use. The blocks must come back (to any free blocks, as the sequence's own copies: sharing is "
@@ -229,3 +230,6 @@ with st.expander("How the pieces fit"):
         "Sources: Kwon et al., *PagedAttention* (SOSP 2023) sections 4.4–4.5; vLLM's prefix-caching "
         "design (vllm/v1/core/kv_cache_utils.py); the lesson's reference figure R8."
     )
+
+with st.expander("Where the lab follows vLLM, and where its classroom loop departs"):
+    st.markdown(vllm_note())

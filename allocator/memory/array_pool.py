@@ -2,11 +2,12 @@
 
 :class:`ArrayBlockPool` follows exactly the rules of :class:`allocator.memory.block_pool.BlockPool`
 (the LRU free block queue, never-used blocks first in id order, release last block first, the
-block-hash map where the first registration wins, a cached block evicted when the queue hands it
-out again); ``tests/core/test_block_pool.py`` runs the same plain-list model against both. What
-differs is the representation. A prefix-caching replay of the whole Mooncake trace moves about
-nine million blocks, a prompt's 750 blocks at a time (block size 16): here each call touches
-its blocks with a few numpy operations instead of a Python statement per block.
+block-hash map where one hash names every block registered under it and a lookup finds the
+earliest still there, a cached block evicted when the queue hands it out again);
+``tests/core/test_block_pool.py`` runs the same plain-list model against both. What differs is
+the representation. A prefix-caching replay of the whole Mooncake trace moves about nine million
+blocks, a prompt's 750 blocks at a time (block size 16): here each call touches its blocks with a
+few numpy operations instead of a Python statement per block.
 
 * refcounts, "has a hash", the hash itself (an object array) and each queued block's position
   in the queue are arrays over the blocks handed out so far (grown by doubling, so memory still
@@ -22,7 +23,11 @@ its blocks with a few numpy operations instead of a Python statement per block.
   prompt's lookups, registrations and evictions are numpy gathers and scatters (its size follows
   the keys' range, which for dense keys is about the distinct blocks: less than a dict of them);
   other keys (sha256 bytes, the shared system prompt's and vLLM v1's) live in a dict as in the
-  list pool. One call's keys are all of one kind (judged by the first);
+  list pool. One call's keys are all of one kind (judged by the first). The table and the dict
+  hold the block a lookup finds; a hash that names several blocks (an identical block computed
+  again, as vLLM's ``BlockHashToBlockMap`` allows) keeps the later ones in a small dict of lists
+  beside them; a per-block flag marks the blocks of such a hash, so evictions stay one numpy
+  pass and only blocks of a hash naming several go one by one;
 * the blocks still findable by hash with refcount 0 are counted; a pool picture lists them
   (:meth:`ArrayBlockPool.cached_free_blocks`) with one numpy compress of the queue by those
   flags, as an array.
@@ -122,10 +127,15 @@ class ArrayBlockPool:
         self._hkey = np.full(cap, None, dtype=object)     # a block's hash kept in the dict (else None)
         self._ikey = np.full(cap, -1, dtype=np.int32)      # a block's hash kept in the table (else -1)
         self._qpos = np.full(cap, -1, dtype=np.int64)      # a queued block's index in _q (else -1)
+        self._several = np.zeros(cap, dtype=bool)          # the block's hash names other blocks too
         # the block-hash map: int keys in a table indexed by key, other keys in a dict
         self._table = np.full(0, -1, dtype=np.int32)       # int key -> block (-1: none; ids < 2**30)
         self._ntable = 0                                    # keys in the table
         self._cache: dict = {}                              # other key -> block
+        # a hash naming several blocks: hash (int table key or dict key) -> the blocks after the one
+        # the table or dict holds, in the order registered (vLLM's BlockHashToBlockMap entry)
+        self._dups: dict = {}
+        self._num_dups = 0                                  # blocks listed in _dups
         # the free queue of released blocks (never-used ones lead it, unstored)
         self._q = np.empty(_MIN_CAP, dtype=np.int64)
         self._qcached = np.zeros(_MIN_CAP, dtype=bool)   # entry i of _q is a cached block (not a tombstone)
@@ -141,7 +151,7 @@ class ArrayBlockPool:
     def _state(self) -> tuple:
         used = self._fresh
         return (self.num_blocks, self._fresh, self.num_free, self.num_cached_free, self.evictions, self._cache,
-                self._ref[:used].tolist(), [self.hash_of(b) for b in range(used)], self.free_queue())
+                self._dups, self._ref[:used].tolist(), [self.hash_of(b) for b in range(used)], self.free_queue())
 
     def __eq__(self, other) -> bool:
         """Equal when every piece of their state is."""
@@ -204,8 +214,8 @@ class ArrayBlockPool:
 
     @property
     def num_cached(self) -> int:
-        """Blocks findable by hash, referenced or not."""
-        return len(self._cache) + self._ntable
+        """Blocks with a hash (cached), referenced or not (:attr:`BlockPool.num_cached`)."""
+        return len(self._cache) + self._ntable + self._num_dups
 
     def _queued(self) -> np.ndarray:
         q = self._q[self._head:self._tail]
@@ -276,6 +286,7 @@ class ArrayBlockPool:
         self._hkey = np.concatenate([self._hkey, np.full(grow, None, dtype=object)])
         self._ikey = np.concatenate([self._ikey, np.full(grow, -1, dtype=np.int32)])
         self._qpos = np.concatenate([self._qpos, np.full(grow, -1, dtype=np.int64)])
+        self._several = np.concatenate([self._several, np.zeros(grow, dtype=bool)])
 
     def _room(self, k: int) -> None:
         """Make room for ``k`` more entries at the queue's tail (compact, or grow the array)."""
@@ -410,7 +421,9 @@ class ArrayBlockPool:
             for b in out:
                 if hashed.item(b):
                     k = ikey.item(b)
-                    if k >= 0:
+                    if self._num_dups and self._several.item(b):
+                        self._drop_hash(b)
+                    elif k >= 0:
                         self._table[k] = -1
                         ikey[b] = -1
                         self._ntable -= 1
@@ -436,6 +449,18 @@ class ArrayBlockPool:
         hit = blocks[self._hashed[blocks]]
         if not len(hit):
             return
+        n_hit = len(hit)
+        out = hit.tolist() if evicted is not None else None
+        if self._num_dups:                  # blocks of a hash naming several: one by one, in queue order
+            several = self._several[hit]
+            if several.any():
+                for b in hit[several].tolist():
+                    self._drop_hash(b)
+                self._hashed[hit[several]] = False
+                hit = hit[~several]
+                if not len(hit):
+                    self._count_evicted(n_hit, out, evicted)
+                    return
         ik = self._ikey[hit]
         in_table = ik >= 0
         n_table = int(np.count_nonzero(in_table))
@@ -448,11 +473,43 @@ class ArrayBlockPool:
             drain(map(self._cache.__delitem__, self._hkey[other].tolist()))     # C-level loop
             self._hkey[other] = None
         self._hashed[hit] = False
-        self.num_cached_free -= len(hit)
+        self._count_evicted(n_hit, out, evicted)
+
+    def _count_evicted(self, n: int, blocks: list | None, evicted: list | None) -> None:
+        """Count ``n`` cached blocks just evicted from the free queue (``blocks``, in queue order,
+        appended to ``evicted`` when a list is given)."""
+        self.num_cached_free -= n
         assert self.num_cached_free >= 0, "cached free blocks miscounted"
-        self.evictions += len(hit)
+        self.evictions += n
         if evicted is not None:
-            evicted.extend(hit.tolist())
+            evicted.extend(blocks)
+
+    def _drop_hash(self, b: int) -> None:
+        """Take hashed block ``b`` out of its hash's entry, which names several blocks (vLLM's
+        ``BlockHashToBlockMap.pop(hash, block_id)``); the hash goes on finding the earliest
+        registered of the rest. Clears ``b``'s key, not its hash flag (the caller's)."""
+        k = self._ikey.item(b)
+        key = k if k >= 0 else self._hkey[b]
+        rest = self._dups[key]
+        if k >= 0:
+            if self._table[k] == b:
+                self._table[k] = first = rest.pop(0)
+            else:
+                rest.remove(b)
+                first = int(self._table[k])
+            self._ikey[b] = -1
+        else:
+            if self._cache[key] == b:
+                self._cache[key] = first = rest.pop(0)
+            else:
+                rest.remove(b)
+                first = self._cache[key]
+            self._hkey[b] = None
+        self._several[b] = False
+        self._num_dups -= 1
+        if not rest:                               # one block left: its hash names only it
+            del self._dups[key]
+            self._several[first] = False
 
     def touch(self, blocks) -> None:
         """Add one reference to each block; a block at refcount 0 leaves the free queue first (a
@@ -545,8 +602,12 @@ class ArrayBlockPool:
         assert [h is not None for h in hashes] == self._hashed[:used].tolist(), "hash flags and hashes differ"
         in_table = np.flatnonzero(self._table >= 0)
         assert len(in_table) == self._ntable, "table keys miscounted"
-        block_map = dict(self._cache)
-        block_map.update(zip(in_table.tolist(), self._table[in_table].tolist()))
+        assert self._num_dups == sum(map(len, self._dups.values())) and all(self._dups.values()), (
+            "duplicate blocks miscounted")
+        block_map = self.block_map()
+        several = sorted(b for blocks in block_map.values() if len(blocks) > 1 for b in blocks)
+        assert np.flatnonzero(self._several[:used]).tolist() == several and not self._several[used:].any(), (
+            "blocks flagged as sharing their hash differ from the block-hash map")
         refcounts = self._ref[:used].tolist()
         cached_free = self.cached_free_blocks().tolist()
         check_pool_state(self.num_blocks, refcounts=refcounts, hashes=hashes,
@@ -557,12 +618,28 @@ class ArrayBlockPool:
 
     # ------------------------------------------------------------------ the block-hash map
     def lookup(self, block_hash) -> int | None:
-        """The block registered under ``block_hash`` (in use or cached), or None."""
+        """The block a lookup finds under ``block_hash`` (:meth:`BlockPool.lookup`: the earliest
+        registered of the blocks it names), or None."""
         if _table_key(block_hash):
             k = int(block_hash)
             b = int(self._table[k]) if k < len(self._table) else -1
             return b if b >= 0 else None
         return self._cache.get(block_hash)
+
+    def lookup_all(self, block_hash) -> list[int]:
+        """Every block registered under ``block_hash`` (:meth:`BlockPool.lookup_all`)."""
+        first = self.lookup(block_hash)
+        if first is None:
+            return []
+        key = int(block_hash) if _table_key(block_hash) else block_hash
+        return [first, *self._dups.get(key, ())]
+
+    def block_map(self) -> dict:
+        """The block-hash map written out: hash -> :meth:`lookup_all` (a new dict, O(cached blocks))."""
+        in_table = np.flatnonzero(self._table >= 0)
+        first = dict(self._cache)
+        first.update(zip(in_table.tolist(), self._table[in_table].tolist()))
+        return {h: [b, *self._dups.get(h, ())] for h, b in first.items()}
 
     def lookup_run(self, block_hashes, limit: int) -> list[int]:
         """:meth:`BlockPool.lookup_run`; the hashes are all of one kind (an int64 array or list
@@ -602,14 +679,17 @@ class ArrayBlockPool:
         return found[:first] if found[first] < 0 else found
 
     def register(self, block_id: int, block_hash) -> bool:
-        """Make an in-use block findable under ``block_hash`` (:meth:`BlockPool.register`).
+        """Give an in-use block its hash and add it to the block-hash map (:meth:`BlockPool.register`:
+        a hash that names other blocks names this one too).
 
         Returns:
-            True if registered; False if the hash already names a block or this block already
-            has a hash (the first registration wins).
+            True if registered; False if this block already has a hash.
         """
-        if self.lookup(block_hash) is not None or self._hashed[block_id]:
+        if self._hashed[block_id]:
             return False
+        if self.lookup(block_hash) is not None:
+            self._add_dup(int(block_id), block_hash)
+            return True
         if _table_key(block_hash):
             self._grow_table(int(block_hash))
             self._register_table(np.array([block_id], dtype=np.int64), np.array([int(block_hash)], dtype=np.int64))
@@ -618,6 +698,21 @@ class ArrayBlockPool:
         self._hashed[block_id] = True
         self._hkey[block_id] = block_hash
         return True
+
+    def _add_dup(self, b: int, key) -> None:
+        """Give unhashed block ``b`` the hash ``key``, which already names a block: ``b`` joins
+        the end of its entry (vLLM's ``BlockHashToBlockMap.insert``)."""
+        if _table_key(key):
+            key = int(key)
+            self._ikey[b] = key
+            first = int(self._table[key])
+        else:
+            self._hkey[b] = key
+            first = self._cache[key]
+        self._several[b] = self._several[first] = True
+        self._dups.setdefault(key, []).append(b)
+        self._num_dups += 1
+        self._hashed[b] = True
 
     def _grow_table(self, top: int) -> None:
         """Make the table hold key ``top`` (doubling it, at least)."""
@@ -635,7 +730,8 @@ class ArrayBlockPool:
         self._ntable += len(keys)
 
     def register_all(self, blocks, block_hashes) -> None:
-        """Register each block under the hash beside it (in order; the first registration wins).
+        """Register each block under the hash beside it, in order (:meth:`BlockPool.register_all`:
+        a block that has a hash keeps it; a hash that names blocks already gains this one too).
         Keys within one call must be distinct, as a prompt's chained keys are."""
         if not len(blocks):
             return
@@ -649,12 +745,15 @@ class ArrayBlockPool:
             if not len(tkeys):
                 return
             arr = arr[:len(tkeys)]
-            # a key already registered, or a block already hashed, is skipped (the first wins)
+            # a block already hashed is skipped; a key already registered gains the block (one by one)
             self._grow_table(top)
             taken = self._table[tkeys] >= 0
             taken |= self._hashed[arr]
             if taken.any():
                 keep = ~taken
+                for b, key in zip(arr[taken].tolist(), tkeys[taken].tolist()):
+                    if not self._hashed[b]:
+                        self._add_dup(b, key)
                 arr, tkeys = arr[keep], tkeys[keep]
                 if not len(tkeys):
                     return
@@ -664,8 +763,14 @@ class ArrayBlockPool:
         keys = list(block_hashes)[:len(arr)]
         arr = arr[:len(keys)]
         if any(map(cache.__contains__, keys)) or self._hashed[arr].any():
-            keep = [i for i, (b, h) in enumerate(zip(arr.tolist(), keys))
-                    if h not in cache and not self._hashed[b]]
+            keep = []
+            for i, (b, h) in enumerate(zip(arr.tolist(), keys)):
+                if self._hashed[b]:
+                    continue
+                if h in cache:
+                    self._add_dup(b, h)
+                else:
+                    keep.append(i)
             arr, keys = arr[keep], [keys[i] for i in keep]
         cache.update(zip(keys, arr.tolist()))
         self._hashed[arr] = True

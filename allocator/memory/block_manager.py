@@ -15,6 +15,15 @@ Model
   of a common prompt prefix, found by a chained hash (:mod:`allocator.memory.block_hash`). Full blocks
   are never written again; only a sequence's last, partly filled block receives new tokens, so
   that is the only block copy-on-write ever copies.
+* Prefix caching follows vLLM v1: a prompt's cache hit stops before its last token, which is
+  always computed (its logits give the first output token), so at most (n - 1) // block_size
+  leading blocks of an n-token prompt are hits -- a fully cached 32-token prompt at block size 16
+  reuses 16 tokens, a 16-token prompt none (vllm/v1/core/kv_cache_manager.py,
+  ``get_computed_blocks``: ``max_cache_hit_length = request.num_tokens - 1``). Every block that
+  becomes full gets its hash, also when an identical block is already cached (the last block of
+  such a prompt is computed again): the hash then names both blocks and finds the other once one
+  is evicted (vllm/v1/core/block_pool.py, ``cache_full_blocks`` and ``BlockHashToBlockMap``;
+  :mod:`allocator.memory.block_pool`).
 * Every block is **free**, **cached** (refcount 0 but findable by hash) or **in use**; see
   :mod:`allocator.memory.block_pool` for the queue and eviction order.
 * Preemption: :meth:`BlockManager.swap_out` copies a sequence's blocks to a host pool of
@@ -248,12 +257,15 @@ class BlockManager:
                           lora: str | None = None) -> int:
         """Leading tokens of a prompt that the cache would serve right now (tokens).
 
-        Only full blocks are cached, so the answer is a multiple of block_size: block 16 and a
-        100-token prompt whose blocks are all cached -> 96; block 528 and a 552-token prompt ->
-        528 (one block), leaving 24 tokens to compute. Nothing changes (a pure lookup).
+        Only full blocks are cached, and the prompt's last token is always computed (its logits
+        give the first output token), so the answer is a multiple of block_size, at most
+        (n - 1) // block_size blocks of an n-token prompt: block 16 and a 100-token prompt whose
+        blocks are all cached -> 96; a fully cached 32-token prompt -> 16; a 16-token one -> 0;
+        block 528 and a 552-token prompt -> 528 (one block), leaving 24 tokens to compute.
+        Nothing changes (a pure lookup).
 
-        vLLM additionally recomputes at least the last prompt token to get its logits; this
-        teaching model does not apply that rule.
+        Source: vllm/v1/core/kv_cache_manager.py, ``get_computed_blocks`` (``max_cache_hit_length
+        = request.num_tokens - 1``).
 
         Raises:
             FieldError naming ``token_ids``, ``cache_salt`` or ``lora``.
@@ -263,20 +275,23 @@ class BlockManager:
         return leading_hits(hits) * self.block_size
 
     def _lookup(self, tokens: list[int], salt, lora) -> list[int | None]:
-        """Per full block: the cached block that would serve it, or None."""
+        """Per full block: the cached block that would serve it, or None. Only the first
+        (n - 1) // block_size blocks of an n-token prompt are looked up: the block holding its
+        last token is always computed (vLLM's ``max_cache_hit_length = num_tokens - 1``)."""
         if not self.enable_prefix_caching:
             return [None] * (len(tokens) // self.block_size)
         hashes = prompt_block_hashes(tokens, self.block_size, cache_salt=salt, lora=lora,
                                      chained=self.chain_hashes)
+        limit = max(len(tokens) - 1, 0) // self.block_size
         hits: list[int | None] = []
-        for h in hashes:
+        for h in hashes[:limit]:
             b = self.pool.lookup(h)
             if b is None and self.chain_hashes:
                 # A chained hash cannot match after a miss: stop, keeping hits a prefix.
                 hits.extend([None] * (len(hashes) - len(hits)))
                 break
             hits.append(b)
-        return hits
+        return hits + [None] * (len(hashes) - len(hits))
 
     def wrong_shares(self) -> list[tuple]:
         """Blocks a running sequence uses whose K/V was computed after *other* earlier tokens.
@@ -340,6 +355,10 @@ class BlockManager:
     def allocate(self, seq_id, token_ids, *, cache_salt: str | None = None,
                  lora: str | None = None) -> Allocation:
         """Admit a new sequence with its prompt: reuse cached full blocks, take the rest fresh.
+
+        The reused blocks stop before the block holding the prompt's last token (see
+        :meth:`num_cached_tokens`); every other full block is computed and gets its hash, also
+        when an identical block is cached (its hash then names both).
 
         Args:
             seq_id: a new sequence id (int or non-blank string).

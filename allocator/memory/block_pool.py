@@ -17,6 +17,17 @@ Model
   A block in use can be registered under a hash; with ``cache_freed=True`` it stays findable
   after its refcount falls to 0, until the queue hands it out again (that *evicts* its hash);
   with ``cache_freed=False`` its hash is dropped the moment it is released.
+* One hash may name **several blocks**, as in vLLM: a block computed again while an identical
+  block is cached (a prompt whose last full block is not a cache hit, or two requests prefilling
+  the same prefix at once) is registered under the same hash and joins that hash's entry; blocks
+  are never de-duplicated, since a block table only grows at its end and never re-points an
+  entry. A lookup finds the earliest-registered block still in the entry; evicting one block
+  removes only that block, so the hash still finds the others. Sources: vLLM's
+  vllm/v1/core/block_pool.py -- ``BlockHashToBlockMap`` (``get_one_block``: any block of the
+  entry, the first inserted; ``insert``: joins the entry; ``pop(key, block_id)``: removes that
+  block only), ``BlockPool.cache_full_blocks`` (every newly full block gets its hash, no
+  de-duplication check: "block tables are append-only") and
+  ``BlockPool._maybe_evict_cached_block`` (an evicted block leaves its hash's entry).
 * Touching a cached block that waits in the queue takes it out of the queue (a cache hit).
   Invariant: ``free (no hash) + cached (refcount 0, hashed) + in use == num_blocks``.
 * One block's state at a moment is a :class:`KVCacheBlock` (``BlockPool.block(block_id)``):
@@ -156,7 +167,8 @@ def check_pool_state(num_blocks: int, *, refcounts: list, hashes: list, queue: l
             (every block at or past k was never used and waits, unstored, at the queue's front).
         hashes: each of those blocks' hash or None, shape (k,).
         queue: the released blocks waiting in the free queue, front (least recently used) first.
-        block_map: the block-hash map, hash -> block id.
+        block_map: the block-hash map, hash -> the block ids it names (the one a lookup
+            finds first; several when an identical block was computed again).
         num_free: the pool's count of free blocks (the free queue's length).
         cached_free: the blocks with refcount 0 and a hash, as the pool lists them.
         cache_freed: whether released blocks keep their hash.
@@ -166,7 +178,8 @@ def check_pool_state(num_blocks: int, *, refcounts: list, hashes: list, queue: l
     Raises:
         AssertionError naming the first inconsistency: a block both queued and referenced, a
         block queued twice, refcount != tables pointing at it, free + cached + in use !=
-        num_blocks, cached free blocks out of queue order, a stale hash entry.
+        num_blocks, cached free blocks out of queue order, a stale hash entry, a hashed block
+        missing from its hash's entry or listed twice.
     """
     used = len(refcounts)
     assert len(hashes) == used <= num_blocks, "per-block lists do not cover exactly the blocks handed out"
@@ -193,9 +206,13 @@ def check_pool_state(num_blocks: int, *, refcounts: list, hashes: list, queue: l
     in_use = used - len(queue)
     assert (num_free - len(expect)) + len(expect) + in_use == num_blocks, (
         f"free {num_free - len(expect)} + cached {len(expect)} + in use {in_use} != {num_blocks} blocks")
-    for h, b in block_map.items():
-        assert 0 <= b < used and hashes[b] == h, f"cache entry for block {b} does not match its hash"
-    assert sum(1 for h in hashes if h is not None) == len(block_map), "stray block hash"
+    listed = 0
+    for h, blocks in block_map.items():
+        assert blocks, "an empty entry in the block-hash map"
+        for b in blocks:
+            assert 0 <= b < used and hashes[b] == h, f"cache entry for block {b} does not match its hash"
+        listed += len(blocks)
+    assert sum(1 for h in hashes if h is not None) == listed, "stray block hash, or a block listed twice"
     if not cache_freed:
         assert not expect, "a released block kept its hash although cache_freed is False"
 
@@ -247,7 +264,11 @@ class BlockPool:
             for i, b in enumerate(order):
                 self._pos[b] = i
         self._hash: list[bytes | None] = [None] * n     # each block's hash, or None
-        self._cache: dict[bytes, int] = {}              # the block-hash map: hash -> block
+        # the block-hash map: hash -> the block a lookup finds (the earliest registered still there),
+        # and, for a hash that names several blocks, hash -> the later ones in the order registered
+        self._cache: dict[bytes, int] = {}
+        self._dups: dict[bytes, list[int]] = {}
+        self._num_dups = 0                              # blocks listed in self._dups
         # blocks with refcount 0 that still have a hash, in free-queue order (a dict keeps the order;
         # a snapshot lists them without scanning the whole queue)
         self._cached_free: dict[int, None] = {}
@@ -391,8 +412,9 @@ class BlockPool:
 
     @property
     def num_cached(self) -> int:
-        """Blocks findable by hash, referenced or not."""
-        return len(self._cache)
+        """Blocks with a hash (cached), referenced or not: a hash that names several blocks
+        counts each of them."""
+        return len(self._cache) + self._num_dups
 
     def free_queue(self, *, never_used: bool = True) -> list[int]:
         """Block ids with refcount 0, in the order allocation takes them (least recently used first:
@@ -412,8 +434,21 @@ class BlockPool:
     # ------------------------------------------------------------------ the block-hash map
 
     def lookup(self, block_hash: bytes) -> int | None:
-        """The block registered under ``block_hash`` (in use or cached), or None."""
+        """The block a prefix-cache lookup finds under ``block_hash`` (in use or cached): the
+        earliest registered of the blocks that hash names, or None. Source: vLLM's
+        ``BlockHashToBlockMap.get_one_block`` (vllm/v1/core/block_pool.py)."""
         return self._cache.get(block_hash)
+
+    def lookup_all(self, block_hash: bytes) -> list[int]:
+        """Every block registered under ``block_hash`` (in use or cached), the one :meth:`lookup`
+        finds first, then the others in the order they were registered; [] if none."""
+        first = self._cache.get(block_hash)
+        return [] if first is None else [first, *self._dups.get(block_hash, ())]
+
+    def block_map(self) -> dict:
+        """The block-hash map written out: hash -> :meth:`lookup_all` (a new dict, O(cached blocks))."""
+        dups = self._dups
+        return {h: [b, *dups.get(h, ())] for h, b in self._cache.items()}
 
     def lookup_run(self, block_hashes, limit: int) -> list[int]:
         """The blocks registered under the leading hashes of ``block_hashes`` (at most ``limit``
@@ -564,27 +599,60 @@ class BlockPool:
         return FieldError("block_id", f" = {b} is free and not cached: it cannot be shared")
 
     def register(self, block_id: int, block_hash: bytes) -> bool:
-        """Make an in-use block findable under ``block_hash``.
+        """Give an in-use block its hash and add it to the block-hash map (a newly full block).
+
+        A hash that already names other blocks (an identical block computed again) names this
+        one too; :meth:`lookup` still finds the earliest registered. Source: vLLM's
+        ``BlockPool.cache_full_blocks`` and ``BlockHashToBlockMap.insert``
+        (vllm/v1/core/block_pool.py).
 
         Returns:
-            True if registered; False if the hash already names another block or this block
-            already has a hash (the first registration wins, as in vLLM).
+            True if registered; False if this block already has a hash (a block keeps the hash
+            it was given until it is evicted; vLLM asserts it has none).
         """
         assert 0 <= block_id < self._fresh, f"block {block_id} was never handed out: it cannot be registered"
-        if block_hash in self._cache or self._hash[block_id] is not None:
+        if self._hash[block_id] is not None:
             return False
-        self._cache[block_hash] = block_id
-        self._hash[block_id] = block_hash
+        self._index(block_id, block_hash)
         return True
 
     def register_all(self, blocks, block_hashes) -> None:
         """:meth:`register` each block under the hash beside it, in order (one call for a whole
-        prompt's blocks: the allocator's fast path). Same rules: the first registration wins."""
+        prompt's blocks: the allocator's fast path). Same rules: a block that has a hash keeps it."""
         cache, hashes = self._cache, self._hash
         for b, h in zip(blocks, block_hashes):
-            if h not in cache and hashes[b] is None:
-                cache[h] = b
-                hashes[b] = h
+            if hashes[b] is None:
+                if h in cache:
+                    self._index(b, h)
+                else:
+                    cache[h] = b
+                    hashes[b] = h
+
+    def _index(self, b: int, h) -> None:
+        """Give block ``b`` hash ``h`` and add it to that hash's entry (the first, or after the others)."""
+        if h in self._cache:
+            self._dups.setdefault(h, []).append(b)
+            self._num_dups += 1
+        else:
+            self._cache[h] = b
+        self._hash[b] = h
+
+    def _unindex(self, b: int, h) -> None:
+        """Take block ``b`` out of hash ``h``'s entry (vLLM's ``BlockHashToBlockMap.pop(h, b)``):
+        the hash keeps finding the other blocks it names, the earliest registered first."""
+        cache, dups = self._cache, self._dups
+        rest = dups.get(h)
+        if rest is None:
+            assert cache.get(h) == b, f"block {b} is not in the entry of its hash"
+            del cache[h]
+        else:
+            if cache[h] == b:
+                cache[h] = rest.pop(0)
+            else:
+                rest.remove(b)
+            self._num_dups -= 1
+            if not rest:
+                del dups[h]
 
     def release(self, blocks) -> list[int]:
         """Drop one reference to each block, the **last block first**.
@@ -629,11 +697,11 @@ class BlockPool:
         else:
             q.extend(freed)
             if self._cache:
-                hashes, cache = self._hash, self._cache
+                hashes = self._hash
                 for b in freed:
                     h = hashes[b]
                     if h is not None:
-                        del cache[h]
+                        self._unindex(b, h)
                         hashes[b] = None
         assert self.num_free <= self.num_blocks, "more blocks free than the pool holds"
         return freed
@@ -660,12 +728,14 @@ class BlockPool:
 
     def _evict(self, blocks, evicted: list | None) -> None:
         """Drop the hashes of the blocks just taken from the queue that had one (evictions)."""
-        hashes, cache, cached = self._hash, self._cache, self._cached_free
+        hashes, cache, cached, dups = self._hash, self._cache, self._cached_free, self._dups
         n = 0
         for b in blocks:
             h = hashes[b]
             if h is not None:
-                if cache.get(h) == b:
+                if dups:
+                    self._unindex(b, h)
+                else:
                     del cache[h]
                 hashes[b] = None
                 del cached[b]
@@ -702,12 +772,14 @@ class BlockPool:
             "per-block lists do not cover exactly the blocks handed out")
         assert self._pos is None or len(self._pos) == used, "queue positions do not cover the blocks handed out"
         assert self._tombstones == self._queue[self._head:].count(_TOMBSTONE), "tombstones miscounted"
+        assert set(self._dups) <= set(self._cache) and all(self._dups.values()), "a stray or empty duplicate entry"
+        assert self._num_dups == sum(map(len, self._dups.values())), "duplicate blocks miscounted"
         if self._pos is not None:
             for i, b in enumerate(self._queue):
                 if b != _TOMBSTONE and i >= self._head:
                     assert self._pos[b] == i, f"block {b}: queue position {self._pos[b]} != {i}"
         check_pool_state(self.num_blocks, refcounts=self._refcounts(), hashes=self._hash,
-                         queue=self.free_queue(never_used=False), block_map=self._cache,
+                         queue=self.free_queue(never_used=False), block_map=self.block_map(),
                          num_free=self.num_free, cached_free=list(self._cached_free),
                          cache_freed=self.cache_freed, tables=tables)
         assert self.num_plain_free + self.num_cached_free + self.num_in_use == self.num_blocks, (

@@ -94,8 +94,11 @@ class PagedAllocator:
     sequences hold (refcount up) or blocks that finished sequences left in the free queue (taken
     out of it) -- up to the block before the one holding the prompt's last token, which is always
     computed (its logits start the output, as in vLLM). Those tokens need no prefill
-    (``last_hit_tokens``). A cached block that the free queue hands out again loses its key (an
-    eviction, least recently used first). Only prompt blocks
+    (``last_hit_tokens``). A full prompt block computed again while an identical block is cached
+    (a fully cached prompt's last full block) is registered under the same key, which then
+    names both blocks and keeps finding one when the other is evicted (vLLM's
+    ``BlockHashToBlockMap``: :mod:`allocator.memory.block_pool`). A cached block that the free
+    queue hands out again loses its key (an eviction, least recently used first). Only prompt blocks
     are keyed: generated tokens are the model's and no later prompt is known to repeat them.
     Without ``prompts``, the shared system prompt (``shared_prefix``) is the cached prefix.
     Sources: vLLM automatic prefix caching design; Kwon et al. (SOSP 2023) section 4.4.
@@ -458,7 +461,8 @@ class PagedAllocator:
         block for a token not yet scheduled -- reusing ``hits`` (from :meth:`v1_computed_blocks`)
         at the front of a new table. With prefix caching, every full block among the first
         min(upto, num_tokens) tokens is registered under its chained key (prompt and generated
-        blocks alike; the first registration of a key wins).
+        blocks alike; a block computed again while an identical one is cached gets the key too
+        and joins its entry, as in vLLM's ``cache_full_blocks``).
 
         ``final`` (tokens: prompt + the whole answer) lets the allocator count the slots of the
         last block the sequence will never write (``never_written``, the internal fragmentation of

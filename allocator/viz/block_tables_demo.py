@@ -86,6 +86,71 @@ def words_of(token_ids: list[int]) -> str:
     return " ".join(word(t) for t in token_ids)
 
 
+def last_token_hits(block_size: int = BLOCK_SIZE) -> dict:
+    """Cached tokens a fully cached prompt of ``block_size`` and of ``2 * block_size`` tokens gets
+    back from a fresh :class:`BlockManager`, and how many blocks the longer prompt's last block
+    hash then names (the block computed again joins the first copy): the numbers the page's
+    vLLM note quotes, computed rather than typed.
+
+    Returns:
+        ``{"one_block": (tokens, cached), "two_blocks": (tokens, cached), "copies": k}``.
+
+    Source: vllm/v1/core/kv_cache_manager.py, ``get_computed_blocks`` (``max_cache_hit_length =
+    request.num_tokens - 1``); vllm/v1/core/block_pool.py, ``cache_full_blocks``.
+    """
+    out = {}
+    for name, n in (("one_block", block_size), ("two_blocks", 2 * block_size)):
+        mgr = BlockManager(8, block_size)
+        prompt = list(range(n))
+        mgr.allocate("first", prompt)
+        out[name] = (n, mgr.num_cached_tokens(prompt))
+        if name == "two_blocks":
+            mgr.allocate("again", prompt)
+            last = mgr.block_table("again")[-1]
+            out["copies"] = len(mgr.pool.lookup_all(mgr.block_hash_of(last)))
+    return out
+
+
+def vllm_note(block_size: int = BLOCK_SIZE) -> str:
+    """The page's note (Markdown) on where the lab follows vLLM v1 and where its classroom loop
+    departs from it, and why; its numbers come from :func:`last_token_hits`.
+
+    Sources: vllm/v1/core/kv_cache_manager.py (``get_computed_blocks``, ``allocate_slots``);
+    vllm/v1/core/block_pool.py (``BlockHashToBlockMap``, ``cache_full_blocks``,
+    ``_maybe_evict_cached_block``); the classroom rules: ``assets/reference_figures.md`` R9 and
+    :mod:`allocator.engine.simulate`.
+    """
+    ex = last_token_hits(block_size)
+    (n1, c1), (n2, c2) = ex["one_block"], ex["two_blocks"]
+    return (
+        "**This page follows vLLM v1's prefix caching.**\n"
+        "- *The last prompt token is never a cache hit.* Its logits give the first output token, so it is "
+        f"always computed. Here a fully cached prompt of {n2} words gets {c2} back from the cache and one of "
+        f"{n1} words gets {c1}: the block holding the last word is computed again.\n"
+        "- *A block computed again gets its hash.* Blocks are never de-duplicated (a block table only grows "
+        "at its end), so the recomputed block is hashed like any block that fills up, and the hash then names "
+        f"both copies (in the {n2}-word example, the last block's hash names {ex['copies']} blocks). "
+        "A lookup finds the copy cached first; evicting "
+        "one copy leaves the hash finding the other.\n\n"
+        "**Where the classroom loop departs from vLLM, on purpose.** The engine's classroom scheduler, which "
+        "every simulating page except \"Checked against a real engine\" runs, keeps two of the seed lesson's "
+        "rules:\n"
+        "1. *It takes the block for the first generated token when it admits a request.* vLLM v1 allocates a "
+        "slot only in the step that computes it. Taking it at admission makes admission one decision about "
+        "memory: the prompt and the token prefill emits fit, or the request waits.\n"
+        "2. *It never caches generated tokens:* only prompt blocks get a hash. vLLM hashes every full block, "
+        "generated ones too; the classroom leaves them out because the answer is the model's and its "
+        "workloads do not say which later prompt repeats it.\n\n"
+        "Everything else follows vLLM: this page, the block pool every paged model shares (several blocks "
+        "per hash, hashes on recomputed blocks), and the engine's vLLM v1 rules (\"Checked against a real "
+        "engine\", `python -m allocator replay-vllm`), which also allocate slots step by step and cache "
+        "generated blocks.\n\n"
+        "Sources: vllm/v1/core/kv_cache_manager.py (`get_computed_blocks`: max_cache_hit_length = "
+        "num_tokens − 1; `allocate_slots`); vllm/v1/core/block_pool.py (`BlockHashToBlockMap`, "
+        "`cache_full_blocks`, `_maybe_evict_cached_block`); the classroom rules: the lesson's reference R9."
+    )
+
+
 class Notice(NamedTuple):
     """A message for the page to show under the buttons: ``kind`` is ``"error"`` or ``"info"``."""
 

@@ -63,9 +63,12 @@ def test_the_array_calls_give_what_the_list_calls_give(n, kind, few, ops):
             elif op == "run":                          # the longest run of leading keys found
                 start = starts[-1 - h % 3 % len(starts)] if h % 2 else h   # half: where a recent registration began
                 keys = [_key(kind, start + i) for i in range(k)]
-                owner = {lists.hash_of(b): b for b in range(n) if lists.hash_of(b) is not None}
+                # each hash finds the earliest registered of its blocks (the map's first)
+                owner = {h: blocks[0] for h, blocks in lists.block_map().items()}
+                assert sorted(b for blocks in lists.block_map().values() for b in blocks) == \
+                    [b for b in range(n) if lists.hash_of(b) is not None]
                 found = []
-                for key in keys[:k // 2 + 1]:          # the run, from the hashes themselves
+                for key in keys[:k // 2 + 1]:          # the run, from the map
                     if key not in owner:
                         break
                     found.append(owner[key])

@@ -199,8 +199,8 @@ def test_chained_hash_shares_only_when_every_earlier_token_matches():
 def test_hashing_a_block_alone_shares_a_block_computed_after_other_tokens():
     """R8 (chained hashes): two prompts whose third block is identical but earlier ones differ."""
     third = [50, 51, 52, 53]
-    p = [1, 2, 3, 4, 5, 6, 7, 8] + third
-    q = [9, 9, 9, 9, 8, 8, 8, 8] + third
+    p = [1, 2, 3, 4, 5, 6, 7, 8] + third + [60]     # (a 13th token: the prompt's last token is
+    q = [9, 9, 9, 9, 8, 8, 8, 8] + third + [61]     # always computed, so block 2 can be a hit)
     for chained in (True, False):
         m = BlockManager(num_blocks=16, block_size=4, chain_hashes=chained)
         m.allocate("P", p)
@@ -313,12 +313,13 @@ def test_freed_cached_blocks_stay_findable_until_reused_lru_first():
     m.free("A")                         # queue: 2, 3, 1, 0 (tail first)
     assert m.free_queue() == [2, 3, 1, 0]
     assert m.num_cached_free_blocks == 2 and m.num_free_blocks == 2
-    assert m.num_cached_tokens([1, 2, 3, 4]) == 4
+    assert m.num_cached_tokens([1, 2, 3, 4, 0]) == 4
+    assert m.num_cached_tokens([1, 2, 3, 4]) == 2       # its last token is always computed (vLLM)
     m.allocate("B", [7, 8, 9, 10])      # takes the never-cached 2, 3
-    assert m.num_cached_tokens([1, 2, 3, 4]) == 4
+    assert m.num_cached_tokens([1, 2, 3, 4, 0]) == 4
     r = m.allocate("C", [5, 6])         # the least recently used cached block is the tail (1)
     assert r.new_blocks == (1,) and r.evicted == (1,)
-    assert m.num_cached_tokens([1, 2, 3, 4]) == 2 and m.evictions == 1
+    assert m.num_cached_tokens([1, 2, 3, 4, 0]) == 2 and m.evictions == 1
     # a hit pulls a cached block out of the queue, so a later allocation cannot evict it
     m.free("B")
     r = m.allocate("D", [1, 2, 11])

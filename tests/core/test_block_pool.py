@@ -44,7 +44,7 @@ def test_cached_blocks_stay_findable_until_the_queue_hands_them_out():
     pool = BlockPool(4, cache_freed=True)
     a = pool.allocate(2)
     assert pool.register(a[0], b"h0") and pool.register(a[1], b"h1")
-    assert not pool.register(a[1], b"other")          # first registration wins
+    assert not pool.register(a[1], b"other")          # a block keeps the hash it was given
     pool.release(a)
     assert pool.num_cached_free == 2 and pool.num_plain_free == 2 and pool.lookup(b"h0") == a[0]
     pool.touch([a[0]])                                # a cache hit takes it out of the queue
@@ -91,10 +91,15 @@ def test_refusals_change_nothing():
 
 
 class ListModel:
-    """The same rules with plain lists: the free queue is a list, hashes a dict."""
+    """The same rules with plain lists: the free queue is a list, hashes a dict (block -> hash, in
+    the order registered, so a hash's blocks are found earliest registered first)."""
 
     def __init__(self, n, cache_freed):
         self.queue, self.ref, self.hash, self.cache_freed = list(range(n)), [0] * n, {}, cache_freed
+
+    def owner(self, key):
+        """The block a lookup of ``key`` finds: the earliest registered block holding it, or None."""
+        return next((b for b, k in self.hash.items() if k == key), None)
 
     def allocate(self, k):
         taken, self.queue = self.queue[:k], self.queue[k:]
@@ -166,16 +171,13 @@ def _run_against_the_model(pool, model, kind, n, ops):
             t = tables[k % len(tables)]
             if h % 2:                                  # one block, or a whole table at once
                 key = _key(kind, h)
-                if pool.register(t[0], key):
-                    model.hash[t[0]] = key
+                assert pool.register(t[0], key) == (t[0] not in model.hash)
+                model.hash.setdefault(t[0], key)
             else:
                 keys = [_key(kind, h + i) for i in range(len(t))]
-                expect = {}
-                for b, key in zip(t, keys):            # the first registration wins, in order
-                    if key not in model.hash.values() and key not in expect.values() and b not in model.hash:
-                        expect[b] = key
                 pool.register_all(t, keys)
-                model.hash.update(expect)
+                for b, key in zip(t, keys):            # every unhashed block gets its hash, in order
+                    model.hash.setdefault(b, key)
         elif op == "hash":
             key = _key(kind, h)                        # a cache hit on a released block, if it is cached
             b = pool.lookup(key)
@@ -195,16 +197,19 @@ def _run_against_the_model(pool, model, kind, n, ops):
             last = picture, expect
         elif op == "run":                              # the longest run of leading keys found
             keys = [_key(kind, (h + i) % 51) for i in range(k)]
-            owner = {key: b for b, key in model.hash.items()}
             expect = []
             for key in keys[:k // 2 + 1]:
-                if key not in owner:
+                if model.owner(key) is None:
                     break
-                expect.append(owner[key])
+                expect.append(model.owner(key))
             assert pool.lookup_run(keys, k // 2 + 1) == expect
         assert pool.free_queue() == model.queue
         assert [pool.refcount(b) for b in range(n)] == model.ref
         assert {b: pool.hash_of(b) for b in range(n) if pool.hash_of(b) is not None} == model.hash
+        for key in set(model.hash.values()):           # each hash names its blocks, earliest registered first
+            assert pool.lookup_all(key) == [b for b, k in model.hash.items() if k == key]
+            assert pool.lookup(key) == model.owner(key)
+        assert pool.num_cached == len(model.hash)
         pool.check_invariants(tables)
 
 
@@ -363,6 +368,7 @@ def test_the_list_pool_and_the_array_pool_are_twins_block_by_block(few, n, kind,
                    (arr.num_free, arr.num_cached_free, arr.num_cached, arr.evictions)
             assert plain.free_queue() == arr.free_queue() and plain.cached_free_queue() == arr.cached_free_queue()
             assert plain.block_hashes == arr.block_hashes == [v.block_hash for v in views[:len(plain.refcounts)]]
+            assert plain.block_map() == arr.block_map()     # each hash's blocks, the one found first
             plain.check_invariants(tables)
             arr.check_invariants(tables)
 

@@ -471,3 +471,17 @@ def test_the_selected_sequences_arrows_cross_no_other_row(selected):
     assert min(rows, key=rows.get) == selected                 # the lowest row
     others = [y for s, y in rows.items() if s != selected]
     assert all(a.ay < min(others) for a in arrows)
+
+
+def test_the_vllm_note_quotes_numbers_the_manager_computes():
+    """The page's note on vLLM (issue 41 item 4): a fully cached prompt of two blocks gets one back,
+    of one block none; the recomputed block's hash names both copies; both classroom departures named."""
+    from allocator.viz.block_tables_demo import last_token_hits, vllm_note
+    assert last_token_hits(16) == {"one_block": (16, 0), "two_blocks": (32, 16), "copies": 2}
+    ex = last_token_hits()
+    assert ex == {"one_block": (BLOCK_SIZE, 0), "two_blocks": (2 * BLOCK_SIZE, BLOCK_SIZE), "copies": 2}
+    note = vllm_note()
+    assert f"a fully cached prompt of {2 * BLOCK_SIZE} words gets {BLOCK_SIZE} back" in note
+    assert f"one of {BLOCK_SIZE} words gets 0" in note
+    assert "first generated token when it admits" in note and "never caches generated tokens" in note
+    assert "get_computed_blocks" in note and "BlockHashToBlockMap" in note

@@ -195,3 +195,11 @@ def test_refusals_are_messages_not_tracebacks():
     assert len(_tables(at)["B"]) == 3 and _metrics(at)["Free blocks"] == "0"
     assert list(_tables(at, "host")) == ["A"] and len(_tables(at, "host")["A"]) == 4
     _assert_refcounts_match_tables(at)
+
+
+def test_the_page_says_where_the_classroom_loop_departs_from_vllm():
+    from allocator.viz.block_tables_demo import BLOCK_SIZE
+    at = _page()
+    text = "\n".join(m.value for m in at.markdown)
+    assert "Where the classroom loop departs from vLLM" in text
+    assert f"a fully cached prompt of {2 * BLOCK_SIZE} words gets {BLOCK_SIZE} back from the cache" in text
