@@ -26,8 +26,10 @@ CALIBRATION_SOURCE = (
     "token: 0.585 of the datasheet's bf16 FLOP/s, 0.825 of its memory bandwidth, 3.35 ms per step. Replayed "
     "under vLLM v1's rules, the mean time to first token is off by +5.9 %, the time per output token by +1.7 % "
     "and the end-to-end latency by +2.8 % (python -m allocator replay-vllm "
-    "assets/vllm_runs/rtxpro6000_llama-3.1-8b). Only one run ships, so the error on runs it has not seen is "
-    "not measured (Checked against a real engine).")
+    "assets/vllm_runs/rtxpro6000_llama-3.1-8b). Priced instead from the GPU's measured operator latencies "
+    "(allocator/cost/profile.py: vLLM 0.19 microbenchmarks from the same repository, nothing fitted on this run), "
+    "the same means are off by −0.9 %, +0.2 % and −0.1 % (the command's default where a profile exists). Only "
+    "one run ships, so the error on runs it has not seen is not measured (Checked against a real engine).")
 
 #: (term, meaning in the app's own words, where the app shows it). Keep in step with the README's vocabulary.
 GLOSSARY = [

@@ -85,6 +85,12 @@ def test_about_and_readme_quote_the_replay(shipped):
     h = shipped["held_out"]
     assert (f"by {signed_pct(h['ttft_error_pct'])} (TTFT), {signed_pct(h['tpot_error_pct'])} (TPOT) and "
             f"{signed_pct(h['latency_error_pct'])} (latency)") in readme
+    # the measured-operator model (issue 37): README and About quote its errors on the shipped run
+    prof = replay(shipped["run"], cost_model="profile")
+    errs = [signed_pct(prof.error_pct(k)) for k in ("ttft", "tpot", "latency")]
+    assert (f"the profile model's means are **{errs[0]}** (TTFT), **{errs[1]}** (TPOT) and **{errs[2]}** "
+            "(latency)") in readme
+    assert f"the same means are off by {errs[0]}, {errs[1]} and {errs[2]}" in " ".join(CALIBRATION_SOURCE.split())
 
 
 @pytest.mark.parametrize("damage", ["missing", "damaged"])
