@@ -116,7 +116,9 @@ def test_the_handout_and_the_animation_quote_simulates_numbers(exported, capsys)
     rm, pg = out["reserve_max"], out["paged"]
     doc = exported["handout"].read_text(encoding="utf-8")
     rows = [("Running while requests wait (mean sequences per step)", lambda s: _fmt(s["mean_running_busy"])),
-            ("Peak running (one instant)", lambda s: f"{s['peak_running']} at step {s['peak_running_step']:,}"),
+            ("Peak running (sequences, and how many steps ran it)",
+             lambda s: f"{s['peak_running']} for {s['peak_running_steps']:,} step{'' if s['peak_running_steps'] == 1 else 's'} "
+                       f"(first at step {s['peak_running_step']:,})"),
             ("Steps to drain (engine steps)", lambda s: _fmt(s["steps"])),
             ("Tokens per step (mean over all steps)", lambda s: _fmt(s["mean_tokens_per_step"])),
             ("Preemptions (sequences evicted to free memory)", lambda s: _fmt(s["preemptions"])),
@@ -186,7 +188,11 @@ def test_the_static_sites_cards_details_and_sweep_are_simulates(site, capsys, bl
     left = "reserve-pow2 (buddy)"
     by_measure = {row["measure"]: (row[left], row["paged"]) for row in table}
     expect = {
-        SUMMARY_METRICS["peak_running"].label: lambda s: f"{s['peak_running']} at step {s['peak_running_step']:,}",
+        SUMMARY_METRICS["peak_running"].label: lambda s: (
+            f"{s['peak_running']}, held for a single step (step {s['peak_running_step']:,})"
+            if s["peak_running_steps"] <= 1 else
+            f"{s['peak_running']}, held for {s['peak_running_steps']:,} of the run's {s['steps']:,} steps "
+            f"(first at step {s['peak_running_step']:,})"),
         SUMMARY_METRICS["mean_running"].label: lambda s: f"{s['mean_running']:.2f}",
         SUMMARY_METRICS["mean_tokens_per_step"].label: lambda s: f"{s['mean_tokens_per_step']:.2f}",
         **{SUMMARY_METRICS[name].label: (lambda s, name=name: f"{s[name]:,}")

@@ -13,7 +13,7 @@ def test_every_drawn_state_has_one_name_from_code_to_colour():
     slot_states = {"FREE", "TOKEN", "EMPTY", "HOLE", "SHARED", "DUPLICATE"}
     codes = [getattr(maps, name) for name in sorted(slot_states)]
     assert sorted(codes) == list(range(6))                       # distinct heatmap codes 0..5
-    assert isinstance(maps.BLOCK_CACHED, int)                    # the block pictures' cached state
+    assert isinstance(maps.MAP_BLOCK_CACHED, int)                # the block pictures' cached state
     coloured = {name.lower() for name in slot_states - {"TOKEN"}} | {"cached"}
     assert coloured == set(theme.STATE_COLOURS)
     assert not hasattr(theme, "DUPLICATE")                       # the colour no longer shares the state's name

@@ -141,7 +141,7 @@ def test_an_arrival_past_the_engines_clock_is_named(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--trace", "/tmp"], "/tmp is a directory, not a trace file"),
+    (["--trace", "/tmp"], "error: tmp is a directory, not a trace file"),     # named by its base name
     (["--slots", "10000000000"], "total_slots = 10000000000 must be a whole number from 1 to 1,073,741,824 (slots)"),
     (["--shared-prefix", "99999999999999999999"], "shared_prefix = 99999999999999999999 must be a whole number "
                                                   "from 0 to 4,194,304 (tokens)"),
