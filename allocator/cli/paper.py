@@ -54,7 +54,7 @@ def run(args) -> int:
           f"rates x{sc['scale']:.2f} (same relative load: this model's paged burst saturation rate, "
           f"{SATURATION_REQUESTS:,} requests arriving at once, {sc['ours']:.2f} requests/s over the paper's "
           f"{sc['paper']:g}; a scale, not a sustained rate)")
-    rows = [[r["figure"], r["measure"], str(r["paper"]), str(r["ours"]), r["error"], "yes" if r["ok"] else "NO"]
+    rows = [[r["figure"], r["measure"], str(r["paper"]), str(r["ours"]), r["error"], "-" if r["ok"] is None else "yes" if r["ok"] else "NO"]
             for r in out["targets"]]
     head = ["figure", "measure", "paper", "ours", "error", "within"]
     widths = [max(len(x[i]) for x in rows + [head]) for i in range(len(head))]

@@ -310,7 +310,8 @@ class Replication:
         return self.fig13[system] if sp is None else sp["mean"]
 
     def targets(self) -> list[dict]:
-        """The issue's targets as rows {"figure", "measure", "paper", "ours", "error", "tolerance", "ok"}."""
+        """The issue's targets as rows {"figure", "measure", "paper", "ours", "error", "tolerance", "ok"}; ``ok`` is
+        None for a comparison that is not a target (the OPT-13B curve reading of Figure 12a)."""
         rows = []
         for s in SYSTEMS:
             paper = PAPER_FIGURES["fig13"]["batch"][s]
@@ -365,8 +366,8 @@ class Replication:
             err = r["value"] / read - 1
             rows.append({"figure": "Figure 12", "measure": "OPT-13B: sustained rate, vLLM / Orca (Oracle)",
                          "paper": f"about {read:g}x (read off Figure 12a's curves)", "ours": f"{r['value']:.2f}x",
-                         "error": f"{100 * err:+.0f} %", "tolerance": "within 15 %",
-                         "ok": abs(err) <= FIG13_TOLERANCE})
+                         "error": f"{100 * err:+.0f} %", "tolerance": "none: a reading of a plot, compared, not a target",
+                         "ok": None})
         for other in ("oracle", "max"):
             paper = f12[f"batch_ratio_vs_{other}"]
             ours = self.fig13_mean("paged") / self.fig13_mean(other)

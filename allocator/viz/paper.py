@@ -220,7 +220,7 @@ def targets_rows(rep) -> list[dict]:
             paper, ours = f"{paper:.1f} %", f"{ours:.1f} %"
         ours = f"{ours}{r.get('spread', '')}"
         rows.append({"measure": f"{r['figure']}: {r['measure']}", "the paper": str(paper), "this model": str(ours),
-                     "error": r["error"], "within tolerance": f"{'yes' if r['ok'] else 'no'} ({r['tolerance']})"})
+                     "error": r["error"], "within tolerance": ("— " if r["ok"] is None else "yes " if r["ok"] else "no ") + f"({r['tolerance']})"})
     return rows
 
 
