@@ -333,7 +333,7 @@ class Replication:
                 ours = 100 * art[key]
                 rows.append({"figure": "Figure 2", "measure": f"{key.replace('_', ' ')}, {PAPER_LABELS[s]} "
                              "(the artifact's categories)",
-                             "paper": paper, "ours": round(ours, 1), "error": f"{ours - paper:+.1f} points",
+                             "paper": round(paper, 1), "ours": round(ours, 1), "error": f"{ours - paper:+.1f} points",
                              "tolerance": "within 5 points", "ok": abs(ours - paper) <= FIG2_TOLERANCE_POINTS})
         split = self.fig2["max"]["artifact"]
         order = sorted(("reservation", "internal", "external"), key=lambda k: -split[k])
