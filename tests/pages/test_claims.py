@@ -546,6 +546,14 @@ def test_the_about_page_quotes_the_default_run():
     allowed |= {"13", "300", "3.1", "6000"}   # fig12-13b-sharegpt.sh; the run's 300 requests, Llama-3.1, RTX PRO 6000
     fig12 = PAPER_FIGURES["fig12"]
     allowed |= _forms(fig12["batch_ratio_vs_oracle"]) | _forms(fig12["batch_ratio_vs_max"])   # OPT-13B's 2.2x, 4.3x
+    # issue 38: Figure 13's bars, the 2023 caps, the sections and figures named (6.2, 7.2, 7.3; 18b, 19)
+    from allocator.studies.paper import PAPER_MAX_BATCHED_TOKENS, PAPER_MAX_NUM_SEQS
+    for v in [*PAPER_FIGURES["fig13"]["batch"].values(), PAPER_FIGURES["fig13"]["rate"], PAPER_MAX_BATCHED_TOKENS,
+              PAPER_MAX_NUM_SEQS, 6.2, 7.2, 7.3, 2, 12, 13, 18, 19, 16, 64, 128]:
+        allowed |= _forms(v)
+    from allocator.studies.ablations import PAPER_ABLATIONS
+    assert PAPER_ABLATIONS["fig18b"]["best_block_sizes"] == (16, 128)
+    assert PAPER_ABLATIONS["fig19"]["comparable_block_sizes"] == (16, 64)
     from allocator.accounting.models import PRESETS
     from allocator.common.formats import format_bytes
     for name in ("7b-fp16", "llama3-70b"):
