@@ -16,7 +16,7 @@ def paper_replication_texts(rep) -> dict:
         {"load": why the rates are scaled, "fig2", "fig13", "fig12": one paragraph each,
         "departures": list of one-sentence differences between this model and the paper's system}.
     """
-    from allocator.studies.paper import PAPER_FIGURES, PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS
+    from allocator.studies.paper import FIG13_SEEDS, PAPER_FIGURES, PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS
     p = PAPER_FIGURES
     sc = rep.scale
     load = (f"**Same relative load, not the same clock.** This model's roofline prices a step of OPT-13B on an "
@@ -123,7 +123,8 @@ def paper_replication_texts(rep) -> dict:
         "2023 server ran prompt steps apart; the Orca baselines run the classroom scheduler without caps.",
         f"Figure 12 runs {p['fig12']['duration_s']:g} s of arrivals per rate (the artifact's quick mode) and "
         f"Figures 2 and 13 one {p['fig2']['duration_s']:g} s trace each (as long as the artifact's Figure 2 run), "
-        "not the paper's hour; the requests are shuffled with numpy, so their order differs from the artifact's.",
+        f"not the paper's hour (Figure 13 is also shown over {len(FIG13_SEEDS)} arrival seeds); the requests are "
+        "shuffled with numpy, so their order differs from the artifact's.",
         "Figure 13 is averaged over the same window as Figure 2 (300 s to 900 s of a 900 s trace); the paper "
         "averages over a longer run.",
         "The paper states Figure 13's load as 2 requests/s, while its artifact's plotting script reads runs at "
