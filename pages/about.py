@@ -205,6 +205,19 @@ SOURCES = [
      "OPT-13B alone (ShareGPT)",
      "Kwon et al., PagedAttention (SOSP 2023), Figure 2 and section 6.2; quoted beside the app's own figures, "
      "never fitted to them (Throughput and latency)."),
+    ("Figure 2's full split of the Orca bars (reservation, internal, external and other) in the artifact's "
+     "categories, where the buddy allocator's rounding counts as external; Figure 13's mean batched requests "
+     "(7.00, 9.81, 13.62, 30.42 at 2 requests/s); Figure 12's OPT-13B curves; the 2023 server's per-step caps "
+     "(2,560 batched tokens, 256 sequences)",
+     "Kwon et al., PagedAttention (SOSP 2023), section 6.2, Figures 2, 12 and 13, and its artifact "
+     "(sosp-ae-39/sosp-ae-astra: plot/plot_fig2.py, experiments/fig2.sh, fig12-13b-sharegpt.sh, fig13.sh); "
+     "quoted beside the app's own figures, never fitted to them (Throughput and latency, the paper replication)."),
+    ("Block sizes 16 to 128 best on ShareGPT; swap slow with small blocks, recompute's cost independent of the "
+     "block size, the two comparable for blocks of 16 to 64",
+     "Kwon et al., PagedAttention (SOSP 2023), section 7.2 (Figure 18b) and section 7.3 (Figure 19), and its "
+     "artifact's experiments/fig18-b.sh, fig19-a.sh, fig19-b.sh and benchmark/benchmark_swap.py; run again on "
+     "this app's model (Throughput and latency, section 7 ablations), with the kernel's cost per block size "
+     "from this lab's kernel prediction (assets/kernel_block_cost.json)."),
     ("GPU memory, memory bandwidth, dense fp16/bf16 tensor FLOP/s, PCIe bandwidth (A100 40GB, H100 SXM, H200, "
      "L4, RTX 4090)",
      "NVIDIA's datasheets (and the Ada Lovelace whitepaper for the RTX 4090), named in each preset "

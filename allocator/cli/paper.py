@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 
-from allocator.studies.paper import PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS, paper_replication
+from allocator.cost.kernel_block import kernel_block_factors
+from allocator.studies.ablations import PAPER_ABLATIONS, ablations
+from allocator.studies.paper import (FIG13_SEEDS, PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS, add_fig13_spread,
+                                     paper_replication)
 from allocator.studies.sustained import sustained_short
 from allocator.cli.common import count_arg, range_help
 
@@ -28,13 +31,21 @@ def register(sub) -> None:
     p.add_argument("--seed", type=count_arg, default=0,
                    help=f"arrivals and shuffle (default 0; {range_help('seed')})")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--quick", action="store_true",
+                   help="the three figures only: no Figure 13 spread over ten seeds, no section 7 ablations")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     """Run the replication and print it; returns the exit status."""
     rep = paper_replication(seed=args.seed)
+    abl = None
+    if not args.quick:
+        add_fig13_spread(rep, FIG13_SEEDS)
+        abl = ablations(kernel_block_factors(), scale=rep.scale["scale"])
     out = rep.to_dict()
+    if abl is not None:
+        out["ablations"] = abl.to_dict()
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -43,18 +54,21 @@ def run(args) -> int:
           f"rates x{sc['scale']:.2f} (same relative load: this model's paged burst saturation rate, "
           f"{SATURATION_REQUESTS:,} requests arriving at once, {sc['ours']:.2f} requests/s over the paper's "
           f"{sc['paper']:g}; a scale, not a sustained rate)")
-    rows = [[r["figure"], r["measure"], str(r["paper"]), str(r["ours"]), r["error"], "yes" if r["ok"] else "NO"]
+    rows = [[r["figure"], r["measure"], str(r["paper"]), str(r["ours"]), r["error"], "-" if r["ok"] is None else "yes" if r["ok"] else "NO"]
             for r in out["targets"]]
     head = ["figure", "measure", "paper", "ours", "error", "within"]
     widths = [max(len(x[i]) for x in rows + [head]) for i in range(len(head))]
     print()
     for row in [head] + rows:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
-    print("\nFigure 2 (% of KV memory): token states / reservation / internal / external, this model")
+    print("\nFigure 2 (% of KV memory): token states / reservation / internal / external and other, this model in "
+          "the artifact's categories (the paper's: a buddy run's rounding under external), then in this lab's "
+          "(the rounding under internal)")
+    keys = ("token_states", "reservation", "internal", "external")
     for s in SYSTEMS:
-        f = rep.fig2[s]
-        print(f"  {PAPER_LABELS[s]:<14}" + " / ".join(f"{100 * f[k]:5.1f}" for k in
-                                                     ("token_states", "reservation", "internal", "external")))
+        art, lab = rep.fig2[s]["artifact"], rep.fig2[s]
+        print(f"  {PAPER_LABELS[s]:<14}" + " / ".join(f"{100 * art[k]:5.1f}" for k in keys) + "    lab: "
+              + " / ".join(f"{100 * lab[k]:5.1f}" for k in keys))
     print(f"\nFigure 12: normalised latency (s/token) by rate (requests/s on the paper's scale); knee = the "
           f"sustained rate, where the curve crosses the {rep.budget_s_per_token:.4f} s/token budget "
           f"(paper's scale; x{sc['scale']:.2f} for this model's requests/s)")
@@ -64,5 +78,31 @@ def run(args) -> int:
         text = sustained_short(sus)
         print(f"  {PAPER_LABELS[s]:<14}" + "  ".join(f"{p['paper_rate']:g}: {p['normalized_latency_s_per_token']:.4f}"
                                                      for p in pts) + f"   knee {text}")
-    print(f"\n{rep.seconds:.1f} s")
+    if rep.fig13_spread:
+        print(f"\nFigure 13 over {len(FIG13_SEEDS)} arrival seeds (mean ± sd, min-max), the paper's bar beside")
+        rules = rep.load_rules()
+        for rule, info in rules.items():
+            if rule not in rep.fig13_spread:
+                continue
+            print(f"  {rule} rule (x{info['scale']:.2f}: {info['rule']})")
+            for s in SYSTEMS:
+                sp = rep.fig13_spread[rule][s]
+                print(f"    {PAPER_LABELS[s]:<14}{sp['mean']:6.2f} ± {sp['std']:.2f} ({sp['min']:.1f}-{sp['max']:.1f})"
+                      f"   paper {out['fig13']['systems'][s]['paper']:.2f}")
+    if abl is not None:
+        m = abl.micro
+        print(f"\nFigure 19a: {m['tokens']} tokens, swap out + in against recompute (ms); "
+              f"{m['transfers_per_block']} copies per block x {1e6 * m['transfer_latency_s']:g} us")
+        print("  block      " + "".join(f"{b:>8}" for b in m["block_sizes"]))
+        print("  swap       " + "".join(f"{1e3 * v:8.1f}" for v in m["swap_out_in_s"]))
+        print("  no latency " + "".join(f"{1e3 * v:8.1f}" for v in m["swap_no_latency_s"]))
+        print(f"  recompute  {1e3 * m['recompute_s']:8.1f} at every block size; swap no slower from block "
+              f"{m['crossover']}")
+        print(f"\nFigures 18b/19b: normalised latency (s/token), ShareGPT at {abl.rate:.2f} requests/s "
+              f"({len(abl.seeds)} seeds, mean ± sd); kernel cost per block size: {abl.kernel['source']}")
+        for mode in ("recompute", "swap"):
+            print(f"  {mode:<10} " + "  ".join(f"{bs}: {v['mean']:.4f}±{v['std']:.4f}" for bs, v in abl.e2e[mode].items()))
+        print(f"  best block sizes (recompute, within 10 % of the lowest): {abl.best()}; the paper: "
+              f"{PAPER_ABLATIONS['fig18b']['best_block_sizes'][0]}-{PAPER_ABLATIONS['fig18b']['best_block_sizes'][1]}")
+    print(f"\n{rep.seconds:.1f} s (the three figures)" + ("" if abl is None else f", {abl.seconds:.1f} s (ablations)"))
     return 0

@@ -24,10 +24,9 @@ SHARES = (("token_states", "token states (stored tokens)", TOKEN_COLOUR, ""),
 
 
 def fig2_figure(rep) -> go.Figure:
-    """Figure 2: each system's KV memory by use, the paper's bar (hatched outline) beside ours.
-
-    The paper's values quoted here are its token-state shares for all four systems and Orca (Max)'s
-    full split; where the split is not quoted, the rest of the paper's bar is left empty."""
+    """Figure 2 in the artifact's categories (the paper's): each system's KV memory by use, the
+    paper's bar beside ours. The paper labels every part of the three Orca bars and only the token
+    states of vLLM's; the rest of the paper's vLLM bar is left as "not split here"."""
     paper = PAPER_FIGURES["fig2"]
     xs = [f"{PAPER_LABELS[s]}<br>{who}" for s in SYSTEMS for who in ("the paper", "this model")]
     fig = go.Figure()
@@ -36,11 +35,9 @@ def fig2_figure(rep) -> go.Figure:
         for s in SYSTEMS:
             if key == "token_states":
                 pv = paper["token_states"][s]
-            elif s == "max":
-                pv = paper["max_split"][key]
             else:
-                pv = None
-            ours = rep.fig2[s][key]
+                pv = paper["splits"].get(s, {}).get(key)
+            ours = rep.fig2[s]["artifact"][key]
             ys += [None if pv is None else 100 * pv, 100 * ours]
             texts += ["" if pv is None or pv < 0.05 else f"{100 * pv:.1f}", "" if ours < 0.05 else f"{100 * ours:.1f}"]
         fig.add_bar(x=xs, y=ys, name=name, text=texts, textposition="inside", insidetextanchor="middle",
@@ -50,13 +47,14 @@ def fig2_figure(rep) -> go.Figure:
                     textfont=dict(size=13, color="white" if key == "token_states" else "black"),
                     customdata=[name] * len(ys),
                     hovertemplate="%{x}<br>%{customdata}: %{y:.1f} % of KV memory<extra></extra>")
-    rest = [None if s == "max" else 100 * (1 - paper["token_states"][s]) for s in SYSTEMS]
+    rest = [None if s in paper["splits"] else 100 * (1 - paper["token_states"][s]) for s in SYSTEMS]
     fig.add_bar(x=[f"{PAPER_LABELS[s]}<br>the paper" for s in SYSTEMS], y=rest,
-                name="the paper's other uses (split not quoted here)",
+                name="the paper's other uses (not labelled in its figure)",
                 marker=dict(color="white", line=dict(color="#888888", width=1), pattern=dict(shape="/", fgcolor="#BBBBBB")),
-                hovertemplate="%{x}<br>the paper's other uses: %{y:.1f} % (not split here)<extra></extra>")
+                hovertemplate="%{x}<br>the paper's other uses: %{y:.1f} % (not labelled)<extra></extra>")
     fig.update_layout(barmode="stack", height=560, bargap=0.25,
-                      title=chart_title(f"Figure 2 — KV memory by use at {paper['rate']:g} requests/s (paper's scale)"),
+                      title=chart_title(f"Figure 2 — KV memory by use at {paper['rate']:g} requests/s (paper's scale), "
+                                        "the artifact's categories"),
                       **{**CHART_LAYOUT, "margin": dict(l=60, r=20, t=40, b=40),
                          "legend": dict(orientation="h", yanchor="top", y=-0.16, x=0, traceorder="normal")})
     fig.update_yaxes(title_text="share of KV memory (%)", range=[0, 100], gridcolor="#eee")
@@ -65,11 +63,13 @@ def fig2_figure(rep) -> go.Figure:
 
 
 def fig13_figure(rep) -> go.Figure:
-    """Figure 13: mean batched requests per system, the paper's (hatched) beside ours (solid); the
-    hover text of ours gives its error against the paper's."""
+    """Figure 13: mean batched requests per system, the paper's (hatched) beside ours (solid): the
+    mean over the arrival seeds with an error bar of one standard deviation when the spread was
+    computed (else the one seed's value); the hover gives the spread and the error."""
     paper = PAPER_FIGURES["fig13"]["batch"]
     cats = [PAPER_LABELS[s] for s in SYSTEMS]
     colours = [STYLE[s][0] for s in SYSTEMS]
+    sp = rep.fig13_spread.get("burst")
     fig = go.Figure()
     fig.add_bar(x=cats, y=[paper[s] for s in SYSTEMS], name="the paper's Figure 13", showlegend=False,
                 marker=dict(color="white", line=dict(color=colours, width=2),
@@ -77,21 +77,25 @@ def fig13_figure(rep) -> go.Figure:
                 text=[f"{paper[s]:.2f}" for s in SYSTEMS], textposition="outside", textfont=dict(size=13),
                 constraintext="none", cliponaxis=False,
                 hovertemplate="%{x}<br>the paper: %{y:.2f} requests batched on average<extra></extra>")
-    ours = [rep.fig13[s] for s in SYSTEMS]
-    fig.add_bar(x=cats, y=ours, name="this model", marker=dict(color=colours), showlegend=False,
+    ours = [rep.fig13_mean(s) for s in SYSTEMS]
+    if sp:
+        err = dict(type="data", array=[sp[s]["std"] for s in SYSTEMS], visible=True, color="#333333")
+        spread_text = [f"mean of {len(sp[s]['values'])} seeds, sd {sp[s]['std']:.2f}, {sp[s]['min']:.1f}–{sp[s]['max']:.1f}"
+                       for s in SYSTEMS]
+    else:
+        err, spread_text = None, ["one arrival seed"] * len(SYSTEMS)
+    fig.add_bar(x=cats, y=ours, name="this model", marker=dict(color=colours), showlegend=False, error_y=err,
                 text=[f"{v:.2f}" for v in ours],
-                customdata=[f"{100 * (v / paper[s] - 1):+.1f} %" for v, s in zip(ours, SYSTEMS)],
+                customdata=[[f"{100 * (v / paper[s] - 1):+.1f} %", t] for v, s, t in zip(ours, SYSTEMS, spread_text)],
                 textposition="outside", textfont=dict(size=13), constraintext="none", cliponaxis=False,
-                hovertemplate="%{x}<br>this model: %{y:.2f} requests batched on average "
-                              "(%{customdata} against the paper)<extra></extra>")
-    # the bars take each system's colour (black Orca, blue vLLM): the legend shows the two kinds of
-    # bar in a neutral grey, not in one system's colour
+                hovertemplate="%{x}<br>this model: %{y:.2f} requests batched on average (%{customdata[1]}; "
+                              "%{customdata[0]} against the paper)<extra></extra>")
     fig.add_bar(x=[None], y=[None], name="the paper's Figure 13 (hatched outline)",
                 marker=dict(color="white", line=dict(color=BUDGET_COLOUR, width=2),
                             pattern=dict(shape="/", fgcolor=BUDGET_COLOUR, size=8, solidity=0.3)),
                 hovertemplate="the paper's value<extra></extra>")
-    fig.add_bar(x=[None], y=[None], name="this model (solid, in the system's colour)", marker=dict(color=BUDGET_COLOUR),
-                hovertemplate="this model's value<extra></extra>")
+    fig.add_bar(x=[None], y=[None], name="this model (solid; bar: ± 1 sd over the seeds)" if sp else "this model (solid)",
+                marker=dict(color=BUDGET_COLOUR), hovertemplate="this model's value<extra></extra>")
     top = max(max(ours), max(paper.values()))
     fig.update_layout(barmode="group", height=470,
                       title=chart_title(f"Figure 13 — requests batched at {PAPER_FIGURES['fig13']['rate']:g} requests/s "
@@ -157,19 +161,67 @@ def fig12_figure(rep) -> go.Figure:
     return fig
 
 
+def fig19a_figure(abl) -> go.Figure:
+    """Figure 19a: seconds to swap 256 tokens out and in against block size (with and without the
+    per-transfer latency), and to recompute them (flat), on this model's roofline."""
+    m = abl.micro
+    x = m["block_sizes"]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x, y=[1e3 * v for v in m["swap_out_in_s"]], mode="lines+markers",
+                             name="swap out + in (this model)", line=dict(color=STYLE["paged"][0], width=2.5),
+                             hovertemplate="block %{x}: swap %{y:.1f} ms<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=[1e3 * v for v in m["swap_no_latency_s"]], mode="lines+markers",
+                             name="swap, without the per-transfer latency", line=dict(color=STYLE["paged"][0], dash="dot"),
+                             hovertemplate="block %{x}: %{y:.1f} ms with no per-copy latency<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=[1e3 * m["recompute_s"]] * len(x), mode="lines", name="recompute (this model)",
+                             line=dict(color=BUDGET_COLOUR, width=2.5),
+                             hovertemplate="recompute: %{y:.1f} ms at every block size<extra></extra>"))
+    fig.update_xaxes(title_text="block size (tokens, log scale)", type="log", tickvals=x, ticktext=[str(b) for b in x])
+    fig.update_yaxes(title_text=f"time for {m['tokens']} tokens (ms)", rangemode="tozero", gridcolor="#eee")
+    fig.update_layout(height=420, title=chart_title("Figure 19a — swap against recompute, per block size"), **CHART_LAYOUT)
+    return fig
+
+
+def fig18b_figure(abl) -> go.Figure:
+    """Figures 18b and 19b: end-to-end normalised latency against block size with recompute and
+    with swap, mean over the seeds with ± 1 sd bars; the paper's best range shaded."""
+    from allocator.studies.ablations import PAPER_ABLATIONS
+
+    lo, hi = PAPER_ABLATIONS["fig18b"]["best_block_sizes"]
+    fig = go.Figure()
+    fig.add_vrect(x0=lo, x1=hi, fillcolor="#DDDDDD", opacity=0.4, line_width=0,
+                  annotation_text="the paper's best block sizes (ShareGPT)", annotation_position="top left")
+    for mode, colour, dash in (("recompute", BUDGET_COLOUR, "solid"), ("swap", STYLE["paged"][0], "dash")):
+        d = abl.e2e[mode]
+        x = list(d)
+        fig.add_trace(go.Scatter(x=x, y=[d[b]["mean"] for b in x], mode="lines+markers", name=f"{mode} (this model)",
+                                 line=dict(color=colour, dash=dash, width=2.5),
+                                 error_y=dict(type="data", array=[d[b]["std"] for b in x], visible=True),
+                                 hovertemplate=f"block %{{x}}, {mode}: %{{y:.4f}} s/token (mean of {len(abl.seeds)} "
+                                               "seeds)<extra></extra>"))
+    x = list(abl.e2e["recompute"])
+    ys = [v["mean"] for m in abl.e2e.values() for v in m.values()]
+    fig.update_xaxes(title_text="block size (tokens, log scale)", type="log", tickvals=x, ticktext=[str(b) for b in x])
+    fig.update_yaxes(title_text="normalised latency (s/token, log scale)", gridcolor="#eee", **log_axis(ys))
+    fig.update_layout(height=460, title=chart_title(f"Figures 18b and 19b — block size end to end, ShareGPT at "
+                                                    f"{abl.rate:.2f} requests/s"), **CHART_LAYOUT)
+    return fig
+
+
 def targets_rows(rep) -> list[dict]:
     """The targets table as display rows: measure, the paper's value, this model's, the error and
     whether it is within the tolerance (named in the same cell)."""
     rows = []
     for r in rep.targets():
         paper, ours = r["paper"], r["ours"]
-        if r["figure"] == "Figure 13":
+        if r["figure"] == "Figure 13" and isinstance(paper, float):
             paper, ours = f"{paper:.2f}", f"{ours:.2f}"
         elif isinstance(paper, float):
             paper, ours = f"{paper:.1f} %", f"{ours:.1f} %"
+        ours = f"{ours}{r.get('spread', '')}"
         rows.append({"measure": f"{r['figure']}: {r['measure']}", "the paper": str(paper), "this model": str(ours),
-                     "error": r["error"], "within tolerance": f"{'yes' if r['ok'] else 'no'} ({r['tolerance']})"})
+                     "error": r["error"], "within tolerance": ("— " if r["ok"] is None else "yes " if r["ok"] else "no ") + f"({r['tolerance']})"})
     return rows
 
 
-__all__ = ["fig2_figure", "fig13_figure", "fig12_figure", "targets_rows"]
+__all__ = ["fig2_figure", "fig13_figure", "fig12_figure", "fig18b_figure", "fig19a_figure", "targets_rows"]

@@ -23,3 +23,18 @@ def test_about_page_renders_glossary_sources_and_classroom_notes():
         assert needle in text, needle
     sources = at.table[1].value.reset_index()
     assert any("20–40 %" in f for f in sources["figure"]) and any("2–4×" in f for f in sources["figure"])
+
+
+def test_about_sources_name_the_papers_sections_and_figures():
+    """Issue 38: the replication's and the ablations' numbers are sourced to the paper's sections and
+    figures (6.2: Figures 2, 12, 13; 7.2: Figure 18b; 7.3: Figure 19) and to its artifact's scripts."""
+    at = AppTest.from_file(APP_PATH, default_timeout=60)
+    at.switch_page("pages/about.py")
+    at.run()
+    assert not at.exception, at.exception
+    sources = at.table[1].value.reset_index()
+    cited = " ".join(sources["source"])
+    for needle in ("section 6.2, Figures 2, 12 and 13", "section 7.2 (Figure 18b)", "section 7.3 (Figure 19)",
+                   "plot/plot_fig2.py", "fig19-b.sh", "assets/kernel_block_cost.json"):
+        assert needle in cited, needle
+    assert any("2,560 batched tokens" in f for f in sources["figure"])

@@ -301,7 +301,9 @@ def test_paper_replication_texts_quote_the_replication():
     from allocator.studies.paper import replication_for as paper_replication
     from allocator.viz.claims.paper import paper_replication_texts
 
-    rep = paper_replication()
+    from allocator.studies.paper import spread_for
+
+    rep = spread_for()                                     # the replication with Figure 13's spread, as on screen
     p = PAPER_FIGURES
     allowed = set()
     values = [rep.scale["ours"], rep.scale["paper"], rep.scale["scale"], rep.budget_s_per_token,
@@ -312,7 +314,7 @@ def test_paper_replication_texts_quote_the_replication():
               13, 66, 175, 100, 40, 2, 12]                 # model names (OPT-13B, 66B, 175B; A100-40GB), Figures 2, 12, 13
     for s in SYSTEMS:
         values += [pt["paper_rate"] for pt in rep.fig12[s]]
-        values += [*(v for k, v in rep.fig2[s].items() if k != "steps"), rep.fig13[s],
+        values += [*(v for k, v in rep.fig2[s].items() if k not in ("steps", "artifact")), rep.fig13[s],
                    100 * (rep.fig13[s] / p["fig13"]["batch"][s] - 1), rep.sustained[s]["rate"]]
     for other in ("oracle", "max"):
         r = rep.ratio(other)
@@ -320,6 +322,24 @@ def test_paper_replication_texts_quote_the_replication():
             values += [r["value"], r.get("low"), r.get("high")]
     from allocator.studies.paper import SATURATION_REQUESTS
     values += [SATURATION_REQUESTS, rep.sustained["paged"]["rate"] * rep.scale["scale"]]   # vLLM's knee, our clock
+    from allocator.studies.paper import PAPER_MAX_BATCHED_TOKENS, PAPER_MAX_NUM_SEQS
+    values += [PAPER_MAX_BATCHED_TOKENS, PAPER_MAX_NUM_SEQS, 2023]          # the 2023 server's caps
+    # issue 38: the paper's full Orca splits, the artifact's shares (and the lab's), the spreads, both load
+    # rules, the OPT-13B ratios (the paper's and ours), the largest Figure 2 gap, the artifact's 1.5 requests/s
+    values += [v for split in p["fig2"]["splits"].values() for v in split.values()]
+    values += [p["fig13"]["artifact_rate"], p["fig12"]["curve_ratio_vs_oracle_opt13b"]]
+    for s in SYSTEMS:
+        values += list(v for k, v in rep.fig2[s]["artifact"].items())
+        for rule in rep.fig13_spread.values():
+            sp = rule[s]
+            values += [sp["mean"], sp["std"], sp["min"], sp["max"], len(sp["values"]),
+                       100 * (sp["mean"] / p["fig13"]["batch"][s] - 1)]
+    for info in rep.load_rules().values():
+        values += [info["scale"], info["ours"], info["paper"]]
+    values += [rep.fig13_mean("paged") / rep.fig13_mean(o) for o in ("oracle", "max")]
+    keys = ("token_states", "reservation", "internal", "external")
+    values += [100 * max(abs(rep.fig2[s]["artifact"][k] - {"token_states": p["fig2"]["token_states"][s], **split}[k])
+                         for s, split in p["fig2"]["splits"].items() for k in keys)]
     for v in values:
         allowed |= _forms(v) | {f"{v:.2f}" if v is not None else "", f"{v:g}" if v is not None else ""}
     from allocator.viz.claims.paper import fig12_note
@@ -526,6 +546,14 @@ def test_the_about_page_quotes_the_default_run():
     allowed |= {"13", "300", "3.1", "6000"}   # fig12-13b-sharegpt.sh; the run's 300 requests, Llama-3.1, RTX PRO 6000
     fig12 = PAPER_FIGURES["fig12"]
     allowed |= _forms(fig12["batch_ratio_vs_oracle"]) | _forms(fig12["batch_ratio_vs_max"])   # OPT-13B's 2.2x, 4.3x
+    # issue 38: Figure 13's bars, the 2023 caps, the sections and figures named (6.2, 7.2, 7.3; 18b, 19)
+    from allocator.studies.paper import PAPER_MAX_BATCHED_TOKENS, PAPER_MAX_NUM_SEQS
+    for v in [*PAPER_FIGURES["fig13"]["batch"].values(), PAPER_FIGURES["fig13"]["rate"], PAPER_MAX_BATCHED_TOKENS,
+              PAPER_MAX_NUM_SEQS, 6.2, 7.2, 7.3, 2, 12, 13, 18, 19, 16, 64, 128]:
+        allowed |= _forms(v)
+    from allocator.studies.ablations import PAPER_ABLATIONS
+    assert PAPER_ABLATIONS["fig18b"]["best_block_sizes"] == (16, 128)
+    assert PAPER_ABLATIONS["fig19"]["comparable_block_sizes"] == (16, 64)
     from allocator.accounting.models import PRESETS
     from allocator.common.formats import format_bytes
     for name in ("7b-fp16", "llama3-70b"):
@@ -765,6 +793,39 @@ def test_a_sweep_over_a_coarse_grid_quotes_brackets_not_interpolations():
             assert n in allowed, (n, t)
 
 
+def test_ablation_texts_quote_the_ablations():
+    """Issue 38: every number in the section 7 sentences (Figures 18b, 19a, 19b) comes from the
+    ablations shown beside them or from the paper's stated ranges (allocator.studies.ablations)."""
+    from allocator.cost.kernel_block import kernel_block_factors
+    from allocator.studies.ablations import E2E_DURATION_S, E2E_RATE, PAPER_ABLATIONS, ablations
+    from allocator.viz.claims.paper import ablation_texts
+
+    abl = ablations(kernel_block_factors(), scale=1.6558, seeds=(0,), block_sizes=(1, 16, 32, 64, 256))
+    m = abl.micro
+    values = [abl.rate, abl.scale, E2E_RATE, E2E_DURATION_S, len(abl.seeds), m["tokens"], m["transfers_per_block"],
+              1e6 * m["transfer_latency_s"], m["crossover"], 1e3 * m["recompute_s"], 10,
+              *(1e3 * v for v in m["swap_out_in_s"]), *(1e3 * v for v in m["swap_no_latency_s"]),
+              *m["block_sizes"], *PAPER_ABLATIONS["fig18b"]["best_block_sizes"],
+              *PAPER_ABLATIONS["fig19"]["comparable_block_sizes"], 7, 2, 18, 19,     # sections 7.2, 7.3; Figures
+              *abl.kernel["factor"].values(), *(100 * (f - 1) for f in abl.kernel["factor"].values())]
+    for mode in abl.e2e.values():
+        for sp in mode.values():
+            values += [sp["mean"], sp["std"]]
+    r = abl.swap_over_recompute()
+    values += list(r.values()) + [100 * (max(r[b] for b in (16, 32, 64)) - 1)]
+    allowed = set()
+    for v in values:
+        allowed |= _forms(v) | {f"{v:.2f}" if v is not None else "", f"{v:g}" if v is not None else ""}
+    allowed |= {"2023", "7.2", "7.3"}                        # the paper's year; its sections 7.2, 7.3
+    texts = ablation_texts(abl)
+    for text in texts.values():
+        for n in _numbers(text):
+            assert n in allowed, (n, text)
+    assert ("prediction" in texts["kernel"]) == (abl.kernel["source"] == "prediction")
+    best = abl.best()
+    assert f"are {best[0]} to {best[-1]}" in texts["fig18b"]
+
+
 def test_paper_replication_names_its_three_rates_and_its_traces():
     """The paper replication's burst saturation rate (the load scale), Figure 12's knees (sustained
     rates under the latency budget) and the Throughput page's own sweep are named apart; the traces'
@@ -788,10 +849,13 @@ def test_paper_replication_names_its_three_rates_and_its_traces():
     trace = next(d for d in t["departures"] if "quick mode" in d)
     assert f"Figure 12 runs {f12['duration_s']:g} s" in trace
     assert f"Figures 2 and 13 one {f2['duration_s']:g} s" in trace
-    # Orca (Max)'s split: each figure labelled, the paper's with its words
+    # the Orca splits: the paper's labelled as the paper's, in the artifact's categories, in the order named
     theirs = t["fig2"].split("**the paper**")[-1]
-    split = PAPER_FIGURES["fig2"]["max_split"]
-    assert all(f"{100 * split[k]:.1f} % {k}" in theirs for k in ("reservation", "internal", "external")), theirs
+    assert "token states / reservation / internal / external and other" in t["fig2"]
+    for s, split in PAPER_FIGURES["fig2"]["splits"].items():
+        four = [PAPER_FIGURES["fig2"]["token_states"][s], *(split[k] for k in ("reservation", "internal", "external"))]
+        assert " / ".join(f"{100 * v:.1f} %" for v in four) in theirs, (s, theirs)
+    assert "rounding" in t["fig2"] and "external" in t["fig2"]
 
 
 def test_the_split_row_prints_its_numbers_in_the_order_of_its_words():
@@ -804,7 +868,7 @@ def test_the_split_row_prints_its_numbers_in_the_order_of_its_words():
 
     rep = paper_replication()
     row = next(r for r in rep.targets() if "largest first" in r["measure"])
-    for cell, split in ((row["ours"], rep.fig2["max"]), (row["paper"], PAPER_FIGURES["fig2"]["max_split"])):
+    for cell, split in ((row["ours"], rep.fig2["max"]["artifact"]), (row["paper"], PAPER_FIGURES["fig2"]["max_split"])):
         pairs = re.findall(r"(reservation|internal|external) (\d+\.\d) %", cell)
         assert [k for k, _ in pairs] == sorted(("reservation", "internal", "external"), key=lambda k: -split[k])
         assert [float(v) for _, v in pairs] == [round(100 * split[k], 1) for k, _ in pairs]
