@@ -11,7 +11,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from allocator.accounting.models import PRESETS
-from allocator.studies.paper import (FIG13_SEEDS, PAPER_POOL_SLOTS, is_computed, replication_for, spread_for,
+from allocator.studies.paper import (PAPER_POOL_SLOTS, is_computed, replication_for, spread_for,
                                      spread_is_computed)
 from allocator.studies.ablations import ablations_for
 from allocator.cost.kernel_block import kernel_block_factors

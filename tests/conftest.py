@@ -77,6 +77,23 @@ def pytest_collection_modifyitems(config, items):
     or the exported default site on one worker, so each is built once a run (the other worker takes
     the rest). Without xdist the mark does nothing."""
     browser = pytest.mark.xdist_group("browser")
+    # the paper replication, its Figure 13 spread over ten seeds and the section 7 ablations are memoised
+    # per process (allocator.studies.paper.spread_for, allocator.studies.ablations.ablations_for): the
+    # tests that read them share one worker, so each is computed once a run, not once per worker
+    paper = pytest.mark.xdist_group("paper")
     for item in items:
         if "tests/browser/" in item.nodeid or "default_site" in getattr(item, "fixturenames", ()):
             item.add_marker(browser)
+        elif "tests/core/test_paper.py" in item.nodeid or _reads_the_paper(item):
+            item.add_marker(paper)
+
+
+def _reads_the_paper(item) -> bool:
+    """Whether a test's own code calls one of the memoised paper computations (or the page button that does)."""
+    import inspect
+
+    try:
+        source = inspect.getsource(item.function)
+    except (AttributeError, OSError, TypeError):
+        return False
+    return any(name in source for name in ("replication_for", "spread_for", "ablations_for", "paper_replication"))

@@ -298,7 +298,6 @@ def test_paper_replication_texts_quote_the_replication():
     """Issue 21: every number in the paper replication's sentences comes from the replication shown
     beside them (allocator.studies.paper.Replication) or from the paper's quoted figures."""
     from allocator.studies.paper import PAPER_FIGURES, SYSTEMS
-    from allocator.studies.paper import replication_for as paper_replication
     from allocator.viz.claims.paper import paper_replication_texts
 
     from allocator.studies.paper import spread_for
