@@ -21,6 +21,7 @@ from pages._ui.controls import controls, read_url, time_controls
 from pages._ui.errors import show_error
 from pages._ui.exports_ui import exports_menu
 from allocator.viz.lesson import CARDS, MAPS, SWEEP
+from allocator.viz.texts import TINY_BLOCKS_TIME
 from pages._ui.guided import guided_lesson, hidden_sections, lesson_heading
 from pages._ui.present import chart, is_presenting, share_link
 from pages._ui.state import current_scenario, remember_scenario
@@ -80,8 +81,7 @@ NARRATIVE = {
         "A request's last block is, on average, about half empty, so the slack grows with the block "
         "size: none at block size 1, up to 255 slots at 256. Big blocks also mean few blocks: this "
         "{slots:,}-slot pool has only {blocks_256} of 256 slots, so at most {blocks_256_n} requests could run. "
-        "Tiny blocks have their own price, which utilisation does not show: a longer block table, and "
-        "an attention kernel that has to chase more pointers (see the live kernel tab)."),
+        "Tiny blocks make the block table longer, which utilisation does not show. " + TINY_BLOCKS_TIME),
     "What preemption is": (
         "Paging admits a request with just the blocks it needs now, so memory can run out halfway "
         "through an answer. When a running sequence needs a block and none is free, the engine evicts "

@@ -12,6 +12,7 @@ from allocator.accounting.models import PRESETS
 from allocator.common.formats import format_bytes, pct, plural, ratio
 from allocator.engine.shares import SHARES
 from allocator.viz.claims.explainer import reservation_name, reservation_rule, share_cells
+from allocator.viz.texts import TINY_BLOCKS_TIME_SHORT
 from allocator.viz.export.html import KINDS, check_results, data_name, default_attribution, scenario_summary
 
 
@@ -123,7 +124,7 @@ def takeaways(results: dict) -> list[str]:
                     f"{rm.steps:,}).")
     out.append(f"Paging leaves one kind of slack: the unfilled end of each sequence's last block, under "
                f"{bs} slots per sequence here. Bigger blocks waste more of it; smaller blocks make the "
-               f"block table longer and the attention kernel's reads more scattered.")
+               f"block table longer and the attention kernel's reads more scattered ({TINY_BLOCKS_TIME_SHORT}).")
     if pg.preemptions:
         work = (f"{plural(pg.swapped_blocks, 'block')} {'was' if pg.swapped_blocks == 1 else 'were'} "
                 "copied to host memory and back"
