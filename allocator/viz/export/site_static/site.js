@@ -103,6 +103,9 @@
     frameNames = fig.frames.map(function (f) { return f.name; });
     current = 0; playing = false;
     var gd = $('maps');
+    // the div is exactly as tall as the figure (620 px, more when presenting): a fixed CSS height left a
+    // blank band of about 280 px between the maps and the line charts
+    gd.style.height = fig.layout.height + 'px';
     var first = !gd.data;
     if (!first) pause();
     // the lines under the maps are a still figure of their own: every animation frame redraws the whole
