@@ -64,12 +64,15 @@ NARRATIVE = {
     "Where idle memory goes": (
         "Orange is memory a request holds that holds no token yet. Part of it is a **reservation** for "
         "tokens the answer will still write; the rest, past the end of the answer it actually gives, is "
-        "**internal fragmentation**: never written. **External fragmentation** (dark grey) is memory "
-        "nobody holds that is still useless: gaps between reservations, each shorter than the next "
-        "waiting request needs, although together they would hold it. Both sit idle while requests "
-        "queue. With a shared system prompt there is a third kind: **duplicate copies** (brown) of a "
-        "prompt that is the same in every request — each reservation stores its own. The details table "
-        "above splits the pool into these shares; they add up to 100 %."),
+        "**internal fragmentation**: never written. The map cannot know which slots will be written, so "
+        "both are orange. **External fragmentation** (dark grey) is memory nobody holds that is still "
+        "useless: gaps between reservations, each shorter than the next waiting request needs, although "
+        "together they would hold it. Orange and dark grey sit idle while requests queue. With a shared "
+        "system prompt the maps show one more colour of wasted memory: **duplicate copies** (brown) of a "
+        "prompt that is the same in every request — each reservation stores its own. Light grey is free "
+        "memory that is no fragmentation. The details table above splits the pool into six shares — token "
+        "states, duplicate copies, reservation, internal and external fragmentation, free — that add up "
+        "to 100 %."),
     "What paging changes": (
         "The paged allocator cuts the pool into blocks of a few slots. A request gets a block only "
         "when its last one fills, from anywhere in the pool, and a small **block table** records which "

@@ -972,3 +972,55 @@ def test_the_tiny_blocks_sentence_holds_for_what_ships():
                  for row in predict.prediction_table(compile_check.load_report(), n, t, h, hkv, d, "bf16")
                  if row["block_size"] is not None]
     assert overheads and all(1.0 <= x < 1.01 for x in overheads), overheads
+
+
+# --- small ones (issue 40): hover precision, units, the idle-memory text, the readout -----------------
+
+#: A hover format with false precision: d3's "g" (six significant figures, trailing zeros kept: "54.0000"),
+#: four or more fixed decimals, or seconds with three ("at most 4.946 s"); durations go through formats.seconds.
+FALSE_PRECISION = re.compile(r"%\{\{?[^}]*:g\}|%\{\{?[^}]*:[^}]*\.[4-9]f\}|%\{\{?[^}]*:\.3f\}\}? ?(s|ms)\b"
+                             r"|\{[a-z_]+:\.[3-9]f\} s/token<")
+
+
+def test_no_hover_text_prints_false_precision():
+    files = [os.path.relpath(os.path.join(d, f), ROOT) for top in (os.path.join("allocator", "viz"),)
+             for d, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs if f.endswith(".py")
+             and f not in ("paper.py",)] + [os.path.join("kernels", "sweep", "figures.py")]
+    found = []
+    for rel in files:
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
+            src = fh.read()
+        found += [f"{rel}: {m.group(0)!r}" for m in FALSE_PRECISION.finditer(src)]
+    assert not found, "\n".join(found)
+    for old in ('"total cost %{y:g}"', '"at most %{x:.4f} s"', '"median %{y:.3f} ms"', 'f"budget {budget:.3f} s/token<'):
+        assert FALSE_PRECISION.search(old), old                 # the rule sees the old formats
+    from allocator import accounting as acc
+    from allocator.viz.arithmetic import cost_figure
+    rows = acc.block_size_table([5, 9, 17], 1.0)
+    fig = cost_figure(rows, 31, 1.0)
+    total = next(t for t in fig.data if t.name == "total cost")
+    assert list(total.customdata) == [f"{r.total_cost:,g}" for r in rows] and "%{customdata}" in total.hovertemplate
+
+
+def test_the_kernel_prediction_table_names_its_units():
+    from kernels.sweep.figures import prediction_headers
+    short = {k: v[0] for k, v in prediction_headers("NVIDIA H200", 132, 4800.0).items()}
+    assert "KiB" in short["K/V in flight per SM (KiB)"], short
+
+
+def test_where_idle_memory_goes_matches_the_maps_colours():
+    texts = [t for _, t in _shown_strings("pages/explainer.py")]
+    joined = " ".join(texts)
+    assert "third kind" not in joined and "Both sit idle" not in joined
+    assert "six shares" in joined and "duplicate copies** (brown)" in joined
+
+
+def test_the_frame_readout_gives_the_duplicate_share_with_a_shared_prompt():
+    from allocator.common.formats import pct
+    from allocator.viz.explainer_chart import _frame_text
+    results = run_scenario(Scenario(shared_prefix=256))
+    for res in results.values():
+        r = res.record_index(5)
+        text = _frame_text(res, 5)
+        assert f"duplicate copies {pct(res.metrics['duplicate_slots'][r] / res.total_slots)}" in text, text
+    assert "duplicate" not in _frame_text(run_scenario(Scenario())["paged"], 5)
