@@ -139,13 +139,13 @@ def takeaways(results: dict) -> list[str]:
 
 _HANDOUT_CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #111; margin: 10mm;
-       max-width: 190mm; font-size: 9pt; line-height: 1.25; }
-h1 { font-size: 15pt; margin: 0 0 2pt 0; } h2 { font-size: 11pt; margin: 7pt 0 2pt 0; }
+       max-width: 190mm; font-size: 9pt; line-height: 1.2; }
+h1 { font-size: 15pt; margin: 0 0 2pt 0; } h2 { font-size: 11pt; margin: 5pt 0 2pt 0; }
 p { margin: 3pt 0; }
 table { border-collapse: collapse; width: 100%; margin: 2pt 0; table-layout: fixed; font-size: 8.5pt; }
 th, td { border: 1px solid #999; padding: 0.5pt 4pt; text-align: left; vertical-align: top; }
-td.num, th.num { text-align: right; white-space: nowrap; overflow: hidden; }
-table.figures col.fig { width: 70%; }
+td.num, th.num { text-align: right; } td.num { white-space: nowrap; }
+table.figures col.fig { width: 66%; }
 ul.settings { columns: 2; column-gap: 8mm; margin: 2pt 0; padding-left: 12pt; font-size: 8.5pt; }
 ul.settings li { break-inside: avoid; }
 th { background: #eee; } .muted { color: #555; font-size: 8pt; }
