@@ -75,3 +75,24 @@ def test_the_physical_pool_table_shows_short_hashes_in_narrow_columns():
     assert hashes and all(len(h) == 6 for h in hashes), hashes
     config = json.loads(table.proto.columns)
     assert config["hash"]["width"] == "small" and "6 hex digits" in config["hash"]["help"]
+
+
+def test_the_static_sites_arithmetic_figures_keep_clear_of_the_toolbar_too():
+    from allocator.viz.export.site_lessons import lessons_data
+
+    found = []
+
+    def walk(x, where):
+        if isinstance(x, dict):
+            if "layout" in x and "data" in x:
+                found.append(where)
+                _check_clear(x, where)
+                return                                   # not into its layout's template
+            for k, v in x.items():
+                walk(v, f"{where}/{k}")
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, f"{where}/{i}")
+
+    walk(lessons_data(), "site")
+    assert len(found) >= 4, found

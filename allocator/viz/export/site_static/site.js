@@ -74,7 +74,9 @@
   window.addEventListener('unhandledrejection', function (ev) {    // the same, from plotly's own buttons
     if (ev.reason === undefined) ev.preventDefault();
   });
-  var CONFIG = {displaylogo: false, responsive: true};
+  // the app's toolbar (allocator.viz.modebar.MODEBAR_CONFIG): no selection or step-zoom buttons
+  var CONFIG = {displaylogo: false, responsive: true,
+                modeBarButtonsToRemove: ['select2d', 'lasso2d', 'zoomIn2d', 'zoomOut2d', 'autoScale2d']};
 
   var meta = get(SITE, ['meta']);
   var sizes = meta.block_sizes, costs = meta.costs;
