@@ -47,7 +47,7 @@ def legend_above(fig: go.Figure) -> bool:
             and lg.yanchor in (None, "auto", "bottom"))
 
 
-def clear_of_modebar(fig) -> go.Figure:
+def clear_of_modebar(fig, narrowest: int = NARROWEST_CHART_PX) -> go.Figure:
     """A copy of ``fig`` whose title and top legend stay below the toolbar's band.
 
     The title (if any) is anchored to the figure's top edge (``yref="container"``) with
@@ -57,6 +57,7 @@ def clear_of_modebar(fig) -> go.Figure:
 
     Args:
         fig: a ``go.Figure`` or a figure dict (not modified).
+        narrowest: the narrowest the chart is drawn (px), for how many rows its legend may wrap to.
 
     Returns:
         A new ``go.Figure`` with the same data and frames.
@@ -69,7 +70,7 @@ def clear_of_modebar(fig) -> go.Figure:
         layout.title.update(yref="container", y=1, yanchor="top", pad=dict(t=MODEBAR_BAND_PX))
         need += round(1.6 * size)
     if legend_above(out):
-        need += _LEGEND_ROW_PX * legend_rows(out)
+        need += _LEGEND_ROW_PX * legend_rows(out, narrowest)
     top = layout.margin.t if layout.margin.t is not None else 100
     layout.margin.t = max(top, need)
     return out

@@ -11,7 +11,7 @@ from allocator.viz.modebar import MODEBAR_BAND_PX, clear_of_modebar, legend_abov
 from tests.conftest import open_page
 
 
-def _check_clear(spec: dict, where: str) -> None:
+def _check_clear(spec: dict, where: str, narrowest: int = 440) -> None:
     fig = go.Figure(spec)
     layout = fig.layout
     top = layout.margin.t if layout.margin.t is not None else 100
@@ -21,7 +21,7 @@ def _check_clear(spec: dict, where: str) -> None:
         assert layout.title.pad.t >= MODEBAR_BAND_PX, where
         need += 1.5 * (layout.title.font.size or 16)
     if legend_above(fig):
-        need += 26 * legend_rows(fig)
+        need += 26 * legend_rows(fig, narrowest)
     assert top >= need, (where, top, need)
 
 
@@ -78,7 +78,7 @@ def test_the_physical_pool_table_shows_short_hashes_in_narrow_columns():
 
 
 def test_the_static_sites_arithmetic_figures_keep_clear_of_the_toolbar_too():
-    from allocator.viz.export.site_lessons import lessons_data
+    from allocator.viz.export.site_lessons import SITE_NARROWEST_PX, lessons_data
 
     found = []
 
@@ -86,7 +86,7 @@ def test_the_static_sites_arithmetic_figures_keep_clear_of_the_toolbar_too():
         if isinstance(x, dict):
             if "layout" in x and "data" in x:
                 found.append(where)
-                _check_clear(x, where)
+                _check_clear(x, where, SITE_NARROWEST_PX)
                 return                                   # not into its layout's template
             for k, v in x.items():
                 walk(v, f"{where}/{k}")

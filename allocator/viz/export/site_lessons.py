@@ -44,9 +44,14 @@ WALK = (
 )
 
 
+#: The static site's figures span its page column: at least this wide (px) on a laptop screen.
+SITE_NARROWEST_PX = 900
+
+
 def _fig(fig) -> dict:
     """A figure as plain JSON, its title and top legend kept out of Plotly's toolbar as on the app's pages."""
-    return json.loads(clear_of_modebar(fig).to_json())
+    return json.loads(clear_of_modebar(fig, SITE_NARROWEST_PX).to_json())
+
 
 
 def accounting_page() -> dict:
