@@ -53,7 +53,6 @@ def _fig(fig) -> dict:
     return json.loads(clear_of_modebar(fig, SITE_NARROWEST_PX).to_json())
 
 
-
 def accounting_page() -> dict:
     """Slot accounting at reference figures R1-R4 (allocation, block-size cost, sharing)."""
     d, s2 = acc.ACCOUNT_DEFAULTS, acc.R4_PRESET
