@@ -15,6 +15,7 @@ from allocator.workloads.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.workloads.trace import AZURE_ATTRIBUTION
 from allocator.engine.scenario import Scenario
 from allocator.viz.claims.explainer import about_default_run, classroom_tip
+from allocator.viz.texts import TINY_BLOCKS_TIME_SHORT
 from pages._ui.cache import compute
 from allocator.viz.texts import COPY_ON_WRITE_SHORT
 
@@ -43,7 +44,8 @@ GLOSSARY = [
      "The paper and vLLM say block; operating-system texts say page. They are the same idea here.",
      "Reserve vs paged, Slot accounting"),
     ("block size", "How many slots one block holds (vLLM's default is 16). Small blocks waste less at the "
-     "end of each sequence but need longer block tables and more scattered reads.",
+     "end of each sequence but need longer block tables and more scattered reads; whether that costs time: "
+     + TINY_BLOCKS_TIME_SHORT + ".",
      "Reserve vs paged (slider), Paged-attention kernel"),
     ("block table", "A sequence's list of physical block numbers, one entry per logical block: entry i "
      "says where tokens i·B to i·B + B − 1 live. The attention kernel looks it up to find the keys and values.",
@@ -328,8 +330,10 @@ one row for each idle stretch (its "steps covered" column says how long), so wei
   below shows the whole curve. Raise the metadata cost to see why nobody uses one-slot blocks.
 - *Slot accounting* and *Capacity* redo the same argument with pencil-and-paper numbers;
   *Block tables & sharing* shows block tables, refcounts, copy-on-write, prefix caching and swap one
-  click at a time; the *Paged-attention kernel* page shows the price paging pays in the kernel (press
-  **Run sweep**; the tiny shape takes seconds).
+  click at a time; the *Paged-attention kernel* page times the app's own kernel paged against contiguous
+  (press **Run sweep**; the tiny shape takes seconds). It does not show tiny blocks costing time: on a
+  CPU the difference is lost in noise, its H200 figures are a prediction, and that tiny blocks slow a
+  kernel is the PagedAttention paper's finding for its own kernel (section 7.2).
 - *Prefix cache on a real trace* replays up to 2,000 requests of a production chat trace several times
   over, and every new window, block size or GPU choice replays it again (the page shows progress while
   it works). Results are cached for everyone, so open the page with the settings you will show before

@@ -234,8 +234,9 @@ with col_out:
 st.header("2 · What block size is best when every block costs something?")
 st.markdown(
     "If empty slots were the only cost, one-slot blocks would always win: nothing is ever left "
-    "over at the end of a request. Real systems also pay per block — a block-table entry, a "
-    "lookup, another scattered read in the attention kernel. Below, that price is a number "
+    "over at the end of a request. Real systems also pay per block — a block-table entry and a "
+    "lookup for each, and, as the PagedAttention paper reports for its own kernel (section 7.2), "
+    "kernel time when blocks are very small (this app has not measured that on a GPU). Below, that price is a number "
     "**c**, measured in slots, so the total is *allocated slots + c × blocks*. Raise c and the "
     "best size moves up."
 )

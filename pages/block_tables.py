@@ -186,6 +186,9 @@ m3[1].metric("Blocks found in cache", mgr.cache_hit_blocks)
 m3[2].metric("Blocks swapped out / in", f"{mgr.swapped_out_blocks} / {mgr.swapped_in_blocks}")
 m3[3].metric("Cached blocks evicted", mgr.evictions)
 
+#: Hex digits of a block hash the pool table shows (the full hash is 32 bytes; six tell a few dozen apart).
+HASH_DIGITS = 6
+
 left, right = st.columns([3, 2])
 with left:
     st.subheader("Physical pool")
@@ -195,10 +198,15 @@ with left:
         rows.append({"block": blk, "state": mgr.block_state(blk), "refcount": mgr.refcount(blk),
                      "held by": ", ".join(map(str, mgr.holders(blk))),
                      "tokens": words_of(mgr.block_tokens(blk)),
-                     "hash": h.hex()[:10] if h is not None else ""})
+                     "hash": h.hex()[:HASH_DIGITS] if h is not None else ""})
+    # short hashes and small columns: the whole table fits the column at 1366 px, no sideways scroll
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="bt_pool_table", height=600,
                  column_config={"tokens": st.column_config.TextColumn(width="medium"),
-                                "held by": st.column_config.TextColumn(width="small")})
+                                "held by": st.column_config.TextColumn(width="small"),
+                                "state": st.column_config.TextColumn(width="small"),
+                                "hash": st.column_config.TextColumn(
+                                    width="small", help=f"The block hash's first {HASH_DIGITS} hex digits: enough to "
+                                    "tell this pool's blocks apart (empty until the block is full).")})
     st.subheader("Block tables")
     trows = []
     for s in mgr.sequences():

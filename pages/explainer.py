@@ -21,6 +21,7 @@ from pages._ui.controls import controls, read_url, time_controls
 from pages._ui.errors import show_error
 from pages._ui.exports_ui import exports_menu
 from allocator.viz.lesson import CARDS, MAPS, SWEEP
+from allocator.viz.texts import TINY_BLOCKS_TIME
 from pages._ui.guided import guided_lesson, hidden_sections, lesson_heading
 from pages._ui.present import chart, is_presenting, share_link
 from pages._ui.state import current_scenario, remember_scenario
@@ -63,12 +64,15 @@ NARRATIVE = {
     "Where idle memory goes": (
         "Orange is memory a request holds that holds no token yet. Part of it is a **reservation** for "
         "tokens the answer will still write; the rest, past the end of the answer it actually gives, is "
-        "**internal fragmentation**: never written. **External fragmentation** (dark grey) is memory "
-        "nobody holds that is still useless: gaps between reservations, each shorter than the next "
-        "waiting request needs, although together they would hold it. Both sit idle while requests "
-        "queue. With a shared system prompt there is a third kind: **duplicate copies** (brown) of a "
-        "prompt that is the same in every request — each reservation stores its own. The details table "
-        "above splits the pool into these shares; they add up to 100 %."),
+        "**internal fragmentation**: never written. The map cannot know which slots will be written, so "
+        "both are orange. **External fragmentation** (dark grey) is memory nobody holds that is still "
+        "useless: gaps between reservations, each shorter than the next waiting request needs, although "
+        "together they would hold it. Orange and dark grey sit idle while requests queue. With a shared "
+        "system prompt the maps show one more colour of wasted memory: **duplicate copies** (brown) of a "
+        "prompt that is the same in every request — each reservation stores its own. Light grey is free "
+        "memory that is no fragmentation. The details table above splits the pool into six shares — token "
+        "states, duplicate copies, reservation, internal and external fragmentation, free — that add up "
+        "to 100 %."),
     "What paging changes": (
         "The paged allocator cuts the pool into blocks of a few slots. A request gets a block only "
         "when its last one fills, from anywhere in the pool, and a small **block table** records which "
@@ -80,8 +84,7 @@ NARRATIVE = {
         "A request's last block is, on average, about half empty, so the slack grows with the block "
         "size: none at block size 1, up to 255 slots at 256. Big blocks also mean few blocks: this "
         "{slots:,}-slot pool has only {blocks_256} of 256 slots, so at most {blocks_256_n} requests could run. "
-        "Tiny blocks have their own price, which utilisation does not show: a longer block table, and "
-        "an attention kernel that has to chase more pointers (see the live kernel tab)."),
+        "Tiny blocks make the block table longer, which utilisation does not show. " + TINY_BLOCKS_TIME),
     "What preemption is": (
         "Paging admits a request with just the blocks it needs now, so memory can run out halfway "
         "through an answer. When a running sequence needs a block and none is free, the engine evicts "

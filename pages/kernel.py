@@ -27,7 +27,9 @@ st.title("Live kernel: what the block table costs")
 st.markdown(
     "Paging saves memory, but the attention kernel now has to look up every block of a "
     "sequence in its **block table** before it can read that block's keys and values. "
-    "Small blocks mean more lookups and more scattered reads; large blocks mean fewer. "
+    "Small blocks mean more lookups and more scattered reads; large blocks mean fewer. The "
+    "PagedAttention paper (section 7.2) reports that very small blocks slow its own CUDA kernel; this "
+    "page measures whether they slow this one. "
     "This page runs a real paged-attention decode kernel (written in Triton, in the layout "
     "vLLM uses) and times it against a **contiguous baseline**: the same tokens and the same "
     "tiles, but each sequence stored as one run of memory, so the kernel computes every address "

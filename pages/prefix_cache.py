@@ -78,8 +78,9 @@ with st.container(border=True):
     st.markdown(window_summary(sweep, stat, raw, offset, count, asked))
 
 st.subheader("How big must the cache be?")
-labels = {r["pool_blocks"]: f"{r['pool_blocks']:,} blocks ({r['fraction']:.2f}× the distinct prompt blocks)"
-          for r in sweep.rows}
+# slots first, the unit of the chart's axis (and of pools of other block sizes); the blocks of the map below
+labels = {r["pool_blocks"]: f"{r['pool_slots']:,} slots = {r['pool_blocks']:,} blocks ({r['fraction']:.2f}× the "
+                            "distinct prompt blocks)" for r in sweep.rows}
 # the pool is chosen as a fraction of the distinct prompt blocks, so a new block size or window keeps it
 kept = st.session_state.get("pc_pool_fraction")
 default = (data.default_map_pool(sweep) if kept is None else

@@ -59,14 +59,15 @@ def cost_figure(rows: list[acc.BlockSizeRow], used_tokens: int, c: float) -> go.
                 hovertemplate="block size %{x} slots<br>%{y} slots allocated, empty<extra></extra>")
     fig.add_bar(x=x, y=[r.metadata_cost for r in rows], name=f"block metadata (c = {c:g} x blocks)",
                 marker_color=ACCENT,
-                customdata=[r.blocks for r in rows],
-                hovertemplate=("block size %{x} slots<br>%{customdata} blocks x c = %{y:g}"
+                customdata=[[f"{r.blocks:,}", f"{r.metadata_cost:,g}"] for r in rows],
+                hovertemplate=("block size %{x} slots<br>%{customdata[0]} blocks x c = %{customdata[1]}"
                                "<extra></extra>"))
     fig.add_scatter(x=x, y=[r.total_cost for r in rows], mode="lines+markers+text",
                     name="total cost", line=dict(color=DARK_HOLE, width=2),
                     text=["" if r.ties_best else f"{r.total_cost:g}" for r in rows],
                     textposition="top center",
-                    hovertemplate="block size %{x} slots<br>total cost %{y:g}<extra></extra>")
+                    customdata=[f"{r.total_cost:,g}" for r in rows],
+                    hovertemplate="block size %{x} slots<br>total cost %{customdata}<extra></extra>")
     best_at = [i for i, r in enumerate(rows) if r.ties_best]
     best = rows[best_at[0]]
     tied = [rows[i].block_size for i in best_at]
@@ -179,7 +180,8 @@ def curve_figure(cap: acc.Capacity) -> go.Figure:
     fig.add_scatter(x=[cap.mean_tokens, cap.mean_tokens], y=[cap.fit_reserve, cap.fit_paged],
                     mode="markers", name="your mean length",
                     marker=dict(color="#FFFFFF", size=12, line=dict(color="black", width=2)),
-                    hovertemplate="mean %{x:g} tokens<br>%{y} sequences<extra></extra>")
+                    customdata=[f"{cap.mean_tokens:,g}"] * 2,
+                    hovertemplate="mean %{customdata} tokens<br>%{y} sequences<extra></extra>")
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis_title="mean tokens actually used per sequence (tokens)",
                       yaxis_title="sequences that fit (count, log scale)", yaxis_type="log",

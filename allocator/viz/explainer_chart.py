@@ -128,8 +128,11 @@ def _frame_text(res, step: int) -> str:
     return (f"<b>{title}</b> · end of step {step:,}: {pct(float(m['utilization'][r]))} of slots hold a token<br>"
             f"reserved for tokens to come {pct(m['reserved_slots'][r] / total)} · "
             f"never written {pct(m['internal_fragmentation'][r] / total)} · "
-            f"external frag {pct(m['external_fragmentation'][r] / total)}<br>"
-            f"{int(m['running'][r])} computed a token · {int(m['waiting'][r])} waiting · "
+            f"external frag {pct(m['external_fragmentation'][r] / total)}"
+            # with a shared prompt the maps draw duplicate copies (brown): the readout gives their share too
+            + (f" · duplicate copies {pct(m['duplicate_slots'][r] / total)}" if res.shared_prefix else "")
+            + "<br>"
+            + f"{int(m['running'][r])} computed a token · {int(m['waiting'][r])} waiting · "
             f"{int(m['finished'][r])} finished · {preempted} preempted so far"
             + (f"<br>{int(m['logical_tokens'][r]):,} logical tokens in {int(m['used_slots'][r]):,} "
                f"distinct slots (shared prefix)" if res.shared_prefix and res.block_size else "")

@@ -9,7 +9,7 @@ ones are ``assets/reference_figures.md`` R8).
 """
 from __future__ import annotations
 
-from allocator.viz.texts import COPY_ON_WRITE
+from allocator.viz.texts import COPY_ON_WRITE, TINY_BLOCKS_TIME
 
 BASE = {"workload": "classroom-40", "block_size": 16, "slots_classroom-40": 2048, "max_new_classroom-40": 600,
         "shared_prefix": 0, "preemption": "recompute", "metadata_cost": 0.0, "arrival": "burst", "seed": 25,
@@ -54,8 +54,7 @@ CHALLENGES = [
     ("Block size 1, 16 and 256: how much of each sequence's last block is empty on average, and what goes "
      "wrong at each end?",
      "About (block − 1) / 2 slots: 0, 7.5 and 127.5. At 256 the slack and the tiny number of blocks hurt "
-     "memory. At 1 memory is perfect but the block table has one entry per token and the attention kernel "
-     "chases one pointer per token — a cost in time, not memory (see the live kernel tab)."),
+     "memory. At 1 memory is perfect but the block table has one entry per token. " + TINY_BLOCKS_TIME),
     ("Paging admits a request with only the blocks its prompt needs. What can go wrong halfway through its answer?",
      "It can need a block when none is free. The engine must evict someone — the preemptions counted on this "
      "page — and either recompute that sequence later or swap its blocks to host memory."),

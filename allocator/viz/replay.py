@@ -51,8 +51,9 @@ def cdf_figure(rep, figure: str) -> go.Figure:
         share = 100 * np.arange(1, len(v) + 1) / len(v)
         fig.add_trace(go.Scatter(x=v, y=share, mode="lines", name=name, line_shape="hv",
                                  line=dict(color=colour, dash=dash, width=2.5),
+                                 customdata=[seconds(x) for x in v],
                                  hovertemplate=f"<b>{name}</b><br>%{{y:.1f}} % of requests had a {words} of at most "
-                                               "%{x:.3f} s<extra></extra>"))
+                                               "%{customdata}<extra></extra>"))
     fig.update_xaxes(title_text=f"{words} (s)", gridcolor="#eee", rangemode="tozero")
     fig.update_yaxes(title_text="requests at or below (%)", range=[0, 101], gridcolor="#eee")
     fig.update_layout(height=400, title=_title(f"{words[0].upper()}{words[1:]}, request by request"), **_LAYOUT)
@@ -66,7 +67,8 @@ def scatter_figure(rep, figure: str = "latency") -> go.Figure:
     meas, sim = rep.measured[figure], rep.simulated[figure]
     ok = np.isfinite(meas) & np.isfinite(sim)
     ids = np.arange(len(meas))[ok]
-    custom = np.stack([ids, rep.run.prompt[ok], rep.run.output[ok]], axis=1)
+    custom = [[int(i), f"{int(a):,}", f"{int(b):,}", seconds(float(m)), seconds(float(t))]
+              for i, a, b, m, t in zip(ids, rep.run.prompt[ok], rep.run.output[ok], meas[ok], sim[ok])]
     hi = float(max(meas[ok].max(), sim[ok].max())) * 1.05
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=[0, hi], y=[0, hi], mode="lines", name="simulated = measured",
@@ -74,7 +76,7 @@ def scatter_figure(rep, figure: str = "latency") -> go.Figure:
     fig.add_trace(go.Scatter(x=meas[ok], y=sim[ok], mode="markers", name="one request",
                              marker=dict(color=SIMULATED, size=7, opacity=0.7), customdata=custom,
                              hovertemplate=("request %{customdata[0]} (prompt %{customdata[1]} tokens, answer "
-                                            "%{customdata[2]} tokens)<br>measured %{x:.3f} s<br>simulated %{y:.3f} s"
+                                            "%{customdata[2]} tokens)<br>measured %{customdata[3]}<br>simulated %{customdata[4]}"
                                             "<extra></extra>")))
     fig.update_xaxes(title_text=f"measured {words} (s)", gridcolor="#eee", range=[0, hi])
     fig.update_yaxes(title_text=f"simulated {words} (s)", gridcolor="#eee", range=[0, hi])

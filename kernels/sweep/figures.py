@@ -26,6 +26,13 @@ from allocator.viz.theme import ACCENT, ORANGE_EMPTY, PAGED
 from kernels.sweep.stats import NO_DIFFERENCE
 from kernels.sweep.data import SweepResult
 from allocator.common.formats import format_bytes_decimal as format_bytes
+from allocator.common.formats import seconds
+
+
+def _ms(ms) -> str:
+    """A time in milliseconds as the app prints durations (``allocator.common.formats.seconds``)."""
+    return seconds(float(ms) / 1000)
+
 
 #: Columns of the compile record shown in the page's "every compiled kernel" table, in order.
 COMPILE_COLUMNS = ("kernel", "dtype", "head_dim", "group", "block_size", "paged", "tile", "num_warps", "num_stages",
@@ -66,15 +73,16 @@ def latency_figure(res: SweepResult, title: str) -> go.Figure:
             x=df["block_size"], y=med, name=name, mode="lines+markers", line=dict(color=colour, dash=dash),
             error_y=dict(type="data", symmetric=False, array=(q3 - med).clip(lower=0),
                          arrayminus=(med - q1).clip(lower=0), color=colour, thickness=1),
-            customdata=pd.concat([q1, q3, df["pairs"]], axis=1).to_numpy(),
-            hovertemplate=("block size %{x} slots<br>" + name + ": median %{y:.3f} ms<br>"
-                           "quartiles %{customdata[0]:.3f}–%{customdata[1]:.3f} ms over %{customdata[2]} "
+            customdata=[[_ms(a), _ms(b), n, _ms(m)] for a, b, n, m in zip(q1, q3, df["pairs"], med)],
+            hovertemplate=("block size %{x} slots<br>" + name + ": median %{customdata[3]}<br>"
+                           "quartiles %{customdata[0]}–%{customdata[1]} over %{customdata[2]} "
                            "calls<extra></extra>")))
     if "sdpa_ms" in df:
         fig.add_trace(go.Scatter(
             x=df["block_size"], y=df["sdpa_ms"], name="torch SDPA on contiguous K/V (second reference)",
             mode="lines+markers", line=dict(color="#555555", dash="dot"),
-            hovertemplate="block size %{x} slots<br>SDPA (no table): median %{y:.3f} ms<extra></extra>"))
+            customdata=[_ms(m) for m in df["sdpa_ms"]],
+            hovertemplate="block size %{x} slots<br>SDPA (no table): median %{customdata}<extra></extra>"))
     fig.update_layout(title=f"{title} (median; bars: quartiles)", xaxis=log2_axis(list(df["block_size"])),
                       yaxis=dict(title="latency per decode step (ms)", rangemode="tozero"),
                       legend=dict(orientation="h", y=-0.25), height=380, margin=dict(t=50, b=10))
@@ -89,10 +97,11 @@ def overhead_trace(res: SweepResult, label: str, colour: str, dash: str = "solid
         line=dict(color=colour, dash=dash), marker=_markers(res.rows, colour),
         error_y=dict(type="data", symmetric=False, array=(df["overhead_ci_high"] - df["overhead"]).clip(lower=0),
                      arrayminus=(df["overhead"] - df["overhead_ci_low"]).clip(lower=0), color=colour, thickness=1),
-        customdata=df[["overhead_ci_low", "overhead_ci_high", "verdict", "paged_ms", "contiguous_ms"]].to_numpy(),
+        customdata=[[*row, _ms(row[3]), _ms(row[4])] for row in
+                    df[["overhead_ci_low", "overhead_ci_high", "verdict", "paged_ms", "contiguous_ms"]].to_numpy().tolist()],
         hovertemplate=("block size %{x} slots<br>paged ÷ contiguous: %{y:.3f}×<br>interval "
-                       "%{customdata[0]:.3f}–%{customdata[1]:.3f}: %{customdata[2]}<br>paged %{customdata[3]:.3f} ms, "
-                       "contiguous %{customdata[4]:.3f} ms<br>" + label + "<extra></extra>"))
+                       "%{customdata[0]:.3f}–%{customdata[1]:.3f}: %{customdata[2]}<br>paged %{customdata[5]}, "
+                       "contiguous %{customdata[6]}<br>" + label + "<extra></extra>"))
 
 
 def overhead_figure(res: SweepResult, title: str) -> go.Figure:
@@ -280,7 +289,7 @@ def prediction_headers(gpu_name: str, sms: int, nominal_GBps: float) -> dict[str
         "programs per SM (limit)": ("programs / SM", "Programs one SM holds at once, and what limits them "
                                     "(registers, warps or shared memory): predicted from the compile record."),
         "waves": ("waves", f"Rounds in which the grid's programs run on the {sms} SMs of an {gpu_name} (predicted)."),
-        "K/V in flight per SM (KiB)": ("in flight / SM", "K/V bytes (KiB) the resident programs of one SM keep "
+        "K/V in flight per SM (KiB)": ("KiB in flight / SM", "K/V bytes (KiB) the resident programs of one SM keep "
                                        "on their way from memory (predicted; Little's law turns them into bandwidth)."),
         "predicted GB/s": ("pred. GB/s", "Predicted bandwidth: bytes read and written per second (GB/s). "
                            "A prediction, not a measurement."),

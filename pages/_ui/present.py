@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from allocator.viz.modebar import MODEBAR_CONFIG, clear_of_modebar
 from allocator.viz.projector import for_the_back_row
 from pages._ui.errors import show_error
 from pages._ui.url_params import PAGE_PARAMS, check_boolean, repeated_params, unknown_params
@@ -169,9 +170,10 @@ def chart(fig, **kwargs) -> None:
     """``st.plotly_chart(fig, **kwargs)``, with the figure's text sized for the back row of the room
     while presentation mode is on (:func:`allocator.viz.projector.for_the_back_row`). Every page's
     chart goes through here except the explainer's maps, which have their own projector form
-    (``tests/core/test_layering.py`` checks it)."""
-    kwargs.setdefault("config", {"displaylogo": False})
-    st.plotly_chart(for_the_back_row(fig) if is_presenting() else fig, **kwargs)
+    (``tests/core/test_layering.py`` checks it). Its title and a legend above it are kept out of
+    Plotly's toolbar (:func:`allocator.viz.modebar.clear_of_modebar`), which keeps few buttons."""
+    kwargs["config"] = {**MODEBAR_CONFIG, **(kwargs.get("config") or {})}
+    st.plotly_chart(clear_of_modebar(for_the_back_row(fig) if is_presenting() else fig), **kwargs)
 
 
 def is_presenting() -> bool:

@@ -307,3 +307,25 @@ def test_the_zip_unzipped_on_a_static_host_is_served_by_another_user(default_sit
             server.terminate()
             server.wait(30)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("width,height", [(1366, 768), (1920, 1080)])
+def test_no_blank_band_between_the_maps_and_the_line_charts(page, site_dir, width, height):
+    """The maps' div had a fixed CSS height of 900 px around a 620 px figure: a blank band of about 280 px
+    sat between the maps and the line charts (issue 40). The div is now as tall as its figure, in normal
+    and in presentation mode, so the line charts follow the maps' legend directly."""
+    pg = page.context.browser.new_page(viewport={"width": width, "height": height})
+    try:
+        for present in (False, True):
+            pg.goto((site_dir / "index.html").as_uri() + ("?present=true" if present else ""))
+            pg.wait_for_selector("body[data-ready]", state="attached", timeout=WAIT_MS)
+            pg.wait_for_function("document.getElementById('maps').layout !== undefined", timeout=WAIT_MS)
+            box = pg.evaluate("""() => { const m = document.getElementById('maps'), l = document.getElementById('maps-lines');
+                const svg = m.querySelector('svg.main-svg').getBoundingClientRect();
+                return {div: m.getBoundingClientRect().height, fig: m.layout.height, svg_bottom: svg.bottom,
+                        lines_top: l.getBoundingClientRect().top}; }""")
+            where = f"{width}x{height} {'presentation' if present else 'normal'}"
+            assert abs(box["div"] - box["fig"]) <= 1, (where, box)
+            assert 0 <= box["lines_top"] - box["svg_bottom"] <= 5, (where, box)
+    finally:
+        pg.close()

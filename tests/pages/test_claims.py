@@ -40,6 +40,7 @@ GRID = {
 LITERATURE = {
     "20", "40",   # "20-40 % of KV memory holding tokens": Kwon et al., PagedAttention, SOSP 2023, section 1
     "2", "4",     # "2-4x higher throughput with paging": the same paper's evaluation
+    "7.2",        # "the PagedAttention paper (section 7.2)": where it says tiny blocks slow its kernel (issue 40)
 }
 
 NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?")
@@ -990,3 +991,110 @@ def test_no_page_calls_a_peak_an_instant():
     found = [f"{rel}:{line}" for rel in files for line, text in _shown_strings(rel)
              if re.search(r"\b(one|single|an?) instants?\b", text)]
     assert not found, found
+
+
+# --- who says tiny blocks cost kernel time (issue 40) ------------------------------------------------
+
+#: The old claims: the lesson sent the class to the kernel page for a cost in time that page does not show.
+KERNEL_TIME_CLAIM = re.compile(r"kernel tab|chases? (one|more) pointers?|a cost in time|price paging pays in the kernel",
+                               re.I)
+
+
+def test_tiny_blocks_costing_kernel_time_is_said_to_be_the_papers_claim():
+    """The lesson, the explainer, the About page and the handout said tiny blocks cost kernel time and
+    pointed at the kernel page, which on this machine measures no such cost (CPU: lost in noise; H200:
+    a prediction within 1 %; no GPU result ships). Every such sentence now says who says it: the
+    PagedAttention paper (section 7.2) for its own kernel. Scans every string a page, a figure builder
+    or the static site can show for the old wording, and checks the shared sentence is where the
+    lesson, the guided lesson's challenges, the static site and the handout say it."""
+    from allocator.viz.export.markup import markdown_html
+    from allocator.viz.lesson import CHALLENGES
+    from allocator.viz.texts import TINY_BLOCKS_TIME, TINY_BLOCKS_TIME_SHORT
+
+    files = [os.path.relpath(os.path.join(d, f), ROOT) for top in ("pages", os.path.join("allocator", "viz"))
+             for d, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs if f.endswith(".py")]
+    found = [f"{rel}:{line}: {text[:100]!r}" for rel in files for line, text in _shown_strings(rel)
+             if KERNEL_TIME_CLAIM.search(text)]
+    static = os.path.join(ROOT, "allocator", "viz", "export", "site_static")
+    for name in os.listdir(static):
+        with open(os.path.join(static, name), encoding="utf-8") as fh:
+            found += [f"site_static/{name}: {m.group(0)!r}" for m in KERNEL_TIME_CLAIM.finditer(fh.read())]
+    assert not found, "\n".join(found)
+    assert KERNEL_TIME_CLAIM.search("a cost in time, not memory (see the live kernel tab)")   # the old text
+    for text in (TINY_BLOCKS_TIME, TINY_BLOCKS_TIME_SHORT):
+        assert "PagedAttention paper (section 7.2)" in text and "its own" in text
+        assert "predict" in text and "GPU" in text
+    assert "measure" in TINY_BLOCKS_TIME and "noise" in TINY_BLOCKS_TIME
+    assert any(TINY_BLOCKS_TIME in a for _, a in CHALLENGES)
+    # the static site renders CHALLENGES through markdown_html (allocator.viz.export.site)
+    assert any("PagedAttention paper (section 7.2)" in markdown_html(a) for _, a in CHALLENGES)
+    results = run_scenario(Scenario(), record_snapshots=False)
+    assert any(TINY_BLOCKS_TIME_SHORT in t for t in takeaways(results))
+
+
+def test_the_tiny_blocks_sentence_holds_for_what_ships():
+    """TINY_BLOCKS_TIME says no GPU measurement ships and that the H200 prediction puts paged within 1 %
+    of contiguous at every block size: both are checked against the assets, so a shipped GPU result or a
+    new compile record makes this fail until the sentence is rewritten."""
+    from kernels import compile_check, gpu_check
+    from kernels.sweep import predict
+    from kernels.sweep.data import load_recorded
+
+    assert load_recorded() == [] and not os.path.exists(os.path.join(ROOT, "assets", gpu_check.RESULT_NAME))
+    h, hkv, d = gpu_check.TIMING_HEADS
+    overheads = [row["predicted_overhead"] for n, t in gpu_check.TIMING_SHAPES
+                 for row in predict.prediction_table(compile_check.load_report(), n, t, h, hkv, d, "bf16")
+                 if row["block_size"] is not None]
+    assert overheads and all(1.0 <= x < 1.01 for x in overheads), overheads
+
+
+# --- small ones (issue 40): hover precision, units, the idle-memory text, the readout -----------------
+
+#: A hover format with false precision: d3's "g" (six significant figures, trailing zeros kept: "54.0000"),
+#: four or more fixed decimals, or seconds with three ("at most 4.946 s"); durations go through formats.seconds.
+FALSE_PRECISION = re.compile(r"%\{\{?[^}]*:g\}|%\{\{?[^}]*:[^}]*\.[4-9]f\}|%\{\{?[^}]*:\.3f\}\}? ?(s|ms)\b"
+                             r"|\{[a-z_]+:\.[3-9]f\} s/token<")
+
+
+def test_no_hover_text_prints_false_precision():
+    files = [os.path.relpath(os.path.join(d, f), ROOT) for top in (os.path.join("allocator", "viz"),)
+             for d, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs if f.endswith(".py")
+             and f not in ("paper.py",)] + [os.path.join("kernels", "sweep", "figures.py")]
+    found = []
+    for rel in files:
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
+            src = fh.read()
+        found += [f"{rel}: {m.group(0)!r}" for m in FALSE_PRECISION.finditer(src)]
+    assert not found, "\n".join(found)
+    for old in ('"total cost %{y:g}"', '"at most %{x:.4f} s"', '"median %{y:.3f} ms"', 'f"budget {budget:.3f} s/token<'):
+        assert FALSE_PRECISION.search(old), old                 # the rule sees the old formats
+    from allocator import accounting as acc
+    from allocator.viz.arithmetic import cost_figure
+    rows = acc.block_size_table([5, 9, 17], 1.0)
+    fig = cost_figure(rows, 31, 1.0)
+    total = next(t for t in fig.data if t.name == "total cost")
+    assert list(total.customdata) == [f"{r.total_cost:,g}" for r in rows] and "%{customdata}" in total.hovertemplate
+
+
+def test_the_kernel_prediction_table_names_its_units():
+    from kernels.sweep.figures import prediction_headers
+    short = {k: v[0] for k, v in prediction_headers("NVIDIA H200", 132, 4800.0).items()}
+    assert "KiB" in short["K/V in flight per SM (KiB)"], short
+
+
+def test_where_idle_memory_goes_matches_the_maps_colours():
+    texts = [t for _, t in _shown_strings("pages/explainer.py")]
+    joined = " ".join(texts)
+    assert "third kind" not in joined and "Both sit idle" not in joined
+    assert "six shares" in joined and "duplicate copies** (brown)" in joined
+
+
+def test_the_frame_readout_gives_the_duplicate_share_with_a_shared_prompt():
+    from allocator.common.formats import pct
+    from allocator.viz.explainer_chart import _frame_text
+    results = run_scenario(Scenario(shared_prefix=256))
+    for res in results.values():
+        r = res.record_index(5)
+        text = _frame_text(res, 5)
+        assert f"duplicate copies {pct(res.metrics['duplicate_slots'][r] / res.total_slots)}" in text, text
+    assert "duplicate" not in _frame_text(run_scenario(Scenario())["paged"], 5)

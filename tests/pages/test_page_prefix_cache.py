@@ -169,14 +169,26 @@ def test_a_new_block_size_keeps_the_pool_chosen_as_a_fraction():
     def pool_slider():
         return next(s for s in at.get("select_slider") if s.label == "Pool for the map below")
 
-    def fraction(label):                         # "244 blocks (0.19× the distinct prompt blocks)"
+    def fraction(label):                  # "124,928 slots = 244 blocks (0.19× the distinct prompt blocks)"
         return label.split("(")[1].split("×")[0]
 
     at = _page({"pc_count": 60, "pc_block": 512, "pc_offset": 3000})
     largest = pool_slider().options[-1]
-    pool_slider().set_value(int(largest.split()[0].replace(",", ""))).run()
+    pool_slider().set_value(int(largest.split("= ")[1].split()[0].replace(",", ""))).run()
     assert not at.exception and pool_slider().format_func(pool_slider().value) == largest
     at.select_slider(key="pc_block").set_value(256).run()
     assert not at.exception
     now = pool_slider()
     assert now.format_func(now.value) == now.options[-1] and fraction(now.options[-1]) == fraction(largest)
+
+
+def test_the_pool_slider_counts_slots_like_the_charts_axis():
+    """The slider counted blocks while the hit-rate chart's axis counts slots (issue 40): its labels now
+    lead with slots, the axis's unit, and give the blocks of the map below after an equals sign."""
+    at = _page({"pc_count": 60, "pc_block": 512, "pc_offset": 3000})
+    slider = next(s for s in at.get("select_slider") if s.label == "Pool for the map below")
+    for label in slider.options:
+        slots, blocks = label.split(" slots = ")
+        assert int(slots.replace(",", "")) == 512 * int(blocks.split()[0].replace(",", "")), label
+    spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.key == "pc_hits")
+    assert spec["layout"]["xaxis"]["title"]["text"].startswith("pool size (slots")

@@ -12,6 +12,7 @@ from allocator.accounting.models import PRESETS
 from allocator.common.formats import format_bytes, pct, plural, ratio
 from allocator.engine.shares import SHARES
 from allocator.viz.claims.explainer import peak_held, reservation_name, reservation_rule, share_cells
+from allocator.viz.texts import TINY_BLOCKS_TIME_SHORT
 from allocator.viz.export.html import KINDS, check_results, data_name, default_attribution, scenario_summary
 
 
@@ -21,6 +22,9 @@ def _fmt(x) -> str:
     if isinstance(x, float):
         return f"{x:,.2f}"
     return f"{x:,}"
+
+
+_SHARE_PREFIX = "Pool share while requests wait: "
 
 
 def handout_rows(results: dict) -> list[tuple[str, str, str]]:
@@ -59,7 +63,7 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
     rows = [(label, fn(s["reserve_max"]), fn(s["paged"])) for label, fn in spec]
     # where the pool went: the same six shares as the page's details table, adding up to 100 %
     cells = {k: share_cells(results[k]) for k in KINDS}
-    shares = [(f"Pool share while requests wait: {name} ({meaning})", cells["reserve_max"][key], cells["paged"][key])
+    shares = [(f"{_SHARE_PREFIX}{name} ({meaning})", cells["reserve_max"][key], cells["paged"][key])
               for key, _, name, meaning in SHARES]
     shares.append(("Pool shares above, added up", cells["reserve_max"]["total"], cells["paged"]["total"]))
     rows[2:2] = shares                     # token states first: the utilisation
@@ -120,7 +124,7 @@ def takeaways(results: dict) -> list[str]:
                     f"{rm.steps:,}).")
     out.append(f"Paging leaves one kind of slack: the unfilled end of each sequence's last block, under "
                f"{bs} slots per sequence here. Bigger blocks waste more of it; smaller blocks make the "
-               f"block table longer and the attention kernel's reads more scattered.")
+               f"block table longer and the attention kernel's reads more scattered ({TINY_BLOCKS_TIME_SHORT}).")
     if pg.preemptions:
         work = (f"{plural(pg.swapped_blocks, 'block')} {'was' if pg.swapped_blocks == 1 else 'were'} "
                 "copied to host memory and back"
@@ -134,16 +138,22 @@ def takeaways(results: dict) -> list[str]:
 
 
 _HANDOUT_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #111; margin: 18mm;
-       max-width: 190mm; font-size: 11pt; line-height: 1.35; }
-h1 { font-size: 17pt; margin: 0 0 4pt 0; } h2 { font-size: 12.5pt; margin: 12pt 0 4pt 0; }
-table { border-collapse: collapse; width: 100%; margin: 4pt 0; }
-th, td { border: 1px solid #999; padding: 3pt 6pt; text-align: left; vertical-align: top; }
-td.num, th.num { text-align: right; white-space: nowrap; }
-th { background: #eee; } .muted { color: #555; font-size: 9pt; }
-ol li { margin-bottom: 4pt; }
-@page { size: A4; margin: 14mm; }
-@media print { body { margin: 0; } a { color: inherit; text-decoration: none; } }
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #111; margin: 10mm;
+       max-width: 190mm; font-size: 9pt; line-height: 1.2; }
+h1 { font-size: 15pt; margin: 0 0 2pt 0; } h2 { font-size: 11pt; margin: 5pt 0 2pt 0; }
+p { margin: 3pt 0; }
+table { border-collapse: collapse; width: 100%; margin: 2pt 0; table-layout: fixed; font-size: 8.5pt; }
+th, td { border: 1px solid #999; padding: 0.5pt 4pt; text-align: left; vertical-align: top; }
+td.num, th.num { text-align: right; } td.num { white-space: nowrap; }
+table.figures col.fig { width: 66%; }
+ul.settings { columns: 2; column-gap: 8mm; margin: 2pt 0; padding-left: 12pt; font-size: 8.5pt; }
+ul.settings li { break-inside: avoid; }
+th { background: #eee; } .muted { color: #555; font-size: 8pt; }
+ol { margin: 2pt 0; padding-left: 16pt; } ol li { margin-bottom: 2pt; }
+/* one sheet on A4 (297 mm) and on US Letter (279 mm, the shorter): 10 mm margins, no forced size */
+@page { margin: 10mm; }
+@media print { body { margin: 0; max-width: none; } a { color: inherit; text-decoration: none; }
+               table, li { break-inside: avoid; } }
 """
 
 
@@ -156,7 +166,8 @@ def handout_html(scenario, results: dict, workload) -> str:
         workload: the ``allocator.workloads.requests.Workload`` that was run (name, request count, lengths).
 
     Returns:
-        A complete HTML document (A4, print-ready CSS, no scripts, no external resources).
+        A complete HTML document (print-ready CSS that fits one A4 or US Letter sheet, no scripts, no
+        external resources).
 
     Raises:
         ValueError: ``results`` lacks one of the two allocators.
@@ -193,9 +204,19 @@ def handout_html(scenario, results: dict, workload) -> str:
     elif scenario is not None:
         settings.append(("Trace rows replayed", f"{scenario.offset + 1:,} to {scenario.offset + len(reqs):,} "
                                                 f"at {scenario.steps_per_second:g} steps per second"))
-    settings_html = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in settings)
-    rows_html = "".join(f"<tr><td>{e(a)}</td><td class=num>{e(b)}</td><td class=num>{e(c)}</td></tr>"
-                        for a, b, c in handout_rows(results))
+    # the settings in two columns, so that the page holds one sheet (tests/browser/test_handout_print.py)
+    settings_html = "".join(f"<li><b>{e(k)}:</b> {e(v)}</li>" for k, v in settings)
+    rows_html, headed = "", False
+    for a, b, c in handout_rows(results):
+        if a == "— means":                 # a footnote across the table, not a column-widening cell
+            rows_html += f"<tr><td colspan=3 class=muted>{e(a)} {e(b)}</td></tr>"
+            continue
+        if a.startswith(_SHARE_PREFIX):    # the six shares under one heading row, each on one line
+            if not headed:
+                headed = True
+                rows_html += f"<tr><td colspan=3><i>{e(_SHARE_PREFIX[:-2])} (% of pool):</i></td></tr>"
+            a = "\u2003" + a[len(_SHARE_PREFIX):]
+        rows_html += f"<tr><td>{e(a)}</td><td class=num>{e(b)}</td><td class=num>{e(c)}</td></tr>"
     points = "".join(f"<li>{e(t)}</li>" for t in takeaways(results))
     attribution = default_attribution(data_name(scenario) if scenario is not None else workload.name)
     today = _dt.date.today().isoformat()
@@ -215,9 +236,9 @@ cannot know in advance how long an answer will be. The same requests ran against
 twice: <b>{e(reservation_name(results))}</b> sets aside {e(reservation_rule(results))} slots in one
 contiguous run per request; <b>paged</b> hands out fixed-size blocks as each sequence grows.</p>
 <h2>Settings</h2>
-<table>{settings_html}</table>
+<ul class=settings>{settings_html}</ul>
 <h2>What happened</h2>
-<table><tr><th>figure</th><th class=num>{e(reservation_name(results))}</th><th class=num>paged (block {results['paged'].block_size})</th></tr>
+<table class=figures><col class=fig><col><col><tr><th>figure</th><th class=num>{e(reservation_name(results))}</th><th class=num>paged (block {results['paged'].block_size})</th></tr>
 {rows_html}</table>
 <p class=muted>"While requests wait" means averaged over the engine steps when at least one request
 was queued for memory — the moments the allocator's choices matter.</p>

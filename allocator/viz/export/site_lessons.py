@@ -21,6 +21,7 @@ from allocator.viz.arithmetic import (allocation_figure, cost_figure, curve_figu
 from allocator.viz.block_tables_demo import BLOCK_SIZE, BlockTablesDemo, words_of
 from allocator.viz.block_tables_figure import block_table_figure
 from allocator.viz.export.markup import markdown_html
+from allocator.viz.modebar import clear_of_modebar
 from allocator.common.formats import ratio
 
 #: Reference figure R2's metadata costs (each gives a different best block size).
@@ -43,8 +44,13 @@ WALK = (
 )
 
 
+#: The static site's figures span its page column: at least this wide (px) on a laptop screen.
+SITE_NARROWEST_PX = 900
+
+
 def _fig(fig) -> dict:
-    return json.loads(fig.to_json())
+    """A figure as plain JSON, its title and top legend kept out of Plotly's toolbar as on the app's pages."""
+    return json.loads(clear_of_modebar(fig, SITE_NARROWEST_PX).to_json())
 
 
 def accounting_page() -> dict:

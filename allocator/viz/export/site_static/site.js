@@ -74,7 +74,9 @@
   window.addEventListener('unhandledrejection', function (ev) {    // the same, from plotly's own buttons
     if (ev.reason === undefined) ev.preventDefault();
   });
-  var CONFIG = {displaylogo: false, responsive: true};
+  // the app's toolbar (allocator.viz.modebar.MODEBAR_CONFIG): no selection or step-zoom buttons
+  var CONFIG = {displaylogo: false, responsive: true,
+                modeBarButtonsToRemove: ['select2d', 'lasso2d', 'zoomIn2d', 'zoomOut2d', 'autoScale2d']};
 
   var meta = get(SITE, ['meta']);
   var sizes = meta.block_sizes, costs = meta.costs;
@@ -103,6 +105,9 @@
     frameNames = fig.frames.map(function (f) { return f.name; });
     current = 0; playing = false;
     var gd = $('maps');
+    // the div is exactly as tall as the figure (620 px, more when presenting): a fixed CSS height left a
+    // blank band of about 280 px between the maps and the line charts
+    gd.style.height = fig.layout.height + 'px';
     var first = !gd.data;
     if (!first) pause();
     // the lines under the maps are a still figure of their own: every animation frame redraws the whole
