@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from allocator.common.formats import ratio
 from allocator.memory.paged import PagedAllocator
 from allocator.memory.reserve_max import ReserveMaxAllocator
 from allocator.memory.buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT, output_estimate
@@ -352,8 +353,9 @@ class Replication:
             span = None if r is None else (r["low"], r["high"]) if r["kind"] == "between" else \
                 (r["value"], r["value"]) if r["kind"] == "exact" else None
             ok = span is not None and lo <= span[0] and span[1] <= hi
-            ours = ("n/a" if r is None else f"{r['low']:.2f}-{r['high']:.2f}x" if r["kind"] == "between"
-                    else f"{'' if r['kind'] == 'exact' else r['kind'] + ' '}{r['value']:.2f}x")
+            # ratios written as every sentence writes them (formats.ratio), so one ratio reads one way
+            ours = ("n/a" if r is None else f"{ratio(r['low'])}-{ratio(r['high'])}" if r["kind"] == "between"
+                    else f"{'' if r['kind'] == 'exact' else r['kind'] + ' '}{ratio(r['value'])}")
             rows.append({"figure": "Figure 12", "measure": f"sustained rate, vLLM / {PAPER_LABELS[other]}",
                          "paper": f"{lo:g}-{hi:g}x (3 models; OPT-13B batches {batch:g}x)",
                          "ours": ours,
@@ -365,7 +367,7 @@ class Replication:
             read = f12["curve_ratio_vs_oracle_opt13b"]
             err = r["value"] / read - 1
             rows.append({"figure": "Figure 12", "measure": "OPT-13B: sustained rate, vLLM / Orca (Oracle)",
-                         "paper": f"about {read:g}x (read off Figure 12a's curves)", "ours": f"{r['value']:.2f}x",
+                         "paper": f"about {read:g}x (read off Figure 12a's curves)", "ours": ratio(r['value']),
                          "error": f"{100 * err:+.0f} %", "tolerance": "none: a reading of a plot, compared, not a target",
                          "ok": None})
         for other in ("oracle", "max"):
@@ -373,7 +375,7 @@ class Replication:
             ours = self.fig13_mean("paged") / self.fig13_mean(other)
             err = ours / paper - 1
             rows.append({"figure": "Figure 13", "measure": f"OPT-13B: batched requests, vLLM / {PAPER_LABELS[other]}",
-                         "paper": f"{paper:g}x (section 6.2)", "ours": f"{ours:.2f}x", "error": f"{100 * err:+.0f} %",
+                         "paper": f"{paper:g}x (section 6.2)", "ours": ratio(ours), "error": f"{100 * err:+.0f} %",
                          "tolerance": "within 15 %", "ok": abs(err) <= FIG13_TOLERANCE})
         return rows
 

@@ -1098,3 +1098,21 @@ def test_the_frame_readout_gives_the_duplicate_share_with_a_shared_prompt():
         text = _frame_text(res, 5)
         assert f"duplicate copies {pct(res.metrics['duplicate_slots'][r] / res.total_slots)}" in text, text
     assert "duplicate" not in _frame_text(run_scenario(Scenario())["paged"], 5)
+
+
+def test_one_ratio_reads_one_way_in_the_table_and_the_sentences():
+    """Issue 40: the same ratio was printed 2.05x in the replication's targets table and 2.0x in its
+    sentence. Every ratio cell of the table is written as the sentences write it (formats.ratio)."""
+    from allocator.common.formats import ratio
+    from allocator.studies.paper import replication_for
+    from allocator.viz.claims.paper import paper_replication_texts
+
+    rep = replication_for()
+    rows = [r for r in rep.targets() if "vLLM /" in r["measure"] and r["ours"] != "n/a"]
+    assert len(rows) >= 4
+    words = " ".join(v if isinstance(v, str) else " ".join(map(str, v)) for v in paper_replication_texts(rep).values())
+    batch = rep.fig13_mean("paged") / rep.fig13_mean("oracle")
+    cell = next(r["ours"] for r in rows if r["measure"] == "OPT-13B: batched requests, vLLM / Orca (Oracle)")
+    assert cell == ratio(batch) and ratio(batch) in words
+    for r in rows:
+        assert re.fullmatch(r"(\w+ )?\d+(\.\d)?x|\d+(\.\d)?x-\d+(\.\d)?x|\d+x|0\.\d+x", r["ours"]), r
