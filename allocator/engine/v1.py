@@ -139,7 +139,7 @@ class V1Scheduler:
     new_seq = _V1Seq                       # what an arrival becomes
 
     __slots__ = ("allocator", "run", "waiting", "running", "budget_cap", "seq_cap", "chunked", "reject_reason",
-                 "busy_limit", "spent")
+                 "busy_limit", "spent", "computed_sum", "final_sum")
 
     def __init__(self, allocator, run, rules: V1Rules) -> None:
         self.allocator, self.run = allocator, run
@@ -150,6 +150,9 @@ class V1Scheduler:
         self.reject_reason = None if self.chunked else self._prompt_over_budget
         self.busy_limit = 4 * (sum(r.prompt_len + r.output_len for r in run.pending) + run.n) + 16
         self.spent = 0                     # tokens scheduled in the last step (checked against the budget)
+        # the running's computed tokens and prompt + output lengths, summed: kept as they change, not
+        # summed over the running every record (a tenth of a long run's time did that)
+        self.computed_sum = self.final_sum = 0
 
     def _prompt_over_budget(self, req) -> str | None:
         """Without chunked prefill, a prompt longer than the whole budget can never be scheduled."""
@@ -161,49 +164,111 @@ class V1Scheduler:
     def step(self, t: int) -> tuple:
         """One busy step at ``t`` (arrivals already queued); returns its work for the cost model:
         (prefill tokens, prefill query-key pairs, decodes, decode query-key pairs)."""
-        scheduled: list[tuple[_V1Seq, int]] = []                 # (sequence, tokens to compute now)
-        budget, preempted = self.serve(scheduled)                # 2. the running first
+        done: list[_V1Seq] = []                                  # emitted their last token, in schedule order
+        # 2. the running first, each computed as it is scheduled (4.): nothing later in the step reads
+        # what a running sequence computes, and a preemption only ever takes one not yet scheduled
+        budget, preempted, served, counts = self.serve(done, t)
+        scheduled: list[tuple[_V1Seq, int]] = []                 # admitted now: (sequence, tokens to compute)
         if self.waiting and not preempted:                       # 3. admit (not after a preemption)
             budget, admitted, hit, prompt_in = self.admit(scheduled, budget)
         else:
             admitted = hit = prompt_in = 0
         self.spent = self.budget_cap - budget
-        work, emitted, recomputed, done = self.compute(scheduled, t)   # 4. compute
+        if scheduled:                                            # 4. compute the admitted
+            more = self.compute(scheduled, t)
+            work = tuple(a + b for a, b in zip(counts[0], more[0]))
+            emitted, recomputed = counts[1] + more[1], counts[2] + more[2]
+            done += more[3]
+        else:
+            work, emitted, recomputed, _ = counts
         if done:
             self.finish(done, t)                                 # 5. free the finished
-        self.record(t, len(scheduled), preempted, recomputed, admitted, work, hit, prompt_in, emitted)  # 6.
+        self.record(t, served + len(scheduled), preempted, recomputed, admitted, work, hit, prompt_in, emitted)  # 6.
         return work
 
-    def serve(self, scheduled: list) -> tuple[int, int]:
+    def serve(self, done: list, t: int) -> tuple[int, int, int, tuple]:
         """Schedule the running in admission order while budget is left: each its remaining
         tokens (one for a decode; the rest of its prompt, capped by the budget, while prefilling),
-        its block table grown to hold them; when blocks run out, preempt the youngest.
+        its block table grown to hold them; when blocks run out, preempt the youngest. Each is
+        computed as it is scheduled (as :meth:`compute` does; those that emit their last token are
+        appended to ``done``).
+
+        A decode that crosses no block boundary does not call the allocator: ``v1_allocate`` would
+        find its table already holding ceil(upto / block_size) blocks and, with prefix caching, no
+        newly full block to register (``allocator.memory.paged.PagedAllocator.v1_allocate``), and
+        change nothing. A running sequence's table holds ceil(computed / block_size) blocks, so a
+        decode from ``c`` computed tokens needs a block only when ``c % block_size == 0`` and fills
+        one (to register) only when ``(c + 1) % block_size == 0``.
 
         Returns:
-            (budget left, sequences preempted).
+            (budget left, sequences preempted, sequences scheduled, what :meth:`compute` returns
+            for them).
         """
         running, allocate = self.running, self.allocator.v1_allocate
+        bs = self.allocator.block_size
+        edge = 1 if self.allocator.prefix_caching else 0        # c % bs values that need the allocator
         budget, preempted, i = self.budget_cap, 0, 0
+        prefill = prefill_pairs = decodes = decode_pairs = emitted = recomputed = 0
         while i < len(running) and budget > 0:
             s = running[i]
-            want = s.prompt_len + s.generated - s.computed
-            new = want if want < budget else budget
-            while not allocate(s.id, s.prompt_len, s.prompt_len + s.generated, s.computed + new,
-                               final=s.prompt_len + s.output_len):
-                victim = self.preempt_youngest()
-                preempted += 1
-                if victim is s:
-                    return budget, preempted
-            scheduled.append((s, new))
-            budget -= new
+            c = s.computed
+            total = s.prompt_len + s.generated
+            if c == total - 1 and s.generated:                  # a decode: one token of budget
+                r = c % bs
+                if r == 0 or (edge and r == bs - 1):
+                    while not allocate(s.id, s.prompt_len, total, total, final=s.prompt_len + s.output_len):
+                        victim = self.preempt_youngest()
+                        preempted += 1
+                        if victim is s:
+                            return budget, preempted, i, ((prefill, prefill_pairs, decodes, decode_pairs),
+                                                          emitted, recomputed, None)
+                decodes += 1
+                decode_pairs += total
+                budget -= 1
+            else:
+                want = total - c
+                new = want if want < budget else budget
+                while not allocate(s.id, s.prompt_len, total, c + new, final=s.prompt_len + s.output_len):
+                    victim = self.preempt_youngest()
+                    preempted += 1
+                    if victim is s:
+                        return budget, preempted, i, ((prefill, prefill_pairs, decodes, decode_pairs),
+                                                      emitted, recomputed, None)
+                prefill += new
+                prefill_pairs += new * c + new * (new + 1) // 2
+                if s.recomputing:
+                    r = new if new < s.recomputing else s.recomputing
+                    recomputed += r
+                    s.recomputing -= r
+                budget -= new
+                self.computed_sum += new
+                s.computed = c + new
+                i += 1
+                if s.computed != total:
+                    continue
+                s.generated += 1
+                emitted += 1
+                if s.first_step is None:
+                    s.first_step = t
+                if s.generated >= s.output_len:
+                    done.append(s)
+                continue
+            self.computed_sum += 1
+            s.computed = total
+            s.generated += 1
+            emitted += 1
             i += 1
-        return budget, preempted
+            if s.generated >= s.output_len:
+                done.append(s)
+        return budget, preempted, i, ((prefill, prefill_pairs, decodes, decode_pairs), emitted, recomputed, None)
 
     def preempt_youngest(self) -> _V1Seq:
         """Preempt the running sequence admitted last by recompute: free its blocks (they stay in
         the prefix cache, if on) and put it back at the head of the queue with nothing computed."""
         victim = self.running.pop()
         self.allocator.v1_free(victim.id, keep_keys=True)
+        self.computed_sum -= victim.computed
+        self.final_sum -= victim.prompt_len + victim.output_len
         victim.recomputing = victim.computed       # work lost: computed again on return
         victim.computed = 0
         victim.status = PREEMPTED
@@ -242,15 +307,17 @@ class V1Scheduler:
                 prompt_in += s.prompt_len
             s.status = RUNNING
             running.append(s)
+            self.computed_sum += cached
+            self.final_sum += s.prompt_len + s.output_len
             scheduled.append((s, new))
             budget -= new
             admitted += 1
         return budget, admitted, hit, prompt_in
 
-    @staticmethod
-    def compute(scheduled: list, t: int) -> tuple[tuple, int, int, list]:
+    def compute(self, scheduled: list, t: int) -> tuple[tuple, int, int, list]:
         """Every scheduled sequence computes its scheduled tokens' KV; one that reaches its prompt
-        plus generated tokens emits a token.
+        plus generated tokens emits a token (the admitted ones: :meth:`serve` computes the running
+        as it schedules them, the same way).
 
         Returns:
             ((prefill tokens, prefill pairs, decodes, decode pairs), tokens emitted, tokens
@@ -272,6 +339,7 @@ class V1Scheduler:
                     recomputed += r
                     s.recomputing -= r
             s.computed = c + new
+            self.computed_sum += new
             if s.computed == total:
                 s.generated += 1
                 emitted += 1
@@ -287,6 +355,8 @@ class V1Scheduler:
         run, v1_free = self.run, self.allocator.v1_free
         for s in done:
             v1_free(s.id)
+            self.computed_sum -= s.computed
+            self.final_sum -= s.prompt_len + s.output_len
             s.status = FINISHED
             run.served.append((s.id, s.prompt_len, s.output_len, s.arrival, s.first_step, t))
         gone = {s.id for s in done}
@@ -303,11 +373,11 @@ class V1Scheduler:
         else:
             need = 0
         prefill, prefill_pairs, _, decode_pairs = work
-        run.record(step=t, span=1, logical_tokens=sum(s.computed for s in running), holders=len(running),
+        run.record(step=t, span=1, logical_tokens=self.computed_sum, holders=len(running),
                    running=batch, waiting=len(waiting), finished=run.finished, preemptions=preempted,
                    next_need=need, recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
                    prefill_pairs=prefill_pairs, decode_pairs=decode_pairs,
-                   final=sum(s.prompt_len + s.output_len for s in running),
+                   final=self.final_sum,
                    prefix_hit_tokens=hit, prompt_tokens_admitted=prompt_in, tokens=emitted)
 
     def lengths(self, t: int) -> dict:
@@ -319,3 +389,5 @@ class V1Scheduler:
         assert len(self.running) <= self.seq_cap, "more running than max_num_seqs"
         assert self.spent <= self.budget_cap, "token budget overspent"
         assert all(s.status is RUNNING for s in self.running), "a stopped sequence is listed as running"
+        assert self.computed_sum == sum(s.computed for s in self.running), "computed tokens drifted"
+        assert self.final_sum == sum(s.prompt_len + s.output_len for s in self.running), "final lengths drifted"
