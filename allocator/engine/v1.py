@@ -98,7 +98,7 @@ class _V1Seq:
     ``generated`` are not written each step; at the start of step t it has computed ``base + t``
     tokens and holds one more (``generated = base + t + 1 - prompt_len``). It is woken at
     ``event``, the first step at which it crosses a block boundary or emits its last token
-    (:meth:`V1Scheduler._sleep`)."""
+    (:meth:`V1Scheduler._settle`)."""
 
     __slots__ = ("id", "prompt_len", "output_len", "generated", "computed", "arrival", "first_step",
                  "recomputing", "status", "order", "base", "event")
@@ -241,9 +241,17 @@ class V1Scheduler:
             for them).
         """
         woke = self.wake_at.pop(t, None)
-        if woke:
+        if woke:                                      # _wake for each, the sums changed once
+            bases = 0
             for s in woke:
-                self._wake(s, t)
+                b = s.base
+                bases += b
+                s.computed = c = b + t
+                s.generated = c + 1 - s.prompt_len
+                s.base = None
+            self.n_dec -= len(woke)
+            self.base_sum -= bases
+            self.computed_sum += bases + len(woke) * t
             self.active += woke
             self.active.sort(key=_by_order)
         active = self.active
@@ -342,39 +350,45 @@ class V1Scheduler:
 
     def _settle(self, t: int) -> None:
         """After step ``t`` (the finished freed): every active sequence that is running and decoding
-        becomes a decoder (:meth:`_sleep`); the rest stay active, in admission order."""
+        becomes a decoder; the rest stay active, in admission order.
+
+        A decoder with ``c`` computed tokens at the start of step t + 1 has ``base = c - (t + 1)``
+        and is woken at the first step from t + 1 at which it crosses a block boundary (``c %
+        block_size == 0``, a new block; with prefix caching also ``block_size - 1``, a block that
+        fills) or emits its last token (``output_len - generated - 1`` steps after t + 1).
+        """
         keep = []
+        bs, edge, wake_at, t1 = self.allocator.block_size, self.edge, self.wake_at, t + 1
+        n = bases = held = 0
         for s in self.active:
             if s.status is not RUNNING:
                 continue
-            if s.generated and s.computed == s.prompt_len + s.generated - 1 and s.generated < s.output_len:
-                self._sleep(s, t)
+            g, c = s.generated, s.computed
+            if g and c == s.prompt_len + g - 1 and g < s.output_len:
+                gap = -c % bs
+                if edge:
+                    other = (bs - 1 - c) % bs
+                    if other < gap:
+                        gap = other
+                last = s.output_len - g - 1
+                wake = t1 + (gap if gap < last else last)
+                s.base = b = c - t1
+                s.event = wake
+                n += 1
+                bases += b
+                held += c
+                bucket = wake_at.get(wake)
+                if bucket is None:
+                    wake_at[wake] = [s]
+                else:
+                    bucket.append(s)
             else:
                 keep.append(s)
+        if n:
+            self.n_dec += n
+            self.base_sum += bases
+            self.computed_sum -= held
         self.active = keep
-
-    def _sleep(self, s: _V1Seq, t: int) -> None:
-        """Make running ``s`` (decoding, computed = its tokens - 1 after step ``t``) a decoder, woken
-        at the first step from t + 1 at which it crosses a block boundary (c % block_size == 0;
-        with prefix caching also block_size - 1) or emits its last token."""
-        c = s.computed                                  # at the start of step t + 1
-        base = c - (t + 1)
-        bs = self.allocator.block_size
-        gap = -c % bs
-        if self.edge:
-            other = (bs - 1 - c) % bs
-            gap = other if other < gap else gap
-        last = s.output_len - s.generated - 1           # steps after t + 1 until the one emitting its last token
-        wake = t + 1 + (gap if gap < last else last)
-        s.base, s.event = base, wake
-        self.n_dec += 1
-        self.base_sum += base
-        self.computed_sum -= c
-        bucket = self.wake_at.get(wake)
-        if bucket is None:
-            self.wake_at[wake] = [s]
-        else:
-            bucket.append(s)
 
     def preempt_youngest(self) -> _V1Seq:
         """Preempt the running sequence admitted last by recompute: free its blocks (they stay in
