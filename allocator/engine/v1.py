@@ -5,6 +5,12 @@
 a token budget per step, the running scheduled first, chunked prefill, a cap on running
 sequences, recompute-only preemption, prefix caching of prompt and generated blocks. The loop
 around the step (clock, arrivals, idle gaps, pictures) is :func:`allocator.engine.loop.drive`.
+
+Events, not steps, as in the classroom scheduler: sequences that only decode advance together
+(a decoder's computed tokens are ``base + t``), and one is walked only at a step when something
+changes for it -- a block boundary, its last token, a preemption -- or while it prefills
+(:meth:`V1Scheduler.serve`). The numbers are those of walking every running sequence every step
+(``tests/core/test_engine_digests.py``, the v1 cases).
 """
 from __future__ import annotations
 
