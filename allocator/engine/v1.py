@@ -156,9 +156,10 @@ class V1Scheduler:
 
     name = "v1 simulation"                 # how the loop's bug guard names it
     new_seq = _V1Seq                       # what an arrival becomes
+    quiet_stretches = True                 # its decode-only steps may be written out (loop._quiet_stretch)
 
     __slots__ = ("allocator", "run", "waiting", "running", "budget_cap", "seq_cap", "chunked", "reject_reason",
-                 "busy_limit", "spent", "computed_sum", "final_sum", "active", "wake_at", "n_dec", "base_sum",
+                 "busy_limit", "spent", "computed_sum", "final_sum", "active", "wake_at", "n_dec", "dec_base",
                  "order", "t", "edge")
 
     def __init__(self, allocator, run, rules: V1Rules) -> None:
@@ -179,13 +180,34 @@ class V1Scheduler:
         # over the running every record).
         self.active: list[_V1Seq] = []
         self.wake_at: dict[int, list[_V1Seq]] = {}
-        self.n_dec = self.base_sum = 0
+        self.n_dec = self.dec_base = 0
         self.computed_sum = self.final_sum = 0
         self.order = 0
         self.t = 0
         # a decode from c computed tokens calls the allocator when c % block_size is 0 (a new block)
         # or, with prefix caching, block_size - 1 (a block fills: its key is registered)
         self.edge = 1 if allocator.prefix_caching else 0
+
+    @property
+    def grow_at(self) -> dict:
+        """{step: decoders woken then} (a block boundary or a last token): the steps the loop's
+        quiet stretches stop at (``allocator.engine.loop.drive`` reads ``grow_at`` and ``finish_at``)."""
+        return self.wake_at
+
+    finish_at = grow_at
+
+    @property
+    def base_sum(self) -> int:
+        """What the loop's quiet stretch takes for the running's tokens at the end of step t, less
+        ``t`` per sequence (the classroom scheduler's meaning): the decoders' bases + 1 each (a
+        decoder holds ``base + t + 1`` computed tokens after step t)."""
+        return self.dec_base + self.n_dec
+
+    def quiet_ok(self) -> bool:
+        """Whether the next step, if nothing is woken, waits or arrives, is decodes alone: every
+        running sequence is a decoder and their tokens fit the budget (the loop asks before it
+        writes out a quiet stretch)."""
+        return not self.active and self.n_dec <= self.budget_cap
 
     def _prompt_over_budget(self, req) -> str | None:
         """Without chunked prefill, a prompt longer than the whole budget can never be scheduled."""
@@ -256,7 +278,7 @@ class V1Scheduler:
                 s.generated = c + 1 - s.prompt_len
                 s.base = None
             self.n_dec -= len(woke)
-            self.base_sum -= bases
+            self.dec_base -= bases
             self.computed_sum += bases + len(woke) * t
             self.active += woke
             self.active.sort(key=_by_order)
@@ -276,7 +298,7 @@ class V1Scheduler:
         budget += n_before - n
         if n:
             (prefill, prefill_pairs, decodes, decode_pairs), emitted, recomputed, _ = counts
-            counts = ((prefill, prefill_pairs, decodes + n, decode_pairs + self.base_sum + n * (t + 1)),
+            counts = ((prefill, prefill_pairs, decodes + n, decode_pairs + self.dec_base + n * (t + 1)),
                       emitted + n, recomputed, None)
         return budget, preempted, served + n, counts
 
@@ -350,7 +372,7 @@ class V1Scheduler:
         s.computed = c
         s.generated = c + 1 - s.prompt_len
         self.n_dec -= 1
-        self.base_sum -= s.base
+        self.dec_base -= s.base
         self.computed_sum += c
         s.base = None
 
@@ -392,7 +414,7 @@ class V1Scheduler:
                 keep.append(s)
         if n:
             self.n_dec += n
-            self.base_sum += bases
+            self.dec_base += bases
             self.computed_sum -= held
         self.active = keep
 
@@ -512,7 +534,7 @@ class V1Scheduler:
         else:
             need = 0
         prefill, prefill_pairs, _, decode_pairs = work
-        run.record(step=t, span=1, logical_tokens=self.computed_sum + self.base_sum + self.n_dec * (t + 1),
+        run.record(step=t, span=1, logical_tokens=self.computed_sum + self.dec_base + self.n_dec * (t + 1),
                    holders=len(running),
                    running=batch, waiting=len(waiting), finished=run.finished, preemptions=preempted,
                    next_need=need, recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
@@ -529,10 +551,10 @@ class V1Scheduler:
         assert len(self.running) <= self.seq_cap, "more running than max_num_seqs"
         assert self.spent <= self.budget_cap, "token budget overspent"
         assert all(s.status is RUNNING for s in self.running), "a stopped sequence is listed as running"
-        assert self.computed_sum + self.base_sum + self.n_dec * (t + 1) == sum(lengths.values()), \
+        assert self.computed_sum + self.dec_base + self.n_dec * (t + 1) == sum(lengths.values()), \
             "computed tokens drifted"
         decoders = [s for s in self.running if s.base is not None]
-        assert len(decoders) == self.n_dec and sum(s.base for s in decoders) == self.base_sum, "decoders drifted"
+        assert len(decoders) == self.n_dec and sum(s.base for s in decoders) == self.dec_base, "decoders drifted"
         assert all(s in self.wake_at[s.event] and s.event > t for s in decoders), "a decoder is not woken"
         assert [s for s in self.running if s.base is None] == self.active, "the active are not the running's rest"
         assert self.final_sum == sum(s.prompt_len + s.output_len for s in self.running), "final lengths drifted"
