@@ -124,6 +124,10 @@ class _V1Seq:
         self.event = None               # the step a decoder is woken at
 
 
+#: What :meth:`V1Scheduler._walk` returns for its counts when it walks no one.
+_NOTHING_WALKED = ((0, 0, 0, 0), 0, 0, None)
+
+
 def _by_order(s: _V1Seq) -> int:
     return s.order
 
@@ -240,7 +244,8 @@ class V1Scheduler:
             work, emitted, recomputed, _ = counts
         if done:
             self.finish(done, t)                                 # 5. free the finished
-        self._settle(t)                                          # who decodes on, together, from here
+        if self.active:
+            self._settle(t)                                      # who decodes on, together, from here
         self.record(t, served + len(scheduled), preempted, recomputed, admitted, work, hit, prompt_in, emitted)  # 6.
         return work
 
@@ -293,7 +298,10 @@ class V1Scheduler:
             self.wake_at.clear()
             self.active = active = list(self.running)
         n_before = self.n_dec
-        budget, preempted, served, counts = self._walk(active, self.budget_cap - n_before, done, t)
+        if active:
+            budget, preempted, served, counts = self._walk(active, self.budget_cap - n_before, done, t)
+        else:                                         # decoders alone, within the budget: nothing to walk
+            budget, preempted, served, counts = self.budget_cap - n_before, 0, 0, _NOTHING_WALKED
         n = self.n_dec                                # decoders left after the preemptions
         budget += n_before - n
         if n:
