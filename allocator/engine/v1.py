@@ -27,8 +27,14 @@ WAITING, RUNNING, PREEMPTED, FINISHED = (SequenceStatus.WAITING, SequenceStatus.
                                          SequenceStatus.FINISHED)
 
 #: vLLM's defaults for the v1 rules: a cap of 256 running sequences (``max_num_seqs``) and a
-#: per-step budget of 2,048 scheduled tokens (``max_num_batched_tokens``; vLLM picks a larger
-#: one for some deployments, so a replay takes it from the run's own arguments).
+#: per-step budget of 2,048 scheduled tokens (``max_num_batched_tokens``). Source:
+#: ``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py, which sets both by usage context
+#: and GPU: ``vllm serve`` (the OpenAI API server) on an A100 or a GPU under 70 GiB takes 2,048
+#: tokens and 256 sequences -- the values taken here, for the lesson's A100 served online; the
+#: offline ``LLM`` class takes 8,192 tokens, and a larger GPU (H100, MI300x) 8,192 (served) or
+#: 16,384 (offline) tokens and 1,024 sequences. (vllm/config/scheduler.py's ``SchedulerConfig``
+#: class defaults, 2,048 and 128, are "mainly for convenience when testing", its docstring says.)
+#: A replay takes them from the run's own arguments.
 V1_DEFAULT_MAX_NUM_SEQS = 256
 V1_DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 
