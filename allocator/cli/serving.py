@@ -4,6 +4,11 @@ Examples::
 
     python -m allocator rate-sweep --gpu a100-40gb --model opt-13b --json
     python -m allocator rate-sweep --gpu h100-sxm --model llama3-8b --rates 1,2,4,8 --requests 500
+    python -m allocator rate-sweep --rules v1 --max-num-batched-tokens 512 --json
+
+``--rules v1`` runs the paged policy under vLLM v1's scheduler (the flags and defaults of
+``simulate``: :func:`allocator.cli.simulate.add_rules_arguments`); the reservation policies keep the
+classroom scheduler, since vLLM v1 has no reservation allocator.
 """
 from __future__ import annotations
 
@@ -16,6 +21,9 @@ from allocator.workloads.poisson import (DEFAULT_MAX_NEW, DEFAULT_REQUESTS, DEFA
 from allocator.studies.sustained import INTERPOLATION_SPAN, sustained_short
 from allocator.cost.roofline import DEFAULT_GPU, DEFAULT_MODEL, GPU_COUNTS, GPUS, TIMED_MODELS, cost_model
 from allocator.cli.common import count_arg, gpus_arg, range_help, real_arg
+from allocator.cli.simulate import add_rules_arguments, rules_from_args
+from allocator.common.limits import check
+from allocator.engine.v1 import V1Rules
 
 #: Per-point keys printed in the table (all of them go into --json).
 TABLE_KEYS = ("normalized_latency_s_per_token", "throughput_tokens_per_s", "ttft_p50_s", "tpot_p50_s",
@@ -65,24 +73,34 @@ def register(sub) -> None:
                         f"(default {DEFAULT_LATENCY_FACTOR:g}; {range_help('latency_factor')})")
     p.add_argument("--seed", type=count_arg, default=DEFAULT_SEED,
                    help=f"which trace rows and arrival gaps are drawn (default {DEFAULT_SEED}; {range_help('seed')})")
+    add_rules_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
 
 
 def run(args) -> int:
-    """Sweep and print; returns the exit status (ValueError propagates to ``__main__``)."""
+    """Sweep and print; returns the exit status (ValueError propagates to ``__main__``).
+
+    Raises:
+        FieldError: a bad setting, e.g. ``--max-num-seqs`` without ``--rules v1`` or out of its range.
+    """
+    rules, seqs, budget = rules_from_args(args)
+    v1 = V1Rules(check("max_num_seqs", seqs), check("max_num_batched_tokens", budget)) if rules == "v1" else None
     cost = cost_model(args.gpu, args.model, gpus_arg(args.gpus, GPU_COUNTS))
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     rates = parse_rates(args.rates) if args.rates is not None else None
     sweep = rate_sweep(cost, rates, policies=policies, requests=args.requests, seed=args.seed,
                        block_size=args.block_size, latency_factor=args.latency_factor, workload=args.workload,
                        max_new_tokens=SWEEP_MAX_NEW[args.workload] if args.max_new_tokens is None
-                       else args.max_new_tokens)
+                       else args.max_new_tokens, rules=v1)
     out = {
         "gpu": cost.gpu.key, "model": cost.model.key, "gpus": cost.gpus, "pool_slots": sweep.pool_slots,
         "workload": sweep.workload, "block_size": sweep.block_size, "requests": sweep.requests, "seed": sweep.seed,
         "max_new_tokens": sweep.max_new_tokens, "rates": list(sweep.rates),
+        "rules": "classroom" if v1 is None else {"paged": v1.describe(),
+                                                 "reservation": "classroom scheduler (vLLM v1 has no reservation "
+                                                                "allocator)"},
         "unloaded_s_per_token": sweep.unloaded_s_per_token, "latency_factor": sweep.latency_factor,
         "budget_s_per_token": sweep.budget_s_per_token,
         "sustained": {p: sweep.sustained[p] for p in sweep.policies},
@@ -98,6 +116,8 @@ def run(args) -> int:
         return 0
     print(f"{cost.label}: KV pool {sweep.pool_slots:,} slots, block size {sweep.block_size}, "
           f"{sweep.requests:,} requests per run ({SWEEP_WORKLOADS[sweep.workload]}, seed {sweep.seed})")
+    if v1 is not None:
+        print(f"paged: {v1.describe()}; reservation policies: the classroom scheduler")
     print(f"budget: {sweep.budget_s_per_token:.4f} s/token = {sweep.latency_factor:g} x "
           f"{sweep.unloaded_s_per_token:.4f} s/token (a request served alone)")
     for key in TABLE_KEYS:

@@ -6,10 +6,20 @@ Examples::
     python -m allocator simulate --trace assets/azure_llm_conv_2023.csv --offset 0 --count 40 --json
     python -m allocator simulate --workload classroom-40 --sweep --json
     python -m allocator simulate --workload classroom-40 --gpu a100-40gb --model opt-13b --policy pow2 --json
+    python -m allocator simulate --workload azure-conv --count 400 --rules v1 --max-num-batched-tokens 512 --json
 
 Every numeric option is checked against its range in :data:`allocator.common.limits.LIMITS` before
 anything runs, whether or not it matters for this workload; an option that does not apply (say
 ``--offset`` with classroom-40) is named in one ``note:`` line on stderr.
+
+``--rules v1`` runs the paged allocator under vLLM v1's scheduler (:class:`allocator.engine.v1.V1Rules`:
+a token budget per step, chunked prefill, a cap on running sequences, recompute-only preemption)
+instead of the classroom scheduler; the reservation baseline keeps the classroom scheduler (vLLM
+v1 has no reservation allocator). ``--max-num-seqs`` (default 256) and ``--max-num-batched-tokens``
+(default 2,048) are vLLM's defaults for ``vllm serve`` on a GPU under 70 GiB or an A100
+(``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py; the ``LLM`` class takes 8,192 tokens,
+and larger GPUs 8,192 tokens and 1,024 sequences: the lesson's GPU is the A100-40GB, served, so
+2,048); they are refused without ``--rules v1``, as is ``--preemption swap`` with it.
 """
 from __future__ import annotations
 
@@ -17,8 +27,9 @@ import argparse
 import json
 
 from allocator.memory.reserve_max import PLACEMENTS, RESERVATION_POLICIES
-from allocator.engine.scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, WORKLOADS, Scenario, build_workload,
+from allocator.engine.scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, RULES, WORKLOADS, Scenario, build_workload,
                                        run_scenario, scenario_sweep, workload_kind)
+from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
 from allocator.cost.roofline import GPUS, TIMED_MODELS, cost_model
 from allocator.cost.timing import price
 from allocator.common.errors import FieldError
@@ -94,9 +105,42 @@ def register(sub) -> None:
                    help="paged: keep finished prompts' full blocks findable by block hash and reuse them "
                         "(a Mooncake JSONL trace's prompts, or --shared-prefix); adds prefix_cache_hit_rate, "
                         "prefill_tokens_saved and cached_block_evictions to the paged summary")
+    add_rules_arguments(p)
     p.add_argument("--sweep", action="store_true", help="also sweep the paged block size 1..256")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
+
+
+def add_rules_arguments(p) -> None:
+    """Add ``--rules``, ``--max-num-seqs`` and ``--max-num-batched-tokens`` to parser ``p`` (``simulate``
+    and the commands built on its parser, and ``rate-sweep``); :func:`rules_from_args` reads them."""
+    p.add_argument("--rules", choices=RULES, default="classroom",
+                   help="the paged run's scheduler: classroom (the lesson's, default) or v1 (vLLM v1's: a token "
+                        "budget per step, chunked prefill, a cap on running sequences, recompute preemption)")
+    p.add_argument("--max-num-seqs", type=count_arg, default=None,
+                   help=f"with --rules v1: most sequences running at once (default {V1_DEFAULT_MAX_NUM_SEQS}, "
+                        f"vLLM's; {range_help('max_num_seqs')})")
+    p.add_argument("--max-num-batched-tokens", type=count_arg, default=None,
+                   help=f"with --rules v1: tokens scheduled per engine step (default "
+                        f"{V1_DEFAULT_MAX_NUM_BATCHED_TOKENS:,}, vLLM's for `vllm serve` on an A100; "
+                        f"{range_help('max_num_batched_tokens')})")
+
+
+def rules_from_args(args) -> tuple[str, int, int]:
+    """``(rules, max_num_seqs, max_num_batched_tokens)`` as given (defaults: vLLM's), the numbers
+    not yet range-checked (``Scenario.checked`` or ``V1Rules`` does that).
+
+    Raises:
+        FieldError: ``--max-num-seqs`` or ``--max-num-batched-tokens`` given without ``--rules v1``
+            (they would change nothing; refused rather than ignored).
+    """
+    rules = getattr(args, "rules", "classroom") or "classroom"
+    given = [n for n in ("max_num_seqs", "max_num_batched_tokens") if getattr(args, n, None) is not None]
+    if given and rules != "v1":
+        raise FieldError(given[0], f" = {getattr(args, given[0])} applies only with --rules v1 (the classroom "
+                                   "scheduler has no step budget or cap on running sequences)", subject=flag(given[0]))
+    return (rules, _given(args, "max_num_seqs", V1_DEFAULT_MAX_NUM_SEQS),
+            _given(args, "max_num_batched_tokens", V1_DEFAULT_MAX_NUM_BATCHED_TOKENS))
 
 
 
@@ -142,7 +186,9 @@ def scenario_from_args(args) -> Scenario:
     """
     d = Scenario()
     workload = args.trace or args.workload or "classroom-40"
-    return Scenario(workload=workload, total_slots=args.slots, block_size=args.block_size,
+    rules, max_num_seqs, max_num_batched_tokens = rules_from_args(args)
+    return Scenario(rules=rules, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                    workload=workload, total_slots=args.slots, block_size=args.block_size,
                     max_new_tokens=args.max_new_tokens, seed=args.seed, arrival=_given(args, "arrival", d.arrival),
                     arrival_rate=_given(args, "arrival_rate", d.arrival_rate),
                     offset=_given(args, "offset", d.offset), count=_given(args, "count", d.count),
@@ -207,6 +253,9 @@ def run(args) -> int:
         s["max_new_tokens"] = workload.max_new_tokens
         if workload.notes:
             s["notes"] = list(workload.notes)
+        if sc.rules == "v1":
+            s["rules"] = sc.v1_rules.describe() if key == "paged" else \
+                "classroom scheduler (vLLM v1 has no reservation allocator)"
         if timed:
             # the explainer's pricing: the run on its step clock, an idle step at the arrival clock
             s.update(price(res, cost, idle_step_s=1 / sc.canonical().steps_per_second).summary)
@@ -218,6 +267,8 @@ def run(args) -> int:
         return 0
     print(f"workload {workload.name}: {len(workload)} requests, pool {sc.slots} slots, "
           f"max_new_tokens {workload.max_new_tokens}, block size {sc.block_size}")
+    if sc.rules == "v1":
+        print(f"paged: {sc.v1_rules.describe()}; reservation: the classroom scheduler")
     for note in workload.notes:
         print(f"note: {note}")
     if timed:

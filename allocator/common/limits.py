@@ -8,7 +8,8 @@ each unit, and the row offset's whole range, from here; both the widgets and the
 
 * Scenario settings (:class:`allocator.engine.scenario.Scenario`, ``simulate`` and ``export-html``):
   ``total_slots``, ``block_size``, ``max_new_tokens``, ``seed``, ``arrival_rate``, ``offset``,
-  ``count``, ``steps_per_second``, ``metadata_cost``, ``shared_prefix``.
+  ``count``, ``steps_per_second``, ``metadata_cost``, ``shared_prefix``, and under vLLM v1 rules
+  ``max_num_seqs`` and ``max_num_batched_tokens``.
 * Slot accounting (``account``, the Accounting page): ``lengths`` (each entry), ``reserve``,
   ``block_size`` (as above), ``candidates`` (each entry), ``pool_slots``, ``length_a``, ``length_b``,
   ``prefix_tokens``, and ``metadata_cost`` as above.
@@ -52,6 +53,9 @@ MAX_PROMPT_TOKENS = 1 << 22
 MAX_ROWS = 200_000
 MAX_TOKENS = 10_000_000
 
+#: Largest cap on running sequences under vLLM v1 rules (``max_num_seqs``).
+MAX_NUM_SEQS = 1_000_000
+
 #: Largest random seed (32 bits, as most tools write seeds).
 MAX_SEED = 2 ** 32 - 1
 #: Largest metadata cost c (slot equivalents per block); the engine's ``total_cost`` takes the same.
@@ -80,6 +84,10 @@ LIMITS: dict[str, Limit] = {
     "steps_per_second": Limit(0.001, 1_000_000, integer=False, unit="engine steps per second of trace time"),
     "metadata_cost": Limit(0, MAX_METADATA_COST, integer=False, unit="slot equivalents per block"),
     "shared_prefix": Limit(0, MAX_PROMPT_TOKENS, unit="tokens"),
+    # vLLM v1 rules (--rules v1; allocator.engine.v1.V1Rules): a cap past a million sequences or a
+    # budget past the longest length accepted describes no engine
+    "max_num_seqs": Limit(1, MAX_NUM_SEQS, unit="running sequences"),
+    "max_num_batched_tokens": Limit(1, MAX_TOKENS, unit="tokens per engine step"),
     # slot accounting (account, the Accounting page)
     "lengths": Limit(1, MAX_TOKENS, unit="tokens"),
     "reserve": Limit(1, MAX_TOKENS, unit="slots per request"),

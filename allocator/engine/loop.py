@@ -359,8 +359,10 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
     price, seconds = run.step_seconds, run.seconds
     grow_at, finish_at = getattr(scheduler, "grow_at", None), getattr(scheduler, "finish_at", None)
     # stretches of decode-only steps are written out (_quiet_stretch) where a record holds nothing else
+    # (the v1 scheduler's records add a tokens column, and it says when its next step is decodes alone)
     quiet = (getattr(scheduler, "quiet_stretches", False) and not look and not run._swaps
-             and not run.caching and len(run.names) == len(STEP_COLUMNS) + len(POOL_COLUMNS))
+             and not run.caching and len(run.names) == len(STEP_COLUMNS) + len(POOL_COLUMNS) + run._tokens)
+    quiet_ok = getattr(scheduler, "quiet_ok", None)
     busy, busy_limit = 0, scheduler.busy_limit
     t, now = 0, 0.0 if timed else 0           # the step, and the clock (the step, or seconds)
     arrival = keys[0] if n else math.inf      # the next arrival
@@ -387,7 +389,8 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
             raise RuntimeError(f"{scheduler.name} did not drain within {busy_limit} busy steps "
                                f"({run.allocator.label})")
         t += 1
-        if quiet and not waiting and running and t not in finish_at and t not in grow_at:
+        if quiet and not waiting and running and t not in finish_at and t not in grow_at \
+                and (quiet_ok is None or quiet_ok()):
             end = min(finish_at) if finish_at else t
             if grow_at:
                 end = min(end, min(grow_at))
@@ -400,7 +403,8 @@ def _quiet_stretch(run: Run, scheduler, t: int, end: int, now, arrival, stop_s, 
     """Steps ``t`` .. ``end - 1`` of a stretch in which nothing but decoding happens: no sequence
     waits, none grows or finishes before ``end`` (the scheduler's next event), so every step records
     the same pool and the same counters but three (the step, the tokens held, the decode pairs),
-    written out here without :meth:`ClassroomScheduler.step`. Stops early, as the loop would, at a
+    written out here without the scheduler's ``step`` (the classroom's, or the v1 scheduler's when its
+    ``quiet_ok`` says every running sequence decodes within the budget; its tokens column is the batch). Stops early, as the loop would, at a
     step an arrival is due or the clock has reached ``stop_s``; returns (t, now, busy) for the loop.
     Only for runs whose records carry nothing else (no swap, no prefix cache, no pictures, no
     checks: :func:`drive` decides); ``tests/core/test_engine_digests.py`` holds every record to the
@@ -408,6 +412,8 @@ def _quiet_stretch(run: Run, scheduler, t: int, end: int, now, arrival, stop_s, 
     timed, tol, price, seconds, pack = run.timed, run.tol, run.step_seconds, run.seconds, _STEP_PACK.pack
     pool = bytes(run.rows[-_POOL_BYTES:])      # the pool as the last busy step left it (need 0: nobody waits)
     rows = run.rows
+    if run._tokens:                            # the v1 scheduler's tokens column: every decode emits one
+        pool = struct.pack("<q", len(scheduler.running)) + pool
     batch, base_sum = len(scheduler.running), scheduler.base_sum
     # Every step of the stretch records these counters (StepRecord's, by the same names), but for its
     # step and the tokens held (= decode pairs). Packed in StepRecord's order, as Run.record packs them:

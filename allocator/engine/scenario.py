@@ -15,6 +15,7 @@ from allocator.memory.reserve_max import PLACEMENTS, RESERVATION_POLICIES, Reser
 from allocator.memory.paged import PagedAllocator
 from allocator.engine.result import SimulationResult
 from allocator.engine.simulate import simulate
+from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules
 from allocator.common.limits import check
 from allocator.workloads.mooncake import is_mooncake_path, load_mooncake, mooncake_workload
 from allocator.workloads.sharegpt import sharegpt_trace
@@ -46,8 +47,11 @@ UPLOAD_MAX_ROWS = 20_000
 #: The numeric settings of a Scenario, each checked against ``LIMITS[name]`` (None, where a field
 #: allows it, means "the workload's default").
 NUMERIC_SETTINGS = ("total_slots", "block_size", "max_new_tokens", "seed", "arrival_rate", "offset", "count",
-                    "steps_per_second", "metadata_cost", "shared_prefix")
+                    "steps_per_second", "metadata_cost", "shared_prefix", "max_num_seqs", "max_num_batched_tokens")
 PREEMPTION_MODES = ("recompute", "swap")
+#: The scheduling rules a scenario's paged run follows (:attr:`Scenario.rules`): "classroom" (the
+#: lesson's scheduler, ``allocator/engine/classroom.py``) or "v1" (vLLM v1's, :class:`V1Rules`).
+RULES = ("classroom", "v1")
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,17 @@ class Scenario:
         placement: where the reservation allocator puts a reservation: "first-fit" (default, the
             lesson's) or "buddy" (the PagedAttention paper's artifact: power-of-two runs of 16-slot
             blocks, capped at 2,048 tokens; :mod:`allocator.memory.buddy`).
+        rules: the scheduler of the paged run, one of :data:`RULES`: "classroom" (default, every
+            lesson's) or "v1" (vLLM v1's: a token budget per step, chunked prefill, a cap on running
+            sequences, recompute-only preemption; :class:`allocator.engine.v1.V1Rules`). The
+            reservation run keeps the classroom scheduler under either: vLLM v1 has no reservation
+            allocator to follow, so the baseline stays the one every lesson compares against.
+        max_num_seqs: under v1 rules, the cap on running sequences (default 256, vLLM's).
+        max_num_batched_tokens: under v1 rules, the step's token budget (default 2,048, vLLM's).
+            Both are vLLM's ``EngineArgs.get_batch_defaults`` for ``vllm serve`` (the OpenAI API
+            server usage context) on a GPU under 70 GiB or an A100 (vllm/engine/arg_utils.py; see
+            :data:`allocator.engine.v1.V1_DEFAULT_MAX_NUM_SEQS`). Under classroom rules they do
+            not apply (:meth:`canonical` resets them).
     """
 
     workload: str = "classroom-40"
@@ -101,6 +116,21 @@ class Scenario:
     policy: str = "max"
     prefix_caching: bool = False
     placement: str = "first-fit"
+    rules: str = "classroom"
+    max_num_seqs: int = V1_DEFAULT_MAX_NUM_SEQS
+    max_num_batched_tokens: int = V1_DEFAULT_MAX_NUM_BATCHED_TOKENS
+
+    @property
+    def v1_rules(self) -> V1Rules | None:
+        """The :class:`V1Rules` the paged run follows (None under classroom rules).
+
+        Raises:
+            FieldError: ``max_num_seqs`` or ``max_num_batched_tokens`` out of range (see
+                :meth:`checked`).
+        """
+        if self.rules != "v1":
+            return None
+        return V1Rules(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens)
 
     @property
     def slots(self) -> int:
@@ -144,7 +174,10 @@ class Scenario:
             offset=0 if classroom else self.offset, count=40 if classroom else self.count,
             steps_per_second=20.0 if classroom else self.steps_per_second,
             trace_bytes=self.trace_bytes if self.workload == "upload" else None,
-            trace_name=one_line(self.trace_name) if self.workload == "upload" else "")
+            trace_name=one_line(self.trace_name) if self.workload == "upload" else "",
+            max_num_seqs=self.max_num_seqs if self.rules == "v1" else V1_DEFAULT_MAX_NUM_SEQS,
+            max_num_batched_tokens=self.max_num_batched_tokens if self.rules == "v1"
+            else V1_DEFAULT_MAX_NUM_BATCHED_TOKENS)
 
     def checked(self) -> "Scenario":
         """The same scenario with every numeric setting checked against :data:`LIMITS` -- all of
@@ -153,7 +186,9 @@ class Scenario:
         Raises:
             FieldError: the first setting out of range, naming it, its value and the allowed range
                 (``"count = 0 must be a whole number from 1 to 200,000 (requests)"``), an
-                unknown ``arrival``, ``preemption`` or ``policy``, or a block larger than the pool.
+                unknown ``arrival``, ``preemption``, ``policy``, ``placement`` or ``rules``, a block
+                larger than the pool, or ``preemption`` "swap" under v1 rules (vLLM v1 preempts by
+                recompute only).
         """
         values = {}
         for name in NUMERIC_SETTINGS:
@@ -164,6 +199,10 @@ class Scenario:
         one_of("preemption", self.preemption, PREEMPTION_MODES)
         one_of("policy", self.policy, RESERVATION_POLICIES)
         one_of("placement", self.placement, PLACEMENTS)
+        one_of("rules", self.rules, RULES)
+        if self.rules == "v1" and self.preemption != "recompute":
+            raise FieldError("preemption", f" = {self.preemption!r}: vLLM v1 preempts by recompute only (swap "
+                             "is older vLLM's option; use rules 'classroom' for it)")
         checked = replace(self, **values)
         if checked.block_size > checked.slots:       # the paged allocator's own refusal, said up front
             raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")
@@ -231,14 +270,16 @@ def build_workload(sc: Scenario) -> Workload:
 
 def run_both(workload: Workload, total_slots: int, block_size: int, *, record_snapshots: bool = True,
              preemption: str = "recompute", policy: str = "max", prefix_caching: bool = False,
-             placement: str = "first-fit") -> dict[str, SimulationResult]:
+             placement: str = "first-fit", rules: V1Rules | None = None) -> dict[str, SimulationResult]:
     """Simulate ``workload`` under a reservation allocator and paged allocation of the same pool.
 
     ``preemption`` ("recompute" or "swap") is the paged allocator's preemption mode; ``policy``
     ("max", "pow2" or "oracle") the reservation allocator's (its result stays under the key
     "reserve_max", the left side of every page, and its ``label`` names the policy);
     ``prefix_caching`` turns on the paged allocator's prefix cache; ``placement`` ("first-fit" or
-    "buddy") is where the reservation allocator puts each reservation.
+    "buddy") is where the reservation allocator puts each reservation; ``rules`` (None: the
+    classroom scheduler; a :class:`V1Rules`: vLLM v1's) is the paged run's scheduler -- the
+    reservation run keeps the classroom scheduler (see :attr:`Scenario.rules`).
 
     Returns:
         {"reserve_max": result, "paged": result}.
@@ -249,7 +290,7 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
     reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens, policy, placement=placement)
     paged = PagedAllocator(total_slots, block_size, preemption=preemption, prefix_caching=prefix_caching)
     return {"reserve_max": simulate(workload, reserve, record_snapshots=record_snapshots),
-            "paged": simulate(workload, paged, record_snapshots=record_snapshots)}
+            "paged": simulate(workload, paged, record_snapshots=record_snapshots, rules=rules)}
 
 
 def run_scenario(sc: Scenario, workload: Workload | None = None, *, record_snapshots: bool = True
@@ -274,7 +315,7 @@ def run_scenario(sc: Scenario, workload: Workload | None = None, *, record_snaps
         workload = build_workload(sc)
     return run_both(workload, sc.slots, sc.block_size, record_snapshots=record_snapshots,
                     preemption=sc.preemption, policy=sc.policy, prefix_caching=sc.prefix_caching,
-                    placement=sc.placement)
+                    placement=sc.placement, rules=sc.v1_rules)
 
 
 @dataclass(frozen=True)
@@ -305,10 +346,10 @@ class SweepRow(FieldMapping):
 
 def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLOCK_SIZES,
                      metadata_cost: float = 0.0, preemption: str = "recompute", *,
-                     prefix_caching: bool = False) -> list[SweepRow]:
+                     prefix_caching: bool = False, rules: V1Rules | None = None) -> list[SweepRow]:
     """Run the paged allocator at each block size (the reserve-max run does not depend on it).
 
-    ``preemption`` and ``prefix_caching`` are the paged allocator's, as in :func:`run_both`; a
+    ``preemption``, ``prefix_caching`` and ``rules`` are the paged run's, as in :func:`run_both`; a
     scenario's sweep takes them from the scenario (:func:`scenario_sweeps`).
 
     Returns:
@@ -318,7 +359,7 @@ def block_size_sweep(workload: Workload, total_slots: int, block_sizes=SWEEP_BLO
     assets/reference_figures.md, R2, applied here to the running engine instead of a snapshot.
     """
     return [_sweep_row(res, bs, total_slots, metadata_cost)
-            for bs, res in _paged_runs(workload, total_slots, block_sizes, preemption, prefix_caching)]
+            for bs, res in _paged_runs(workload, total_slots, block_sizes, preemption, prefix_caching, rules)]
 
 
 def scenario_sweep(sc: Scenario, workload: Workload | None = None) -> list[SweepRow]:
@@ -359,18 +400,19 @@ def scenario_sweeps(sc: Scenario, metadata_costs=None, workload: Workload | None
     if workload is None:
         workload = build_workload(sc)
     costs = [sc.metadata_cost] if metadata_costs is None else [float(c) for c in metadata_costs]
-    runs = list(_paged_runs(workload, sc.slots, block_sizes, sc.preemption, sc.prefix_caching))
+    runs = list(_paged_runs(workload, sc.slots, block_sizes, sc.preemption, sc.prefix_caching, sc.v1_rules))
     return {c: [_sweep_row(res, bs, sc.slots, c) for bs, res in runs] for c in costs}
 
 
-def _paged_runs(workload: Workload, total_slots: int, block_sizes, preemption: str, prefix_caching: bool):
+def _paged_runs(workload: Workload, total_slots: int, block_sizes, preemption: str, prefix_caching: bool,
+                rules: V1Rules | None = None):
     """``(block size, result)`` of the paged allocator at each block size that fits the pool,
-    without snapshots."""
+    without snapshots, under ``rules`` (None: the classroom scheduler)."""
     for bs in block_sizes:
         if bs > total_slots:
             continue
         alloc = PagedAllocator(total_slots, bs, preemption=preemption, prefix_caching=prefix_caching)
-        yield bs, simulate(workload, alloc, record_snapshots=False)
+        yield bs, simulate(workload, alloc, record_snapshots=False, rules=rules)
 
 
 def _sweep_row(res: SimulationResult, bs: int, total_slots: int, metadata_cost: float) -> SweepRow:

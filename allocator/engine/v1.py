@@ -5,6 +5,12 @@
 a token budget per step, the running scheduled first, chunked prefill, a cap on running
 sequences, recompute-only preemption, prefix caching of prompt and generated blocks. The loop
 around the step (clock, arrivals, idle gaps, pictures) is :func:`allocator.engine.loop.drive`.
+
+Events, not steps, as in the classroom scheduler: sequences that only decode advance together
+(a decoder's computed tokens are ``base + t``), and one is walked only at a step when something
+changes for it -- a block boundary, its last token, a preemption -- or while it prefills
+(:meth:`V1Scheduler.serve`). The numbers are those of walking every running sequence every step
+(``tests/core/test_engine_digests.py``, the v1 cases).
 """
 from __future__ import annotations
 
@@ -21,8 +27,14 @@ WAITING, RUNNING, PREEMPTED, FINISHED = (SequenceStatus.WAITING, SequenceStatus.
                                          SequenceStatus.FINISHED)
 
 #: vLLM's defaults for the v1 rules: a cap of 256 running sequences (``max_num_seqs``) and a
-#: per-step budget of 2,048 scheduled tokens (``max_num_batched_tokens``; vLLM picks a larger
-#: one for some deployments, so a replay takes it from the run's own arguments).
+#: per-step budget of 2,048 scheduled tokens (``max_num_batched_tokens``). Source:
+#: ``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py, which sets both by usage context
+#: and GPU: ``vllm serve`` (the OpenAI API server) on an A100 or a GPU under 70 GiB takes 2,048
+#: tokens and 256 sequences -- the values taken here, for the lesson's A100 served online; the
+#: offline ``LLM`` class takes 8,192 tokens, and a larger GPU (H100, MI300x) 8,192 (served) or
+#: 16,384 (offline) tokens and 1,024 sequences. (vllm/config/scheduler.py's ``SchedulerConfig``
+#: class defaults, 2,048 and 128, are "mainly for convenience when testing", its docstring says.)
+#: A replay takes them from the run's own arguments.
 V1_DEFAULT_MAX_NUM_SEQS = 256
 V1_DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 
@@ -92,10 +104,16 @@ class V1Rules:
 class _V1Seq:
     """A request inside the v1 scheduler: ``computed`` tokens have KV; it holds ``prompt_len +
     generated`` tokens in all. ``status`` (:class:`allocator.engine.sequence.SequenceStatus`) is
-    vLLM v1's: WAITING until its first admission, PREEMPTED (recompute) back in the queue."""
+    vLLM v1's: WAITING until its first admission, PREEMPTED (recompute) back in the queue.
+
+    A running sequence that only decodes is a **decoder** (``base`` not None): its ``computed`` and
+    ``generated`` are not written each step; at the start of step t it has computed ``base + t``
+    tokens and holds one more (``generated = base + t + 1 - prompt_len``). It is woken at
+    ``event``, the first step at which it crosses a block boundary or emits its last token
+    (:meth:`V1Scheduler._settle`)."""
 
     __slots__ = ("id", "prompt_len", "output_len", "generated", "computed", "arrival", "first_step",
-                 "recomputing", "status")
+                 "recomputing", "status", "order", "base", "event")
 
     def __init__(self, req, arrival):
         self.id = req.id
@@ -107,6 +125,17 @@ class _V1Seq:
         self.computed = 0
         self.first_step = None          # the step that emitted its first token (None: none yet)
         self.recomputing = 0            # tokens still to recompute after a preemption
+        self.order = 0                  # admission order (the running list's order)
+        self.base = None                # a decoder's computed tokens at step 0 (None: not a decoder)
+        self.event = None               # the step a decoder is woken at
+
+
+#: What :meth:`V1Scheduler._walk` returns for its counts when it walks no one.
+_NOTHING_WALKED = ((0, 0, 0, 0), 0, 0, None)
+
+
+def _by_order(s: _V1Seq) -> int:
+    return s.order
 
 
 def check_allocator(allocator) -> None:
@@ -137,9 +166,11 @@ class V1Scheduler:
 
     name = "v1 simulation"                 # how the loop's bug guard names it
     new_seq = _V1Seq                       # what an arrival becomes
+    quiet_stretches = True                 # its decode-only steps may be written out (loop._quiet_stretch)
 
     __slots__ = ("allocator", "run", "waiting", "running", "budget_cap", "seq_cap", "chunked", "reject_reason",
-                 "busy_limit", "spent")
+                 "busy_limit", "spent", "computed_sum", "final_sum", "active", "wake_at", "n_dec", "dec_base",
+                 "order", "t", "edge")
 
     def __init__(self, allocator, run, rules: V1Rules) -> None:
         self.allocator, self.run = allocator, run
@@ -150,6 +181,43 @@ class V1Scheduler:
         self.reject_reason = None if self.chunked else self._prompt_over_budget
         self.busy_limit = 4 * (sum(r.prompt_len + r.output_len for r in run.pending) + run.n) + 16
         self.spent = 0                     # tokens scheduled in the last step (checked against the budget)
+        # The running are of two kinds. The *active* (prefilling, or woken for this step) are walked
+        # one by one, in admission order. The *decoders* advance together: each step every one of
+        # them computes one token and emits it, counted from two sums (their number and their bases);
+        # one is woken (made active for a step) only at a block boundary or its last token
+        # (``wake_at``), or when it is preempted. ``computed_sum`` sums the active's computed tokens;
+        # ``final_sum`` every running one's prompt + output lengths (kept as they change, not summed
+        # over the running every record).
+        self.active: list[_V1Seq] = []
+        self.wake_at: dict[int, list[_V1Seq]] = {}
+        self.n_dec = self.dec_base = 0
+        self.computed_sum = self.final_sum = 0
+        self.order = 0
+        self.t = 0
+        # a decode from c computed tokens calls the allocator when c % block_size is 0 (a new block)
+        # or, with prefix caching, block_size - 1 (a block fills: its key is registered)
+        self.edge = 1 if allocator.prefix_caching else 0
+
+    @property
+    def grow_at(self) -> dict:
+        """{step: decoders woken then} (a block boundary or a last token): the steps the loop's
+        quiet stretches stop at (``allocator.engine.loop.drive`` reads ``grow_at`` and ``finish_at``)."""
+        return self.wake_at
+
+    finish_at = grow_at
+
+    @property
+    def base_sum(self) -> int:
+        """What the loop's quiet stretch takes for the running's tokens at the end of step t, less
+        ``t`` per sequence (the classroom scheduler's meaning): the decoders' bases + 1 each (a
+        decoder holds ``base + t + 1`` computed tokens after step t)."""
+        return self.dec_base + self.n_dec
+
+    def quiet_ok(self) -> bool:
+        """Whether the next step, if nothing is woken, waits or arrives, is decodes alone: every
+        running sequence is a decoder and their tokens fit the budget (the loop asks before it
+        writes out a quiet stretch)."""
+        return not self.active and self.n_dec <= self.budget_cap
 
     def _prompt_over_budget(self, req) -> str | None:
         """Without chunked prefill, a prompt longer than the whole budget can never be scheduled."""
@@ -161,49 +229,219 @@ class V1Scheduler:
     def step(self, t: int) -> tuple:
         """One busy step at ``t`` (arrivals already queued); returns its work for the cost model:
         (prefill tokens, prefill query-key pairs, decodes, decode query-key pairs)."""
-        scheduled: list[tuple[_V1Seq, int]] = []                 # (sequence, tokens to compute now)
-        budget, preempted = self.serve(scheduled)                # 2. the running first
+        self.t = t
+        done: list[_V1Seq] = []                                  # emitted their last token, in schedule order
+        # 2. the running first, each computed as it is scheduled (4.): nothing later in the step reads
+        # what a running sequence computes, and a preemption only ever takes one not yet scheduled
+        budget, preempted, served, counts = self.serve(done, t)
+        scheduled: list[tuple[_V1Seq, int]] = []                 # admitted now: (sequence, tokens to compute)
         if self.waiting and not preempted:                       # 3. admit (not after a preemption)
             budget, admitted, hit, prompt_in = self.admit(scheduled, budget)
         else:
             admitted = hit = prompt_in = 0
         self.spent = self.budget_cap - budget
-        work, emitted, recomputed, done = self.compute(scheduled, t)   # 4. compute
+        if scheduled:                                            # 4. compute the admitted
+            more = self.compute(scheduled, t)
+            work = tuple(a + b for a, b in zip(counts[0], more[0]))
+            emitted, recomputed = counts[1] + more[1], counts[2] + more[2]
+            done += more[3]
+            self.active += [s for s, _ in scheduled]
+        else:
+            work, emitted, recomputed, _ = counts
         if done:
             self.finish(done, t)                                 # 5. free the finished
-        self.record(t, len(scheduled), preempted, recomputed, admitted, work, hit, prompt_in, emitted)  # 6.
+        if self.active:
+            self._settle(t)                                      # who decodes on, together, from here
+        self.record(t, served + len(scheduled), preempted, recomputed, admitted, work, hit, prompt_in, emitted)  # 6.
         return work
 
-    def serve(self, scheduled: list) -> tuple[int, int]:
+    def serve(self, done: list, t: int) -> tuple:
         """Schedule the running in admission order while budget is left: each its remaining
         tokens (one for a decode; the rest of its prompt, capped by the budget, while prefilling),
-        its block table grown to hold them; when blocks run out, preempt the youngest.
+        its block table grown to hold them; when blocks run out, preempt the youngest. Each is
+        computed as it is scheduled (as :meth:`compute` does; those that emit their last token are
+        appended to ``done``).
+
+        Event-driven: when the running ask for no more than the budget (every decode one token,
+        every prefill the rest of its prompt), nobody's share depends on the order, so only the
+        active -- the prefilling and the decoders woken at ``t`` -- are walked, in admission order;
+        the other decoders each decode one token, counted together. Otherwise every decoder is
+        woken and all the running are walked (:meth:`_walk`).
+
+        A decode that crosses no block boundary does not call the allocator: ``v1_allocate`` would
+        find its table already holding ceil(upto / block_size) blocks and, with prefix caching, no
+        newly full block to register (``allocator.memory.paged.PagedAllocator.v1_allocate``), and
+        change nothing. A running sequence's table holds ceil(computed / block_size) blocks, so a
+        decode from ``c`` computed tokens needs a block only when ``c % block_size == 0`` and fills
+        one (to register) only when ``(c + 1) % block_size == 0``: a decoder is woken for both.
 
         Returns:
-            (budget left, sequences preempted).
+            (budget left, sequences preempted, sequences scheduled, what :meth:`compute` returns
+            for them).
         """
-        running, allocate = self.running, self.allocator.v1_allocate
-        budget, preempted, i = self.budget_cap, 0, 0
-        while i < len(running) and budget > 0:
-            s = running[i]
-            want = s.prompt_len + s.generated - s.computed
+        woke = self.wake_at.pop(t, None)
+        if woke:                                      # _wake for each, the sums changed once
+            bases = 0
+            for s in woke:
+                b = s.base
+                bases += b
+                s.computed = c = b + t
+                s.generated = c + 1 - s.prompt_len
+                s.base = None
+            self.n_dec -= len(woke)
+            self.dec_base -= bases
+            self.computed_sum += bases + len(woke) * t
+            self.active += woke
+            self.active.sort(key=_by_order)
+        active = self.active
+        demand = self.n_dec
+        for s in active:
+            demand += s.prompt_len + s.generated - s.computed
+        if demand > self.budget_cap:                  # the budget binds: the order decides, walk them all
+            for s in self.running:
+                if s.base is not None:
+                    self._wake(s, t)
+            self.wake_at.clear()
+            self.active = active = list(self.running)
+        n_before = self.n_dec
+        if active:
+            budget, preempted, served, counts = self._walk(active, self.budget_cap - n_before, done, t)
+        else:                                         # decoders alone, within the budget: nothing to walk
+            budget, preempted, served, counts = self.budget_cap - n_before, 0, 0, _NOTHING_WALKED
+        n = self.n_dec                                # decoders left after the preemptions
+        budget += n_before - n
+        if n:
+            (prefill, prefill_pairs, decodes, decode_pairs), emitted, recomputed, _ = counts
+            counts = ((prefill, prefill_pairs, decodes + n, decode_pairs + self.dec_base + n * (t + 1)),
+                      emitted + n, recomputed, None)
+        return budget, preempted, served + n, counts
+
+    def _walk(self, seqs: list, budget: int, done: list, t: int) -> tuple[int, int, int, tuple]:
+        """Schedule and compute ``seqs`` (running, in admission order; those preempted meanwhile are
+        skipped) with ``budget`` tokens: see :meth:`serve`. Returns (budget left, preempted,
+        scheduled, counts as :meth:`compute`'s)."""
+        allocate = self.allocator.v1_allocate
+        bs, edge = self.allocator.block_size, self.edge
+        preempted = served = 0
+        prefill = prefill_pairs = decodes = decode_pairs = emitted = recomputed = 0
+        for s in seqs:
+            if budget <= 0:
+                break
+            if s.status is not RUNNING:
+                continue                                        # preempted earlier in this step
+            c = s.computed
+            total = s.prompt_len + s.generated
+            if c == total - 1 and s.generated:                  # a decode: one token of budget
+                r = c % bs
+                if r == 0 or (edge and r == bs - 1):
+                    while not allocate(s.id, s.prompt_len, total, total, final=s.prompt_len + s.output_len):
+                        victim = self.preempt_youngest()
+                        preempted += 1
+                        if victim is s:
+                            return budget, preempted, served, ((prefill, prefill_pairs, decodes, decode_pairs),
+                                                               emitted, recomputed, None)
+                decodes += 1
+                decode_pairs += total
+                budget -= 1
+                self.computed_sum += 1
+                s.computed = total
+                s.generated += 1
+                emitted += 1
+                served += 1
+                if s.generated >= s.output_len:
+                    done.append(s)
+                continue
+            want = total - c
             new = want if want < budget else budget
-            while not allocate(s.id, s.prompt_len, s.prompt_len + s.generated, s.computed + new,
-                               final=s.prompt_len + s.output_len):
+            while not allocate(s.id, s.prompt_len, total, c + new, final=s.prompt_len + s.output_len):
                 victim = self.preempt_youngest()
                 preempted += 1
                 if victim is s:
-                    return budget, preempted
-            scheduled.append((s, new))
+                    return budget, preempted, served, ((prefill, prefill_pairs, decodes, decode_pairs),
+                                                       emitted, recomputed, None)
+            prefill += new
+            prefill_pairs += new * c + new * (new + 1) // 2
+            if s.recomputing:
+                r = new if new < s.recomputing else s.recomputing
+                recomputed += r
+                s.recomputing -= r
             budget -= new
-            i += 1
-        return budget, preempted
+            self.computed_sum += new
+            s.computed = c + new
+            served += 1
+            if s.computed != total:
+                continue
+            s.generated += 1
+            emitted += 1
+            if s.first_step is None:
+                s.first_step = t
+            if s.generated >= s.output_len:
+                done.append(s)
+        return budget, preempted, served, ((prefill, prefill_pairs, decodes, decode_pairs), emitted, recomputed, None)
+
+    def _wake(self, s: _V1Seq, t: int) -> None:
+        """Make decoder ``s`` active at the start of step ``t``: write its computed and generated
+        tokens (``base + t`` computed, one more held) and take it out of the decoders' sums."""
+        c = s.base + t
+        s.computed = c
+        s.generated = c + 1 - s.prompt_len
+        self.n_dec -= 1
+        self.dec_base -= s.base
+        self.computed_sum += c
+        s.base = None
+
+    def _settle(self, t: int) -> None:
+        """After step ``t`` (the finished freed): every active sequence that is running and decoding
+        becomes a decoder; the rest stay active, in admission order.
+
+        A decoder with ``c`` computed tokens at the start of step t + 1 has ``base = c - (t + 1)``
+        and is woken at the first step from t + 1 at which it crosses a block boundary (``c %
+        block_size == 0``, a new block; with prefix caching also ``block_size - 1``, a block that
+        fills) or emits its last token (``output_len - generated - 1`` steps after t + 1).
+        """
+        keep = []
+        bs, edge, wake_at, t1 = self.allocator.block_size, self.edge, self.wake_at, t + 1
+        n = bases = held = 0
+        for s in self.active:
+            if s.status is not RUNNING:
+                continue
+            g, c = s.generated, s.computed
+            if g and c == s.prompt_len + g - 1 and g < s.output_len:
+                gap = -c % bs
+                if edge:
+                    other = (bs - 1 - c) % bs
+                    if other < gap:
+                        gap = other
+                last = s.output_len - g - 1
+                wake = t1 + (gap if gap < last else last)
+                s.base = b = c - t1
+                s.event = wake
+                n += 1
+                bases += b
+                held += c
+                bucket = wake_at.get(wake)
+                if bucket is None:
+                    wake_at[wake] = [s]
+                else:
+                    bucket.append(s)
+            else:
+                keep.append(s)
+        if n:
+            self.n_dec += n
+            self.dec_base += bases
+            self.computed_sum -= held
+        self.active = keep
 
     def preempt_youngest(self) -> _V1Seq:
         """Preempt the running sequence admitted last by recompute: free its blocks (they stay in
         the prefix cache, if on) and put it back at the head of the queue with nothing computed."""
         victim = self.running.pop()
+        if victim.base is not None:                      # a decoder: as it was at the start of the step
+            self.wake_at[victim.event].remove(victim)
+            self._wake(victim, self.t)
         self.allocator.v1_free(victim.id, keep_keys=True)
+        self.computed_sum -= victim.computed
+        self.final_sum -= victim.prompt_len + victim.output_len
         victim.recomputing = victim.computed       # work lost: computed again on return
         victim.computed = 0
         victim.status = PREEMPTED
@@ -241,16 +479,20 @@ class V1Scheduler:
                 hit += cached
                 prompt_in += s.prompt_len
             s.status = RUNNING
+            self.order += 1
+            s.order = self.order
             running.append(s)
+            self.computed_sum += cached
+            self.final_sum += s.prompt_len + s.output_len
             scheduled.append((s, new))
             budget -= new
             admitted += 1
         return budget, admitted, hit, prompt_in
 
-    @staticmethod
-    def compute(scheduled: list, t: int) -> tuple[tuple, int, int, list]:
+    def compute(self, scheduled: list, t: int) -> tuple[tuple, int, int, list]:
         """Every scheduled sequence computes its scheduled tokens' KV; one that reaches its prompt
-        plus generated tokens emits a token.
+        plus generated tokens emits a token (the admitted ones: :meth:`serve` computes the running
+        as it schedules them, the same way).
 
         Returns:
             ((prefill tokens, prefill pairs, decodes, decode pairs), tokens emitted, tokens
@@ -272,6 +514,7 @@ class V1Scheduler:
                     recomputed += r
                     s.recomputing -= r
             s.computed = c + new
+            self.computed_sum += new
             if s.computed == total:
                 s.generated += 1
                 emitted += 1
@@ -287,6 +530,8 @@ class V1Scheduler:
         run, v1_free = self.run, self.allocator.v1_free
         for s in done:
             v1_free(s.id)
+            self.computed_sum -= s.computed
+            self.final_sum -= s.prompt_len + s.output_len
             s.status = FINISHED
             run.served.append((s.id, s.prompt_len, s.output_len, s.arrival, s.first_step, t))
         gone = {s.id for s in done}
@@ -303,19 +548,27 @@ class V1Scheduler:
         else:
             need = 0
         prefill, prefill_pairs, _, decode_pairs = work
-        run.record(step=t, span=1, logical_tokens=sum(s.computed for s in running), holders=len(running),
+        run.record(step=t, span=1, logical_tokens=self.computed_sum + self.dec_base + self.n_dec * (t + 1),
+                   holders=len(running),
                    running=batch, waiting=len(waiting), finished=run.finished, preemptions=preempted,
                    next_need=need, recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
                    prefill_pairs=prefill_pairs, decode_pairs=decode_pairs,
-                   final=sum(s.prompt_len + s.output_len for s in running),
+                   final=self.final_sum,
                    prefix_hit_tokens=hit, prompt_tokens_admitted=prompt_in, tokens=emitted)
 
     def lengths(self, t: int) -> dict:
-        """{id: tokens with KV} for the running (pictures and checks)."""
-        return {s.id: s.computed for s in self.running}
+        """{id: tokens with KV at the end of step t} for the running (pictures and checks)."""
+        return {s.id: s.computed if s.base is None else s.base + t + 1 for s in self.running}
 
     def check_invariants(self, lengths: dict, t: int) -> None:
         """Assert the step kept the rules' caps (tests run with this)."""
         assert len(self.running) <= self.seq_cap, "more running than max_num_seqs"
         assert self.spent <= self.budget_cap, "token budget overspent"
         assert all(s.status is RUNNING for s in self.running), "a stopped sequence is listed as running"
+        assert self.computed_sum + self.dec_base + self.n_dec * (t + 1) == sum(lengths.values()), \
+            "computed tokens drifted"
+        decoders = [s for s in self.running if s.base is not None]
+        assert len(decoders) == self.n_dec and sum(s.base for s in decoders) == self.dec_base, "decoders drifted"
+        assert all(s in self.wake_at[s.event] and s.event > t for s in decoders), "a decoder is not woken"
+        assert [s for s in self.running if s.base is None] == self.active, "the active are not the running's rest"
+        assert self.final_sum == sum(s.prompt_len + s.output_len for s in self.running), "final lengths drifted"

@@ -111,16 +111,17 @@ def unloaded_latency(workload: Workload, cost: CostModel) -> float:
 
 def saturation_rate(cost: CostModel, n: int = DEFAULT_REQUESTS, *, seed: int = DEFAULT_SEED,
                     block_size: int = DEFAULT_BLOCK_SIZE, max_new_tokens: int = DEFAULT_MAX_NEW, trace=None,
-                    pool_slots: int | None = None) -> float:
+                    pool_slots: int | None = None, rules=None) -> float:
     """Requests per second the paged allocator finishes when every request arrives at once (its
-    throughput at saturation): the scale of the default rate grid."""
+    throughput at saturation), under ``rules`` (None: the classroom scheduler; an
+    :class:`allocator.engine.v1.V1Rules`: vLLM v1's): the scale of the default rate grid."""
     w = poisson_workload(1.0, n, seed=seed, max_context=cost.model.max_context, max_new_tokens=max_new_tokens,
                          trace=trace)
     burst = Workload("burst", tuple(Request(r.id, r.prompt_len, r.output_len, 0, 0.0) for r in w.requests),
                      w.max_new_tokens)
     pool = pool_slots or cost.pool_slots()
     res = simulate(burst, PagedAllocator(pool, block_size), record_snapshots=False,
-                   clock=cost.for_blocks(block_size))
+                   clock=cost.for_blocks(block_size), rules=rules)
     timing = price(res, cost)
     return timing.summary["throughput_requests_per_s"] or 1.0
 
@@ -221,7 +222,7 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
                seed: int = DEFAULT_SEED, block_size: int = DEFAULT_BLOCK_SIZE,
                max_new_tokens: int = DEFAULT_MAX_NEW, latency_factor: float = DEFAULT_LATENCY_FACTOR,
                pool_slots: int | None = None, trace=None, progress=None, workload: str = "azure-conv",
-               executor=None) -> RateSweep:
+               executor=None, rules=None) -> RateSweep:
     """Run every policy at every rate on the seconds clock (see the module docstring).
 
     Args:
@@ -239,6 +240,10 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
             process pool) that takes runs from the far end of the list while this thread takes them
             from the near end (:func:`_run_all`); the figures are the same either way, each run
             being a pure function of its settings (:func:`run_rate`).
+        rules: the paged allocator's scheduler: None (the classroom scheduler) or an
+            :class:`allocator.engine.v1.V1Rules` (vLLM v1's; the saturation rate of the default grid
+            is then v1's too). The reservation policies keep the classroom scheduler: vLLM v1 has no
+            reservation allocator.
 
     Raises:
         FieldError: a bad rate list (``rates``), policy, size, factor or GPU/model combination.
@@ -258,7 +263,7 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
         raise FieldError("block_size", f" = {block_size} is larger than the KV pool ({pool:,} slots)")
     rates = parse_rates(rates) if rates is not None else default_rates(
         cost, n=requests, seed=seed, block_size=block_size, max_new_tokens=max_new_tokens, trace=trace,
-        pool_slots=pool)
+        pool_slots=pool, rules=rules)
     base = poisson_workload(1.0, requests, seed=seed, max_context=cost.model.max_context,
                             max_new_tokens=max_new_tokens, trace=trace)
     unit = [r.arrival_s for r in base.requests]
@@ -269,7 +274,7 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
                       unloaded_s_per_token=unloaded_latency(base, cost),
                       mean_prompt=float(np.mean([r.prompt_len for r in base.requests])),
                       mean_output=float(np.mean([r.output_len for r in base.requests])), workload=workload)
-    runs = _run_all(rates, policies, base, pool, max_new_tokens, block_size, cost, executor, progress)
+    runs = _run_all(rates, policies, base, pool, max_new_tokens, block_size, cost, executor, progress, rules)
     for rate in rates:                     # stored in the sweep's own order, whoever ran them
         for policy, (point, latencies) in zip(policies, runs[rate]):
             sweep.points[(policy, rate)], sweep.latencies[(policy, rate)] = point, latencies
@@ -279,17 +284,19 @@ def rate_sweep(cost: CostModel, rates=None, *, policies=POLICIES, requests: int 
 
 
 def run_rate(rate: float, policies: tuple, base: Workload, pool: int, max_new_tokens: int, block_size: int,
-             cost: CostModel, progress=None) -> list[tuple[dict, dict]]:
+             cost: CostModel, progress=None, rules=None) -> list[tuple[dict, dict]]:
     """A sweep's runs at one rate: ``base``'s requests at ``rate`` requests/s (arrivals = unit-rate
     arrivals / rate) under each of ``policies`` on the seconds clock; returns [(summary, latencies)]
     in ``policies`` order, as :attr:`RateSweep.points` and :attr:`RateSweep.latencies` hold them
-    (``progress(policy)`` after each). A pure function of its arguments (it may run in another process)."""
+    (``progress(policy)`` after each; ``rules`` the paged run's scheduler, as in :func:`rate_sweep`).
+    A pure function of its arguments (it may run in another process)."""
     w = Workload(f"poisson {rate:g}/s", tuple(Request(r.id, r.prompt_len, r.output_len, 0, r.arrival_s / rate)
                                              for r in base.requests), base.max_new_tokens)
     out = []
     for policy in policies:
         alloc = make_allocator(policy, pool, max_new_tokens, block_size)
-        res = simulate(w, alloc, record_snapshots=False, clock=cost.for_blocks(alloc.block_size))
+        res = simulate(w, alloc, record_snapshots=False, clock=cost.for_blocks(alloc.block_size),
+                       rules=rules if policy == "paged" else None)
         timing = price(res, cost)
         s = dict(timing.summary)
         run = res.summary
@@ -302,7 +309,7 @@ def run_rate(rate: float, policies: tuple, base: Workload, pool: int, max_new_to
     return out
 
 
-def _run_all(rates, policies, base, pool, max_new_tokens, block_size, cost, executor, progress) -> dict:
+def _run_all(rates, policies, base, pool, max_new_tokens, block_size, cost, executor, progress, rules=None) -> dict:
     """{rate: run_rate(rate, ...)} for every rate. Without ``executor``, in order here. With one,
     every rate is submitted to it in reverse order (it starts from the highest) and this thread walks
     the rates from the lowest, taking over each the executor has not started (``Future.cancel``) and
@@ -310,6 +317,7 @@ def _run_all(rates, policies, base, pool, max_new_tokens, block_size, cost, exec
     helper process) runs here, so its real error, if any, is raised."""
     total, done = len(rates) * len(policies), 0
     args = (policies, base, pool, max_new_tokens, block_size, cost)
+    rules_kw = {"rules": rules} if rules is not None else {}
     out = {}
 
     def report(rate):
@@ -323,7 +331,7 @@ def _run_all(rates, policies, base, pool, max_new_tokens, block_size, cost, exec
     if executor is not None:
         try:
             for rate in reversed(rates):
-                futures[rate] = executor.submit(run_rate, rate, *args)
+                futures[rate] = executor.submit(run_rate, rate, *args, **rules_kw)
         except Exception:                  # noqa: BLE001 - a shut-down or broken executor: run here
             for future in futures.values():
                 future.cancel()
@@ -335,12 +343,12 @@ def _run_all(rates, policies, base, pool, max_new_tokens, block_size, cost, exec
                 try:
                     out[rate] = future.result()
                 except Exception:          # noqa: BLE001 - run it here: its own error, if any, is raised
-                    out[rate] = run_rate(rate, *args, progress=report(rate))
+                    out[rate] = run_rate(rate, *args, progress=report(rate), **rules_kw)
                 else:
                     for policy in policies:
                         report(rate)(policy)
             else:
-                out[rate] = run_rate(rate, *args, progress=report(rate))
+                out[rate] = run_rate(rate, *args, progress=report(rate), **rules_kw)
     finally:
         for future in futures.values():
             future.cancel()                # an error here: the executor starts nothing more of this sweep

@@ -13,6 +13,10 @@ recompute's FLOPs; it now decodes (only shared blocks freed while it was out are
 Changed on purpose (2026-12-03, every case): the summary gains ``peak_running_steps`` (how many engine
 steps ran the peak batch, issue 40). Every other number is unchanged: with that one field left out of
 the summary, all 23 cases gave exactly the digests they had before.
+
+Added (2026-12-03, issue 39): seven more v1 cases (an Azure window roomy, tight and with pictures;
+classroom-40 on a small pool, without chunked prefill, on the seconds clock, with a prefix cache),
+their digests taken on the v1 loop as it was before it was made event-driven.
 """
 import pytest
 
@@ -42,6 +46,14 @@ EXPECTED = {
     'v1 caching tight': 'f29ca7694fdeb173',
     'v1 no caching': 'ab2d99e8d85c2e8a',
     'v1 replay shipped run': '601fa3da66eae100',
+    # issue 39: more of the v1 loop's paths, recorded before it was made event-driven
+    'v1 azure 2000': '7ea1bc8366ade95e',
+    'v1 azure 2000 tight': 'b2c4af51d49c258b',
+    'v1 azure 300 pictures': 'eff16b1c39b917d1',
+    'v1 classroom small pool': '98472e3f680c9dbc',
+    'v1 classroom no chunking': '4e134fafcf351bc3',
+    'v1 classroom seconds clock': 'f67321c1449e3a22',
+    'v1 classroom prefix caching': '22ecccd994ddc69a',
 }
 
 

@@ -5,7 +5,9 @@ table and the rejections go into one sha256.
 ``CASES`` are the runs compared: classroom-40 (both allocators, recompute and swap under memory
 pressure, a shared prefix, the seconds clock), an Azure window, a Mooncake window with prefix
 caching (step and seconds clocks, with pictures) and the vLLM v1 rules (with and without prefix
-caching, and the shipped vLLM run's replay). ``python -m tests.tools.engine_digest`` prints each case's
+caching, and the shipped vLLM run's replay; an Azure window roomy and tight, with pictures, and
+classroom-40 with a small pool, without chunked prefill, on the seconds clock and with a shared
+prompt found by the prefix cache: issue 39's v1 cases). ``python -m tests.tools.engine_digest`` prints each case's
 digest; ``tests/core/test_engine_digests.py`` holds the values the engine gave before its hot paths
 were rewritten (issue 24).
 
@@ -120,6 +122,30 @@ def _v1(caching, pool_blocks=1500, block=16, count=80, budget=2048):
     return go
 
 
+def _v1_on(workload, alloc, rules, snapshots=False, clock=False):
+    """A v1 run of ``workload()`` ("classroom", "classroom prefix 40" or "azure N") on ``alloc()``
+    under ``rules()`` (issue 39: the cases the event-driven v1 loop must keep)."""
+    def go():
+        from allocator.engine.simulate import simulate
+        from allocator.workloads.requests import classroom_40, with_shared_prefix
+        from allocator.workloads.trace import shipped_trace, trace_workload
+        if workload.startswith("azure"):
+            w = trace_workload(shipped_trace(), offset=500, count=int(workload.split()[1]), steps_per_second=20.0,
+                               max_new_tokens=1024)
+        else:
+            w = classroom_40()
+            if workload.endswith("prefix 40"):
+                w = with_shared_prefix(w, 40)
+        a = alloc()
+        cost = None
+        if clock:
+            from allocator.cost.roofline import cost_model
+            cost = cost_model().for_blocks(a.block_size)
+        return simulate(w, a, rules=rules(), record_snapshots=snapshots, clock=cost,
+                        seconds_per_step=0.05 if clock else None)
+    return go
+
+
 def _replay_shipped():
     import allocator.studies.vllm_replay as rp
     from allocator.studies.vllm_replay import replay
@@ -141,6 +167,7 @@ def _replay_shipped():
 
 
 def _cases():
+    from allocator.engine.v1 import V1Rules
     from allocator.memory.paged import PagedAllocator
     from allocator.memory.reserve_max import ReserveMaxAllocator
     return {
@@ -167,6 +194,20 @@ def _cases():
         "v1 caching tight": _v1(True, pool_blocks=800, budget=512),
         "v1 no caching": _v1(False),
         "v1 replay shipped run": _replay_shipped,
+        "v1 azure 2000": _v1_on("azure 2000", lambda: PagedAllocator(1 << 16, 16), lambda: V1Rules()),
+        "v1 azure 2000 tight": _v1_on("azure 2000", lambda: PagedAllocator(1 << 14, 16),
+                                      lambda: V1Rules(max_num_batched_tokens=512)),
+        "v1 azure 300 pictures": _v1_on("azure 300", lambda: PagedAllocator(1 << 13, 16),
+                                        lambda: V1Rules(max_num_seqs=16), snapshots=True),
+        "v1 classroom small pool": _v1_on("classroom", lambda: PagedAllocator(700, 16),
+                                          lambda: V1Rules(max_num_batched_tokens=100), snapshots=True),
+        "v1 classroom no chunking": _v1_on("classroom", lambda: PagedAllocator(700, 8),
+                                           lambda: V1Rules(max_num_batched_tokens=256, chunked_prefill=False)),
+        "v1 classroom seconds clock": _v1_on("classroom", lambda: PagedAllocator(1024, 16), lambda: V1Rules(),
+                                             clock=True),
+        "v1 classroom prefix caching": _v1_on("classroom prefix 40",
+                                              lambda: PagedAllocator(2048, 16, prefix_caching=True),
+                                              lambda: V1Rules(max_num_seqs=8), snapshots=True),
     }
 
 
