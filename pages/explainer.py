@@ -187,9 +187,9 @@ for message in url_messages:
 for refused_key in [k for k in st.session_state if str(k).startswith("_refused_")]:
     show_error(st.session_state[refused_key], after="")
 scenario = controls()
-st.sidebar.caption("Why blocks of 16? The PagedAttention paper (section 7, Figure 18b) and this lab's own run of it: "
-                   "[block size end to end](/throughput#paper-block-size) (on the Throughput page, under the paper "
-                   "replication).")
+st.sidebar.caption("Why blocks of 16? The PagedAttention paper (section 7, Figure 18b) and this lab's own run of it "
+                   "are on the Throughput page, under the paper replication (section 7: block size).")
+st.sidebar.page_link("pages/throughput.py", label="Why 16? Block size end to end", icon=":material/timer:")
 clock = time_controls()
 try:
     workload, results, fig = compute(scenario)

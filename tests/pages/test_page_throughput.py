@@ -143,7 +143,8 @@ def test_the_explainers_block_size_slider_links_to_the_block_size_ablation():
 
     explainer = open(os.path.join(ROOT, "pages", "explainer.py"), encoding="utf-8").read()
     throughput = open(os.path.join(ROOT, "pages", "throughput.py"), encoding="utf-8").read()
-    assert "Why blocks of 16?" in explainer and "(/throughput#paper-block-size)" in explainer
+    # a page link, not a Markdown link in a caption (captions are held to plain text: test_injection)
+    assert "Why blocks of 16?" in explainer and 'page_link("pages/throughput.py"' in explainer
     assert 'anchor="paper-block-size"' in throughput
 
 

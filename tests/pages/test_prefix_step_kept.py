@@ -14,13 +14,18 @@ def _pool(at):
     return next(s for s in at.get("select_slider") if s.label == "Pool for the map below")
 
 
+def _blocks(label: str) -> int:
+    """The pool slider's value from its label ("65,536 slots = 4,096 blocks (...)"): the blocks."""
+    return int(label.split(" = ")[1].split()[0].replace(",", ""))
+
+
 def test_the_step_looked_at_is_kept_when_the_pool_changes():
     """Pictures are kept every few steps, so the new run starts at its picture nearest the old step;
     a late step that a run with a larger pool (which ends sooner) never reaches is said in words."""
     at = _page({"pc_count": 60, "pc_block": 512, "pc_offset": 3000})
     pool = _pool(at)
     for label in (pool.options[0], pool.options[-1]):        # the smallest pool runs longest
-        _pool(at).set_value(int(label.split()[0].replace(",", ""))).run()
+        _pool(at).set_value(_blocks(label)).run()
         options = [int(s) for s in _step(at).options]
         if label == pool.options[0]:
             late = options[-1]
@@ -33,9 +38,9 @@ def test_the_step_looked_at_is_kept_when_the_pool_changes():
     assert _charts(at)[1]["layout"]["title"]["text"].startswith(f"The pool at step {nearest}:")
     assert not [c.value for c in at.caption if "has no picture near step" in c.value]
     # back on the smallest pool at its last step, then the largest pool, which ends sooner
-    _pool(at).set_value(int(pool.options[0].split()[0].replace(",", ""))).run()
+    _pool(at).set_value(_blocks(pool.options[0])).run()
     _step(at).set_value(late).run()
-    _pool(at).set_value(int(pool.options[-1].split()[0].replace(",", ""))).run()
+    _pool(at).set_value(_blocks(pool.options[-1])).run()
     assert not at.exception and int(_step(at).value) == options[-1] < late
     assert [c.value for c in at.caption if "has no picture near step" in c.value] == [
         f"This run has no picture near step {late:,} (it ends sooner); the map starts at its nearest, "

@@ -119,3 +119,18 @@ def test_a_missing_or_damaged_run_is_named_without_the_servers_path(tmp_path, mo
     assert f"the shipped data file {name} (the measured vLLM run) is {damage}" in errors[0], errors
     assert f"git checkout -- {name}" in errors[0]
     assert str(tmp_path) not in errors[0] and ROOT not in errors[0] and "Traceback" not in errors[0]
+
+
+def test_the_command_the_page_shows_reproduces_its_headline(shipped, capsys):
+    """A new user ran the page's "reproduce" command and got the operator profile's numbers (the CLI's
+    default where a profile exists) under the roofline's headline; the command names its cost model."""
+    import shlex
+
+    from allocator.__main__ import main
+    from pages.real_engine import COMMAND
+    argv = shlex.split(COMMAND)[3:]
+    assert argv[0] == "replay-vllm" and "--cost-model" in argv
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    t = shipped["calibrated"].table
+    assert f"{t['ttft']['mean']['simulated']:.4g}" in out and "simulated (roofline)" in out
