@@ -43,6 +43,7 @@ compile-check: $(STAMP)
 	$(BIN)/python -m kernels.compile_check
 
 # Classroom load: one local server, 40 concurrent sessions once it has settled; fails past p95 5 s
+# (the target is for an idle machine: 3.7 s at load 0.7, 5.5 s at load 6.3 on the 2-core lab machine)
 # (LOAD_ARGS="--sessions 60 --stagger 20", "--browsers 0" protocol clients only, "--no-settle" during start-up)
 load: $(STAMP)
 	$(BIN)/python -m tests.tools.load $(LOAD_ARGS)

@@ -71,3 +71,12 @@ def test_a_protocol_client_reads_a_reference_to_a_message_it_holds_as_a_browser_
     msg = load._proto()[0]()
     msg.ParseFromString(load.rerun_msg(None, cache))
     assert list(msg.rerun_script.cached_message_hashes) == ["h-maps"]   # the client tells the server what it holds
+
+
+def test_a_run_on_a_busy_machine_says_the_target_is_for_a_server_with_the_machine_to_itself():
+    """``make load``'s p95 target holds on an idle 2-core machine (3.7 s at load 0.7) and not at load 6
+    (5.5 s): a busy run says so beside its verdict, an idle one adds nothing (issue 42)."""
+    assert load.machine_note(0.7, 2) == ""
+    assert load.machine_note(1.0, 2) == ""
+    note = load.machine_note(6.3, 2)
+    assert "load average 6.3 on 2 cores" in note and "machine to itself" in note

@@ -345,7 +345,28 @@ async def main_async(args) -> int:
             json.dump({"summary": data, "sessions": list(proto) + list(browsers)}, fh, indent=2)
     ok = data["errors"] == 0 and data["chart_p95_s"] is not None and data["chart_p95_s"] <= args.target_p95
     print(f"target: {args.sessions} sessions, no error, p95 <= {args.target_p95:g} s: {'met' if ok else 'NOT met'}")
+    note = machine_note(data["loadavg_before"], os.cpu_count() or 1)
+    if note:
+        print(note)
     return 0 if ok else 1
+
+
+def machine_note(loadavg_before: float, cpus: int) -> str:
+    """The machine the target is stated for, when the run did not have it; '' when it did.
+
+    The p95 <= 5 s target is stated for a server with the machine to itself: on the lab's 2-core
+    machine it measured 3.7 s at load average 0.7 and 5.5 s at load average 6.3 (both 2026-12-03,
+    README "make load"). A run that starts with the load average above half the cores shares the
+    CPU with other work, and its time is read beside that load, not against the target alone.
+
+    Args:
+        loadavg_before: the 1-minute load average when the sessions started.
+        cpus: the machine's logical CPU count.
+    """
+    if loadavg_before <= cpus / 2:
+        return ""
+    return (f"note: the machine was busy (load average {loadavg_before:.1f} on {cpus} cores); the target is "
+            f"stated for a server with the machine to itself, so read this time beside that load")
 
 
 def main(argv: list[str] | None = None) -> int:
