@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
+
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
 from allocator.studies.vllm_replay import (COST_MODELS, FIGURES, STATS, best_cost_model, compare_cost_models,
                                            held_out_check, replay)
@@ -89,6 +91,11 @@ def run(args) -> int:
     print(f"{measured.name}: {len(measured)} requests, {rep.cost.label}; {rep.rules.describe()}; "
           f"prefix caching {'on' if rep.prefix_caching else 'off'}; "
           f"KV pool {rep.num_blocks:,} blocks of {rep.block_size} ({rep.pool_source})")
+    if rep.data_parallel > 1:
+        per = np.bincount(rep.ranks, minlength=rep.data_parallel).tolist()
+        print(f"data parallel: {rep.data_parallel} engine ranks, requests per rank {per} (vLLM 0.19's rule: the "
+              f"lowest 4 x waiting + running; {rep.dp_rounds} rounds of assignment and simulation, "
+              f"{rep.dp_unsettled} requests unsettled); expert parallel: {'yes' if rep.expert_parallel else 'no'}")
     if rep.cost_model == "profile":
         t = rep.cost.terms()
         print(f"cost model: operator profile {t['bundle']} (vLLM {t['vllm_version']}), engine overhead "

@@ -136,10 +136,10 @@ def test_refusals_name_what_is_missing(tmp_path):
 def test_every_shipped_bundle_returns_its_own_operators():
     found = bundles(PROFILE_ROOT)
     assert [os.path.relpath(p, PROFILE_ROOT) for p, _ in found] == [
-        "RTX4090/meta-llama/Llama-3.1-8B/bf16", "RTXPRO6000/Qwen/Qwen3-32B/bf16",
-        "RTXPRO6000/meta-llama/Llama-3.1-8B/bf16"]
+        "RTX4090/meta-llama/Llama-3.1-8B/bf16", "RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16",
+        "RTXPRO6000/Qwen/Qwen3-32B/bf16", "RTXPRO6000/meta-llama/Llama-3.1-8B/bf16"]
     assert os.path.isfile(os.path.join(PROFILE_ROOT, "LICENSE-MIT"))
-    checked = 0
+    checked = moe_points = 0
     for path, meta in found:
         for tp in meta["tp_degrees"]:
             b = load_bundle(path, tp)
@@ -152,10 +152,15 @@ def test_every_shipped_bundle_returns_its_own_operators():
             for r in rows.itertuples():
                 v, off = b.attention.lookup(r.prefill_chunk, r.kv_prefill, r.n_decode, r.kv_decode)
                 assert off == [] and v == pytest.approx(r.time_us * 1e-6, rel=1e-12, abs=1e-15)
+            if "moe" in b.rows:                                   # the expert block, every measured point
+                for r in b.rows["moe"].itertuples():
+                    v, off = b.experts.lookup(r.tokens, r.activated_experts)
+                    assert off == [] and v == pytest.approx(r.time_us * 1e-6, rel=1e-12)
+                    moe_points += 1
             checked += 1
-    assert checked == 5
+    assert checked == 7 and moe_points == 50                      # the MoE bundle's tp1 only holds moe.csv
     # the raw files: gzip of the profiler's CSVs, times in microseconds
-    with gzip.open(os.path.join(found[2][0], "tp1", "dense.csv.gz"), "rt") as fh:
+    with gzip.open(os.path.join(found[3][0], "tp1", "dense.csv.gz"), "rt") as fh:
         assert fh.readline().strip() == "layer,tokens,time_us"
 
 
@@ -223,15 +228,18 @@ def test_mismatched_override_and_unpriceable_runs_are_refused(shipped, tmp_path,
     d = tmp_path / "rtxpro6000_moe"
     shutil.copytree(SHIPPED_RUN, d)
     meta = json.loads((d / "meta.json").read_text())
-    meta["engine_kwargs"].update(data_parallel_size=2, enable_expert_parallel=True)
+    meta["model"] = meta["engine_kwargs"]["model"] = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+    meta["engine_kwargs"].update(data_parallel_size=2, enable_expert_parallel=False)
     (d / "meta.json").write_text(json.dumps(meta))
     assert main(["replay-vllm", str(d)]) == 2
-    assert "data_parallel_size = 2; the lab replays one engine with tensor parallelism only" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert ("data_parallel_size = 2 without enable_expert_parallel, so vLLM shards each of Qwen3 30B-A3B bf16's "
+            "experts over the 2 x tp GPUs") in err and err.count("\n") == 1
 
 
 def test_roofline_calibrated_on_microbenchmarks():
     rows = {r["bundle"]: r for r in roofline_from_profiles()}
-    assert len(rows) == 5
+    assert len(rows) == 7
     pro = rows["RTXPRO6000/meta-llama/Llama-3.1-8B/bf16 tp1"]
     b = load_bundle(os.path.join(PROFILE_ROOT, "RTXPRO6000/meta-llama/Llama-3.1-8B/bf16"), 1)
     # by hand: the four GEMMs at 2048 tokens, 2 x params x tokens over their measured time
