@@ -20,6 +20,17 @@ The step model (:class:`ProfileCost`; ``L`` = the model's layers, from its publi
            + 2 x L x allreduce(T)                      when tp > 1            (not in a profile)
            + ENGINE_OVERHEAD_S                                                (not in a profile)
 
+and for a mixture of experts (architecture ``qwen3_moe``), whose layers run the attention half
+of the dense operators and the expert block instead of gate_up_proj / act_fn / down_proj::
+
+           + L x moe(dp x T / P, experts activated on this GPU)               (moe.csv)
+           + 2 x L x (latency + (P-1)/P x dp x T x hidden x 2 B / link)  with expert parallelism
+
+with ``dp`` data-parallel ranks (each one engine, every rank assumed as busy as this one) and
+``P`` = dp x tp GPUs the experts are split over (1 without expert parallelism); the experts a
+step activates follow :meth:`allocator.cost.calibration.ServedModel.expected_experts` (uniform
+routing) and :meth:`ProfileCost.expert_coordinates` says where the block is read.
+
 * ``T``: tokens computed in the step (prefill chunks + decodes). Which operators a layer runs,
   and how often, comes from LLMServingSim's architecture catalogues (``profiler/models/llama.yaml``,
   ``qwen3.yaml``): a layer runs ``layernorm`` twice (before attention and before the MLP), then

@@ -10,6 +10,12 @@ replay-vllm RUN_DIR`` prints it; the "Checked against a real engine" page draws 
 
 Requests arrive at their measured ``queued_ts`` (relative to the first). The run gives lengths,
 not token ids, so prefix caching can only find a preempted request's own blocks again.
+
+Parallelism comes from meta.json's ``engine_kwargs``: ``tensor_parallel_size`` (the cost models'
+all-reduce), ``data_parallel_size`` (that many engine ranks, each simulated as its own engine with
+the run's pool and rules, the requests routed as vLLM 0.19's front end routes them:
+:func:`assign_ranks`) and ``enable_expert_parallel`` (a mixture of experts' experts split over the
+ranks' GPUs, with the dispatch and combine priced). The running and waiting series sum the ranks.
 """
 from __future__ import annotations
 
