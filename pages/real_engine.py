@@ -29,7 +29,8 @@ STEP_MODEL_NAMES = {"calibrated": "Calibrated on this run (3 fitted efficiencies
                     "datasheet": "Datasheet peaks, 2 ms overhead (uncalibrated)"}
 #: Reproduces the page's first table and headline (the calibrated roofline) and the held-out line; without
 #: --cost-model the command prints the operator profile, the default where a profile exists.
-COMMAND = "python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b --cost-model roofline --held-out"
+COMMAND = ("python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b --cost-model roofline "
+           "--calibration run --held-out")
 set_defaults({"re_model": "calibrated"})
 
 
@@ -129,9 +130,12 @@ st.markdown(
     "this run in two.")
 st.subheader("Two cost models, side by side")
 _reps = _both()
-st.markdown(cost_model_sentence(_reps))
+st.markdown(cost_model_sentence(_reps, _replay("calibrated")))
 st.table(cost_model_table(_reps).set_index(["figure", "statistic"]))
-st.caption("Each column names the cost model that produced it. Roofline: the calibrated step model above. Operator "
+st.caption("Each column names the cost model that produced it. Roofline: the step model above with eta_flops and "
+           "eta_bw measured on this GPU's weight GEMMs and decode attention (microbenchmarks, "
+           "python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b --roofline-table) and the engine's 1 ms plus the element-wise "
+           "operators' smallest measured time as its overhead. Operator "
            "profile: per-operator latencies measured with vLLM 0.19 on this GPU (casys-kaist/LLMServingSim "
            "profiler/perf, MIT licence, assets/llm_profiles/), summed over the model's layers, plus a 1 ms engine "
            "overhead assumed, not fitted. Reproduce: python -m allocator replay-vllm "

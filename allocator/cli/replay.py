@@ -18,8 +18,8 @@ import sys
 import numpy as np
 
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
-from allocator.studies.vllm_replay import (COST_MODELS, FIGURES, STATS, best_cost_model, compare_cost_models,
-                                           held_out_check, replay)
+from allocator.studies.vllm_replay import (CALIBRATIONS, COST_MODELS, FIGURES, STATS, best_cost_model,
+                                           compare_cost_models, held_out_check, replay)
 from allocator.workloads.vllm_run import load_run
 from allocator.cli.common import count_arg
 
@@ -52,6 +52,10 @@ def register(sub) -> None:
                    help="price steps with the roofline calibrated on the shipped run, or with the GPU's measured "
                         "operator profile (default: profile when assets/llm_profiles holds the run's GPU, model and "
                         "tensor parallelism, else roofline); --json reports both")
+    p.add_argument("--calibration", choices=list(CALIBRATIONS), default="microbench",
+                   help="where the roofline's efficiencies come from: the GPU's operator microbenchmarks "
+                        "(default; the fit on the shipped run for a GPU without a profile bundle) or the fit on "
+                        "the shipped run")
     p.add_argument("--roofline-table", action="store_true",
                    help="print the roofline's efficiencies derived from each shipped operator profile and its error "
                         "on every profiled operator, then exit")
@@ -70,7 +74,7 @@ def run(args) -> int:
     chosen = args.cost_model or best_cost_model(measured, args.gpu)
     kw = dict(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
               chunked_prefill=False if args.no_chunked_prefill else None,
-              prefix_caching=False if args.no_prefix_caching else None)
+              prefix_caching=False if args.no_prefix_caching else None, calibration=args.calibration)
     reps = compare_cost_models(measured, args.gpu, args.model, **kw) if args.json else {}
     got = reps.get(chosen)
     rep = got if got is not None and not isinstance(got, str) else replay(measured, args.gpu, args.model,
@@ -79,6 +83,15 @@ def run(args) -> int:
     if args.json:
         out["cost_models"] = {name: ({"table": r.table, "makespan_s": r.makespan_s} if not isinstance(r, str)
                                      else {"refused": r}) for name, r in reps.items()}
+        roof = reps.get("roofline")
+        if roof is not None and not isinstance(roof, str):
+            out["cost_models"]["roofline"]["efficiency_source"] = roof.efficiency_source
+            if args.calibration != "run" and not roof.efficiency_source.startswith("fitted"):
+                fit = replay(measured, args.gpu, args.model, cost_model="roofline", **{**kw, "calibration": "run"})
+                out["cost_models"]["roofline_fitted_on_run"] = {
+                    "table": fit.table, "makespan_s": fit.makespan_s, "efficiency_source": fit.efficiency_source,
+                    "note": "the roofline with the efficiencies fitted on the shipped run: a fit, not a check, "
+                            "on that run"}
     if args.held_out:
         h = held_out_check(measured, rep.cost.gpu.key, rep.cost.model.config.key)
         e = h["fit"].efficiency
@@ -103,8 +116,8 @@ def run(args) -> int:
               f"{rep.cost.off_grid_summary() or 'none'}")
     else:
         e = rep.cost.efficiency
-        print(f"cost model: roofline; calibration: eta_flops {e.eta_flops:g}, eta_bw {e.eta_bw:g}, "
-              f"overhead {1e3 * e.overhead_s:g} ms per step")
+        print(f"cost model: roofline; calibration ({rep.efficiency_source}): eta_flops {e.eta_flops:g}, "
+              f"eta_bw {e.eta_bw:g}, overhead {1e3 * e.overhead_s:g} ms per step")
     print(f"\n{'figure':<28}{'stat':<6}{'measured':>12}{'simulated (' + rep.cost_model + ')':>22}{'error':>9}")
     for k, name in FIGURES.items():
         unit, scale = ("ms", 1e3) if k == "tpot" else ("s", 1.0)

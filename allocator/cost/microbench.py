@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from allocator.common.errors import FieldError
+
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS, Efficiency, ServedModel
 from allocator.cost.profile import ENGINE_OVERHEAD_S, PROFILE_ROOT, ProfileBundle, gpu_matches, model_key, bundles, load_bundle
 from allocator.cost.roofline import GPU
@@ -145,3 +147,66 @@ def roofline_from_profiles(root: str = PROFILE_ROOT) -> list[dict]:
                          "measured_share": {"flops": raw[0], "bandwidth": raw[1]},
                          "operators": ops})
     return rows
+
+
+def left_out_floor(bundle: ProfileBundle, model: ServedModel) -> tuple[float, float]:
+    """Seconds the roofline has no term for, at the profile's floor (1 token, 1 sequence):
+    (per decoder layer, once a step). Per layer: the element-wise operators the architecture runs
+    (every dense.csv operator but the weight GEMMs: norms, rotary, activation, q/k norm) at its
+    count; once: embedding, final_layernorm and the sampler. lm_head is left out: it is a weight
+    GEMM, and the roofline's parameters already hold its FLOPs and bytes."""
+    from allocator.cost.profile import ARCHITECTURES
+
+    arch = ARCHITECTURES.get(bundle.meta.get("architecture", ""))
+    if arch is None:
+        return 0.0, 0.0
+    per_layer = sum(n * bundle.dense[op][1][0] for op, n in arch.per_layer.items()
+                    if op not in GEMMS and op in bundle.dense)
+    once = sum(n * bundle.dense[op][1][0] for op, n in arch.once.items() if op in bundle.dense)
+    if "sampler" in bundle.per_sequence:
+        once += bundle.per_sequence["sampler"][1][0]
+    return float(per_layer), float(once)
+
+
+def efficiency_for(gpu: GPU, model: ServedModel, tp: int = 1, root: str = PROFILE_ROOT) -> tuple[Efficiency, str] | None:
+    """The roofline's efficiencies for ``gpu`` derived from operator microbenchmarks, with no run:
+    (Efficiency, which bundles it came from), or None when no bundle profiles this GPU.
+
+    * eta_flops, eta_bw: :func:`measured_shares` (capped at 1) of the bundle of this GPU, model
+      and tensor-parallel degree when one exists, else their mean over every bundle of the GPU
+      (each tensor-parallel folder counted once).
+    * overhead_s: :data:`allocator.cost.profile.ENGINE_OVERHEAD_S` (the engine's own work,
+      assumed) plus what the roofline has no term for, measured at its floor
+      (:func:`left_out_floor`: per layer x the model's layers, plus once a step), averaged the same
+      way; rounded to 0.01 ms.
+
+    Nothing here is fitted on a serving run, so a run replayed with it is a check, not a fit.
+    """
+    exact, same_gpu = [], []
+    for path, meta in bundles(root):
+        if not gpu_matches(gpu, meta.get("hardware", "")):
+            continue
+        key = model_key(meta["model"])
+        if key is None:
+            continue
+        for t in meta.get("tp_degrees", [1]):
+            try:
+                b = load_bundle(path, t)
+            except FieldError:             # a damaged bundle is skipped here; ProfileCost names it
+                continue
+            own = REPLAY_MODELS[key]
+            same_gpu.append((b, own))
+            if key == model.config.key and t == tp:
+                exact.append((b, own))
+    chosen = exact or same_gpu
+    if not chosen:
+        return None
+    f = b_ = per_layer = once = 0.0
+    for b, own in chosen:
+        sf, sb = measured_shares(b, gpu, own)
+        pl, on = left_out_floor(b, own)
+        f, b_, per_layer, once = f + min(sf, 1.0), b_ + min(sb, 1.0), per_layer + pl, once + on
+    n = len(chosen)
+    overhead = ENGINE_OVERHEAD_S + model.config.layers * per_layer / n + once / n
+    eff = Efficiency(round(f / n, 4), round(b_ / n, 4), round(overhead, 5))
+    return eff, "; ".join(b.name for b, _ in chosen)

@@ -26,6 +26,7 @@ import numpy as np
 from allocator.memory.paged import PagedAllocator
 from allocator.cost.calibration import (CALIBRATED, CalibratedCost, Efficiency, Fit, REPLAY_GPUS, ServedModel,
                                         fit_efficiency, gpu_for, kv_pool_blocks, model_for)
+from allocator.cost.microbench import efficiency_for
 from allocator.cost.profile import VARIANTS, ProfileCost
 from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules
 from allocator.engine.simulate import simulate
@@ -44,8 +45,14 @@ DEFAULT_BLOCK_SIZE = 16
 #: The step cost models a replay can price with: the roofline calibrated on the shipped run
 #: (:class:`allocator.cost.calibration.CalibratedCost`) and the measured operator profiles
 #: (:class:`allocator.cost.profile.ProfileCost`).
-COST_MODELS = {"roofline": "roofline (3 efficiencies fitted on the shipped run)",
+COST_MODELS = {"roofline": "roofline (efficiencies from the GPU's operator microbenchmarks where a profile "
+                            "bundle exists, else the 3 fitted on the shipped run)",
                "profile": "operator profile (measured per-operator latencies of the GPU)"}
+#: Where the roofline's efficiencies come from (``calibration=``): the GPU's operator
+#: microbenchmarks (:func:`allocator.cost.microbench.efficiency_for`; the fit below for a GPU with
+#: no bundle) or the fit on the shipped run (:data:`allocator.cost.calibration.CALIBRATED`).
+CALIBRATIONS = {"microbench": "the GPU's operator microbenchmarks (no run)",
+                "run": "fitted on the shipped run"}
 #: Largest cap on running sequences and largest per-step token budget accepted (a run's meta.json or
 #: an override): far above any server's, small enough that the scheduler's arithmetic stays exact.
 MAX_NUM_SEQS = 1_000_000
@@ -82,6 +89,7 @@ class Replay:
         dp_rounds: rounds of assignment and simulation run (0 with one rank).
         dp_unsettled: requests a further round would move to another rank (0: the assignment
             reproduces itself).
+        efficiency_source: where the roofline's efficiencies came from (a sentence).
     """
 
     run: VllmRun
@@ -103,6 +111,7 @@ class Replay:
     ranks: np.ndarray | None = None
     dp_rounds: int = 0
     dp_unsettled: int = 0
+    efficiency_source: str = ""
 
     def error_pct(self, figure: str, stat: str = "mean") -> float:
         """Simulated / measured - 1 of one statistic, in percent."""
@@ -129,7 +138,8 @@ class Replay:
             out["profile"] = {**self.cost.terms(), "off_grid_lookups": self.cost.off_grid_summary()}
         else:
             e = self.cost.efficiency
-            out["efficiency"] = {"eta_flops": e.eta_flops, "eta_bw": e.eta_bw, "overhead_s": e.overhead_s}
+            out["efficiency"] = {"eta_flops": e.eta_flops, "eta_bw": e.eta_bw, "overhead_s": e.overhead_s,
+                                 "source": self.efficiency_source}
         return out
 
 
@@ -169,8 +179,26 @@ def series_ticks(run: VllmRun) -> np.ndarray:
     return np.arange(1.0, span + 1.0, step)
 
 
+def roofline_efficiency(gpu, model: ServedModel, tp: int, calibration: str = "microbench") -> tuple[Efficiency, str]:
+    """The roofline's efficiencies and where they come from (a sentence): with ``calibration`` =
+    "microbench", :func:`allocator.cost.microbench.efficiency_for` when the lab holds a profile
+    bundle of ``gpu``, else the fit on the shipped run; with "run", that fit.
+
+    Raises:
+        FieldError (``calibration``): not one of :data:`CALIBRATIONS`.
+    """
+    if calibration not in CALIBRATIONS:
+        raise FieldError("calibration", f" = {show(calibration)} is not one of {', '.join(CALIBRATIONS)}")
+    if calibration == "microbench":
+        got = efficiency_for(gpu, model, tp)
+        if got is not None:
+            return got[0], f"operator microbenchmarks ({got[1]})"
+        return CALIBRATED, f"fitted on the shipped run (no operator profile of {gpu.label})"
+    return CALIBRATED, "fitted on the shipped run"
+
+
 def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
-           efficiency: Efficiency = CALIBRATED, max_num_seqs: int | None = None,
+           efficiency: Efficiency | None = None, calibration: str = "microbench", max_num_seqs: int | None = None,
            max_num_batched_tokens: int | None = None, chunked_prefill: bool | None = None,
            prefix_caching: bool | None = None, cost_model: str = "roofline") -> Replay:
     """Replay ``run`` and compare (see the module docstring).
@@ -179,7 +207,8 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
         run: the measured run.
         gpu: a GPU preset key (default: what the run's meta.json or directory name says).
         model: a model preset key (default: the run's model name).
-        efficiency: the step model's parameters (default the calibration).
+        efficiency: the roofline's parameters (None: :func:`roofline_efficiency` with ``calibration``).
+        calibration: "microbench" (default) or "run" (:data:`CALIBRATIONS`), when ``efficiency`` is None.
         max_num_seqs, max_num_batched_tokens, chunked_prefill, prefix_caching: override the run's
             engine arguments (None: as the run set them, vLLM's defaults where it did not), to ask
             "what if" of the same arrivals.
@@ -228,6 +257,10 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
                                         max_num_seqs=rules.max_num_seqs,
                                         expert_group=dp * tp if (ep and m.is_moe) else 1), "derived"
     caching = (run.engine.get("enable_prefix_caching", True) is not False) if prefix_caching is None else prefix_caching
+    if efficiency is None:
+        efficiency, eff_source = roofline_efficiency(g, m, tp, calibration)
+    else:
+        eff_source = "fitted on the shipped run" if efficiency == CALIBRATED else "given"
     cost = step_cost(run, g, m, tp, cost_model, efficiency, dp=dp, ep=ep)
     reqs = [Request(i + 1, int(run.prompt[i]), int(run.output[i]), 0, float(run.queued[i])) for i in range(len(run))]
     max_out = int(run.output.max())
@@ -273,7 +306,7 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
                     for s in STATS}
     return Replay(run, cost, rules, caching, bs, blocks, source, meas, sim, table, series,
                   {"measured": float(run.last.max()), "simulated": span}, preempted, cost_model,
-                  dp, ep and m.is_moe, ranks, rounds, unsettled)
+                  dp, ep and m.is_moe, ranks, rounds, unsettled, eff_source)
 
 
 def _state_at(res, ends: np.ndarray, ticks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -526,4 +559,4 @@ def compare_cost_models(run: VllmRun, gpu: str | None = None, model: str | None 
 
 __all__ = ["Replay", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS", "COST_MODELS", "series_ticks",
            "served_model", "check_priceable", "parallelism", "assign_ranks", "DP_STATS_INTERVAL_S", "MAX_DP_ROUNDS",
-           "step_cost", "best_cost_model", "compare_cost_models"]
+           "step_cost", "best_cost_model", "compare_cost_models", "CALIBRATIONS", "roofline_efficiency"]

@@ -63,7 +63,7 @@ def test_about_and_readme_quote_the_replay(shipped):
     from pages.about import CALIBRATION_SOURCE
     from tests.conftest import ROOT
 
-    rep = shipped["calibrated"]                              # replay()'s default efficiency is CALIBRATED
+    rep = shipped["calibrated"]                              # the roofline fitted on the run (--calibration run)
     e, t = rep.cost.efficiency, rep.table
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
         readme = " ".join(fh.read().split())                 # line breaks as spaces
@@ -91,6 +91,18 @@ def test_about_and_readme_quote_the_replay(shipped):
     assert (f"the profile model's means are **{errs[0]}** (TTFT), **{errs[1]}** (TPOT) and **{errs[2]}** "
             "(latency)") in readme
     assert f"the same means are off by {errs[0]}, {errs[1]} and {errs[2]}" in " ".join(CALIBRATION_SOURCE.split())
+    # the roofline calibrated on microbenchmarks (the command's roofline where a profile exists)
+    micro = replay(shipped["run"])
+    me = micro.cost.efficiency
+    assert micro.efficiency_source.startswith("operator microbenchmarks")
+    merrs = [signed_pct(micro.error_pct(k)) for k in ("ttft", "tpot", "latency")]
+    about = " ".join(CALIBRATION_SOURCE.split())
+    assert (f"({me.eta_flops:g} of the FLOP/s, {me.eta_bw:g} of the bandwidth, {1e3 * me.overhead_s:g} ms per step: "
+            f"the command's roofline where a profile exists) is off by {merrs[0]}, {merrs[1]} and {merrs[2]}") in about
+    assert (f"(RTX PRO 6000: **eta_flops {me.eta_flops:g}**, **eta_bw {me.eta_bw:g}**, **{1e3 * me.overhead_s:g} ms "
+            f"per step**) this roofline's means are off by **{merrs[0]}** (TTFT), **{merrs[1]}** (TPOT) and "
+            f"**{merrs[2]}** (latency)") in readme
+    assert (f"raising its overhead to {1e3 * e.overhead_s:g} ms and lowering eta_flops to {e.eta_flops:g}") in readme
 
 
 @pytest.mark.parametrize("damage", ["missing", "damaged"])
