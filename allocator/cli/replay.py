@@ -20,7 +20,7 @@ import numpy as np
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
 from allocator.studies.vllm_replay import (CALIBRATIONS, COST_MODELS, FIGURES, STATS, best_cost_model,
                                            compare_cost_models, held_out_check, replay)
-from allocator.workloads.vllm_run import load_run
+from allocator.workloads.vllm_run import load_run_path
 from allocator.cli.common import count_arg
 
 #: Requests past which the command says on stderr, before it starts, that the replay takes a while.
@@ -34,7 +34,8 @@ def register(sub) -> None:
                        description="Replays a run directory (meta.json, requests.jsonl, timeseries.csv) with its "
                                    "arrivals, lengths and engine arguments, and prints measured vs simulated "
                                    "mean/p50/p90 TTFT, TPOT and end-to-end latency with the error in percent.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="directory of the measured run")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="directory of the measured run, or a zip of one (at most "
+                                                      "5 MiB; meta.json and requests.jsonl at its root or in one folder)")
     p.add_argument("--gpu", default=None, help="GPU preset, one of " + ", ".join(REPLAY_GPUS)
                    + " (default: what meta.json's hardware or the directory name says)")
     p.add_argument("--model", default=None, help="model preset, one of " + ", ".join(REPLAY_MODELS)
@@ -67,7 +68,7 @@ def run(args) -> int:
     """Replay and print; returns the exit status (FieldError propagates to ``__main__``: exit 2)."""
     if getattr(args, "roofline_table", False):
         return _roofline_table(args)
-    measured = load_run(args.run_dir)
+    measured = load_run_path(args.run_dir)
     if len(measured) > LONG_RUN:
         print(f"note: replaying {len(measured):,} requests takes a few milliseconds each (about "
               f"{len(measured) * 5 / 1000:.0f} s here)", file=sys.stderr)

@@ -33,7 +33,7 @@ from allocator.engine.simulate import simulate
 from allocator.common.errors import FieldError
 from allocator.common.limits import MAX_POOL_SLOTS, MAX_TOKENS
 from allocator.common.validate import real_number, show, whole_number
-from allocator.workloads.vllm_run import VllmRun
+from allocator.workloads.vllm_run import VllmRun, load_run_zip
 from allocator.workloads.requests import Request, Workload
 
 #: The three per-request figures compared, with their display names.
@@ -557,6 +557,18 @@ def compare_cost_models(run: VllmRun, gpu: str | None = None, model: str | None 
     return out
 
 
-__all__ = ["Replay", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS", "COST_MODELS", "series_ticks",
+def replay_zip(data: bytes, name: str = "upload.zip") -> dict:
+    """A run folder uploaded as a zip, read (:func:`allocator.workloads.vllm_run.load_run_zip`:
+    bounded, never extracted to disk) and replayed under each cost model
+    (:func:`compare_cost_models`): {name: :class:`Replay`, or the reason it was refused (str)}.
+
+    Raises:
+        FieldError: the zip or its files damaged or out of bounds, or a run the roofline cannot
+            price (its model, GPU or parallelism); the message is one line.
+    """
+    return compare_cost_models(load_run_zip(data, name))
+
+
+__all__ = ["Replay", "replay_zip", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS", "COST_MODELS", "series_ticks",
            "served_model", "check_priceable", "parallelism", "assign_ranks", "DP_STATS_INTERVAL_S", "MAX_DP_ROUNDS",
            "step_cost", "best_cost_model", "compare_cost_models", "CALIBRATIONS", "roofline_efficiency"]

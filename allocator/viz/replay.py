@@ -199,6 +199,18 @@ def held_out_sentence(h: dict) -> str:
 COST_MODEL_LABELS = {"roofline": "roofline, calibrated on microbenchmarks", "profile": "operator profile of the GPU"}
 
 
+def _micro(rep) -> bool:
+    return getattr(rep, "efficiency_source", "").startswith("operator microbenchmarks")
+
+
+def cost_model_label(name: str, rep) -> str:
+    """How a cost model's columns are named: :data:`COST_MODEL_LABELS`, except a roofline whose GPU
+    has no profile bundle, which says it took the fit on the shipped run."""
+    if name == "roofline" and not _micro(rep):
+        return "roofline, fitted on the shipped run"
+    return COST_MODEL_LABELS[name]
+
+
 def cost_model_table(reps: dict) -> pd.DataFrame:
     """Both cost models' errors side by side: one row per figure and statistic, the measured value,
     then each model's simulated value and error, each column named after the model that produced it.
@@ -214,8 +226,8 @@ def cost_model_table(reps: dict) -> pd.DataFrame:
         for s in STATS:
             row = {"figure": words, "statistic": STAT_NAMES[s], "vLLM, measured": seconds(first.table[k][s]["measured"])}
             for n, r in ok.items():
-                row[f"{COST_MODEL_LABELS[n]}: simulated"] = seconds(r.table[k][s]["simulated"])
-                row[f"{COST_MODEL_LABELS[n]}: error"] = signed_pct(r.table[k][s]["error_pct"])
+                row[f"{cost_model_label(n, r)}: simulated"] = seconds(r.table[k][s]["simulated"])
+                row[f"{cost_model_label(n, r)}: error"] = signed_pct(r.table[k][s]["error_pct"])
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -235,10 +247,11 @@ def cost_model_sentence(reps: dict, fitted=None) -> str:
     def three(x) -> str:
         return f"{signed_pct(x.error_pct('ttft'))}, {signed_pct(x.error_pct('tpot'))} and {signed_pct(x.error_pct('latency'))}"
 
+    roof = ("the roofline with its efficiencies taken from the GPU's operator microbenchmarks" if _micro(r) else
+            "the roofline with the efficiencies fitted on the shipped run (no operator profile of this GPU)")
     out = ("Two cost models that never saw this run price the same replay. Off on the mean time to first token, "
-           f"time per output token and latency: the roofline with its efficiencies taken from the GPU's operator "
-           f"microbenchmarks by {three(r)}; the operator profile of the GPU (per-operator latencies measured on one "
-           f"decoder layer, a 1 ms engine overhead assumed) by {three(p)}.")
+           f"time per output token and latency: {roof} by {three(r)}; the operator profile of the GPU (per-operator "
+           f"latencies measured on one decoder layer, a 1 ms engine overhead assumed) by {three(p)}.")
     if fitted is not None:
         out += (f" The roofline fitted on this very run (above) lands at {three(fitted)}, but a fit on the run it is "
                 "checked against says little about a run it has not seen.")

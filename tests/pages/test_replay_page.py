@@ -146,3 +146,39 @@ def test_the_command_the_page_shows_reproduces_its_headline(shipped, capsys):
     out = capsys.readouterr().out
     t = shipped["calibrated"].table
     assert f"{t['ttft']['mean']['simulated']:.4g}" in out and "simulated (roofline)" in out
+
+
+def test_an_uploaded_run_zip_shows_the_same_table_and_a_damaged_one_a_line(shipped):
+    """Issue 37: the page replays another run folder uploaded as a zip; damage is one plain line."""
+    import io
+    import os
+    import zipfile
+
+    from allocator.studies.vllm_replay import compare_cost_models
+    from allocator.viz.replay import cost_model_table
+    from tests.conftest import seen
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in ("meta.json", "requests.jsonl", "timeseries.csv"):
+            z.write(os.path.join(SHIPPED_RUN, f), f"rtxpro6000_llama-3.1-8b/{f}")
+    at = open_page("pages/real_engine.py")
+    tables = len(at.table)
+    up = at.get("file_uploader")
+    assert len(up) == 1 and up[0].allowed_type == [".zip"]
+    up[0].set_value(("my run.zip", buf.getvalue(), "application/zip"))
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert len(at.table) == tables + 1
+    expect = cost_model_table(compare_cost_models(shipped["run"])).set_index(["figure", "statistic"])
+    got = at.table[-1].value
+    assert got.columns.tolist() == expect.columns.tolist() and got.values.tolist() == expect.values.tolist()
+    assert any("my run.zip: 300 requests" in seen(c.value) for c in at.caption)
+    # a damaged zip: one line naming the upload and what is wrong, as plain text
+    at.get("file_uploader")[0].set_value(("bad [x](http://e).zip", b"not a zip", "application/zip"))
+    at.run()
+    assert not at.exception
+    errors = [seen(e.value) for e in at.error]
+    assert len(errors) == 1 and "\n" not in errors[0]
+    assert "bad [x](http://e).zip cannot be replayed" in errors[0] and "not a zip archive" in errors[0]
+    assert "](http" not in at.error[0].value                        # the name is not a link
