@@ -598,6 +598,8 @@ class ProfileCost:
         self._ep_fixed = 2 * self.layers * self.allreduce_latency_s if g > 1 else 0.0
         #: {(axis, "above"/"below"): lookups (steps, for each table) that left the grid there}.
         self.off_grid: dict = {}
+        self._dense_memo: dict = {}
+        self._expert_memo: dict = {}
         self._warned: set = set()
 
     # -- labels -----------------------------------------------------------------------------
@@ -623,11 +625,15 @@ class ProfileCost:
         """Seconds of the step's dense operators at ``tokens`` (all layers plus the prologue and head)."""
         if tokens <= 0:
             return 0.0
-        total, left = 0.0, None
-        for (keys, vals), n in self._dense:
-            v, off = interpolate_1d(keys, vals, tokens)
-            left = left or (off and (off, keys))
-            total += n * v
+        hit = self._dense_memo.get(tokens)         # a function of the token count alone: looked up once each
+        if hit is None:
+            total, left = 0.0, None
+            for (keys, vals), n in self._dense:
+                v, off = interpolate_1d(keys, vals, tokens)
+                left = left or (off and (off, keys))
+                total += n * v
+            hit = self._dense_memo[tokens] = (total, left)
+        total, left = hit
         if left:                                   # one count per step, not per operator
             self._note("tokens", left[0], tokens, f"dense grid ({left[1][0]:g}-{left[1][-1]:g} tokens)")
         return total
@@ -672,8 +678,11 @@ class ProfileCost:
         layers x ``moe.csv`` at :meth:`expert_coordinates`."""
         if tokens <= 0 or self.bundle.experts is None or not self.architecture.moe:
             return 0.0
-        t, a = self.expert_coordinates(tokens)
-        v, offs = self.bundle.experts.lookup(t, a)
+        hit = self._expert_memo.get(tokens)        # a function of the token count alone
+        if hit is None:
+            t, a = self.expert_coordinates(tokens)
+            hit = self._expert_memo[tokens] = self.bundle.experts.lookup(t, a)
+        v, offs = hit
         for axis, where, x in dict.fromkeys(offs):
             self._note(axis, where, x, "expert-block grid (moe.csv)")
         return self.layers * v
