@@ -406,8 +406,9 @@ def _data_parallel(run: VllmRun, dp: int, one_rank) -> tuple:
     a replay of independent rank simulations reaches the assignment in rounds. Round 1 deals
     requests out as the front end does before any snapshot arrives (in turn); every later round
     takes each request's waiting and running spans from the previous round's simulations
-    (:func:`_spans`: a request's spans barely depend on which of equally loaded ranks it ran on)
-    and assigns again with :func:`assign_ranks`, until an assignment repeats or
+    (:func:`_spans`; the assumption is that a request's spans depend little on which of two
+    about equally loaded ranks it ran on, which the rule itself aims for) and assigns again with
+    :func:`assign_ranks`, until an assignment repeats or
     :data:`MAX_DP_ROUNDS` rounds have run. Returns (ranks int64 [requests], [(result, ends)] per
     non-empty rank, rounds run, requests one more round would move to another rank: 0 when the
     assignment is settled)."""
