@@ -29,8 +29,12 @@ CALIBRATION_SOURCE = (
     "and the end-to-end latency by +2.8 % (python -m allocator replay-vllm "
     "assets/vllm_runs/rtxpro6000_llama-3.1-8b). Priced instead from the GPU's measured operator latencies "
     "(allocator/cost/profile.py: vLLM 0.19 microbenchmarks from the same repository, nothing fitted on this run), "
-    "the same means are off by −0.9 %, +0.2 % and −0.1 % (the command's default where a profile exists). Only "
-    "one run ships, so the error on runs it has not seen is not measured (Checked against a real engine).")
+    "the same means are off by −0.9 %, +0.2 % and −0.1 % (the command's default where a profile exists). The "
+    "roofline with its efficiencies taken from those microbenchmarks instead of this run (0.7854 of the FLOP/s, "
+    "0.825 of the bandwidth, 1.36 ms per step: the command's roofline where a profile exists) is off by "
+    "−27.7 %, −11.3 % and −15.4 %: it is too fast, because small attention kernels and element-wise work that "
+    "grows with a step's tokens take longer than a roofline allows. Only one run ships, so the error on runs it "
+    "has not seen is not measured (Checked against a real engine).")
 
 #: (term, meaning in the app's own words, where the app shows it). Keep in step with the README's vocabulary.
 GLOSSARY = [

@@ -12,13 +12,15 @@ import pandas as pd
 import streamlit as st
 
 from allocator.cost.calibration import CALIBRATED, Efficiency
-from allocator.studies.vllm_replay import compare_cost_models, held_out_check, replay
+from allocator.studies.vllm_replay import compare_cost_models, held_out_check, replay, replay_zip
+from allocator.common.validate import one_line, plain_markdown
 from allocator.common.errors import FieldError
 from allocator.viz.replay import (cdf_figure, cost_model_sentence, cost_model_table, error_table, headline,
                                   held_out_sentence, right_and_wrong, scatter_figure, series_figure, signed_pct)
 from allocator.workloads.trace import load_shipped
 from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 from pages._ui.errors import show_error
+from pages._ui.heavy import shared
 from pages._ui.present import chart
 from pages._ui.state import set_defaults
 
@@ -29,7 +31,8 @@ STEP_MODEL_NAMES = {"calibrated": "Calibrated on this run (3 fitted efficiencies
                     "datasheet": "Datasheet peaks, 2 ms overhead (uncalibrated)"}
 #: Reproduces the page's first table and headline (the calibrated roofline) and the held-out line; without
 #: --cost-model the command prints the operator profile, the default where a profile exists.
-COMMAND = "python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b --cost-model roofline --held-out"
+COMMAND = ("python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b --cost-model roofline "
+           "--calibration run --held-out")
 set_defaults({"re_model": "calibrated"})
 
 
@@ -53,6 +56,12 @@ def _replay(model: str):
 @st.cache_resource(show_spinner="Replaying with both cost models…")
 def _both():
     return compare_cost_models(_run())
+
+
+@shared("Replaying the uploaded run", max_entries=4)
+def _uploaded(digest: str, name: str, _data: bytes):
+    # keyed by the zip's hash (the bytes themselves stay out of the key); parsed and replayed in the queue
+    return replay_zip(_data, name)
 
 
 @st.cache_resource(show_spinner="Calibrating on half the run and replaying…")
@@ -129,13 +138,41 @@ st.markdown(
     "this run in two.")
 st.subheader("Two cost models, side by side")
 _reps = _both()
-st.markdown(cost_model_sentence(_reps))
+st.markdown(cost_model_sentence(_reps, _replay("calibrated")))
 st.table(cost_model_table(_reps).set_index(["figure", "statistic"]))
-st.caption("Each column names the cost model that produced it. Roofline: the calibrated step model above. Operator "
+st.caption("Each column names the cost model that produced it. Roofline: the step model above with eta_flops and "
+           "eta_bw measured on this GPU's weight GEMMs and decode attention (microbenchmarks, "
+           "python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b --roofline-table) and the engine's 1 ms plus the element-wise "
+           "operators' smallest measured time as its overhead. Operator "
            "profile: per-operator latencies measured with vLLM 0.19 on this GPU (casys-kaist/LLMServingSim "
            "profiler/perf, MIT licence, assets/llm_profiles/), summed over the model's layers, plus a 1 ms engine "
            "overhead assumed, not fitted. Reproduce: python -m allocator replay-vllm "
            "assets/vllm_runs/rtxpro6000_llama-3.1-8b --json")
+
+st.subheader("Another run")
+st.markdown("Measured a run of your own? Zip its folder (meta.json and requests.jsonl, optionally timeseries.csv, "
+            "in the format of assets/vllm_runs/) and upload it: the lab replays it with both cost models and shows "
+            "the same table. The model, GPU and parallelism are read from its meta.json.")
+_up = st.file_uploader("Run folder as a zip", type=["zip"], key="re_upload",
+                       help="At most 5 MiB zipped and 10,000 requests; meta.json and requests.jsonl at the zip's root "
+                            "or in one folder. The command line does the same: python -m allocator replay-vllm RUN.zip")
+if _up is not None:
+    import hashlib
+
+    _data = _up.getvalue()
+    _name = one_line(_up.name, 80)
+    try:
+        _theirs = _uploaded(hashlib.sha256(_data).hexdigest(), _name, _data)
+    except FieldError as exc:
+        show_error(exc, before=f"{_name} cannot be replayed: ")
+    else:
+        _one = next(r for r in _theirs.values() if not isinstance(r, str))
+        _ranks = (f"; {_one.data_parallel} data-parallel ranks"
+                  f"{', expert parallel' if _one.expert_parallel else ''}" if _one.data_parallel > 1 else "")
+        st.caption(plain_markdown(f"{_name}: {len(_one.run):,} requests, {_one.cost.label}; {_one.rules.describe()}"
+                                  f"{_ranks}."))
+        st.markdown(plain_markdown(cost_model_sentence(_theirs)))
+        st.table(cost_model_table(_theirs).set_index(["figure", "statistic"]))
 
 st.markdown("Reproduce the table on the command line:")
 st.code(COMMAND, language="bash")

@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
+
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
-from allocator.studies.vllm_replay import (COST_MODELS, FIGURES, STATS, best_cost_model, compare_cost_models,
-                                           held_out_check, replay)
-from allocator.workloads.vllm_run import load_run
+from allocator.studies.vllm_replay import (CALIBRATIONS, COST_MODELS, FIGURES, STATS, best_cost_model,
+                                           compare_cost_models, held_out_check, replay)
+from allocator.workloads.vllm_run import load_run_path
 from allocator.cli.common import count_arg
 
 #: Requests past which the command says on stderr, before it starts, that the replay takes a while.
@@ -32,7 +34,8 @@ def register(sub) -> None:
                        description="Replays a run directory (meta.json, requests.jsonl, timeseries.csv) with its "
                                    "arrivals, lengths and engine arguments, and prints measured vs simulated "
                                    "mean/p50/p90 TTFT, TPOT and end-to-end latency with the error in percent.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="directory of the measured run")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="directory of the measured run, or a zip of one (at most "
+                                                      "5 MiB; meta.json and requests.jsonl at its root or in one folder)")
     p.add_argument("--gpu", default=None, help="GPU preset, one of " + ", ".join(REPLAY_GPUS)
                    + " (default: what meta.json's hardware or the directory name says)")
     p.add_argument("--model", default=None, help="model preset, one of " + ", ".join(REPLAY_MODELS)
@@ -50,6 +53,10 @@ def register(sub) -> None:
                    help="price steps with the roofline calibrated on the shipped run, or with the GPU's measured "
                         "operator profile (default: profile when assets/llm_profiles holds the run's GPU, model and "
                         "tensor parallelism, else roofline); --json reports both")
+    p.add_argument("--calibration", choices=list(CALIBRATIONS), default="microbench",
+                   help="where the roofline's efficiencies come from: the GPU's operator microbenchmarks "
+                        "(default; the fit on the shipped run for a GPU without a profile bundle) or the fit on "
+                        "the shipped run")
     p.add_argument("--roofline-table", action="store_true",
                    help="print the roofline's efficiencies derived from each shipped operator profile and its error "
                         "on every profiled operator, then exit")
@@ -61,14 +68,14 @@ def run(args) -> int:
     """Replay and print; returns the exit status (FieldError propagates to ``__main__``: exit 2)."""
     if getattr(args, "roofline_table", False):
         return _roofline_table(args)
-    measured = load_run(args.run_dir)
+    measured = load_run_path(args.run_dir)
     if len(measured) > LONG_RUN:
         print(f"note: replaying {len(measured):,} requests takes a few milliseconds each (about "
               f"{len(measured) * 5 / 1000:.0f} s here)", file=sys.stderr)
     chosen = args.cost_model or best_cost_model(measured, args.gpu)
     kw = dict(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
               chunked_prefill=False if args.no_chunked_prefill else None,
-              prefix_caching=False if args.no_prefix_caching else None)
+              prefix_caching=False if args.no_prefix_caching else None, calibration=args.calibration)
     reps = compare_cost_models(measured, args.gpu, args.model, **kw) if args.json else {}
     got = reps.get(chosen)
     rep = got if got is not None and not isinstance(got, str) else replay(measured, args.gpu, args.model,
@@ -77,6 +84,15 @@ def run(args) -> int:
     if args.json:
         out["cost_models"] = {name: ({"table": r.table, "makespan_s": r.makespan_s} if not isinstance(r, str)
                                      else {"refused": r}) for name, r in reps.items()}
+        roof = reps.get("roofline")
+        if roof is not None and not isinstance(roof, str):
+            out["cost_models"]["roofline"]["efficiency_source"] = roof.efficiency_source
+            if args.calibration != "run" and not roof.efficiency_source.startswith("fitted"):
+                fit = replay(measured, args.gpu, args.model, cost_model="roofline", **{**kw, "calibration": "run"})
+                out["cost_models"]["roofline_fitted_on_run"] = {
+                    "table": fit.table, "makespan_s": fit.makespan_s, "efficiency_source": fit.efficiency_source,
+                    "note": "the roofline with the efficiencies fitted on the shipped run: a fit, not a check, "
+                            "on that run"}
     if args.held_out:
         h = held_out_check(measured, rep.cost.gpu.key, rep.cost.model.config.key)
         e = h["fit"].efficiency
@@ -89,6 +105,11 @@ def run(args) -> int:
     print(f"{measured.name}: {len(measured)} requests, {rep.cost.label}; {rep.rules.describe()}; "
           f"prefix caching {'on' if rep.prefix_caching else 'off'}; "
           f"KV pool {rep.num_blocks:,} blocks of {rep.block_size} ({rep.pool_source})")
+    if rep.data_parallel > 1:
+        per = np.bincount(rep.ranks, minlength=rep.data_parallel).tolist()
+        print(f"data parallel: {rep.data_parallel} engine ranks, requests per rank {per} (vLLM 0.19's rule: the "
+              f"lowest 4 x waiting + running; {rep.dp_rounds} rounds of assignment and simulation, "
+              f"{rep.dp_unsettled} requests unsettled); expert parallel: {'yes' if rep.expert_parallel else 'no'}")
     if rep.cost_model == "profile":
         t = rep.cost.terms()
         print(f"cost model: operator profile {t['bundle']} (vLLM {t['vllm_version']}), engine overhead "
@@ -96,8 +117,8 @@ def run(args) -> int:
               f"{rep.cost.off_grid_summary() or 'none'}")
     else:
         e = rep.cost.efficiency
-        print(f"cost model: roofline; calibration: eta_flops {e.eta_flops:g}, eta_bw {e.eta_bw:g}, "
-              f"overhead {1e3 * e.overhead_s:g} ms per step")
+        print(f"cost model: roofline; calibration ({rep.efficiency_source}): eta_flops {e.eta_flops:g}, "
+              f"eta_bw {e.eta_bw:g}, overhead {1e3 * e.overhead_s:g} ms per step")
     print(f"\n{'figure':<28}{'stat':<6}{'measured':>12}{'simulated (' + rep.cost_model + ')':>22}{'error':>9}")
     for k, name in FIGURES.items():
         unit, scale = ("ms", 1e3) if k == "tpot" else ("s", 1.0)

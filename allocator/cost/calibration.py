@@ -113,6 +113,52 @@ class ServedModel:
     intermediate_size: int
     vocab_size: int
     names: tuple
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate_size: int = 0
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether every decoder layer's MLP is a mixture of experts (``experts`` > 0)."""
+        return self.experts > 0
+
+    @property
+    def expert_params(self) -> int:
+        """Parameters of ONE expert of one layer: gate, up and down projections,
+        3 x hidden x expert_intermediate_size (0 for a dense model)."""
+        return 3 * self.config.hidden_size * self.expert_intermediate_size
+
+    @property
+    def active_params(self) -> int:
+        """Parameters a token goes through: the total less the experts it is not routed to,
+        params - layers x (experts - experts_per_token) x expert_params (= params when dense)."""
+        if not self.is_moe:
+            return self.config.params
+        return self.config.params - self.config.layers * (self.experts - self.experts_per_token) * self.expert_params
+
+    def expected_experts(self, tokens, group: int = 1):
+        """Expected distinct experts of one layer that ``tokens`` tokens activate, among the
+        ``experts / group`` experts one GPU of an expert-parallel group of ``group`` holds.
+
+        Rule (uniform routing): each token picks ``k = experts_per_token`` distinct experts of
+        ``E = experts``, so a given expert is missed by one token with probability 1 - k/E and by
+        all ``tokens`` (routed independently) with probability (1 - k/E)^tokens; by linearity of
+        expectation over the experts, E[distinct] = (E / group) x (1 - (1 - k/E)^tokens). It is
+        at most ``k x tokens / group`` and at most ``E / group``. Real routers are skewed (a few
+        experts are popular), which activates fewer distinct experts than this for the same
+        tokens: the rule is the upper end of the experts' weight reads.
+
+        Args:
+            tokens: tokens entering the expert block (number or numpy array, >= 0).
+            group: GPUs the experts are split over (expert parallelism; 1: all on one GPU).
+
+        Returns:
+            float or float64 array; 0 for a dense model or no tokens.
+        """
+        if not self.is_moe:
+            return 0.0 * np.asarray(tokens, dtype=float) if isinstance(tokens, np.ndarray) else 0.0
+        miss = 1.0 - self.experts_per_token / self.experts
+        return self.experts / group * (1.0 - np.power(miss, np.maximum(tokens, 0)))
 
 
 #: Models a replay can run (keys are the CLI's ``--model`` values). Shapes from the published
@@ -120,7 +166,12 @@ class ServedModel:
 #: head_dim 128, hidden 4,096, intermediate 14,336, vocab 128,256, 131,072 positions;
 #: 8,030,261,248 parameters) and Qwen3-32B (Qwen/Qwen3-32B: 64 layers, 64 heads, 8 KV heads,
 #: head_dim 128, hidden 5,120, intermediate 25,600, vocab 151,936, untied embeddings, 40,960
-#: positions; 32,762,123,264 parameters counted from that shape, the model card's "32.8B").
+#: positions; 32,762,123,264 parameters counted from that shape, the model card's "32.8B") and
+#: the mixture-of-experts Qwen3-30B-A3B-Instruct-2507 (Qwen/Qwen3-30B-A3B-Instruct-2507: 48
+#: layers, 32 heads, 4 KV heads, head_dim 128, hidden 2,048, every layer's MLP 128 experts of
+#: moe_intermediate_size 768 with 8 routed per token (num_experts_per_tok), vocab 151,936, untied
+#: embeddings, 262,144 positions; 30,532,122,624 parameters counted from that shape, 3,353,032,704
+#: active per token: the model card's "30.5B in total and 3.3B activated").
 REPLAY_MODELS: dict[str, ServedModel] = {
     "llama-3.1-8b": ServedModel(
         ModelConfig("llama-3.1-8b", "Llama 3.1 8B, bf16, GQA (32 layers x 8 KV heads x 128)", 32, 8, 128, 2, "bf16",
@@ -133,6 +184,13 @@ REPLAY_MODELS: dict[str, ServedModel] = {
                     "Qwen/Qwen3-32B config.json", "Qwen3 32B bf16",
                     hidden_size=5120, heads=64, params=32_762_123_264, max_context=40_960),
         25_600, 151_936, ("qwen/qwen3-32b",)),
+    "qwen3-30b-a3b": ServedModel(
+        ModelConfig("qwen3-30b-a3b", "Qwen3 30B-A3B, bf16, mixture of experts (48 layers x 4 KV heads x 128; "
+                    "128 experts, 8 a token)", 48, 4, 128, 2, "bf16",
+                    "Qwen/Qwen3-30B-A3B-Instruct-2507 config.json", "Qwen3 30B-A3B bf16",
+                    hidden_size=2048, heads=32, params=30_532_122_624, max_context=262_144),
+        6_144, 151_936, ("qwen/qwen3-30b-a3b-instruct-2507", "qwen/qwen3-30b-a3b", "qwen/qwen3-30b-a3b-instruct"),
+        experts=128, experts_per_token=8, expert_intermediate_size=768),
 }
 
 
@@ -220,6 +278,13 @@ class CalibratedCost:
         gpu: the GPU preset; model: the served model; tp: tensor-parallel GPUs (>= 1).
         efficiency: the fitted parameters (default :data:`CALIBRATED`).
 
+    A mixture-of-experts ``model`` is priced through its active parameters (the compute of the
+    experts a token is routed to) and the weights a step reads (the shared weights plus the
+    experts it activates, :meth:`weights_seconds`); ``dp`` (data-parallel ranks, each priced as
+    one of these) and ``ep`` (expert parallelism over dp x tp GPUs) add the dispatch and combine
+    (:meth:`expert_parallel_seconds`). Each rank's step is priced with every rank assumed as busy
+    as this one (vLLM pads the ranks of a data-parallel MoE step to the busiest one's tokens).
+
     ``step_seconds(prefill_tokens, prefill_pairs, decode_tokens, decode_pairs, swapped_blocks)``
     is what :func:`allocator.engine.simulate.simulate` calls on the seconds clock (the v1 rules never swap).
     """
@@ -228,11 +293,15 @@ class CalibratedCost:
     model: ServedModel
     tp: int = 1
     efficiency: Efficiency = CALIBRATED
+    dp: int = 1
+    ep: bool = False
     _k: tuple = field(init=False, repr=False, compare=False, hash=False)
+    _moe: tuple | None = field(init=False, repr=False, compare=False, hash=False, default=None)
 
     def __post_init__(self):
         whole_number("tp", self.tp, 1, 64)
-        m, e = self.model.config, self.efficiency
+        whole_number("dp", self.dp, 1, 64)
+        sm, m, e = self.model, self.model.config, self.efficiency
         flops = e.eta_flops * self.gpu.peak_flops * self.tp
         bw = e.eta_bw * self.gpu.hbm_bytes_per_s * self.tp
         if self.tp > 1:     # two all-reduces per layer of T x hidden bf16 values, ring over the host link
@@ -241,13 +310,50 @@ class CalibratedCost:
             ar_fix = 2 * m.layers * ALLREDUCE_LATENCY_S
         else:
             ar_tok = ar_fix = 0.0
+        # mixture of experts: the experts' weights are read once per activated expert, on the GPU
+        # holding it (an expert-parallel group of dp x tp GPUs splits them, unsplit inside an expert)
+        group = self.dp * self.tp if (sm.is_moe and self.ep) else 1
+        expert_bytes = m.layers * sm.expert_params * m.bytes_per_element
+        dense_bytes = weight_bytes(m) - sm.experts * expert_bytes
+        one_gpu_bw = e.eta_bw * self.gpu.hbm_bytes_per_s
+        if group > 1:       # dispatch (all-gather) and combine (reduce-scatter) of every MoE layer
+            ep_tok = (2 * m.layers * (group - 1) / group * self.dp * m.hidden_size * m.bytes_per_element
+                      / self.gpu.host_link_bytes_per_s)
+            ep_fix = 2 * m.layers * ALLREDUCE_LATENCY_S
+        else:
+            ep_tok = ep_fix = 0.0
         object.__setattr__(self, "_k", (
             e.overhead_s,
-            2.0 * m.params / flops,                        # s per token through the weights (compute)
-            weight_bytes(m) / bw,                          # s to read the weights once
+            2.0 * sm.active_params / flops,                # s per token through the weights (compute)
+            dense_bytes / bw,                              # s to read the weights once (all, when dense)
             attention_flops(m, 1) / flops,                 # s per attention pair
             m.bytes_per_token / bw,                        # s per KV token read or written
             ar_tok, ar_fix))
+        object.__setattr__(self, "_moe", (expert_bytes / one_gpu_bw, group, ep_tok, ep_fix) if sm.is_moe else None)
+
+    def weights_seconds(self, tokens):
+        """Seconds to read the weights a step of ``tokens`` tokens (on this rank) touches: all of
+        them for a dense model; for a mixture of experts, the layers' shared weights plus the
+        experts the step activates on this GPU (:meth:`ServedModel.expected_experts` at the
+        ``dp x tokens`` tokens the data-parallel ranks send it, every rank assumed as busy as this
+        one), each read once."""
+        w = self._k[2]
+        if self._moe is None:
+            return w
+        per_expert, group, _, _ = self._moe
+        return w + per_expert * self.model.expected_experts(self.dp * tokens, group)
+
+    def expert_parallel_seconds(self, tokens):
+        """Seconds of the expert-parallel dispatch and combine of a step of ``tokens`` tokens per
+        rank: 2 x layers x (latency + (P-1)/P x dp x tokens x hidden x 2 bytes / link) for an
+        expert-parallel group of P = dp x tp GPUs (vLLM 0.19's default all2all backend,
+        ``allgather_reducescatter``: vllm/envs.py VLLM_ALL2ALL_BACKEND; a ring all-gather and a
+        ring reduce-scatter each move (P-1)/P of the gathered bytes over each GPU's link); 0
+        without expert parallelism."""
+        if self._moe is None or self._moe[1] == 1:
+            return 0.0 * tokens
+        _, _, ep_tok, ep_fix = self._moe
+        return ep_tok * tokens + ep_fix * (tokens > 0)
 
     @property
     def label(self) -> str:
@@ -258,19 +364,28 @@ class CalibratedCost:
         """Seconds of one step with these tokens and attention pairs (numbers or numpy arrays)."""
         o, lin, w, att, kv, ar_tok, ar_fix = self._k
         tokens = prefill_tokens + decode_tokens
+        if self._moe is not None:
+            w = self.weights_seconds(tokens)
         gemm = np.maximum(lin * tokens, w) if isinstance(tokens, np.ndarray) else max(lin * tokens, w)
         t = o + gemm + att * (prefill_pairs + decode_pairs) + kv * (decode_pairs + tokens) + ar_tok * tokens
+        if self._moe is not None:
+            t = t + self.expert_parallel_seconds(tokens)
         return t + ar_fix * (tokens > 0)
 
     def terms(self) -> dict:
         """The model's constants, named (seconds per unit), for the page and --json."""
         o, lin, w, att, kv, ar_tok, ar_fix = self._k
-        return {"overhead_s": o, "s_per_token_gemm": lin, "weights_read_s": w, "s_per_attention_pair": att,
-                "s_per_kv_token": kv, "allreduce_s_per_token": ar_tok, "allreduce_s_per_step": ar_fix}
+        out = {"overhead_s": o, "s_per_token_gemm": lin, "weights_read_s": w, "s_per_attention_pair": att,
+               "s_per_kv_token": kv, "allreduce_s_per_token": ar_tok, "allreduce_s_per_step": ar_fix}
+        if self._moe is not None:
+            per_expert, group, ep_tok, ep_fix = self._moe
+            out.update({"weights_read_s": w, "expert_read_s": per_expert, "expert_parallel_gpus": group,
+                        "expert_parallel_s_per_token": ep_tok, "expert_parallel_s_per_step": ep_fix})
+        return out
 
 
 def kv_pool_blocks(gpu: GPU, model: ServedModel, tp: int, block_size: int, *, gpu_memory_utilization: float = 0.9,
-                   max_num_batched_tokens: int = 2048, max_num_seqs: int = 256) -> int:
+                   max_num_batched_tokens: int = 2048, max_num_seqs: int = 256, expert_group: int = 1) -> int:
     """KV-cache blocks as vLLM sizes the pool: per GPU, gpu_memory_utilization x memory - weights / tp
     - activation reserve, divided by a block's bytes on one GPU.
 
@@ -278,7 +393,9 @@ def kv_pool_blocks(gpu: GPU, model: ServedModel, tp: int, block_size: int, *, gp
     which measures the peak of a forward pass of max_num_batched_tokens tokens plus the sampler:
     here max_num_batched_tokens x (hidden x 4 + 2 x intermediate / tp) x 2 bytes for the widest
     activations, plus max_num_seqs x vocab x 4 bytes of float32 logits, plus 1 GiB for the CUDA
-    context, cuBLAS workspaces and CUDA graphs (an estimate, not a measurement).
+    context, cuBLAS workspaces and CUDA graphs (an estimate, not a measurement). A mixture of
+    experts under expert parallelism over ``expert_group`` GPUs holds 1 / expert_group of the
+    experts' weights on each GPU (and its shared weights split over tp).
 
     Raises:
         FieldError (``gpu``): the weights and the reserve leave no room for a block.
@@ -287,7 +404,9 @@ def kv_pool_blocks(gpu: GPU, model: ServedModel, tp: int, block_size: int, *, gp
     per_gpu = gpu.memory_bytes * real_number("gpu_memory_utilization", gpu_memory_utilization, above=0, maximum=1)
     activations = (max_num_batched_tokens * (4 * m.hidden_size + 2 * model.intermediate_size // tp) * 2
                    + max_num_seqs * model.vocab_size * 4 + GIB)
-    free = per_gpu - weight_bytes(m) / tp - activations
+    expert_bytes = model.experts * m.layers * model.expert_params * m.bytes_per_element
+    weights = (weight_bytes(m) - expert_bytes) / tp + expert_bytes / (expert_group if expert_group > 1 else tp)
+    free = per_gpu - weights - activations
     block_bytes = block_size * m.bytes_per_token / tp
     blocks = int(free // block_bytes)
     if blocks < 1:

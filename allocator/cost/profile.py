@@ -20,6 +20,17 @@ The step model (:class:`ProfileCost`; ``L`` = the model's layers, from its publi
            + 2 x L x allreduce(T)                      when tp > 1            (not in a profile)
            + ENGINE_OVERHEAD_S                                                (not in a profile)
 
+and for a mixture of experts (architecture ``qwen3_moe``), whose layers run the attention half
+of the dense operators and the expert block instead of gate_up_proj / act_fn / down_proj::
+
+           + L x moe(dp x T / P, experts activated on this GPU)               (moe.csv)
+           + 2 x L x (latency + (P-1)/P x dp x T x hidden x 2 B / link)  with expert parallelism
+
+with ``dp`` data-parallel ranks (each one engine, every rank assumed as busy as this one) and
+``P`` = dp x tp GPUs the experts are split over (1 without expert parallelism); the experts a
+step activates follow :meth:`allocator.cost.calibration.ServedModel.expected_experts` (uniform
+routing) and :meth:`ProfileCost.expert_coordinates` says where the block is read.
+
 * ``T``: tokens computed in the step (prefill chunks + decodes). Which operators a layer runs,
   and how often, comes from LLMServingSim's architecture catalogues (``profiler/models/llama.yaml``,
   ``qwen3.yaml``): a layer runs ``layernorm`` twice (before attention and before the MLP), then
@@ -110,12 +121,14 @@ class Architecture:
         once: {dense operator: times per step} (the prologue and the head).
         per_sequence: operators priced at the sequences producing a token.
         source: where the list comes from.
+        moe: whether each layer's MLP is the expert block of ``moe.csv`` (run once a layer).
     """
 
     per_layer: dict
     once: dict
     per_sequence: tuple
     source: str
+    moe: bool = False
 
 
 _LLAMA_LAYER = {"layernorm": 2, "qkv_proj": 1, "rotary_emb": 1, "o_proj": 1, "gate_up_proj": 1, "act_fn": 1,
@@ -129,6 +142,11 @@ ARCHITECTURES: dict[str, Architecture] = {
                           ("lm_head", "sampler"),
                           "casys-kaist/LLMServingSim profiler/models/qwen3.yaml (blocks.attn.full_attention, "
                           "blocks.mlp.dense, shared)"),
+    "qwen3_moe": Architecture({k: v for k, v in {**_LLAMA_LAYER, "qk_norm": 1}.items()
+                               if k not in ("gate_up_proj", "act_fn", "down_proj")},
+                              {"embedding": 1, "final_layernorm": 1}, ("lm_head", "sampler"),
+                              "casys-kaist/LLMServingSim profiler/models/qwen3.yaml (blocks.attn.full_attention, "
+                              "blocks.mlp.moe: Qwen3MoeSparseMoeBlock, shared)", moe=True),
 }
 
 
@@ -312,6 +330,59 @@ class AttentionTable:
         return va + t * (vb - va)
 
 
+class ExpertTable:
+    """One layer's measured expert block (``moe.csv``: tokens, activated_experts, seconds),
+    looked up at (tokens, experts) by linear interpolation: along ``activated_experts`` within
+    each measured token count (the line through a row's last two points beyond its largest
+    count: each further expert adds its weights and GEMM), then linearly between the two measured
+    token counts around the query. The grid is a triangle (a step of T tokens routed to k experts
+    each activates at most k x T experts; the file measures 8 ... min(128, 8T) on a doubling
+    grid), so a query between two rows may lie above the smaller row's largest count without
+    leaving the measured region; it leaves it (and is reported) when ``tokens`` is outside the
+    measured counts or ``experts`` outside both neighbouring rows.
+
+    Args:
+        rows: float array [n, 3]: tokens, activated_experts, seconds.
+    """
+
+    AXES = ("tokens", "activated_experts")
+
+    def __init__(self, rows: np.ndarray):
+        by: dict = {}
+        for t, a, sec in rows.tolist():
+            by.setdefault(t, {})[a] = sec
+        self.tokens = np.array(sorted(by), dtype=float)
+        self.rows = [(np.array(sorted(by[t]), dtype=float), np.array([by[t][a] for a in sorted(by[t])], dtype=float))
+                     for t in sorted(by)]
+
+    def lookup(self, tokens: float, experts: float) -> tuple[float, list]:
+        """Seconds of one layer's expert block, and the axes it left the grid on
+        ([(axis, "above"/"below", value)])."""
+        off: list = []
+        t = float(tokens)
+        keys = self.tokens
+        j = int(np.searchsorted(keys, t))
+        if j < len(keys) and keys[j] == t:
+            near = [j]
+        elif j == 0:
+            off.append(("tokens", "below", t))
+            near = [0]
+        elif j == len(keys):
+            off.append(("tokens", "above", t))
+            near = [len(keys) - 2, len(keys) - 1] if len(keys) > 1 else [0]
+        else:
+            near = [j - 1, j]
+        lo = min(self.rows[i][0][0] for i in near)
+        hi = max(self.rows[i][0][-1] for i in near)
+        if experts < lo or experts > hi:
+            off.append(("activated_experts", "below" if experts < lo else "above", float(experts)))
+        vals = [interpolate_1d(*self.rows[i], float(experts))[0] for i in near]
+        if len(near) == 1:
+            return vals[0], off
+        a, b = keys[near[0]], keys[near[1]]
+        return vals[0] + (t - a) / (b - a) * (vals[1] - vals[0]), off
+
+
 # ---------------------------------------------------------------------------------------------
 # Bundles
 # ---------------------------------------------------------------------------------------------
@@ -326,7 +397,8 @@ class ProfileBundle:
         dense: {operator: (tokens float [k], seconds float [k])}.
         per_sequence: {operator: (sequences float [k], seconds float [k])}.
         attention: the :class:`AttentionTable`.
-        rows: the raw tables {"dense", "per_sequence", "attention"} (DataFrames, times in us).
+        rows: the raw tables {"dense", "per_sequence", "attention"[, "moe"]} (DataFrames, times in us).
+        experts: the :class:`ExpertTable` of ``moe.csv``, or None when the folder has none.
     """
 
     root: str
@@ -336,6 +408,7 @@ class ProfileBundle:
     per_sequence: dict
     attention: AttentionTable
     rows: dict
+    experts: ExpertTable | None = None
 
     @property
     def name(self) -> str:
@@ -375,8 +448,15 @@ def load_bundle(root: str, tp: int = 1) -> ProfileBundle:
     att = _read_csv(folder, "attention.csv", ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode", "time_us"))
     rows = att[["prefill_chunk", "kv_prefill", "n_decode", "kv_decode", "time_us"]].to_numpy(float)
     rows[:, 4] *= US
+    raw = {"dense": dense, "per_sequence": per_seq, "attention": att}
+    experts = None
+    if any(os.path.isfile(os.path.join(folder, n)) for n in ("moe.csv", "moe.csv.gz")):
+        moe = _read_csv(folder, "moe.csv", ("tokens", "activated_experts", "time_us"))
+        mrows = moe[["tokens", "activated_experts", "time_us"]].to_numpy(float)
+        mrows[:, 2] *= US
+        experts, raw["moe"] = ExpertTable(mrows), moe
     return ProfileBundle(root, int(tp), meta, _table_1d(dense, "tokens"), _table_1d(per_seq, "sequences"),
-                         AttentionTable(rows), {"dense": dense, "per_sequence": per_seq, "attention": att})
+                         AttentionTable(rows), raw, experts)
 
 
 def bundles(root: str = PROFILE_ROOT) -> list[tuple[str, dict]]:
@@ -456,11 +536,14 @@ class ProfileCost:
 
     def __init__(self, gpu: GPU, model: ServedModel, tp: int = 1, *, bundle: str | None = None,
                  variant: str = "bf16", overhead_s: float = ENGINE_OVERHEAD_S,
-                 allreduce_latency_s: float = ALLREDUCE_LATENCY_S, root: str = PROFILE_ROOT):
+                 allreduce_latency_s: float = ALLREDUCE_LATENCY_S, root: str = PROFILE_ROOT,
+                 dp: int = 1, ep: bool = False):
         from allocator.common.validate import real_number, whole_number
 
         self.gpu, self.model = gpu, model
         self.tp = whole_number("tp", tp, 1, 64)
+        self.dp = whole_number("dp", dp, 1, 64)
+        self.ep = bool(ep)
         self.overhead_s = real_number("overhead_s", overhead_s, 0, 1)
         self.allreduce_latency_s = real_number("allreduce_latency_s", allreduce_latency_s, 0, 1)
         root_dir = bundle if bundle is not None else find_bundle(gpu, model, variant, root)
@@ -475,6 +558,19 @@ class ProfileCost:
             raise FieldError("profile", f": {b.name} is of architecture {arch_name!r}, which the profile model "
                              f"cannot price (it knows {', '.join(ARCHITECTURES)})", subject="profile")
         self.architecture = arch
+        if arch.moe != model.is_moe:
+            raise FieldError("profile", f": {b.name} is of architecture {arch_name!r}, which "
+                             f"{'is' if arch.moe else 'is not'} a mixture of experts, but {model.config.short} "
+                             f"{'is not' if arch.moe else 'is'}", subject="profile")
+        if arch.moe and b.experts is None:
+            raise FieldError("profile", f": {b.name} lacks moe.csv (tp{self.tp}/moe.csv), the expert block every "
+                             f"{arch_name} layer runs; profile it with LLMServingSim's profiler at tensor parallel "
+                             f"{self.tp} and copy it there, or use --cost-model roofline", subject="profile")
+        if model.is_moe and self.dp > 1 and not self.ep:
+            raise FieldError("enable_expert_parallel", f": {model.config.short} at data_parallel_size = {self.dp} "
+                             "without expert parallelism shards every expert over the dp x tp GPUs (vLLM's "
+                             "data-parallel deployment), and no profile here measures a sharded expert block; "
+                             "set enable_expert_parallel, or profile the sharded block", subject="enable_expert_parallel")
         for table, ops, fname in ((b.dense, [*arch.per_layer, *arch.once], "dense.csv"),
                                   (b.per_sequence, list(arch.per_sequence), "per_sequence.csv")):
             for op in ops:
@@ -494,15 +590,25 @@ class ProfileCost:
         self._ar_s_per_token = (2 * self.layers * ring * self._ar_bytes_per_token / gpu.host_link_bytes_per_s
                                 if self.tp > 1 else 0.0)
         self._ar_fixed = 2 * self.layers * self.allreduce_latency_s if self.tp > 1 else 0.0
+        #: GPUs the experts are split over: dp x tp with expert parallelism, else 1.
+        self.ep_group = self.dp * self.tp if (model.is_moe and self.ep) else 1
+        g = self.ep_group
+        self._ep_s_per_token = (2 * self.layers * (g - 1) / g * self.dp * self._ar_bytes_per_token
+                                / gpu.host_link_bytes_per_s if g > 1 else 0.0)
+        self._ep_fixed = 2 * self.layers * self.allreduce_latency_s if g > 1 else 0.0
         #: {(axis, "above"/"below"): lookups (steps, for each table) that left the grid there}.
         self.off_grid: dict = {}
+        self._dense_memo: dict = {}
+        self._expert_memo: dict = {}
         self._warned: set = set()
 
     # -- labels -----------------------------------------------------------------------------
     @property
     def label(self) -> str:
         """E.g. ``"Llama 3.1 8B bf16 on NVIDIA RTX PRO 6000 Blackwell 96GB"``."""
-        return f"{self.model.config.short} on {'' if self.tp == 1 else f'{self.tp} x '}{self.gpu.label}"
+        ranks = f" ({self.dp} data-parallel ranks{', expert parallel' if self.ep_group > 1 else ''})" \
+            if self.dp > 1 else ""
+        return f"{self.model.config.short} on {'' if self.tp == 1 else f'{self.tp} x '}{self.gpu.label}{ranks}"
 
     # -- the terms ------------------------------------------------------------------------------
     def _note(self, axis: str, where: str, value: float, grid: str) -> None:
@@ -519,11 +625,15 @@ class ProfileCost:
         """Seconds of the step's dense operators at ``tokens`` (all layers plus the prologue and head)."""
         if tokens <= 0:
             return 0.0
-        total, left = 0.0, None
-        for (keys, vals), n in self._dense:
-            v, off = interpolate_1d(keys, vals, tokens)
-            left = left or (off and (off, keys))
-            total += n * v
+        hit = self._dense_memo.get(tokens)         # a function of the token count alone: looked up once each
+        if hit is None:
+            total, left = 0.0, None
+            for (keys, vals), n in self._dense:
+                v, off = interpolate_1d(keys, vals, tokens)
+                left = left or (off and (off, keys))
+                total += n * v
+            hit = self._dense_memo[tokens] = (total, left)
+        total, left = hit
         if left:                                   # one count per step, not per operator
             self._note("tokens", left[0], tokens, f"dense grid ({left[1][0]:g}-{left[1][-1]:g} tokens)")
         return total
@@ -550,6 +660,48 @@ class ProfileCost:
             self._note("sequences", left[0], sequences, f"per-sequence grid ({left[1][0]:g}-{left[1][-1]:g})")
         return total
 
+    def expert_coordinates(self, tokens: float) -> tuple[float, float]:
+        """Where one rank's expert block at ``tokens`` tokens is read on ``moe.csv``: (tokens, experts).
+
+        Every data-parallel rank is assumed as busy as this one (vLLM pads a data-parallel MoE
+        step to the busiest rank's tokens: vllm/v1/worker/gpu_model_runner.py, get_dp_padding), so
+        dp x tokens tokens enter each GPU's experts; with expert parallelism over P = dp x tp GPUs,
+        a GPU holds experts / P of them and receives about k x dp x tokens / P token-expert pairs.
+        It is priced as the measured block with the same pairs -- dp x tokens / P tokens -- over the
+        distinct experts of its own that those tokens activate,
+        :meth:`allocator.cost.calibration.ServedModel.expected_experts` (dp x tokens, P)."""
+        total = self.dp * float(tokens)
+        return total / self.ep_group, float(self.model.expected_experts(total, self.ep_group))
+
+    def expert_seconds(self, tokens: float) -> float:
+        """Seconds of the step's expert blocks over all layers (0 for a dense model or no tokens):
+        layers x ``moe.csv`` at :meth:`expert_coordinates`."""
+        if tokens <= 0 or self.bundle.experts is None or not self.architecture.moe:
+            return 0.0
+        hit = self._expert_memo.get(tokens)        # a function of the token count alone
+        if hit is None:
+            t, a = self.expert_coordinates(tokens)
+            hit = self._expert_memo[tokens] = self.bundle.experts.lookup(t, a)
+        v, offs = hit
+        for axis, where, x in dict.fromkeys(offs):
+            self._note(axis, where, x, "expert-block grid (moe.csv)")
+        return self.layers * v
+
+    def expert_parallel_seconds(self, tokens: float) -> float:
+        """Seconds of the expert-parallel dispatch and combine of a step of ``tokens`` tokens per rank:
+        2 x layers x (latency + (P-1)/P x dp x tokens x hidden x 2 bytes / link), P = dp x tp GPUs.
+
+        vLLM 0.19's default all2all backend is ``allgather_reducescatter`` (vllm/envs.py,
+        VLLM_ALL2ALL_BACKEND): every MoE layer all-gathers the ranks' hidden states before the
+        experts (dispatch) and reduce-scatters their outputs after (combine); a ring all-gather or
+        reduce-scatter moves (P-1)/P of the gathered bytes over each GPU's link (Patarasuk and
+        Yuan, 2009), the host link here (PCIe; these machines have no NVLink), plus
+        :data:`ALLREDUCE_LATENCY_S` each. The router's logits gathered beside them (E values a token,
+        1/16 of the hidden state's bytes for Qwen3-30B-A3B) are not priced. 0 without expert parallelism."""
+        if self.ep_group == 1 or tokens <= 0:
+            return 0.0
+        return self._ep_fixed + self._ep_s_per_token * tokens
+
     def allreduce_seconds(self, tokens: float) -> float:
         """Seconds of the step's tensor-parallel all-reduces: 2 x layers x (latency + 2(p-1)/p x
         tokens x hidden x 2 bytes / link bytes/s); 0 at tp = 1 or with no tokens."""
@@ -570,15 +722,17 @@ class ProfileCost:
 
     def step_terms(self, prefill_tokens, prefill_pairs, decode_tokens, decode_pairs) -> dict:
         """The step's seconds term by term: {"dense_s", "attention_s", "per_sequence_s",
-        "allreduce_s", "overhead_s", "seconds"} (``seconds`` their sum; all 0 for an empty step)."""
+        "allreduce_s", "overhead_s", "experts_s", "expert_parallel_s", "seconds"} (``seconds`` their
+        sum; all 0 for an empty step; the two expert terms 0 for a dense model)."""
         pc, kp, nd, kd, seqs = self.composition(prefill_tokens, prefill_pairs, decode_tokens, decode_pairs)
         tokens = pc + nd
         if tokens <= 0:
             return dict.fromkeys(("dense_s", "attention_s", "per_sequence_s", "allreduce_s", "overhead_s",
-                                  "seconds"), 0.0)
+                                  "experts_s", "expert_parallel_s", "seconds"), 0.0)
         t = {"dense_s": self.dense_seconds(tokens), "attention_s": self.attention_seconds(pc, kp, nd, kd),
              "per_sequence_s": self.per_sequence_seconds(seqs), "allreduce_s": self.allreduce_seconds(tokens),
-             "overhead_s": self.overhead_s}
+             "overhead_s": self.overhead_s, "experts_s": self.expert_seconds(tokens),
+             "expert_parallel_s": self.expert_parallel_seconds(tokens)}
         t["seconds"] = sum(t.values())
         return t
 
@@ -594,13 +748,16 @@ class ProfileCost:
                 "layers": self.layers, "overhead_s": self.overhead_s,
                 "allreduce_latency_s": self.allreduce_latency_s if self.tp > 1 else 0.0,
                 "allreduce_s_per_token": self._ar_s_per_token, "link": self.gpu.host_link,
-                "skew_correction": "not applied (needs each step's longest decode)"}
+                "skew_correction": "not applied (needs each step's longest decode)",
+                "data_parallel": self.dp, "expert_parallel_gpus": self.ep_group,
+                "expert_parallel_s_per_token": self._ep_s_per_token,
+                "expert_parallel_s_per_step": self._ep_fixed}
 
     def off_grid_summary(self) -> dict:
         """{"<axis> <above/below>": steps} of the lookups that left the grid so far."""
         return {f"{a} {w}": n for (a, w), n in sorted(self.off_grid.items())}
 
 
-__all__ = ["ProfileCost", "ProfileBundle", "AttentionTable", "ProfileGridWarning", "ARCHITECTURES",
+__all__ = ["ProfileCost", "ProfileBundle", "AttentionTable", "ExpertTable", "ProfileGridWarning", "ARCHITECTURES",
            "ENGINE_OVERHEAD_S", "ALLREDUCE_LATENCY_S", "PROFILE_ROOT", "VARIANTS", "find_bundle", "load_bundle",
            "bundles", "interpolate_1d", "read_meta", "gpu_matches", "model_key"]

@@ -10,6 +10,12 @@ replay-vllm RUN_DIR`` prints it; the "Checked against a real engine" page draws 
 
 Requests arrive at their measured ``queued_ts`` (relative to the first). The run gives lengths,
 not token ids, so prefix caching can only find a preempted request's own blocks again.
+
+Parallelism comes from meta.json's ``engine_kwargs``: ``tensor_parallel_size`` (the cost models'
+all-reduce), ``data_parallel_size`` (that many engine ranks, each simulated as its own engine with
+the run's pool and rules, the requests routed as vLLM 0.19's front end routes them:
+:func:`assign_ranks`) and ``enable_expert_parallel`` (a mixture of experts' experts split over the
+ranks' GPUs, with the dispatch and combine priced). The running and waiting series sum the ranks.
 """
 from __future__ import annotations
 
@@ -20,13 +26,14 @@ import numpy as np
 from allocator.memory.paged import PagedAllocator
 from allocator.cost.calibration import (CALIBRATED, CalibratedCost, Efficiency, Fit, REPLAY_GPUS, ServedModel,
                                         fit_efficiency, gpu_for, kv_pool_blocks, model_for)
+from allocator.cost.microbench import efficiency_for
 from allocator.cost.profile import VARIANTS, ProfileCost
 from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules
 from allocator.engine.simulate import simulate
 from allocator.common.errors import FieldError
 from allocator.common.limits import MAX_POOL_SLOTS, MAX_TOKENS
 from allocator.common.validate import real_number, show, whole_number
-from allocator.workloads.vllm_run import VllmRun
+from allocator.workloads.vllm_run import VllmRun, load_run_zip
 from allocator.workloads.requests import Request, Workload
 
 #: The three per-request figures compared, with their display names.
@@ -38,8 +45,14 @@ DEFAULT_BLOCK_SIZE = 16
 #: The step cost models a replay can price with: the roofline calibrated on the shipped run
 #: (:class:`allocator.cost.calibration.CalibratedCost`) and the measured operator profiles
 #: (:class:`allocator.cost.profile.ProfileCost`).
-COST_MODELS = {"roofline": "roofline (3 efficiencies fitted on the shipped run)",
+COST_MODELS = {"roofline": "roofline (efficiencies from the GPU's operator microbenchmarks where a profile "
+                            "bundle exists, else the 3 fitted on the shipped run)",
                "profile": "operator profile (measured per-operator latencies of the GPU)"}
+#: Where the roofline's efficiencies come from (``calibration=``): the GPU's operator
+#: microbenchmarks (:func:`allocator.cost.microbench.efficiency_for`; the fit below for a GPU with
+#: no bundle) or the fit on the shipped run (:data:`allocator.cost.calibration.CALIBRATED`).
+CALIBRATIONS = {"microbench": "the GPU's operator microbenchmarks (no run)",
+                "run": "fitted on the shipped run"}
 #: Largest cap on running sequences and largest per-step token budget accepted (a run's meta.json or
 #: an override): far above any server's, small enough that the scheduler's arithmetic stays exact.
 MAX_NUM_SEQS = 1_000_000
@@ -67,7 +80,16 @@ class Replay:
         series: {"t", "running", "waiting"} of the simulation sampled at the run's ticks (seconds,
             counts; the requests running or waiting at the end of the step covering each tick).
         makespan_s: measured and simulated seconds from the first arrival to the last token.
-        preemptions: the simulation's preemptions.
+        preemptions: the simulation's preemptions (all ranks).
+        data_parallel: engine ranks (meta.json's data_parallel_size); each simulated as its own
+            engine with the run's pool and rules (:func:`assign_ranks` places the requests).
+        expert_parallel: whether the experts of a mixture-of-experts model were split over the
+            ranks' GPUs (meta.json's enable_expert_parallel; False for a dense model).
+        ranks: int64 [requests], each request's rank (queue order).
+        dp_rounds: rounds of assignment and simulation run (0 with one rank).
+        dp_unsettled: requests a further round would move to another rank (0: the assignment
+            reproduces itself).
+        efficiency_source: where the roofline's efficiencies came from (a sentence).
     """
 
     run: VllmRun
@@ -84,6 +106,12 @@ class Replay:
     makespan_s: dict
     preemptions: int
     cost_model: str = "roofline"
+    data_parallel: int = 1
+    expert_parallel: bool = False
+    ranks: np.ndarray | None = None
+    dp_rounds: int = 0
+    dp_unsettled: int = 0
+    efficiency_source: str = ""
 
     def error_pct(self, figure: str, stat: str = "mean") -> float:
         """Simulated / measured - 1 of one statistic, in percent."""
@@ -100,12 +128,18 @@ class Replay:
                                                  "prefix_caching": self.prefix_caching, "preemption": "recompute"},
             "block_size": self.block_size, "num_gpu_blocks": self.num_blocks, "pool_source": self.pool_source,
             "table": self.table, "makespan_s": self.makespan_s, "preemptions": self.preemptions,
+            "data_parallel": self.data_parallel, "expert_parallel": self.expert_parallel,
         }
+        if self.data_parallel > 1:
+            out["ranks"] = {"requests_per_rank": np.bincount(self.ranks, minlength=self.data_parallel).tolist(),
+                            "assignment": "vLLM 0.19 DPLBAsyncMPClient: lowest 4 x waiting + running",
+                            "rounds": self.dp_rounds, "unsettled_requests": self.dp_unsettled}
         if self.cost_model == "profile":
             out["profile"] = {**self.cost.terms(), "off_grid_lookups": self.cost.off_grid_summary()}
         else:
             e = self.cost.efficiency
-            out["efficiency"] = {"eta_flops": e.eta_flops, "eta_bw": e.eta_bw, "overhead_s": e.overhead_s}
+            out["efficiency"] = {"eta_flops": e.eta_flops, "eta_bw": e.eta_bw, "overhead_s": e.overhead_s,
+                                 "source": self.efficiency_source}
         return out
 
 
@@ -145,8 +179,26 @@ def series_ticks(run: VllmRun) -> np.ndarray:
     return np.arange(1.0, span + 1.0, step)
 
 
+def roofline_efficiency(gpu, model: ServedModel, tp: int, calibration: str = "microbench") -> tuple[Efficiency, str]:
+    """The roofline's efficiencies and where they come from (a sentence): with ``calibration`` =
+    "microbench", :func:`allocator.cost.microbench.efficiency_for` when the lab holds a profile
+    bundle of ``gpu``, else the fit on the shipped run; with "run", that fit.
+
+    Raises:
+        FieldError (``calibration``): not one of :data:`CALIBRATIONS`.
+    """
+    if calibration not in CALIBRATIONS:
+        raise FieldError("calibration", f" = {show(calibration)} is not one of {', '.join(CALIBRATIONS)}")
+    if calibration == "microbench":
+        got = efficiency_for(gpu, model, tp)
+        if got is not None:
+            return got[0], f"operator microbenchmarks ({got[1]})"
+        return CALIBRATED, f"fitted on the shipped run (no operator profile of {gpu.label})"
+    return CALIBRATED, "fitted on the shipped run"
+
+
 def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
-           efficiency: Efficiency = CALIBRATED, max_num_seqs: int | None = None,
+           efficiency: Efficiency | None = None, calibration: str = "microbench", max_num_seqs: int | None = None,
            max_num_batched_tokens: int | None = None, chunked_prefill: bool | None = None,
            prefix_caching: bool | None = None, cost_model: str = "roofline") -> Replay:
     """Replay ``run`` and compare (see the module docstring).
@@ -155,7 +207,8 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
         run: the measured run.
         gpu: a GPU preset key (default: what the run's meta.json or directory name says).
         model: a model preset key (default: the run's model name).
-        efficiency: the step model's parameters (default the calibration).
+        efficiency: the roofline's parameters (None: :func:`roofline_efficiency` with ``calibration``).
+        calibration: "microbench" (default) or "run" (:data:`CALIBRATIONS`), when ``efficiency`` is None.
         max_num_seqs, max_num_batched_tokens, chunked_prefill, prefix_caching: override the run's
             engine arguments (None: as the run set them, vLLM's defaults where it did not), to ask
             "what if" of the same arrivals.
@@ -169,7 +222,8 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
     """
     g = gpu_for(gpu, run.hardware, run.name)
     m: ServedModel = served_model(run, model)
-    tp = check_priceable(run)
+    tp = check_priceable(run, m)
+    dp, ep = parallelism(run)
     rules = rules_for(run)
     if max_num_seqs is not None:
         max_num_seqs = whole_number("max_num_seqs", max_num_seqs, 1, MAX_NUM_SEQS)
@@ -200,44 +254,181 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
                            above=0, maximum=1, subject="meta.json: gpu_memory_utilization")
         blocks, source = kv_pool_blocks(g, m, tp, bs, gpu_memory_utilization=util,
                                         max_num_batched_tokens=rules.max_num_batched_tokens,
-                                        max_num_seqs=rules.max_num_seqs), "derived"
+                                        max_num_seqs=rules.max_num_seqs,
+                                        expert_group=dp * tp if (ep and m.is_moe) else 1), "derived"
     caching = (run.engine.get("enable_prefix_caching", True) is not False) if prefix_caching is None else prefix_caching
-    cost = step_cost(run, g, m, tp, cost_model, efficiency)
-    reqs = tuple(Request(i + 1, int(run.prompt[i]), int(run.output[i]), 0, float(run.queued[i]))
-                 for i in range(len(run)))
-    workload = Workload(run.name, reqs, int(run.output.max()))
-    allocator = PagedAllocator(blocks * bs, bs, prefix_caching=caching)
-    res = simulate(workload, allocator, clock=cost, rules=rules, record_snapshots=False)
-    if res.rejected:
-        first = res.rejected[0]
-        raise FieldError("requests", f": request {first['id']}: {first['reason']}", subject="requests")
-    ends = np.cumsum(res.metrics["seconds"])
-    r = res.requests
-    order = r["id"] - 1
-    arrival = run.queued[order]
-    first_s, last_s = ends[r["first_token_step"]], ends[r["finish_step"]]
-    sim = {k: np.empty(len(run)) for k in FIGURES}
-    sim["ttft"][order] = first_s - arrival
-    sim["latency"][order] = last_s - arrival
-    out = r["output_len"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sim["tpot"][order] = np.where(out > 1, (last_s - first_s) / np.maximum(out - 1, 1), np.nan)
+    if efficiency is None:
+        efficiency, eff_source = roofline_efficiency(g, m, tp, calibration)
+    else:
+        eff_source = "fitted on the shipped run" if efficiency == CALIBRATED else "given"
+    cost = step_cost(run, g, m, tp, cost_model, efficiency, dp=dp, ep=ep)
+    reqs = [Request(i + 1, int(run.prompt[i]), int(run.output[i]), 0, float(run.queued[i])) for i in range(len(run))]
+    max_out = int(run.output.max())
+
+    def one_rank(members) -> tuple:
+        sub = Workload(run.name, tuple(reqs[i] for i in members), max_out)
+        res = simulate(sub, PagedAllocator(blocks * bs, bs, prefix_caching=caching), clock=cost, rules=rules,
+                       record_snapshots=False)
+        if res.rejected:
+            first = res.rejected[0]
+            raise FieldError("requests", f": request {first['id']}: {first['reason']}", subject="requests")
+        return res, np.cumsum(res.metrics["seconds"])
+
+    if dp == 1:
+        ranks, rounds, unsettled = np.zeros(len(run), dtype=np.int64), 0, 0
+        sims = [one_rank(range(len(run)))]
+    else:
+        ranks, sims, rounds, unsettled = _data_parallel(run, dp, one_rank)
+    sim = {k: np.full(len(run), np.nan) for k in FIGURES}
+    ticks = series_ticks(run)
+    series = {"t": ticks, "running": np.zeros(len(ticks)), "waiting": np.zeros(len(ticks))}
+    preempted, span = 0, 0.0
+    for res, ends in sims:
+        r = res.requests
+        order = r["id"] - 1
+        arrival = run.queued[order]
+        first_s, last_s = ends[r["first_token_step"]], ends[r["finish_step"]]
+        sim["ttft"][order] = first_s - arrival
+        sim["latency"][order] = last_s - arrival
+        out = r["output_len"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sim["tpot"][order] = np.where(out > 1, (last_s - first_s) / np.maximum(out - 1, 1), np.nan)
+        running, waiting = _state_at(res, ends, ticks)
+        series["running"] += running
+        series["waiting"] += waiting
+        preempted += res.summary["preemptions"]
+        span = max(span, float(ends[-1]))
     meas = {"ttft": run.ttft, "tpot": run.tpot, "latency": run.latency}
     table = {}
     for k in FIGURES:
         ms, ss = _stats(meas[k]), _stats(sim[k])
         table[k] = {s: {"measured": ms[s], "simulated": ss[s], "error_pct": 100.0 * (ss[s] / ms[s] - 1)}
                     for s in STATS}
-    ticks = series_ticks(run)
+    return Replay(run, cost, rules, caching, bs, blocks, source, meas, sim, table, series,
+                  {"measured": float(run.last.max()), "simulated": span}, preempted, cost_model,
+                  dp, ep and m.is_moe, ranks, rounds, unsettled, eff_source)
+
+
+def _state_at(res, ends: np.ndarray, ticks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(running, waiting) of one simulation at each of ``ticks`` (seconds): the counts at the end of
+    the step covering the tick, 0 after the last step. float64 [ticks] each."""
     starts = ends - res.metrics["seconds"]
     idx = np.clip(np.searchsorted(starts, ticks, side="right") - 1, 0, len(ends) - 1)
-    series = {"t": ticks, "running": res.metrics["running"][idx].astype(float),
-              "waiting": res.metrics["waiting"][idx].astype(float)}
-    series["running"][ticks > ends[-1]] = 0
-    series["waiting"][ticks > ends[-1]] = 0
-    return Replay(run, cost, rules, caching, bs, blocks, source, meas, sim, table, series,
-                  {"measured": float(run.last.max()), "simulated": float(ends[-1])}, res.summary["preemptions"],
-                  cost_model)
+    running = res.metrics["running"][idx].astype(float)
+    waiting = res.metrics["waiting"][idx].astype(float)
+    running[ticks > ends[-1]] = 0
+    waiting[ticks > ends[-1]] = 0
+    return running, waiting
+
+
+#: Seconds between two snapshots of the engines' (waiting, running) counts that vLLM's DP
+#: coordinator publishes to the front end (vllm/v1/engine/coordinator.py, stats_update_interval_ms
+#: = 100 by default).
+DP_STATS_INTERVAL_S = 0.1
+#: Rounds of "assign the requests, simulate the ranks" a data-parallel replay runs at most (see
+#: :func:`assign_ranks`); it stops earlier when a round reproduces the previous assignment. Two
+#: about equally loaded ranks tie often, so some requests keep changing rank from round to round:
+#: on the shipped run with data_parallel_size set to 2 by hand, 50-60 of 300 after 3 or 6 rounds,
+#: while the simulated means moved by less than 0.2 % between the two (the count is reported as
+#: ``dp_unsettled``).
+MAX_DP_ROUNDS = 3
+
+
+def assign_ranks(arrivals: np.ndarray, dp: int, spans: tuple | None = None,
+                 interval_s: float = DP_STATS_INTERVAL_S) -> np.ndarray:
+    """The data-parallel rank vLLM 0.19's front end sends each request to.
+
+    The rule (vllm/v1/engine/core_client.py, ``DPLBAsyncMPClient.get_core_engine_for_request``):
+    each engine's score is 4 x waiting + running, from the front end's copy of the engines'
+    counts; the request goes to the lowest score (ties: the first in rank order from the client's
+    start index, 0 for one API server), and the front end then adds one to that engine's waiting
+    count in its copy, so requests arriving between two snapshots spread out. The copy is replaced
+    by the engines' own counts whenever the DP coordinator publishes them, every ``interval_s``
+    (vllm/v1/engine/coordinator.py, stats_update_interval_ms = 100).
+
+    The engines' counts at a snapshot come from ``spans``: each request waits from its arrival for
+    ``queue_s`` seconds and then runs for ``run_s`` seconds, on the rank it was given; a snapshot
+    at time p counts, per rank, the requests given to it so far that arrived before p and are
+    waiting or running at p. (A replay takes the spans from a simulation: :func:`replay`.)
+
+    Args:
+        arrivals: float64 [requests], seconds, ascending (queue order).
+        dp: data-parallel ranks (>= 1).
+        spans: (queue_s, run_s), float64 [requests] each, or None: no snapshot is ever published
+            (the front end's own counts only, which deal the requests out in turn).
+        interval_s: seconds between snapshots (> 0).
+
+    Returns:
+        int64 [requests]: each request's rank (0 .. dp - 1).
+    """
+    arrivals = np.asarray(arrivals, dtype=float)
+    counts = [[0, 0] for _ in range(dp)]
+    out = np.empty(len(arrivals), dtype=np.int64)
+    if spans is not None:
+        admit = arrivals + np.asarray(spans[0], dtype=float)
+        leave = admit + np.asarray(spans[1], dtype=float)
+    last = None
+    for i, t in enumerate(arrivals):
+        if spans is not None:
+            snap = int(np.floor(t / interval_s + 1e-9))
+            if snap != last:
+                p = snap * interval_s
+                given = out[:i]
+                seen = arrivals[:i] < p
+                waiting = seen & (admit[:i] > p)
+                running = seen & (admit[:i] <= p) & (leave[:i] > p)
+                counts = [[int(np.count_nonzero(waiting & (given == r))), int(np.count_nonzero(running & (given == r)))]
+                          for r in range(dp)]
+                last = snap
+        best = min(range(dp), key=lambda r: (4 * counts[r][0] + counts[r][1], r))
+        counts[best][0] += 1
+        out[i] = best
+    return out
+
+
+def _spans(run: VllmRun, sims: list) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's (queue_s, run_s) in simulations ``sims`` [(result, step ends)]: waiting from
+    its arrival to the start of the step that emits its first token (its admission, for a prompt
+    prefilled in one step; later than it for a chunked one), running from there to its last token.
+    float64 [requests] each, queue order."""
+    queue_s, run_s = np.zeros(len(run)), np.zeros(len(run))
+    for res, ends in sims:
+        r = res.requests
+        order = r["id"] - 1
+        starts = ends - res.metrics["seconds"]
+        admit = starts[r["first_token_step"]]
+        queue_s[order] = np.maximum(admit - run.queued[order], 0.0)
+        run_s[order] = ends[r["finish_step"]] - np.maximum(admit, run.queued[order])
+    return queue_s, run_s
+
+
+def _data_parallel(run: VllmRun, dp: int, one_rank) -> tuple:
+    """Assign the run's requests to ``dp`` ranks and simulate each (``one_rank(indices) -> (result,
+    step ends)``).
+
+    vLLM routes each request on the engines' live counts, and those counts depend on the routing:
+    a replay of independent rank simulations reaches the assignment in rounds. Round 1 deals
+    requests out as the front end does before any snapshot arrives (in turn); every later round
+    takes each request's waiting and running spans from the previous round's simulations
+    (:func:`_spans`; the assumption is that a request's spans depend little on which of two
+    about equally loaded ranks it ran on, which the rule itself aims for) and assigns again with
+    :func:`assign_ranks`, until an assignment repeats or
+    :data:`MAX_DP_ROUNDS` rounds have run. Returns (ranks int64 [requests], [(result, ends)] per
+    non-empty rank, rounds run, requests one more round would move to another rank: 0 when the
+    assignment is settled)."""
+    ranks = assign_ranks(run.queued, dp)
+    rounds = 0
+    while True:
+        rounds += 1
+        sims = [one_rank(np.flatnonzero(ranks == r)) for r in range(dp) if (ranks == r).any()]
+        if rounds >= MAX_DP_ROUNDS:
+            break
+        again = assign_ranks(run.queued, dp, _spans(run, sims))
+        if np.array_equal(again, ranks):
+            break
+        ranks = again
+    unsettled = int(np.count_nonzero(assign_ranks(run.queued, dp, _spans(run, sims)) != ranks))
+    return ranks, sims, rounds, unsettled
 
 
 def held_out_check(run: VllmRun, gpu: str | None = None, model: str | None = None) -> dict:
@@ -282,25 +473,45 @@ def served_model(run: VllmRun, model: str | None = None) -> ServedModel:
     return own
 
 
-def check_priceable(run: VllmRun) -> int:
-    """The run's tensor-parallel degree, once the run is one engine the lab can price.
+def parallelism(run: VllmRun) -> tuple[int, bool]:
+    """(data_parallel_size, enable_expert_parallel) from the run's meta.json (1 and False when absent).
 
     Raises:
-        FieldError (``data_parallel_size`` / ``enable_expert_parallel``): a data-parallel or
-            expert-parallel run (several engines and all-to-all traffic, which no cost model here prices).
+        FieldError (``meta.json: engine_kwargs.<key>``): not a whole number >= 1, or not true/false.
     """
-    dp = run.engine_int("data_parallel_size", 1)
-    if dp > 1 or run.engine.get("enable_expert_parallel") is True:
-        what = f"data_parallel_size = {dp}" if dp > 1 else "enable_expert_parallel = true"
-        raise FieldError("data_parallel_size" if dp > 1 else "enable_expert_parallel",
-                         f": the run has {what}; the lab replays one engine with tensor parallelism only (a "
-                         "data- or expert-parallel cost model, with its all-to-all traffic, would supply it)",
-                         subject=f"meta.json: engine_kwargs.{'data_parallel_size' if dp > 1 else 'enable_expert_parallel'}")
+    dp = whole_number("data_parallel_size", run.engine_int("data_parallel_size", 1), 1, 64,
+                      subject="meta.json: engine_kwargs.data_parallel_size")
+    ep = run.engine.get("enable_expert_parallel")
+    if ep is not None and not isinstance(ep, bool):
+        raise FieldError("enable_expert_parallel", f" = {show(ep)} must be true or false",
+                         subject="meta.json: engine_kwargs.enable_expert_parallel")
+    return dp, bool(ep)
+
+
+def check_priceable(run: VllmRun, model: ServedModel | None = None) -> int:
+    """The run's tensor-parallel degree, once its parallelism is one the lab can price.
+
+    Data parallelism is priced (independent engine ranks, :func:`assign_ranks`), and so is expert
+    parallelism of a mixture-of-experts model. Refused: a mixture of experts on several
+    data-parallel ranks WITHOUT expert parallelism -- vLLM then shards every expert over the
+    dp x tp GPUs as a tensor-parallel group, a block no profile or roofline here prices.
+
+    Raises:
+        FieldError (``enable_expert_parallel``): that case, naming what would supply it.
+    """
+    dp, ep = parallelism(run)
+    m = model or served_model(run)
+    if m.is_moe and dp > 1 and not ep:
+        raise FieldError("enable_expert_parallel", f": the run has data_parallel_size = {dp} without "
+                         f"enable_expert_parallel, so vLLM shards each of {m.config.short}'s experts over the "
+                         f"{dp} x tp GPUs; the lab prices whole experts only (expert parallelism, or a profile "
+                         "of the sharded expert block, would supply it)",
+                         subject="meta.json: engine_kwargs.enable_expert_parallel")
     return run.engine_int("tensor_parallel_size", 1)
 
 
 def step_cost(run: VllmRun, gpu, model: ServedModel, tp: int, cost_model: str = "roofline",
-              efficiency: Efficiency = CALIBRATED):
+              efficiency: Efficiency = CALIBRATED, *, dp: int = 1, ep: bool = False):
     """The step cost model a replay runs on its seconds clock.
 
     Raises:
@@ -308,14 +519,14 @@ def step_cost(run: VllmRun, gpu, model: ServedModel, tp: int, cost_model: str = 
             GPU, model, dtype and tensor parallelism (from :class:`allocator.cost.profile.ProfileCost`).
     """
     if cost_model == "roofline":
-        return CalibratedCost(gpu, model, tp, efficiency)
+        return CalibratedCost(gpu, model, tp, efficiency, dp=dp, ep=ep)
     if cost_model == "profile":
         dtype = run.engine.get("dtype")
         variant = VARIANTS.get(dtype if isinstance(dtype, str) or dtype is None else "?")
         if variant is None:
             raise FieldError("dtype", f" = {dtype!r}: no profile variant for this dtype",
                              subject="meta.json: engine_kwargs.dtype")
-        return ProfileCost(gpu, model, tp, variant=variant)
+        return ProfileCost(gpu, model, tp, variant=variant, dp=dp, ep=ep)
     raise FieldError("cost_model", f" = {cost_model!r} is not a cost model; one of {', '.join(COST_MODELS)}")
 
 
@@ -327,9 +538,11 @@ def best_cost_model(run: VllmRun, gpu: str | None = None) -> str:
         FieldError: as :func:`served_model`, :func:`check_priceable` and
             :func:`allocator.cost.calibration.gpu_for`.
     """
-    g, m, tp = gpu_for(gpu, run.hardware, run.name), served_model(run), check_priceable(run)
+    g, m = gpu_for(gpu, run.hardware, run.name), served_model(run)
+    tp = check_priceable(run, m)
+    dp, ep = parallelism(run)
     try:
-        ProfileCost(g, m, tp)
+        ProfileCost(g, m, tp, dp=dp, ep=ep)
     except FieldError:
         return "roofline"
     return "profile"
@@ -349,5 +562,18 @@ def compare_cost_models(run: VllmRun, gpu: str | None = None, model: str | None 
     return out
 
 
-__all__ = ["Replay", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS", "COST_MODELS", "series_ticks",
-           "served_model", "check_priceable", "step_cost", "best_cost_model", "compare_cost_models"]
+def replay_zip(data: bytes, name: str = "upload.zip") -> dict:
+    """A run folder uploaded as a zip, read (:func:`allocator.workloads.vllm_run.load_run_zip`:
+    bounded, never extracted to disk) and replayed under each cost model
+    (:func:`compare_cost_models`): {name: :class:`Replay`, or the reason it was refused (str)}.
+
+    Raises:
+        FieldError: the zip or its files damaged or out of bounds, or a run the roofline cannot
+            price (its model, GPU or parallelism); the message is one line.
+    """
+    return compare_cost_models(load_run_zip(data, name))
+
+
+__all__ = ["Replay", "replay_zip", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS", "COST_MODELS", "series_ticks",
+           "served_model", "check_priceable", "parallelism", "assign_ranks", "DP_STATS_INTERVAL_S", "MAX_DP_ROUNDS",
+           "step_cost", "best_cost_model", "compare_cost_models", "CALIBRATIONS", "roofline_efficiency"]

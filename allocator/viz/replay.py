@@ -163,6 +163,13 @@ def right_and_wrong(rep) -> list[str]:
         why = ("The profile model prices a step from operator latencies measured on this GPU plus a 1 ms engine "
                "overhead that is assumed, not fitted; the real engine's steps also vary with CUDA-graph batch padding, "
                "decodes of unequal length and the GPU's clock, which it does not model.")
+    elif getattr(rep, "efficiency_source", "").startswith("operator microbenchmarks"):
+        e = rep.cost.efficiency
+        why = (f"This roofline's efficiencies come from the GPU's operator microbenchmarks, not from this run "
+               f"({e.eta_flops:g} of peak FLOP/s from the large weight GEMMs, {e.eta_bw:g} of bandwidth from "
+               f"long decode attention, {1e3 * e.overhead_s:g} ms a step for the engine and the element-wise "
+               "operators at their smallest); the small attention kernels, and element-wise work that grows with "
+               "a step's tokens, take longer than a roofline allows, so its steps come out short.")
     elif rep.cost.efficiency == CALIBRATED:
         why = ("The model prices a step from its token counts with three fitted efficiencies; the real engine's steps "
                "also vary with kernel choice, CUDA-graph batch padding, sampling and the GPU's clock, which the model "
@@ -189,7 +196,19 @@ def held_out_sentence(h: dict) -> str:
 
 
 #: How each cost model is named beside its figures.
-COST_MODEL_LABELS = {"roofline": "roofline, calibrated on this run", "profile": "operator profile of the GPU"}
+COST_MODEL_LABELS = {"roofline": "roofline, calibrated on microbenchmarks", "profile": "operator profile of the GPU"}
+
+
+def _micro(rep) -> bool:
+    return getattr(rep, "efficiency_source", "").startswith("operator microbenchmarks")
+
+
+def cost_model_label(name: str, rep) -> str:
+    """How a cost model's columns are named: :data:`COST_MODEL_LABELS`, except a roofline whose GPU
+    has no profile bundle, which says it took the fit on the shipped run."""
+    if name == "roofline" and not _micro(rep):
+        return "roofline, fitted on the shipped run"
+    return COST_MODEL_LABELS[name]
 
 
 def cost_model_table(reps: dict) -> pd.DataFrame:
@@ -207,22 +226,33 @@ def cost_model_table(reps: dict) -> pd.DataFrame:
         for s in STATS:
             row = {"figure": words, "statistic": STAT_NAMES[s], "vLLM, measured": seconds(first.table[k][s]["measured"])}
             for n, r in ok.items():
-                row[f"{COST_MODEL_LABELS[n]}: simulated"] = seconds(r.table[k][s]["simulated"])
-                row[f"{COST_MODEL_LABELS[n]}: error"] = signed_pct(r.table[k][s]["error_pct"])
+                row[f"{cost_model_label(n, r)}: simulated"] = seconds(r.table[k][s]["simulated"])
+                row[f"{cost_model_label(n, r)}: error"] = signed_pct(r.table[k][s]["error_pct"])
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def cost_model_sentence(reps: dict) -> str:
-    """The two cost models' mean errors in one sentence, each named, and why they differ."""
+def cost_model_sentence(reps: dict, fitted=None) -> str:
+    """The cost models' mean errors in one sentence, each named, and why they differ.
+
+    Args:
+        reps: as :func:`cost_model_table` (the roofline calibrated on microbenchmarks, the profile).
+        fitted: the same run replayed with the roofline fitted on it (a :class:`Replay`), quoted
+            beside them when given.
+    """
     r, p = reps.get("roofline"), reps.get("profile")
     if isinstance(p, str) or p is None:
         return f"The operator-profile model cannot price this run: {p}."
-    return ("Two cost models price the same replay. The roofline, calibrated on this very run, is off on the mean "
-            f"time to first token by {signed_pct(r.error_pct('ttft'))}, time per output token by "
-            f"{signed_pct(r.error_pct('tpot'))} and latency by {signed_pct(r.error_pct('latency'))}; the operator "
-            "profile of the GPU, which never saw this run (per-operator latencies measured on one decoder layer, "
-            "a 1 ms engine overhead assumed), by "
-            f"{signed_pct(p.error_pct('ttft'))}, {signed_pct(p.error_pct('tpot'))} and "
-            f"{signed_pct(p.error_pct('latency'))}. A fit on the run it is checked against says little about a run "
-            "it has not seen; the profile is the model that carries to another GPU or model that has one.")
+
+    def three(x) -> str:
+        return f"{signed_pct(x.error_pct('ttft'))}, {signed_pct(x.error_pct('tpot'))} and {signed_pct(x.error_pct('latency'))}"
+
+    roof = ("the roofline with its efficiencies taken from the GPU's operator microbenchmarks" if _micro(r) else
+            "the roofline with the efficiencies fitted on the shipped run (no operator profile of this GPU)")
+    out = ("Two cost models that never saw this run price the same replay. Off on the mean time to first token, "
+           f"time per output token and latency: {roof} by {three(r)}; the operator profile of the GPU (per-operator "
+           f"latencies measured on one decoder layer, a 1 ms engine overhead assumed) by {three(p)}.")
+    if fitted is not None:
+        out += (f" The roofline fitted on this very run (above) lands at {three(fitted)}, but a fit on the run it is "
+                "checked against says little about a run it has not seen.")
+    return out + " The profile is the model that carries to another GPU or model that has one."

@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
@@ -133,9 +134,11 @@ def _number(subject: str, value) -> float:
     return float(value)
 
 
-def _read_text(path: str, what: str, limit: int = MAX_REQUEST_BYTES) -> str:
-    """The text of ``what`` (a file of the run directory ``path``), through the shared reader
-    (bounded, a regular file, UTF-8); every problem is a FieldError naming ``what``."""
+def _read_text(path, what: str, limit: int = MAX_REQUEST_BYTES) -> str:
+    """The text of ``what`` (a file of the run directory ``path``, or of a :class:`_ZipRun`), through
+    the shared reader (bounded, a regular file, UTF-8); every problem is a FieldError naming ``what``."""
+    if isinstance(path, _ZipRun):
+        return decode_utf8(path.read(what, limit), what, what)
     full = os.path.join(path, what)
     if not os.path.lexists(full):
         raise FieldError(what, f": {what} is missing from the run directory", subject="run")
@@ -155,7 +158,7 @@ def _span_check(subject: str, value: float, first: float) -> None:
                          "monotonic clock: a later one is a damaged line)", subject=subject)
 
 
-def _timeseries(path: str):
+def _timeseries(path):
     """timeseries.csv of the run at ``path`` as a DataFrame of floats, or None when the run has none.
 
     Bounded before it is parsed: at most :data:`MAX_TIMESERIES_BYTES` bytes, :data:`MAX_TICKS` rows,
@@ -163,8 +166,10 @@ def _timeseries(path: str):
     """
     from allocator.workloads.trace import check_structure
 
-    ts_path = os.path.join(path, "timeseries.csv")
-    if not os.path.lexists(ts_path):
+    if isinstance(path, _ZipRun):
+        if "timeseries.csv" not in path.members:
+            return None
+    elif not os.path.lexists(os.path.join(path, "timeseries.csv")):
         return None
     text = _read_text(path, "timeseries.csv", MAX_TIMESERIES_BYTES)
     try:
@@ -214,6 +219,11 @@ def load_run(path: str) -> VllmRun:
     if not isinstance(path, str) or not path or "\x00" in path or not os.path.isdir(path):
         shown = show(file_label(path) if isinstance(path, str) and "\x00" not in path else path, 120)
         raise FieldError("run", f" = {shown} is not a directory holding meta.json and requests.jsonl")
+    return _load(path, os.path.basename(os.path.normpath(path)))
+
+
+def _load(path, name: str) -> VllmRun:
+    """The run whose files ``path`` holds (a directory, or a :class:`_ZipRun`), named ``name``."""
     meta = parse_json(_read_text(path, "meta.json", 2**20), "meta.json", field="meta.json")
     if not isinstance(meta, dict):
         raise FieldError("meta.json", ": meta.json must hold a JSON object", subject="run")
@@ -263,7 +273,143 @@ def load_run(path: str) -> VllmRun:
 
     ts = _timeseries(path)
     return VllmRun(
-        name=os.path.basename(os.path.normpath(path)), model=model.strip(), engine=engine, kv_cache=kv_cache,
+        name=name, model=model.strip(), engine=engine, kv_cache=kv_cache,
         hardware=hardware, vllm_version=str(meta.get("vllm_version", "")),
         prompt=arr[:, 0].astype(np.int64), output=arr[:, 1].astype(np.int64),
         queued=arr[:, 2] - t0, scheduled=arr[:, 3] - t0, first=arr[:, 4] - t0, last=arr[:, 5] - t0, timeseries=ts)
+
+
+# ---------------------------------------------------------------------------------------------
+# A run folder uploaded as a zip
+# ---------------------------------------------------------------------------------------------
+
+#: Largest zip accepted (bytes): the app's upload limit (.streamlit/config.toml maxUploadSize).
+MAX_ZIP_BYTES = 5 * 2**20
+#: Most entries a zip may list (a run folder holds three files; the rest is skipped, but each
+#: entry is inspected, so their number is bounded too).
+MAX_ZIP_MEMBERS = 64
+#: Largest extracted size of each run file (bytes), as for a run directory; a member is read at
+#: most this far, so a zip whose headers understate a member's size stops there all the same.
+RUN_FILE_LIMITS = {"meta.json": 2**20, "requests.jsonl": MAX_REQUEST_BYTES, "timeseries.csv": MAX_TIMESERIES_BYTES}
+
+
+class _ZipRun:
+    """The run files of one zip, read on demand with a bound (``members``: run file -> ZipInfo)."""
+
+    def __init__(self, archive, members: dict):
+        self.archive, self.members = archive, members
+
+    def read(self, what: str, limit: int) -> bytes:
+        import zipfile
+        import zlib
+
+        info = self.members.get(what)
+        if info is None:
+            raise FieldError(what, f": {what} is missing from the zip", subject="run")
+        if info.file_size > limit:
+            raise FieldError(what, f": {what} is {info.file_size / 2**20:.1f} MiB when extracted; the limit is "
+                             f"{limit / 2**20:.0f} MiB", subject="run")
+        try:
+            with self.archive.open(info) as fh:
+                data = fh.read(limit + 1)
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError, ValueError):
+            raise FieldError(what, f": {what} cannot be extracted from the zip (damaged, encrypted or compressed "
+                             "with a method Python cannot read)", subject="run") from None
+        if len(data) > limit:
+            raise FieldError(what, f": {what} expands past {limit / 2**20:.0f} MiB (its header understates it); "
+                             "the limit is that size", subject="run")
+        return data
+
+
+def _unsafe(name: str) -> bool:
+    """Whether a zip entry's name would leave the folder it is extracted into: absolute, a drive,
+    a ``..`` step, a backslash (a Windows separator some tools write), or a NUL."""
+    return (name.startswith(("/", "\\")) or "\\" in name or "\x00" in name or re.match(r"^[A-Za-z]:", name) is not None
+            or any(part == ".." for part in name.split("/")))
+
+
+def load_run_zip(data: bytes, name: str = "upload.zip") -> VllmRun:
+    """Read and check a run folder uploaded as a zip: meta.json, requests.jsonl and (optionally)
+    timeseries.csv, at the zip's root or inside one folder; nothing is written to disk.
+
+    Every file then goes through the same readers and checks as :func:`load_run` (bounded,
+    UTF-8, the JSON guards, the request limits). The run is named after the folder the files lie
+    in, else after the zip (the name may say the GPU, e.g. ``rtxpro6000_llama-3.1-8b``).
+
+    Args:
+        data: the zip's bytes; name: the uploaded file's name (for the run's name only).
+
+    Raises:
+        FieldError: a zip over :data:`MAX_ZIP_BYTES`; not a zip (or a damaged one); more than
+            :data:`MAX_ZIP_MEMBERS` entries; an entry name that climbs out of the folder (``..``,
+            an absolute path, a drive, a backslash); an encrypted run file; meta.json or
+            requests.jsonl missing, or in several folders; a run file larger than
+            :data:`RUN_FILE_LIMITS` when extracted (also when the header understates it); and
+            everything :func:`load_run` refuses in the files themselves.
+    """
+    import zipfile
+
+    if not isinstance(data, (bytes, bytearray)):
+        raise FieldError("run", ": the upload is not a file's bytes", subject="run")
+    if len(data) > MAX_ZIP_BYTES:
+        raise FieldError("run", f": the zip is {len(data) / 2**20:.1f} MiB; the limit is "
+                         f"{MAX_ZIP_BYTES / 2**20:.0f} MiB", subject="run")
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(bytes(data)))
+        infos = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, NotImplementedError):
+        raise FieldError("run", ": the upload is not a zip archive (or a damaged one); zip the run folder that "
+                         "holds meta.json and requests.jsonl", subject="run") from None
+    if len(infos) > MAX_ZIP_MEMBERS:
+        raise FieldError("run", f": the zip lists {len(infos):,} entries; a run folder holds three files (at most "
+                         f"{MAX_ZIP_MEMBERS} entries are read)", subject="run")
+    found: dict = {}
+    for info in infos:
+        entry = info.filename
+        if _unsafe(entry):
+            raise FieldError("run", f": the zip holds an unsafe entry name {show(entry, 60)} (an absolute path, a "
+                             "drive, a backslash or a '..' step); zip the run folder itself", subject="run")
+        if entry.endswith("/") or entry.startswith("__MACOSX/"):
+            continue
+        folder, _, base = entry.rpartition("/")
+        if base not in RUN_FILE_LIMITS:
+            continue                                 # other files of the folder are skipped
+        if folder.count("/") > 0:
+            raise FieldError("run", f": {show(entry, 60)} lies more than one folder deep; put the run files at "
+                             "the zip's root or in one folder", subject="run")
+        if info.flag_bits & 0x1:
+            raise FieldError("run", f": {show(entry, 60)} is encrypted; zip the run without a password",
+                             subject="run")
+        found.setdefault(folder, {})
+        if base in found[folder]:
+            raise FieldError("run", f": the zip holds {base} twice in one folder", subject="run")
+        found[folder][base] = info
+    runs = [f for f, files in found.items() if "meta.json" in files or "requests.jsonl" in files]
+    if len(runs) > 1:
+        raise FieldError("run", f": the zip holds {len(runs)} runs (folders {', '.join(sorted(show(r, 30) for r in runs))}); "
+                         "upload one run folder", subject="run")
+    members = found[runs[0]] if runs else {}
+    for need in ("meta.json", "requests.jsonl"):
+        if need not in members:
+            raise FieldError(need, f": {need} is missing from the zip (a run folder holds meta.json, "
+                             "requests.jsonl and optionally timeseries.csv)", subject="run")
+    folder = runs[0]
+    stem = re.sub(r"\.zip$", "", os.path.basename(str(name)), flags=re.I)
+    run_name = re.sub(r"[^A-Za-z0-9._-]", "_", folder or stem)[:80] or "upload"
+    return _load(_ZipRun(archive, members), run_name)
+
+
+def load_run_path(path: str) -> VllmRun:
+    """A run from a directory (:func:`load_run`) or from a zip file of one (:func:`load_run_zip`,
+    when ``path`` is a file whose name ends in ``.zip``).
+
+    Raises:
+        FieldError: as those two; a zip file over :data:`MAX_ZIP_BYTES` or unreadable.
+    """
+    if isinstance(path, str) and path.lower().endswith(".zip") and os.path.isfile(path):
+        try:
+            data = read_bytes(path, MAX_ZIP_BYTES, field="run", what="zip file")
+        except FileNotFoundError:
+            raise FieldError("run", f" = {show(file_label(path), 120)} is missing") from None
+        return load_run_zip(data, os.path.basename(path))
+    return load_run(path)

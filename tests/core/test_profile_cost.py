@@ -136,10 +136,10 @@ def test_refusals_name_what_is_missing(tmp_path):
 def test_every_shipped_bundle_returns_its_own_operators():
     found = bundles(PROFILE_ROOT)
     assert [os.path.relpath(p, PROFILE_ROOT) for p, _ in found] == [
-        "RTX4090/meta-llama/Llama-3.1-8B/bf16", "RTXPRO6000/Qwen/Qwen3-32B/bf16",
-        "RTXPRO6000/meta-llama/Llama-3.1-8B/bf16"]
+        "RTX4090/meta-llama/Llama-3.1-8B/bf16", "RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16",
+        "RTXPRO6000/Qwen/Qwen3-32B/bf16", "RTXPRO6000/meta-llama/Llama-3.1-8B/bf16"]
     assert os.path.isfile(os.path.join(PROFILE_ROOT, "LICENSE-MIT"))
-    checked = 0
+    checked = moe_points = 0
     for path, meta in found:
         for tp in meta["tp_degrees"]:
             b = load_bundle(path, tp)
@@ -152,10 +152,15 @@ def test_every_shipped_bundle_returns_its_own_operators():
             for r in rows.itertuples():
                 v, off = b.attention.lookup(r.prefill_chunk, r.kv_prefill, r.n_decode, r.kv_decode)
                 assert off == [] and v == pytest.approx(r.time_us * 1e-6, rel=1e-12, abs=1e-15)
+            if "moe" in b.rows:                                   # the expert block, every measured point
+                for r in b.rows["moe"].itertuples():
+                    v, off = b.experts.lookup(r.tokens, r.activated_experts)
+                    assert off == [] and v == pytest.approx(r.time_us * 1e-6, rel=1e-12)
+                    moe_points += 1
             checked += 1
-    assert checked == 5
+    assert checked == 7 and moe_points == 50                      # the MoE bundle's tp1 only holds moe.csv
     # the raw files: gzip of the profiler's CSVs, times in microseconds
-    with gzip.open(os.path.join(found[2][0], "tp1", "dense.csv.gz"), "rt") as fh:
+    with gzip.open(os.path.join(found[3][0], "tp1", "dense.csv.gz"), "rt") as fh:
         assert fh.readline().strip() == "layer,tokens,time_us"
 
 
@@ -203,10 +208,13 @@ def test_cli_cost_model_option_and_json_of_both(shipped, capsys):
     assert main(["replay-vllm", SHIPPED_RUN, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["cost_model"] == "profile"                                  # the best available by default
-    assert set(out["cost_models"]) == {"roofline", "profile"}
-    assert round(out["cost_models"]["roofline"]["table"]["ttft"]["mean"]["error_pct"], 1) == 5.9
-    assert round(out["cost_models"]["profile"]["table"]["ttft"]["mean"]["error_pct"], 1) == -0.9
-    for t in (out["cost_models"][m]["table"] for m in ("roofline", "profile")):
+    assert set(out["cost_models"]) == {"roofline", "profile", "roofline_fitted_on_run"}
+    # each cost model's table is the replay's own (no figure is typed in here)
+    for name, kw in (("roofline", {}), ("profile", {}), ("roofline_fitted_on_run", {"calibration": "run"})):
+        cm = "roofline" if name.startswith("roofline") else name
+        assert out["cost_models"][name]["table"] == replay(shipped, cost_model=cm, **kw).table
+    assert out["cost_models"]["roofline"]["efficiency_source"].startswith("operator microbenchmarks")
+    for t in (out["cost_models"][m]["table"] for m in ("roofline", "profile", "roofline_fitted_on_run")):
         assert set(t) == {"ttft", "tpot", "latency"} and set(t["tpot"]) == {"mean", "p50", "p90"}
     assert main(["replay-vllm", SHIPPED_RUN, "--cost-model", "roofline"]) == 0
     text = capsys.readouterr().out
@@ -223,15 +231,18 @@ def test_mismatched_override_and_unpriceable_runs_are_refused(shipped, tmp_path,
     d = tmp_path / "rtxpro6000_moe"
     shutil.copytree(SHIPPED_RUN, d)
     meta = json.loads((d / "meta.json").read_text())
-    meta["engine_kwargs"].update(data_parallel_size=2, enable_expert_parallel=True)
+    meta["model"] = meta["engine_kwargs"]["model"] = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+    meta["engine_kwargs"].update(data_parallel_size=2, enable_expert_parallel=False)
     (d / "meta.json").write_text(json.dumps(meta))
     assert main(["replay-vllm", str(d)]) == 2
-    assert "data_parallel_size = 2; the lab replays one engine with tensor parallelism only" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert ("data_parallel_size = 2 without enable_expert_parallel, so vLLM shards each of Qwen3 30B-A3B bf16's "
+            "experts over the 2 x tp GPUs") in err and err.count("\n") == 1
 
 
 def test_roofline_calibrated_on_microbenchmarks():
     rows = {r["bundle"]: r for r in roofline_from_profiles()}
-    assert len(rows) == 5
+    assert len(rows) == 7
     pro = rows["RTXPRO6000/meta-llama/Llama-3.1-8B/bf16 tp1"]
     b = load_bundle(os.path.join(PROFILE_ROOT, "RTXPRO6000/meta-llama/Llama-3.1-8B/bf16"), 1)
     # by hand: the four GEMMs at 2048 tokens, 2 x params x tokens over their measured time
@@ -259,8 +270,15 @@ def test_page_table_and_sentence_name_each_cost_model(shipped):
     t = cost_model_table(reps)
     for name, label in COST_MODEL_LABELS.items():
         assert t[f"{label}: error"].tolist()[0] == signed_pct(reps[name].error_pct("ttft"))
-    assert t["operator profile of the GPU: error"].tolist()[:1] == ["−0.9 %"]
-    assert t["roofline, calibrated on this run: error"].tolist()[:1] == ["+5.9 %"]
-    s = cost_model_sentence(reps)
-    assert "The roofline, calibrated on this very run, is off on the mean time to first token by +5.9 %" in s
-    assert "by −0.9 %, +0.2 % and −0.1 %" in s
+    r, p = reps["roofline"], reps["profile"]
+    assert r.efficiency_source == "operator microbenchmarks (RTXPRO6000/meta-llama/Llama-3.1-8B/bf16 tp1)"
+    fitted = replay(shipped, calibration="run")
+    s = cost_model_sentence(reps, fitted)
+
+    def three(x):
+        return ", ".join(signed_pct(x.error_pct(k)) for k in ("ttft", "tpot")) + f" and {signed_pct(x.error_pct('latency'))}"
+    assert f"operator microbenchmarks by {three(r)}; the operator profile" in s
+    assert f"(per-operator latencies measured on one decoder layer, a 1 ms engine overhead assumed) by {three(p)}." in s
+    assert f"The roofline fitted on this very run (above) lands at {three(fitted)}" in s
+    # the roofline that never saw the run is the worse of the two here, and the sentence does not hide it
+    assert abs(r.error_pct("ttft")) > abs(p.error_pct("ttft"))

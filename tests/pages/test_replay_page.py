@@ -63,7 +63,7 @@ def test_about_and_readme_quote_the_replay(shipped):
     from pages.about import CALIBRATION_SOURCE
     from tests.conftest import ROOT
 
-    rep = shipped["calibrated"]                              # replay()'s default efficiency is CALIBRATED
+    rep = shipped["calibrated"]                              # the roofline fitted on the run (--calibration run)
     e, t = rep.cost.efficiency, rep.table
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
         readme = " ".join(fh.read().split())                 # line breaks as spaces
@@ -91,6 +91,18 @@ def test_about_and_readme_quote_the_replay(shipped):
     assert (f"the profile model's means are **{errs[0]}** (TTFT), **{errs[1]}** (TPOT) and **{errs[2]}** "
             "(latency)") in readme
     assert f"the same means are off by {errs[0]}, {errs[1]} and {errs[2]}" in " ".join(CALIBRATION_SOURCE.split())
+    # the roofline calibrated on microbenchmarks (the command's roofline where a profile exists)
+    micro = replay(shipped["run"])
+    me = micro.cost.efficiency
+    assert micro.efficiency_source.startswith("operator microbenchmarks")
+    merrs = [signed_pct(micro.error_pct(k)) for k in ("ttft", "tpot", "latency")]
+    about = " ".join(CALIBRATION_SOURCE.split())
+    assert (f"({me.eta_flops:g} of the FLOP/s, {me.eta_bw:g} of the bandwidth, {1e3 * me.overhead_s:g} ms per step: "
+            f"the command's roofline where a profile exists) is off by {merrs[0]}, {merrs[1]} and {merrs[2]}") in about
+    assert (f"(RTX PRO 6000: **eta_flops {me.eta_flops:g}**, **eta_bw {me.eta_bw:g}**, **{1e3 * me.overhead_s:g} ms "
+            f"per step**) this roofline's means are off by **{merrs[0]}** (TTFT), **{merrs[1]}** (TPOT) and "
+            f"**{merrs[2]}** (latency)") in readme
+    assert (f"raising its overhead to {1e3 * e.overhead_s:g} ms and lowering eta_flops to {e.eta_flops:g}") in readme
 
 
 @pytest.mark.parametrize("damage", ["missing", "damaged"])
@@ -134,3 +146,39 @@ def test_the_command_the_page_shows_reproduces_its_headline(shipped, capsys):
     out = capsys.readouterr().out
     t = shipped["calibrated"].table
     assert f"{t['ttft']['mean']['simulated']:.4g}" in out and "simulated (roofline)" in out
+
+
+def test_an_uploaded_run_zip_shows_the_same_table_and_a_damaged_one_a_line(shipped):
+    """Issue 37: the page replays another run folder uploaded as a zip; damage is one plain line."""
+    import io
+    import os
+    import zipfile
+
+    from allocator.studies.vllm_replay import compare_cost_models
+    from allocator.viz.replay import cost_model_table
+    from tests.conftest import seen
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in ("meta.json", "requests.jsonl", "timeseries.csv"):
+            z.write(os.path.join(SHIPPED_RUN, f), f"rtxpro6000_llama-3.1-8b/{f}")
+    at = open_page("pages/real_engine.py")
+    tables = len(at.table)
+    up = at.get("file_uploader")
+    assert len(up) == 1 and up[0].allowed_type == [".zip"]
+    up[0].set_value(("my run.zip", buf.getvalue(), "application/zip"))
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert len(at.table) == tables + 1
+    expect = cost_model_table(compare_cost_models(shipped["run"])).set_index(["figure", "statistic"])
+    got = at.table[-1].value
+    assert got.columns.tolist() == expect.columns.tolist() and got.values.tolist() == expect.values.tolist()
+    assert any("my run.zip: 300 requests" in seen(c.value) for c in at.caption)
+    # a damaged zip: one line naming the upload and what is wrong, as plain text
+    at.get("file_uploader")[0].set_value(("bad [x](http://e).zip", b"not a zip", "application/zip"))
+    at.run()
+    assert not at.exception
+    errors = [seen(e.value) for e in at.error]
+    assert len(errors) == 1 and "\n" not in errors[0]
+    assert "bad [x](http://e).zip cannot be replayed" in errors[0] and "not a zip archive" in errors[0]
+    assert "](http" not in at.error[0].value                        # the name is not a link

@@ -243,7 +243,7 @@ def bench_replay(repeat: int = 3) -> list[bool]:
     from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 
     run = load_run(SHIPPED_RUN)
-    elapsed, rep = _median_time(lambda: replay(run), repeat)
+    elapsed, rep = _median_time(lambda: replay(run, calibration="run"), repeat)
     ok = elapsed <= 5.0
     print_table(f"replay-vllm: {run.name} ({len(run)} requests, {rep.cost.label})",
                 ["measure", "value", "target", "met"],
