@@ -107,7 +107,8 @@ class SimulationResult:
         speculation: None, or for a run with speculative decoding (v1 rules,
             ``num_speculative_tokens`` > 0) {"num_speculative_tokens", "acceptance_rate",
             "spec_seed", "draft_tokens": drafts verified, "accepted_draft_tokens": drafts the
-            verifier accepted} (counts of tokens over the whole run).
+            verifier accepted and the answer kept (at its end, past the last token, none are)}
+            (counts of tokens over the whole run).
     """
 
     kind: str

@@ -478,9 +478,9 @@ class V1Scheduler:
             if victim is s:
                 return 0, 0, preempted
         accepted = accepted_drafts(self.rng, n - 1, self.rate)
-        self.drafts += n - 1
-        self.drafts_accepted += accepted
         gained = min(accepted + 1, s.output_len - s.generated)
+        self.drafts += n - 1
+        self.drafts_accepted += min(accepted, gained)      # the accepted drafts the answer keeps
         s.computed = c + gained                  # the rejected drafts' slots: written over next step
         self.computed_sum += gained
         s.generated += gained
