@@ -195,3 +195,21 @@ def test_capacity_arithmetic_of_lookahead_slots():
     assert expected_tokens_per_step(5, 1.0) == 6
     with pytest.raises(FieldError):
         speculation_capacity(cap, -0.1)
+
+
+def test_capacity_cli_prints_the_pages_speculation_rows(capsys):
+    capsys.readouterr()
+    argv = ["capacity", "--free-gib", "66", "--max-context", "2048", "--mean-tokens", "350"]
+    assert main([*argv, "--json"]) == 0
+    assert "speculation" not in json.loads(capsys.readouterr().out)        # not asked: as before
+    assert main([*argv, "--acceptance-rate", "0.7", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["speculation"]
+    want = speculation_capacity(capacity(512 * 1024, 66 * 2**30, 2048, 350, 16), 0.7)
+    assert got["acceptance_rate"] == 0.7 and [r["fit"] for r in got["rows"]] == [r.fit for r in want]
+    assert [r["fit"] for r in got["rows"]][::4] == [384, 367, 367]
+    assert main([*argv, "--acceptance-rate", "0.7"]) == 0
+    assert "367 sequences fit instead of 384 (17 fewer)" in capsys.readouterr().out
+    assert main([*argv[:-2], "--lengths", "5,9", "--acceptance-rate", "0.7"]) == 2
+    assert "give --mean-tokens instead of --lengths" in capsys.readouterr().err
+    assert main([*argv, "--acceptance-rate", "1.7"]) == 2
+    assert "from 0 to 1" in capsys.readouterr().err
