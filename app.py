@@ -138,7 +138,7 @@ with st.sidebar:
 # every page presents: one toggle in the shared sidebar (``?present=true`` in any page's URL), and
 # the keys (Esc leaves; on the explainer's animation → ← step and space plays)
 # the explainer and the Capacity page check their own URL parameters (the rest take only ``present``)
-presentation_mode(animated=nav is EXPLAINER, own_url=nav in PAGES["Lesson"] or nav is CAPACITY)
+presentation_mode(animated=nav is EXPLAINER, own_url=nav in PAGES["Lesson"] or nav == CAPACITY)
 keyboard_shortcuts()
 
 _started = time.perf_counter()

@@ -92,10 +92,10 @@ def test_the_page_draws_the_speculation_rows_it_quotes():
     at = open_page("pages/capacity.py", timeout=60)
     cap = acc.capacity(512 * KIB, 66 << 30, 2048, 350, 16)
     rows = speculation_capacity(cap, 0.7)
-    table = next(d.value for d in at.dataframe if "draft tokens k" in d.value.columns)
-    assert table["sequences that fit"].tolist() == [r.fit for r in rows]
-    assert table["blocks per sequence"].tolist() == [r.blocks for r in rows]
-    assert table["fewer than k = 0"].tolist() == [r.fewer for r in rows]
+    table = next(d.value for d in at.dataframe if "lookahead slots" in d.value.columns)
+    assert table["sequences fit"].tolist() == [r.fit for r in rows]
+    assert table["blocks/seq"].tolist() == [r.blocks for r in rows]
+    assert table["fewer"].tolist() == [r.fewer for r in rows]
     # R5's 384 at k = 0 (the paged card above), 367 once 3 or more lookahead slots need a 23rd block
     assert rows[0].fit == 384 and rows[8].fit == 367
     assert any(f"{rows[8].fit:,} sequences fit instead of {rows[0].fit:,}" in c.value for c in at.caption)

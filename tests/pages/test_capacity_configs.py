@@ -98,7 +98,7 @@ def test_fp8_on_the_page_halves_the_bytes_per_token():
 
 def _alternatives_tables(at) -> list:
     """The page's tables other than the speculation table (drawn for every model)."""
-    return [d for d in at.dataframe if "draft tokens k" not in d.value.columns]
+    return [d for d in at.dataframe if "lookahead slots" not in d.value.columns]
 
 
 def test_the_presets_are_as_before_and_a_bad_input_is_said_once():
