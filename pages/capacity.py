@@ -27,7 +27,6 @@ from pages._ui.present import chart, keep_last_values
 from pages._ui.url_params import (ACCEPTANCE_STEP, CAPACITY_CHOICES, CAPACITY_PARAMS, CUSTOM_MODEL,
                                   capacity_url_value, check_capacity_params)
 
-D = acc.CAPACITY_DEFAULTS
 CUSTOM = CUSTOM_MODEL
 MODEL_OPTIONS = list(CAPACITY_CHOICES["model"])
 #: The KV cache's element type for a model read from its config.json (vLLM's kv_cache_dtype values).
@@ -121,12 +120,14 @@ if st.session_state["cap_model"] == CUSTOM:
     slots["kv_heads"] = c[1].empty()
     c[2].number_input("Head dimension", step=1, key="cap_head_dim")
     slots["head_dim"] = c[2].empty()
-    c[3].selectbox("Bytes per element", list(CAPACITY_CHOICES["bytes_per_element"]), key="cap_bytes_per_element",
+    c[3].selectbox("Bytes per element", list(CAPACITY_CHOICES["bytes_per_element"]),
+                   key="cap_bytes_per_element",
                    format_func=DTYPE_BYTES.get)
     slots["bytes_per_element"] = c[3].empty()
 elif st.session_state["cap_model"] in CONFIG_KEYS:
     c = st.columns([1.4, 4])
-    c[0].selectbox("KV cache dtype", list(CAPACITY_CHOICES["kv_cache_dtype"]), key="cap_kv_dtype", format_func=KV_DTYPE_LABELS.get,
+    c[0].selectbox("KV cache dtype", list(CAPACITY_CHOICES["kv_cache_dtype"]), key="cap_kv_dtype",
+                   format_func=KV_DTYPE_LABELS.get,
                    help="What one K or V number takes in the cache. vLLM's kv_cache_dtype=fp8 stores 1 byte "
                         "per number plus one float32 scale for K and one for V in each layer.")
     slots["kv_cache_dtype"] = c[0].empty()

@@ -315,6 +315,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="also print what speculative decoding costs: for k = 0..8 draft tokens a step, the k "
                         "lookahead slots' blocks per sequence, the sequences that fit, and the tokens a step "
                         "yields when each draft is accepted with probability A until the first rejection "
-                        f"(Leviathan et al. 2023, section 3.1; the Capacity page's slider; {range_help('acceptance_rate')})")
+                        "(Leviathan et al. 2023, section 3.1; the Capacity page's slider; "
+                        f"{range_help('acceptance_rate')})")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(func=run_capacity)

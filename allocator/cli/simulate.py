@@ -135,7 +135,8 @@ def add_speculation_arguments(p) -> None:
                    help="with --rules v1: draft tokens per decode step (speculative decoding; default 0, none). "
                         "Each decode step reserves K lookahead slots for the drafts, as vLLM's allocate_slots "
                         "does; the rejected ones are given back. Adds a 'speculation' entry to the paged "
-                        f"summary: the KV slots a running sequence holds with and without ({range_help('num_speculative_tokens')})")
+                        "summary: the KV slots a running sequence holds with and without "
+                        f"({range_help('num_speculative_tokens')})")
     p.add_argument("--acceptance-rate", type=real_arg, default=None, metavar="A",
                    help=f"with --num-speculative-tokens: probability that the verifier accepts each draft token, "
                         f"independently until the first rejection (Leviathan et al. 2023, section 3.1; default "

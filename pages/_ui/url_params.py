@@ -424,10 +424,11 @@ def _capacity_number(name: str, raw: str):
 
 def _capacity_allowed(name: str) -> str:
     """What a Capacity parameter takes, in words: ``"a whole number from 1 to 4,096 (slots per block)"``."""
-    words = Limit(LIMITS[name].low, LIMITS[name].high, LIMITS[name].integer, low_open=LIMITS[name].low_open).describe()
+    limit = LIMITS[name]
+    words = Limit(limit.low, limit.high, limit.integer, low_open=limit.low_open).describe()   # no unit yet
     if name == "acceptance_rate":
         words += f" in steps of {ACCEPTANCE_STEP:g}"
-    return words + (f" ({LIMITS[name].unit})" if LIMITS[name].unit else "")
+    return words + (f" ({limit.unit})" if limit.unit else "")
 
 
 def check_capacity_params(params: dict[str, str]) -> tuple[dict, list[str]]:
