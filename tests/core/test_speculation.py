@@ -214,3 +214,15 @@ def test_capacity_cli_prints_the_pages_speculation_rows(capsys):
     assert "give --mean-tokens instead of --lengths" in capsys.readouterr().err
     assert main([*argv, "--acceptance-rate", "1.7"]) == 2
     assert "from 0 to 1" in capsys.readouterr().err
+
+
+def test_prefix_caching_and_a_tight_budget_keep_the_books_while_speculating():
+    # a shared system prompt found by the prefix cache, a 64-token budget that trims drafts, a pool that
+    # preempts: every invariant holds each step, and the cache finds the shared prompt as in the plain run
+    w = build_workload(Scenario(shared_prefix=64, max_new_tokens=200))
+    plain = simulate(w, PagedAllocator(768, 16, prefix_caching=True), rules=V1Rules(max_num_batched_tokens=64))
+    res = simulate(w, PagedAllocator(768, 16, prefix_caching=True),
+                   rules=V1Rules(num_speculative_tokens=5, max_num_batched_tokens=64), check_invariants=True)
+    assert res.summary["finished"] == 40 and res.summary["preemptions"] > 0
+    assert res.summary["prefix_cache_hit_rate"] == plain.summary["prefix_cache_hit_rate"]
+    assert 0 < res.speculation["accepted_draft_tokens"] < res.speculation["draft_tokens"]
