@@ -121,3 +121,15 @@ def test_two_copies_of_a_hash_evicted_in_one_allocation():
         res = simulate(wl, PagedAllocator(pool, 1, prefix_caching=True), record_snapshots=False,
                        check_invariants=True)
         assert res.summary["finished"] == 12
+
+
+def test_the_page_says_why_a_sweep_with_copies_is_the_models():
+    from allocator.viz.prefix import hit_rate_figure, sweep_table, window_summary
+    sweep = pc.pool_sweep(COPIES, 1, fractions=(0.5, 1.0, 3.0))
+    stat = {"token_hit_rate": 0.5, "block_hit_rate": 0.5}
+    text = window_summary(sweep, stat, stat, 0, len(COPIES.requests))
+    assert f"computed {sweep.duplicate_blocks} blocks again" in text and "In the LRU model" in text
+    assert "alone held" not in text                # the peak is not the reason here
+    assert set(sweep_table(sweep)["figure"]) == {"LRU model's"}
+    names = [t.name for t in hit_rate_figure(sweep, stat).data]
+    assert "1-slot blocks: the LRU model's" in names and "1-slot blocks" not in names   # dotted only, no solid
