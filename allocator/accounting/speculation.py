@@ -7,7 +7,8 @@ computed + new + lookahead tokens, vllm/v1/core/kv_cache_manager.py; the engine'
 :class:`allocator.engine.v1.V1Rules`). The drafts the verifier rejects give their slots back to
 the sequence for its next step, but while it runs it always holds room for k more tokens than it
 has. On the Capacity page's arithmetic (a mean length paged into blocks, reference figures R5)
-that is ceil((mean + k) / block_size) blocks a sequence instead of ceil(mean / block_size).
+that is ceil((mean + k) / block_size) blocks a sequence instead of ceil(mean / block_size) -- never
+past the max context, where vLLM caps the slots a request needs (``max_model_len``).
 
 The acceptance rate does not change that reservation (every step reserves all k); it changes how
 many tokens a step yields: with each draft accepted independently with probability a until the
@@ -34,7 +35,8 @@ class SpeculationRow:
     Attributes:
         k: draft tokens per decode step (0: no speculation).
         lookahead_slots: slots reserved ahead of the sequence's tokens (= k).
-        blocks: ceil((mean + k) / block_size) blocks a sequence holds at the mean length.
+        blocks: ceil(min(mean + k, max_context) / block_size) blocks a sequence holds at the mean
+            length.
         slots: blocks x block_size.
         bytes: slots x bytes per token.
         extra_bytes: bytes over k = 0's.
@@ -95,7 +97,8 @@ def speculation_capacity(cap: Capacity, acceptance_rate: float, ks=SPEC_KS) -> l
     bs, bpt, free = cap.block_size, cap.bytes_per_token, cap.free_bytes
 
     def per_sequence(k: int) -> tuple[int, int, int]:
-        blocks = math.ceil((cap.mean_tokens + k) / bs)
+        # vLLM caps the slots a request needs at max_model_len (allocate_slots: min(..., max_model_len))
+        blocks = math.ceil(min(cap.mean_tokens + k, cap.max_context) / bs)
         return blocks, blocks * bs, blocks * bs * bpt
 
     base_bytes = per_sequence(0)[2]

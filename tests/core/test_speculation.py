@@ -196,6 +196,9 @@ def test_capacity_arithmetic_of_lookahead_slots():
     assert expected_tokens_per_step(5, 1.0) == 6
     with pytest.raises(FieldError):
         speculation_capacity(cap, -0.1)
+    # a mean at the max context: the lookahead is capped there, as vLLM caps at max_model_len
+    full = speculation_capacity(capacity(512 * 1024, 66 * 2**30, 2048, 2048, 16), 0.7)
+    assert {r.blocks for r in full} == {128} and {r.fewer for r in full} == {0}
 
 
 def test_capacity_cli_prints_the_pages_speculation_rows(capsys):

@@ -84,6 +84,9 @@ def test_the_speculation_sentence_quotes_its_rows_in_order(bpt, free, max_contex
         [f"{rate:g}", f"{top.tokens_per_step:.2f}", "1", f"{top.rejected_per_step:.2f}", f"{top.k}"]
     assert NUMBER.findall(text) == want
     assert ("fewer)" in text) == (top.fewer > 0) and top.fewer == base.fit - top.fit
+    if not top.fewer:       # the reason given is the one that holds
+        capped = cap.mean_tokens + top.k > cap.max_context
+        assert ("caps the lookahead" in text) == capped and ("empty tail" in text) == (not capped)
     assert "not a measurement" in text
 
 

@@ -196,8 +196,13 @@ def speculation_text(cap: Capacity, rows: list[SpeculationRow], acceptance_rate:
             f"slots beyond its tokens: at the mean of {cap.mean_tokens:,g} tokens that is {top.blocks:,} blocks "
             f"of {cap.block_size} slots instead of {base.blocks:,}, and {top.fit:,} sequences fit instead of "
             f"{base.fit:,}")
-    cost += (f" ({top.fewer:,} fewer)." if top.fewer else " (none fewer: the lookahead fits in the last "
-             "block's empty tail at this mean).")
+    if top.fewer:
+        cost += f" ({top.fewer:,} fewer)."
+    elif cap.mean_tokens + top.k > cap.max_context:
+        cost += (" (none fewer: a sequence never needs slots past the max context, where vLLM caps the "
+                 "lookahead).")
+    else:
+        cost += " (none fewer: the lookahead fits in the last block's empty tail at this mean)."
     gain = (f" In exchange, at an acceptance rate of {acceptance_rate:g} a step yields {top.tokens_per_step:.2f} "
             f"tokens on average instead of 1, and {top.rejected_per_step:.2f} of its {top.k} draft slots are "
             "rejected and written over by the next step (the model's expectation, not a measurement).")
