@@ -103,8 +103,8 @@ PAGES = {
     "Arithmetic": [
         st.Page("pages/accounting.py", title="Slot accounting", icon=":material/calculate:",
                 url_path="accounting"),
-        st.Page("pages/capacity.py", title="Capacity", icon=":material/storage:",
-                url_path="capacity"),
+        CAPACITY := st.Page("pages/capacity.py", title="Capacity", icon=":material/storage:",
+                            url_path="capacity"),
     ],
     "Serving": [
         st.Page("pages/throughput.py", title="Throughput and latency", icon=":material/timer:",
@@ -137,7 +137,8 @@ with st.sidebar:
     )
 # every page presents: one toggle in the shared sidebar (``?present=true`` in any page's URL), and
 # the keys (Esc leaves; on the explainer's animation → ← step and space plays)
-presentation_mode(animated=nav is EXPLAINER, own_url=nav in PAGES["Lesson"])
+# the explainer and the Capacity page check their own URL parameters (the rest take only ``present``)
+presentation_mode(animated=nav is EXPLAINER, own_url=nav in PAGES["Lesson"] or nav == CAPACITY)
 keyboard_shortcuts()
 
 _started = time.perf_counter()

@@ -109,6 +109,15 @@ GLOSSARY = [
      "One hash may name several cached blocks (an identical block computed again); a lookup finds one, and "
      "a prompt's last token is never a cache hit.",
      "Block tables & sharing"),
+    ("speculative decoding (lookahead slots)", "A small proposer guesses the next k tokens (draft tokens) "
+     "and the model checks them all in one step, keeping the ones it accepts up to the first it rejects, plus "
+     "one token of its own. Each running sequence reserves k lookahead slots for the guesses every step; "
+     "rejected guesses give their slots back for the next step.",
+     "Capacity (speculative decoding), simulate --num-speculative-tokens"),
+    ("acceptance rate", "The probability that the model accepts one draft token. The lab's model accepts each "
+     "independently until the first rejection, so a step of k drafts yields (1 - a^(k+1)) / (1 - a) tokens "
+     "on average; the memory reserved does not depend on it.",
+     "Capacity (speculative decoding), simulate --acceptance-rate"),
     ("metadata cost", "A price c, in slot equivalents, charged for every block (or reservation) to stand for "
      "block-table entries and bookkeeping. With c > 0, one-slot blocks stop looking free and a middle block "
      "size wins.",
@@ -200,6 +209,13 @@ SOURCES = [
      "vLLM v1: vllm/v1/core/kv_cache_manager.py (get_computed_blocks) and vllm/v1/core/block_pool.py "
      "(BlockHashToBlockMap, cache_full_blocks, _maybe_evict_cached_block) (Block tables & sharing; the "
      "classroom loop's two departures are listed on that page)."),
+    ("Speculative decoding reserves k lookahead slots per decode step; rejected drafts give theirs back",
+     "vLLM v1: vllm/v1/core/kv_cache_manager.py (allocate_slots: computed + new + num_lookahead_tokens slots) "
+     "and vllm/v1/core/sched/scheduler.py (the k draft tokens scheduled with each decode)."),
+    ("Draft tokens accepted independently with rate a until the first rejection; (1 - a^(k+1)) / (1 - a) "
+     "tokens a step",
+     "Leviathan, Kalman and Matias, Fast Inference from Transformers via Speculative Decoding, ICML 2023 "
+     "(arXiv:2211.17192), section 3.1 and equation (1). The lab's default rate, 0.7, is a lesson's value."),
     ("A sliding-window layer frees blocks that fall wholly outside its window",
      "vLLM's hybrid KV-cache manager: vllm/v1/core/single_type_kv_cache_manager.py (SlidingWindowManager)."),
     ("{default_run}",

@@ -15,29 +15,60 @@ from allocator.viz.arithmetic import fit_figure as _fit_figure
 from allocator.viz.claims.capacity import oversized_block_note
 from allocator.common.formats import ratio
 from allocator.viz.claims.capacity import even_numbers, paged_card_heading
-from allocator.accounting.kv_configs import CONFIG_KEYS, KV_CACHE_DTYPES, kv_alternatives, model_kv
+from allocator.accounting.kv_configs import CONFIG_KEYS, kv_alternatives, model_kv
 from allocator.viz.arithmetic import alternatives_figure as _alternatives_figure
 from allocator.viz.claims.capacity import (alternatives_rows, factors_text, fp8_scale_text, per_sequence_text,
                                            variant_label, window_note)
+from allocator.accounting.speculation import speculation_capacity
+from allocator.viz.arithmetic import speculation_figure as _speculation_figure
+from allocator.viz.claims.capacity import speculation_text
 from pages._ui.errors import in_page_words, show_error
-from pages._ui.present import chart
+from pages._ui.present import chart, keep_last_values
+from pages._ui.url_params import (ACCEPTANCE_STEP, CAPACITY_CHOICES, CAPACITY_PARAMS, CUSTOM_MODEL,
+                                  capacity_url_value, check_capacity_params)
 
-D = acc.CAPACITY_DEFAULTS
-CUSTOM = "custom"
-MODEL_OPTIONS = [*acc.PRESETS, *CONFIG_KEYS, CUSTOM]
+CUSTOM = CUSTOM_MODEL
+MODEL_OPTIONS = list(CAPACITY_CHOICES["model"])
 #: The KV cache's element type for a model read from its config.json (vLLM's kv_cache_dtype values).
 KV_DTYPE_LABELS = {"auto": "the model's own (bf16, 2 bytes)", "fp8": "fp8 (1 byte; vLLM kv_cache_dtype=fp8)"}
 DTYPE_BYTES = {1: "1 byte (fp8 / int8)", 2: "2 bytes (fp16 / bf16)", 4: "4 bytes (fp32)"}
 
 
 def _init_state() -> None:
-    defaults = {"cap_model": D["model"], "cap_layers": 32, "cap_kv_heads": 8, "cap_head_dim": 128,
-                "cap_bytes_per_element": 2, "cap_free_gib": D["free_gib"],
-                "cap_max_context": D["max_context"], "cap_mean_tokens": D["mean_tokens"],
-                "cap_block_size": float(D["block_size"]), "cap_kv_dtype": "auto"}   # a float field: 2.5 reaches the core
-    # and is refused there; an int field truncated it to 2 in the browser (a silent wrong answer)
-    for key, value in defaults.items():
+    # the defaults are the URL check's (url_params.CAPACITY_PARAMS); the block size is a float field:
+    # 2.5 reaches the core and is refused there; an int field truncated it to 2 in the browser (a
+    # silent wrong answer)
+    for key, value in CAPACITY_PARAMS.values():
         st.session_state.setdefault(key, value)
+
+
+def _read_url() -> list[str]:
+    """Once per session, before the widgets are drawn: a link's values (``/capacity?model=qwen3-32b&
+    free_gib=80``) start the controls; a value a control cannot take, or a name that is no setting of
+    this page, is dropped from the link and named in a note (``url_params.check_capacity_params``)."""
+    if st.session_state.get("cap_url_checked"):
+        return []
+    st.session_state["cap_url_checked"] = True
+    messages = keep_last_values([n for n in st.query_params.keys() if n != "present"])   # present: present.py
+    params = st.query_params.to_dict()              # a repeated parameter: its last value
+    accepted, refused = check_capacity_params(params)
+    for name in params:
+        if name != "present" and CAPACITY_PARAMS.get(name, ("",))[0] not in accepted:
+            del st.query_params[name]
+    st.session_state.update(accepted)
+    return messages + refused
+
+
+def _write_url() -> None:
+    """Keep every control's value that is not its default in the link (a shared link opens the page
+    as it is now); defaults and values the page is reporting as refused are left out."""
+    for name, (key, _) in CAPACITY_PARAMS.items():
+        raw = capacity_url_value(name, st.session_state.get(key))
+        if raw is None:
+            if name in st.query_params:
+                del st.query_params[name]
+        elif st.query_params.get(name) != raw:
+            st.query_params[name] = raw
 
 
 def _model_label(key: str) -> str:
@@ -48,8 +79,11 @@ def _model_label(key: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 _init_state()
+_url_notes = _read_url()
 
 st.title("Capacity: how many sequences fit")
+for _note in _url_notes:
+    show_error(_note, kind="warning", icon=":material/link_off:")
 st.markdown(
     "Slots are abstract until you price them. One slot stores a token's keys and values in "
     "every layer, so its size follows from the model's shape. Multiply by the context you "
@@ -86,12 +120,14 @@ if st.session_state["cap_model"] == CUSTOM:
     slots["kv_heads"] = c[1].empty()
     c[2].number_input("Head dimension", step=1, key="cap_head_dim")
     slots["head_dim"] = c[2].empty()
-    c[3].selectbox("Bytes per element", list(DTYPE_BYTES), key="cap_bytes_per_element",
+    c[3].selectbox("Bytes per element", list(CAPACITY_CHOICES["bytes_per_element"]),
+                   key="cap_bytes_per_element",
                    format_func=DTYPE_BYTES.get)
     slots["bytes_per_element"] = c[3].empty()
 elif st.session_state["cap_model"] in CONFIG_KEYS:
     c = st.columns([1.4, 4])
-    c[0].selectbox("KV cache dtype", list(KV_CACHE_DTYPES), key="cap_kv_dtype", format_func=KV_DTYPE_LABELS.get,
+    c[0].selectbox("KV cache dtype", list(CAPACITY_CHOICES["kv_cache_dtype"]), key="cap_kv_dtype",
+                   format_func=KV_DTYPE_LABELS.get,
                    help="What one K or V number takes in the cache. vLLM's kv_cache_dtype=fp8 stores 1 byte "
                         "per number plus one float32 scale for K and one for V in each layer.")
     slots["kv_cache_dtype"] = c[0].empty()
@@ -272,6 +308,38 @@ if cap is not None:
         "the same number of sequences whatever they turn out to need, because it pays for the "
         "maximum up front. Paging's count rises as sequences get shorter.")
     chart(_curve_figure(cap), key="cap_curve_chart", config={"displaylogo": False})
+
+st.header("Speculative decoding: the slots drafts hold")
+st.markdown(
+    "A speculating server lets a small proposer guess the next k tokens and has the model check them "
+    "all in one step. Every guess needs a slot in the sequence's KV cache before it is checked, so each "
+    "running sequence holds k lookahead slots past its last token (vLLM's allocate_slots reserves them "
+    "every step). Guesses the model rejects give their slots back for the next step, but the "
+    "reservation is made again each time: the memory cost does not depend on how many are accepted; "
+    "what a step yields does.")
+st.slider("Acceptance rate (each draft token)", 0.0, 1.0, step=ACCEPTANCE_STEP, key="cap_acceptance_rate",
+          help="Probability that the model accepts a draft token, each independently until the first "
+               "rejection (Leviathan et al. 2023, section 3.1). 0.7 is a lesson's value, not a measurement: "
+               "it depends on the proposer, the model and the text.")
+if cap is None:
+    st.info(FIX_INPUTS, icon=":material/info:")
+else:
+    spec_rows = speculation_capacity(cap, st.session_state["cap_acceptance_rate"])
+    # short headings: eight columns fit 1366 px; "fewer" is against k = 0, "(model)" Leviathan's expectation
+    st.dataframe([{"k": r.k, "lookahead slots": r.lookahead_slots, "blocks/seq": r.blocks,
+                   "KV/seq": fb(r.bytes), "sequences fit": r.fit, "fewer": r.fewer,
+                   "tokens/step (model)": round(r.tokens_per_step, 2),
+                   "rejected/step (model)": round(r.rejected_per_step, 2)} for r in spec_rows],
+                 hide_index=True, key="cap_speculation_table")
+    st.caption("k: draft tokens a step; blocks/seq and KV/seq at the mean length; fewer: sequences fewer than at "
+               "k = 0; tokens/step and rejected/step: the acceptance model's expectation a decode step.")
+    st.caption(speculation_text(cap, spec_rows, st.session_state["cap_acceptance_rate"]))
+    chart(_speculation_figure(cap, spec_rows, st.session_state["cap_acceptance_rate"]),
+          key="cap_speculation_chart", config={"displaylogo": False})
+    st.caption("Measured on the engine rather than the mean: python -m allocator simulate --rules v1 "
+               "--num-speculative-tokens 4 runs the lesson's forty requests with and without drafts.")
+
+_write_url()
 
 st.caption(
     "Units: every memory figure on this page is binary — 1 KiB = 1,024 bytes, 1 MiB = 1,024 "

@@ -100,7 +100,12 @@ st.caption(
     "(LRU stack distances, Mattson et al. 1970). The solid line is the engine's own figure: those pools hold "
     f"every block the running requests ever held at once ({sweep.peak_in_use:,} blocks here), so the engine "
     "runs the same schedule and finds exactly these hits, and a test replays the engine at a few pool sizes "
-    "and checks they are equal. The dotted line, below that size, is the LRU model's: there the engine would "
+    "and checks they are equal. That holds while each block hash names one cached block; a prompt found whole "
+    "in the cache computes its last block again and, as in vLLM, the hash then names both copies, and a "
+    "smaller pool may keep the copy the replay did not find"
+    + (f" (this replay computed {sweep.duplicate_blocks:,} such blocks, so every pool here is the LRU model's)"
+       if sweep.duplicate_blocks else " (this replay computed none)")
+    + ". The dotted line, below that size, is the LRU model's: there the engine would "
     "have to delay admissions or preempt requests, which changes what is recent (the test finds the engine's "
     f"figure within {MODEL_TOLERANCE_PP:g} percentage points of the model's there).")
 st.caption("The dashed line is counted from the trace's own block ids, not simulated: for each request, the "

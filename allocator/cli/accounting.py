@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 
 from allocator import accounting as acc
 from allocator.accounting.kv_configs import (CONFIG_KEYS, KV_CACHE_DTYPES, fp8_scale_bytes, kv_alternatives,
@@ -27,7 +28,8 @@ from allocator.common.formats import ratio
 from allocator.common.errors import FieldError
 
 from allocator.cli.common import count_arg, note, range_help, real_arg
-from allocator.viz.claims.capacity import factors_text, fp8_scale_text, variant_label, window_note
+from allocator.viz.claims.capacity import factors_text, fp8_scale_text, speculation_text, variant_label, window_note
+from allocator.accounting.speculation import speculation_capacity
 
 # Defaults are the pages' defaults (allocator.accounting.*_DEFAULTS), so a command with only the
 # required flags prints what the page first shows.
@@ -169,7 +171,11 @@ def run_capacity(args: argparse.Namespace) -> int:
             or both of ``--mean-tokens`` and ``--lengths``, a partial custom model, naming the field.
     """
     _check_options(args, {name: name for name in ("free_gib", "max_context", "mean_tokens", "block_size",
-                                                  "layers", "kv_heads", "head_dim", "bytes_per_element")})
+                                                  "layers", "kv_heads", "head_dim", "bytes_per_element",
+                                                  "acceptance_rate")})
+    if args.acceptance_rate is not None and args.lengths is not None:
+        raise FieldError("acceptance_rate", f" = {args.acceptance_rate:g}: the speculation table pages a mean "
+                         "length; give --mean-tokens instead of --lengths", subject="acceptance_rate")
     if args.kv_cache_dtype is not None and args.kv_cache_dtype not in KV_CACHE_DTYPES:
         raise FieldError("kv_cache_dtype", f" = {args.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
     if args.lengths is None and args.mean_tokens is None:
@@ -195,11 +201,14 @@ def run_capacity(args: argparse.Namespace) -> int:
                       f"{'|'.join(CONFIG_KEYS)}); ignored")
     note(unused)
     config = None if args.lengths is not None else _config_report(args, cap)
+    spec = None if args.acceptance_rate is None else speculation_capacity(cap, args.acceptance_rate)
     if args.json:
         out = {"model": "custom" if custom else (args.model or _C["model"]), "model_label": label,
                **cap.to_dict()}
         if config:
             out["kv_config"] = config["json"]
+        if spec:
+            out["speculation"] = {"acceptance_rate": args.acceptance_rate, "rows": [asdict(r) for r in spec]}
         print(json.dumps(out, indent=2))
         return 0
 
@@ -229,6 +238,14 @@ def run_capacity(args: argparse.Namespace) -> int:
         for r in rows:
             print(f"  {variant_label(model, r):<78} {r.bytes_per_token:>12,} {r.reserved_bytes:>14,} "
                   f"{r.paged_bytes:>12,} {r.fit_reserve:>11,} {r.fit_paged:>7,}")
+    if spec:
+        print(f"\nspeculative decoding, k draft tokens a step (k lookahead slots a sequence):")
+        print(f"  {'k':>2} {'blocks/seq':>10} {'KV/seq':>11} {'sequences':>9} {'fewer':>5} "
+              f"{'tokens/step (model)':>19} {'rejected/step (model)':>21}")
+        for r in spec:
+            print(f"  {r.k:>2} {r.blocks:>10,} {fb(r.bytes):>11} {r.fit:>9,} {r.fewer:>5,} "
+                  f"{r.tokens_per_step:>19.2f} {r.rejected_per_step:>21.2f}")
+        print("  " + speculation_text(cap, spec, args.acceptance_rate))
     return 0
 
 
@@ -294,5 +311,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="instead of --mean-tokens: actual lengths, e.g. 512,37,1900,128,4")
     q.add_argument("--block-size", type=count_arg, default=_C["block_size"],
                    help=f"slots per block (default 16; {range_help('block_size')})")
+    q.add_argument("--acceptance-rate", type=real_arg, default=None, metavar="A",
+                   help="also print what speculative decoding costs: for k = 0..8 draft tokens a step, the k "
+                        "lookahead slots' blocks per sequence, the sequences that fit, and the tokens a step "
+                        "yields when each draft is accepted with probability A until the first rejection "
+                        "(Leviathan et al. 2023, section 3.1; the Capacity page's slider; "
+                        f"{range_help('acceptance_rate')})")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(func=run_capacity)

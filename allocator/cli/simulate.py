@@ -29,7 +29,8 @@ import json
 from allocator.memory.reserve_max import PLACEMENTS, RESERVATION_POLICIES
 from allocator.engine.scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, RULES, WORKLOADS, Scenario, build_workload,
                                        run_scenario, scenario_sweep, workload_kind)
-from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
+from allocator.engine.v1 import DEFAULT_ACCEPTANCE_RATE, V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
+from allocator.studies.speculation import SPEC_SEEDS, speculation_cost
 from allocator.cost.roofline import GPUS, TIMED_MODELS, cost_model
 from allocator.cost.timing import price
 from allocator.common.errors import FieldError
@@ -106,6 +107,7 @@ def register(sub) -> None:
                         "(a Mooncake JSONL trace's prompts, or --shared-prefix); adds prefix_cache_hit_rate, "
                         "prefill_tokens_saved and cached_block_evictions to the paged summary")
     add_rules_arguments(p)
+    add_speculation_arguments(p)
     p.add_argument("--sweep", action="store_true", help="also sweep the paged block size 1..256")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
@@ -124,6 +126,47 @@ def add_rules_arguments(p) -> None:
                    help=f"with --rules v1: tokens scheduled per engine step (default "
                         f"{V1_DEFAULT_MAX_NUM_BATCHED_TOKENS:,}, vLLM's for `vllm serve` on an A100; "
                         f"{range_help('max_num_batched_tokens')})")
+
+
+def add_speculation_arguments(p) -> None:
+    """Add ``--num-speculative-tokens``, ``--acceptance-rate`` and ``--spec-seed`` to parser ``p``
+    (``simulate`` and the export commands built on its parser); :func:`speculation_from_args` reads them."""
+    p.add_argument("--num-speculative-tokens", type=count_arg, default=None, metavar="K",
+                   help="with --rules v1: draft tokens per decode step (speculative decoding; default 0, none). "
+                        "Each decode step reserves K lookahead slots for the drafts, as vLLM's allocate_slots "
+                        "does; the rejected ones are given back. Adds a 'speculation' entry to the paged "
+                        "summary: the KV slots a running sequence holds with and without "
+                        f"({range_help('num_speculative_tokens')})")
+    p.add_argument("--acceptance-rate", type=real_arg, default=None, metavar="A",
+                   help=f"with --num-speculative-tokens: probability that the verifier accepts each draft token, "
+                        f"independently until the first rejection (Leviathan et al. 2023, section 3.1; default "
+                        f"{DEFAULT_ACCEPTANCE_RATE:g}, a lesson's value, not a measurement; "
+                        f"{range_help('acceptance_rate')})")
+    p.add_argument("--spec-seed", type=count_arg, default=None,
+                   help="with --num-speculative-tokens: seed of the acceptance draws (default 0; the speculation "
+                        f"entry runs {SPEC_SEEDS} seeds from it; {range_help('spec_seed')})")
+
+
+def speculation_from_args(args) -> tuple[int, float, int]:
+    """``(num_speculative_tokens, acceptance_rate, spec_seed)`` as given (defaults: 0, the default
+    rate, 0), not yet range-checked (``Scenario.checked`` does that).
+
+    Raises:
+        FieldError: ``--acceptance-rate`` or ``--spec-seed`` without ``--num-speculative-tokens``
+            (they would change nothing; refused rather than ignored), or ``--num-speculative-tokens``
+            above 0 without ``--rules v1``.
+    """
+    k = getattr(args, "num_speculative_tokens", None)
+    given = [n for n in ("acceptance_rate", "spec_seed") if getattr(args, n, None) is not None]
+    if given and not k:
+        raise FieldError(given[0], f" = {getattr(args, given[0])} applies only with --num-speculative-tokens "
+                                   "of 1 or more (there is nothing to accept without draft tokens)",
+                         subject=flag(given[0]))
+    if k and (getattr(args, "rules", "classroom") or "classroom") != "v1":
+        raise FieldError("num_speculative_tokens", f" = {k} applies only with --rules v1 (the classroom scheduler "
+                         "decodes one token per step)", subject=flag("num_speculative_tokens"))
+    return (0 if k is None else k, _given(args, "acceptance_rate", DEFAULT_ACCEPTANCE_RATE),
+            _given(args, "spec_seed", 0))
 
 
 def rules_from_args(args) -> tuple[str, int, int]:
@@ -187,7 +230,10 @@ def scenario_from_args(args) -> Scenario:
     d = Scenario()
     workload = args.trace or args.workload or "classroom-40"
     rules, max_num_seqs, max_num_batched_tokens = rules_from_args(args)
+    k, rate, spec_seed = speculation_from_args(args) if hasattr(args, "num_speculative_tokens") else (
+        0, DEFAULT_ACCEPTANCE_RATE, 0)
     return Scenario(rules=rules, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                    num_speculative_tokens=k, acceptance_rate=rate, spec_seed=spec_seed,
                     workload=workload, total_slots=args.slots, block_size=args.block_size,
                     max_new_tokens=args.max_new_tokens, seed=args.seed, arrival=_given(args, "arrival", d.arrival),
                     arrival_rate=_given(args, "arrival_rate", d.arrival_rate),
@@ -232,6 +278,31 @@ def unused_options(args, *, sweep_only_cost: bool = True) -> list[str]:
     return [r + "; ignored" for r in reasons]
 
 
+def speculation_text(cost: dict) -> str:
+    """The paged run's speculation figures (:func:`allocator.studies.speculation.speculation_cost`)
+    as a few lines for the terminal: slots per running sequence with and without, the spread over
+    the acceptance seeds, and what else changed."""
+    w, o = cost["with"], cost["without"]
+
+    def spread(d: dict, spec: str = ".1f") -> str:
+        return f"{d['mean']:{spec}} (seeds: {d['min']:{spec}} to {d['max']:{spec}})"
+
+    extra = cost["extra_slots_per_sequence"]
+    return "\n".join([
+        f"speculation: {cost['num_speculative_tokens']} draft tokens per decode step, each accepted with "
+        f"probability {cost['acceptance_rate']:g} until the first rejection; {len(cost['seeds'])} acceptance seeds "
+        f"from {cost['seeds'][0]}",
+        f"  KV slots holding no token, per running sequence: {spread(w['empty_slots_per_sequence'])} against "
+        f"{o['empty_slots_per_sequence']:.1f} without speculation",
+        f"  KV slots per running sequence: {spread(w['slots_per_sequence'])} against {o['slots_per_sequence']:.1f}, "
+        f"{spread(extra, '+.1f')} slots (shorter runs change the mix of lengths too)",
+        f"  sequences running while requests waited: {spread(w['mean_running_busy'])} against "
+        f"{o['mean_running_busy']:.1f}; largest batch: {spread(w['peak_running'], '.0f')} against {o['peak_running']}",
+        f"  steps to drain: {spread(w['steps'], '.0f')} against {o['steps']}; drafts accepted: "
+        f"{spread(w['accepted_fraction'], '.3f')} of those verified",
+    ])
+
+
 def run(args) -> int:
     """Simulate and print; returns the exit status (ValueError propagates to ``__main__``).
 
@@ -243,6 +314,10 @@ def run(args) -> int:
     print_note(unused_options(args))
     results = run_scenario(sc, workload, record_snapshots=False)
     timed = args.gpu is not None or args.model is not None
+    if timed and sc.num_speculative_tokens:
+        raise FieldError("num_speculative_tokens", f" = {sc.num_speculative_tokens}: the cost models price no "
+                         "draft model, so a speculating run is not timed; leave out --gpu and --model",
+                         subject=flag("num_speculative_tokens"))
     cost = cost_model(args.gpu or "a100-40gb", args.model or "opt-13b") if timed else None
     out = {}
     for key, res in results.items():
@@ -260,6 +335,8 @@ def run(args) -> int:
             # the explainer's pricing: the run on its step clock, an idle step at the arrival clock
             s.update(price(res, cost, idle_step_s=1 / sc.canonical().steps_per_second).summary)
         out[key] = s
+    if sc.num_speculative_tokens:
+        out["paged"]["speculation"] = speculation_cost(sc, workload)
     if args.sweep:
         out["paged_block_size_sweep"] = [row.to_dict() for row in scenario_sweep(sc, workload)]
     if args.json:
@@ -271,6 +348,8 @@ def run(args) -> int:
         print(f"paged: {sc.v1_rules.describe()}; reservation: the classroom scheduler")
     for note in workload.notes:
         print(f"note: {note}")
+    if sc.num_speculative_tokens:
+        print(speculation_text(out["paged"]["speculation"]))
     if timed:
         print(f"seconds priced on {cost.label}")
     keys = SUMMARY_KEYS + ("rejected",) + (TIME_KEYS if timed else ()) + (PREFIX_KEYS if sc.prefix_caching else ())

@@ -9,7 +9,8 @@ each unit, and the row offset's whole range, from here; both the widgets and the
 * Scenario settings (:class:`allocator.engine.scenario.Scenario`, ``simulate`` and ``export-html``):
   ``total_slots``, ``block_size``, ``max_new_tokens``, ``seed``, ``arrival_rate``, ``offset``,
   ``count``, ``steps_per_second``, ``metadata_cost``, ``shared_prefix``, and under vLLM v1 rules
-  ``max_num_seqs`` and ``max_num_batched_tokens``.
+  ``max_num_seqs``, ``max_num_batched_tokens`` and speculative decoding's
+  ``num_speculative_tokens``, ``acceptance_rate`` and ``spec_seed``.
 * Slot accounting (``account``, the Accounting page): ``lengths`` (each entry), ``reserve``,
   ``block_size`` (as above), ``candidates`` (each entry), ``pool_slots``, ``length_a``, ``length_b``,
   ``prefix_tokens``, and ``metadata_cost`` as above.
@@ -56,6 +57,9 @@ MAX_TOKENS = 10_000_000
 #: Largest cap on running sequences under vLLM v1 rules (``max_num_seqs``).
 MAX_NUM_SEQS = 1_000_000
 
+#: Most draft tokens a speculating sequence proposes per decode step (``num_speculative_tokens``).
+MAX_SPEC_TOKENS = 64
+
 #: Largest random seed (32 bits, as most tools write seeds).
 MAX_SEED = 2 ** 32 - 1
 #: Largest metadata cost c (slot equivalents per block); the engine's ``total_cost`` takes the same.
@@ -88,6 +92,11 @@ LIMITS: dict[str, Limit] = {
     # budget past the longest length accepted describes no engine
     "max_num_seqs": Limit(1, MAX_NUM_SEQS, unit="running sequences"),
     "max_num_batched_tokens": Limit(1, MAX_TOKENS, unit="tokens per engine step"),
+    # speculative decoding under vLLM v1 rules (allocator.engine.v1.V1Rules): past 64 draft tokens a
+    # step, a draft's chance of surviving to the end is nil at any real acceptance rate
+    "num_speculative_tokens": Limit(0, MAX_SPEC_TOKENS, unit="draft tokens per decode step"),
+    "acceptance_rate": Limit(0, 1, integer=False, unit="probability that a draft token is accepted"),
+    "spec_seed": Limit(0, MAX_SEED),
     # slot accounting (account, the Accounting page)
     "lengths": Limit(1, MAX_TOKENS, unit="tokens"),
     "reserve": Limit(1, MAX_TOKENS, unit="slots per request"),

@@ -104,6 +104,11 @@ class SimulationResult:
             clock, the cost model that timed it (see :func:`simulate`).
         prefix_caching: the allocator kept finished prompts' blocks findable (the summary then
             has the prefix-cache figures).
+        speculation: None, or for a run with speculative decoding (v1 rules,
+            ``num_speculative_tokens`` > 0) {"num_speculative_tokens", "acceptance_rate",
+            "spec_seed", "draft_tokens": drafts verified, "accepted_draft_tokens": drafts the
+            verifier accepted and the answer kept (at its end, past the last token, none are)}
+            (counts of tokens over the whole run).
     """
 
     kind: str
@@ -121,6 +126,7 @@ class SimulationResult:
     requests: dict = field(default_factory=dict)
     clock: object = None
     prefix_caching: bool = False
+    speculation: dict | None = None
 
     @property
     def records(self) -> int:

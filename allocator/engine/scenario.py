@@ -15,7 +15,8 @@ from allocator.memory.reserve_max import PLACEMENTS, RESERVATION_POLICIES, Reser
 from allocator.memory.paged import PagedAllocator
 from allocator.engine.result import SimulationResult
 from allocator.engine.simulate import simulate
-from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules
+from allocator.engine.v1 import (DEFAULT_ACCEPTANCE_RATE, V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS,
+                                 V1Rules)
 from allocator.common.limits import check
 from allocator.workloads.mooncake import is_mooncake_path, load_mooncake, mooncake_workload
 from allocator.workloads.sharegpt import sharegpt_trace
@@ -47,7 +48,8 @@ UPLOAD_MAX_ROWS = 20_000
 #: The numeric settings of a Scenario, each checked against ``LIMITS[name]`` (None, where a field
 #: allows it, means "the workload's default").
 NUMERIC_SETTINGS = ("total_slots", "block_size", "max_new_tokens", "seed", "arrival_rate", "offset", "count",
-                    "steps_per_second", "metadata_cost", "shared_prefix", "max_num_seqs", "max_num_batched_tokens")
+                    "steps_per_second", "metadata_cost", "shared_prefix", "max_num_seqs", "max_num_batched_tokens",
+                    "num_speculative_tokens", "acceptance_rate", "spec_seed")
 PREEMPTION_MODES = ("recompute", "swap")
 #: The scheduling rules a scenario's paged run follows (:attr:`Scenario.rules`): "classroom" (the
 #: lesson's scheduler, ``allocator/engine/classroom.py``) or "v1" (vLLM v1's, :class:`V1Rules`).
@@ -96,6 +98,12 @@ class Scenario:
             server usage context) on a GPU under 70 GiB or an A100 (vllm/engine/arg_utils.py; see
             :data:`allocator.engine.v1.V1_DEFAULT_MAX_NUM_SEQS`). Under classroom rules they do
             not apply (:meth:`canonical` resets them).
+        num_speculative_tokens: under v1 rules, draft tokens per decode step (0, the default: no
+            speculative decoding); each reserves a lookahead slot (:class:`V1Rules`).
+        acceptance_rate: the probability that the verifier accepts a draft token (each
+            independently, until the first rejection; default 0.7, a lesson's value).
+        spec_seed: the seed of the acceptance draws (default 0).
+            All three apply only under v1 rules, the last two only with drafts.
     """
 
     workload: str = "classroom-40"
@@ -119,6 +127,9 @@ class Scenario:
     rules: str = "classroom"
     max_num_seqs: int = V1_DEFAULT_MAX_NUM_SEQS
     max_num_batched_tokens: int = V1_DEFAULT_MAX_NUM_BATCHED_TOKENS
+    num_speculative_tokens: int = 0
+    acceptance_rate: float = DEFAULT_ACCEPTANCE_RATE
+    spec_seed: int = 0
 
     @property
     def v1_rules(self) -> V1Rules | None:
@@ -130,7 +141,9 @@ class Scenario:
         """
         if self.rules != "v1":
             return None
-        return V1Rules(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens)
+        return V1Rules(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
+                       num_speculative_tokens=self.num_speculative_tokens, acceptance_rate=self.acceptance_rate,
+                       spec_seed=self.spec_seed)
 
     @property
     def slots(self) -> int:
@@ -166,6 +179,7 @@ class Scenario:
         scenarios that simulate the same thing compare (and hash) equal — a cache key."""
         from allocator.workloads.requests import CLASSROOM_40
         classroom = self.kind == "classroom"
+        speculating = self.rules == "v1" and bool(self.num_speculative_tokens)
         return replace(
             self, total_slots=self.slots, max_new_tokens=self.max_new,
             seed=(CLASSROOM_40["seed"] if self.seed is None else self.seed) if classroom else None,
@@ -177,7 +191,10 @@ class Scenario:
             trace_name=one_line(self.trace_name) if self.workload == "upload" else "",
             max_num_seqs=self.max_num_seqs if self.rules == "v1" else V1_DEFAULT_MAX_NUM_SEQS,
             max_num_batched_tokens=self.max_num_batched_tokens if self.rules == "v1"
-            else V1_DEFAULT_MAX_NUM_BATCHED_TOKENS)
+            else V1_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+            num_speculative_tokens=self.num_speculative_tokens if self.rules == "v1" else 0,
+            acceptance_rate=self.acceptance_rate if speculating else DEFAULT_ACCEPTANCE_RATE,
+            spec_seed=self.spec_seed if speculating else 0)
 
     def checked(self) -> "Scenario":
         """The same scenario with every numeric setting checked against :data:`LIMITS` -- all of
@@ -188,7 +205,8 @@ class Scenario:
                 (``"count = 0 must be a whole number from 1 to 200,000 (requests)"``), an
                 unknown ``arrival``, ``preemption``, ``policy``, ``placement`` or ``rules``, a block
                 larger than the pool, or ``preemption`` "swap" under v1 rules (vLLM v1 preempts by
-                recompute only).
+                recompute only), or speculative decoding (``num_speculative_tokens`` > 0) under
+                classroom rules.
         """
         values = {}
         for name in NUMERIC_SETTINGS:
@@ -203,6 +221,10 @@ class Scenario:
         if self.rules == "v1" and self.preemption != "recompute":
             raise FieldError("preemption", f" = {self.preemption!r}: vLLM v1 preempts by recompute only (swap "
                              "is older vLLM's option; use rules 'classroom' for it)")
+        if values["num_speculative_tokens"] and self.rules != "v1":
+            raise FieldError("num_speculative_tokens", f" = {values['num_speculative_tokens']}: speculative decoding "
+                             "runs under vLLM v1's rules only (rules 'v1'); the classroom scheduler decodes one "
+                             "token per step")
         checked = replace(self, **values)
         if checked.block_size > checked.slots:       # the paged allocator's own refusal, said up front
             raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")

@@ -127,4 +127,9 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     finally:
         if collecting:
             gc.enable()
-    return build_result(workload, allocator, run, clock)
+    result = build_result(workload, allocator, run, clock)
+    if rules is not None and rules.num_speculative_tokens:
+        result.speculation = {"num_speculative_tokens": rules.num_speculative_tokens,
+                              "acceptance_rate": rules.acceptance_rate, "spec_seed": rules.spec_seed,
+                              "draft_tokens": scheduler.drafts, "accepted_draft_tokens": scheduler.drafts_accepted}
+    return result

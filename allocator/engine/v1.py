@@ -17,6 +17,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
+
+from allocator.common.limits import check
 from allocator.common.mathutils import round_up
 from allocator.common.errors import FieldError
 from allocator.common.validate import whole_number
@@ -37,6 +40,29 @@ WAITING, RUNNING, PREEMPTED, FINISHED = (SequenceStatus.WAITING, SequenceStatus.
 #: A replay takes them from the run's own arguments.
 V1_DEFAULT_MAX_NUM_SEQS = 256
 V1_DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+#: The acceptance rate a speculating run takes unless told otherwise: a lesson's middle value, not a
+#: measurement (the rate depends on the draft model, the target and the text; Leviathan et al. 2023,
+#: section 4, measure it per pair of models and task).
+DEFAULT_ACCEPTANCE_RATE = 0.7
+
+
+def accepted_drafts(rng: np.random.Generator, drafts: int, rate: float) -> int:
+    """How many of ``drafts`` draft tokens the verifier accepts: each is accepted independently with
+    probability ``rate`` until the first rejection, after which none counts (one uniform draw per draft,
+    from ``rng``, in order; ``rate`` 1 accepts all, 0 none).
+
+    The model is Leviathan, Kalman and Matias, "Fast Inference from Transformers via Speculative
+    Decoding", ICML 2023 (arXiv:2211.17192), section 3.1: acceptances i.i.d. with rate alpha, so a
+    step of gamma drafts yields (1 - alpha**(gamma + 1)) / (1 - alpha) tokens on average (their
+    equation 1) -- the accepted drafts plus the one token the target samples itself.
+
+    Returns:
+        an int in 0 .. ``drafts``.
+    """
+    if drafts <= 0:
+        return 0
+    rejected = np.flatnonzero(rng.random(drafts) >= rate)
+    return int(rejected[0]) if len(rejected) else drafts
 
 
 @dataclass(frozen=True)
@@ -77,28 +103,61 @@ class V1Rules:
        the step that completes the prompt. A sequence that has emitted ``output_len`` tokens frees
        its blocks (last block first; cached ones stay findable).
 
+    Speculative decoding (``num_speculative_tokens`` k > 0): every decode step of a running
+    sequence schedules its last sampled token plus k draft tokens (fewer when the step's budget is
+    short: 1 + k tokens of budget) and its block table grows to hold them all: computed + 1 + k
+    slots, so k **lookahead slots** are reserved beyond what a plain decode needs. This is
+    ``num_tokens_need_slot`` in vLLM's ``KVCacheManager.allocate_slots``
+    (vllm/v1/core/kv_cache_manager.py: computed + new + ``num_lookahead_tokens``), where the
+    scheduler (vllm/v1/core/sched/scheduler.py) counts the k drafts among the new tokens; a
+    proposer that keeps a KV cache of its own (EAGLE, a draft model) reserves k more through
+    ``num_lookahead_tokens``, which the lab leaves out (it models a proposer without one, as
+    vLLM's n-gram proposer). The verifier then accepts each draft with probability
+    ``acceptance_rate`` until the first rejection (:func:`accepted_drafts`, seeded by
+    ``spec_seed``), and the step emits the accepted drafts plus one token (capped by what is left
+    of the answer). The rejected drafts' slots are given back to the sequence: its computed
+    tokens stop after the accepted ones, and the next step writes over them. No block is freed
+    when drafts are rejected (vLLM keeps the block table), but the next step's reservation starts
+    from the shorter length, so the rejected slots cost no new block. Prefill chunks reserve no
+    lookahead (vLLM: none for a request with nothing computed), and draft tokens are never cached
+    (vLLM caches only up to the request's own tokens). With k = 0 every step is exactly the
+    plain decode above.
+
     No block is taken at admission for the token prefill emits (the classroom scheduler takes one):
     v1 allocates it in the step that computes it. Swap preemption is older vLLM's (v0) option and is
     not part of these rules; a paged allocator with ``preemption="swap"`` is refused.
 
     Raises:
-        FieldError: ``max_num_seqs`` or ``max_num_batched_tokens`` not a whole number >= 1.
+        FieldError: ``max_num_seqs`` or ``max_num_batched_tokens`` not a whole number >= 1;
+            ``num_speculative_tokens`` not a whole number 0 .. 64, ``acceptance_rate`` not a number
+            from 0 to 1, ``spec_seed`` not a whole number 0 .. 2**32 - 1.
     """
 
     max_num_seqs: int = V1_DEFAULT_MAX_NUM_SEQS
     max_num_batched_tokens: int = V1_DEFAULT_MAX_NUM_BATCHED_TOKENS
     chunked_prefill: bool = True
+    num_speculative_tokens: int = 0
+    acceptance_rate: float = DEFAULT_ACCEPTANCE_RATE
+    spec_seed: int = 0
 
     def __post_init__(self):
         whole_number("max_num_seqs", self.max_num_seqs, 1, 1 << 20)
         whole_number("max_num_batched_tokens", self.max_num_batched_tokens, 1, 1 << 24)
         object.__setattr__(self, "chunked_prefill", bool(self.chunked_prefill))
+        object.__setattr__(self, "num_speculative_tokens", check("num_speculative_tokens", self.num_speculative_tokens))
+        object.__setattr__(self, "acceptance_rate", check("acceptance_rate", self.acceptance_rate))
+        object.__setattr__(self, "spec_seed", check("spec_seed", self.spec_seed))
 
     def describe(self) -> str:
         """One line naming the rules in force, e.g. for a page's caption."""
-        return (f"vLLM v1 rules: at most {self.max_num_seqs} running, a budget of "
+        text = (f"vLLM v1 rules: at most {self.max_num_seqs} running, a budget of "
                 f"{self.max_num_batched_tokens:,} tokens per step, chunked prefill "
                 f"{'on' if self.chunked_prefill else 'off'}, recompute preemption")
+        if self.num_speculative_tokens:
+            text += (f", speculative decoding of {self.num_speculative_tokens} draft tokens per step "
+                     f"(each accepted with probability {self.acceptance_rate:g} until the first rejection, "
+                     f"seed {self.spec_seed})")
+        return text
 
 
 class _V1Seq:
@@ -170,7 +229,7 @@ class V1Scheduler:
 
     __slots__ = ("allocator", "run", "waiting", "running", "budget_cap", "seq_cap", "chunked", "reject_reason",
                  "busy_limit", "spent", "computed_sum", "final_sum", "active", "wake_at", "n_dec", "dec_base",
-                 "order", "t", "edge")
+                 "order", "t", "edge", "spec", "rate", "rng", "drafts", "drafts_accepted")
 
     def __init__(self, allocator, run, rules: V1Rules) -> None:
         self.allocator, self.run = allocator, run
@@ -197,6 +256,12 @@ class V1Scheduler:
         # a decode from c computed tokens calls the allocator when c % block_size is 0 (a new block)
         # or, with prefix caching, block_size - 1 (a block fills: its key is registered)
         self.edge = 1 if allocator.prefix_caching else 0
+        # speculative decoding: k drafts per decode step, every running sequence walked every step
+        self.spec = rules.num_speculative_tokens
+        self.rate = rules.acceptance_rate
+        self.rng = np.random.default_rng(rules.spec_seed) if self.spec else None
+        self.drafts = self.drafts_accepted = 0          # draft tokens verified and accepted, whole run
+        allocator.lookahead_slots = self.spec           # a block table may hold this many slots ahead
 
     @property
     def grow_at(self) -> dict:
@@ -250,7 +315,9 @@ class V1Scheduler:
             work, emitted, recomputed, _ = counts
         if done:
             self.finish(done, t)                                 # 5. free the finished
-        if self.active:
+        if self.spec:                                            # speculating: nobody decodes in step
+            self.active = [s for s in self.active if s.status is RUNNING]
+        elif self.active:
             self._settle(t)                                      # who decodes on, together, from here
         self.record(t, served + len(scheduled), preempted, recomputed, admitted, work, hit, prompt_in, emitted)  # 6.
         return work
@@ -331,6 +398,18 @@ class V1Scheduler:
                 continue                                        # preempted earlier in this step
             c = s.computed
             total = s.prompt_len + s.generated
+            if c == total - 1 and s.generated and self.spec and budget > 1:
+                n, gained, more_preempted = self._speculate(s, c, total, budget, done)
+                preempted += more_preempted
+                if not n:                                       # s itself was preempted
+                    return budget, preempted, served, ((prefill, prefill_pairs, decodes, decode_pairs),
+                                                       emitted, recomputed, None)
+                decodes += n
+                decode_pairs += n * c + n * (n + 1) // 2
+                budget -= n
+                emitted += gained
+                served += 1
+                continue
             if c == total - 1 and s.generated:                  # a decode: one token of budget
                 r = c % bs
                 if r == 0 or (edge and r == bs - 1):
@@ -378,6 +457,36 @@ class V1Scheduler:
             if s.generated >= s.output_len:
                 done.append(s)
         return budget, preempted, served, ((prefill, prefill_pairs, decodes, decode_pairs), emitted, recomputed, None)
+
+    def _speculate(self, s: _V1Seq, c: int, total: int, budget: int, done: list):
+        """One speculative decode step of running sequence ``s`` (``c`` computed of its ``total``
+        tokens; ``budget`` > 1 tokens left): schedule its last token and up to k drafts, grow its
+        block table to hold them (preempting the youngest while blocks are short), let the verifier
+        accept some (:func:`accepted_drafts`) and keep those and one more token. See
+        :class:`V1Rules` for the rule and its source.
+
+        Returns:
+            (tokens scheduled, tokens emitted, sequences preempted); 0 tokens scheduled when ``s``
+            was itself preempted (its own preemption counted among them; nothing of it computed).
+        """
+        n = 1 + self.spec if 1 + self.spec <= budget else budget
+        preempted = 0
+        final = s.prompt_len + s.output_len
+        while not self.allocator.v1_allocate(s.id, s.prompt_len, total, c + n, final=final):
+            victim = self.preempt_youngest()
+            preempted += 1
+            if victim is s:
+                return 0, 0, preempted
+        accepted = accepted_drafts(self.rng, n - 1, self.rate)
+        gained = min(accepted + 1, s.output_len - s.generated)
+        self.drafts += n - 1
+        self.drafts_accepted += min(accepted, gained)      # the accepted drafts the answer keeps
+        s.computed = c + gained                  # the rejected drafts' slots: written over next step
+        self.computed_sum += gained
+        s.generated += gained
+        if s.generated >= s.output_len:
+            done.append(s)
+        return n, gained, preempted
 
     def _wake(self, s: _V1Seq, t: int) -> None:
         """Make decoder ``s`` active at the start of step ``t``: write its computed and generated

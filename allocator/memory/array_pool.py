@@ -455,7 +455,10 @@ class ArrayBlockPool:
             several = self._several[hit]
             if several.any():
                 for b in hit[several].tolist():
-                    self._drop_hash(b)
+                    if self._several[b]:
+                        self._drop_hash(b)
+                    else:                   # its hash's other blocks were evicted earlier in this call
+                        self._drop_last(b)
                 self._hashed[hit[several]] = False
                 hit = hit[~several]
                 if not len(hit):
@@ -483,6 +486,19 @@ class ArrayBlockPool:
         self.evictions += n
         if evicted is not None:
             evicted.extend(blocks)
+
+    def _drop_last(self, b: int) -> None:
+        """Take hashed block ``b``, the only block its hash still names, out of the map: the hash
+        finds nothing after it (an eviction of the entry's last block). Clears ``b``'s key, not its
+        hash flag (the caller's)."""
+        k = self._ikey.item(b)
+        if k >= 0:
+            self._table[k] = -1
+            self._ikey[b] = -1
+            self._ntable -= 1
+        else:
+            del self._cache[self._hkey[b]]
+            self._hkey[b] = None
 
     def _drop_hash(self, b: int) -> None:
         """Take hashed block ``b`` out of its hash's entry, which names several blocks (vLLM's

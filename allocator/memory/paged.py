@@ -161,6 +161,9 @@ class PagedAllocator:
         self.prompts = prompts if self.prefix_caching else None
         self._keys: dict[int, list] = {}            # seq_id -> its prompt's block keys (prefix caching)
         self._v1_registered: dict[int, int] = {}    # v1 scheduler: seq_id -> its leading blocks registered
+        # slots a block table may hold past its sequence's tokens: the v1 scheduler's speculative
+        # decoding sets it to k, the lookahead slots of draft tokens (allocator.engine.v1.V1Rules)
+        self.lookahead_slots = 0
         self.last_hit_tokens = 0                    # prompt tokens the last admission found cached
         self.hit_tokens = 0                         # all admissions: prompt tokens found cached
         self.prompt_tokens = 0                      # all admissions: prompt tokens admitted
@@ -520,15 +523,19 @@ class PagedAllocator:
         """Assert the block bookkeeping agrees with the sequences' lengths (tokens).
 
         Raises:
-            AssertionError: a block table not exactly ceil(tokens / block_size) long, a block
+            AssertionError: a block table not exactly ceil(tokens / block_size) long (with
+                ``lookahead_slots`` k > 0: from ceil(tokens / block_size) to ceil((tokens + k) /
+                block_size) long, the blocks a speculating sequence's lookahead holds), a block
                 listed twice in one table, a private block in two tables, refcounts that differ
                 from the tables pointing at them (the pool's own check), a shared saving that does
                 not match the refcounts, or a host pool over capacity.
         """
         assert set(self.block_tables) == set(lengths), "block tables and running sequences differ"
+        ahead = self.lookahead_slots
         for seq_id, table in self.block_tables.items():
-            assert len(table) == self.blocks_for(lengths[seq_id]), (
-                f"seq {seq_id}: {len(table)} blocks for {lengths[seq_id]} tokens")
+            assert self.blocks_for(lengths[seq_id]) <= len(table) <= self.blocks_for(lengths[seq_id] + ahead), (
+                f"seq {seq_id}: {len(table)} blocks for {lengths[seq_id]} tokens"
+                + (f" and {ahead} lookahead slots" if ahead else ""))
             assert len(set(table)) == len(table), f"seq {seq_id} lists a block twice"
         for seq_id, blocks in self._admitted.items():
             assert seq_id in self.block_tables and self.block_tables[seq_id][:len(blocks)] == blocks.tolist(), (

@@ -98,13 +98,19 @@ class PoolSweep:
             (of distinct_blocks), ``hit_rate`` (prompt tokens found cached / prompt tokens
             admitted, rounded to 6 places as the engine's summary), ``prefill_tokens_saved``,
             ``prompt_tokens_admitted``, ``cached_block_evictions``, ``exact`` (True when the pool
-            holds every block the running requests ever hold at once: the engine's run at that
-            size is the reference run's schedule and its figures equal these; False: the engine
-            would have to delay admissions or preempt there, so these are the LRU model's),
+            holds every block the running requests ever hold at once and the reference run never
+            gave a block a hash that already named another (``duplicate_blocks`` 0): the engine's
+            run at that size is the reference run's schedule and its figures equal these; False:
+            the engine would have to delay admissions or preempt there, or a block hash named
+            several blocks, so these are the LRU model's),
             ``preemptions`` and ``steps`` (the reference run's where exact, else None) and
             ``rejected`` (count).
         peak_in_use: most blocks the running requests held at once in the reference run (the
-            smallest pool at which the one-pass figures are the engine's own).
+            smallest pool at which the one-pass figures are the engine's own, when
+            ``duplicate_blocks`` is 0).
+        duplicate_blocks: blocks the reference run registered under a block hash that already
+            named a block (a fully cached prompt's last full block, computed again; vLLM's index
+            keeps both): with any, no row is exact (see :func:`pool_sweep`).
         curve: the same figures at many pool sizes for drawing: ``pool_blocks`` (int64 [n],
             ascending, from the smallest pool that fits the longest request to the largest of
             the sweep), ``hit_rate`` (float [n]), ``prefill_tokens_saved`` and
@@ -118,6 +124,13 @@ class PoolSweep:
     peak_in_use: int = 0
     curve: dict | None = None
     prompt_tokens_admitted: int = 0
+    duplicate_blocks: int = 0
+
+    @property
+    def exact_from(self) -> int | None:
+        """The smallest pool (blocks) whose one-pass figures are the engine's own: ``peak_in_use``,
+        or None when the reference run registered duplicate blocks (no pool is exact then)."""
+        return None if self.duplicate_blocks else self.peak_in_use
 
 
 #: How far (percentage points of prompt tokens) the one-pass hit rate of a pool smaller than
@@ -158,7 +171,21 @@ def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS)
     because block keys are chained: every block table holding a prompt's block k also holds its
     block k - 1, so block k - 1 is released no earlier and touched whenever block k is, and the
     queue never evicts k - 1 while k is still cached; admission's "stop at the first miss" then
-    finds exactly the leading run the depths predict. Below ``peak_in_use``, the engine delays
+    finds exactly the leading run the depths predict.
+
+    That argument needs one cached block per block hash. The block pool keeps vLLM's index, in
+    which a block computed again while an identical block is cached (a fully cached prompt's last
+    full block: its last token is always computed) gets the hash too, and the hash names both.
+    Then a smaller pool may have evicted the older block the reference run found while still
+    holding the newer one, and find a hit the depths call a miss (or, having evicted the hash
+    before the block was computed again, keep only the newer block and find it at another depth):
+    the one-pass figures are no longer the engine's. So a row is exact only when, besides, the
+    reference run registered no block under a hash that already named one
+    (``PoolSweep.duplicate_blocks`` 0): a smaller pool caches a subset of what the reference pool
+    caches (LRU's inclusion property), so it registers none either and the one-block argument
+    holds. ``tests/core/test_prefix_sweep_exact.py`` checks both ways on random small traces: every
+    exact figure equals the engine's run at that pool, and traces with duplicates exist whose
+    one-pass figure at a pool above ``peak_in_use`` is not the engine's. Below ``peak_in_use``, the engine delays
     admissions or preempts, which changes which blocks are recent; those rows are the LRU
     model's figures, and the same test checks they stay within :data:`MODEL_TOLERANCE_PP`
     percentage points of the engine's own (:func:`run` gives a smaller pool's own run).
@@ -203,7 +230,7 @@ def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS)
     rows = []
     row_saved, row_evicted = figures(sizes)
     for blocks, sv, ev in zip(sizes, row_saved, row_evicted):
-        exact = blocks >= pool.peak_in_use
+        exact = blocks >= pool.peak_in_use and not pool.duplicates
         rows.append({"pool_blocks": blocks, "pool_slots": blocks * block_size, "fraction": blocks / distinct,
                      "hit_rate": round(int(sv) / admitted, 6) if admitted else None,
                      "prefill_tokens_saved": int(sv), "prompt_tokens_admitted": admitted,
@@ -211,7 +238,7 @@ def pool_sweep(workload: Workload, block_size: int, fractions=DEFAULT_FRACTIONS)
                      "preemptions": s["preemptions"] if exact else None,
                      "steps": s["steps"] if exact else None, "rejected": len(s["rejected"])})
     return PoolSweep(block_size, distinct, rows, peak_in_use=pool.peak_in_use, curve=curve,
-                     prompt_tokens_admitted=admitted)
+                     prompt_tokens_admitted=admitted, duplicate_blocks=pool.duplicates)
 
 
 def trace_hit_statistic(workload: Workload, engine_rules: bool = True) -> dict:
@@ -340,7 +367,9 @@ class _StackDepthPool(BlockPool):
     (``hit_depths``: a pool of P blocks finds exactly the hits whose running maximum is below P,
     since admission stops at the first miss), the depth at which each cached block's wait in the
     queue ended (``end_depths``: a cache hit, or the end of the run; a pool of P blocks evicted
-    it when that depth was >= P) and the most blocks ever in use (``peak_in_use``).
+    it when that depth was >= P), the most blocks ever in use (``peak_in_use``) and the blocks
+    registered under a hash that already named a block (``duplicates``: :func:`pool_sweep` then
+    marks no row exact).
     """
 
     def __init__(self, num_blocks: int, size_hint: int):
@@ -352,6 +381,21 @@ class _StackDepthPool(BlockPool):
         self.hit_depths: list[int] = []
         self.end_depths: list[int] = []
         self.peak_in_use = 0
+        self.duplicates = 0
+
+    def register(self, block_id: int, block_hash: bytes) -> bool:
+        if self.block_hashes[block_id] is None and self.lookup(block_hash) is not None:
+            self.duplicates += 1
+        return super().register(block_id, block_hash)
+
+    def register_all(self, blocks, block_hashes) -> None:
+        hashes, lookup, fresh = self.block_hashes, self.lookup, set()
+        for b, h in zip(blocks, block_hashes):
+            if hashes[b] is None:
+                if h in fresh or lookup(h) is not None:
+                    self.duplicates += 1
+                fresh.add(h)
+        super().register_all(blocks, block_hashes)
 
     def touch(self, blocks) -> None:
         ref, stamp = self.refcounts, self._stamp          # (stored: this pool caches freed blocks)

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from allocator import accounting as acc
 from allocator.accounting.kv_configs import KVVariant, ModelKV
+from allocator.accounting.speculation import SpeculationRow
 from allocator.common.formats import and_list
 from allocator.common.mathutils import cdiv, round_up
 from allocator.viz.claims.capacity import variant_label
@@ -233,4 +234,28 @@ def alternatives_figure(model: ModelKV, rows: list[KVVariant]) -> go.Figure:
                       xaxis_range=[0, top * 1.2], yaxis_autorange="reversed",
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
                       hoverlabel=dict(namelength=-1))
+    return fig
+
+
+def speculation_figure(cap: acc.Capacity, rows: list[SpeculationRow], acceptance_rate: float) -> go.Figure:
+    """Bars: sequences that fit the memory with k draft tokens per decode step (k lookahead slots a
+    sequence), k = 0 .. 8, each bar's hover naming its blocks, its KV per sequence and the tokens a
+    step yields at ``acceptance_rate`` (the model's expectation). Every number is ``rows``'
+    (:func:`allocator.accounting.speculation.speculation_capacity`)."""
+    fig = go.Figure()
+    fig.add_bar(x=[r.k for r in rows], y=[r.fit for r in rows], name="paged, with k lookahead slots",
+                marker_color=[PAGED if r.k == 0 else ACCENT for r in rows], text=[f"{r.fit:,}" for r in rows],
+                textposition="outside",
+                customdata=[[r.blocks, acc.format_bytes(r.bytes), r.fewer, r.tokens_per_step] for r in rows],
+                hovertemplate=("k = %{x} draft tokens a step<br>%{customdata[0]} blocks of "
+                               f"{cap.block_size} slots a sequence (%{{customdata[1]}})<br>%{{y:,}} sequences fit, "
+                               "%{customdata[2]:,} fewer than k = 0<br>"
+                               f"%{{customdata[3]:.2f}} tokens a step expected at acceptance {acceptance_rate:g}"
+                               "<extra></extra>"))
+    top = max([r.fit for r in rows] + [1])
+    fig.update_layout(height=330, margin=dict(l=10, r=10, t=40, b=10), showlegend=True,
+                      xaxis=dict(title="draft tokens per decode step, k (= lookahead slots a sequence)",
+                                 tickmode="array", tickvals=[r.k for r in rows]),
+                      yaxis_title="sequences that fit (count)", yaxis_range=[0, top * 1.15],
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
     return fig

@@ -37,8 +37,9 @@ def _short(n: int) -> str:
 
 def _curve_traces(sweep, name: str, colour: str) -> list[go.Scatter]:
     """One sweep's one-pass curve as lines of hit rate (%) against pool size (slots): solid where
-    the figures are the engine's own (pools of at least ``sweep.peak_in_use`` blocks), dotted
-    below, where they are the LRU model's; plus a marker at each pool of the sweep's table."""
+    the figures are the engine's own (pools of at least ``sweep.exact_from`` blocks), dotted
+    below, where they are the LRU model's (everywhere, when the replay registered duplicate blocks:
+    ``PoolSweep.exact_from`` None); plus a marker at each pool of the sweep's table."""
     c, bs, peak = sweep.curve, sweep.block_size, sweep.peak_in_use
     blocks = np.asarray(c["pool_blocks"])
     custom = np.stack([blocks, blocks / sweep.distinct_blocks, np.asarray(c["prefill_tokens_saved"]),
@@ -46,16 +47,18 @@ def _curve_traces(sweep, name: str, colour: str) -> list[go.Scatter]:
     hover = (f"{bs}-slot blocks: a pool of %{{customdata[0]:,}} blocks (%{{x:,}} slots, %{{customdata[1]:.2f}}× "
              "the window's distinct prompt blocks)<br>hit rate %{y:.1f} % of prompt tokens ({whose})<br>prefill "
              "saved %{customdata[2]:,} tokens<br>cached blocks evicted %{customdata[3]:,}<extra></extra>")
-    exact = blocks >= peak
+    exact = blocks >= peak if sweep.exact_from is not None else np.zeros(len(blocks), dtype=bool)
     below = blocks <= (blocks[exact][0] if exact.any() else blocks[-1])     # the dotted part meets the solid
     traces = []
     if (~exact).any():
         traces.append(go.Scatter(
             x=(blocks[below] * bs).tolist(), y=(100 * np.asarray(c["hit_rate"])[below]).tolist(),
             customdata=custom[below].tolist(), mode="lines",
-            name=f"{name}: the LRU model's, below {peak:,} blocks", line=dict(color=colour, dash="dot", width=2),
+            name=(f"{name}: the LRU model's, below {peak:,} blocks" if exact.any()
+                  else f"{name}: the LRU model's"), line=dict(color=colour, dash="dot", width=2),
             hovertemplate=hover.replace("{whose}", "the LRU model's: the engine would delay or preempt requests "
-                                                   "in a pool this small")))
+                                                   "in a pool this small" if exact.any() else
+                                        "the LRU model's: a block hash named several cached blocks in the replay")))
     if exact.any():
         traces.append(go.Scatter(
             x=(blocks[exact] * bs).tolist(), y=(100 * np.asarray(c["hit_rate"])[exact]).tolist(),
@@ -114,6 +117,21 @@ def hit_rate_figure(sweep, trace_stat: dict, chosen_blocks: int | None = None, c
                       yaxis=dict(title="prompt tokens found in the cache (%)", range=[0, max(5.0, top * 1.15)]),
                       legend=dict(orientation="h", y=-0.25), height=440, margin=dict(t=50, b=10))
     return fig
+
+
+def _why_model(sweep, pool_blocks: int | None = None) -> str:
+    """Why a row of ``sweep`` is the LRU model's figure, not the engine's (plain words, numbers
+    from the sweep): duplicate blocks in the replay, or a pool smaller than the running requests'
+    peak (``allocator.studies.prefix_cache.pool_sweep``)."""
+    if sweep.duplicate_blocks:
+        return (f"the replay computed {plural(sweep.duplicate_blocks, 'block')} again while an identical one was "
+                "cached, so a block hash named several blocks, and a smaller pool may keep a copy the replay "
+                "did not find")
+    held = f"the running requests alone held up to {sweep.peak_in_use:,} blocks at once"
+    if pool_blocks is None:
+        return held + ", more than this pool holds, so the engine would delay or preempt some"
+    return held + (", so in a pool this small the engine would delay or preempt some of them and may find a "
+                   "little less")
 
 
 def sweep_table(sweep):
@@ -219,9 +237,7 @@ def window_summary(sweep, trace_stat: dict, raw_stat: dict, offset: int, count: 
             f"their prompt tokens under the engine's rules (only full blocks are cached; the block holding a "
             f"prompt's last token is always computed); the trace's plain count, in blocks rather than tokens and "
             f"without those rules, is {pct(raw_stat['block_hit_rate'], 1)} of its 512-token blocks. "
-            + ("Simulated with" if full["exact"] else f"In the LRU model (the running requests alone held up to "
-               f"{sweep.peak_in_use:,} blocks at once, more than this pool holds, so the engine would delay or preempt "
-               "some), with") +
+            + ("Simulated with" if full["exact"] else f"In the LRU model ({_why_model(sweep)}), with") +
             f" {sweep.block_size}-slot blocks, a pool of {full['pool_blocks']:,} blocks finds "
             f"**{pct(full['hit_rate'], 1)}** and saves {full['prefill_tokens_saved']:,} prefill tokens")
     if sweep.block_size < 512 and full["hit_rate"] is not None and full["hit_rate"] > trace_stat["token_hit_rate"]:
@@ -231,9 +247,8 @@ def window_summary(sweep, trace_stat: dict, raw_stat: dict, offset: int, count: 
         text += (f"; a pool of {small['pool_blocks']:,} blocks ({small['fraction']:.2f}× the window's "
                  f"{sweep.distinct_blocks:,} distinct prompt blocks) finds **{pct(small['hit_rate'], 1)}**, "
                  f"evicting {plural(small['cached_block_evictions'], 'cached block')}")
-        text += (" (the LRU model's figure: the running requests alone held up to "
-                 f"{sweep.peak_in_use:,} blocks at once, so in a pool this small the engine would delay or "
-                 "preempt some of them and may find a little less)." if not small["exact"] else ".")
+        text += (f" (the LRU model's figure: {_why_model(sweep, small['pool_blocks'])})." if not small["exact"]
+                 else ".")
     else:
         text += (f". The window is so small that every pool of the sweep is the smallest that fits its longest "
                  "request, so pool size cannot change anything here.")

@@ -124,7 +124,8 @@ def presentation_mode(animated: bool = False, own_url: bool = False) -> bool:
     Args:
         animated: the page has an animation the keys step (the caption names those keys).
         own_url: the page checks its own parameters (the explainer, and ``/explainer``, which
-            forwards them to it): nothing is said here, so nothing is named twice.
+            forwards them to it; the Capacity page, ``url_params.check_capacity_params``): nothing
+            is said here, so nothing is named twice.
 
     Returns:
         Whether presentation mode is on.
@@ -136,9 +137,13 @@ def presentation_mode(animated: bool = False, own_url: bool = False) -> bool:
     if refused:
         del st.query_params["present"]
         show_error(refused, kind="warning", icon=":material/link_off:")
+    # ``present`` repeated: kept to its last value here, on every page, before its toggle is drawn (a
+    # page checking its own parameters cannot change it after: it is bound to the toggle)
+    for message in keep_last_values([n for n in st.query_params.keys() if n in PAGE_PARAMS]):
+        show_error(message, kind="warning", icon=":material/link_off:")
     if not own_url:
         params = st.query_params.to_dict()          # a repeated parameter: its last value
-        for message in keep_last_values([n for n in params if n in PAGE_PARAMS]) + unknown_params(params):
+        for message in unknown_params(params):
             show_error(message, kind="warning", icon=":material/link_off:")
         for name in params:
             if name not in PAGE_PARAMS:

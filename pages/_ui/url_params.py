@@ -26,6 +26,9 @@ from allocator.engine.scenario import DEFAULT_MAX_NEW, DEFAULT_SLOTS
 from allocator.common.limits import LIMITS
 from allocator.cost.roofline import DEFAULT_GPU, DEFAULT_MODEL, GPUS, TIMED_MODELS
 from allocator.common.validate import Limit, show
+from allocator.accounting.kv_configs import CONFIG_KEYS, KV_CACHE_DTYPES
+from allocator.accounting.memory import CAPACITY_DEFAULTS
+from allocator.engine.v1 import DEFAULT_ACCEPTANCE_RATE
 
 #: Block sizes offered on the slider: the powers of two engines use, plus a few in between.
 BLOCK_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -358,8 +361,139 @@ def explainer_params(workload: str) -> tuple[str, ...]:
             *(name for name in CHOICES if name != "workload"), *BOOLEANS)
 
 
-#: The URL parameters every page other than the explainer takes: only presentation mode's.
+#: The URL parameters every page other than the explainer takes: only presentation mode's (the
+#: Capacity page takes its own as well: :data:`CAPACITY_PARAMS`, :func:`page_params`).
 PAGE_PARAMS = ("present",)
+
+# ------------------------------------------------------------------------------ the Capacity page
+
+#: The Capacity page's controls, by URL parameter: (widget key, default). The page starts its
+#: widgets from these defaults (``pages/capacity.py``), and :func:`check_capacity_params` checks a
+#: link's values against the same choices and the core's ranges (``LIMITS``).
+CAPACITY_PARAMS: dict[str, tuple[str, object]] = {
+    "model": ("cap_model", CAPACITY_DEFAULTS["model"]),
+    "kv_cache_dtype": ("cap_kv_dtype", "auto"),
+    "free_gib": ("cap_free_gib", float(CAPACITY_DEFAULTS["free_gib"])),
+    "max_context": ("cap_max_context", CAPACITY_DEFAULTS["max_context"]),
+    "mean_tokens": ("cap_mean_tokens", float(CAPACITY_DEFAULTS["mean_tokens"])),
+    "block_size": ("cap_block_size", float(CAPACITY_DEFAULTS["block_size"])),
+    "layers": ("cap_layers", 32),
+    "kv_heads": ("cap_kv_heads", 8),
+    "head_dim": ("cap_head_dim", 128),
+    "bytes_per_element": ("cap_bytes_per_element", 2),
+    "acceptance_rate": ("cap_acceptance_rate", DEFAULT_ACCEPTANCE_RATE),
+}
+#: "Custom shape…", the model choice whose layers, K/V heads, head size and element size are typed.
+CUSTOM_MODEL = "custom"
+#: The Capacity page's choices, by URL parameter: the values a link may give.
+CAPACITY_CHOICES = {
+    "model": (*PRESETS, *CONFIG_KEYS, CUSTOM_MODEL),
+    "kv_cache_dtype": KV_CACHE_DTYPES,
+    "bytes_per_element": (1, 2, 4),
+}
+#: The acceptance-rate slider's step (a link's value must lie on it).
+ACCEPTANCE_STEP = 0.05
+
+
+def page_params(url_path: str) -> tuple[str, ...]:
+    """The URL parameters the page served at ``url_path`` takes, other than the explainer
+    (``"capacity"``: :data:`CAPACITY_PARAMS` and ``present``; any other: ``present``)."""
+    return (*CAPACITY_PARAMS, *PAGE_PARAMS) if url_path == "capacity" else PAGE_PARAMS
+
+
+def _capacity_number(name: str, raw: str):
+    """The value a link's ``raw`` gives the Capacity page's number ``name``, or None: a whole number in
+    plain digits for a count, any finite number for the others, within the core's range
+    (``LIMITS``; ``mean_tokens`` above 0), the acceptance rate on its slider's 0.05 grid."""
+    limit = LIMITS[name]
+    if limit.integer:
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 20):
+            return None
+        value = int(raw)
+        return value if limit.low <= value <= limit.high else None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(value) or not limit.low <= value <= limit.high or (limit.low_open and value == limit.low):
+        return None
+    if name == "acceptance_rate" and abs(value / ACCEPTANCE_STEP - round(value / ACCEPTANCE_STEP)) > 1e-9:
+        return None
+    return value
+
+
+def _capacity_allowed(name: str) -> str:
+    """What a Capacity parameter takes, in words: ``"a whole number from 1 to 4,096 (slots per block)"``."""
+    limit = LIMITS[name]
+    words = Limit(limit.low, limit.high, limit.integer, low_open=limit.low_open).describe()   # no unit yet
+    if name == "acceptance_rate":
+        words += f" in steps of {ACCEPTANCE_STEP:g}"
+    return words + (f" ({limit.unit})" if limit.unit else "")
+
+
+def check_capacity_params(params: dict[str, str]) -> tuple[dict, list[str]]:
+    """Check a link's query parameters against the Capacity page's controls.
+
+    Args:
+        params: the query string as {name: value} (strings); ``present`` is checked by
+            ``pages._ui.present`` and passed over here.
+
+    Returns:
+        (accepted, messages): ``accepted`` maps each good parameter's widget key (``cap_model``...)
+        to its value (choices as given, counts as int, the rest as float); ``messages`` has one
+        plain-text sentence per parameter not used -- a value the control cannot take (naming the
+        parameter, the value and the default used instead) or a name that is not a setting of the
+        page (the first such one ending with the parameters the page takes) -- at most
+        ``MAX_MESSAGES`` of them. A value the control takes but the page's arithmetic refuses
+        (``mean_tokens`` above ``max_context``) is accepted here and reported by the page beside
+        the control, as a typed value is.
+    """
+    accepted, messages = {}, []
+    listed = False
+    for name, raw in params.items():
+        if name in PAGE_PARAMS:
+            continue
+        if name not in CAPACITY_PARAMS:
+            message = _ignored(name, raw)
+            if not listed:
+                message += " " + taken_sentence(page_params("capacity"))
+                listed = True
+            messages.append(message)
+            continue
+        key, default = CAPACITY_PARAMS[name]
+        shown_default = f"{default:g}" if isinstance(default, float) else str(default)
+        if name in CAPACITY_CHOICES:
+            options = CAPACITY_CHOICES[name]
+            value = next((o for o in options if str(o) == raw), None)
+            if value is None:
+                messages.append(f"URL parameter {_said(name, raw)} is not one of {', '.join(map(str, options))}; "
+                                f"using {shown_default}.")
+            else:
+                accepted[key] = value
+            continue
+        value = _capacity_number(name, raw)
+        if value is None:
+            messages.append(f"URL parameter {_said(name, raw)} must be {_capacity_allowed(name)}; "
+                            f"using {shown_default}.")
+        else:
+            accepted[key] = float(value) if isinstance(default, float) else value
+    return accepted, _capped(messages)
+
+
+def capacity_url_value(name: str, value) -> str | None:
+    """How the Capacity page writes control ``name``'s current ``value`` into its URL: the short
+    text :func:`check_capacity_params` reads back to the same value (``66``, ``0.7``, ``fp8``), or
+    None when the link should leave it out -- it is the default, or a value the check would refuse
+    (a typed value the page is reporting)."""
+    key, default = CAPACITY_PARAMS[name]
+    if value == default or value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        raw = str(int(value))
+    else:
+        raw = repr(value) if isinstance(value, float) else str(value)
+    accepted, messages = check_capacity_params({name: raw})
+    return raw if not messages and accepted.get(key) == value else None
 
 
 def unknown_params(params: dict[str, str], taken=PAGE_PARAMS) -> list[str]:

@@ -159,7 +159,8 @@ def _link_notes(pg) -> list[str]:
 
 
 @pytest.mark.parametrize("path, title, taken", [
-    ("capacity", "Capacity", "present"),
+    ("capacity", "Capacity", "model, kv_cache_dtype, free_gib, max_context, mean_tokens, block_size, layers, "
+                             "kv_heads, head_dim, bytes_per_element, acceptance_rate, present"),
     ("explainer", "Reserve for the worst case", "workload, block_size, slots_classroom-40, max_new_classroom-40, "
                                                 "shared_prefix, metadata_cost, seed, arrival_rate, arrival, "
                                                 "preemption, policy, placement, gpu, model, seconds_axis, present"),

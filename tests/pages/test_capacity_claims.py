@@ -65,3 +65,40 @@ def test_the_page_shows_the_note_beside_the_paged_figures_exactly_when_the_block
     assert any("now holds 1 block instead of" in m.value for m in at.markdown)
     at.number_input(key="cap_block_size").set_value(2048).run()                  # equal: no note
     assert not [i for i in at.info if "larger than the max context" in i.value]
+
+
+# ------------------------------------------------------------------ speculative decoding (issue 41)
+
+@pytest.mark.parametrize("bpt, free, max_context, mean, block", GRID[:4] + [(512 * KIB, 66 << 30, 2048, 350, 16),
+                                                                           (512 * KIB, 66 << 30, 2048, 344, 16)])
+@pytest.mark.parametrize("rate", [0.0, 0.7, 1.0])
+def test_the_speculation_sentence_quotes_its_rows_in_order(bpt, free, max_context, mean, block, rate):
+    from allocator.accounting.speculation import speculation_capacity
+    from allocator.viz.claims.capacity import speculation_text
+    cap = acc.capacity(bpt, free, max_context, mean, block)
+    rows = speculation_capacity(cap, rate)
+    text = speculation_text(cap, rows, rate)
+    top, base = rows[-1], rows[0]
+    want = [f"{top.k}", f"{top.lookahead_slots}", f"{cap.mean_tokens:,g}", f"{top.blocks:,}", f"{cap.block_size}",
+            f"{base.blocks:,}", f"{top.fit:,}", f"{base.fit:,}"] + ([f"{top.fewer:,}"] if top.fewer else []) + \
+        [f"{rate:g}", f"{top.tokens_per_step:.2f}", "1", f"{top.rejected_per_step:.2f}", f"{top.k}"]
+    assert NUMBER.findall(text) == want
+    assert ("fewer)" in text) == (top.fewer > 0) and top.fewer == base.fit - top.fit
+    if not top.fewer:       # the reason given is the one that holds
+        capped = cap.mean_tokens + top.k > cap.max_context
+        assert ("caps the lookahead" in text) == capped and ("empty tail" in text) == (not capped)
+    assert "not a measurement" in text
+
+
+def test_the_page_draws_the_speculation_rows_it_quotes():
+    from allocator.accounting.speculation import speculation_capacity
+    at = open_page("pages/capacity.py", timeout=60)
+    cap = acc.capacity(512 * KIB, 66 << 30, 2048, 350, 16)
+    rows = speculation_capacity(cap, 0.7)
+    table = next(d.value for d in at.dataframe if "lookahead slots" in d.value.columns)
+    assert table["sequences fit"].tolist() == [r.fit for r in rows]
+    assert table["blocks/seq"].tolist() == [r.blocks for r in rows]
+    assert table["fewer"].tolist() == [r.fewer for r in rows]
+    # R5's 384 at k = 0 (the paged card above), 367 once 3 or more lookahead slots need a 23rd block
+    assert rows[0].fit == 384 and rows[8].fit == 367
+    assert any(f"{rows[8].fit:,} sequences fit instead of {rows[0].fit:,}" in c.value for c in at.caption)

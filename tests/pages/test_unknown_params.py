@@ -18,7 +18,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pages._ui.url_params import PAGE_PARAMS, check_params, explainer_params, unknown_params
+from pages._ui.url_params import PAGE_PARAMS, check_params, explainer_params, page_params, unknown_params
 from tests.conftest import APP_PATH, ROOT, seen
 
 #: Every page file app.py's navigation serves, read from app.py (so a new page is tested too).
@@ -37,7 +37,7 @@ def _app(page: str) -> None:
     import runpy
 
     from pages._ui.present import presentation_mode
-    presentation_mode(own_url=False)
+    presentation_mode(own_url=page.endswith("pages/capacity.py"))   # as app.py: the Capacity page checks its own
     runpy.run_path(page, run_name="__main__")
 
 
@@ -89,7 +89,7 @@ def test_every_other_page_names_the_parameter_once_and_renders_with_its_defaults
     plain = _open(page, {})
     assert not _notes(plain)
     at = _open(page, {"colour": "red"})
-    assert _notes(at) == [COLOUR]
+    assert _notes(at) == [_colour(page)]
     assert _titles(at) == _titles(plain) and _titles(at)                # the page itself, as without it
     assert len(at.get("plotly_chart")) == len(plain.get("plotly_chart"))
     assert "colour" not in at.query_params                               # dropped from the link
@@ -97,9 +97,16 @@ def test_every_other_page_names_the_parameter_once_and_renders_with_its_defaults
     assert not _notes(at)
 
 
+def _colour(page: str) -> str:
+    """The note about ``colour=red`` on ``page``: the Capacity page lists its own parameters too."""
+    if page == "pages/capacity.py":
+        return COLOUR.replace("present.", ", ".join(page_params("capacity")) + ".")
+    return COLOUR
+
+
 def test_present_is_taken_beside_an_unknown_parameter():
     at = _open("pages/capacity.py", {"present": "true", "colour": "red"})
-    assert _notes(at) == [COLOUR]
+    assert _notes(at) == [_colour("pages/capacity.py")]
     assert at.toggle(key="present").value is True and at.query_params["present"] == "true"
 
 

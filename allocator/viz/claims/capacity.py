@@ -9,6 +9,7 @@ import re
 
 from allocator.accounting.kv_configs import SCHEME_NAMES, KVVariant, ModelKV, fp8_scale_bytes
 from allocator.accounting.memory import Capacity
+from allocator.accounting.speculation import SpeculationRow
 from allocator.common.formats import pct_fixed
 
 
@@ -180,3 +181,29 @@ def alternatives_rows(model: ModelKV, rows: list[KVVariant], max_context: int) -
              "Paged per sequence, bytes": r.paged_bytes,
              "Sequences, reserve-max": r.fit_reserve,
              "Sequences, paged": r.fit_paged} for r in rows]
+
+
+def speculation_text(cap: Capacity, rows: list[SpeculationRow], acceptance_rate: float) -> str:
+    """The Capacity page's sentence under its speculation table: what the lookahead costs at the
+    largest k shown, and what the acceptance rate buys, every number read from ``rows``
+    (:func:`allocator.accounting.speculation.speculation_capacity` of ``cap``; ``rows[0]`` is k = 0).
+
+    Returns:
+        Plain text (no Markdown): ``tests/pages/test_capacity_claims.py`` checks each number.
+    """
+    base, top = rows[0], rows[-1]
+    cost = (f"With k = {top.k} draft tokens a step, every running sequence keeps {top.lookahead_slots} lookahead "
+            f"slots beyond its tokens: at the mean of {cap.mean_tokens:,g} tokens that is {top.blocks:,} blocks "
+            f"of {cap.block_size} slots instead of {base.blocks:,}, and {top.fit:,} sequences fit instead of "
+            f"{base.fit:,}")
+    if top.fewer:
+        cost += f" ({top.fewer:,} fewer)."
+    elif cap.mean_tokens + top.k > cap.max_context:
+        cost += (" (none fewer: a sequence never needs slots past the max context, where vLLM caps the "
+                 "lookahead).")
+    else:
+        cost += " (none fewer: the lookahead fits in the last block's empty tail at this mean)."
+    gain = (f" In exchange, at an acceptance rate of {acceptance_rate:g} a step yields {top.tokens_per_step:.2f} "
+            f"tokens on average instead of 1, and {top.rejected_per_step:.2f} of its {top.k} draft slots are "
+            "rejected and written over by the next step (the model's expectation, not a measurement).")
+    return cost + gain

@@ -105,8 +105,8 @@ def metrics_frame(results: dict) -> pd.DataFrame:
 
 def _allocator_settings(sc) -> list[tuple[str, str]]:
     """The non-default allocator settings of a (canonical) scenario as (words, file-name part):
-    the reservation policy and placement of the left side, the paged side's preemption and
-    prefix cache. Two exports that ran different allocators never share a name."""
+    the reservation policy and placement of the left side, the paged side's preemption, prefix
+    cache and speculative decoding. Two exports that ran different allocators never share a name."""
     out = []
     if sc.policy != "max":
         out.append((f"reserve-{sc.policy} reservations", f"reserve-{sc.policy}"))
@@ -116,6 +116,10 @@ def _allocator_settings(sc) -> list[tuple[str, str]]:
         out.append((f"{sc.preemption} preemption", sc.preemption))
     if sc.prefix_caching:
         out.append(("prefix caching", "prefixcache"))
+    if sc.num_speculative_tokens:
+        out.append((f"speculative decoding of {sc.num_speculative_tokens} draft tokens a step (acceptance "
+                     f"{sc.acceptance_rate:g}, seed {sc.spec_seed})",
+                     f"spec{sc.num_speculative_tokens}-a{sc.acceptance_rate:g}-seed{sc.spec_seed}"))
     return out
 
 
