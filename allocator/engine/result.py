@@ -104,6 +104,10 @@ class SimulationResult:
             clock, the cost model that timed it (see :func:`simulate`).
         prefix_caching: the allocator kept finished prompts' blocks findable (the summary then
             has the prefix-cache figures).
+        window: for a sliding-window or hybrid pool, its figures
+            (``allocator.memory.sliding_window.WindowedPagedAllocator.window_stats``: the window, the
+            groups, the bound and the peak blocks per sequence per windowed group, blocks released);
+            None otherwise. Its slot figures then count slots of one KV-cache group.
     """
 
     kind: str
@@ -121,6 +125,7 @@ class SimulationResult:
     requests: dict = field(default_factory=dict)
     clock: object = None
     prefix_caching: bool = False
+    window: dict | None = None
 
     @property
     def records(self) -> int:

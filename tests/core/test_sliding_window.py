@@ -1,0 +1,139 @@
+"""Sliding-window and hybrid paging (allocator/memory/sliding_window.py) under vLLM v1's rules.
+
+The rule under test (vLLM's SlidingWindowManager): once a sequence has computed c tokens, the
+blocks wholly among its first c - window + 1 tokens are released at the start of its next
+allocation; a decoding sequence then holds at most ceil(window / block_size) + 1 blocks in each
+windowed group.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from allocator.common.errors import FieldError
+from allocator.engine.simulate import simulate
+from allocator.engine.v1 import V1Rules
+from allocator.memory.paged import PagedAllocator
+from allocator.memory.sliding_window import (NULL_BLOCK, WindowedPagedAllocator, layer_groups, skipped_blocks,
+                                             window_block_bound)
+from allocator.workloads.requests import classroom_40, workload_from_lengths
+
+
+def _one(prompt: int, output: int):
+    return workload_from_lengths("one", [(prompt, output, 0)], max_new_tokens=output)
+
+
+def test_rule_by_hand():
+    # window 32, block 16: the token at position c attends to c - 31 .. c
+    assert [skipped_blocks(c, 32, 16) for c in (0, 31, 46, 47, 62, 63, 99)] == [0, 0, 0, 1, 1, 2, 4]
+    assert skipped_blocks(1000, None, 16) == 0                   # full attention never skips
+    assert window_block_bound(32, 16) == 3 and window_block_bound(128, 16) == 9 and window_block_bound(33, 16) == 4
+    assert layer_groups(128, 1, 1) == (None, 128)
+
+
+def test_hundred_tokens_window_32_block_16_step_by_step():
+    """A 100-token sequence (4-token prompt, 96 generated): block 0 (tokens 0-15) is released in the
+    step that computes token 47, the first whose window (16..47) no longer reaches it; block 1 at
+    token 63, block 2 at token 79, block 3 at token 95. It never holds more than 3 blocks."""
+    alloc = WindowedPagedAllocator(1024, 16, sliding_window=32)
+    r = simulate(_one(4, 96), alloc, rules=V1Rules(), check_invariants=True)
+    released_at = {}
+    for step, snap in sorted(r.snapshots.items()):
+        tables = [e for e in snap if e[0] == 1]
+        if not tables:
+            continue
+        (_, tokens, table), = tables
+        computed_before = tokens - 1 if step else 0               # step 0 prefills the 4-token prompt
+        nulls = sum(1 for b in table if b == NULL_BLOCK)
+        assert table[:nulls] == (NULL_BLOCK,) * nulls
+        assert nulls == max(0, computed_before - 31) // 16, (step, tokens, table)
+        assert len(table) - nulls <= 3
+        for k in range(nulls):
+            released_at.setdefault(k, computed_before)
+        if nulls:                                                 # released blocks drawn as such until reused
+            assert snap[-1][0] == -1 and len(snap[-1][2]) == nulls
+    assert released_at == {0: 47, 1: 63, 2: 79, 3: 95}
+    assert r.window["released_blocks"] == 4 and r.window["peak_decode_window_blocks"] == 3
+    assert r.summary.finished == 1
+
+
+def test_calls_by_hand_release_goes_to_the_back_of_the_free_queue():
+    alloc = WindowedPagedAllocator(64, 4, sliding_window=8)       # 16 blocks of 4
+    assert alloc.v1_allocate(1, 12, 12, 12, final=20, computed=0)  # prefill 12 tokens: 3 blocks, none skipped
+    assert alloc.group_tables[1] == [[0, 1, 2]]
+    assert alloc.v1_allocate(1, 12, 13, 13, final=20, computed=12)  # skipped (12 - 7) // 4 = 1 block
+    assert alloc.group_tables[1] == [[NULL_BLOCK, 1, 2, 3]]
+    assert alloc.pool.num_free == 16 - 3
+    assert list(alloc.pool.free_queue())[-1] == 0                 # queued at the back, as vLLM frees it
+    alloc.check_invariants({1: 13})
+
+
+def test_hybrid_one_pool_two_tables():
+    """gpt-oss-style: one full-attention group and one windowed group draw from one pool of
+    2 x 64 // 4 = 32 blocks; the full group keeps every block, the windowed one releases."""
+    alloc = WindowedPagedAllocator(64, 4, sliding_window=8, full_groups=1, window_groups=1)
+    assert alloc.num_blocks == 32 and alloc.total_slots == 128
+    assert alloc.v1_allocate(1, 12, 12, 12, final=30, computed=0)
+    full, win = alloc.group_tables[1]
+    assert len(full) == len(win) == 3 and not set(full) & set(win)
+    for c in range(12, 29):
+        assert alloc.v1_allocate(1, 12, c + 1, c + 1, final=30, computed=c)
+    full, win = alloc.group_tables[1]
+    assert NULL_BLOCK not in full and len(full) == math.ceil(29 / 4)
+    assert win.count(NULL_BLOCK) == (28 - 7) // 4 and len(win) - win.count(NULL_BLOCK) <= window_block_bound(8, 4)
+    alloc.check_invariants({1: 29})
+    stored, final = alloc.stored_counts(29, 30)
+    assert stored == 2 * 29 - 4 * win.count(NULL_BLOCK) and final == stored + 2
+
+
+def test_window_longer_than_every_sequence_changes_nothing():
+    """A window no sequence outgrows is full attention: the same records as the plain paged pool."""
+    w = classroom_40()
+    plain = simulate(w, PagedAllocator(2048, 16), rules=V1Rules(), record_snapshots=False)
+    wide = simulate(w, WindowedPagedAllocator(2048, 16, sliding_window=10_000), rules=V1Rules(),
+                    record_snapshots=False)
+    for name, values in plain.metrics.items():
+        assert np.array_equal(values, wide.metrics[name]), name
+    assert wide.window["released_blocks"] == 0
+
+
+def test_window_fits_more_sequences():
+    w = classroom_40()
+    full = simulate(w, PagedAllocator(2048, 16), rules=V1Rules(), record_snapshots=False).summary
+    win = simulate(w, WindowedPagedAllocator(2048, 16, sliding_window=64), rules=V1Rules(),
+                   record_snapshots=False).summary
+    assert win.mean_running_busy > 2 * full.mean_running_busy
+    assert win.steps < full.steps
+
+
+def test_refusals_name_the_field():
+    with pytest.raises(FieldError, match="prefix_caching"):
+        WindowedPagedAllocator(2048, 16, sliding_window=64, prefix_caching=True)
+    with pytest.raises(FieldError, match="sliding_window"):
+        WindowedPagedAllocator(2048, 16, sliding_window=0)
+    with pytest.raises(FieldError, match="window_groups"):
+        WindowedPagedAllocator(2048, 16, sliding_window=64, window_groups=0)
+    with pytest.raises(FieldError, match="rules"):
+        simulate(classroom_40(), WindowedPagedAllocator(2048, 16, sliding_window=64))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lengths=st.lists(st.tuples(st.integers(1, 120), st.integers(1, 160), st.integers(0, 30)),
+                        min_size=1, max_size=8),
+       window=st.integers(1, 80), block_size=st.sampled_from([1, 2, 4, 8, 16]),
+       full_groups=st.integers(0, 2), budget=st.integers(8, 512))
+def test_bound_holds_at_every_step(lengths, window, block_size, full_groups, budget):
+    """Every step: a decoding sequence holds <= ceil(window / block) + 1 blocks per windowed group
+    (a step prefilling k tokens <= ceil((window - 1 + k) / block) + 1): check_invariants asserts it
+    after each step; every request finishes; the pool's shares still partition it."""
+    w = workload_from_lengths("prop", lengths, max_new_tokens=160)
+    alloc = WindowedPagedAllocator(4096, block_size, sliding_window=window, full_groups=full_groups)
+    r = simulate(w, alloc, rules=V1Rules(max_num_batched_tokens=budget), check_invariants=True)
+    assert r.summary.finished == len(lengths)
+    assert r.window["peak_decode_window_blocks"] <= window_block_bound(window, block_size)
+    m = r.metrics
+    assert (m["used_slots"] <= m["allocated_slots"]).all() and (m["reserved_slots"] >= 0).all()
