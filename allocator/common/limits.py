@@ -88,6 +88,11 @@ LIMITS: dict[str, Limit] = {
     # budget past the longest length accepted describes no engine
     "max_num_seqs": Limit(1, MAX_NUM_SEQS, unit="running sequences"),
     "max_num_batched_tokens": Limit(1, MAX_TOKENS, unit="tokens per engine step"),
+    # sliding-window and hybrid paging (--sliding-window; allocator.memory.sliding_window): a window past the
+    # longest length accepted is full attention; vLLM's hybrid models have a handful of KV-cache groups
+    "sliding_window": Limit(0, MAX_TOKENS, unit="tokens; 0: full attention"),
+    "full_groups": Limit(0, 16, unit="KV-cache groups of full-attention layers"),
+    "window_groups": Limit(1, 16, unit="KV-cache groups of sliding-window layers"),
     # slot accounting (account, the Accounting page)
     "lengths": Limit(1, MAX_TOKENS, unit="tokens"),
     "reserve": Limit(1, MAX_TOKENS, unit="slots per request"),

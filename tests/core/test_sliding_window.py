@@ -137,3 +137,45 @@ def test_bound_holds_at_every_step(lengths, window, block_size, full_groups, bud
     assert r.window["peak_decode_window_blocks"] <= window_block_bound(window, block_size)
     m = r.metrics
     assert (m["used_slots"] <= m["allocated_slots"]).all() and (m["reserved_slots"] >= 0).all()
+
+
+def test_map_draws_released_blocks_and_names_them_in_the_legend():
+    """The right-hand map colours a block released behind the window (free, not yet taken again) in
+    its own state, and the figure's legend names it; a full-attention run has neither."""
+    from allocator.engine.scenario import Scenario, run_scenario
+    from allocator.viz.explainer_chart import explainer_figure
+    from allocator.viz.maps import FREE, RELEASED, slot_states
+
+    results = run_scenario(Scenario(rules="v1", sliding_window=64))
+    paged = results["paged"]
+    seen = 0
+    for step in sorted(paged.snapshots)[:200]:
+        snap = paged.snapshots[step]
+        _, state = slot_states(paged, step)
+        released = [e[2] for e in snap if e[0] == -1]
+        expect = sum(len(b) for b in released) * paged.block_size
+        assert (state == RELEASED).sum() == expect
+        seen += expect
+    assert seen > 0
+    names = [t.name for t in explainer_figure(results).data]
+    assert "free again: released behind the sliding window" in names
+    plain = run_scenario(Scenario())
+    assert "free again: released behind the sliding window" not in [t.name for t in explainer_figure(plain).data]
+    _, state = slot_states(plain["paged"], 10)
+    assert not (state == RELEASED).any() and (state == FREE).any()
+
+
+def test_cli_prints_the_bound_and_refuses_bad_values(capsys):
+    from allocator.__main__ import main
+
+    assert main(["simulate", "--rules", "v1", "--sliding-window", "64", "--json"]) == 0
+    import json
+    out = json.loads(capsys.readouterr().out)
+    w = out["paged"]["sliding_window"]
+    assert w["bound_blocks"] == 5 and w["peak_decode_window_blocks"] <= 5 and "sliding_window" not in out["reserve_max"]
+    for argv, words in ((["--sliding-window", "64"], "--rules v1"),
+                        (["--rules", "v1", "--sliding-window", "-1"], "from 0 to 10,000,000"),
+                        (["--rules", "v1", "--full-attention-groups", "1"], "only with --sliding-window"),
+                        (["--rules", "v1", "--sliding-window", "64", "--window-groups", "17"], "from 1 to 16")):
+        assert main(["simulate", *argv]) != 0
+        assert words in capsys.readouterr().err

@@ -34,6 +34,7 @@ GRID = {
     "sharegpt-opt, pow2 buddy": Scenario(workload="sharegpt-opt", policy="pow2", placement="buddy"),
     "nothing waits": Scenario(total_slots=1 << 20),
     "everything rejected": Scenario(shared_prefix=2048),
+    "sliding window 64 (v1 rules)": Scenario(rules="v1", sliding_window=64),
 }
 
 #: Figures the texts quote from the literature (not from the simulation), with their source.

@@ -105,8 +105,8 @@ def metrics_frame(results: dict) -> pd.DataFrame:
 
 def _allocator_settings(sc) -> list[tuple[str, str]]:
     """The non-default allocator settings of a (canonical) scenario as (words, file-name part):
-    the reservation policy and placement of the left side, the paged side's preemption and
-    prefix cache. Two exports that ran different allocators never share a name."""
+    the reservation policy and placement of the left side, the paged side's preemption, prefix
+    cache and sliding window. Two exports that ran different allocators never share a name."""
     out = []
     if sc.policy != "max":
         out.append((f"reserve-{sc.policy} reservations", f"reserve-{sc.policy}"))
@@ -116,6 +116,12 @@ def _allocator_settings(sc) -> list[tuple[str, str]]:
         out.append((f"{sc.preemption} preemption", sc.preemption))
     if sc.prefix_caching:
         out.append(("prefix caching", "prefixcache"))
+    if sc.sliding_window:                      # the paged side's model (it runs under vLLM v1's rules)
+        groups = (f" ({sc.full_groups} full-attention and {sc.window_groups} windowed KV-cache groups)"
+                  if sc.full_groups else "")
+        out.append((f"sliding window {sc.sliding_window:,} tokens{groups} under vLLM v1 rules",
+                    f"window{sc.sliding_window}" + (f"-groups{sc.full_groups}x{sc.window_groups}" if sc.full_groups
+                                                    else "")))
     return out
 
 
