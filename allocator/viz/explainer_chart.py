@@ -140,7 +140,18 @@ def _frame_text(res, step: int) -> str:
             f"{int(m['finished'][r])} finished · {preempted} preempted so far"
             + (f"<br>{int(m['logical_tokens'][r]):,} logical tokens in {int(m['used_slots'][r]):,} "
                f"distinct slots (shared prefix)" if res.shared_prefix and res.block_size else "")
+            + _released_line(res, int(m["step"][r]))
             + idle)
+
+
+def _released_line(res, start: int) -> str:
+    """A sliding-window run's readout line: the blocks released behind the window that are still
+    free in the picture of the record starting at ``start`` (the violet blocks); "" otherwise."""
+    if res.window is None or not res.snapshots or start not in res.snapshots:
+        return ""
+    n = sum(len(e[2]) for e in res.snapshots[start] if e[0] == -1)
+    return (f"<br>violet: {n:,} block{'' if n == 1 else 's'} released behind the "
+            f"{res.window['sliding_window']:,}-token window, not yet reused")
 
 
 def _series(res, name: str, scale: float = 1.0, timing=None) -> tuple[np.ndarray, np.ndarray]:

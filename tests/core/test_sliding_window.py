@@ -157,6 +157,10 @@ def test_map_draws_released_blocks_and_names_them_in_the_legend():
         assert (state == RELEASED).sum() == expect
         seen += expect
     assert seen > 0
+    from allocator.viz.explainer_chart import _frame_text
+    step = next(t for t in sorted(paged.snapshots) if any(e[0] == -1 for e in paged.snapshots[t]))
+    n = sum(len(e[2]) for e in paged.snapshots[step] if e[0] == -1)
+    assert f"violet: {n:,} block{'' if n == 1 else 's'} released behind the 64-token window" in _frame_text(paged, step)
     names = [t.name for t in explainer_figure(results).data]
     assert "free again: released behind the sliding window" in names
     plain = run_scenario(Scenario())
