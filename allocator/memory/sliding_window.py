@@ -222,16 +222,17 @@ class WindowedPagedAllocator(PagedAllocator):
 
     def _remove_skipped(self, seq_id: int, computed: int) -> None:
         """vLLM's ``remove_skipped_blocks``: null the table entries behind the window of every
-        windowed group and queue their blocks (back of the free queue, in vLLM's order)."""
+        windowed group and queue their blocks (back of the free queue, in vLLM's order). Every
+        windowed group has the same window and the same table length, so the same entries."""
         tables = self.group_tables.get(seq_id)
         if not tables:
             return
-        bs, nulls = self.block_size, self._nulls.get(seq_id, 0)
+        nulls = self._nulls.get(seq_id, 0)
+        k = min(skipped_blocks(computed, self.sliding_window, self.block_size), len(tables[-1]))
+        if k <= nulls:                                # nothing newly behind the window
+            return
         for window, table in zip(self.groups, tables):
             if window is None:
-                continue
-            k = min(skipped_blocks(computed, window, bs), len(table))
-            if k <= nulls:
                 continue
             out = table[nulls:k]
             table[nulls:k] = [NULL_BLOCK] * (k - nulls)
@@ -239,8 +240,7 @@ class WindowedPagedAllocator(PagedAllocator):
             self._released.update(out)
             self.released_blocks += len(out)
             self.null_entries += k - nulls
-        if k > nulls:
-            self._nulls[seq_id] = k
+        self._nulls[seq_id] = k
 
     def v1_allocate(self, seq_id: int, prompt_len: int, num_tokens: int, upto: int, hits=(),
                     final: int | None = None, computed: int = 0) -> bool:
@@ -275,8 +275,8 @@ class WindowedPagedAllocator(PagedAllocator):
         new = upto - computed
         self._last_new[seq_id] = new
         nulls = self._nulls.get(seq_id, 0)
-        held = len(tables[0]) - nulls
-        if any(w is not None for w in groups) and held > self.peak_window_blocks:
+        held = len(tables[-1]) - nulls                # a windowed group's live blocks (the last group is one)
+        if held > self.peak_window_blocks:
             self.peak_window_blocks = held
         if new == 1 and held > self.peak_decode_window_blocks:
             self.peak_decode_window_blocks = held
