@@ -406,7 +406,9 @@ def window_text(results: dict) -> str:
             f"{plural(w['peak_decode_window_blocks'], 'block')}{groups} (the rule's bound: ceil("
             f"{w['sliding_window']} / {bs}) + 1 = {w['bound_blocks']}), and up to {w['peak_window_blocks']} in the "
             "step that prefilled its prompt (those blocks go the step after). The paged side follows vLLM v1's "
-            "scheduler here, whose rule the window is; the left side still reserves every token.")
+            "scheduler here, whose rule the window is; the left side still reserves every token. Seconds, where "
+            "shown, price each decode's attention over its whole context, as for full attention: for the windowed "
+            "layers the model's figure is an overestimate.")
 
 
 def scheduler_rules_text(window: bool = False) -> str:
