@@ -244,7 +244,14 @@ def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationRe
     # Blocks shared through the prefix cache of a trace's prompts save their slots (``saving``);
     # a token equal to another sequence's but stored in an unshared block counts as distinct.
     stored = steps.logical_tokens - pool.saving              # slots holding a token, any copy
-    used = steps.logical_tokens - np.maximum(np.maximum(steps.holders - 1, 0) * workload.shared_prefix, pool.saving)
+    if getattr(allocator, "windowed", False):
+        # a sliding window releases the shared prompt's blocks as sequences move past it, so no holder is
+        # assumed to keep a copy (its records already count only the tokens still stored): shared blocks
+        # save their slots, the rest are distinct (allocator.memory.sliding_window)
+        used = steps.logical_tokens - pool.saving
+    else:
+        used = steps.logical_tokens - np.maximum(np.maximum(steps.holders - 1, 0) * workload.shared_prefix,
+                                                 pool.saving)
     allocated, unwritten = pool.allocated_slots, pool.internal_fragmentation
     derived = {
         "used_slots": used, "duplicate_slots": stored - used, "allocated_unshared": allocated + pool.saving,

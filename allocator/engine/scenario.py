@@ -101,7 +101,7 @@ class Scenario:
         sliding_window: the paged run's model attends through a sliding window of this many tokens
             (0, the default: full attention, every lesson's). Blocks wholly behind the window go
             back to the pool as vLLM v1's sliding-window manager releases them
-            (:mod:`allocator.memory.sliding_window`); needs ``rules`` "v1" and no prefix caching.
+            (:mod:`allocator.memory.sliding_window`); needs ``rules`` "v1".
             The reservation run is unchanged: it is the baseline that reserves every token.
         full_groups, window_groups: with a window, the model's KV-cache groups (vLLM's hybrid
             manager: equally many layers per group, one block pool): ``full_groups`` of
@@ -206,7 +206,7 @@ class Scenario:
                 (``"count = 0 must be a whole number from 1 to 200,000 (requests)"``), an
                 unknown ``arrival``, ``preemption``, ``policy``, ``placement`` or ``rules``, a block
                 larger than the pool, ``preemption`` "swap" under v1 rules (vLLM v1 preempts by
-                recompute only), or a ``sliding_window`` under classroom rules or with prefix caching.
+                recompute only), or a ``sliding_window`` under classroom rules.
         """
         values = {}
         for name in NUMERIC_SETTINGS:
@@ -224,9 +224,6 @@ class Scenario:
         if values["sliding_window"] and self.rules != "v1":
             raise FieldError("sliding_window", f" = {values['sliding_window']}: a sliding window follows vLLM v1's "
                              "KV-cache managers, so it needs vLLM v1's rules (--rules v1; the classroom scheduler keeps every token)")
-        if values["sliding_window"] and self.prefix_caching:
-            raise FieldError("sliding_window", f" = {values['sliding_window']}: prefix caching with a sliding "
-                             "window is not modelled here; turn one of them off")
         checked = replace(self, **values)
         if checked.block_size > checked.slots:       # the paged allocator's own refusal, said up front
             raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")

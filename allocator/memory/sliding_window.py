@@ -46,9 +46,14 @@ Units of a hybrid pool: a **slot** is one token in one group's layers (the Capac
 ``groups x S`` such slots, ``groups x S // block_size`` blocks. With one group (every layer
 windowed) a slot is the usual one.
 
-Prefix caching with a window is not modelled (vLLM searches a windowed group's cache hits from
-the right, needing only the blocks inside the window: ``SlidingWindowManager.find_longest_cache_hit``);
-the allocator refuses it rather than give a number that is not vLLM's.
+Prefix caching, per group as vLLM keys it (a block's chained hash together with its group): a
+block released behind the window keeps its hash and waits at the back of the free queue as a
+cached block, findable until the queue hands it out again. A new request's cache hit is the
+hybrid coordinator's (vllm/v1/core/kv_cache_coordinator.py, ``HybridKVCacheCoordinator.
+find_longest_cache_hit``): a full-attention group needs every leading block cached, a windowed
+group only the ceil((window - 1) / block_size) blocks before the hit's end, searched from the
+right (``SlidingWindowManager.find_longest_cache_hit``); the hit is the longest all groups agree
+on, and the windowed groups' blocks before the window are null from the start.
 """
 from __future__ import annotations
 
@@ -56,6 +61,7 @@ from allocator.common.errors import FieldError
 from allocator.common.limits import MAX_TOKENS
 from allocator.common.mathutils import cdiv
 from allocator.common.validate import whole_number
+from allocator.memory.block_pool import BlockPool
 from allocator.memory.paged import PagedAllocator
 
 #: The null block of a block table: an entry released behind the window (vLLM's ``null_block``).
@@ -129,7 +135,10 @@ class WindowedPagedAllocator(PagedAllocator):
         full_groups: KV-cache groups of full-attention layers (0 .. 16; 0: every layer windowed).
         window_groups: KV-cache groups of windowed layers (1 .. 16).
         preemption: "recompute" only (these rules are vLLM v1's).
-        prefix_caching: must be False (see the module docstring).
+        prefix_caching: vLLM v1's prefix caching, per group: each group's full blocks are
+            registered under (group, chained block hash); a block released behind the window keeps
+            its hash and waits in the free queue as a cached block; a new request's hit is the
+            hybrid coordinator's (:meth:`v1_computed_blocks`).
 
     Driven only through vLLM v1's calls (``v1_computed_blocks``, ``v1_allocate``, ``v1_free``):
     ``allocator.engine.simulate.simulate`` refuses it without v1 rules.
@@ -142,33 +151,32 @@ class WindowedPagedAllocator(PagedAllocator):
         released_blocks: blocks released behind a window so far (count).
 
     Raises:
-        FieldError: any argument out of range, ``prefix_caching`` on, or ``preemption`` "swap".
+        FieldError: any argument out of range, or ``preemption`` "swap".
     """
 
     kind = "paged"
     label = "Paged"
     needs_v1_rules = True
     windowed = True
+    pool_class = BlockPool          # one block pool with a hash index, with or without prefix caching
 
     def __init__(self, total_slots: int, block_size: int, *, sliding_window: int, full_groups: int = 0,
                  window_groups: int = 1, preemption: str = "recompute", prefix_caching: bool = False):
         self.groups = layer_groups(sliding_window, full_groups, window_groups)
         self.sliding_window = self.groups[-1]
-        if prefix_caching:
-            raise FieldError("prefix_caching", ": prefix caching with a sliding window is not modelled here "
-                             "(vLLM finds a windowed group's cache hits by its own rule); turn one of them off")
         if preemption != "recompute":
             raise FieldError("preemption", f" = {preemption!r}: a sliding-window pool follows vLLM v1, which "
                              "preempts by recompute only")
         model_slots = whole_number("total_slots", total_slots, 1)
         self.model_slots = model_slots
-        super().__init__(len(self.groups) * model_slots, block_size, preemption="recompute")
+        super().__init__(len(self.groups) * model_slots, block_size, preemption="recompute",
+                         prefix_caching=prefix_caching)
         if len(self.groups) > 1:
             self.label = "Paged (hybrid)"
 
     def reset(self, shared_prefix: int = 0, prompts=None) -> None:
         """Empty the pool and forget every table (see :meth:`PagedAllocator.reset`)."""
-        super().reset(shared_prefix=shared_prefix, prompts=None)
+        super().reset(shared_prefix=shared_prefix, prompts=prompts)
         self.group_tables: dict[int, list[list[int]]] = {}
         self._nulls: dict[int, int] = {}        # seq_id -> null entries in each windowed table
         self.null_entries = 0                   # null entries over every table (each windowed group)
@@ -216,14 +224,82 @@ class WindowedPagedAllocator(PagedAllocator):
 
     # --------------------------------------------------------------- vLLM v1's calls
 
-    def v1_computed_blocks(self, seq_id: int, prompt_len: int, num_tokens: int) -> list[int]:
-        """No prefix cache here: nothing is ever found ([])."""
-        return []
+    def _group_keys(self, g: int, keys) -> list:
+        """Group ``g``'s keys of the sequence's full blocks: (group, chained key); vLLM keys a cached
+        block by its hash and its group (``BlockHashWithGroupId``, vllm/v1/core/kv_cache_utils.py)."""
+        return [(g, k) for k in keys]
+
+    def _window_hit(self, g: int, keys: list, length: int) -> list:
+        """A windowed group's cache hit within the first ``length`` blocks: searched from the right
+        for ceil((window - 1) / block_size) cached blocks in a row, the blocks before them null
+        (they lie behind the window of the last hit token); if no such run exists, the cached
+        blocks in a row from the start. vLLM's ``SlidingWindowManager.find_longest_cache_hit``."""
+        need = cdiv(self.sliding_window - 1, self.block_size)
+        lookup = self.pool.lookup
+        hit = [NULL_BLOCK] * length
+        run = 0
+        for i in range(length - 1, -1, -1):
+            b = lookup((g, keys[i]))
+            if b is None:
+                run = 0
+                continue
+            hit[i] = b
+            run += 1
+            if run >= need:
+                return hit[:i + run]
+        return hit[:run]
+
+    def v1_computed_blocks(self, seq_id: int, prompt_len: int, num_tokens: int) -> list:
+        """vLLM's hybrid coordinator's ``find_longest_cache_hit`` (vllm/v1/core/kv_cache_coordinator.py,
+        ``HybridKVCacheCoordinator``): the longest number of leading blocks, at most (num_tokens - 1)
+        // block_size, that every group can serve from the cache -- a full-attention group needs every
+        block cached in a row from the first, a windowed group only the blocks inside the window of the
+        last hit token (:meth:`_window_hit`) -- shrunk until all groups agree. [] without prefix
+        caching.
+
+        Returns:
+            one tuple per hit block: the block of each group (-1, the null block, where a windowed
+            group needs none), shape (hit blocks, groups). Nothing is taken or touched.
+        """
+        if not self.prefix_caching:
+            return []
+        limit = (num_tokens - 1) // self.block_size
+        if not limit:
+            return []
+        keys = self._v1_keys(seq_id, prompt_len, num_tokens)[:limit]
+        length, hits = limit, None
+        while length:
+            hits = []
+            for g, window in enumerate(self.groups):
+                if window is None:
+                    got = self.pool.lookup_run(self._group_keys(g, keys), length)
+                else:
+                    got = self._window_hit(g, keys, length)
+                hits.append(got)
+            shortest = min(len(h) for h in hits)
+            if shortest == length:
+                break
+            length = shortest
+        if not length:
+            return []
+        return list(zip(*(h[:length] for h in hits)))
+
+    def _give_back(self, blocks: list) -> list:
+        """Drop one reference to each block of ``blocks`` (a table slice in logical order), the
+        last first: blocks nobody else holds join the back of the free queue, a block with a hash
+        as a cached block (prefix caching). Returns the blocks that became free."""
+        if not self.prefix_caching:                   # nothing is ever shared: every block is exclusive
+            self.pool.release_exclusive(blocks)
+            return blocks
+        freed = self.pool.release(blocks)
+        self.shared_saving -= (len(blocks) - len(freed)) * self.block_size
+        return freed
 
     def _remove_skipped(self, seq_id: int, computed: int) -> None:
         """vLLM's ``remove_skipped_blocks``: null the table entries behind the window of every
-        windowed group and queue their blocks (back of the free queue, in vLLM's order). Every
-        windowed group has the same window and the same table length, so the same entries."""
+        windowed group and give their blocks back (the back of the free queue, in the order vLLM's
+        walk from the last skipped entry frees them; a block another table shares stays in use).
+        Every windowed group has the same window and table length, so the same entries."""
         tables = self.group_tables.get(seq_id)
         if not tables:
             return
@@ -236,35 +312,53 @@ class WindowedPagedAllocator(PagedAllocator):
                 continue
             out = table[nulls:k]
             table[nulls:k] = [NULL_BLOCK] * (k - nulls)
-            self.pool.release_exclusive(out)          # queued last-skipped first, as vLLM's walk frees them
-            self._released.update(out)
-            self.released_blocks += len(out)
+            freed = self._give_back(out)
+            self._released.update(freed)
+            self.released_blocks += len(freed)
             self.null_entries += k - nulls
         self._nulls[seq_id] = k
 
     def v1_allocate(self, seq_id: int, prompt_len: int, num_tokens: int, upto: int, hits=(),
                     final: int | None = None, computed: int = 0) -> bool:
         """vLLM's ``allocate_slots`` for every group: first release the blocks behind the window
-        of ``computed`` tokens (kept even when the allocation then fails, as in vLLM), then grow
-        each group's table to ceil(upto / block_size) entries from the one pool.
+        of ``computed`` tokens (kept even when the allocation then fails, as in vLLM), then, for a
+        new table, take the cache hits (``hits`` from :meth:`v1_computed_blocks`: each group's
+        blocks, null where the window needs none), then grow each group's table to
+        ceil(upto / block_size) entries from the one pool. With prefix caching, every full block
+        among the first min(upto, num_tokens) tokens is registered under (group, chained key).
 
         Returns:
-            True, or False when too few blocks are free for all groups together (nothing taken).
+            True, or False when too few blocks are free for all groups together (hits taken out
+            of the free queue count against it; nothing taken).
         """
         self._remove_skipped(seq_id, computed)
-        bs, groups = self.block_size, self.groups
+        bs, groups, pool = self.block_size, self.groups, self.pool
         tables = self.group_tables.get(seq_id)
-        if tables is None:
-            tables = [[] for _ in groups]
         want = -(-upto // bs)
+        live_hits = []
+        if tables is None:
+            tables = [[h[g] for h in hits] for g in range(len(groups))]
+            live_hits = [b for t in tables for b in t if b != NULL_BLOCK]
         need = sum(max(0, want - len(t)) for t in tables)
-        if need > self.pool.num_free:
+        cached_free = pool.count_refcount(live_hits, 0) if live_hits else 0
+        if need + cached_free > pool.num_free:
             return False
         if seq_id not in self.group_tables:
             self.group_tables[seq_id] = tables
-            self.block_tables[seq_id] = tables[0]
+            self.block_tables[seq_id] = tables[-1]
+            if hits:
+                # leading null entries of a windowed group's hit: behind the window of its last hit token
+                nulls = next((i for i, b in enumerate(tables[-1]) if b != NULL_BLOCK), len(tables[-1]))
+                if nulls:
+                    self._nulls[seq_id] = nulls
+                    self.null_entries += nulls * (len(groups) - groups.count(None))
+                self.shared_saving += (len(live_hits) - cached_free) * bs
+                pool.touch(live_hits)
+                self._released.difference_update(live_hits)
+            if self.prefix_caching:
+                self.last_hit_tokens = len(hits) * bs
         if need:
-            fresh = self.pool.allocate(need)
+            fresh = pool.allocate(need)
             self._released.difference_update(fresh)
             i = 0
             for t in tables:
@@ -286,12 +380,25 @@ class WindowedPagedAllocator(PagedAllocator):
             if extra >= 0:                      # its last block, in every group: the rest is never written
                 self.never_written += len(groups) * extra - self._unwritten.get(seq_id, 0)
                 self._unwritten[seq_id] = len(groups) * extra
+        if self.prefix_caching:
+            full = min(upto, num_tokens) // bs
+            done = self._v1_registered.get(seq_id, 0)
+            if full > done:
+                keys = self._v1_keys(seq_id, prompt_len, num_tokens)[done:full]
+                for g, table in enumerate(tables):
+                    pairs = [(b, k) for b, k in zip(table[done:full], self._group_keys(g, keys)) if b != NULL_BLOCK]
+                    if pairs:
+                        pool.register_all([b for b, _ in pairs], [k for _, k in pairs])
+                self._v1_registered[seq_id] = full
         return True
 
     def v1_free(self, seq_id: int, keep_keys: bool = False) -> None:
-        """Release a finished or preempted sequence's blocks: group by group, each table's blocks
-        last first (its null entries hold nothing)."""
+        """Release a finished (``keep_keys=False``) or preempted sequence's blocks: group by group,
+        each table's blocks last first (its null entries hold nothing); cached blocks stay findable."""
         self._release(seq_id)
+        self._v1_registered.pop(seq_id, None)
+        if not keep_keys:
+            self._keys.pop(seq_id, None)
 
     def _release(self, seq_id: int) -> None:
         tables = self.group_tables.pop(seq_id)
@@ -303,7 +410,7 @@ class WindowedPagedAllocator(PagedAllocator):
         for window, table in zip(self.groups, tables):
             if window is not None:
                 self.null_entries -= nulls
-            self.pool.release_exclusive([b for b in table if b != NULL_BLOCK])
+            self._give_back([b for b in table if b != NULL_BLOCK])
 
     def preempt(self, seq_id: int) -> str:
         """Recompute preemption: every group's blocks released."""
@@ -319,9 +426,12 @@ class WindowedPagedAllocator(PagedAllocator):
 
     def snapshot(self, lengths: dict) -> tuple:
         """The pool's block tables: (seq_id, tokens, table) per group of each running sequence, in
-        admission order (null entries -1), then, when some are still free, ``(-1, 0, blocks)``: the
-        blocks released behind a window that nobody has taken since (drawn in their own colour)."""
+        admission order (null entries -1); with prefix caching ``(0, 0, blocks)``, the blocks held only
+        by the cache; then, when some are still free, ``(-1, 0, blocks)``: the blocks released behind
+        a window that nobody has taken since (drawn in their own colour)."""
         snap = tuple((sid, lengths[sid], tuple(t)) for sid, tables in self.group_tables.items() for t in tables)
+        if self.prefix_caching and self.pool.num_cached_free:
+            snap += ((0, 0, self.pool.cached_free_blocks()),)
         if self._released:
             snap += ((-1, 0, tuple(sorted(self._released))),)
         return snap
@@ -357,3 +467,5 @@ class WindowedPagedAllocator(PagedAllocator):
         assert nulls_total == self.null_entries, "null entries miscounted"
         assert not (self._released & {b for t in live for b in t}), "a released block is still in a table"
         self.pool.check_invariants(live)
+        saving = sum((r - 1) * bs for r in self.pool.refcounts if r > 1)
+        assert saving == self.shared_saving, f"shared saving {self.shared_saving} != {saving}"

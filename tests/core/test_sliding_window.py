@@ -111,12 +111,12 @@ def test_window_fits_more_sequences():
 
 
 def test_refusals_name_the_field():
-    with pytest.raises(FieldError, match="prefix_caching"):
-        WindowedPagedAllocator(2048, 16, sliding_window=64, prefix_caching=True)
     with pytest.raises(FieldError, match="sliding_window"):
         WindowedPagedAllocator(2048, 16, sliding_window=0)
     with pytest.raises(FieldError, match="window_groups"):
         WindowedPagedAllocator(2048, 16, sliding_window=64, window_groups=0)
+    with pytest.raises(FieldError, match="preemption"):
+        WindowedPagedAllocator(2048, 16, sliding_window=64, preemption="swap")
     with pytest.raises(FieldError, match="rules"):
         simulate(classroom_40(), WindowedPagedAllocator(2048, 16, sliding_window=64))
 
@@ -183,3 +183,55 @@ def test_cli_prints_the_bound_and_refuses_bad_values(capsys):
                         (["--rules", "v1", "--sliding-window", "64", "--window-groups", "17"], "from 1 to 16")):
         assert main(["simulate", *argv]) != 0
         assert words in capsys.readouterr().err
+
+
+def test_prefix_cache_keeps_released_blocks_findable_and_hits_only_the_window():
+    """Window 8, block 4, a shared 40-token prompt. The first sequence's prompt blocks 0..9 are
+    registered; its blocks behind the window go to the free queue *as cached blocks*. A second
+    sequence with the same prompt hits: the full-attention group needs blocks 0..8 cached from the
+    first (limit (41 - 1) // 4 = 10 ... capped at 9 by the last token), the windowed group only
+    ceil(7 / 4) = 2 blocks before the hit's end, null before them."""
+    alloc = WindowedPagedAllocator(256, 4, sliding_window=8, full_groups=1, window_groups=1, prefix_caching=True)
+    alloc.reset(shared_prefix=40)
+    assert alloc.v1_allocate(1, 40, 40, 40, final=50, computed=0)          # prefill: 10 blocks per group
+    win_before = list(alloc.group_tables[1][1])
+    assert alloc.v1_allocate(1, 40, 41, 41, final=50, computed=40)         # decode: (40 - 7) // 4 = 8 skipped
+    full, win = alloc.group_tables[1]
+    assert win[:8] == [NULL_BLOCK] * 8 and NULL_BLOCK not in full
+    released = set(alloc.pool.cached_free_queue())
+    assert released == set(alloc.snapshot({1: 41})[-1][2]) and len(released) == 8   # cached AND drawn released
+    hits = alloc.v1_computed_blocks(2, 40, 40)
+    assert len(hits) == 9                                                  # (40 - 1) // 4 blocks at most
+    assert [h[0] for h in hits] == full[:9]                                # full group: every leading block
+    # window: the last 2 blocks before the hit's end, null before; block 7 was released behind seq 1's
+    # window but kept its hash, so the cache still finds it
+    assert [h[1] for h in hits] == [NULL_BLOCK] * 7 + win_before[7:9] and win[7] == NULL_BLOCK
+    assert alloc.v1_allocate(2, 40, 40, 40, hits, final=50, computed=36)
+    assert alloc.group_tables[2][1][:7] == [NULL_BLOCK] * 7 and alloc.last_hit_tokens == 36
+    assert win_before[7] not in alloc.pool.cached_free_queue()             # taken back out of the free queue
+    assert win_before[7] not in alloc.snapshot({1: 41, 2: 40})[-1][2]      # and no longer drawn as released
+    alloc.check_invariants({1: 41, 2: 40})
+    alloc.v1_free(1)
+    alloc.v1_free(2)
+    alloc.check_invariants({})
+    assert alloc.pool.num_free == alloc.num_blocks and alloc.shared_saving == 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lengths=st.lists(st.tuples(st.integers(1, 90), st.integers(1, 90), st.integers(0, 20)), min_size=1, max_size=6),
+       window=st.integers(1, 48), block_size=st.sampled_from([2, 4, 8]), full_groups=st.integers(0, 1),
+       prefix=st.integers(0, 60), slots=st.integers(200, 1200))
+def test_prefix_caching_with_a_window_keeps_every_rule(lengths, window, block_size, full_groups, prefix, slots):
+    """Prefix caching and a window together, in pools small enough to preempt and evict: the
+    bookkeeping checks (refcounts against tables, shared saving, null entries, the bound) hold after
+    every step and every request finishes or is rejected."""
+    from allocator.workloads.requests import with_shared_prefix
+    w = with_shared_prefix(workload_from_lengths("prop", lengths, max_new_tokens=90), prefix)
+    alloc = WindowedPagedAllocator(slots, block_size, sliding_window=window, full_groups=full_groups,
+                                   prefix_caching=True)
+    r = simulate(w, alloc, rules=V1Rules(max_num_batched_tokens=64), check_invariants=True)
+    assert r.summary.finished + len(r.rejected) == len(lengths)
+    assert r.window["peak_decode_window_blocks"] <= window_block_bound(window, block_size)
+    m = r.metrics                                   # the shares still partition the pool
+    assert (m["used_slots"] >= 0).all() and (m["used_slots"] <= m["allocated_slots"]).all()
+    assert (m["duplicate_slots"] >= 0).all() and (m["reserved_slots"] >= 0).all()
