@@ -85,6 +85,8 @@ def allowed_numbers(sc: Scenario, results: dict, rows: list[dict], timings: dict
         s = res.summary
         for v in s.values():
             nums |= _forms(v)
+        for v in (res.window or {}).values():                # a sliding-window run's own figures
+            nums |= _forms(v)
         for shares in (s["memory_shares_busy"], s["memory_shares"]):     # the pool's six shares
             for v in (shares or {}).values():
                 nums |= _forms(v)

@@ -268,9 +268,15 @@ def animation_caption(scenario, workload, results: dict) -> str:
         running = f"{s.sustained_running:.1f} running on average" + (" while requests waited" if s.waited else "")
         return f"{running} (peak {s.peak_running} at step {s.peak_running_step:,}), {s.steps:,} steps"
 
+    w = results["paged"].window
+    window = ("" if w is None else
+              f" The right side's model attends through a {w['sliding_window']:,}-token sliding window under vLLM v1's "
+              f"rules: a decoding sequence held at most {w['peak_decode_window_blocks']} blocks per windowed group "
+              f"(bound {w['bound_blocks']}); {w['released_blocks']:,} blocks were released behind the window "
+              "(violet while nobody has taken them again).")
     return (f"{workload.name}: {len(workload)} requests in a {scenario.slots:,}-slot pool, max_new_tokens "
             f"{workload.max_new_tokens:,}. Left: {reservation_name(results)} ({reservation_rule(results)}, contiguous): "
-            f"{side(rm)}. Right: paged, blocks of {scenario.block_size} slots: {side(pg)}.")
+            f"{side(rm)}. Right: paged, blocks of {scenario.block_size} slots: {side(pg)}.{window}")
 
 
 def animation_html(scenario, workload, results: dict, fig: go.Figure, *, title: str | None = None,
