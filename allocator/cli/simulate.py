@@ -205,6 +205,33 @@ def window_line(window: dict, block_size: int) -> str:
             f"{window['released_blocks']:,} blocks released behind the window")
 
 
+def full_attention_figures(sc: Scenario, workload, windowed) -> dict:
+    """The same paged run with every layer attending to every token (same memory, block size and
+    rules) beside the windowed one: how many more sequences the window lets run. Batch sizes are
+    the summaries' mean running over the steps when requests waited in both runs (``waited``),
+    else over every step, and ``peak_running``."""
+    from allocator.engine.scenario import paged_allocator
+    from allocator.engine.simulate import simulate
+
+    full = simulate(workload, paged_allocator(sc.slots, sc.block_size, preemption=sc.preemption,
+                                              prefix_caching=sc.prefix_caching),
+                    record_snapshots=False, rules=sc.v1_rules).summary
+    w = windowed.summary
+    waited = bool(full.waited and w.waited)         # one basis for both: busy steps, or every step
+    a, b = (full.mean_running_busy, w.mean_running_busy) if waited else (full.mean_running, w.mean_running)
+    return {"mean_running": a, "peak_running": full.peak_running, "steps": full.steps, "waited": waited,
+            "window_mean_running": b, "window_peak_running": w.peak_running, "ratio": (b / a) if a else None}
+
+
+def full_attention_line(f: dict) -> str:
+    """:func:`full_attention_figures` in one line."""
+    ratio = "" if f["ratio"] is None else f" ({f['ratio']:.2f}x)"
+    basis = "while requests waited" if f["waited"] else "over the run"
+    return (f"paged, full attention in the same memory and rules: {f['mean_running']:.1f} sequences running on "
+            f"average {basis} (peak {f['peak_running']}, {f['steps']:,} steps); with the window: "
+            f"{f['window_mean_running']:.1f}{ratio} (peak {f['window_peak_running']})")
+
+
 def scenario_parser() -> argparse.ArgumentParser:
     """``simulate``'s parser, built by :func:`register` on a scratch parser, for the export
     commands to inherit (``parents=[scenario_parser()]``), so they take every scenario option
@@ -319,7 +346,7 @@ def run(args) -> int:
             s["rules"] = sc.v1_rules.describe() if key == "paged" else \
                 "classroom scheduler (vLLM v1 has no reservation allocator)"
         if res.window is not None:
-            s["sliding_window"] = res.window
+            s["sliding_window"] = dict(res.window, full_attention=full_attention_figures(sc, workload, res))
         if timed:
             # the explainer's pricing: the run on its step clock, an idle step at the arrival clock
             s.update(price(res, cost, idle_step_s=1 / sc.canonical().steps_per_second).summary)
@@ -336,6 +363,7 @@ def run(args) -> int:
     window = results["paged"].window
     if window is not None:
         print(window_line(window, sc.block_size))
+        print(full_attention_line(out["paged"]["sliding_window"]["full_attention"]))
     for note in workload.notes:
         print(f"note: {note}")
     if timed:

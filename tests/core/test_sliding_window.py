@@ -177,6 +177,12 @@ def test_cli_prints_the_bound_and_refuses_bad_values(capsys):
     out = json.loads(capsys.readouterr().out)
     w = out["paged"]["sliding_window"]
     assert w["bound_blocks"] == 5 and w["peak_decode_window_blocks"] <= 5 and "sliding_window" not in out["reserve_max"]
+    # the full-attention run beside it is the plain paged run under the same rules, read from its own summary
+    full = simulate(classroom_40(), PagedAllocator(2048, 16), rules=V1Rules(), record_snapshots=False).summary
+    f = w["full_attention"]
+    assert f["waited"] and f["mean_running"] == full.mean_running_busy and f["peak_running"] == full.peak_running
+    assert f["window_mean_running"] == out["paged"]["mean_running_busy"]
+    assert f["ratio"] == pytest.approx(f["window_mean_running"] / f["mean_running"]) and f["ratio"] > 2
     for argv, words in ((["--sliding-window", "64"], "--rules v1"),
                         (["--rules", "v1", "--sliding-window", "-1"], "from 0 to 10,000,000"),
                         (["--rules", "v1", "--full-attention-groups", "1"], "only with --sliding-window"),
