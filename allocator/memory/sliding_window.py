@@ -120,6 +120,28 @@ def layer_groups(sliding_window: int, full_groups: int = 0, window_groups: int =
     return (None,) * full + (window,) * windowed
 
 
+def kv_cache_groups(full_layers: int, window_layers: int) -> tuple[int, int]:
+    """(full-attention groups, windowed groups) vLLM makes of a model's layers: every group holds
+    the same number of layers, the smaller kind's count -- or the larger's when it is under 1.5
+    times the smaller -- and each kind fills ceil(its layers / group size) groups (padded with
+    empty layers). gpt-oss-120b (18 + 18 layers): (1, 1); Gemma-3-style 10 full + 52 windowed: (1, 6).
+    A model of one kind is one group. Source: vllm/v1/core/kv_cache_utils.py,
+    ``_get_kv_cache_groups_uniform_page_size``.
+
+    Raises:
+        FieldError: a count that is not a whole number >= 0, or no layers at all.
+    """
+    full = whole_number("full_layers", full_layers, 0)
+    windowed = whole_number("window_layers", window_layers, 0)
+    counts = [n for n in (full, windowed) if n]
+    if not counts:
+        raise FieldError("window_layers", ": a model needs at least one attention layer")
+    size = min(counts)
+    if max(counts) < 1.5 * size:
+        size = max(counts)
+    return (cdiv(full, size) if full else 0, cdiv(windowed, size) if windowed else 0)
+
+
 class WindowedPagedAllocator(PagedAllocator):
     """Paged KV cache of a sliding-window or hybrid model: one block pool, one block table per
     request per KV-cache group, blocks behind the window released (module docstring: the rule,

@@ -241,3 +241,19 @@ def test_prefix_caching_with_a_window_keeps_every_rule(lengths, window, block_si
     m = r.metrics                                   # the shares still partition the pool
     assert (m["used_slots"] >= 0).all() and (m["used_slots"] <= m["allocated_slots"]).all()
     assert (m["duplicate_slots"] >= 0).all() and (m["reserved_slots"] >= 0).all()
+
+
+def test_groups_of_the_shipped_hybrid_config_are_the_ones_the_cli_help_names():
+    """gpt-oss-120b's shipped config (18 windowed of 36 layers, window 128) groups as vLLM groups it:
+    one full-attention and one windowed KV-cache group, the --full-attention-groups 1 --window-groups 1
+    that simulate --help gives for it."""
+    from allocator.accounting.kv_configs import model_kv
+    from allocator.cli.simulate import scenario_parser
+    from allocator.memory.sliding_window import kv_cache_groups
+
+    m = model_kv("gpt-oss-120b")
+    assert (m.full_layers, m.window_layers, m.sliding_window) == (18, 18, 128)
+    assert kv_cache_groups(m.full_layers, m.window_layers) == (1, 1)
+    assert kv_cache_groups(10, 52) == (1, 6) and kv_cache_groups(0, 32) == (0, 1) and kv_cache_groups(20, 25) == (1, 1)
+    squeezed = "".join(scenario_parser().format_help().split())          # argparse wraps at hyphens too
+    assert "--sliding-window128--full-attention-groups1--window-groups1" in squeezed
