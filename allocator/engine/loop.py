@@ -285,7 +285,10 @@ class Run:
         and ``tokens`` (tokens emitted; written only where ``names`` has the column: the v1
         scheduler's) -- then the pool as the step left it (:class:`PoolRecord`; ``next_need``
         decides what counts as external fragmentation). Blocks swapped and cached blocks evicted
-        are counted since the last record: in this step (a gap moves none).
+        are counted since the last record: in this step (a gap moves none). A sliding-window pool
+        (``allocator.memory.sliding_window``) stores fewer tokens than its sequences hold: its
+        ``logical_tokens`` and ``final`` are replaced by the slots that hold a token and will
+        (``stored_counts``), so the pool's shares still partition it.
 
         Keywords, not a :class:`StepRecord`: a record is written every busy step, and building the
         named tuple first cost about 1 us a step (15 % of a 10,000-request Azure run); a keyword

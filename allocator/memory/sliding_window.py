@@ -163,7 +163,9 @@ class WindowedPagedAllocator(PagedAllocator):
             hybrid coordinator's (:meth:`v1_computed_blocks`).
 
     Driven only through vLLM v1's calls (``v1_computed_blocks``, ``v1_allocate``, ``v1_free``):
-    ``allocator.engine.simulate.simulate`` refuses it without v1 rules.
+    ``allocator.engine.simulate.simulate`` refuses it without v1 rules. A run's records then count
+    what the pool stores (:meth:`stored_counts`): ``logical_tokens`` is the group slots holding a
+    token, so a token whose block was released behind the window no longer counts.
 
     Attributes:
         groups: the window per group (None: full attention), shape (groups,).
@@ -227,9 +229,9 @@ class WindowedPagedAllocator(PagedAllocator):
         stored = len(self.groups) * tokens - self.block_size * self.null_entries
         return stored, stored + len(self.groups) * (final - tokens)
 
-    def window_gap(self, seq_id: int, computed: int) -> int | None:
+    def window_gap(self, seq_id: int, computed: int) -> int:
         """Tokens a decoder may still compute from ``computed`` before its next step releases a
-        block behind the window (0: the next step does), or None without a windowed group."""
+        block behind the window (0: the next step does). The v1 scheduler wakes it then."""
         nulls = self._nulls.get(seq_id, 0)
         # the first computed count c' >= computed with (c' - window + 1) // block_size > nulls
         return max(0, (nulls + 1) * self.block_size + self.sliding_window - 1 - computed)
