@@ -150,7 +150,8 @@ def add_window_arguments(p) -> None:
                         "--full-attention-groups 1 --window-groups 1")
     p.add_argument("--window-groups", type=count_arg, default=None, metavar="N",
                    help="with --sliding-window: KV-cache groups of windowed layers (default 1; Gemma 3's five "
-                        f"windowed layers to one full: 5 with --full-attention-groups 1; {range_help('window_groups')})")
+                        "windowed layers to one full: 5 with --full-attention-groups 1; "
+                        f"{range_help('window_groups')})")
 
 
 def window_from_args(args) -> dict:

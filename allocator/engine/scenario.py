@@ -223,7 +223,8 @@ class Scenario:
                              "is older vLLM's option; use rules 'classroom' for it)")
         if values["sliding_window"] and self.rules != "v1":
             raise FieldError("sliding_window", f" = {values['sliding_window']}: a sliding window follows vLLM v1's "
-                             "KV-cache managers, so it needs vLLM v1's rules (--rules v1; the classroom scheduler keeps every token)")
+                             "KV-cache managers, so it needs vLLM v1's rules (--rules v1; the classroom scheduler "
+                             "keeps every token)")
         checked = replace(self, **values)
         if checked.block_size > checked.slots:       # the paged allocator's own refusal, said up front
             raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")
