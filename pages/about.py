@@ -166,7 +166,18 @@ GLOSSARY = [
      f"full ones (the larger of OpenAI's gpt-oss models: {model_kv('gpt-oss-120b').window_layers} of its "
      f"{model_kv('gpt-oss-120b').layers} layers, W = {model_kv('gpt-oss-120b').sliding_window}); vLLM's hybrid KV-cache manager frees a windowed "
      "layer's blocks once they fall outside the window.",
-     "Capacity (gpt-oss)"),
+     "Capacity (gpt-oss), Reserve vs paged (sliding window)"),
+    ("released behind the window (null block)", "The paged engine's rule for a windowed layer: once a "
+     "sequence has computed c tokens, the next token no longer reads the first c - W + 1 of them, so every block "
+     "lying wholly among those goes back to the free queue and its block-table entry becomes a null block. A "
+     "decoding sequence then holds at most ceil(W / block size) + 1 blocks per windowed layer group; a prefill "
+     "step holds its whole chunk until the next step releases it. Violet on the explainer's map.",
+     "Reserve vs paged (sliding window), simulate --sliding-window"),
+    ("hybrid KV-cache manager", "vLLM's way of paging a model that mixes full-attention and sliding-window "
+     "layers: the layers are split into KV-cache groups with equally many layers, every group of one kind, "
+     "each with its own block table per request; all groups take blocks from one pool, and every block has "
+     "the same page size (block size x one group's layers), so a block a window released can serve any group.",
+     "simulate --sliding-window --full-attention-groups"),
     ("FP8 KV cache", "Keys and values stored as 8-bit floats, 1 byte per number instead of bf16's 2 (vLLM's "
      "kv_cache_dtype=fp8). vLLM scales per tensor: one float32 scale for K and one for V in each layer, 8 bytes "
      "per layer for the whole model, nothing per token.",
@@ -216,8 +227,15 @@ SOURCES = [
      "tokens a step",
      "Leviathan, Kalman and Matias, Fast Inference from Transformers via Speculative Decoding, ICML 2023 "
      "(arXiv:2211.17192), section 3.1 and equation (1). The lab's default rate, 0.7, is a lesson's value."),
-    ("A sliding-window layer frees blocks that fall wholly outside its window",
-     "vLLM's hybrid KV-cache manager: vllm/v1/core/single_type_kv_cache_manager.py (SlidingWindowManager)."),
+    ("A sliding-window layer frees blocks that fall wholly outside its window (skipped tokens = computed - "
+     "window + 1, released at the start of each allocation, replaced by the null block), so a decoding sequence "
+     "holds at most ceil(window / block size) + 1 blocks; a hybrid model's full and windowed KV-cache groups "
+     "share one block pool with one page size",
+     "vLLM v1: vllm/v1/core/single_type_kv_cache_manager.py (SlidingWindowManager: get_num_skipped_tokens, "
+     "remove_skipped_blocks), vllm/v1/core/kv_cache_manager.py (allocate_slots), "
+     "vllm/v1/core/kv_cache_coordinator.py (HybridKVCacheCoordinator) and vllm/v1/core/kv_cache_utils.py "
+     "(the grouping into equally large groups, unify_kv_cache_spec_page_size); the engine's version is "
+     "allocator/memory/sliding_window.py (Reserve vs paged with a sliding window, simulate --sliding-window)."),
     ("{default_run}",
      "The app's own simulation of the explainer's default scenario (classroom-40, calibrated to land in the "
      "paper's measured range); the numbers are computed by the simulation, not typed in."),

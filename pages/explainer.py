@@ -13,7 +13,7 @@ from allocator.workloads.trace import AZURE_ATTRIBUTION
 from allocator.common.validate import plain_markdown
 from allocator.common.formats import plural
 from allocator.viz.claims.explainer import (details_rows, headline, reservation_name, reservation_rule,
-                                            scheduler_rules_text, workload_outcome)
+                                            scheduler_rules_text, window_text, workload_outcome)
 from allocator.viz.claims.sweep import sweep_summary, sweep_table
 from pages._ui.cache import (compute, lines_figure, metrics_table, presentation_figure, seconds_figure, sweep,
                              sweep_chart, timings)
@@ -163,7 +163,7 @@ def workload_panel(workload, sc: Scenario, results) -> None:
                         f"**{plain_markdown(sc.trace_name, 80)}**, arrivals at {sc.steps_per_second:g} steps per second.")
         for note in workload.notes:
             st.info(plain_markdown(note))
-        st.caption(scheduler_rules_text())
+        st.caption(scheduler_rules_text(window=results["paged"].window is not None))
         reserve = ReserveMaxAllocator(max(sc.slots, 1), workload.max_new_tokens, sc.policy, placement=sc.placement)
         df = pd.DataFrame([{"request": f"r{r.id}", "prompt (tokens)": r.prompt_len,
                             "answer (tokens)": r.output_len, "arrives at step": r.arrival_step,
@@ -245,6 +245,8 @@ def maps_section() -> None:
     st.plotly_chart(lines, width="stretch", config={"displaylogo": False}, key="maps_lines")
     # the legend's test (explainer_figure): the run shares a prompt, whichever scenario set it
     st.caption(map_caption(bool(results["paged"].shared_prefix), clock["seconds_axis"]))
+    if results["paged"].window is not None:
+        st.info(window_text(results), icon=":material/filter_center_focus:")
 
 
 if presenting:

@@ -20,6 +20,14 @@ v1 has no reservation allocator). ``--max-num-seqs`` (default 256) and ``--max-n
 (``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py; the ``LLM`` class takes 8,192 tokens,
 and larger GPUs 8,192 tokens and 1,024 sequences: the lesson's GPU is the A100-40GB, served, so
 2,048); they are refused without ``--rules v1``, as is ``--preemption swap`` with it.
+
+``--sliding-window TOKENS`` (with ``--rules v1``) gives the paged run's model a sliding window:
+blocks wholly behind it go back to the pool as vLLM's sliding-window manager releases them, and
+``--full-attention-groups`` / ``--window-groups`` make it a hybrid model whose groups share one
+pool (:mod:`allocator.memory.sliding_window`)::
+
+    python -m allocator simulate --workload classroom-40 --rules v1 --sliding-window 64
+    python -m allocator simulate --workload classroom-40 --rules v1 --sliding-window 128 --full-attention-groups 1
 """
 from __future__ import annotations
 
@@ -108,6 +116,7 @@ def register(sub) -> None:
                         "prefill_tokens_saved and cached_block_evictions to the paged summary")
     add_rules_arguments(p)
     add_speculation_arguments(p)
+    add_window_arguments(p)
     p.add_argument("--sweep", action="store_true", help="also sweep the paged block size 1..256")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
@@ -169,6 +178,43 @@ def speculation_from_args(args) -> tuple[int, float, int]:
             _given(args, "spec_seed", 0))
 
 
+def add_window_arguments(p) -> None:
+    """Add ``--sliding-window``, ``--full-attention-groups`` and ``--window-groups`` to parser ``p``
+    (``simulate`` and the export commands built on its parser)."""
+    p.add_argument("--sliding-window", type=count_arg, default=None, metavar="TOKENS",
+                   help="with --rules v1: the paged run's model attends through a window of this many tokens, "
+                        "and blocks wholly behind it go back to the pool as vLLM's sliding-window manager "
+                        f"releases them (0: full attention, the default; {range_help('sliding_window')}); adds "
+                        "the peak blocks per sequence per windowed group and the bound ceil(window/block)+1")
+    p.add_argument("--full-attention-groups", type=count_arg, default=None, metavar="N",
+                   help="with --sliding-window: KV-cache groups of full-attention layers beside the windowed ones "
+                        "(vLLM's hybrid manager, one pool; default 0: every layer windowed; "
+                        f"{range_help('full_groups')}); gpt-oss-120b: --sliding-window 128 "
+                        "--full-attention-groups 1 --window-groups 1")
+    p.add_argument("--window-groups", type=count_arg, default=None, metavar="N",
+                   help="with --sliding-window: KV-cache groups of windowed layers (default 1; Gemma 3's five "
+                        "windowed layers to one full: 5 with --full-attention-groups 1; "
+                        f"{range_help('window_groups')})")
+
+
+def window_from_args(args) -> dict:
+    """``{"sliding_window", "full_groups", "window_groups"}`` as given (defaults 0, 0, 1), not yet
+    range-checked (``Scenario.checked`` does that).
+
+    Raises:
+        FieldError: ``--full-attention-groups`` or ``--window-groups`` without a ``--sliding-window``
+            (they would change nothing; refused rather than ignored).
+    """
+    window = getattr(args, "sliding_window", None) or 0
+    for name, field in (("full_attention_groups", "full_groups"), ("window_groups", "window_groups")):
+        value = getattr(args, name, None)
+        if value is not None and not window:
+            raise FieldError(field, f" = {value} applies only with --sliding-window TOKENS (a model without a "
+                                    "window keeps one group of full-attention layers)", subject=flag(name))
+    return {"sliding_window": window, "full_groups": _given(args, "full_attention_groups", 0),
+            "window_groups": _given(args, "window_groups", 1)}
+
+
 def rules_from_args(args) -> tuple[str, int, int]:
     """``(rules, max_num_seqs, max_num_batched_tokens)`` as given (defaults: vLLM's), the numbers
     not yet range-checked (``Scenario.checked`` or ``V1Rules`` does that).
@@ -185,6 +231,49 @@ def rules_from_args(args) -> tuple[str, int, int]:
     return (rules, _given(args, "max_num_seqs", V1_DEFAULT_MAX_NUM_SEQS),
             _given(args, "max_num_batched_tokens", V1_DEFAULT_MAX_NUM_BATCHED_TOKENS))
 
+
+
+def window_line(window: dict, block_size: int) -> str:
+    """The paged run's window figures in one line (``SimulationResult.window``): the model, the
+    bound and the peaks of blocks per sequence per windowed group, the blocks released."""
+    groups = window["full_groups"] + window["window_groups"]
+    model = (f"{window['full_groups']} full-attention and {window['window_groups']} windowed KV-cache groups in one "
+             f"pool (slot figures count slots of one group: {groups} x {window['model_slots']:,})"
+             if window["full_groups"] else
+             f"every layer windowed" + (f" ({window['window_groups']} KV-cache groups in one pool)"
+                                        if window["window_groups"] > 1 else ""))
+    return (f"paged: sliding window of {window['sliding_window']:,} tokens, {model}; per sequence per windowed "
+            f"group: peak {window['peak_decode_window_blocks']} blocks while decoding (bound ceil("
+            f"{window['sliding_window']}/{block_size})+1 = {window['bound_blocks']}), peak "
+            f"{window['peak_window_blocks']} in a prefill step (a chunk's blocks are released the step after); "
+            f"{window['released_blocks']:,} blocks released behind the window")
+
+
+def full_attention_figures(sc: Scenario, workload, windowed) -> dict:
+    """The same paged run with every layer attending to every token (same memory, block size and
+    rules) beside the windowed one: how many more sequences the window lets run. Batch sizes are
+    the summaries' mean running over the steps when requests waited in both runs (``waited``),
+    else over every step, and ``peak_running``."""
+    from allocator.engine.scenario import paged_allocator
+    from allocator.engine.simulate import simulate
+
+    full = simulate(workload, paged_allocator(sc.slots, sc.block_size, preemption=sc.preemption,
+                                              prefix_caching=sc.prefix_caching),
+                    record_snapshots=False, rules=sc.v1_rules).summary
+    w = windowed.summary
+    waited = bool(full.waited and w.waited)         # one basis for both: busy steps, or every step
+    a, b = (full.mean_running_busy, w.mean_running_busy) if waited else (full.mean_running, w.mean_running)
+    return {"mean_running": a, "peak_running": full.peak_running, "steps": full.steps, "waited": waited,
+            "window_mean_running": b, "window_peak_running": w.peak_running, "ratio": (b / a) if a else None}
+
+
+def full_attention_line(f: dict) -> str:
+    """:func:`full_attention_figures` in one line."""
+    ratio = "" if f["ratio"] is None else f" ({f['ratio']:.2f}x)"
+    basis = "while requests waited" if f["waited"] else "over the run"
+    return (f"paged, full attention in the same memory and rules: {f['mean_running']:.1f} sequences running on "
+            f"average {basis} (peak {f['peak_running']}, {f['steps']:,} steps); with the window: "
+            f"{f['window_mean_running']:.1f}{ratio} (peak {f['window_peak_running']})")
 
 
 def scenario_parser() -> argparse.ArgumentParser:
@@ -234,6 +323,7 @@ def scenario_from_args(args) -> Scenario:
         0, DEFAULT_ACCEPTANCE_RATE, 0)
     return Scenario(rules=rules, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                     num_speculative_tokens=k, acceptance_rate=rate, spec_seed=spec_seed,
+                    **window_from_args(args),
                     workload=workload, total_slots=args.slots, block_size=args.block_size,
                     max_new_tokens=args.max_new_tokens, seed=args.seed, arrival=_given(args, "arrival", d.arrival),
                     arrival_rate=_given(args, "arrival_rate", d.arrival_rate),
@@ -331,6 +421,8 @@ def run(args) -> int:
         if sc.rules == "v1":
             s["rules"] = sc.v1_rules.describe() if key == "paged" else \
                 "classroom scheduler (vLLM v1 has no reservation allocator)"
+        if res.window is not None:
+            s["sliding_window"] = dict(res.window, full_attention=full_attention_figures(sc, workload, res))
         if timed:
             # the explainer's pricing: the run on its step clock, an idle step at the arrival clock
             s.update(price(res, cost, idle_step_s=1 / sc.canonical().steps_per_second).summary)
@@ -346,6 +438,10 @@ def run(args) -> int:
           f"max_new_tokens {workload.max_new_tokens}, block size {sc.block_size}")
     if sc.rules == "v1":
         print(f"paged: {sc.v1_rules.describe()}; reservation: the classroom scheduler")
+    window = results["paged"].window
+    if window is not None:
+        print(window_line(window, sc.block_size))
+        print(full_attention_line(out["paged"]["sliding_window"]["full_attention"]))
     for note in workload.notes:
         print(f"note: {note}")
     if sc.num_speculative_tokens:

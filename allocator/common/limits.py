@@ -97,6 +97,11 @@ LIMITS: dict[str, Limit] = {
     "num_speculative_tokens": Limit(0, MAX_SPEC_TOKENS, unit="draft tokens per decode step"),
     "acceptance_rate": Limit(0, 1, integer=False, unit="probability that a draft token is accepted"),
     "spec_seed": Limit(0, MAX_SEED),
+    # sliding-window and hybrid paging (--sliding-window; allocator.memory.sliding_window): a window past the
+    # longest length accepted is full attention; vLLM's hybrid models have a handful of KV-cache groups
+    "sliding_window": Limit(0, MAX_TOKENS, unit="tokens; 0: full attention"),
+    "full_groups": Limit(0, 16, unit="KV-cache groups of full-attention layers"),
+    "window_groups": Limit(1, 16, unit="KV-cache groups of sliding-window layers"),
     # slot accounting (account, the Accounting page)
     "lengths": Limit(1, MAX_TOKENS, unit="tokens"),
     "reserve": Limit(1, MAX_TOKENS, unit="slots per request"),

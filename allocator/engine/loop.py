@@ -201,7 +201,7 @@ class Run:
     __slots__ = ("allocator", "timed", "tol", "step_seconds", "pending", "keys", "n", "next", "rejected", "served",
                  "finished", "caching", "names", "rows", "seconds", "pictures", "_pack",
                  "_tokens", "_fast", "_bare", "_pool", "_num_blocks", "_bs", "_remainder", "_swaps", "_swap_total",
-                 "_evicted_total", "swapped", "_plain")
+                 "_evicted_total", "swapped", "_plain", "_windowed")
 
     def __init__(self, workload: Workload, allocator, *, clock, seconds_per_step, record_snapshots: bool,
                  tokens_column: bool) -> None:
@@ -233,6 +233,9 @@ class Run:
         if self._fast:
             self._pool, self._num_blocks, self._bs, self._remainder = (allocator.pool, allocator.num_blocks,
                                                                        allocator.block_size, allocator.remainder_slots)
+        # a sliding-window pool stores fewer tokens than the sequences hold (allocator.memory.sliding_window):
+        # its records count the slots holding a token, read from it (stored_counts)
+        self._windowed = bool(getattr(allocator, "windowed", False))
         self._swaps = allocator.preemption == "swap"   # no other allocator ever moves a block to the host
         # records with no swap, prefix-cache or tokens column are written the shortest way (_plain: the paged's)
         self._bare = not self._swaps and not caching and not tokens_column
@@ -282,7 +285,10 @@ class Run:
         and ``tokens`` (tokens emitted; written only where ``names`` has the column: the v1
         scheduler's) -- then the pool as the step left it (:class:`PoolRecord`; ``next_need``
         decides what counts as external fragmentation). Blocks swapped and cached blocks evicted
-        are counted since the last record: in this step (a gap moves none).
+        are counted since the last record: in this step (a gap moves none). A sliding-window pool
+        (``allocator.memory.sliding_window``) stores fewer tokens than its sequences hold: its
+        ``logical_tokens`` and ``final`` are replaced by the slots that hold a token and will
+        (``stored_counts``), so the pool's shares still partition it.
 
         Keywords, not a :class:`StepRecord`: a record is written every busy step, and building the
         named tuple first cost about 1 us a step (15 % of a 10,000-request Azure run); a keyword
@@ -290,6 +296,8 @@ class Run:
         to :data:`STEP_COLUMNS` and the packing order below to them.
         """
         a = self.allocator
+        if self._windowed:
+            logical_tokens, final = a.stored_counts(logical_tokens, final)
         if self._plain:                        # the paged allocator without swap or prefix cache: most runs
             units = self._num_blocks - self._pool.num_free
             self.rows += self._pack(step, span, logical_tokens, holders, running, waiting, finished, preemptions,
@@ -360,7 +368,7 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
     grow_at, finish_at = getattr(scheduler, "grow_at", None), getattr(scheduler, "finish_at", None)
     # stretches of decode-only steps are written out (_quiet_stretch) where a record holds nothing else
     # (the v1 scheduler's records add a tokens column, and it says when its next step is decodes alone)
-    quiet = (getattr(scheduler, "quiet_stretches", False) and not look and not run._swaps
+    quiet = (getattr(scheduler, "quiet_stretches", False) and not look and not run._swaps and not run._windowed
              and not run.caching and len(run.names) == len(STEP_COLUMNS) + len(POOL_COLUMNS) + run._tokens)
     quiet_ok = getattr(scheduler, "quiet_ok", None)
     busy, busy_limit = 0, scheduler.busy_limit

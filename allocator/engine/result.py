@@ -109,6 +109,10 @@ class SimulationResult:
             "spec_seed", "draft_tokens": drafts verified, "accepted_draft_tokens": drafts the
             verifier accepted and the answer kept (at its end, past the last token, none are)}
             (counts of tokens over the whole run).
+        window: for a sliding-window or hybrid pool, its figures
+            (``allocator.memory.sliding_window.WindowedPagedAllocator.window_stats``: the window, the
+            groups, the bound and the peak blocks per sequence per windowed group, blocks released);
+            None otherwise. Its slot figures then count slots of one KV-cache group.
     """
 
     kind: str
@@ -127,6 +131,7 @@ class SimulationResult:
     clock: object = None
     prefix_caching: bool = False
     speculation: dict | None = None
+    window: dict | None = None
 
     @property
     def records(self) -> int:
@@ -245,7 +250,14 @@ def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationRe
     # Blocks shared through the prefix cache of a trace's prompts save their slots (``saving``);
     # a token equal to another sequence's but stored in an unshared block counts as distinct.
     stored = steps.logical_tokens - pool.saving              # slots holding a token, any copy
-    used = steps.logical_tokens - np.maximum(np.maximum(steps.holders - 1, 0) * workload.shared_prefix, pool.saving)
+    if getattr(allocator, "windowed", False):
+        # a sliding window releases the shared prompt's blocks as sequences move past it, so no holder is
+        # assumed to keep a copy (its records already count only the tokens still stored): shared blocks
+        # save their slots, the rest are distinct (allocator.memory.sliding_window)
+        used = steps.logical_tokens - pool.saving
+    else:
+        used = steps.logical_tokens - np.maximum(np.maximum(steps.holders - 1, 0) * workload.shared_prefix,
+                                                 pool.saving)
     allocated, unwritten = pool.allocated_slots, pool.internal_fragmentation
     derived = {
         "used_slots": used, "duplicate_slots": stored - used, "allocated_unshared": allocated + pool.saving,

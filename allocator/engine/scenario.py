@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 
 from allocator.memory.reserve_max import PLACEMENTS, RESERVATION_POLICIES, ReserveMaxAllocator
 from allocator.memory.paged import PagedAllocator
+from allocator.memory.sliding_window import WindowedPagedAllocator
 from allocator.engine.result import SimulationResult
 from allocator.engine.simulate import simulate
 from allocator.engine.v1 import (DEFAULT_ACCEPTANCE_RATE, V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS,
@@ -49,7 +50,8 @@ UPLOAD_MAX_ROWS = 20_000
 #: allows it, means "the workload's default").
 NUMERIC_SETTINGS = ("total_slots", "block_size", "max_new_tokens", "seed", "arrival_rate", "offset", "count",
                     "steps_per_second", "metadata_cost", "shared_prefix", "max_num_seqs", "max_num_batched_tokens",
-                    "num_speculative_tokens", "acceptance_rate", "spec_seed")
+                    "num_speculative_tokens", "acceptance_rate", "spec_seed",
+                    "sliding_window", "full_groups", "window_groups")
 PREEMPTION_MODES = ("recompute", "swap")
 #: The scheduling rules a scenario's paged run follows (:attr:`Scenario.rules`): "classroom" (the
 #: lesson's scheduler, ``allocator/engine/classroom.py``) or "v1" (vLLM v1's, :class:`V1Rules`).
@@ -104,6 +106,17 @@ class Scenario:
             independently, until the first rejection; default 0.7, a lesson's value).
         spec_seed: the seed of the acceptance draws (default 0).
             All three apply only under v1 rules, the last two only with drafts.
+        sliding_window: the paged run's model attends through a sliding window of this many tokens
+            (0, the default: full attention, every lesson's). Blocks wholly behind the window go
+            back to the pool as vLLM v1's sliding-window manager releases them
+            (:mod:`allocator.memory.sliding_window`); needs ``rules`` "v1".
+            The reservation run is unchanged: it is the baseline that reserves every token.
+        full_groups, window_groups: with a window, the model's KV-cache groups (vLLM's hybrid
+            manager: equally many layers per group, one block pool): ``full_groups`` of
+            full-attention layers (default 0: every layer windowed) and ``window_groups`` of
+            windowed ones (default 1); gpt-oss-120b is 1 and 1 with a 128-token window. With more
+            than one group the paged run's slots are slots of one group (memory of ``total_slots``
+            whole-model slots holds groups x total_slots of them).
     """
 
     workload: str = "classroom-40"
@@ -130,6 +143,9 @@ class Scenario:
     num_speculative_tokens: int = 0
     acceptance_rate: float = DEFAULT_ACCEPTANCE_RATE
     spec_seed: int = 0
+    sliding_window: int = 0
+    full_groups: int = 0
+    window_groups: int = 1
 
     @property
     def v1_rules(self) -> V1Rules | None:
@@ -194,7 +210,9 @@ class Scenario:
             else V1_DEFAULT_MAX_NUM_BATCHED_TOKENS,
             num_speculative_tokens=self.num_speculative_tokens if self.rules == "v1" else 0,
             acceptance_rate=self.acceptance_rate if speculating else DEFAULT_ACCEPTANCE_RATE,
-            spec_seed=self.spec_seed if speculating else 0)
+            spec_seed=self.spec_seed if speculating else 0,
+            full_groups=self.full_groups if self.sliding_window else 0,
+            window_groups=self.window_groups if self.sliding_window else 1)
 
     def checked(self) -> "Scenario":
         """The same scenario with every numeric setting checked against :data:`LIMITS` -- all of
@@ -204,9 +222,9 @@ class Scenario:
             FieldError: the first setting out of range, naming it, its value and the allowed range
                 (``"count = 0 must be a whole number from 1 to 200,000 (requests)"``), an
                 unknown ``arrival``, ``preemption``, ``policy``, ``placement`` or ``rules``, a block
-                larger than the pool, or ``preemption`` "swap" under v1 rules (vLLM v1 preempts by
-                recompute only), or speculative decoding (``num_speculative_tokens`` > 0) under
-                classroom rules.
+                larger than the pool, ``preemption`` "swap" under v1 rules (vLLM v1 preempts by
+                recompute only), or speculative decoding (``num_speculative_tokens`` > 0) or a
+                ``sliding_window`` under classroom rules.
         """
         values = {}
         for name in NUMERIC_SETTINGS:
@@ -225,6 +243,10 @@ class Scenario:
             raise FieldError("num_speculative_tokens", f" = {values['num_speculative_tokens']}: speculative decoding "
                              "runs under vLLM v1's rules only (rules 'v1'); the classroom scheduler decodes one "
                              "token per step")
+        if values["sliding_window"] and self.rules != "v1":
+            raise FieldError("sliding_window", f" = {values['sliding_window']}: a sliding window follows vLLM v1's "
+                             "KV-cache managers, so it needs vLLM v1's rules (--rules v1; the classroom scheduler "
+                             "keeps every token)")
         checked = replace(self, **values)
         if checked.block_size > checked.slots:       # the paged allocator's own refusal, said up front
             raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")
@@ -290,9 +312,26 @@ def build_workload(sc: Scenario) -> Workload:
                                              name=name), sc.shared_prefix)
 
 
+def paged_allocator(total_slots: int, block_size: int, *, preemption: str = "recompute",
+                    prefix_caching: bool = False, sliding_window: int = 0, full_groups: int = 0,
+                    window_groups: int = 1) -> PagedAllocator:
+    """The paged run's allocator: a :class:`PagedAllocator`, or with ``sliding_window`` > 0 a
+    :class:`~allocator.memory.sliding_window.WindowedPagedAllocator` of those KV-cache groups.
+
+    Raises:
+        FieldError: a bad pool, block, window or group count, naming the field.
+    """
+    if sliding_window:
+        return WindowedPagedAllocator(total_slots, block_size, sliding_window=sliding_window,
+                                      full_groups=full_groups, window_groups=window_groups,
+                                      preemption=preemption, prefix_caching=prefix_caching)
+    return PagedAllocator(total_slots, block_size, preemption=preemption, prefix_caching=prefix_caching)
+
+
 def run_both(workload: Workload, total_slots: int, block_size: int, *, record_snapshots: bool = True,
              preemption: str = "recompute", policy: str = "max", prefix_caching: bool = False,
-             placement: str = "first-fit", rules: V1Rules | None = None) -> dict[str, SimulationResult]:
+             placement: str = "first-fit", rules: V1Rules | None = None, sliding_window: int = 0,
+             full_groups: int = 0, window_groups: int = 1) -> dict[str, SimulationResult]:
     """Simulate ``workload`` under a reservation allocator and paged allocation of the same pool.
 
     ``preemption`` ("recompute" or "swap") is the paged allocator's preemption mode; ``policy``
@@ -301,7 +340,9 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
     ``prefix_caching`` turns on the paged allocator's prefix cache; ``placement`` ("first-fit" or
     "buddy") is where the reservation allocator puts each reservation; ``rules`` (None: the
     classroom scheduler; a :class:`V1Rules`: vLLM v1's) is the paged run's scheduler -- the
-    reservation run keeps the classroom scheduler (see :attr:`Scenario.rules`).
+    reservation run keeps the classroom scheduler (see :attr:`Scenario.rules`); ``sliding_window``
+    (0: full attention), ``full_groups`` and ``window_groups`` describe the paged run's model
+    (:func:`paged_allocator`; see :class:`Scenario`).
 
     Returns:
         {"reserve_max": result, "paged": result}.
@@ -310,7 +351,8 @@ def run_both(workload: Workload, total_slots: int, block_size: int, *, record_sn
         FieldError: a bad pool or block size (e.g. block_size 0), naming the field.
     """
     reserve = ReserveMaxAllocator(total_slots, workload.max_new_tokens, policy, placement=placement)
-    paged = PagedAllocator(total_slots, block_size, preemption=preemption, prefix_caching=prefix_caching)
+    paged = paged_allocator(total_slots, block_size, preemption=preemption, prefix_caching=prefix_caching,
+                            sliding_window=sliding_window, full_groups=full_groups, window_groups=window_groups)
     return {"reserve_max": simulate(workload, reserve, record_snapshots=record_snapshots),
             "paged": simulate(workload, paged, record_snapshots=record_snapshots, rules=rules)}
 
@@ -337,7 +379,15 @@ def run_scenario(sc: Scenario, workload: Workload | None = None, *, record_snaps
         workload = build_workload(sc)
     return run_both(workload, sc.slots, sc.block_size, record_snapshots=record_snapshots,
                     preemption=sc.preemption, policy=sc.policy, prefix_caching=sc.prefix_caching,
-                    placement=sc.placement, rules=sc.v1_rules)
+                    placement=sc.placement, rules=sc.v1_rules, **window_settings(sc))
+
+
+def window_settings(sc: Scenario) -> dict:
+    """The scenario's model as :func:`paged_allocator` takes it: {} for full attention, else its
+    ``sliding_window``, ``full_groups`` and ``window_groups``."""
+    if not sc.sliding_window:
+        return {}
+    return {"sliding_window": sc.sliding_window, "full_groups": sc.full_groups, "window_groups": sc.window_groups}
 
 
 @dataclass(frozen=True)
@@ -422,18 +472,21 @@ def scenario_sweeps(sc: Scenario, metadata_costs=None, workload: Workload | None
     if workload is None:
         workload = build_workload(sc)
     costs = [sc.metadata_cost] if metadata_costs is None else [float(c) for c in metadata_costs]
-    runs = list(_paged_runs(workload, sc.slots, block_sizes, sc.preemption, sc.prefix_caching, sc.v1_rules))
-    return {c: [_sweep_row(res, bs, sc.slots, c) for bs, res in runs] for c in costs}
+    runs = list(_paged_runs(workload, sc.slots, block_sizes, sc.preemption, sc.prefix_caching, sc.v1_rules,
+                            window_settings(sc)))
+    return {c: [_sweep_row(res, bs, res.total_slots, c) for bs, res in runs] for c in costs}
 
 
 def _paged_runs(workload: Workload, total_slots: int, block_sizes, preemption: str, prefix_caching: bool,
-                rules: V1Rules | None = None):
+                rules: V1Rules | None = None, window: dict | None = None):
     """``(block size, result)`` of the paged allocator at each block size that fits the pool,
-    without snapshots, under ``rules`` (None: the classroom scheduler)."""
+    without snapshots, under ``rules`` (None: the classroom scheduler), for the model ``window``
+    describes (:func:`window_settings`; None or {}: full attention)."""
     for bs in block_sizes:
         if bs > total_slots:
             continue
-        alloc = PagedAllocator(total_slots, bs, preemption=preemption, prefix_caching=prefix_caching)
+        alloc = paged_allocator(total_slots, bs, preemption=preemption, prefix_caching=prefix_caching,
+                                **(window or {}))
         yield bs, simulate(workload, alloc, record_snapshots=False, rules=rules)
 
 

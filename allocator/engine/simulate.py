@@ -60,6 +60,7 @@ from allocator.engine.classroom import ClassroomScheduler
 from allocator.engine.result import SimulationResult, build_result
 from allocator.engine.loop import Run, drive
 from allocator.engine.v1 import V1Rules, V1Scheduler, check_allocator
+from allocator.common.errors import FieldError
 from allocator.common.validate import real_number
 from allocator.workloads.requests import Workload
 
@@ -100,7 +101,8 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         SimulationResult with per-record metrics, snapshots, per-request steps and summary.
 
     Raises:
-        FieldError: the allocator cannot serve this workload (e.g. an output_len above a
+        FieldError: a sliding-window pool (``allocator.memory.sliding_window``) without ``rules``
+            (field ``rules``); the allocator cannot serve this workload (e.g. an output_len above a
             reservation allocator's max_new_tokens); on the seconds clock, a request without
             ``arrival_s`` when ``seconds_per_step`` is not given, or a bad ``seconds_per_step`` or
             ``stop_s``.
@@ -110,6 +112,9 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
     allocator.validate_workload(workload)
     if rules is not None:
         check_allocator(allocator)
+    elif getattr(allocator, "needs_v1_rules", False):
+        raise FieldError("rules", ": a sliding-window or hybrid pool follows vLLM v1's KV-cache managers "
+                         "(allocator/memory/sliding_window.py); run it under v1 rules")
     run = Run(workload, allocator, clock=clock, seconds_per_step=seconds_per_step,
               record_snapshots=record_snapshots, tokens_column=rules is not None)
     if rules is None and stop_s is not None:
@@ -132,4 +137,6 @@ def simulate(workload: Workload, allocator, *, record_snapshots: bool = True,
         result.speculation = {"num_speculative_tokens": rules.num_speculative_tokens,
                               "acceptance_rate": rules.acceptance_rate, "spec_seed": rules.spec_seed,
                               "draft_tokens": scheduler.drafts, "accepted_draft_tokens": scheduler.drafts_accepted}
+    if getattr(allocator, "windowed", False):
+        result.window = allocator.window_stats()
     return result

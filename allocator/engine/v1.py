@@ -229,7 +229,8 @@ class V1Scheduler:
 
     __slots__ = ("allocator", "run", "waiting", "running", "budget_cap", "seq_cap", "chunked", "reject_reason",
                  "busy_limit", "spent", "computed_sum", "final_sum", "active", "wake_at", "n_dec", "dec_base",
-                 "order", "t", "edge", "spec", "rate", "rng", "drafts", "drafts_accepted")
+                 "order", "t", "edge", "spec", "rate", "rng", "drafts", "drafts_accepted",
+                 "win")
 
     def __init__(self, allocator, run, rules: V1Rules) -> None:
         self.allocator, self.run = allocator, run
@@ -262,6 +263,10 @@ class V1Scheduler:
         self.rng = np.random.default_rng(rules.spec_seed) if self.spec else None
         self.drafts = self.drafts_accepted = 0          # draft tokens verified and accepted, whole run
         allocator.lookahead_slots = self.spec           # a block table may hold this many slots ahead
+        # a sliding-window pool (allocator.memory.sliding_window) also releases blocks behind the window
+        # at the start of every allocation (vLLM calls remove_skipped_blocks each step): a decoder is
+        # woken when its next release is due, and every walked decode calls the allocator
+        self.win = bool(getattr(allocator, "windowed", False))
 
     @property
     def grow_at(self) -> dict:
@@ -388,7 +393,7 @@ class V1Scheduler:
         skipped) with ``budget`` tokens: see :meth:`serve`. Returns (budget left, preempted,
         scheduled, counts as :meth:`compute`'s)."""
         allocate = self.allocator.v1_allocate
-        bs, edge = self.allocator.block_size, self.edge
+        bs, edge, win = self.allocator.block_size, self.edge, self.win
         preempted = served = 0
         prefill = prefill_pairs = decodes = decode_pairs = emitted = recomputed = 0
         for s in seqs:
@@ -412,8 +417,9 @@ class V1Scheduler:
                 continue
             if c == total - 1 and s.generated:                  # a decode: one token of budget
                 r = c % bs
-                if r == 0 or (edge and r == bs - 1):
-                    while not allocate(s.id, s.prompt_len, total, total, final=s.prompt_len + s.output_len):
+                if r == 0 or (edge and r == bs - 1) or win:
+                    while not allocate(s.id, s.prompt_len, total, total, final=s.prompt_len + s.output_len,
+                                       computed=c):
                         victim = self.preempt_youngest()
                         preempted += 1
                         if victim is s:
@@ -432,7 +438,7 @@ class V1Scheduler:
                 continue
             want = total - c
             new = want if want < budget else budget
-            while not allocate(s.id, s.prompt_len, total, c + new, final=s.prompt_len + s.output_len):
+            while not allocate(s.id, s.prompt_len, total, c + new, final=s.prompt_len + s.output_len, computed=c):
                 victim = self.preempt_youngest()
                 preempted += 1
                 if victim is s:
@@ -509,7 +515,7 @@ class V1Scheduler:
         fills) or emits its last token (``output_len - generated - 1`` steps after t + 1).
         """
         keep = []
-        bs, edge, wake_at, t1 = self.allocator.block_size, self.edge, self.wake_at, t + 1
+        bs, edge, win, wake_at, t1 = self.allocator.block_size, self.edge, self.win, self.wake_at, t + 1
         n = bases = held = 0
         for s in self.active:
             if s.status is not RUNNING:
@@ -519,6 +525,10 @@ class V1Scheduler:
                 gap = -c % bs
                 if edge:
                     other = (bs - 1 - c) % bs
+                    if other < gap:
+                        gap = other
+                if win:                                  # its next release behind the window
+                    other = self.allocator.window_gap(s.id, c)
                     if other < gap:
                         gap = other
                 last = s.output_len - g - 1
@@ -578,7 +588,7 @@ class V1Scheduler:
                 break
             new = want if want < budget else budget
             if not allocator.v1_allocate(s.id, s.prompt_len, total, cached + new, hits,
-                                         final=s.prompt_len + s.output_len):
+                                         final=s.prompt_len + s.output_len, computed=cached):
                 break
             waiting.popleft()
             s.computed = cached

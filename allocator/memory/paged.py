@@ -458,7 +458,7 @@ class PagedAllocator:
         return self.pool.lookup_run(self._v1_keys(seq_id, prompt_len, num_tokens), limit)
 
     def v1_allocate(self, seq_id: int, prompt_len: int, num_tokens: int, upto: int, hits=(),
-                    final: int | None = None) -> bool:
+                    final: int | None = None, computed: int = 0) -> bool:
         """vLLM v1's ``allocate_slots``: make the sequence's block table hold ``upto`` tokens
         (its computed tokens plus this step's scheduled ones) -- ceil(upto / block_size) blocks, no
         block for a token not yet scheduled -- reusing ``hits`` (from :meth:`v1_computed_blocks`)
@@ -466,6 +466,10 @@ class PagedAllocator:
         min(upto, num_tokens) tokens is registered under its chained key (prompt and generated
         blocks alike; a block computed again while an identical one is cached gets the key too
         and joins its entry, as in vLLM's ``cache_full_blocks``).
+
+        ``computed`` (tokens with KV before this step) is what a sliding-window pool releases
+        behind (``allocator.memory.sliding_window``); every layer here attends to every token, so
+        nothing is released and it is unused.
 
         ``final`` (tokens: prompt + the whole answer) lets the allocator count the slots of the
         last block the sequence will never write (``never_written``, the internal fragmentation of

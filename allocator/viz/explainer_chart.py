@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from allocator.viz.maps import DUPLICATE, EMPTY, FREE, HOLE, SHARED
+from allocator.viz.maps import DUPLICATE, EMPTY, FREE, HOLE, RELEASED, SHARED
 from allocator.viz.maps import cell_states, frame_steps, grid_shape, slots_per_cell
 from allocator.common.mathutils import cdiv
 from allocator.viz.claims.explainer import lesson_key_steps
@@ -30,7 +30,7 @@ from allocator.common.formats import pct
 from allocator.viz.projector import PROJECTOR_FONTS
 from allocator.viz.frozen import FrozenFigure
 from allocator.viz.theme import (BROWN_DUPLICATE as DUPLICATE_COLOUR, DARK_HOLE, GREY_FREE, ORANGE_EMPTY, PAGED,
-                                 REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
+                                 RELEASED as RELEASED_COLOUR, REQUEST_COLOURS, RESERVE_MAX, SHARED_PREFIX)
 
 __all__ = ["FIGURE_BUDGET_BYTES", "MAX_FRAMES", "PLAY_FRAME_MS", "explainer_figure",
            "explainer_lines_figure", "for_projector", "time_frames"]
@@ -75,7 +75,9 @@ def _paper(layout: dict, px: float) -> float:
     return px / (layout["height"] - m["t"] - m["b"])
 
 
-_CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, DUPLICATE_COLOUR, *REQUEST_COLOURS]  # z code -> colour
+# z code -> colour (released blocks last, so the codes of every other state and of the requests stay as they were)
+_CODES = [GREY_FREE, DARK_HOLE, ORANGE_EMPTY, SHARED_PREFIX, DUPLICATE_COLOUR, *REQUEST_COLOURS, RELEASED_COLOUR]
+_RELEASED_CODE = len(_CODES) - 1
 _ORDER = ("reserve_max", "paged")
 _SERIES_COLOUR = {"reserve_max": RESERVE_MAX, "paged": PAGED}
 
@@ -90,9 +92,11 @@ def _colorscale() -> list:
 
 def _codes(owner: np.ndarray, state: np.ndarray) -> np.ndarray:
     """Heatmap z codes: 0 free, 1 hole, 2 allocated-empty, 3 shared prefix, 4 duplicate copy of the
-    shared prompt, 5+ token of a request (id mod palette)."""
-    return np.select([state == FREE, state == HOLE, state == EMPTY, state == SHARED, state == DUPLICATE],
-                     [0, 1, 2, 3, 4], default=5 + np.maximum(owner, 0) % len(REQUEST_COLOURS))
+    shared prompt, 5+ token of a request (id mod palette), the last code a block released behind a
+    sliding window."""
+    return np.select([state == FREE, state == HOLE, state == EMPTY, state == SHARED, state == DUPLICATE,
+                      state == RELEASED], [0, 1, 2, 3, 4, _RELEASED_CODE],
+                     default=5 + np.maximum(owner, 0) % len(REQUEST_COLOURS))
 
 
 def _typed(arr: np.ndarray) -> dict:
@@ -136,7 +140,18 @@ def _frame_text(res, step: int) -> str:
             f"{int(m['finished'][r])} finished · {preempted} preempted so far"
             + (f"<br>{int(m['logical_tokens'][r]):,} logical tokens in {int(m['used_slots'][r]):,} "
                f"distinct slots (shared prefix)" if res.shared_prefix and res.block_size else "")
+            + _released_line(res, int(m["step"][r]))
             + idle)
+
+
+def _released_line(res, start: int) -> str:
+    """A sliding-window run's readout line: the blocks released behind the window that are still
+    free in the picture of the record starting at ``start`` (the violet blocks); "" otherwise."""
+    if res.window is None or not res.snapshots or start not in res.snapshots:
+        return ""
+    n = sum(len(e[2]) for e in res.snapshots[start] if e[0] == -1)
+    return (f"<br>violet: {n:,} block{'' if n == 1 else 's'} released behind the "
+            f"{res.window['sliding_window']:,}-token window, not yet reused")
 
 
 def _series(res, name: str, scale: float = 1.0, timing=None) -> tuple[np.ndarray, np.ndarray]:
@@ -263,6 +278,8 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
     if results["paged"].shared_prefix:
         legend.insert(1, ("shared system-prompt block (one copy, many block tables)", SHARED_PREFIX))
         legend.insert(2, ("duplicate copy of the shared prompt", DUPLICATE_COLOUR))
+    if results["paged"].window is not None:
+        legend.append(("free again: released behind the sliding window", RELEASED_COLOUR))
     for name, colour in legend:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                  marker=dict(symbol="square", size=14, color=colour,

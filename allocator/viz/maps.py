@@ -26,8 +26,9 @@ if TYPE_CHECKING:                      # for annotations only: maps reads result
 #: token; allocated but holding nothing yet (EMPTY); free but unusable (HOLE: a gap between
 #: reservations too small for the queue head, or a pool remainder that forms no block); a token
 #: in a block several block tables share (SHARED, refcount > 1); a duplicate copy of a
-#: shared-prompt token (DUPLICATE). Their colours: ``allocator.viz.theme.STATE_COLOURS``.
-FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE = 0, 1, 2, 3, 4, 5
+#: shared-prompt token (DUPLICATE); free, in a block a sliding window released and nobody has taken
+#: since (RELEASED: ``allocator.memory.sliding_window``). Their colours: ``allocator.viz.theme.STATE_COLOURS``.
+FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE, RELEASED = 0, 1, 2, 3, 4, 5, 6
 
 #: Most cells one map draws (per allocator). 2,048 slots draw one slot per cell.
 MAX_CELLS = 2048
@@ -104,8 +105,8 @@ def cell_states(result: "SimulationResult", step: int, per_cell: int) -> tuple[n
 
     Returns:
         owner: int32 [n_cells], request id of the cell's majority-state slots (-1 none).
-        state: int8 [n_cells], the majority state (FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE)
-            of the cell's slots.
+        state: int8 [n_cells], the majority state (FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE,
+            RELEASED) of the cell's slots.
     """
     owner, state = slot_states(result, step) if step < result.steps else empty_picture(result)
     if per_cell == 1:
@@ -114,7 +115,7 @@ def cell_states(result: "SimulationResult", step: int, per_cell: int) -> tuple[n
     pad = n_cells * per_cell - result.total_slots
     owner = np.concatenate([owner, np.full(pad, -1, np.int32)]).reshape(n_cells, per_cell)
     state = np.concatenate([state, np.full(pad, FREE, np.int8)]).reshape(n_cells, per_cell)
-    kinds = (FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE)
+    kinds = (FREE, TOKEN, EMPTY, HOLE, SHARED, DUPLICATE, RELEASED)
     counts = np.stack([(state == s).sum(axis=1) for s in kinds], axis=1)
     cell_state = np.array(kinds, dtype=np.int8)[counts.argmax(axis=1)]
     held = np.isin(cell_state, (TOKEN, EMPTY, SHARED, DUPLICATE))
@@ -159,7 +160,8 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
     Args:
         snapshot: a reservation snapshot (tuple of (owner, start, reserved, tokens)) when
             ``block_size`` is None, else a paged one (tuple of (owner, tokens, block table), in
-            admission order).
+            admission order; a sliding-window pool's tables hold -1 for entries released behind the
+            window, and an entry ``(-1, 0, blocks)`` lists the released blocks still free).
         total_slots: pool size in slots.
         block_size: slots per block, or None for a reservation pool.
         need: slots the queue head needed at that step (reservations: free runs shorter than
@@ -174,7 +176,7 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
         owner: int32 [total_slots], the request id holding each slot or -1 (for a shared block,
             the first sequence in admission order that points at it).
         state: int8 [total_slots], FREE, TOKEN, EMPTY, HOLE, SHARED (a token in a block that
-            several block tables point at) or DUPLICATE.
+            several block tables point at), DUPLICATE or RELEASED.
     """
     owner = np.full(total_slots, -1, dtype=np.int32)
     state = np.zeros(total_slots, dtype=np.int8)
@@ -184,12 +186,16 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
         block_owner = np.full(nb, -1, dtype=np.int32)
         block_fill = np.zeros(nb, dtype=np.int32)
         refs = np.zeros(nb, dtype=np.int32)
-        snapshot = tuple(e for e in snapshot if e[0] != 0)   # id 0: blocks held only by a prefix cache (free)
+        released = [e[2] for e in snapshot if e[0] == -1]   # id -1: released behind a window, free
+        snapshot = tuple(e for e in snapshot if e[0] > 0)   # id 0: blocks held only by a prefix cache (free)
         for sid, tokens, table in reversed(snapshot):     # earliest holder written last: it wins
             idx = np.asarray(table, dtype=np.int64)
-            block_owner[idx] = sid
             fills = np.full(len(idx), bs, dtype=np.int32)
             fills[-1] = tokens - (len(idx) - 1) * bs
+            if len(idx) and idx[0] < 0:                    # entries released behind a window hold nothing
+                live = idx >= 0
+                idx, fills = idx[live], fills[live]
+            block_owner[idx] = sid
             block_fill[idx] = np.maximum(block_fill[idx], fills)
             refs[idx] += 1
         owner[: nb * bs] = np.repeat(block_owner, bs)
@@ -199,6 +205,9 @@ def slot_picture(snapshot, total_slots: int, block_size: int | None, need: int =
         token = np.where(np.repeat(refs > 1, bs), SHARED, TOKEN)
         state[: nb * bs] = np.where(held, np.where(pos < fill, token, EMPTY), FREE)
         state[nb * bs:] = HOLE
+        for blocks in released:
+            idx = np.asarray(blocks, dtype=np.int64)
+            state[(idx[:, None] * bs + np.arange(bs)).ravel()] = RELEASED
         partial = shared_prefix % bs
         if partial:
             for _, _, table in snapshot[1:]:
@@ -248,7 +257,10 @@ def block_picture(snapshot, num_blocks: int) -> tuple[np.ndarray, np.ndarray, np
     owner = np.full(num_blocks, -1, dtype=np.int32)
     refs = np.zeros(num_blocks, dtype=np.int32)
     for sid, _, table in reversed(snapshot):
+        if sid < 0:                     # blocks released behind a sliding window: free
+            continue
         idx = np.asarray(table, dtype=np.int64)
+        idx = idx[idx >= 0]             # a sliding window's released entries
         if sid == 0:
             state[idx] = MAP_BLOCK_CACHED
             continue

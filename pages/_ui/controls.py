@@ -242,6 +242,14 @@ def controls() -> Scenario:
     kw["preemption"] = _choice(sb, "preemption", "When paged memory runs out", horizontal=True,
                                help="Recompute drops the evicted sequence's blocks and prefills its tokens "
                                     "again later; swap copies them to host memory and back.")
+    sb.subheader("Model (paged side)")
+    window = int(_number(
+        sb, rules["sliding_window"], "sliding_window", "Sliding window (tokens; 0: full attention)",
+        help="A sliding-window model attends only to its last tokens, so the paged side releases every block "
+             "wholly behind the window (vLLM's sliding-window manager) and runs vLLM v1's scheduler, whose rule "
+             "this is. 0 keeps every token: the lesson's own model and rules.", **url))
+    if window:
+        kw["sliding_window"], kw["rules"] = window, "v1"
     cost = _number(sb, rules["metadata_cost"], "metadata_cost", "Metadata cost c (slot equivalents per block)",
                    slider=True,
                    help="What one block-table entry costs, in slots. Raises the price of small blocks.", **url)

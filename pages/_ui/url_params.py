@@ -123,6 +123,8 @@ def number_rules(workload: str) -> dict[str, NumberRule]:
         f"max_new_{workload}": _sidebar("max_new_tokens", 1, 32768, 1, DEFAULT_MAX_NEW.get(workload, 1024), 50),
         "shared_prefix": _sidebar("shared_prefix", 0, 4096, 1, 0, 16),
         "metadata_cost": _sidebar("metadata_cost", 0.0, 8.0, 0.25, 0.0),
+        # the sliding-window model (0: full attention, every lesson's): the paged side then runs vLLM v1's rules
+        "sliding_window": _sidebar("sliding_window", 0, 4096, 1, 0, 16),
     }
     if workload == "classroom-40":
         rules["seed"] = _sidebar("seed", 0, 10_000, 1, CLASSROOM_40["seed"])

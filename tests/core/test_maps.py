@@ -10,9 +10,9 @@ from allocator.viz import theme
 
 def test_every_drawn_state_has_one_name_from_code_to_colour():
     """A state's colour is found under its code's own name (a TOKEN takes its request's colour)."""
-    slot_states = {"FREE", "TOKEN", "EMPTY", "HOLE", "SHARED", "DUPLICATE"}
+    slot_states = {"FREE", "TOKEN", "EMPTY", "HOLE", "SHARED", "DUPLICATE", "RELEASED"}
     codes = [getattr(maps, name) for name in sorted(slot_states)]
-    assert sorted(codes) == list(range(6))                       # distinct heatmap codes 0..5
+    assert sorted(codes) == list(range(7))                       # distinct heatmap codes 0..6
     assert isinstance(maps.MAP_BLOCK_CACHED, int)                # the block pictures' cached state
     coloured = {name.lower() for name in slot_states - {"TOKEN"}} | {"cached"}
     assert coloured == set(theme.STATE_COLOURS)

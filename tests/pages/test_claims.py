@@ -34,6 +34,7 @@ GRID = {
     "sharegpt-opt, pow2 buddy": Scenario(workload="sharegpt-opt", policy="pow2", placement="buddy"),
     "nothing waits": Scenario(total_slots=1 << 20),
     "everything rejected": Scenario(shared_prefix=2048),
+    "sliding window 64 (v1 rules)": Scenario(rules="v1", sliding_window=64),
 }
 
 #: Figures the texts quote from the literature (not from the simulation), with their source.
@@ -83,6 +84,8 @@ def allowed_numbers(sc: Scenario, results: dict, rows: list[dict], timings: dict
     for res in results.values():
         s = res.summary
         for v in s.values():
+            nums |= _forms(v)
+        for v in (res.window or {}).values():                # a sliding-window run's own figures
             nums |= _forms(v)
         for shares in (s["memory_shares_busy"], s["memory_shares"]):     # the pool's six shares
             for v in (shares or {}).values():

@@ -385,11 +385,44 @@ def classroom_tip(results: dict) -> str:
             f"wait, against {r.sustained_running:.1f} on the left.")
 
 
-def scheduler_rules_text() -> str:
+def window_text(results: dict) -> str:
+    """What the sliding-window model's paged run did behind its window, every number read from
+    that run (``SimulationResult.window``, :mod:`allocator.memory.sliding_window`): the window, the
+    blocks released, the peak blocks one decoding sequence held beside the rule's bound, and the
+    peak in a prefill step. "" for a full-attention run."""
+    res = results["paged"]
+    w = res.window
+    if w is None:
+        return ""
+    bs = res.block_size
+    groups = ("" if not w["full_groups"] else
+              f" in each of its {w['window_groups']} windowed KV-cache groups (its {w['full_groups']} full-attention "
+              "groups keep every block, in the same pool)")
+    return (f"Sliding-window model: the paged side's model attends only to the last {w['sliding_window']:,} tokens, "
+            "so a block whose tokens all lie further back is released at the sequence's next step, as vLLM v1's "
+            "sliding-window manager does (vllm/v1/core/single_type_kv_cache_manager.py). Violet on the right-hand "
+            f"map: blocks released behind the window that nobody has taken since. This run released "
+            f"{plural(w['released_blocks'], 'block')}; a decoding sequence held at most "
+            f"{plural(w['peak_decode_window_blocks'], 'block')}{groups} (the rule's bound: ceil("
+            f"{w['sliding_window']} / {bs}) + 1 = {w['bound_blocks']}), and up to {w['peak_window_blocks']} in the "
+            "step that prefilled its prompt (those blocks go the step after). The paged side follows vLLM v1's "
+            "scheduler here, whose rule the window is; the left side still reserves every token. Seconds, where "
+            "shown, price each decode's attention over its whole context, as for full attention: for the windowed "
+            "layers the model's figure is an overestimate.")
+
+
+def scheduler_rules_text(window: bool = False) -> str:
     """Which scheduling rules the explainer's engine runs (assets/reference_figures.md, R9) and
     which of vLLM v1's it leaves off, with v1's defaults read from :mod:`allocator.engine.simulate`, so the page
-    never claims rules it does not run (issue 22)."""
+    never claims rules it does not run (issue 22). ``window``: the paged side runs a sliding-window
+    model, under vLLM v1's rules (``allocator.engine.scenario.Scenario.sliding_window``)."""
     from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
+    if window:
+        return ("Scheduler rules here: the paged side (right) runs a sliding-window model under vLLM v1's rules "
+                f"(at most {V1_DEFAULT_MAX_NUM_SEQS} running, a budget of {V1_DEFAULT_MAX_NUM_BATCHED_TOKENS:,} "
+                "tokens per step with chunked prefill, recompute preemption, no block taken ahead for the token a "
+                "prefill emits), because the window is vLLM v1's rule; the reservation side (left) keeps the "
+                "classroom engine's. Set the window to 0 for the lesson's own rules on both sides.")
     return ("Scheduler rules here: the classroom engine's. Running sequences are served first, then the queue "
             "is admitted in order while memory allows; a whole prompt is prefilled in one step; no cap on "
             "running sequences; no prefix caching unless a shared prompt or a trace asks for it. vLLM v1's "

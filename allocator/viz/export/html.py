@@ -106,7 +106,8 @@ def metrics_frame(results: dict) -> pd.DataFrame:
 def _allocator_settings(sc) -> list[tuple[str, str]]:
     """The non-default allocator settings of a (canonical) scenario as (words, file-name part):
     the reservation policy and placement of the left side, the paged side's preemption, prefix
-    cache and speculative decoding. Two exports that ran different allocators never share a name."""
+    cache, speculative decoding and sliding window. Two exports that ran different allocators never
+    share a name."""
     out = []
     if sc.policy != "max":
         out.append((f"reserve-{sc.policy} reservations", f"reserve-{sc.policy}"))
@@ -120,6 +121,12 @@ def _allocator_settings(sc) -> list[tuple[str, str]]:
         out.append((f"speculative decoding of {sc.num_speculative_tokens} draft tokens a step (acceptance "
                      f"{sc.acceptance_rate:g}, seed {sc.spec_seed})",
                      f"spec{sc.num_speculative_tokens}-a{sc.acceptance_rate:g}-seed{sc.spec_seed}"))
+    if sc.sliding_window:                      # the paged side's model (it runs under vLLM v1's rules)
+        groups = (f" ({sc.full_groups} full-attention and {sc.window_groups} windowed KV-cache groups)"
+                  if sc.full_groups else "")
+        out.append((f"sliding window {sc.sliding_window:,} tokens{groups} under vLLM v1 rules",
+                    f"window{sc.sliding_window}" + (f"-groups{sc.full_groups}x{sc.window_groups}" if sc.full_groups
+                                                    else "")))
     return out
 
 
@@ -266,9 +273,15 @@ def animation_caption(scenario, workload, results: dict) -> str:
         running = f"{s.sustained_running:.1f} running on average" + (" while requests waited" if s.waited else "")
         return f"{running} (peak {s.peak_running} at step {s.peak_running_step:,}), {s.steps:,} steps"
 
+    w = results["paged"].window
+    window = ("" if w is None else
+              f" The right side's model attends through a {w['sliding_window']:,}-token sliding window under vLLM v1's "
+              f"rules: a decoding sequence held at most {w['peak_decode_window_blocks']} blocks per windowed group "
+              f"(bound {w['bound_blocks']}); {w['released_blocks']:,} blocks were released behind the window "
+              "(violet while nobody has taken them again).")
     return (f"{workload.name}: {len(workload)} requests in a {scenario.slots:,}-slot pool, max_new_tokens "
             f"{workload.max_new_tokens:,}. Left: {reservation_name(results)} ({reservation_rule(results)}, contiguous): "
-            f"{side(rm)}. Right: paged, blocks of {scenario.block_size} slots: {side(pg)}.")
+            f"{side(rm)}. Right: paged, blocks of {scenario.block_size} slots: {side(pg)}.{window}")
 
 
 def animation_html(scenario, workload, results: dict, fig: go.Figure, *, title: str | None = None,
