@@ -224,7 +224,7 @@ class Scenario:
                 unknown ``arrival``, ``preemption``, ``policy``, ``placement`` or ``rules``, a block
                 larger than the pool, ``preemption`` "swap" under v1 rules (vLLM v1 preempts by
                 recompute only), or speculative decoding (``num_speculative_tokens`` > 0) or a
-                ``sliding_window`` under classroom rules.
+                ``sliding_window`` under classroom rules, or both at once (not modelled together).
         """
         values = {}
         for name in NUMERIC_SETTINGS:
@@ -247,6 +247,10 @@ class Scenario:
             raise FieldError("sliding_window", f" = {values['sliding_window']}: a sliding window follows vLLM v1's "
                              "KV-cache managers, so it needs vLLM v1's rules (--rules v1; the classroom scheduler "
                              "keeps every token)")
+        if values["sliding_window"] and values["num_speculative_tokens"]:
+            raise FieldError("num_speculative_tokens", f" = {values['num_speculative_tokens']} with a sliding window "
+                             f"of {values['sliding_window']} tokens: the lab does not model both at once (a "
+                             "windowed pool's releases do not yet account for lookahead slots); use one or the other")
         checked = replace(self, **values)
         if checked.block_size > checked.slots:       # the paged allocator's own refusal, said up front
             raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")

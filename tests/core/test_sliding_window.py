@@ -257,3 +257,15 @@ def test_groups_of_the_shipped_hybrid_config_are_the_ones_the_cli_help_names():
     assert kv_cache_groups(10, 52) == (1, 6) and kv_cache_groups(0, 32) == (0, 1) and kv_cache_groups(20, 25) == (1, 1)
     squeezed = "".join(scenario_parser().format_help().split())          # argparse wraps at hyphens too
     assert "--sliding-window128--full-attention-groups1--window-groups1" in squeezed
+
+
+def test_a_window_and_speculative_decoding_together_are_refused_by_name():
+    """The windowed pool's releases do not account for lookahead slots, so the pair is refused rather
+    than run with a window that releases nothing (found when the two branches met)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "allocator", "simulate", "--rules", "v1", "--sliding-window", "64",
+                          "--num-speculative-tokens", "4"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stdout[-500:]
+    assert "num_speculative_tokens = 4" in out.stderr and "sliding window of 64 tokens" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
