@@ -168,3 +168,42 @@ def test_figure15_reports_the_paper_beside_ours_and_the_sweep_spans_the_default(
         assert r["span"][0] <= r["ours"] <= r["span"][1]
     with pytest.raises(FieldError):
         figure15(scale=1.66, seeds=(0,))
+
+
+def test_cli_sharing_and_the_replications_json_carry_figure15(capsys, monkeypatch):
+    """``python -m allocator sharing`` runs one configuration; ``paper-replication --json`` (full) carries
+    Figure 15 with the paper's values beside ours, and its text prints the same numbers."""
+    import json
+
+    import allocator.cli.paper as cli_paper
+    from allocator.__main__ import main
+    from allocator.studies.paper import replication_for
+
+    assert main(["sharing", "--mode", "beam", "--width", "3", "--requests", "3", "--rate", "0.5", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["mode"] == "beam" and one["width"] == 3 and one["forks"] == one["frees"] and 0 < one["saving"] < 1
+    assert main(["sharing", "--width", "1", "--rate", "1"]) != 0
+    assert "width = 1 must be at least 2" in capsys.readouterr().err
+
+    small = figure15(scale=1.66, seeds=(0, 1), requests=4, sweep=(0.0, 0.2))
+
+    class _Abl:
+        seconds = 0.0
+
+        def to_dict(self):
+            return {}
+
+    monkeypatch.setattr(cli_paper, "paper_replication", lambda seed=0: replication_for(seed))
+    monkeypatch.setattr(cli_paper, "add_fig13_spread", lambda rep, seeds: rep)
+    monkeypatch.setattr(cli_paper, "ablations", lambda *a, **k: _Abl())
+    monkeypatch.setattr(cli_paper, "figure15", lambda scale: small)
+    assert main(["paper-replication", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["fig15"]
+    assert out["paper"]["sharegpt"]["parallel"] == list(PAPER_FIG15["sharegpt"]["parallel"])
+    assert out["parallel"]["2"]["mean"] == small.parallel[2]["mean"]
+    assert [t["ok"] for t in out["targets"]] == [t["ok"] for t in small.targets()]
+    cli_paper.print_fig15(small)
+    text = capsys.readouterr().out
+    for w in WIDTHS:
+        assert f"{100 * small.parallel[w]['mean']:5.1f} ± {100 * small.parallel[w]['std']:.1f} %" in text
+    assert "paper 16.2 %" in text and "paper 30.5 %" in text and "paper 44.3 %" in text
