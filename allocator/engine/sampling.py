@@ -10,20 +10,21 @@ and the sequences share the prompt's blocks by refcount
   its own blocks; the prompt's full blocks stay shared until the request finishes, so the blocks
   saved are the prompt's full blocks times ``width - 1``.
 * **Beam search** (``mode="beam"``): the prompt's first ``width`` candidates start the beams (as
-  above). At every later step the beams are re-chosen (:class:`BeamModel`): a beam that no new
-  beam continues is freed, a beam that several continue is forked, and each new beam writes its
-  token (copy-on-write of a shared partial last block). Blocks stay shared as long as any two
-  beams descend from them.
+  above). At every later step the beam model (:class:`BeamModel`) says which beams fell out of the
+  best ``width``; each is freed and replaced by a fork of a surviving beam, and every beam then
+  writes its token (copy-on-write of a shared partial last block). Blocks stay shared as long as
+  any two beams descend from them.
 
 **The beam model** (which beams survive). No language model runs here, so which beams stay
 in the best ``width`` is drawn, seeded (:class:`BeamModel`): at every step each beam falls out
 with probability ``replacement`` and is replaced by a continuation of a surviving beam chosen at
 random. At 0 the beams never meet again after the prompt (they share its blocks only, like
 parallel samples); at 1 all beams descend from one beam at every step (they share all but their
-newest tokens). Real beam search lies in between, where depends on the model and the text; the
+newest tokens). Real beam search lies in between, where depending on the model and the text; the
 default, :data:`DEFAULT_REPLACEMENT` (a beam replaced about once in twenty steps), is a round
 value fixed before comparing with the paper, and :mod:`allocator.studies.sharing` shows the
-result over the whole range :data:`REPLACEMENT_SWEEP`.
+result over the values :data:`REPLACEMENT_SWEEP` (at 0.2 and above nearly every block but the newest
+is already shared, so the saving barely moves further).
 
 All sequences of a request have the request's ``output_len`` tokens (the paper's runs ignore
 end-of-sequence), and the request finishes when they all have. Scheduling follows the classroom
@@ -222,7 +223,7 @@ class SamplingScheduler:
                 continue
             if g.length % bs and i not in reforked:   # every last block partly filled and its own
                 a.write_in_place(g.seqs)
-                decode_pairs += g.length * len(g.seqs)
+                decode_pairs += (g.length + 1) * len(g.seqs)
                 decodes += len(g.seqs)
                 g.length += 1
                 continue
@@ -236,7 +237,7 @@ class SamplingScheduler:
                 continue
             for sid in g.seqs:
                 a.append(sid)
-            decode_pairs += g.length * len(g.seqs)          # each attends to what it held, then writes one
+            decode_pairs += (g.length + 1) * len(g.seqs)    # each attends to all it holds after its write
             decodes += len(g.seqs)
             g.length += 1
         admitted = prefill = prefill_pairs = recomputed = 0
