@@ -143,8 +143,9 @@ def run(args) -> int:
 def print_fig15(f) -> None:
     """Figure 15's text output: the paper's value or range beside ours, the error, the beam sweep."""
     print(f"\nFigure 15 (ShareGPT): memory saved by sharing = 1 - physical / logical blocks, averaged over "
-          f"time; {f.requests} requests per run at {f.rate:.2f} / width requests/s, {len(f.seeds)} seeds "
-          f"(mean ± sd); beam model: replacement {f.default_replacement:g} per step (default, not fitted)")
+          f"time; requests at {f.rate:.2f} / width requests/s, lengths sampled from all pairs; parallel: "
+          f"{f.requests} requests x {len(f.seeds)} seeds, beam: {f.beam_requests} x {len(f.beam_seeds)} (mean ± sd); "
+          f"beam model: replacement {f.default_replacement:g} per step (default, not fitted)")
     for r in f.targets():
         lo, hi = r["paper_range"]
         paper = f"{100 * r['paper']:.1f} %" if r["paper"] is not None else f"{100 * lo:.1f}-{100 * hi:.1f} % (range)"
@@ -154,6 +155,8 @@ def print_fig15(f) -> None:
             extra = f"  sweep spans {100 * r['span'][0]:.1f}-{100 * r['span'][1]:.1f} %"
         print(f"  {MODE_LABELS[r['mode']]:<18} {r['width']}: ours {100 * r['ours']:5.1f} ± {100 * r['std']:.1f} %"
               f"   paper {paper}{err}{extra}   {'yes' if r['ok'] else 'NO'}" + (" (paper inside the sweep)" if r['mode'] == 'beam' else ""))
+    print("  parallel sampling from the lengths alone (no engine): "
+          + " / ".join(f"{100 * f.lengths_only[w]:.1f}" for w in sorted(f.lengths_only)) + " %")
     print("  beam search by replacement probability: " + "; ".join(
         f"{rho:g}: " + " / ".join(f"{100 * d[w]['mean']:.1f}" for w in sorted(d)) for rho, d in f.beam.items())
         + " % (widths " + ", ".join(str(w) for w in PAPER_FIG15["widths"]) + ")")

@@ -11,9 +11,11 @@ only share more); width 4 is compared with the whole range.
 
 :func:`figure15` runs the same experiment on this lab's engine (:mod:`allocator.engine.sampling`):
 the replication's set-up (:mod:`allocator.studies.paper`: Table 1's pool, blocks of 16, OPT-13B's
-roofline on an A100), :data:`REQUESTS` ShareGPT requests (:func:`allocator.workloads.sharegpt.sharegpt_workload`)
-arriving at Figure 13's relative load divided by the width (the same output sequences per second),
-over :data:`SEEDS` arrival seeds. The saving of a run is 1 - physical / logical blocks at each step,
+roofline on an A100), :data:`REQUESTS` ShareGPT requests (:data:`BEAM_REQUESTS` for beam search)
+with lengths drawn at random from all the pairs (:func:`sharing_workload`), arriving at Figure 13's
+relative load divided by the width (the same output sequences per second), over :data:`SEEDS`
+(:data:`BEAM_SEEDS`) seeds. :func:`lengths_only_saving` gives parallel sampling's saving from the
+lengths alone, without the engine, as an independent check. The saving of a run is 1 - physical / logical blocks at each step,
 averaged over the run's seconds while it holds blocks (:func:`memory_saving`).
 
 Parallel sampling has no free parameter: its saving follows from the lengths alone. Beam search's
@@ -21,8 +23,8 @@ depends on which beams survive, which here is a model (:class:`allocator.engine.
 a per-step replacement probability); the default (:data:`allocator.engine.sampling.DEFAULT_REPLACEMENT`)
 was fixed before the comparison, and the whole sweep (:data:`allocator.engine.sampling.REPLACEMENT_SWEEP`)
 is reported, so a reader sees where the paper's values fall rather than a value chosen to land on them.
-At replacement 0 beams behave as parallel samples (they share only the prompt): those runs are the
-parallel-sampling runs, not repeated.
+At replacement 0 beams behave as parallel samples (they share only the prompt; the tests hold the two
+runs equal record for record).
 """
 from __future__ import annotations
 
@@ -33,19 +35,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from allocator.common.errors import FieldError
+from allocator.common.validate import real_number, whole_number
 from allocator.engine.sampling import DEFAULT_REPLACEMENT, REPLACEMENT_SWEEP, Sampling, simulate_sampling
 from allocator.memory.buddy import ORCA_BLOCK_SIZE
 from allocator.memory.forking import ForkingPagedAllocator
 from allocator.studies.paper import PAPER_FIGURES, PAPER_POOL_SLOTS, load_scale, paper_cost, spread
 from allocator.workloads.requests import Workload
-from allocator.workloads.sharegpt import sharegpt_workload
+from allocator.workloads.requests import Request
+from allocator.workloads.sharegpt import MAX_SEQ_LEN, WORKLOAD_NAME, poisson_arrivals, sharegpt_lengths
 
 #: Widths the paper runs (samples per request, or beams).
 WIDTHS = (2, 4, 6)
-#: Arrival seeds of every point.
-SEEDS = (0, 1, 2)
-#: Requests per run (the first to arrive): enough for a stable mean, few enough to stay fast.
-REQUESTS = 40
+#: Arrival (and length-sample) seeds of the parallel-sampling points, and of the beam-search points.
+SEEDS = (0, 1, 2, 3, 4)
+BEAM_SEEDS = (0, 1, 2)
+#: Requests per run: parallel sampling's runs are cheap (a block is touched only at block boundaries),
+#: beam search's touch blocks at every replacement, so they run fewer requests over fewer seeds.
+REQUESTS = 100
+BEAM_REQUESTS = 40
 #: The paper's memory savings (fractions), Kwon et al., SOSP 2023, section 6.3 (Figure 15 and its
 #: text): ShareGPT ranges over widths 2-6, and the Alpaca ranges the figure draws (not run here).
 PAPER_FIG15 = {
@@ -61,8 +68,8 @@ MODE_LABELS = {"parallel": "Parallel sampling", "beam": "Beam search"}
 #: Why ours and the paper's differ, one sentence per mode (shown beside the numbers).
 WHY = {
     "parallel": "Only the prompt's full blocks are shared, so the saving follows from ShareGPT's prompt and "
-                "output lengths alone; the rest is which requests run at once, which depends on the load and "
-                "the short runs here.",
+                "output lengths (the lengths alone give the table's last rows) and from which requests run "
+                "at once, which depends on the load and, in runs this short, on which requests were drawn.",
     "beam": "Which beams survive comes from a model with one parameter, not from OPT-13B's real beam search, "
             "so the paper's value is placed inside the range the parameter spans, not matched.",
 }
@@ -87,16 +94,61 @@ def memory_saving(result) -> float:
 
 
 def sharing_workload(rate: float, seed: int, requests: int = REQUESTS) -> Workload:
-    """The first ``requests`` ShareGPT requests of a Poisson stream at ``rate`` requests/s (seeded).
+    """``requests`` ShareGPT requests arriving as a Poisson stream at ``rate`` requests/s (the
+    artifact's 10 ms quanta), their (prompt, output) lengths drawn at random, without replacement,
+    from all 79,725 filtered pairs; both seeded by ``seed``. The artifact takes the first pairs of its
+    file instead (:func:`allocator.workloads.sharegpt.sharegpt_workload`), which over a run this short
+    would be one fixed handful of requests for every seed, not a sample of the lengths.
 
     Raises:
-        FieldError (``rate``): not > 0; as :func:`allocator.workloads.sharegpt.sharegpt_workload`.
+        FieldError (``rate``): not > 0; (``requests``): not a whole number from 1 to 10,000.
     """
-    if not rate > 0:
-        raise FieldError("rate", f" = {rate!r} must be more than 0")
-    w = sharegpt_workload(rate, 3.0 * requests / rate + 10.0, seed=seed)
-    first = tuple(sorted(w.requests, key=lambda r: (r.arrival_s, r.id))[:requests])
-    return Workload(w.name, first, w.max_new_tokens, params=dict(w.params, requests=requests))
+    rate = real_number("rate", rate, above=0)
+    requests = whole_number("requests", requests, 1, 10_000)
+    rng = np.random.default_rng(seed)
+    arrivals = np.empty(0)
+    span = 2.0 * requests / rate + 10.0
+    while len(arrivals) < requests:
+        arrivals = poisson_arrivals(rate, span, rng)
+        span *= 2
+    df = sharegpt_lengths()
+    rows = rng.choice(len(df), size=requests, replace=False)
+    p, o = df["prompt_tokens"].to_numpy()[rows], df["output_tokens"].to_numpy()[rows]
+    reqs = tuple(Request(i + 1, int(a), int(b), 0, float(t))
+                 for i, (a, b, t) in enumerate(zip(p.tolist(), o.tolist(), arrivals[:requests].tolist())))
+    return Workload(f"{WORKLOAD_NAME} sample {rate:g}/s", reqs, MAX_SEQ_LEN,
+                    params=dict(rate=rate, requests=requests, seed=seed, source="ShareGPT (OPT tokenizer), "
+                                "the PagedAttention paper's artifact; lengths sampled at random"))
+
+
+def lengths_only_saving(width: int, block_size: int = ORCA_BLOCK_SIZE, pairs=None) -> float:
+    """Parallel sampling's saving from the ShareGPT lengths alone, no engine: every one of the 79,725
+    requests running by itself, each step of its life counted once, ``width`` samples sharing the
+    prompt's full blocks. (width - 1) x sum(floor(P / b) x O) / (width x sum over steps of
+    ceil((P + t) / b)), t = 1 .. O: an independent check of the engine's figure, which adds who runs
+    at the same time.
+
+    Args:
+        width: samples per request (>= 1).
+        block_size: tokens per block.
+        pairs: (prompt lengths, output lengths), two int arrays of shape (n,) (default: the shipped pairs).
+
+    Raises:
+        FieldError (``width``): not a whole number >= 1.
+    """
+    width = whole_number("width", width, 1)
+    if pairs is None:
+        df = sharegpt_lengths()
+        pairs = (df["prompt_tokens"].to_numpy(), df["output_tokens"].to_numpy())
+    p, o = (np.asarray(x, dtype=np.int64) for x in pairs)
+    b = block_size
+
+    def upto(m):                                    # sum of ceil(k / b) for k = 1 .. m
+        q, r = m // b, m % b
+        return b * q * (q + 1) // 2 + r * (q + 1)
+
+    logical = (upto(p + o) - upto(p)).sum() * width
+    return float((width - 1) * ((p // b) * o).sum() / logical)
 
 
 def sharing_run(mode: str, width: int, replacement: float, seed: int, rate: float, cost,
@@ -115,19 +167,23 @@ class Figure15:
 
     Attributes:
         parallel: {width: :func:`allocator.studies.paper.spread` of the saving (fraction) over ``seeds``}.
-        beam: {replacement: {width: spread}} over :data:`REPLACEMENT_SWEEP` (replacement 0 is ``parallel``).
+        beam: {replacement: {width: spread over ``beam_seeds``}} over the sweep (default included).
+        lengths_only: {width: :func:`lengths_only_saving`} (parallel sampling, no engine).
         default_replacement: the beam model's default.
         scale, rate: the load scale (x) and Figure 13's rate on this model's clock (requests/s,
-            divided by the width in each run); seeds, requests, seconds: as run.
+            divided by the width in each run); seeds, requests, beam_seeds, beam_requests, seconds: as run.
     """
 
     scale: float
     rate: float
     seeds: tuple
     requests: int
+    beam_seeds: tuple
+    beam_requests: int
     default_replacement: float = DEFAULT_REPLACEMENT
     parallel: dict = field(default_factory=dict)
     beam: dict = field(default_factory=dict)
+    lengths_only: dict = field(default_factory=dict)
     seconds: float = 0.0
 
     def beam_span(self, width: int) -> tuple[float, float]:
@@ -180,39 +236,42 @@ class Figure15:
     def to_dict(self) -> dict:
         """JSON-ready, the paper's values beside."""
         return {"paper": PAPER_FIG15, "scale": self.scale, "rate": self.rate, "seeds": list(self.seeds),
-                "requests": self.requests, "default_replacement": self.default_replacement,
+                "requests": self.requests, "beam_seeds": list(self.beam_seeds), "beam_requests": self.beam_requests,
+                "lengths_only": {str(w): v for w, v in self.lengths_only.items()},
+                "default_replacement": self.default_replacement,
                 "replacement_sweep": list(self.beam),
                 "parallel": {str(w): v for w, v in self.parallel.items()},
                 "beam": {str(r): {str(w): v for w, v in d.items()} for r, d in self.beam.items()},
                 "targets": self.targets(), "seconds": self.seconds}
 
 
-def figure15(*, scale: float | None = None, seeds=SEEDS, requests: int = REQUESTS, sweep=REPLACEMENT_SWEEP,
-             progress=None) -> Figure15:
+def figure15(*, scale: float | None = None, seeds=SEEDS, requests: int = REQUESTS, beam_seeds=BEAM_SEEDS,
+             beam_requests: int = BEAM_REQUESTS, sweep=REPLACEMENT_SWEEP, progress=None) -> Figure15:
     """Figure 15 on ShareGPT (see the module docstring).
 
     Args:
         scale: the load scale (default :func:`allocator.studies.paper.load_scale`'s).
-        seeds: arrival seeds (at least two: a spread needs two).
-        requests: requests per run (>= 1).
-        sweep: replacement probabilities of the beam model (0 .. 1; 0 reuses the parallel runs).
+        seeds, beam_seeds: seeds of the parallel and the beam runs (at least two each: a spread needs two).
+        requests, beam_requests: requests per parallel and per beam run (1 .. 10,000).
+        sweep: replacement probabilities of the beam model (0 .. 1); the default is always run.
         progress: ``progress(done, total, text)`` after each point.
 
     Raises:
-        FieldError (``seeds``): fewer than two; (``requests``): below 1.
+        FieldError (``seeds``): fewer than two; (``requests``): out of range.
     """
-    seeds = tuple(seeds)
-    if len(seeds) < 2:
-        raise FieldError("seeds", f" must name at least two arrival seeds for a spread, got {len(seeds)}")
-    if requests < 1:
-        raise FieldError("requests", f" = {requests} must be at least 1")
+    seeds, beam_seeds = tuple(seeds), tuple(beam_seeds)
+    if min(len(seeds), len(beam_seeds)) < 2:
+        raise FieldError("seeds", f" must name at least two seeds for a spread, got {min(len(seeds), len(beam_seeds))}")
+    requests = whole_number("requests", requests, 1, 10_000)
+    beam_requests = whole_number("requests", beam_requests, 1, 10_000)
     t0 = time.perf_counter()
     cost = paper_cost()
     scale = scale if scale is not None else load_scale(cost)["scale"]
     rate = PAPER_FIGURES["fig13"]["rate"] * scale
-    out = Figure15(scale=scale, rate=rate, seeds=seeds, requests=requests)
+    out = Figure15(scale=scale, rate=rate, seeds=seeds, requests=requests, beam_seeds=beam_seeds,
+                   beam_requests=beam_requests)
     sweep = tuple(sorted(set(sweep) | {DEFAULT_REPLACEMENT}))
-    total, done = len(WIDTHS) * (1 + sum(1 for r in sweep if r > 0)), 0
+    total, done = len(WIDTHS) * (1 + len(sweep)), 0
 
     def tick(text):
         nonlocal done
@@ -221,17 +280,15 @@ def figure15(*, scale: float | None = None, seeds=SEEDS, requests: int = REQUEST
             progress(done, total, text)
 
     for w in WIDTHS:
+        out.lengths_only[w] = lengths_only_saving(w)
         out.parallel[w] = spread([sharing_run("parallel", w, 0.0, sd, rate / w, cost, requests)["saving"]
                                   for sd in seeds])
         tick(f"Figure 15: parallel sampling, {w} samples")
     for rho in sweep:
         out.beam[rho] = {}
         for w in WIDTHS:
-            if rho == 0:
-                out.beam[rho][w] = out.parallel[w]            # replacement 0: the beams share the prompt only
-                continue
-            out.beam[rho][w] = spread([sharing_run("beam", w, rho, sd, rate / w, cost, requests)["saving"]
-                                       for sd in seeds])
+            out.beam[rho][w] = spread([sharing_run("beam", w, rho, sd, rate / w, cost, beam_requests)["saving"]
+                                       for sd in beam_seeds])
             tick(f"Figure 15: beam search, width {w}, replacement {rho:g}")
     out.seconds = time.perf_counter() - t0
     return out

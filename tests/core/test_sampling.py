@@ -8,7 +8,7 @@ import pytest
 from allocator.common.errors import FieldError, OutOfBlocksError
 from allocator.engine.sampling import BeamModel, Sampling, simulate_sampling
 from allocator.memory.forking import ForkingPagedAllocator
-from allocator.studies.sharing import PAPER_FIG15, WIDTHS, figure15, memory_saving
+from allocator.studies.sharing import PAPER_FIG15, WIDTHS, figure15, lengths_only_saving, memory_saving
 from allocator.workloads.requests import Request, Workload
 
 BS = 16
@@ -155,9 +155,11 @@ def test_bad_input_is_named():
 
 
 def test_figure15_reports_the_paper_beside_ours_and_the_sweep_spans_the_default():
-    f = figure15(scale=1.66, seeds=(0, 1), requests=6, sweep=(0.0, 0.2))
+    f = figure15(scale=1.66, seeds=(0, 1), requests=6, beam_seeds=(0, 1), beam_requests=6, sweep=(0.0, 0.2))
     assert sorted(f.beam) == [0.0, f.default_replacement, 0.2]
-    assert f.beam[0.0] is not None and all(f.beam[0.0][w] == f.parallel[w] for w in WIDTHS)
+    # replacement 0 is parallel sampling: the same requests give the same saving
+    assert all(f.beam[0.0][w] == f.parallel[w] for w in WIDTHS)
+    assert all(f.lengths_only[w] == lengths_only_saving(w) for w in WIDTHS)
     rows = f.targets()
     assert [(r["mode"], r["width"]) for r in rows] == [(m, w) for m in ("parallel", "beam") for w in WIDTHS]
     lo, hi = PAPER_FIG15["sharegpt"]["parallel"]
@@ -185,7 +187,7 @@ def test_cli_sharing_and_the_replications_json_carry_figure15(capsys, monkeypatc
     assert main(["sharing", "--width", "1", "--rate", "1"]) != 0
     assert "width = 1 must be at least 2" in capsys.readouterr().err
 
-    small = figure15(scale=1.66, seeds=(0, 1), requests=4, sweep=(0.0, 0.2))
+    small = figure15(scale=1.66, seeds=(0, 1), requests=4, beam_seeds=(0, 1), beam_requests=4, sweep=(0.0, 0.2))
 
     class _Abl:
         seconds = 0.0
@@ -207,3 +209,15 @@ def test_cli_sharing_and_the_replications_json_carry_figure15(capsys, monkeypatc
     for w in WIDTHS:
         assert f"{100 * small.parallel[w]['mean']:5.1f} ± {100 * small.parallel[w]['std']:.1f} %" in text
     assert "paper 16.2 %" in text and "paper 30.5 %" in text and "paper 44.3 %" in text
+
+
+def test_the_lengths_only_saving_is_the_step_by_step_count():
+    """Its closed form against counting blocks step by step on hand-built lengths."""
+    prompts, outputs = [40, 16, 5, 100], [10, 33, 7, 1]
+    for n in (1, 2, 6):
+        saved = logical = 0
+        for p, o in zip(prompts, outputs):
+            for t in range(1, o + 1):
+                logical += n * -(-(p + t) // BS)
+                saved += (n - 1) * (p // BS)
+        assert lengths_only_saving(n, BS, (prompts, outputs)) == pytest.approx(saved / logical)

@@ -12,11 +12,13 @@ from tests.pages.test_claims import _forms, _numbers
 
 @pytest.fixture(scope="module")
 def fig():
-    return figure15(scale=1.6558, seeds=(0, 1), requests=6)
+    return figure15(scale=1.6558, seeds=(0, 1), requests=6, beam_seeds=(0, 1), beam_requests=4)
 
 
 def _allowed(f) -> set[str]:
-    values = [f.rate, f.requests, len(f.seeds), f.default_replacement, *f.beam, *WIDTHS,
+    values = [f.rate, f.requests, len(f.seeds), f.beam_requests, len(f.beam_seeds), f.default_replacement, *f.beam,
+              *WIDTHS, *f.lengths_only.values(),
+              *(f.lengths_only[w] - p for w, p in zip((2, 6), (PAPER_FIG15["sharegpt"]["parallel"]))),
               PARALLEL_TOLERANCE_POINTS, 1, 16, 13, 40,                 # blocks of 16; OPT-13B; A100-40GB
               *PAPER_FIG15["sharegpt"]["parallel"], *PAPER_FIG15["sharegpt"]["beam"]]
     for d in [f.parallel, *f.beam.values()]:
@@ -48,6 +50,9 @@ def test_the_sentences_and_the_table_say_the_same(fig):
         par = f"{100 * fig.parallel[w]['mean']:.1f}"
         beam = f"{100 * fig.beam[fig.default_replacement][w]['mean']:.1f}"
         assert par in t["fig15"] and rows[f"parallel sampling, width {w}"]["this model"].startswith(par + " %")
+        alone = f"{100 * fig.lengths_only[w]:.1f}"
+        assert alone in t["fig15"] and rows[f"parallel sampling, width {w}, lengths alone (no engine)"][
+            "this model"] == alone + " %"
         assert beam in t["fig15"] and rows[f"beam search, width {w}"]["this model"].startswith(beam + " %")
     targets = {(r["mode"], r["width"]): r for r in fig.targets()}
     for mode, w in (("parallel", 2), ("parallel", 6), ("beam", 2), ("beam", 6)):
