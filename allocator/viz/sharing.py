@@ -20,18 +20,12 @@ WIDTH_DASH = {2: "dot", 4: "dash", 6: "solid"}
 def fig15_figure(f) -> go.Figure:
     """Figure 15 (ShareGPT): % of blocks saved by sharing against the width, parallel sampling and
     beam search (the model's default), mean over the seeds ± 1 sd; the ends of the paper's ShareGPT
-    range as open diamonds at widths 2 and 6 (the paper prints no value for width 4)."""
+    range as white diamonds at widths 2 and 6 (the paper prints no value for width 4)."""
     fig = go.Figure()
     x = list(WIDTHS)
     for mode, colour, offset in (("parallel", PAGED, -0.25), ("beam", SHARED_PREFIX, 0.25)):
         d = f.parallel if mode == "parallel" else f.beam[f.default_replacement]
         lo, hi = PAPER_FIG15["sharegpt"][mode]
-        # the paper prints only the range's ends (widths 2 and 6): markers there, nothing drawn between
-        fig.add_trace(go.Scatter(x=[x[0] + offset, x[-1] + offset], y=[100 * lo, 100 * hi], mode="markers",
-                                 name=f"{MODE_LABELS[mode]}: the paper's range ends (ShareGPT)",
-                                 marker=dict(symbol="diamond-open", size=14, color=colour, line=dict(width=2.5)),
-                                 hovertemplate=f"the paper, {MODE_LABELS[mode].lower()}: %{{y:.1f}} % "
-                                               "(an end of its range)<extra></extra>"))
         label = MODE_LABELS[mode] + ("" if mode == "parallel" else f" (replacement {f.default_replacement:g})")
         fig.add_trace(go.Bar(x=[w + offset for w in x], y=[100 * d[w]["mean"] for w in x], width=0.45,
                              name=f"{label}: this model", marker_color=colour,
@@ -40,6 +34,13 @@ def fig15_figure(f) -> go.Figure:
                              hovertemplate=f"{MODE_LABELS[mode].lower()}, width %{{customdata[0]}}: %{{y:.1f}} % "
                                            f"± %{{customdata[1]:.1f}} (seeds: %{{customdata[2]:.1f}}–"
                                            f"%{{customdata[3]:.1f}} %)<extra></extra>"))
+        # the paper prints only the range's ends (widths 2 and 6): markers there, nothing drawn between;
+        # drawn after the bars so that a bar taller than the paper's value does not hide it
+        fig.add_trace(go.Scatter(x=[x[0] + offset, x[-1] + offset], y=[100 * lo, 100 * hi], mode="markers",
+                                 name=f"{MODE_LABELS[mode]}: the paper's range ends (ShareGPT)",
+                                 marker=dict(symbol="diamond", size=14, color="white", line=dict(color=colour, width=2.5)),
+                                 hovertemplate=f"the paper, {MODE_LABELS[mode].lower()}: %{{y:.1f}} % "
+                                               "(an end of its range)<extra></extra>"))
     fig.update_xaxes(title_text="samples per request (parallel) or beam width", tickvals=x,
                      ticktext=[str(w) for w in x])
     fig.update_yaxes(title_text="memory saved by sharing (% of blocks)", range=[0, 100], gridcolor="#eee")

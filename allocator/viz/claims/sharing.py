@@ -52,7 +52,7 @@ def sharing_texts(f) -> dict:
         return f"between replacement {pair[0]:g} and {pair[1]:g} at width {w} ({_pct(paper)})"
 
     beam_model = (f"**Which beams survive is a model here**, since no language model runs: at every step each beam "
-                  f"falls out of the best {w0}–{w1} with a fixed probability and a continuation of a surviving beam, "
+                  f"falls out of the best beams with a fixed probability and a continuation of a surviving beam, "
                   f"chosen at random, takes its place (a fork, and a free of the fallen beam's blocks). At probability 0 "
                   f"beams never meet again and share only the prompt, as parallel samples do; the more often beams are "
                   f"replaced, the more history they share. Over the swept probabilities "
