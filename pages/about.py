@@ -258,6 +258,13 @@ SOURCES = [
      "artifact's experiments/fig18-b.sh, fig19-a.sh, fig19-b.sh and benchmark/benchmark_swap.py; run again on "
      "this app's model (Throughput and latency, section 7 ablations), with the kernel's cost per block size "
      "from this lab's kernel prediction (assets/kernel_block_cost.json)."),
+    ("Memory saved by sharing on ShareGPT: 16.2–30.5 % for parallel sampling and 44.3–66.3 % for beam search "
+     "(2, 4 and 6 outputs; 6.1–9.8 % and 37.6–55.2 % on Alpaca, not run here); samples sharing the prompt's "
+     "blocks by refcount, beams forked and freed step by step, copy-on-write of a partly filled block",
+     "Kwon et al., PagedAttention (SOSP 2023), section 4.4 (parallel sampling, beam search) and section 6.3 "
+     "(Figures 14 and 15); run again on this app's engine (Throughput and latency, sharing), where which beams "
+     "survive comes from a stated model with one parameter (allocator/engine/sampling.py), not from a language "
+     "model. Figure 14 is not run here."),
     ("GPU memory, memory bandwidth, dense fp16/bf16 tensor FLOP/s, PCIe bandwidth (A100 40GB, H100 SXM, H200, "
      "L4, RTX 4090)",
      "NVIDIA's datasheets (and the Ada Lovelace whitepaper for the RTX 4090), named in each preset "

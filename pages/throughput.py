@@ -14,6 +14,7 @@ from allocator.accounting.models import PRESETS
 from allocator.studies.paper import (PAPER_POOL_SLOTS, is_computed, replication_for, spread_for,
                                      spread_is_computed)
 from allocator.studies.ablations import ablations_for
+from allocator.studies.sharing import figure15_for
 from allocator.cost.kernel_block import kernel_block_factors
 from allocator.workloads.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.studies.sustained import INTERPOLATION_SPAN
@@ -25,9 +26,11 @@ from allocator.common.errors import FieldError
 from allocator.viz.claims.throughput import (latency_claim, memory_claim, paper_comparison, sustained_rows,
                                              sweep_headline, time_split_claim)
 from allocator.viz.claims.paper import ablation_texts, paper_replication_texts
+from allocator.viz.claims.sharing import sharing_rows, sharing_texts
 from allocator.common.formats import seconds
 from allocator.viz.claims.throughput import sweep_source_note
 from allocator.viz.paper import fig2_figure, fig12_figure, fig13_figure, fig18b_figure, fig19a_figure, targets_rows
+from allocator.viz.sharing import beam_sweep_figure, fig15_figure
 from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure
 from pages._ui.controls import checked_number
 from pages._ui.errors import show_error
@@ -122,6 +125,35 @@ if rep21 is not None:
         chart(fig18b_figure(abl21), key="tp_paper_fig18b", config={"displaylogo": False})
         st.markdown(texts_abl["fig18b"])
         st.markdown(texts_abl["fig19b"])
+    st.subheader("Section 6.3: sharing blocks — parallel sampling and beam search", anchor="paper-sharing")
+    st.markdown("A request may ask for several outputs: several samples of one prompt, or a beam search. Paging lets "
+                "their sequences point at the same blocks, counted by refcount: the prompt's blocks for every sample, "
+                "and for beams all the history they have in common; a partly filled block is copied only when a "
+                "sequence writes into it (copy-on-write). Figure 15 of the paper measures how much memory that "
+                "saves; the same runs on this model's engine, the paper's ShareGPT values beside.")
+    fig15_21 = None
+    if st.button("Run Figure 15 (memory saved by sharing)", key="tp_paper_fig15", icon=":material/share:"):
+        st.session_state["tp_paper_sharing"] = True
+    if st.session_state.get("tp_paper_sharing"):
+        bar15 = st.progress(0.0, text="Running parallel sampling and beam search…")
+        try:
+            fig15_21 = figure15_for(rep21.scale["scale"], progress=lambda done, total, text: bar15.progress(
+                done / total, text=f"Simulating {text} ({done} of {total})…"))
+        except FieldError as exc:
+            show_error(exc, before="Figure 15 cannot run: ")
+        finally:
+            bar15.empty()
+    if fig15_21 is not None:
+        texts15 = sharing_texts(fig15_21)
+        st.markdown(texts15["setup"])
+        st.table(pd.DataFrame(sharing_rows(fig15_21)).set_index("measure"))
+        chart(fig15_figure(fig15_21), key="tp_paper_fig15_chart", config={"displaylogo": False})
+        st.markdown(texts15["fig15"])
+        chart(beam_sweep_figure(fig15_21), key="tp_paper_beam_sweep", config={"displaylogo": False})
+        st.markdown(texts15["beam_model"])
+        st.markdown("**Why they differ**\n\n" + "\n".join(f"- {t}" for t in texts15["why"].values()))
+        st.caption("Figure 14 (vLLM's latency advantage over Orca growing with the number of samples and the beam "
+                   "width) is not run here: this lab's Orca baselines do not run requests of several sequences yet.")
     st.caption("Request lengths: " + SHAREGPT_ATTRIBUTION)
     st.divider()
     st.subheader("Your own sweep")

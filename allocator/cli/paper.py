@@ -1,13 +1,17 @@
-"""``python -m allocator paper-replication``: the PagedAttention paper's experiment and its three figures.
+"""``python -m allocator paper-replication``: the PagedAttention paper's experiment and its figures;
+``python -m allocator sharing``: one run of requests with several sequences (Figure 15's measure).
 
 Examples::
 
     python -m allocator paper-replication
     python -m allocator paper-replication --json
+    python -m allocator sharing --mode beam --width 4 --replacement 0.05
 
 Runs OPT-13B on one A100-40GB (the paper's Table 1 pool), ShareGPT lengths, vLLM (block 16,
 recompute) and the artifact's three Orca baselines (buddy placement), and prints Figures 2, 13
-and 12 as the paper's value beside this model's, with the error (see :mod:`allocator.studies.paper`).
+and 12 as the paper's value beside this model's, with the error (see :mod:`allocator.studies.paper`); without
+``--quick`` also Figure 13 over ten seeds, the section 7 ablations (:mod:`allocator.studies.ablations`) and
+Figure 15 (:mod:`allocator.studies.sharing`).
 """
 from __future__ import annotations
 
@@ -17,8 +21,13 @@ from allocator.cost.kernel_block import kernel_block_factors
 from allocator.studies.ablations import PAPER_ABLATIONS, ablations
 from allocator.studies.paper import (FIG13_SEEDS, PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS, add_fig13_spread,
                                      paper_replication)
+from allocator.studies.sharing import MODE_LABELS, PAPER_FIG15, figure15
 from allocator.studies.sustained import sustained_short
-from allocator.cli.common import count_arg, range_help
+from allocator.cli.common import count_arg, range_help, real_arg
+from allocator.common.validate import whole_number
+from allocator.engine.sampling import BEAM_MODES, DEFAULT_REPLACEMENT, MAX_WIDTH, Sampling
+from allocator.studies.paper import PAPER_FIGURES, load_scale, paper_cost
+from allocator.studies.sharing import REQUESTS, sharing_run
 
 
 def register(sub) -> None:
@@ -32,20 +41,40 @@ def register(sub) -> None:
                    help=f"arrivals and shuffle (default 0; {range_help('seed')})")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--quick", action="store_true",
-                   help="the three figures only: no Figure 13 spread over ten seeds, no section 7 ablations")
+                   help="the three figures only: no Figure 13 spread over ten seeds, no section 7 ablations, "
+                        "no Figure 15 (sharing)")
     p.set_defaults(func=run)
+    q = sub.add_parser("sharing",
+                       help="requests of several sequences (parallel sampling, beam search) on the paper's set-up: "
+                            "memory saved by sharing blocks (Figure 15's measure)",
+                       description="OPT-13B on one A100-40GB (the paper's Table 1 pool, blocks of 16), ShareGPT lengths, "
+                                   "every request asking for --width samples or beams; prints 1 - physical / logical "
+                                   "blocks averaged over time, forks, frees and copy-on-write copies.")
+    q.add_argument("--mode", choices=BEAM_MODES, default="parallel", help="parallel sampling or beam search")
+    q.add_argument("--width", type=count_arg, default=2, help=f"samples or beams per request (2 to {MAX_WIDTH})")
+    q.add_argument("--replacement", type=real_arg, default=DEFAULT_REPLACEMENT,
+                   help=f"beam model: probability a beam is replaced per step, 0 to 1 (default {DEFAULT_REPLACEMENT:g})")
+    q.add_argument("--requests", type=count_arg, default=REQUESTS, help=f"requests (default {REQUESTS})")
+    q.add_argument("--rate", type=real_arg, default=None,
+                   help="requests/s on this model's clock (default: Figure 13's relative load / width)")
+    q.add_argument("--seed", type=count_arg, default=0, help=f"arrivals and beam model (default 0; {range_help('seed')})")
+    q.add_argument("--json", action="store_true", help="print JSON instead of text")
+    q.set_defaults(func=run_sharing)
 
 
 def run(args) -> int:
     """Run the replication and print it; returns the exit status."""
     rep = paper_replication(seed=args.seed)
-    abl = None
+    abl = fig15 = None
     if not args.quick:
         add_fig13_spread(rep, FIG13_SEEDS)
         abl = ablations(kernel_block_factors(), scale=rep.scale["scale"])
+        fig15 = figure15(scale=rep.scale["scale"])
     out = rep.to_dict()
     if abl is not None:
         out["ablations"] = abl.to_dict()
+    if fig15 is not None:
+        out["fig15"] = fig15.to_dict()
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -104,5 +133,63 @@ def run(args) -> int:
             print(f"  {mode:<10} " + "  ".join(f"{bs}: {v['mean']:.4f}±{v['std']:.4f}" for bs, v in abl.e2e[mode].items()))
         print(f"  best block sizes (recompute, within 10 % of the lowest): {abl.best()}; the paper: "
               f"{PAPER_ABLATIONS['fig18b']['best_block_sizes'][0]}-{PAPER_ABLATIONS['fig18b']['best_block_sizes'][1]}")
-    print(f"\n{rep.seconds:.1f} s (the three figures)" + ("" if abl is None else f", {abl.seconds:.1f} s (ablations)"))
+    if fig15 is not None:
+        print_fig15(fig15)
+    print(f"\n{rep.seconds:.1f} s (the three figures)" + ("" if abl is None else f", {abl.seconds:.1f} s (ablations)")
+          + ("" if fig15 is None else f", {fig15.seconds:.1f} s (Figure 15)"))
+    return 0
+
+
+def print_fig15(f) -> None:
+    """Figure 15's text output: the paper's value or range beside ours, the error, the beam sweep."""
+    print(f"\nFigure 15 (ShareGPT): memory saved by sharing = 1 - physical / logical blocks, averaged over "
+          f"time; requests at {f.rate:.2f} / width requests/s, lengths sampled from all pairs; parallel: "
+          f"{f.requests} requests x {len(f.seeds)} seeds, beam: {f.beam_requests} x {len(f.beam_seeds)} (mean ± sd); "
+          f"beam model: replacement {f.default_replacement:g} per step (default, not fitted)")
+    for r in f.targets():
+        lo, hi = r["paper_range"]
+        paper = f"{100 * r['paper']:.1f} %" if r["paper"] is not None else f"{100 * lo:.1f}-{100 * hi:.1f} % (range)"
+        err = "" if r["error_points"] is None else f"  error {r['error_points']:+.1f} points"
+        extra = ""
+        if r["mode"] == "beam":
+            extra = f"  sweep spans {100 * r['span'][0]:.1f}-{100 * r['span'][1]:.1f} %"
+        print(f"  {MODE_LABELS[r['mode']]:<18} {r['width']}: ours {100 * r['ours']:5.1f} ± {100 * r['std']:.1f} %"
+              f"   paper {paper}{err}{extra}   {'yes' if r['ok'] else 'NO'}" + (" (paper inside the sweep)" if r['mode'] == 'beam' else ""))
+    print("  parallel sampling from the lengths alone (no engine): "
+          + " / ".join(f"{100 * f.lengths_only[w]:.1f}" for w in sorted(f.lengths_only)) + " %")
+    print("  beam search by replacement probability: " + "; ".join(
+        f"{rho:g}: " + " / ".join(f"{100 * d[w]['mean']:.1f}" for w in sorted(d)) for rho, d in f.beam.items())
+        + " % (widths " + ", ".join(str(w) for w in PAPER_FIG15["widths"]) + ")")
+    for mode in ("parallel", "beam"):
+        print(f"  why they differ ({MODE_LABELS[mode].lower()}): " + f.targets()[0 if mode == "parallel" else 3]["why"])
+
+
+def run_sharing(args) -> int:
+    """One run of requests with several sequences each (``python -m allocator sharing``); returns the exit status.
+
+    Raises:
+        FieldError: a bad ``--width``, ``--replacement``, ``--requests``, ``--rate`` or ``--seed`` (named).
+    """
+    sampling = Sampling(args.mode, args.width, args.replacement, whole_number("seed", args.seed, 0))
+    requests = whole_number("requests", args.requests, 1, 10_000)
+    cost = paper_cost()
+    if args.rate is None:
+        rate = PAPER_FIGURES["fig13"]["rate"] * load_scale(cost)["scale"] / sampling.width
+    else:
+        from allocator.common.validate import real_number
+        rate = real_number("rate", args.rate, above=0)
+    out = sharing_run(sampling.mode, sampling.width, sampling.replacement, sampling.seed, rate, cost, requests)
+    out = {"mode": sampling.mode, "width": sampling.width,
+           "replacement": sampling.replacement if sampling.mode == "beam" else None,
+           "requests": requests, "rate": rate, "seed": sampling.seed, **out}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    what = (f"{sampling.width} parallel samples" if sampling.mode == "parallel" else
+            f"beam search of width {sampling.width} (replacement {sampling.replacement:g} per step)")
+    print(f"{requests} ShareGPT requests at {rate:.3f} requests/s, each asking for {what}; OPT-13B, one A100-40GB")
+    print(f"  memory saved by sharing: {100 * out['saving']:.1f} % of the blocks (1 - physical / logical, averaged "
+          f"over time)")
+    print(f"  beam forks {out['forks']:,}, frees {out['frees']:,}; blocks copied on write {out['cow_copies']:,}; "
+          f"preemptions {out['preemptions']:,}")
     return 0

@@ -133,6 +133,21 @@ def test_paper_replication_one_click():
     for t in ablation_texts(ablations_for(kernel_block_factors())).values():
         assert t in text
     assert len(at.get("plotly_chart")) >= 10
+    # issue 38: Figure 15 (sharing) one more click away, its sentences and table from the same study
+    at.button(key="tp_paper_fig15").click().run(timeout=600)
+    assert not at.exception
+    from allocator.studies.sharing import figure15_for
+    from allocator.viz.claims.sharing import sharing_rows, sharing_texts
+
+    f15 = figure15_for(rep.scale["scale"])
+    text = _markdown(at)
+    t15 = sharing_texts(f15)
+    for key in ("setup", "fig15", "beam_model"):
+        assert t15[key] in text
+    assert all(w in text for w in t15["why"].values())
+    table15 = at.table[1].value
+    assert list(table15["this model"]) == [r["this model"] for r in sharing_rows(f15)]
+    assert len(at.get("plotly_chart")) >= 12
 
 
 def test_the_explainers_block_size_slider_links_to_the_block_size_ablation():
