@@ -702,7 +702,8 @@ def test_the_capacity_page_quotes_what_the_cli_computes():
     ss = at.session_state
     j = _cli_json(["capacity", "--model", ss["cap_model"], "--free-gib", f"{ss['cap_free_gib']:g}",
                    "--max-context", str(ss["cap_max_context"]), "--mean-tokens", f"{ss['cap_mean_tokens']:g}",
-                   "--block-size", str(ss["cap_block_size"]), "--json"])
+                   "--block-size", str(ss["cap_block_size"]),
+                   "--acceptance-rate", f"{ss['cap_acceptance_rate']:g}", "--json"])   # the speculation rows
     allowed = _json_numbers(j, set()) | ARITHMETIC_STATIC
     from allocator.accounting.models import PRESETS
 
