@@ -10,6 +10,7 @@ import streamlit as st
 from allocator.accounting.models import PRESETS
 from allocator.workloads.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, shipped_mooncake
 from allocator.studies.prefix_cache import DEFAULT_FRACTIONS, MODEL_TOLERANCE_PP
+from allocator.cost.best import seconds_source
 from allocator.cost.roofline import GPUS, TIMED_MODELS
 from allocator.workloads.trace import ShippedDataError
 from allocator.common.errors import FieldError
@@ -162,10 +163,10 @@ except FieldError as exc:           # shown here, under the GPU, model and GPUs 
     show_error(f"{PRESETS[st.session_state['pc_model']].short} does not fit {st.session_state['pc_gpus']} × "
                f"{GPUS[st.session_state['pc_gpu']].label}: {why}.")
     st.stop()
-st.markdown(ttft_summary(cmp, cost.label, pool_blocks, block))
-chart(ttft_figure(cmp), key="pc_ttft", config={"displaylogo": False})
-st.caption("Seconds come from the cost model of the Throughput page (a roofline over each step's FLOPs and "
-           "bytes on the chosen GPU's datasheet figures), with arrivals at the trace's own times. Cached prompt "
+st.markdown(ttft_summary(cmp, seconds_source(cost), pool_blocks, block))
+chart(ttft_figure(cmp, cost.short_name), key="pc_ttft", config={"displaylogo": False})
+st.caption(f"Seconds come from the cost model of the Throughput page, {cost.priced_by}, with arrivals at the "
+           "trace's own times. Cached prompt "
            "tokens cost no prefill; everything else is the same in both runs. Mooncake's prompts average about "
            "12,000 tokens, longer than some of these models' context windows; the model prices them all the same.")
 

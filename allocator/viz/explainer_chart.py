@@ -391,7 +391,8 @@ def explainer_lines_figure(results: dict, *, timings: dict | None = None) -> go.
                                  hovertemplate=since + "<br>%{y} sequences running<extra>"
                                                + res.label + "</extra>"), row=1, col=2)
     if timings:
-        clock = next(iter(timings.values())).cost.label
+        cost = next(iter(timings.values())).cost
+        clock = f"{cost.label} ({cost.short_name})"
         end_s = max(t.makespan_s for t in timings.values())
         for c in (1, 2):
             fig.update_xaxes(title_text=f"time (s), {clock}", row=1, col=c, range=[0, end_s], gridcolor="#eee")

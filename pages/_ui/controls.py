@@ -12,6 +12,7 @@ value on the server and says why it was not used.
 """
 import streamlit as st
 
+from allocator.cost.best import profiled_pairs
 from allocator.engine.scenario import UPLOAD_MAX_ROWS, Scenario
 from allocator.workloads.sharegpt import sharegpt_lengths
 from allocator.workloads.trace import ShippedDataError, shipped_trace
@@ -255,8 +256,10 @@ def time_controls() -> dict:
     changes the runs, only what a step costs."""
     sb = st.sidebar
     sb.subheader("Seconds")
-    gpu = _choice(sb, "gpu", "GPU", help="Each engine step is priced on this GPU's datasheet figures (see the "
-                                         "Throughput and latency page's cost model).")
+    gpu = _choice(sb, "gpu", "GPU", help="Each engine step is priced for this GPU: by its measured operator "
+                                         "timings where the lab holds them for the chosen model (" + profiled_pairs()
+                                         + "), else from its datasheet figures (a roofline; see the Throughput and "
+                                         "latency page's cost model). The seconds say which.")
     model = _choice(sb, "model", "Model",
                     help="The model whose weights and KV cache each step reads and writes. The pool stays the size "
                          "set above; a model too big for one GPU is priced split over several.")

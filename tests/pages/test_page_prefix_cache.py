@@ -16,6 +16,7 @@ from allocator.viz.maps import MAP_BLOCK_CACHED, MAP_BLOCK_FREE, MAP_BLOCK_PRIVA
 from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
 from allocator.studies.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
 from allocator.cost.roofline import cost_model
+from allocator.cost.best import seconds_source
 from allocator.viz.prefix import BLOCK_LABELS, sweep_table, ttft_summary, window_summary
 from tests.conftest import markdown_text, open_page, seen
 
@@ -51,7 +52,7 @@ def test_default_page_quotes_its_own_replay():
     cost = cost_model("h200", "llama3-8b", 4)
     pool = cost.pool_slots() // 16
     cmp = ttft_comparison(wl, 16, pool, cost)
-    assert ttft_summary(cmp, cost.label, pool, 16) in text
+    assert ttft_summary(cmp, seconds_source(cost), pool, 16) in text
     assert "not measurements" in text
     # three charts, every axis titled, every trace with hover text
     charts = _charts(at)
