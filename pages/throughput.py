@@ -75,7 +75,7 @@ if st.session_state.get("tp_paper"):
             bar21 = st.progress(0.0, text="Running the paper's configuration…")
             rep21 = replication_for(progress=lambda done, total, text: bar21.progress(
                 done / total, text=f"Simulating {text} ({done} of {total} runs)…"))
-        if not spread_is_computed():     # Figure 13 over ten seeds, both load rules: computed once, cached
+        if not spread_is_computed():     # Figures 13 and 12 over seeds: computed once, cached
             bar21 = bar21 or st.progress(0.0)
             rep21 = spread_for(progress=lambda done, total, text: bar21.progress(
                 done / total, text=f"Simulating {text} ({done} of {total})…"))
