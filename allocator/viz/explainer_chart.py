@@ -351,7 +351,8 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         sliders=[dict(active=0, steps=slider_steps, x=0.17, len=0.83, y=1 + _paper(size, OFFSETS["slider"]),
                       yanchor="bottom",
                       font=dict(color="rgba(0,0,0,0)"),
-                      currentvalue=dict(prefix="time " if timings else "engine step ",
+                      currentvalue=dict(prefix=(f"time ({next(iter(timings.values())).cost.short_name}) "
+                                                if timings else "engine step "),
                                         font=dict(size=14, color="#333333")),
                       pad=dict(t=0, b=0))],
         hoverlabel=dict(font_size=14),

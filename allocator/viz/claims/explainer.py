@@ -238,6 +238,7 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
         "requests served, and requests that can never fit this pool")
     if timings is not None:
         label = seconds_source(timings["paged"].cost)
+        kind = f" ({timings['paged'].cost.short_name}'s seconds)"
         by = {id(results[k]): timings[k].summary for k in results}
 
         def timed(key, fmt=seconds):
@@ -248,15 +249,15 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
             f"every step priced, added up ({label})" + (
                 "; a stretch with nothing to run lasts its steps at the workload's arrival clock" if idle else ""))
         add("throughput (output tokens/s)", timed("throughput_tokens_per_s", lambda v: f"{v:,.0f}"),
-            "answer tokens delivered per second of the run")
+            "answer tokens delivered per second of the run" + kind)
         add("time to first token, median / 99th percentile",
             lambda r: (f"{seconds(by[id(r)]['ttft_p50_s'])} / {seconds(by[id(r)]['ttft_p99_s'])}"
                        if by[id(r)]["finished"] else "—"),
-            "from a request's arrival to its first token: queueing plus its prefill")
+            "from a request's arrival to its first token: queueing plus its prefill" + kind)
         add("time per output token, median", timed("tpot_p50_s"),
-            "between a request's later tokens; a preempted request's wait counts in it")
+            "between a request's later tokens; a preempted request's wait counts in it" + kind)
         add("normalised latency (s/token)", timed("normalized_latency_s_per_token", lambda v: f"{v:.4f}"),
-            "mean over requests of end-to-end latency ÷ answer length (the PagedAttention paper's measure)")
+            "mean over requests of end-to-end latency ÷ answer length (the PagedAttention paper's measure)" + kind)
         add("swap copies / recompute FLOPs (seconds)",
             lambda r: f"{seconds(by[id(r)]['swap_s'])} / {seconds(by[id(r)]['recompute_flops_s'])}",
             "what preemption cost: blocks copied over the host link (bytes over the datasheet's link "

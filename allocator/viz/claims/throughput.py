@@ -92,12 +92,12 @@ def paper_comparison(sweep) -> dict:
     stated = [text for _, text in parts if text]
     unstated = [POLICY_LABELS[p].lower() for p, text in parts if not text]
     if stated:
-        model = (f"**This model's figures** ({sweep.cost.label}, {SWEEP_WORKLOADS[sweep.workload]}): paged sustained "
+        model = (f"**This model's figures** ({sweep.cost.label}, seconds from the {sweep.cost.short_name}, {SWEEP_WORKLOADS[sweep.workload]}): paged sustained "
                  + " and ".join(stated) + " at the same latency budget."
                  + (f" No ratio to {' or '.join(unstated)} can be stated from these rates (add rates between the "
                     "two around each crossing; see the chart)." if unstated else ""))
     elif unstated:
-        model = (f"**This model's figures** ({sweep.cost.label}, {SWEEP_WORKLOADS[sweep.workload]}): no ratio of "
+        model = (f"**This model's figures** ({sweep.cost.label}, seconds from the {sweep.cost.short_name}, {SWEEP_WORKLOADS[sweep.workload]}): no ratio of "
                  f"paged to {' or '.join(unstated)} can be stated from these rates (add rates between the two "
                  "around each crossing; see the chart).")
     else:
