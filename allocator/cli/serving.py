@@ -119,9 +119,9 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{seconds_source(cost)}")
     print(f"{cost.label}: KV pool {sweep.pool_slots:,} slots, block size {sweep.block_size}, "
           f"{sweep.requests:,} requests per run ({SWEEP_WORKLOADS[sweep.workload]}, seed {sweep.seed})")
+    print(f"seconds from {cost.priced_by}" + (f"; {cost.why}" if cost.why else ""))
     if v1 is not None:
         print(f"paged: {v1.describe()}; reservation policies: the classroom scheduler")
     print(f"budget: {sweep.budget_s_per_token:.4f} s/token = {sweep.latency_factor:g} x "

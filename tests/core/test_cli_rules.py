@@ -172,6 +172,18 @@ def test_swap_under_v1_rules_is_refused(capsys):
     assert e.value.field == "rules"
 
 
+def test_a_shared_prefix_that_fills_the_pool_is_refused_up_front(capsys):
+    """Issue 40: it used to reject every request and exit 0."""
+    capsys.readouterr()
+    assert main(["simulate", "--shared-prefix", "4194304"]) == 2
+    assert capsys.readouterr().err.strip().startswith(
+        "error: shared_prefix = 4,194,304 tokens fills the whole pool (2,048 slots)")
+    assert main(["simulate", "--shared-prefix", "2048", "--json"]) == 2          # the pool exactly: still none fit
+    capsys.readouterr()
+    assert main(["simulate", "--shared-prefix", "100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["paged"]["finished"] == 40
+
+
 def test_classroom_scenarios_ignore_v1_numbers_only_in_their_cache_key():
     """Under classroom rules the v1 numbers do not apply: two such scenarios are one cache entry."""
     assert Scenario(max_num_seqs=3).canonical() == Scenario().canonical()
