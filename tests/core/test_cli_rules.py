@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import read_metrics_csv
 from allocator.__main__ import main
 from allocator.common.errors import FieldError
 from allocator.engine import scenario as scenario_module
@@ -95,7 +96,7 @@ def test_export_html_under_v1_shows_simulates_numbers(tmp_path, capsys):
     written = json.loads(capsys.readouterr().out)
     assert written["scenario"]["rules"] == "v1" and written["scenario"]["max_num_seqs"] == 6
     out = _simulate(capsys, *OPTIONS)
-    df = pd.read_csv(paths["csv"], comment="#")
+    df = read_metrics_csv(paths["csv"])[0]
     span = df["steps covered"].to_numpy()
     for kind in KINDS:
         s = out[kind]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import read_metrics_csv
 from allocator.__main__ import main
 from allocator.common.formats import pct
 from allocator.common.metric_names import SUMMARY_METRICS
@@ -79,7 +80,7 @@ def exported(tmp_path_factory):
 
 def test_the_metrics_csv_adds_up_to_simulates_summary(exported, capsys):
     out = _simulate(capsys)
-    df = pd.read_csv(exported["csv"], comment="#")
+    df = read_metrics_csv(exported["csv"])[0]
     span = df["steps covered"].to_numpy()
     for kind in KINDS:
         s = out[kind]

@@ -161,13 +161,13 @@ def test_the_capacity_page_names_a_bad_number(state, words):
 # --- the URL parameters -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("params, words", [
-    ({"seed": "nan"}, "URL parameter seed='nan' must be a whole number from 0 to 10,000; using 25."),
+    ({"seed": "nan"}, "URL parameter seed='nan' must be a whole number from 0 to 4,294,967,295; using 25."),
     ({"seed": "1e400"}, "URL parameter seed='1e400' must be a whole number"),
     ({"slots_classroom-40": "1e400"}, "URL parameter slots_classroom-40='1e400' must be a whole number from 64 to "
                                       "1,048,576 (slots)"),
-    ({"max_new_classroom-40": "-1"}, "URL parameter max_new_classroom-40='-1' must be a whole number from 1 to 32,768"),
+    ({"max_new_classroom-40": "-1"}, "URL parameter max_new_classroom-40='-1' must be a whole number from 1 to 4,194,304 (tokens)"),
     ({"metadata_cost": "inf"}, "URL parameter metadata_cost='inf' must be a number from 0 to 8 in steps of 0.25"),
-    ({"shared_prefix": "2.5"}, "URL parameter shared_prefix='2.5' must be a whole number from 0 to 4,096"),
+    ({"shared_prefix": "2.5"}, "URL parameter shared_prefix='2.5' must be a whole number from 0 to 4,194,304 (tokens)"),
     ({"arrival": "trickle", "arrival_rate": "0"}, "URL parameter arrival_rate='0' must be a number from 0.01 to 2"),
     ({"block_size": "inf"}, "URL parameter block_size='inf' is not a block size the slider offers"),
     ({"workload": "azure-conv", "count_azure-conv": "0"}, "URL parameter count_azure-conv='0' must be a whole number "

@@ -18,7 +18,7 @@ from allocator.common.formats import seconds
 from allocator.workloads.trace import AZURE_ATTRIBUTION
 from allocator.viz.export.handout import handout_rows, takeaways
 from allocator.viz.export.html import animation_caption
-from tests.conftest import ROOT
+from tests.conftest import ROOT, read_metrics_csv
 
 GRID = {
     "default": Scenario(),
@@ -595,7 +595,7 @@ def test_the_csv_header_names_engine_metrics_and_the_shares_partition_the_pool()
 
     sc = Scenario(shared_prefix=256)
     results = run_scenario(sc, record_snapshots=False)
-    df = pd.read_csv(io.StringIO(metrics_csv(results, sc, build_workload(sc))), comment="#")
+    df = read_metrics_csv(metrics_csv(results, sc, build_workload(sc)))[0]
     pattern = re.compile(r"(reserve_max|paged) (\w+) \((.+)\)")
     for col in df.columns[2:]:
         kind, metric, unit = pattern.fullmatch(col).groups()
