@@ -17,7 +17,7 @@ from allocator.viz.claims.explainer import (details_rows, headline, reservation_
 from allocator.viz.claims.sweep import sweep_summary, sweep_table
 from pages._ui.cache import (compute, lines_figure, metrics_table, presentation_figure, seconds_figure, sweep,
                              sweep_chart, timings)
-from pages._ui.controls import controls, read_url, time_controls
+from pages._ui.controls import UPLOAD_REFUSED, controls, read_url, time_controls
 from pages._ui.errors import show_error
 from pages._ui.exports_ui import exports_menu
 from allocator.viz.lesson import CARDS, MAPS, SWEEP
@@ -197,6 +197,11 @@ try:
 except ValueError as exc:
     if scenario.workload == "upload" and not scenario.trace_bytes:
         st.info("No trace uploaded yet: showing the last scenario that ran. Upload a CSV in the sidebar.")
+    elif scenario.workload == "upload" and st.session_state.get(UPLOAD_REFUSED):
+        last = current_scenario()          # the file's error is in the sidebar, under the uploader: once
+        st.info(plain_markdown(f"{st.session_state[UPLOAD_REFUSED]} cannot run (why: in the sidebar, under the "
+                               f"upload). Showing the last scenario that could: {last.workload}, {last.slots:,} "
+                               f"slots, block size {last.block_size}."), icon=":material/history:")
     else:
         show_error(exc, st.sidebar, before="These settings cannot run: ", after="")
         last = current_scenario()

@@ -30,6 +30,9 @@ UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTo
 _READ = "url_checked"
 
 
+#: Session key: the name of an uploaded file the sidebar refused this run (its error box is shown there).
+UPLOAD_REFUSED = "_upload_refused"
+
 def read_url() -> list[str]:
     """Once per session, before the widgets are drawn: check the URL's parameters, drop the ones the
     sidebar cannot take, and put the choices into the widgets' state. Returns the messages about
@@ -190,6 +193,7 @@ def controls() -> Scenario:
                                          slider=True, **url)
     else:
         n_rows = None
+        st.session_state.pop(UPLOAD_REFUSED, None)
         if workload == "upload":
             up = sb.file_uploader("Trace CSV", type=["csv"], key="trace_file", help=UPLOAD_HELP)
             if up is None:
@@ -200,7 +204,10 @@ def controls() -> Scenario:
                     n_rows = uploaded_rows(kw["trace_bytes"])
                     sb.success(plain_markdown(f"{one_line(up.name)}: {plural(n_rows, 'request')}"))
                 except ValueError as exc:
+                    # the one error box of a bad file, under the uploader; the page says only that it
+                    # shows the last run (UPLOAD_REFUSED), not the same words twice more
                     show_error(f"{one_line(up.name)}: {exc}", sb)
+                    st.session_state[UPLOAD_REFUSED] = one_line(up.name)
         elif workload == "sharegpt-opt":
             try:
                 n_rows = len(sharegpt_lengths())
