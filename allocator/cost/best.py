@@ -26,6 +26,7 @@ recomputed tokens' weight FLOPs at the datasheet's peak, named so where it is sh
 """
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass, field
 
@@ -171,6 +172,7 @@ def seconds_source(cost) -> str:
     return f"{cost.label}; seconds from {cost.priced_by}{why}"
 
 
+@functools.lru_cache(maxsize=1)
 def profiled_pairs() -> str:
     """The page presets the operator profile prices, in words (e.g. ``"NVIDIA GeForce RTX 4090 24GB
     with Llama 3 8B bf16 on 1 GPU"``), ``"none"`` when no preset has a profile."""
