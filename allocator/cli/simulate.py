@@ -245,6 +245,7 @@ def run(args) -> int:
         FieldError: a setting out of its range (checked before anything runs), or a bad trace file.
     """
     sc = scenario_from_args(args).checked()
+    sc.refuse_a_prefix_that_fills_the_pool()            # up front: a run of zeros that exits 0 says nothing
     workload = build_workload(sc)
     print_note(unused_options(args))
     results = run_scenario(sc, workload, record_snapshots=False)

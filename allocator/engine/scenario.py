@@ -187,7 +187,7 @@ class Scenario:
             FieldError: the first setting out of range, naming it, its value and the allowed range
                 (``"count = 0 must be a whole number from 1 to 200,000 (requests)"``), an
                 unknown ``arrival``, ``preemption``, ``policy``, ``placement`` or ``rules``, a block
-                larger than the pool, a ``shared_prefix`` that fills the pool, or ``preemption`` "swap" under v1 rules (vLLM v1 preempts by
+                larger than the pool, or ``preemption`` "swap" under v1 rules (vLLM v1 preempts by
                 recompute only).
         """
         values = {}
@@ -206,12 +206,20 @@ class Scenario:
         checked = replace(self, **values)
         if checked.block_size > checked.slots:       # the paged allocator's own refusal, said up front
             raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")
-        if checked.shared_prefix and checked.shared_prefix >= checked.slots:
-            # every request stores the shared prompt and at least one token more: none could ever fit
-            raise FieldError("shared_prefix", f" = {checked.shared_prefix:,} tokens fills the whole pool "
-                             f"({checked.slots:,} slots), so no request could ever fit (each stores the shared "
-                             f"prompt and at least one token more); use fewer than {checked.slots:,}")
         return checked
+
+    def refuse_a_prefix_that_fills_the_pool(self) -> None:
+        """For a command line, which prints a table of zeros where a page shows its "every request
+        was rejected" note: refuse a shared prompt that leaves no room for any request.
+
+        Raises:
+            FieldError (``shared_prefix``): ``shared_prefix`` >= the pool's slots (every request
+                stores the shared prompt and at least one token more, so none could ever fit).
+        """
+        if self.shared_prefix and self.shared_prefix >= self.slots:
+            raise FieldError("shared_prefix", f" = {self.shared_prefix:,} tokens fills the whole pool "
+                             f"({self.slots:,} slots), so no request could ever fit (each stores the shared "
+                             f"prompt and at least one token more); use fewer than {self.slots:,}")
 
     def as_dict(self) -> dict:
         """JSON-ready settings, with defaults resolved."""

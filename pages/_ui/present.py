@@ -95,8 +95,12 @@ header[data-testid="stHeader"] { display: none !important; }
 [data-testid="stMetricLabel"] p { font-size: 1.15rem !important; }
 [data-testid="stMetricDelta"] p { font-size: 1.1rem !important; }
 h1 { font-size: 2.2rem !important; padding: 0.2rem 0 0.4rem 0 !important; }
-/* tables: the page's own text size, so the back row can read them too */
-[data-testid="stDataFrame"] { font-size: 1.05rem; }
+/* tables, read from the back row too. st.table is HTML: its text grows like the prose. st.dataframe
+   draws its cells on a canvas, which no font-size reaches: the whole grid is zoomed instead (its
+   columns, rows and scrolling scale with it) */
+.stMainBlockContainer [data-testid="stTable"] td, .stMainBlockContainer [data-testid="stTable"] th {
+  font-size: 1.2rem !important; }
+.stMainBlockContainer [data-testid="stDataFrame"] { zoom: 1.4; }
 /* the values a teacher changes are read from the back row too: inputs, select boxes, slider ticks */
 .stMainBlockContainer input, .stMainBlockContainer textarea,
 .stMainBlockContainer [data-baseweb="select"] div { font-size: 1.2rem !important; }

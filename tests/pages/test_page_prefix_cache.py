@@ -16,7 +16,7 @@ from allocator.viz.maps import MAP_BLOCK_CACHED, MAP_BLOCK_FREE, MAP_BLOCK_PRIVA
 from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
 from allocator.studies.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
 from allocator.cost.roofline import cost_model
-from allocator.cost.best import seconds_source
+from allocator.cost.best import best_cost_model, seconds_source
 from allocator.viz.prefix import BLOCK_LABELS, sweep_table, ttft_summary, window_summary
 from tests.conftest import markdown_text, open_page, seen
 
@@ -49,7 +49,7 @@ def test_default_page_quotes_its_own_replay():
     assert table.equals(sweep_table(sweep))
     assert table["prefill saved (tokens)"].tolist() == [r["prefill_tokens_saved"] for r in sweep.rows]
     # the time-to-first-token sentence is the comparison's, on the default GPU and model
-    cost = cost_model("h200", "llama3-8b", 4)
+    cost = best_cost_model("h200", "llama3-8b", 4)       # the page's: the roofline, saying why (no profile)
     pool = cost.pool_slots() // 16
     cmp = ttft_comparison(wl, 16, pool, cost)
     assert ttft_summary(cmp, seconds_source(cost), pool, 16) in text
