@@ -20,7 +20,7 @@ from allocator.viz.arithmetic import alternatives_figure as _alternatives_figure
 from allocator.viz.claims.capacity import (alternatives_rows, factors_text, fp8_scale_text, per_sequence_text,
                                            variant_label, window_note)
 from pages._ui.errors import in_page_words, show_error
-from pages._ui.present import chart
+from pages._ui.present import chart, data_table
 
 D = acc.CAPACITY_DEFAULTS
 CUSTOM = "custom"
@@ -193,7 +193,7 @@ if config is not None:
             st.caption(f"{variant_label(config, r)} — {factors_text(config, r)}"
                        + (f"; per sequence at the max context: {per_sequence_text(config, r, st.session_state['cap_max_context'])}"
                           if r.windowed else ""))
-        st.dataframe(alternatives_rows(config, rows, st.session_state["cap_max_context"]), hide_index=True,
+        data_table(alternatives_rows(config, rows, st.session_state["cap_max_context"]), hide_index=True,
                      key="cap_alternatives_table")
         st.caption(fp8_scale_text(config, next(r for r in rows if r.kv_cache_dtype == "fp8")))
         chart(_alternatives_figure(config, rows), key="cap_alternatives_chart",

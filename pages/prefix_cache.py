@@ -22,7 +22,7 @@ from pages._ui.errors import show_error
 from pages._ui.prefix_data import BLOCK_SIZES, DEFAULTS
 from pages._ui.state import set_defaults
 from pages._ui.url_params import PAGE_RULES
-from pages._ui.present import chart
+from pages._ui.present import chart, data_table
 
 GPU_COUNTS = (1, 2, 4, 8)
 set_defaults(DEFAULTS)
@@ -113,7 +113,7 @@ st.caption("The dashed line is counted from the trace's own block ids, not simul
            + ("" if block == TRACE_BLOCK else " The grey line is the same window with 512-slot blocks, the "
               "trace's own size, on the same memory (slots)."))
 _whole = st.column_config.NumberColumn(format="localized")
-st.dataframe(sweep_table(sweep), hide_index=True, key="pc_table",
+data_table(sweep_table(sweep), hide_index=True, key="pc_table",
              column_config={"pool (blocks)": _whole, "pool (slots)": _whole, "prefill saved (tokens)": _whole,
                             "cached blocks evicted": _whole,
                             "hit rate (% of prompt tokens)": st.column_config.NumberColumn(format="%.1f")})

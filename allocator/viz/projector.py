@@ -63,7 +63,7 @@ def for_the_back_row(fig: go.Figure) -> go.Figure:
             k = size / old
             tr.textfont.size = size
             if k > 1 and not isinstance(tr.text, str):
-                tr.text = [_INLINE_SIZE.sub(lambda m: f"font-size:{round(float(m.group(1)) * k)}px", t)
+                tr.text = [_INLINE_SIZE.sub(lambda m: f"font-size:{max(round(float(m.group(1)) * k), f['ticks'] + 1)}px", t)
                            if isinstance(t, str) else t for t in tr.text]
     if layout.height:
         layout.height = round(layout.height * PROJECTOR_HEIGHT_FACTOR)
