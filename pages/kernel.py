@@ -158,8 +158,12 @@ else:
                             f"{span} of the data sheet's "
                             f"{gpu.nominal_Bps / 1e12:.1f} TB/s, {rows[0]['num_splits']} splits, "
                             f"{rows[0]['waves']} wave{'s' if rows[0]['waves'] != 1 else ''}.")
-                data_table(kv.prediction_frame(rows), hide_index=True, width="stretch", column_config={
-                    col: st.column_config.Column(short, help=why) for col, (short, why) in headers.items()})
+                # an HTML table: ten columns of a grid do not fit the page at 1366 px and its headers were
+                # cut ("pred. paged ÷ conti…"); this one wraps them. What each column means, under the tables
+                frame = kv.prediction_frame(rows)
+                st.table(frame.rename(columns={c: headers[c][0] for c in frame.columns})
+                         .style.hide(axis="index").format(precision=1))
+            st.markdown("**The columns.** " + " ".join(f"*{short}*: {why}" for short, why in headers.values()))
             st.caption("Source of every figure: the compile record above and `kernels/sweep/predict.py` (its docstring "
                        "states the model and its assumptions). The device-copy figure was measured on a lent H200, "
                        "not by this lab.")
