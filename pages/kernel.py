@@ -162,7 +162,9 @@ else:
                 # cut ("pred. paged ÷ conti…"); this one wraps them. What each column means, under the tables
                 frame = kv.prediction_frame(rows)
                 st.table(frame.rename(columns={c: headers[c][0] for c in frame.columns})
-                         .style.hide(axis="index").format(precision=1))
+                         .style.hide(axis="index").format(
+                             {headers["shared KiB / program (record)"][0]: "{:g}",
+                              headers["predicted % of data-sheet bandwidth"][0]: "{:.1f}"}))
             st.markdown("**The columns.** " + " ".join(f"*{short}*: {why}" for short, why in headers.values()))
             st.caption("Source of every figure: the compile record above and `kernels/sweep/predict.py` (its docstring "
                        "states the model and its assumptions). The device-copy figure was measured on a lent H200, "
