@@ -911,9 +911,13 @@ def test_the_kernel_page_quotes_its_records():
     h, hkv, d = gpu_check.TIMING_HEADS
     for n, t in gpu_check.TIMING_SHAPES:
         allowed |= _forms(n) | _forms(t)
-        for row in predict.prediction_table(compile_check.load_report(), n, t, h, hkv, d, "bf16"):
+        rows = predict.prediction_table(compile_check.load_report(), n, t, h, hkv, d, "bf16")
+        for row in rows:
             _object_numbers(row, allowed)
             allowed |= _forms(round(100 * row["fraction_of_nominal"]))
+        from kernels.sweep.figures import prediction_frame         # the tables' cells, as the page shows them
+        for v in prediction_frame(rows).to_numpy().ravel():
+            allowed |= {str(v)} | ({f"{v:g}", f"{v:.1f}"} if isinstance(v, (int, float)) else set())
     gpu = predict.H200
     allowed |= (_forms(gpu.sms) | {f"{gpu.nominal_Bps / 1e12:.1f}", f"{gpu.copy_Bps / 1e12:.1f}",
                                    f"{predict.ASSUMED_LATENCY_S * 1e6:.1f}"} | _forms(h) | _forms(hkv) | _forms(d))
