@@ -155,6 +155,12 @@ def fig12_figure(rep) -> go.Figure:
                              name="knee (sustained rate): crosses the latency budget",
                              marker=dict(symbol="x-thin-open", size=14, line=dict(width=3), color=BUDGET_COLOUR),
                              hovertemplate="a knee<extra></extra>"))
+    if rep.fig12_spread:
+        n = len(next(iter(rep.fig12_spread.values()))[0]["values"])
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"bar: range over {n} arrival seeds "
+                                 f"(line: seed {rep.seed})",
+                                 marker=dict(symbol="line-ns-open", size=14, color=BUDGET_COLOUR, line=dict(width=2)),
+                                 hovertemplate="the range over seeds<extra></extra>"))
     if any(p.get("beyond_artifact") for s in SYSTEMS for p in rep.fig12[s]):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="open marker: a rate past the artifact's",
                                  marker=dict(symbol="circle-open", size=10, color=BUDGET_COLOUR, line=dict(width=2)),

@@ -177,6 +177,8 @@ def test_fig12_names_a_point_out_of_line_with_the_seeds():
     assert "Over 3 seeds the means are 0.0243 and 0.0383 s/token" in text and "the dip is that draw's" in text
     rep.fig12_spread["max"][1] = spread([0.030, 0.010, 0.011])
     assert "the mean falls too" in fig12_out_of_line(rep)
-    trace = next(t for t in fig12_figure(rep).data if t.name and t.name.startswith("Orca (Max)"))
+    fig = fig12_figure(rep)
+    assert any((t.name or "").startswith("bar: range over 3 arrival seeds (line: seed 0)") for t in fig.data)
+    trace = next(t for t in fig.data if t.name and t.name.startswith("Orca (Max)"))
     assert list(trace.error_y.array) == pytest.approx([0.0, 0.0, 0.09 - 0.088])
     assert list(trace.error_y.arrayminus) == pytest.approx([0.032 - 0.020, 0.030 - 0.010, 0.088 - 0.07])
