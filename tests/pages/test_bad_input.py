@@ -158,9 +158,14 @@ def test_the_cli_refuses_what_it_cannot_run(capsys, argv, message):
 
 
 def test_an_everything_rejected_sweep_prints_dashes(capsys):
-    assert main(["simulate", "--shared-prefix", "4096", "--sweep"]) == 0
+    """A pool every request is rejected from prints dashes, not zeros, in its block-size sweep."""
+    assert main(["simulate", "--workload", "azure-conv", "--slots", "64", "--sweep"]) == 0
     out = capsys.readouterr().out
     assert "averages over all steps" in out and out.rstrip().endswith("-")
+    # a shared prompt that fills the pool is refused before anything runs (issue 40: it printed this
+    # table of dashes and exited 0)
+    assert main(["simulate", "--shared-prefix", "4096", "--sweep"]) == 2
+    assert "shared_prefix = 4,096 tokens fills the whole pool" in capsys.readouterr().err
 
 
 def test_export_refuses_to_write_one_file_twice(tmp_path, capsys):

@@ -63,7 +63,7 @@ def test_default_page_quotes_its_own_replay():
             assert trace.get("hovertemplate") or trace.get("hoverinfo") == "skip" or trace["x"] == [None]
     hit, _, ttft = charts
     assert hit["layout"]["xaxis"]["title"]["text"].startswith("pool size (slots")
-    assert ttft["layout"]["xaxis"]["title"]["text"] == "time to first token (s)"
+    assert ttft["layout"]["xaxis"]["title"]["text"] == "time to first token (s, datasheet roofline)"
     # 16-slot blocks (one-pass curve: solid where exact, dotted where the model's), with the trace's own
     # 512-slot blocks beside them
     names = [t["name"] for t in hit["data"]]
