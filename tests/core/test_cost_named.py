@@ -182,3 +182,19 @@ def test_fig12_names_a_point_out_of_line_with_the_seeds():
     trace = next(t for t in fig.data if t.name and t.name.startswith("Orca (Max)"))
     assert list(trace.error_y.array) == pytest.approx([0.0, 0.0, 0.09 - 0.088])
     assert list(trace.error_y.arrayminus) == pytest.approx([0.032 - 0.020, 0.030 - 0.010, 0.088 - 0.07])
+
+
+def test_the_latency_budget_is_priced_by_the_same_model():
+    """The sustained-rate budget (a multiple of a request served alone) comes from the model that prices
+    the sweep's steps: under the profile, each request's prefill and decodes priced by the profile."""
+    from allocator.studies.rate_sweep import unloaded_latency
+    from allocator.workloads.poisson import poisson_workload
+    from allocator.workloads.requests import Workload
+    prof = best_cost_model(*PROFILED)
+    w = poisson_workload(1.0, 6, seed=3, max_context=prof.model.max_context, max_new_tokens=300)
+    want = sum((prof.profile_seconds(r.prompt_len, r.prompt_len * (r.prompt_len + 1) // 2, 0, 0)
+                + sum(prof.profile_seconds(0, 0, 1, r.prompt_len + 1 + k) for k in range(1, r.output_len)))
+               / r.output_len for r in w.requests) / len(w)
+    assert unloaded_latency(w, prof) == pytest.approx(want, rel=1e-12)
+    roof = unloaded_latency(Workload(w.name, w.requests, w.max_new_tokens), cost_model(*PROFILED))
+    assert roof != pytest.approx(want, rel=1e-3)           # the two models differ: the choice matters
