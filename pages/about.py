@@ -6,6 +6,7 @@ Renders text and tables; its sentences about the default run are built by
 import pandas as pd
 import streamlit as st
 
+from allocator.cost.best import profiled_pairs
 from allocator.accounting.kv_configs import model_kv
 from allocator.accounting.models import PRESETS
 from allocator.common.formats import format_bytes
@@ -271,9 +272,12 @@ SOURCES = [
      "(allocator/cost/timing.py)."),
     ("Model shapes and parameter counts (OPT-13B, Llama 2 7B's shape, Llama 3 8B and 70B)",
      "The models' published configurations (OPT paper, Llama model cards and config.json)."),
-    ("Seconds per step", "The app's roofline cost model with two stated assumptions (2 ms of overhead per step, "
-                         "5 µs per host copy); the idea of pricing each step follows Vidur (Agrawal et al., "
-                         "MLSys 2024), which profiles operators instead."),
+    ("Seconds per step", "Where the lab holds an operator profile of the chosen GPU and model (" + profiled_pairs()
+                         + "): the latencies of each operator measured with vLLM 0.19 (casys-kaist/LLMServingSim "
+                         "profiles, MIT licence, assets/llm_profiles/), as Vidur (Agrawal et al., MLSys 2024) and "
+                         "LLMServingSim price a step, plus an assumed 1 ms per step. Everywhere else: the app's "
+                         "roofline cost model with two stated assumptions (2 ms of overhead per step, 5 µs per "
+                         "host copy). Every seconds figure names which one produced it."),
     ("Real request lengths and arrival times",
      "Azure LLM inference trace 2023 (conversation), all 19,366 requests, CC-BY 4.0: " + AZURE_ATTRIBUTION),
     ("Repeated prompt prefixes in real chat traffic (36.6 % of the conversation trace's 512-token blocks "

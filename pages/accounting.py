@@ -24,7 +24,7 @@ from allocator.common.formats import and_list, plural, ratio
 from allocator.viz.claims.sweep import best_words
 from allocator.viz.claims.capacity import even_numbers
 from pages._ui.errors import in_page_words, show_error
-from pages._ui.present import chart
+from pages._ui.present import chart, data_table
 
 LENGTH_COL = "length (tokens)"
 LENGTH_RANGE = LIMITS["lengths"].describe()          # "a whole number from 1 to 10,000,000 (tokens)"
@@ -223,7 +223,7 @@ with col_out:
             table["blocks"] = paged.blocks_per_request
             table["paged slots"] = paged.allocated_per_request
             table["empty (last block)"] = paged.unused_per_request
-        st.dataframe(table, hide_index=True, key="acc_breakdown")
+        data_table(table, hide_index=True, key="acc_breakdown")
         st.caption("Paged allocation per request is ceil(length / block size) x block size "
                    "(the lesson's reference figure R1). Waste is "
                    "unused / allocated. This is a static snapshot of tail slack: it does not model "
@@ -286,7 +286,7 @@ with out:
             lambda row: ["background-color: rgba(0, 158, 115, 0.22); font-weight: bold"
                          if row["best"] else "" for _ in row], axis=1
         ).format({"c × blocks": "{:g}", "total cost": "{:g}"})
-        st.dataframe(styled, hide_index=True, key="acc_cost_table")
+        data_table(styled, hide_index=True, key="acc_cost_table")
         st.caption("Units: block size, slots, unused and blocks are counts; c × blocks and total "
                    "cost are token-slot equivalents.")
         chart(_cost_figure(rows, sum(lengths), st.session_state["acc_metadata_cost"]),

@@ -21,7 +21,7 @@ from allocator.viz.block_tables_figure import block_table_figure
 from allocator.common.errors import FieldError
 from allocator.viz.texts import COPY_ON_WRITE
 from pages._ui.errors import show_error
-from pages._ui.present import chart
+from pages._ui.present import chart, data_table
 
 # -------------------------------------------------------------------------------- state
 
@@ -200,7 +200,7 @@ with left:
                      "tokens": words_of(mgr.block_tokens(blk)),
                      "hash": h.hex()[:HASH_DIGITS] if h is not None else ""})
     # short hashes and small columns: the whole table fits the column at 1366 px, no sideways scroll
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="bt_pool_table", height=600,
+    data_table(pd.DataFrame(rows), hide_index=True, key="bt_pool_table", height=600,
                  column_config={"tokens": st.column_config.TextColumn(width="medium"),
                                 "held by": st.column_config.TextColumn(width="small"),
                                 "state": st.column_config.TextColumn(width="small"),
@@ -214,7 +214,7 @@ with left:
                       "block table": str(mgr.host_table(s) if mgr.is_swapped(s) else mgr.block_table(s)),
                       "where": "host (swapped out)" if mgr.is_swapped(s) else "GPU",
                       "text": words_of(mgr.token_ids(s))})
-    st.dataframe(pd.DataFrame(trows, columns=["sequence", "tokens", "block table", "where", "text"]),
+    data_table(pd.DataFrame(trows, columns=["sequence", "tokens", "block table", "where", "text"]),
                  hide_index=True, key="bt_seq_table")
 with right:
     st.subheader("What happened")

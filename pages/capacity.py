@@ -23,7 +23,7 @@ from allocator.accounting.speculation import speculation_capacity
 from allocator.viz.arithmetic import speculation_figure as _speculation_figure
 from allocator.viz.claims.capacity import speculation_text
 from pages._ui.errors import in_page_words, show_error
-from pages._ui.present import chart, keep_last_values
+from pages._ui.present import chart, data_table, keep_last_values
 from pages._ui.url_params import (ACCEPTANCE_STEP, CAPACITY_CHOICES, CAPACITY_PARAMS, CUSTOM_MODEL,
                                   capacity_url_value, check_capacity_params)
 
@@ -229,7 +229,7 @@ if config is not None:
             st.caption(f"{variant_label(config, r)} — {factors_text(config, r)}"
                        + (f"; per sequence at the max context: {per_sequence_text(config, r, st.session_state['cap_max_context'])}"
                           if r.windowed else ""))
-        st.dataframe(alternatives_rows(config, rows, st.session_state["cap_max_context"]), hide_index=True,
+        data_table(alternatives_rows(config, rows, st.session_state["cap_max_context"]), hide_index=True,
                      key="cap_alternatives_table")
         st.caption(fp8_scale_text(config, next(r for r in rows if r.kv_cache_dtype == "fp8")))
         chart(_alternatives_figure(config, rows), key="cap_alternatives_chart",

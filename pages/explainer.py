@@ -17,13 +17,13 @@ from allocator.viz.claims.explainer import (details_rows, headline, reservation_
 from allocator.viz.claims.sweep import sweep_summary, sweep_table
 from pages._ui.cache import (compute, lines_figure, metrics_table, presentation_figure, seconds_figure, sweep,
                              sweep_chart, timings)
-from pages._ui.controls import controls, read_url, time_controls
+from pages._ui.controls import UPLOAD_REFUSED, controls, read_url, time_controls
 from pages._ui.errors import show_error
 from pages._ui.exports_ui import exports_menu
 from allocator.viz.lesson import CARDS, MAPS, SWEEP
 from allocator.viz.texts import TINY_BLOCKS_TIME
 from pages._ui.guided import guided_lesson, hidden_sections, lesson_heading
-from pages._ui.present import chart, is_presenting, share_link
+from pages._ui.present import chart, is_presenting, share_link, data_table
 from pages._ui.state import current_scenario, remember_scenario
 
 def cards_panel(results, priced) -> None:
@@ -170,7 +170,7 @@ def workload_panel(workload, sc: Scenario, results) -> None:
                             f"{reservation_name(results)} reservation (slots)": reserve.reservation(r.prompt_len,
                                                                                                   r.output_len)}
                            for r in workload.requests])
-        st.dataframe(df, hide_index=True, height=260)
+        data_table(df, hide_index=True, height=260)
 
 
 presenting = is_presenting()           # the toggle is app.py's, on every page
@@ -197,6 +197,11 @@ try:
 except ValueError as exc:
     if scenario.workload == "upload" and not scenario.trace_bytes:
         st.info("No trace uploaded yet: showing the last scenario that ran. Upload a CSV in the sidebar.")
+    elif scenario.workload == "upload" and st.session_state.get(UPLOAD_REFUSED):
+        last = current_scenario()          # the file's error is in the sidebar, under the uploader: once
+        st.info(plain_markdown(f"{st.session_state[UPLOAD_REFUSED]} cannot run (why: in the sidebar, under the "
+                               f"upload). Showing the last scenario that could: {last.workload}, {last.slots:,} "
+                               f"slots, block size {last.block_size}."), icon=":material/history:")
     else:
         show_error(exc, st.sidebar, before="These settings cannot run: ", after="")
         last = current_scenario()
@@ -260,7 +265,7 @@ if not presenting:
 if CARDS not in hidden:
     details_panel(results, scenario.metadata_cost, priced)
 if MAPS not in hidden and st.toggle("Show the numbers behind the animation, frame by frame", key="show_numbers"):
-    st.dataframe(metrics_table(results, step_fig, key=scenario), hide_index=True, height=320)
+    data_table(metrics_table(results, step_fig, key=scenario), hide_index=True, height=320)
 narrative(scenario)
 
 st.subheader("Which block size?")
@@ -275,6 +280,6 @@ else:
         st.markdown(sweep_summary(rows, scenario.block_size, scenario.metadata_cost,
                                   results["reserve_max"].summary))
     if st.toggle("Show the sweep as a table", key="show_sweep_table"):
-        st.dataframe(sweep_table(rows, results["reserve_max"].summary), hide_index=True)
+        data_table(sweep_table(rows, results["reserve_max"].summary), hide_index=True)
 
 workload_panel(workload, scenario, results)

@@ -19,7 +19,7 @@ import streamlit as st
 from pages._ui.errors import show_error
 from pages._ui.heavy import run_heavy
 from pages._ui.state import current_scenario, keep_choice, restore_choice
-from pages._ui.present import chart
+from pages._ui.present import chart, data_table
 
 SWEEP_KEY = "kernel_sweep_result"
 
@@ -120,7 +120,7 @@ with st.container(border=True):
                    "the code is valid for that GPU and fits its registers without spilling to slow local memory; "
                    "it does not time anything.")
         with st.expander("Every compiled kernel"):
-            st.dataframe(kv.compile_frame(report), hide_index=True, width="stretch")
+            data_table(kv.compile_frame(report), hide_index=True, width="stretch")
     else:
         st.info("No record of an offline sm_90 compile is shipped (`python -m kernels.compile_check` writes it).")
 
@@ -158,8 +158,14 @@ else:
                             f"{span} of the data sheet's "
                             f"{gpu.nominal_Bps / 1e12:.1f} TB/s, {rows[0]['num_splits']} splits, "
                             f"{rows[0]['waves']} wave{'s' if rows[0]['waves'] != 1 else ''}.")
-                st.dataframe(kv.prediction_frame(rows), hide_index=True, width="stretch", column_config={
-                    col: st.column_config.Column(short, help=why) for col, (short, why) in headers.items()})
+                # an HTML table: ten columns of a grid do not fit the page at 1366 px and its headers were
+                # cut ("pred. paged ÷ conti…"); this one wraps them. What each column means, under the tables
+                frame = kv.prediction_frame(rows)
+                st.table(frame.rename(columns={c: headers[c][0] for c in frame.columns})
+                         .style.hide(axis="index").format(
+                             {headers["shared KiB / program (record)"][0]: "{:g}",
+                              headers["predicted % of data-sheet bandwidth"][0]: "{:.1f}"}))
+            st.markdown("**The columns.** " + " ".join(f"*{short}*: {why}" for short, why in headers.values()))
             st.caption("Source of every figure: the compile record above and `kernels/sweep/predict.py` (its docstring "
                        "states the model and its assumptions). The device-copy figure was measured on a lent H200, "
                        "not by this lab.")
@@ -229,7 +235,7 @@ def show_result(res: SweepResult, label: str) -> None:
         st.info(res.verdict_text())
     chart(kv.latency_figure(res, f"Decode latency — {label}"), width="stretch")
     chart(kv.overhead_figure(res, f"Gather overhead — {label}"), width="stretch")
-    st.dataframe(kv.sweep_table(res), hide_index=True, width="stretch", column_config={
+    data_table(kv.sweep_table(res), hide_index=True, width="stretch", column_config={
         col: st.column_config.Column(short, help=why) for col, (short, why) in kv.sweep_headers(res).items()})
 
 

@@ -10,6 +10,7 @@ import streamlit as st
 from allocator.accounting.models import PRESETS
 from allocator.workloads.mooncake import MOONCAKE_ATTRIBUTION, TRACE_BLOCK, shipped_mooncake
 from allocator.studies.prefix_cache import DEFAULT_FRACTIONS, MODEL_TOLERANCE_PP
+from allocator.cost.best import seconds_source
 from allocator.cost.roofline import GPUS, TIMED_MODELS
 from allocator.workloads.trace import ShippedDataError
 from allocator.common.errors import FieldError
@@ -21,7 +22,7 @@ from pages._ui.errors import show_error
 from pages._ui.prefix_data import BLOCK_SIZES, DEFAULTS
 from pages._ui.state import set_defaults
 from pages._ui.url_params import PAGE_RULES
-from pages._ui.present import chart
+from pages._ui.present import chart, data_table
 
 GPU_COUNTS = (1, 2, 4, 8)
 set_defaults(DEFAULTS)
@@ -117,7 +118,7 @@ st.caption("The dashed line is counted from the trace's own block ids, not simul
            + ("" if block == TRACE_BLOCK else " The grey line is the same window with 512-slot blocks, the "
               "trace's own size, on the same memory (slots)."))
 _whole = st.column_config.NumberColumn(format="localized")
-st.dataframe(sweep_table(sweep), hide_index=True, key="pc_table",
+data_table(sweep_table(sweep), hide_index=True, key="pc_table",
              column_config={"pool (blocks)": _whole, "pool (slots)": _whole, "prefill saved (tokens)": _whole,
                             "cached blocks evicted": _whole,
                             "hit rate (% of prompt tokens)": st.column_config.NumberColumn(format="%.1f")})
@@ -167,10 +168,10 @@ except FieldError as exc:           # shown here, under the GPU, model and GPUs 
     show_error(f"{PRESETS[st.session_state['pc_model']].short} does not fit {st.session_state['pc_gpus']} × "
                f"{GPUS[st.session_state['pc_gpu']].label}: {why}.")
     st.stop()
-st.markdown(ttft_summary(cmp, cost.label, pool_blocks, block))
-chart(ttft_figure(cmp), key="pc_ttft", config={"displaylogo": False})
-st.caption("Seconds come from the cost model of the Throughput page (a roofline over each step's FLOPs and "
-           "bytes on the chosen GPU's datasheet figures), with arrivals at the trace's own times. Cached prompt "
+st.markdown(ttft_summary(cmp, seconds_source(cost), pool_blocks, block))
+chart(ttft_figure(cmp, cost.short_name), key="pc_ttft", config={"displaylogo": False})
+st.caption(f"Seconds come from the cost model of the Throughput page, {cost.priced_by}, with arrivals at the "
+           "trace's own times. Cached prompt "
            "tokens cost no prefill; everything else is the same in both runs. Mooncake's prompts average about "
            "12,000 tokens, longer than some of these models' context windows; the model prices them all the same.")
 

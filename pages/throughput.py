@@ -18,16 +18,16 @@ from allocator.studies.sharing import figure15_for
 from allocator.cost.kernel_block import kernel_block_factors
 from allocator.workloads.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.studies.sustained import INTERPOLATION_SPAN
-from allocator.studies.rate_sweep import POLICY_LABELS, default_rate, parse_rates, with_latency_factor
+from allocator.studies.rate_sweep import default_rate, parse_rates, with_latency_factor
 from allocator.workloads.poisson import SWEEP_WORKLOADS
-from allocator.cost.roofline import GPU_COUNTS, GPUS, TIMED_MODELS, cost_model, describe
+from allocator.cost.best import best_cost_model, profiled_pairs, seconds_source
+from allocator.cost.roofline import GPU_COUNTS, GPUS, TIMED_MODELS, describe
 from allocator.workloads.trace import AZURE_ATTRIBUTION
 from allocator.common.errors import FieldError
 from allocator.viz.claims.throughput import (latency_claim, memory_claim, paper_comparison, sustained_rows,
-                                             sweep_headline, time_split_claim)
+                                             sweep_headline, time_split_claim, time_split_rows)
 from allocator.viz.claims.paper import ablation_texts, paper_replication_texts
 from allocator.viz.claims.sharing import sharing_rows, sharing_texts
-from allocator.common.formats import seconds
 from allocator.viz.claims.throughput import sweep_source_note
 from allocator.viz.paper import fig2_figure, fig12_figure, fig13_figure, fig18b_figure, fig19a_figure, targets_rows
 from allocator.viz.sharing import beam_sweep_figure, fig15_figure
@@ -40,6 +40,7 @@ from pages._ui.url_params import PAGE_RULES
 from pages._ui.present import chart
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+PROFILED = profiled_pairs()
 GPU_CHOICES = ["auto", *GPU_COUNTS]
 DEFAULTS = {"tp_gpu": "a100-40gb", "tp_model": "opt-13b", "tp_gpus": "auto",
             "tp_requests": PAGE_RULES["tp_requests"].default, "tp_rates": "",
@@ -50,8 +51,9 @@ st.title("Throughput and latency: paging in seconds")
 st.markdown(
     "The other pages count slots and steps. The people using a server count seconds: how long before the "
     "first word appears (**time to first token**, TTFT), how fast the rest streams (**time per output token**, "
-    "TPOT), and how many tokens a GPU serves each second. Here every engine step is priced on a real GPU's "
-    "datasheet figures, and the PagedAttention paper's experiment is run again: requests arrive at random "
+    "TPOT), and how many tokens a GPU serves each second. Here every engine step is priced for a real GPU: by "
+    "the operator timings measured on it where the lab holds them (its operator profile), else from its "
+    "datasheet figures (the roofline); every figure below names which. And the PagedAttention paper's experiment is run again: requests arrive at random "
     "(a Poisson stream) at a rising rate, under the paper's three reservation baselines and under paging, and "
     "each allocator's **sustained rate** is where its latency runs away.")
 
@@ -76,7 +78,7 @@ if st.session_state.get("tp_paper"):
             bar21 = st.progress(0.0, text="Running the paper's configuration…")
             rep21 = replication_for(progress=lambda done, total, text: bar21.progress(
                 done / total, text=f"Simulating {text} ({done} of {total} runs)…"))
-        if not spread_is_computed():     # Figure 13 over ten seeds, both load rules: computed once, cached
+        if not spread_is_computed():     # Figures 13 and 12 over seeds: computed once, cached
             bar21 = bar21 or st.progress(0.0)
             rep21 = spread_for(progress=lambda done, total, text: bar21.progress(
                 done / total, text=f"Simulating {text} ({done} of {total})…"))
@@ -160,7 +162,9 @@ if rep21 is not None:
 
 c = st.columns([1.4, 1.2, 0.7, 1.2])
 c[0].selectbox("GPU", list(GPUS), key="tp_gpu", format_func=lambda k: GPUS[k].label,
-               help="Datasheet figures: memory, memory bandwidth, dense fp16/bf16 tensor FLOP/s, PCIe link.")
+               help="Datasheet figures: memory, memory bandwidth, dense fp16/bf16 tensor FLOP/s, PCIe link. Where the "
+                    "lab holds an operator profile of this GPU with the chosen model (" + PROFILED + "), its "
+                    "measured operator timings price the steps instead.")
 c[1].selectbox("Model", list(TIMED_MODELS), key="tp_model", format_func=lambda k: PRESETS[k].short,
                help="Shapes and parameter counts from the models' published configurations.")
 c[2].selectbox("GPUs", GPU_CHOICES, key="tp_gpus",
@@ -218,7 +222,7 @@ try:
     # empty or the placeholder's own word: the model's default rates
     rates = parse_rates(typed) if typed and typed.lower() != "auto" else None
     gpus = st.session_state["tp_gpus"]
-    cost = cost_model(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus)
+    cost = best_cost_model(st.session_state["tp_gpu"], st.session_state["tp_model"], gpus)
     pool = cost.pool_slots()
 except (FieldError, ValueError) as exc:
     fallback = fail(exc)
@@ -253,6 +257,7 @@ if note:
     st.caption(note)
 if gpus == "auto":
     st.caption(f"{cost.label}: {cost.gpus} GPU{'s' if cost.gpus > 1 else ''} chosen automatically.")
+st.caption(f"Seconds on this page: {seconds_source(cost)}.")
 
 with st.container(border=True):
     st.markdown(sweep_headline(sweep))
@@ -293,23 +298,25 @@ with tpot_col:
 st.markdown(latency_claim(sweep, at))
 
 st.markdown("**Where the seconds went.**")
-split = pd.DataFrame([{
-    "allocator": POLICY_LABELS[p],
-    "memory-bound steps": seconds(sweep.points[(p, at)]["memory_limited_s"]),
-    "compute-bound steps": seconds(sweep.points[(p, at)]["compute_limited_s"]),
-    "fixed overhead": seconds(sweep.points[(p, at)]["overhead_s"]),
-    "swap copies": seconds(sweep.points[(p, at)]["swap_s"]),
-    "idle": seconds(sweep.points[(p, at)]["idle_s"]),
-    "whole run": seconds(sweep.points[(p, at)]["makespan_s"]),
-    "preemptions": f"{sweep.points[(p, at)]['preemptions']:,}",
-} for p in sweep.policies]).set_index("allocator")
+split = pd.DataFrame(time_split_rows(sweep, at)).set_index("allocator")
 st.table(split)
 if "paged" in sweep.policies:
     st.markdown(time_split_claim(sweep, at))
 
 with st.expander("The cost model: what one engine step costs, and what it assumes"):
+    if cost.kind == "profile":
+        st.markdown(
+            f"**This sweep's steps are priced by {cost.priced_by}.** A step's time is the sum of the measured "
+            "latencies of the operators it runs at its size — every layer's projections, norms and feed-forward "
+            "at the step's token count, attention at its prefill chunk and its decodes' context, lm_head and the "
+            "sampler per sequence — plus a fixed engine overhead per step (an assumption, 1 ms). Swap copies are "
+            "priced as the roofline below prices them (the profile holds none). The real-engine page replays a "
+            "real vLLM run with this model and shows its error. The roofline below still sizes the KV pool.")
+        st.table(pd.DataFrame([{"quantity": k.replace("_", " "), "value": str(v)}
+                               for k, v in cost.profile.terms().items()]).set_index("quantity"))
     st.markdown(
-        "A step's time is a **roofline**: the larger of its arithmetic time (FLOPs ÷ the GPU's peak FLOP/s) and "
+        ("**The roofline** (it prices this GPU and model where no profile exists). " if cost.kind == "profile"
+         else "") + "A step's time is a **roofline**: the larger of its arithmetic time (FLOPs ÷ the GPU's peak FLOP/s) and "
         "its memory time (bytes moved ÷ memory bandwidth), plus a fixed overhead, plus any swap copies.\n\n"
         "- **FLOPs**: 2 per parameter for every token through the model (each prefilled prompt token, each "
         "decoded token), plus 4 × layers × heads × head size for every query-key pair that attention compares.\n"

@@ -97,3 +97,18 @@ def _reads_the_paper(item) -> bool:
     except (AttributeError, OSError, TypeError):
         return False
     return any(name in source for name in ("replication_for", "spread_for", "ablations_for", "paper_replication"))
+
+
+def read_metrics_csv(source):
+    """The metrics CSV as a user reads it: plain ``pandas.read_csv`` (no ``comment=``, no skipped rows).
+    ``source``: a path or the CSV text. Returns (the frame without its ``scenario`` column, the
+    scenario text from that column's first row, or None for a CSV written without a scenario)."""
+    import io as _io
+
+    import pandas as pd
+    df = pd.read_csv(_io.StringIO(source) if isinstance(source, str) and "\n" in source else source)
+    if "scenario" not in df.columns:
+        return df, None
+    assert list(df.columns)[-1] == "scenario"
+    assert df["scenario"].iloc[1:].isna().all()           # the name once, in the first row
+    return df.drop(columns="scenario"), df["scenario"].iloc[0]

@@ -19,7 +19,8 @@ from allocator.studies.rate_sweep import (DEFAULT_BLOCK_SIZE, DEFAULT_LATENCY_FA
 from allocator.workloads.poisson import (DEFAULT_MAX_NEW, DEFAULT_REQUESTS, DEFAULT_SEED, SWEEP_MAX_NEW,
                                          SWEEP_WORKLOADS)
 from allocator.studies.sustained import INTERPOLATION_SPAN, sustained_short
-from allocator.cost.roofline import DEFAULT_GPU, DEFAULT_MODEL, GPU_COUNTS, GPUS, TIMED_MODELS, cost_model
+from allocator.cost.best import CHOICE_HELP, CHOICES, best_cost_model, seconds_source
+from allocator.cost.roofline import DEFAULT_GPU, DEFAULT_MODEL, GPU_COUNTS, GPUS, TIMED_MODELS
 from allocator.cli.common import count_arg, gpus_arg, range_help, real_arg
 from allocator.cli.simulate import add_rules_arguments, rules_from_args
 from allocator.common.limits import check
@@ -45,10 +46,13 @@ def register(sub) -> None:
                                           "paper's four allocators, in seconds on a chosen GPU and model",
                        description="Poisson arrivals with Azure conversation (or the paper's ShareGPT) lengths at each rate, under "
                                    "reservation policies max, pow2, oracle and paged allocation, each step priced "
-                                   "by the roofline cost model; reports each policy's sustained rate.")
+                                   "by the best cost model the lab holds (--cost-model); reports each policy's sustained rate.")
     p.add_argument("--gpu", choices=sorted(GPUS), default=DEFAULT_GPU, help=f"GPU preset (default {DEFAULT_GPU})")
     p.add_argument("--model", choices=sorted(TIMED_MODELS), default=DEFAULT_MODEL,
                    help=f"model preset (default {DEFAULT_MODEL})")
+    p.add_argument("--cost-model", choices=CHOICES, default="best",
+                   help="what prices a step: " + "; ".join(f"{k}: {v}" for k, v in CHOICE_HELP.items())
+                        + " (default best, as the Throughput page)")
     p.add_argument("--gpus", default="auto", help="tensor-parallel GPU count 1, 2, 4 or 8 (default auto: the "
                                                   "fewest that hold the weights)")
     p.add_argument("--rates", default=None, help="comma-separated request rates in requests/s (default: eight "
@@ -87,7 +91,7 @@ def run(args) -> int:
     """
     rules, seqs, budget = rules_from_args(args)
     v1 = V1Rules(check("max_num_seqs", seqs), check("max_num_batched_tokens", budget)) if rules == "v1" else None
-    cost = cost_model(args.gpu, args.model, gpus_arg(args.gpus, GPU_COUNTS))
+    cost = best_cost_model(args.gpu, args.model, gpus_arg(args.gpus, GPU_COUNTS), args.cost_model)
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     rates = parse_rates(args.rates) if args.rates is not None else None
     sweep = rate_sweep(cost, rates, policies=policies, requests=args.requests, seed=args.seed,
@@ -96,6 +100,7 @@ def run(args) -> int:
                        else args.max_new_tokens, rules=v1)
     out = {
         "gpu": cost.gpu.key, "model": cost.model.key, "gpus": cost.gpus, "pool_slots": sweep.pool_slots,
+        "cost_model": cost.kind, "seconds_from": seconds_source(cost),
         "workload": sweep.workload, "block_size": sweep.block_size, "requests": sweep.requests, "seed": sweep.seed,
         "max_new_tokens": sweep.max_new_tokens, "rates": list(sweep.rates),
         "rules": "classroom" if v1 is None else {"paged": v1.describe(),
@@ -116,6 +121,7 @@ def run(args) -> int:
         return 0
     print(f"{cost.label}: KV pool {sweep.pool_slots:,} slots, block size {sweep.block_size}, "
           f"{sweep.requests:,} requests per run ({SWEEP_WORKLOADS[sweep.workload]}, seed {sweep.seed})")
+    print(f"seconds from {cost.priced_by}" + (f"; {cost.why}" if cost.why else ""))
     if v1 is not None:
         print(f"paged: {v1.describe()}; reservation policies: the classroom scheduler")
     print(f"budget: {sweep.budget_s_per_token:.4f} s/token = {sweep.latency_factor:g} x "

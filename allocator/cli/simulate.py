@@ -39,7 +39,8 @@ from allocator.engine.scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, RULES, 
                                        run_scenario, scenario_sweep, workload_kind)
 from allocator.engine.v1 import DEFAULT_ACCEPTANCE_RATE, V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
 from allocator.studies.speculation import SPEC_SEEDS, speculation_cost
-from allocator.cost.roofline import GPUS, TIMED_MODELS, cost_model
+from allocator.cost.best import CHOICE_HELP, CHOICES, best_cost_model, seconds_source
+from allocator.cost.roofline import GPUS, TIMED_MODELS
 from allocator.cost.timing import price
 from allocator.common.errors import FieldError
 from allocator.engine.shares import SHARES
@@ -110,6 +111,9 @@ def register(sub) -> None:
                         "--model is given): adds TTFT, TPOT, latency and throughput to each summary")
     p.add_argument("--model", choices=sorted(TIMED_MODELS), default=None,
                    help="the model the steps are priced for (default opt-13b when only --gpu is given)")
+    p.add_argument("--cost-model", choices=CHOICES, default=None,
+                   help="with --gpu or --model, what prices a step: " + "; ".join(
+                       f"{k}: {v}" for k, v in CHOICE_HELP.items()) + " (default best, as the pages)")
     p.add_argument("--prefix-caching", action="store_true",
                    help="paged: keep finished prompts' full blocks findable by block hash and reuse them "
                         "(a Mooncake JSONL trace's prompts, or --shared-prefix); adds prefix_cache_hit_rate, "
@@ -299,10 +303,10 @@ def refuse_timing(args, command: str) -> None:
             export-site counts engine steps, not seconds; --gpu and --model apply only to
             simulate"``.
     """
-    timed = [n for n in ("gpu", "model") if getattr(args, n, None) is not None]
+    timed = [n for n in ("gpu", "model", "cost_model") if getattr(args, n, None) is not None]
     if timed:
         raise FieldError(timed[0], f" = {getattr(args, timed[0])}: {command} counts engine steps, not seconds; "
-                                   "--gpu and --model apply only to simulate", subject=flag(timed[0]))
+                                   "--gpu, --model and --cost-model apply only to simulate", subject=flag(timed[0]))
 
 
 def _given(args, name: str, default):
@@ -365,6 +369,8 @@ def unused_options(args, *, sweep_only_cost: bool = True) -> list[str]:
             and workload_kind(args.trace or args.workload or "classroom-40") != "mooncake":
         reasons.append("--prefix-caching has nothing to find without prompt tokens (a Mooncake .jsonl trace) "
                        "or --shared-prefix")
+    if getattr(args, "cost_model", None) is not None and args.gpu is None and args.model is None:
+        reasons.append("--cost-model applies only with --gpu or --model (seconds)")
     return [r + "; ignored" for r in reasons]
 
 
@@ -400,6 +406,7 @@ def run(args) -> int:
         FieldError: a setting out of its range (checked before anything runs), or a bad trace file.
     """
     sc = scenario_from_args(args).checked()
+    sc.refuse_a_prefix_that_fills_the_pool()            # up front: a run of zeros that exits 0 says nothing
     workload = build_workload(sc)
     print_note(unused_options(args))
     results = run_scenario(sc, workload, record_snapshots=False)
@@ -408,7 +415,8 @@ def run(args) -> int:
         raise FieldError("num_speculative_tokens", f" = {sc.num_speculative_tokens}: the cost models price no "
                          "draft model, so a speculating run is not timed; leave out --gpu and --model",
                          subject=flag("num_speculative_tokens"))
-    cost = cost_model(args.gpu or "a100-40gb", args.model or "opt-13b") if timed else None
+    cost = best_cost_model(args.gpu or "a100-40gb", args.model or "opt-13b", None, args.cost_model or "best") if timed \
+        else None
     out = {}
     for key, res in results.items():
         s = res.summary.to_dict()
@@ -447,7 +455,7 @@ def run(args) -> int:
     if sc.num_speculative_tokens:
         print(speculation_text(out["paged"]["speculation"]))
     if timed:
-        print(f"seconds priced on {cost.label}")
+        print(f"seconds priced on {seconds_source(cost)}")
     keys = SUMMARY_KEYS + ("rejected",) + (TIME_KEYS if timed else ()) + (PREFIX_KEYS if sc.prefix_caching else ())
     width = max(len(k) for k in keys)
     left = results["reserve_max"].label.lower()

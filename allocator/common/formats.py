@@ -62,7 +62,7 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
 
 
 def seconds(x: float | None) -> str:
-    """A duration as the pages print it: ``0.0213 -> "21.3 ms"``, ``1.234 -> "1.23 s"``,
+    """A duration as the pages print it: ``0.0213 -> "21.3 ms"``, ``0.033 -> "33.0 ms"``, ``1.234 -> "1.23 s"``,
     ``0.0004 -> "0.4 ms"``, ``30.98 -> "31.0 s"``, ``16_600.4 -> "16,600 s"``; "—" when there is
     none. Seconds keep their decimals, so two durations side by side are written alike."""
     if x is None:
@@ -70,7 +70,14 @@ def seconds(x: float | None) -> str:
     if x == 0:
         return "0 s"
     if x < 1:
-        return f"{x * 1000:.3g} ms"
+        # three significant figures, trailing zeros kept: 0.0330 reads "33.0 ms" beside "32.5 ms",
+        # never "33 ms" (issue 40); below 1 ms, as before ("0.4 ms")
+        ms = x * 1000
+        if ms >= 100:
+            return f"{ms:.0f} ms"
+        if ms >= 10:
+            return f"{ms:.1f} ms"
+        return f"{ms:.2f} ms" if ms >= 1 else f"{ms:.3g} ms"
     if x >= 100:
         return f"{x:,.0f} s"
     # fixed decimals, not significant figures: 30.98 s reads "31.0 s" beside "30.6 s", never "31 s"

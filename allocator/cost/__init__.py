@@ -1,1 +1,1 @@
-"""Seconds, not steps: the roofline cost model, its calibration, and runs priced with it."""
+"""Seconds, not steps: the roofline cost model, its calibration, the operator-profile model, the choice between them (`best.py`: the profile where a bundle matches the GPU, model and GPU count, else the roofline; every seconds figure names which), and runs priced with them."""

@@ -222,7 +222,11 @@ class CostModel:
     overhead_s: float = DEFAULT_OVERHEAD_S
     transfer_latency_s: float = DEFAULT_TRANSFER_LATENCY_S
     reserve_fraction: float = DEFAULT_RESERVE_FRACTION
+    #: Why a better model did not apply ("" when none was asked for; :func:`allocator.cost.best.best_cost_model`).
+    why: str = field(default="", compare=False, hash=False)
     _k: tuple = field(init=False, repr=False, compare=False, hash=False)
+    #: Which kind of cost model prices the steps ("roofline" here; "profile" in allocator.cost.best).
+    kind = "roofline"
 
     def __post_init__(self):
         if self.gpus not in GPU_COUNTS:
@@ -266,6 +270,21 @@ class CostModel:
     def label(self) -> str:
         """E.g. ``"OPT-13B fp16 on NVIDIA A100 40GB"`` or ``"... on 4 x NVIDIA A100 40GB"``."""
         return f"{self.model.short or self.model.label} on {'' if self.gpus == 1 else f'{self.gpus} x '}{self.gpu.label}"
+
+    @property
+    def priced_by(self) -> str:
+        """Which model produced this cost model's seconds, in words a page puts beside them."""
+        return "the datasheet roofline (a model from datasheet peaks, not a measurement)"
+
+    @property
+    def short_name(self) -> str:
+        """The kind in two words, for an axis title or a table header."""
+        return "datasheet roofline"
+
+    def with_why(self, why: str) -> "CostModel":
+        """This cost model with :attr:`why` set (why no better model applied)."""
+        from dataclasses import replace
+        return replace(self, why=why)
 
     def kv_pool_bytes(self) -> int:
         """Memory left for the KV cache: GPU memory - weights - reserve (bytes), through the

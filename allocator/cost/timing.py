@@ -36,11 +36,15 @@ def breakdown(result, cost: CostModel, idle_step_s: float = 0.05) -> dict:
             the seconds clock, whose idle gaps carry their own length.
 
     Returns:
-        {"flops", "bytes", "compute_s", "memory_s", "overhead_s", "swap_s", "idle_s", "seconds",
-        "compute_bound"}: for a busy record the roofline terms (``compute_s`` and ``memory_s``
+        {"flops", "bytes", "compute_s", "memory_s", "operators_s", "overhead_s", "swap_s", "idle_s",
+        "seconds", "compute_bound"}: for a busy record the roofline terms (``compute_s`` and ``memory_s``
         from :meth:`CostModel.roofline`, the same the engine prices a step with) and ``seconds`` = max(compute_s,
         memory_s) + overhead_s + swap_s; for an idle record only ``idle_s`` = ``seconds``.
-        ``compute_bound`` is a bool array (compute_s > memory_s on busy records).
+        ``compute_bound`` is a bool array (compute_s > memory_s on busy records). With an operator
+        profile (``cost.kind == "profile"``, :class:`allocator.cost.best.ProfiledCostModel`) the
+        roofline terms are 0, ``operators_s`` holds the profile's operator seconds (all-reduces
+        included) and ``overhead_s`` the profile's engine overhead; ``operators_s`` is 0 for the
+        roofline.
 
     Raises:
         FieldError (``idle_step_s``): not a positive finite number.
@@ -62,10 +66,23 @@ def breakdown(result, cost: CostModel, idle_step_s: float = 0.05) -> dict:
         idle_s = np.where(busy, 0.0, m["seconds"])
     else:
         idle_s = np.where(busy, 0.0, m["span"] * idle_step_s)
-    seconds = np.maximum(compute_s, memory_s) + overhead_s + swap_s + idle_s
+    operators_s = np.zeros(result.records)
+    if getattr(cost, "kind", "roofline") == "profile":
+        # the operator profile prices the step (allocator.cost.best.ProfiledCostModel): no roofline
+        # terms; its own engine overhead; swap copies as the roofline prices them
+        overhead_s = np.where(busy & (tokens > 0), cost.profile.overhead_s, 0.0)     # an empty step costs 0
+        if "seconds" in m:               # timed as it ran: the engine's seconds, less overhead and swaps
+            operators_s = np.where(busy & (tokens > 0), m["seconds"] - overhead_s - swap_s, 0.0)
+        else:
+            decode = (m["running"] - m["admitted"]).astype(float)
+            for i in np.flatnonzero(busy & (tokens > 0)):
+                operators_s[i] = cost.profile_seconds(m["prefill_tokens"][i], m["prefill_pairs"][i], decode[i],
+                                                      m["decode_pairs"][i]) - cost.profile.overhead_s
+        compute_s = memory_s = np.zeros(result.records)
+    seconds = np.maximum(compute_s, memory_s) + operators_s + overhead_s + swap_s + idle_s
     return {"flops": np.where(busy, flops, 0.0), "bytes": np.where(busy, moved, 0.0), "compute_s": compute_s,
-            "memory_s": memory_s, "overhead_s": overhead_s, "swap_s": swap_s, "idle_s": idle_s,
-            "seconds": seconds, "compute_bound": busy & (compute_s > memory_s)}
+            "memory_s": memory_s, "operators_s": operators_s, "overhead_s": overhead_s, "swap_s": swap_s,
+            "idle_s": idle_s, "seconds": seconds, "compute_bound": busy & (compute_s > memory_s)}
 
 
 @dataclass
@@ -178,14 +195,16 @@ def timing_summary(result, timing: RunTiming) -> dict:
     ``throughput_requests_per_s`` (finished requests / makespan), ``normalized_latency_s_per_token``
     (mean over finished requests of end-to-end latency / output length: the PagedAttention
     paper's "normalized latency", section 6.1), ``compute_bound_share`` (share of busy seconds in
-    compute-bound steps), where the seconds went -- ``compute_limited_s`` (the roofline part of
-    compute-bound steps), ``memory_limited_s`` (of memory-bound steps), ``overhead_s``,
+    compute-bound steps; None under an operator profile), where the seconds went -- ``compute_limited_s``
+    (the roofline part of compute-bound steps), ``memory_limited_s`` (of memory-bound steps),
+    ``operators_s`` (the operator profile's operator seconds; 0 under the roofline), ``overhead_s``,
     ``swap_s`` (swap copies) and ``idle_s`` (idle gaps), which add up to ``makespan_s`` --, ``recompute_flops_s`` (seconds the
     recomputed tokens' weight FLOPs, 2 x parameters each, take at peak: the work recompute
     repeats, before any overlap with memory time),
     ``kv_token_share_waiting`` (the share of the KV pool holding tokens, averaged over the seconds
     when requests waited; None if none did) and ``kv_token_share_busy`` (over every busy second),
-    ``gpu``, ``model``, ``gpus``, ``clock``.
+    ``gpu``, ``model``, ``gpus``, ``clock``, ``cost_model`` (the cost model's kind: "roofline" or
+    "profile").
     """
     r = timing.requests
     m = result.metrics
@@ -221,10 +240,12 @@ def timing_summary(result, timing: RunTiming) -> dict:
     terms = timing.terms
     roof = np.maximum(terms["compute_s"], terms["memory_s"])
     compute_bound_s = float(sec[terms["compute_bound"]].sum())
-    s["compute_bound_share"] = round(compute_bound_s / busy_s, 6) if busy_s > 0 else None
+    s["compute_bound_share"] = (round(compute_bound_s / busy_s, 6) if busy_s > 0 and cost.kind == "roofline"
+                                else None)
     # where the seconds went (they add up to makespan_s)
     s["compute_limited_s"] = round(float(roof[terms["compute_bound"]].sum()), 9)
     s["memory_limited_s"] = round(float(roof[busy & ~terms["compute_bound"]].sum()), 9)
+    s["operators_s"] = round(float(terms["operators_s"].sum()), 9)
     s["overhead_s"] = round(float(terms["overhead_s"].sum()), 9)
     s["idle_s"] = round(float(terms["idle_s"].sum()), 9)
     s["swap_s"] = round(float(timing.terms["swap_s"].sum()), 9)
@@ -236,4 +257,5 @@ def timing_summary(result, timing: RunTiming) -> dict:
     s["model"] = cost.model.key
     s["gpus"] = cost.gpus
     s["clock"] = timing.clock
+    s["cost_model"] = cost.kind
     return s

@@ -256,6 +256,19 @@ class Scenario:
             raise FieldError("block_size", f" = {checked.block_size} is larger than the pool ({checked.slots} slots)")
         return checked
 
+    def refuse_a_prefix_that_fills_the_pool(self) -> None:
+        """For a command line, which prints a table of zeros where a page shows its "every request
+        was rejected" note: refuse a shared prompt that leaves no room for any request.
+
+        Raises:
+            FieldError (``shared_prefix``): ``shared_prefix`` >= the pool's slots (every request
+                stores the shared prompt and at least one token more, so none could ever fit).
+        """
+        if self.shared_prefix and self.shared_prefix >= self.slots:
+            raise FieldError("shared_prefix", f" = {self.shared_prefix:,} tokens fills the whole pool "
+                             f"({self.slots:,} slots), so no request could ever fit (each stores the shared "
+                             f"prompt and at least one token more); use fewer than {self.slots:,}")
+
     def as_dict(self) -> dict:
         """JSON-ready settings, with defaults resolved."""
         d = asdict(self)

@@ -111,6 +111,9 @@ PAPER_MAX_BATCHED_TOKENS = 2560
 PAPER_MAX_NUM_SEQS = 256
 #: Arrival seeds of Figure 13's spread (at least ten, issue 38).
 FIG13_SEEDS = tuple(range(10))
+#: Arrival seeds of Figure 12's spread: every point of every curve is run again with each (seed 0,
+#: the curve's own draw, is reused), so a point that one 600 s draw put out of line is seen as such.
+FIG12_SEEDS = tuple(range(5))
 #: Tolerances of the targets (issue 21): Figure 13 within 15 % of the paper; Figure 2's token-state
 #: share within 5 points; Figure 12's ratios inside the paper's ranges.
 FIG13_TOLERANCE = 0.15
@@ -264,6 +267,9 @@ class Replication:
         fig12: {system: [{"paper_rate", "rate", "normalized_latency_s_per_token", "finished",
             "mean_running", "beyond_artifact"}]}: ``beyond_artifact`` marks the rates past the artifact's
             highest (:data:`EXTENSION`), run only for a system that had not crossed the budget by then.
+        fig12_spread: {system: [:func:`spread` of the normalised latency (s/token) over
+            :data:`FIG12_SEEDS`, one per point of ``fig12[system]``, in its order]}; empty until
+            :func:`add_fig12_spread` ran.
         sustained: {system: sustained_rate dict on the paper's rate scale (rate / scale)}.
         unloaded_s_per_token, budget_s_per_token: the latency budget of the sustained rates.
         seconds: wall time the replication took (s).
@@ -274,6 +280,7 @@ class Replication:
     fig13: dict = field(default_factory=dict)
     fig13_spread: dict = field(default_factory=dict)
     fig12: dict = field(default_factory=dict)
+    fig12_spread: dict = field(default_factory=dict)
     sustained: dict = field(default_factory=dict)
     unloaded_s_per_token: float = 0.0
     budget_s_per_token: float = 0.0
@@ -406,6 +413,8 @@ class Replication:
                                       "knee_rule": self.fig13_spread.get("knee", {}).get(s),
                                       "error": self.fig13_mean(s) / p["fig13"]["batch"][s] - 1} for s in SYSTEMS}},
             "fig12": {"curves": self.fig12, "sustained_paper_scale": self.sustained,
+                      "seeds": list(FIG12_SEEDS) if self.fig12_spread else [],
+                      "spread_over_seeds": self.fig12_spread,
                       "unloaded_s_per_token": self.unloaded_s_per_token, "budget_s_per_token": self.budget_s_per_token,
                       "latency_factor": LATENCY_FACTOR,
                       "ratios": {f"paged/{o}": self.ratio(o) for o in ("oracle", "pow2", "max")},
@@ -473,12 +482,9 @@ def paper_replication(*, seed: int = 0, progress=None) -> Replication:
     rep.unloaded_s_per_token = unloaded_latency(base, cost)
     rep.budget_s_per_token = LATENCY_FACTOR * rep.unloaded_s_per_token
     def point(s, r, extended):
-        w = sharegpt_workload(r * k, p["fig12"]["duration_s"], seed=seed)
-        alloc = make_system(s)
-        res = simulate(w, alloc, record_snapshots=False, clock=cost.for_blocks(alloc.block_size), rules=paper_rules(s))
-        summary = price(res, cost).summary
+        res, latency = fig12_point(s, r * k, cost, seed)
         rep.fig12[s].append({"paper_rate": r, "rate": r * k, "finished": res.summary["finished"],
-                             "normalized_latency_s_per_token": summary["normalized_latency_s_per_token"],
+                             "normalized_latency_s_per_token": latency,
                              "mean_running": res.summary["mean_running"], "beyond_artifact": extended})
 
     for s in SYSTEMS:
@@ -499,6 +505,41 @@ def paper_replication(*, seed: int = 0, progress=None) -> Replication:
             lat = [pt["normalized_latency_s_per_token"] for pt in rep.fig12[s]]
             rep.sustained[s] = sustained_rate(rates, lat, rep.budget_s_per_token)
     rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def fig12_point(system: str, rate: float, cost, seed: int):
+    """One point of Figure 12: ``system`` under ``duration_s`` (600 s) of ShareGPT arrivals at ``rate``
+    requests/s (this model's clock) drawn with ``seed``. Returns (the SimulationResult, its normalised
+    latency in s/token: mean over finished requests of end-to-end latency / output length)."""
+    w = sharegpt_workload(rate, PAPER_FIGURES["fig12"]["duration_s"], seed=seed)
+    alloc = make_system(system)
+    res = simulate(w, alloc, record_snapshots=False, clock=cost.for_blocks(alloc.block_size),
+                   rules=paper_rules(system))
+    return res, price(res, cost).summary["normalized_latency_s_per_token"]
+
+
+def add_fig12_spread(rep: Replication, seeds=FIG12_SEEDS, progress=None) -> Replication:
+    """Figure 12 over ``seeds``: every point of every curve run again with each arrival seed (the
+    replication's own seed is reused, not rerun), into ``rep.fig12_spread``.
+
+    Args:
+        rep: a :func:`paper_replication` result; seeds: at least two (default :data:`FIG12_SEEDS`).
+        progress: ``progress(done, total, text)`` after each system.
+
+    Raises:
+        FieldError (``seeds``): fewer than two seeds.
+    """
+    seeds = tuple(seeds)
+    if len(seeds) < 2:
+        raise FieldError("seeds", f" must name at least two arrival seeds for a spread, got {len(seeds)}")
+    cost = paper_cost()
+    for i, s in enumerate(SYSTEMS):
+        rep.fig12_spread[s] = [spread([pt["normalized_latency_s_per_token"] if sd == rep.seed
+                                       else fig12_point(s, pt["rate"], cost, sd)[1] for sd in seeds])
+                               for pt in rep.fig12[s]]
+        if progress is not None:
+            progress(i + 1, len(SYSTEMS), f"Figure 12 over {len(seeds)} seeds: {OUR_LABELS[s]}")
     return rep
 
 
@@ -548,17 +589,20 @@ def replication_for(seed: int = 0, progress=None) -> Replication:
 
 
 def spread_for(seed: int = 0, progress=None) -> Replication:
-    """:func:`replication_for` with Figure 13's spread over :data:`FIG13_SEEDS` added (once per process)."""
+    """:func:`replication_for` with Figure 13's spread over :data:`FIG13_SEEDS` and Figure 12's over
+    :data:`FIG12_SEEDS` added (once per process)."""
     rep = replication_for(seed, progress)
     with _MEMO_LOCK:
         if not rep.fig13_spread:
             add_fig13_spread(rep, progress=progress)
+        if not rep.fig12_spread:
+            add_fig12_spread(rep, progress=progress)
         return rep
 
 
 def spread_is_computed(seed: int = 0) -> bool:
     """Whether :func:`spread_for` has Figure 13's spread for ``seed`` already."""
-    return seed in _MEMO and bool(_MEMO[seed].fig13_spread)
+    return seed in _MEMO and bool(_MEMO[seed].fig13_spread) and bool(_MEMO[seed].fig12_spread)
 
 
 def is_computed(seed: int = 0) -> bool:

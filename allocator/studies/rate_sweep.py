@@ -98,6 +98,8 @@ def unloaded_latency(workload: Workload, cost: CostModel) -> float:
     multiple of it. Vectorised over the requests' decode steps (tokens: at most ``output_len``
     per request).
     """
+    if getattr(cost, "kind", "roofline") == "profile":
+        return _unloaded_latency_profiled(workload, cost)
     lin, att, w, kv, over = cost._k
     total = 0.0
     for r in workload.requests:
@@ -106,6 +108,26 @@ def unloaded_latency(workload: Workload, cost: CostModel) -> float:
         held = p + 1 + np.arange(1, o, dtype=float)            # tokens held after each decode step
         decode = np.maximum(lin + att * held, w + kv * (held + 1)) + over
         total += (prefill + float(decode.sum())) / o
+    return total / len(workload)
+
+
+def _unloaded_latency_profiled(workload: Workload, cost) -> float:
+    """:func:`unloaded_latency` priced by an operator profile (:class:`allocator.cost.best.ProfiledCostModel`):
+    the same steps -- one prefill of the prompt, then one decode per further token attending to every
+    token held -- each priced by the profile. A decode step's time depends only on the tokens held, so
+    it is priced once per length and summed through a running total (exact, and fast)."""
+    top = max(r.prompt_len + r.output_len for r in workload.requests)
+    held = np.arange(top + 1, dtype=float)
+    decode = np.array([cost.profile_seconds(0, 0, 1, h) if h > 0 else 0.0 for h in held])
+    upto = np.concatenate([[0.0], np.cumsum(decode)])        # upto[k] = decode[0] + ... + decode[k - 1]
+    prefill = {}
+    total = 0.0
+    for r in workload.requests:
+        p, o = r.prompt_len, r.output_len
+        if p not in prefill:
+            prefill[p] = cost.profile_seconds(p, p * (p + 1) // 2, 0, 0)
+        # decodes after the first token hold p + 2 ... p + o tokens (as above: p + 1 + 1 ... p + 1 + o - 1)
+        total += (prefill[p] + float(upto[p + o + 1] - upto[p + 2])) / o
     return total / len(workload)
 
 

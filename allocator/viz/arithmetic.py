@@ -193,25 +193,26 @@ def curve_figure(cap: acc.Capacity) -> go.Figure:
 
 
 def log_ticks(values: np.ndarray) -> dict:
-    """Tick values (1, 2, 5 × 10^k) and labels for a log-scale axis over ``values`` (> 0), so that the
-    axis is labelled even when every value lies between two powers of ten or all are equal (two flat
-    lines): then the values themselves are the ticks and the range is padded around them.
+    """Tick values (1, 2, 5 × 10^k) and labels for a log-scale axis over ``values`` (> 0) that
+    bracket them: the lowest tick at or below the smallest value, the highest at or above the
+    largest, and the range just past both, so no line lies below the lowest label or above the
+    highest (issue 40: a flat reserve-max line at 66 sat under a lowest tick of 100).
 
     Returns:
-        Keyword arguments for ``fig.update_yaxes``: ``tickvals``, ``ticktext`` and, for a narrow
-        span, ``range`` (in log10 units, as plotly takes it for a log axis).
+        Keyword arguments for ``fig.update_yaxes``: ``tickvals``, ``ticktext`` and ``range`` (in
+        log10 units, as plotly takes it for a log axis); {} for no values.
     """
     if values.size == 0:
         return {}
     lo, hi = float(values.min()), float(values.max())
-    ticks = [m * 10 ** e for e in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
-             for m in (1, 2, 5) if lo <= m * 10 ** e <= hi]
-    out: dict = {}
-    if len(ticks) < 2:
-        ticks = sorted({lo, hi, *ticks})
-        out["range"] = [np.log10(lo) - 0.15, np.log10(hi) + 0.15]
-    out.update(tickvals=ticks, ticktext=[f"{t:,g}" for t in ticks])
-    return out
+    grid = [m * 10.0 ** e for e in range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 2)
+            for m in (1, 2, 5)]
+    bottom = max(t for t in grid if t <= lo * (1 + 1e-12))
+    top = min(t for t in grid if t >= hi * (1 - 1e-12))
+    ticks = [t for t in grid if bottom <= t <= top]
+    ticks = [int(t) if t >= 1 and float(t).is_integer() else t for t in ticks]
+    return {"tickvals": ticks, "ticktext": [f"{t:,g}" for t in ticks],
+            "range": [np.log10(bottom) - 0.04, np.log10(top) + 0.04]}
 
 
 def alternatives_figure(model: ModelKV, rows: list[KVVariant]) -> go.Figure:

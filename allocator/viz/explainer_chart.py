@@ -368,7 +368,8 @@ def explainer_figure(results: dict, *, max_frames: int = MAX_FRAMES, budget_byte
         sliders=[dict(active=0, steps=slider_steps, x=0.17, len=0.83, y=1 + _paper(size, OFFSETS["slider"]),
                       yanchor="bottom",
                       font=dict(color="rgba(0,0,0,0)"),
-                      currentvalue=dict(prefix="time " if timings else "engine step ",
+                      currentvalue=dict(prefix=(f"time ({next(iter(timings.values())).cost.short_name}) "
+                                                if timings else "engine step "),
                                         font=dict(size=14, color="#333333")),
                       pad=dict(t=0, b=0))],
         hoverlabel=dict(font_size=14),
@@ -408,7 +409,8 @@ def explainer_lines_figure(results: dict, *, timings: dict | None = None) -> go.
                                  hovertemplate=since + "<br>%{y} sequences running<extra>"
                                                + res.label + "</extra>"), row=1, col=2)
     if timings:
-        clock = next(iter(timings.values())).cost.label
+        cost = next(iter(timings.values())).cost
+        clock = f"{cost.label} ({cost.short_name})"
         end_s = max(t.makespan_s for t in timings.values())
         for c in (1, 2):
             fig.update_xaxes(title_text=f"time (s), {clock}", row=1, col=c, range=[0, end_s], gridcolor="#eee")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from allocator.studies.paper import PAPER_FIGURES, PAPER_LABELS, SYSTEMS
+from allocator.studies.paper import PAPER_FIGURES, PAPER_LABELS, SYSTEMS, paper_cost
 from allocator.viz.claims.paper import fig12_note
 from allocator.viz.theme import GREY_FREE, ORANGE_EMPTY, REQUEST_COLOURS
 from allocator.viz.throughput import BUDGET_COLOUR, CHART_LAYOUT, STYLE, chart_title, log_axis
@@ -121,14 +121,26 @@ def fig12_figure(rep) -> go.Figure:
         y = [p["normalized_latency_s_per_token"] for p in pts]
         ys += [v for v in y if v]
         beyond = [bool(p.get("beyond_artifact")) for p in pts]
+        sp = rep.fig12_spread.get(s)
+        bars = {}
+        if sp:                     # the range over the arrival seeds, around this seed's point
+            ys += [v["max"] for v in sp] + [v["min"] for v in sp]
+            bars = dict(error_y=dict(type="data", symmetric=False, array=[v["max"] - yv for v, yv in zip(sp, y)],
+                                     arrayminus=[yv - v["min"] for v, yv in zip(sp, y)], color=colour, thickness=1.5,
+                                     width=5))
         fig.add_trace(go.Scatter(
             x=[p["paper_rate"] for p in pts], y=y, mode="lines+markers", name=f"{PAPER_LABELS[s]} (this model)",
+            **bars,
             line=dict(color=colour, dash=dash, width=2.5),
             marker=dict(symbol=[f"{symbol}-open" if b else symbol for b in beyond], size=9, color=colour,
                         line=dict(width=2, color=colour)),
-            customdata=[p["rate"] for p in pts],
+            customdata=([[p["rate"], v["mean"], v["min"], v["max"], len(v["values"])] for p, v in zip(pts, sp)] if sp
+                        else [[p["rate"]] for p in pts]),
             hovertemplate=f"<b>{PAPER_LABELS[s]}</b><br>%{{x:g}} requests/s on the paper's scale "
-                          "(%{customdata:.2f} here)<br>%{y:.4f} s/token<extra></extra>"))
+                          "(%{customdata[0]:.2f} here)<br>%{y:.4f} s/token (seed " + str(rep.seed) + ")"
+                          + ("<br>over %{customdata[4]} seeds: mean %{customdata[1]:.4f}, "
+                             "range %{customdata[2]:.4f}–%{customdata[3]:.4f}" if sp else "")
+                          + "<extra></extra>"))
         sus = rep.sustained[s]
         if sus["rate"] is not None:
             above = sus["bound"] == "above"
@@ -143,6 +155,12 @@ def fig12_figure(rep) -> go.Figure:
                              name="knee (sustained rate): crosses the latency budget",
                              marker=dict(symbol="x-thin-open", size=14, line=dict(width=3), color=BUDGET_COLOUR),
                              hovertemplate="a knee<extra></extra>"))
+    if rep.fig12_spread:
+        n = len(next(iter(rep.fig12_spread.values()))[0]["values"])
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"bar: range over {n} arrival seeds "
+                                 f"(line: seed {rep.seed})",
+                                 marker=dict(symbol="line-ns-open", size=14, color=BUDGET_COLOUR, line=dict(width=2)),
+                                 hovertemplate="the range over seeds<extra></extra>"))
     if any(p.get("beyond_artifact") for s in SYSTEMS for p in rep.fig12[s]):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="open marker: a rate past the artifact's",
                                  marker=dict(symbol="circle-open", size=10, color=BUDGET_COLOUR, line=dict(width=2)),
@@ -155,7 +173,8 @@ def fig12_figure(rep) -> go.Figure:
     fig.add_annotation(text=fig12_note(rep), xref="paper", yref="paper", x=0, y=1.02, xanchor="left",
                        yanchor="bottom", showarrow=False, align="left", font=dict(size=13, color="#333333"))
     fig.update_xaxes(title_text="request rate (requests/s, the paper's scale)", gridcolor="#eee", rangemode="tozero")
-    fig.update_yaxes(title_text="normalised latency (s/token, log scale)", gridcolor="#eee", **log_axis(ys))
+    fig.update_yaxes(title_text=f"normalised latency (s/token, {paper_cost().short_name}, log scale)", gridcolor="#eee",
+                     **log_axis(ys))
     fig.update_layout(height=560, title=chart_title("Figure 12 — latency as the load rises (OPT-13B, ShareGPT)"),
                       **{**CHART_LAYOUT, "margin": dict(l=60, r=20, t=100, b=60)})
     return fig
@@ -177,7 +196,7 @@ def fig19a_figure(abl) -> go.Figure:
                              line=dict(color=BUDGET_COLOUR, width=2.5),
                              hovertemplate="recompute: %{y:.1f} ms at every block size<extra></extra>"))
     fig.update_xaxes(title_text="block size (tokens, log scale)", type="log", tickvals=x, ticktext=[str(b) for b in x])
-    fig.update_yaxes(title_text=f"time for {m['tokens']} tokens (ms)", rangemode="tozero", gridcolor="#eee")
+    fig.update_yaxes(title_text=f"time for {m['tokens']} tokens (ms, {paper_cost().short_name})", rangemode="tozero", gridcolor="#eee")
     fig.update_layout(height=420, title=chart_title("Figure 19a — swap against recompute, per block size"), **CHART_LAYOUT)
     return fig
 
@@ -202,7 +221,8 @@ def fig18b_figure(abl) -> go.Figure:
     x = list(abl.e2e["recompute"])
     ys = [v["mean"] for m in abl.e2e.values() for v in m.values()]
     fig.update_xaxes(title_text="block size (tokens, log scale)", type="log", tickvals=x, ticktext=[str(b) for b in x])
-    fig.update_yaxes(title_text="normalised latency (s/token, log scale)", gridcolor="#eee", **log_axis(ys))
+    fig.update_yaxes(title_text=f"normalised latency (s/token, {paper_cost().short_name}, log scale)", gridcolor="#eee",
+                     **log_axis(ys))
     fig.update_layout(height=460, title=chart_title(f"Figures 18b and 19b — block size end to end, ShareGPT at "
                                                     f"{abl.rate:.2f} requests/s"), **CHART_LAYOUT)
     return fig

@@ -201,8 +201,12 @@ def block_map_figure(snapshot, num_blocks: int, step: int, block_size: int) -> g
     return fig
 
 
-def ttft_figure(comparison: dict) -> go.Figure:
-    """Cumulative share of requests against time to first token, with and without the cache."""
+def ttft_figure(comparison: dict, cost_name: str = "cost model") -> go.Figure:
+    """Cumulative share of requests against time to first token, with and without the cache.
+
+    Args:
+        cost_name: which cost model produced the seconds (``cost.short_name``, e.g. "datasheet
+            roofline"), named in the title and the time axis."""
     fig = go.Figure()
     for key, name, colour, dash in (("with", "with prefix caching", PAGED, "solid"),
                                     ("without", "without (every prompt token prefilled)", RESERVE_MAX, "dash")):
@@ -213,8 +217,8 @@ def ttft_figure(comparison: dict) -> go.Figure:
                                                "%{x:.2f} s<extra></extra>"))
     longest = max([float(np.max(comparison[k]["ttft_s"])) for k in ("with", "without")
                    if len(comparison[k]["ttft_s"])] or [1.0])
-    fig.update_layout(title="Time to first token (the cost model's figure)",
-                      xaxis=dict(title="time to first token (s)", range=[0, longest * 1.08]),
+    fig.update_layout(title=f"Time to first token (the {cost_name}'s figure)",
+                      xaxis=dict(title=f"time to first token (s, {cost_name})", range=[0, longest * 1.08]),
                       yaxis=dict(title="requests (cumulative %)", range=[0, 100]),
                       legend=dict(orientation="h", y=-0.25), height=400, margin=dict(t=50, b=10))
     return fig
@@ -269,7 +273,8 @@ def ttft_summary(comparison: dict, label: str, pool_blocks: int, block_size: int
     """Median and 90th-percentile TTFT with and without the cache (numbers from the comparison).
 
     Args:
-        label: the cost model's label (GPU and model); pool_blocks, block_size: the pool it gives.
+        label: the GPU and model and which cost model produced the seconds
+            (:func:`allocator.cost.best.seconds_source`); pool_blocks, block_size: the pool it gives.
     """
     w, wo = (np.asarray(comparison[k]["ttft_s"], dtype=float) for k in ("with", "without"))
     if not len(w) or not len(wo):
@@ -286,7 +291,7 @@ def ttft_summary(comparison: dict, label: str, pool_blocks: int, block_size: int
     overloaded = max(med_w, med_wo) > 60
     return (f"{label}: a pool of {pool_blocks:,} blocks of {block_size} slots. With the cache (it found "
             f"{pct(s.get('prefix_cache_hit_rate'), 1)} of prompt tokens, {s.get('prefill_tokens_saved', 0):,} tokens "
-            f"of prefill saved), {waits}. These are the cost model's figures, not measurements." + (
+            f"of prefill saved), {waits}. These are a cost model's figures, not measurements." + (
                 " Waits this long mean the hardware cannot keep up with the trace's arrivals, so requests queue "
                 "behind one another; more GPUs spread the load." if overloaded else "") + (
                 f" {plural(len(s['rejected']), 'request')} could never fit this pool and "

@@ -9,7 +9,11 @@ The explainer's animated maps have their own, pixel-placed form
 """
 from __future__ import annotations
 
+import re
+
 import plotly.graph_objects as go
+
+_INLINE_SIZE = re.compile(r"font-size:\s*(\d+(?:\.\d+)?)px")
 
 #: Text sizes (px) on a projector: the page's own prose grows by about the same factor (presentation
 #: mode's CSS in pages/_ui/present.py).
@@ -21,8 +25,9 @@ PROJECTOR_HEIGHT_FACTOR = 1.15
 
 def for_the_back_row(fig: go.Figure) -> go.Figure:
     """A copy of ``fig`` whose text is at least :data:`PROJECTOR_FONTS`'s sizes: the base font, the
-    title, every axis's title and ticks, the legend, hover labels and every annotation (subplot
-    titles are annotations). A size already larger is kept. The height grows by
+    title, every axis's title and ticks, the legend, hover labels, every annotation (subplot
+    titles are annotations) and the words of every text trace, with any size written inline in
+    their HTML scaled alike. A size already larger is kept. The height grows by
     :data:`PROJECTOR_HEIGHT_FACTOR` when the figure sets one.
 
     Args:
@@ -49,6 +54,17 @@ def for_the_back_row(fig: go.Figure) -> go.Figure:
                                             tickfont_size=at_least(ax.tickfont.size, f["ticks"])))
     for a in layout.annotations:
         a.font.size = at_least(a.font.size, f["base"])
+    # words drawn on the plot (a text trace: the Block tables page's boxes), and any size written
+    # inline in their HTML (``<span style='font-size:10px'>``), grow by the same factor
+    for tr in out.data:
+        if "text" in (getattr(tr, "mode", None) or "") and getattr(tr, "text", None) is not None:
+            old = tr.textfont.size or 12
+            size = at_least(old, f["base"])
+            k = size / old
+            tr.textfont.size = size
+            if k > 1 and not isinstance(tr.text, str):
+                tr.text = [_INLINE_SIZE.sub(lambda m: f"font-size:{max(round(float(m.group(1)) * k), f['ticks'] + 1)}px", t)
+                           if isinstance(t, str) else t for t in tr.text]
     if layout.height:
         layout.height = round(layout.height * PROJECTOR_HEIGHT_FACTOR)
     return out

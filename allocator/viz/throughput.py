@@ -109,7 +109,8 @@ def latency_figure(sweep) -> go.Figure:
                                  text=texts, hovertemplate="%{text}<extra></extra>"))
     fig.update_xaxes(title_text="request rate (requests/s, Poisson arrivals)", gridcolor="#eee", rangemode="tozero")
     every = [v for p in sweep.policies for v in sweep.curve(p)] + [budget]
-    fig.update_yaxes(title_text="normalised latency (s/token, log scale)", gridcolor="#eee", **log_axis(every))
+    fig.update_yaxes(title_text=f"normalised latency (s/token, {sweep.cost.short_name}, log scale)", gridcolor="#eee",
+                     **log_axis(every))
     fig.update_layout(height=480, title=chart_title("Latency as the load rises"), **CHART_LAYOUT)
     return fig
 
@@ -130,7 +131,8 @@ def throughput_figure(sweep) -> go.Figure:
             hovertemplate=f"<b>{POLICY_LABELS[p]}</b><br>%{{x:.2f}} requests/s<br>%{{y:,.0f}} output tokens/s"
                           "<extra></extra>"))
     fig.update_xaxes(title_text="request rate (requests/s)", gridcolor="#eee", rangemode="tozero")
-    fig.update_yaxes(title_text="throughput (output tokens/s)", gridcolor="#eee", rangemode="tozero")
+    fig.update_yaxes(title_text=f"throughput (output tokens/s, {sweep.cost.short_name})", gridcolor="#eee",
+                     rangemode="tozero")
     fig.update_layout(height=480, title=chart_title("Tokens served as the load rises"), **CHART_LAYOUT)
     return fig
 
@@ -196,7 +198,8 @@ def cdf_figure(sweep, at: float, metric: str = "ttft_s") -> go.Figure:
                                  customdata=[seconds(float(x)) for x in values],
                                  hovertemplate=f"<b>{POLICY_LABELS[p]}</b><br>%{{y:.1f}} % of requests had a {words} "
                                                "of at most %{customdata}<extra></extra>"))
-    fig.update_xaxes(title_text=f"{words} (s, log scale)", gridcolor="#eee", **log_axis(seen))
+    fig.update_xaxes(title_text=f"{words} (s, {sweep.cost.short_name}, log scale)", gridcolor="#eee",
+                     **log_axis(seen))
     fig.update_yaxes(title_text="requests at or below (%)", range=[0, 101], gridcolor="#eee")
     fig.update_layout(height=400, title=chart_title(f"{words[0].upper()}{words[1:]} at {rate_text(at)} requests/s"),
                       **CHART_LAYOUT)

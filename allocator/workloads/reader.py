@@ -52,10 +52,16 @@ def cut(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def file_label(path) -> str:
+def file_label(path, *, as_typed: bool = False) -> str:
     """How a message or an export names the file at ``path``: relative to the project when it lies
-    inside it (``assets/vllm_runs/run``), else its base name (``rows.csv``); never the absolute path
-    as typed, which may show a home directory or a server's layout. ``""`` for an empty name."""
+    inside it (``assets/vllm_runs/run``), else its base name (``rows.csv``) -- never the absolute
+    path, which may show a home directory or a server's layout, in a file that others read.
+
+    With ``as_typed`` (the errors of a file the command line was given: only its own user reads
+    them, and ``missing.csv`` does not say which of two folders was meant), a path outside the
+    project is named as it was typed (``../data/rows.csv``, ``/tmp/run/rows.csv``). The pages
+    never read a path typed by a user (an upload arrives as bytes; shipped files lie inside the
+    project). ``""`` for an empty name."""
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     path = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
@@ -66,6 +72,8 @@ def file_label(path) -> str:
         return "."
     if full.startswith(PROJECT + os.sep):
         return os.path.relpath(full, PROJECT).replace(os.sep, "/")
+    if as_typed:
+        return path
     return os.path.basename(os.path.normpath(full)) or full
 
 
@@ -104,11 +112,11 @@ def read_bytes(source, max_bytes: int, *, field: str = "trace", what: str = "tra
         try:
             path.encode("utf-8")
         except UnicodeEncodeError:
-            raise _whole_file_error(field, f"the file name {shown(file_label(path))} is not UTF-8 text; "
+            raise _whole_file_error(field, f"the file name {shown(file_label(path, as_typed=True))} is not UTF-8 text; "
                                            "rename the file") from None
         if "\x00" in path or not path:
             raise _whole_file_error(field, f"{shown(path)} is not a file name")
-        name = file_label(path)
+        name = file_label(path, as_typed=True)       # an error only the one who typed it reads
         if os.path.isdir(path):
             raise _whole_file_error(field, f"{name} is a directory, not a {what}")
         if not os.path.exists(path):

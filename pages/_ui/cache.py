@@ -19,7 +19,7 @@ import streamlit as st
 
 from allocator.engine.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, build_workload, run_scenario,
                                        scenario_sweep)
-from allocator.cost.roofline import cost_model
+from allocator.cost.best import best_cost_model
 from allocator.cost.timing import price
 from allocator.workloads.trace import load_trace
 from allocator.viz.frozen import FrozenFigure
@@ -78,7 +78,7 @@ def timings(sc: Scenario, gpu: str, model: str) -> dict:
 @st.cache_resource(max_entries=64, show_spinner=False)
 def _timings(sc: Scenario, gpu: str, model: str) -> dict:
     _, results, _ = compute(sc)
-    cost = cost_model(gpu, model)
+    cost = best_cost_model(gpu, model)
     return {k: price(r, cost, idle_step_s=1 / sc.steps_per_second) for k, r in results.items()}
 
 
@@ -91,7 +91,7 @@ def seconds_figure(sc: Scenario, gpu: str, model: str):
 @shared("Pricing every step in seconds", max_entries=16, heavy=is_heavy)
 def _seconds_figure(sc: Scenario, gpu: str, model: str):
     results = run_scenario(sc)
-    cost = cost_model(gpu, model)
+    cost = best_cost_model(gpu, model)
     priced = {k: price(r, cost, idle_step_s=1 / sc.steps_per_second) for k, r in results.items()}
     return explainer_figure(results, timings=priced).freeze()
 

@@ -12,6 +12,7 @@ value on the server and says why it was not used.
 """
 import streamlit as st
 
+from allocator.cost.best import profiled_pairs
 from allocator.engine.scenario import UPLOAD_MAX_ROWS, Scenario
 from allocator.workloads.sharegpt import sharegpt_lengths
 from allocator.workloads.trace import ShippedDataError, shipped_trace
@@ -28,6 +29,9 @@ UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTo
                "rows and 5 MiB.")
 _READ = "url_checked"
 
+
+#: Session key: the name of an uploaded file the sidebar refused this run (its error box is shown there).
+UPLOAD_REFUSED = "_upload_refused"
 
 def read_url() -> list[str]:
     """Once per session, before the widgets are drawn: check the URL's parameters, drop the ones the
@@ -189,6 +193,7 @@ def controls() -> Scenario:
                                          slider=True, **url)
     else:
         n_rows = None
+        st.session_state.pop(UPLOAD_REFUSED, None)
         if workload == "upload":
             up = sb.file_uploader("Trace CSV", type=["csv"], key="trace_file", help=UPLOAD_HELP)
             if up is None:
@@ -199,7 +204,10 @@ def controls() -> Scenario:
                     n_rows = uploaded_rows(kw["trace_bytes"])
                     sb.success(plain_markdown(f"{one_line(up.name)}: {plural(n_rows, 'request')}"))
                 except ValueError as exc:
+                    # the one error box of a bad file, under the uploader; the page says only that it
+                    # shows the last run (UPLOAD_REFUSED), not the same words twice more
                     show_error(f"{one_line(up.name)}: {exc}", sb)
+                    st.session_state[UPLOAD_REFUSED] = one_line(up.name)
         elif workload == "sharegpt-opt":
             try:
                 n_rows = len(sharegpt_lengths())
@@ -263,8 +271,10 @@ def time_controls() -> dict:
     changes the runs, only what a step costs."""
     sb = st.sidebar
     sb.subheader("Seconds")
-    gpu = _choice(sb, "gpu", "GPU", help="Each engine step is priced on this GPU's datasheet figures (see the "
-                                         "Throughput and latency page's cost model).")
+    gpu = _choice(sb, "gpu", "GPU", help="Each engine step is priced for this GPU: by its measured operator "
+                                         "timings where the lab holds them for the chosen model (" + profiled_pairs()
+                                         + "), else from its datasheet figures (a roofline; see the Throughput and "
+                                         "latency page's cost model). The seconds say which.")
     model = _choice(sb, "model", "Model",
                     help="The model whose weights and KV cache each step reads and writes. The pool stays the size "
                          "set above; a model too big for one GPU is priced split over several.")

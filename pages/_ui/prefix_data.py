@@ -15,7 +15,7 @@ import streamlit as st
 from allocator.viz.maps import frame_steps
 from allocator.workloads.mooncake import TRACE_BLOCK, mooncake_workload, shipped_mooncake
 from allocator.studies.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
-from allocator.cost.roofline import cost_model
+from allocator.cost.best import best_cost_model
 from pages._ui.heavy import shared
 
 #: Block sizes the page's slider offers (slots).
@@ -73,7 +73,7 @@ def map_steps(res) -> list[int]:
 @shared("Timing the window with and without the cache", max_entries=16)
 def ttft(offset: int, count: int, block_size: int, gpu: str, model: str, gpus: int):
     """(cost model, pool blocks, :func:`allocator.studies.prefix_cache.ttft_comparison`) on that hardware."""
-    cost = cost_model(gpu, model, gpus)
+    cost = best_cost_model(gpu, model, gpus)
     pool_blocks = max(1, cost.pool_slots() // block_size)
     return cost, pool_blocks, ttft_comparison(window(offset, count), block_size, pool_blocks, cost)
 

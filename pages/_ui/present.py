@@ -95,8 +95,10 @@ header[data-testid="stHeader"] { display: none !important; }
 [data-testid="stMetricLabel"] p { font-size: 1.15rem !important; }
 [data-testid="stMetricDelta"] p { font-size: 1.1rem !important; }
 h1 { font-size: 2.2rem !important; padding: 0.2rem 0 0.4rem 0 !important; }
-/* tables: the page's own text size, so the back row can read them too */
-[data-testid="stDataFrame"] { font-size: 1.05rem; }
+/* tables, read from the back row too: st.table is HTML, so its text grows like the prose (an
+   st.dataframe draws on a canvas no font-size reaches: data_table() shows st.table instead) */
+.stMainBlockContainer [data-testid="stTable"] td, .stMainBlockContainer [data-testid="stTable"] th {
+  font-size: 1.2rem !important; }
 /* the values a teacher changes are read from the back row too: inputs, select boxes, slider ticks */
 .stMainBlockContainer input, .stMainBlockContainer textarea,
 .stMainBlockContainer [data-baseweb="select"] div { font-size: 1.2rem !important; }
@@ -179,6 +181,35 @@ def chart(fig, **kwargs) -> None:
     Plotly's toolbar (:func:`allocator.viz.modebar.clear_of_modebar`), which keeps few buttons."""
     kwargs["config"] = {**MODEBAR_CONFIG, **(kwargs.get("config") or {})}
     st.plotly_chart(clear_of_modebar(for_the_back_row(fig) if is_presenting() else fig), **kwargs)
+
+
+#: The longest table presentation mode draws as HTML (st.table) rather than as a scrolling grid.
+PRESENT_TABLE_ROWS = 60
+
+
+def data_table(data, *, container=None, column_config=None, hide_index=None, **kwargs) -> None:
+    """A table on a page: ``st.dataframe`` (sortable, scrolling), but in presentation mode, for a
+    table of at most :data:`PRESENT_TABLE_ROWS` rows, ``st.table``: the grid draws its cells on a
+    canvas whose text no style reaches, so a projector's back row could not read it (issue 40),
+    while an HTML table's text grows with the page's. The columns keep their
+    ``column_config`` labels there (the tooltips are the grid's alone).
+
+    Args:
+        data: a DataFrame or a pandas Styler; container: where to draw (default: the page).
+        column_config, hide_index, kwargs: ``st.dataframe``'s (height, width, key, ...).
+    """
+    where = container if container is not None else st
+    frame = getattr(data, "data", data)                          # a Styler's frame
+    if is_presenting() and len(frame) <= PRESENT_TABLE_ROWS:
+        labels = {c: v.get("label") for c, v in (column_config or {}).items() if isinstance(v, dict) and v.get("label")}
+        styler = data if frame is not data else frame.style
+        if labels:
+            styler = styler.relabel_index([labels.get(c, c) for c in frame.columns], axis="columns")
+        if hide_index:
+            styler = styler.hide(axis="index")
+        where.table(styler)
+        return
+    where.dataframe(data, column_config=column_config, hide_index=hide_index, **kwargs)
 
 
 def is_presenting() -> bool:

@@ -18,7 +18,7 @@ import threading
 
 from allocator.workloads.poisson import SWEEP_MAX_NEW
 from allocator.studies.rate_sweep import rate_sweep
-from allocator.cost.roofline import cost_model
+from allocator.cost.best import best_cost_model
 from pages._ui import heavy
 
 #: The store's group for sweeps (the first element of every sweep's store key).
@@ -127,7 +127,7 @@ def cached_sweep(key: tuple, progress=None, by: str | None = None):
                 progress(done, total, text)
         try:
             gpu, model, gpus, requests, rates, block_size, workload = key
-            sweep = heavy.run_heavy("Simulating the sweep", rate_sweep, cost_model(gpu, model, gpus), rates,
+            sweep = heavy.run_heavy("Simulating the sweep", rate_sweep, best_cost_model(gpu, model, gpus), rates,
                                     requests=requests, block_size=block_size, progress=report, workload=workload,
                                     max_new_tokens=SWEEP_MAX_NEW[workload], executor=_executor(),
                                     _spinner=progress is None)

@@ -120,14 +120,16 @@ def number_rules(workload: str) -> dict[str, NumberRule]:
     every widget drawn has exactly its rule's range and default)."""
     rules = {
         f"slots_{workload}": _sidebar("total_slots", 64, 1 << 20, 1, DEFAULT_SLOTS.get(workload, 8192), 256),
-        f"max_new_{workload}": _sidebar("max_new_tokens", 1, 32768, 1, DEFAULT_MAX_NEW.get(workload, 1024), 50),
-        "shared_prefix": _sidebar("shared_prefix", 0, 4096, 1, 0, 16),
+        # the core's whole range, as the CLI takes it (allocator/common/limits.py): one range per setting
+        f"max_new_{workload}": NumberRule(LIMITS["max_new_tokens"], 1, DEFAULT_MAX_NEW.get(workload, 1024),
+                                          "max_new_tokens", 50),
+        "shared_prefix": NumberRule(LIMITS["shared_prefix"], 1, 0, "shared_prefix", 16),
         "metadata_cost": _sidebar("metadata_cost", 0.0, 8.0, 0.25, 0.0),
         # the sliding-window model (0: full attention, every lesson's): the paged side then runs vLLM v1's rules
         "sliding_window": _sidebar("sliding_window", 0, 4096, 1, 0, 16),
     }
     if workload == "classroom-40":
-        rules["seed"] = _sidebar("seed", 0, 10_000, 1, CLASSROOM_40["seed"])
+        rules["seed"] = NumberRule(LIMITS["seed"], 1, CLASSROOM_40["seed"], "seed")
         rules["arrival_rate"] = _sidebar("arrival_rate", 0.01, 2.0, 0.01, 0.1)
     else:
         # the row offset: the core's whole range (the sidebar's widget then stops at the trace's last row)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from tests.conftest import read_metrics_csv
 from allocator.__main__ import main
 from allocator.common.errors import FieldError
 from allocator.engine import scenario as scenario_module
@@ -95,7 +95,7 @@ def test_export_html_under_v1_shows_simulates_numbers(tmp_path, capsys):
     written = json.loads(capsys.readouterr().out)
     assert written["scenario"]["rules"] == "v1" and written["scenario"]["max_num_seqs"] == 6
     out = _simulate(capsys, *OPTIONS)
-    df = pd.read_csv(paths["csv"], comment="#")
+    df = read_metrics_csv(paths["csv"])[0]
     span = df["steps covered"].to_numpy()
     for kind in KINDS:
         s = out[kind]
@@ -170,6 +170,18 @@ def test_swap_under_v1_rules_is_refused(capsys):
     with pytest.raises(FieldError) as e:
         run_scenario(Scenario(rules="v2"))
     assert e.value.field == "rules"
+
+
+def test_a_shared_prefix_that_fills_the_pool_is_refused_up_front(capsys):
+    """Issue 40: it used to reject every request and exit 0."""
+    capsys.readouterr()
+    assert main(["simulate", "--shared-prefix", "4194304"]) == 2
+    assert capsys.readouterr().err.strip().startswith(
+        "error: shared_prefix = 4,194,304 tokens fills the whole pool (2,048 slots)")
+    assert main(["simulate", "--shared-prefix", "2048", "--json"]) == 2          # the pool exactly: still none fit
+    capsys.readouterr()
+    assert main(["simulate", "--shared-prefix", "100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["paged"]["finished"] == 40
 
 
 def test_classroom_scenarios_ignore_v1_numbers_only_in_their_cache_key():

@@ -39,6 +39,8 @@ def test_rate_sweep_table_names_the_setup():
     code, out, _ = _cli("rate-sweep", "--rates", "1", "--requests", "100", "--policies", "max,paged")
     assert code == 0
     assert out.startswith("OPT-13B fp16 on NVIDIA A100 40GB: KV pool 15,805 slots")
+    assert out.splitlines()[1] == ("seconds from the datasheet roofline (a model from datasheet peaks, not a "
+                                   "measurement); the lab holds no operator profile of OPT-13B fp16")
     assert "Reserve-max" in out and "Paged" in out and "Reserve-oracle" not in out
 
 

@@ -14,9 +14,9 @@ import html
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from tests.conftest import read_metrics_csv
 from allocator.__main__ import main
 from allocator.common.formats import pct
 from allocator.common.metric_names import SUMMARY_METRICS
@@ -79,7 +79,7 @@ def exported(tmp_path_factory):
 
 def test_the_metrics_csv_adds_up_to_simulates_summary(exported, capsys):
     out = _simulate(capsys)
-    df = pd.read_csv(exported["csv"], comment="#")
+    df = read_metrics_csv(exported["csv"])[0]
     span = df["steps covered"].to_numpy()
     for kind in KINDS:
         s = out[kind]
@@ -225,6 +225,8 @@ def test_the_exports_refuse_gpu_and_model_rather_than_ignore_them(command, tmp_p
     argv = [command, str(target)] if command == "export-site" else [command, "-o", str(target)]
     assert main([*argv, "--model", "opt-13b"]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == (f"error: --model = opt-13b: {command} counts engine steps, not seconds; --gpu and "
-                           "--model apply only to simulate")
+    assert err.strip() == (f"error: --model = opt-13b: {command} counts engine steps, not seconds; --gpu, "
+                           "--model and --cost-model apply only to simulate")
     assert not target.exists()
+    assert main([*argv, "--cost-model", "roofline"]) == 2           # issue 40: the choice of cost model too
+    assert "error: --cost-model = roofline" in capsys.readouterr().err and not target.exists()

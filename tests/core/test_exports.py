@@ -18,7 +18,7 @@ from allocator.engine.scenario import Scenario, build_workload, run_both, run_sc
 from allocator.viz.explainer_chart import explainer_figure
 from allocator.viz.export.handout import handout_html, handout_rows, takeaways
 from allocator.viz.export.html import KINDS, METRIC_UNITS, metrics_csv, standalone_html
-from tests.conftest import ROOT
+from tests.conftest import ROOT, read_metrics_csv
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_cli_export_html_writes_the_files(tmp_path, capsys):
     doc = out.read_text(encoding="utf-8")
     assert "addFrames" in doc and not re.search(r"<script[^>]*\bsrc\s*=", doc, re.I)
     assert "Peak running" in hand.read_text(encoding="utf-8")
-    assert len(pd.read_csv(csv, comment="#")) == info["written"]["csv"]["rows"]
+    assert len(read_metrics_csv(csv)[0]) == info["written"]["csv"]["rows"]
 
 
 def test_cli_export_html_swap_scenario(tmp_path, capsys):
@@ -152,7 +152,7 @@ def test_cli_export_runs_what_it_records_prefix_caching(tmp_path, capsys):
     csv = tmp_path / "m.csv"
     assert main(["export-html", *window, "-o", str(tmp_path / "a.html"), "--csv", str(csv), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["scenario"]["prefix_caching"] is True
-    hits = pd.read_csv(csv, comment="#")["paged prefix_hit_tokens (tokens this step)"].sum()
+    hits = read_metrics_csv(csv)[0]["paged prefix_hit_tokens (tokens this step)"].sum()
     assert saved > 0 and hits == saved
 
 
@@ -184,10 +184,11 @@ def test_every_export_names_its_scenario(run, tmp_path, capsys):
     from allocator.viz.export.html import scenario_slug, scenario_summary
     sc, workload, results = run
     text = metrics_csv(results, sc, workload)
-    assert text.splitlines()[0] == f'#,"KV Cache Paging Lab: {scenario_summary(sc, workload)}"'   # one quoted cell
+    assert text.splitlines()[1].endswith(f',"KV Cache Paging Lab: {scenario_summary(sc, workload)}"')  # one cell
     assert scenario_summary(sc, workload).startswith("classroom-40, 2,048 slots, block size 16, max_new_tokens 600")
-    df = pd.read_csv(io.StringIO(text), comment="#")
-    assert list(df.columns[:2]) == ["step", "steps covered"]
+    df, named = read_metrics_csv(text)                    # plain pd.read_csv: no comment line to skip
+    assert list(df.columns[:2]) == ["step", "steps covered"] and named == f"KV Cache Paging Lab: {scenario_summary(sc, workload)}"
+    assert list(df.columns) == list(pd.read_csv(io.StringIO(metrics_csv(results))).columns)
     assert scenario_slug(sc) == "classroom-40_2048slots_block16_maxnew600_seed25"
     assert scenario_slug(Scenario(shared_prefix=256, preemption="swap", metadata_cost=0.25)) == (
         "classroom-40_2048slots_block16_maxnew600_seed25_prefix256_swap_c0p25")
@@ -242,7 +243,7 @@ def test_a_pow2_export_is_named_and_summarised_as_pow2(tmp_path, capsys):
     out, hand, csv = tmp_path / "a.html", tmp_path / "h.html", tmp_path / "m.csv"
     assert main(["export-html", "--policy", "pow2", "-o", str(out), "--handout", str(hand), "--csv", str(csv)]) == 0
     capsys.readouterr()
-    assert "reserve-pow2 reservations" in csv.read_text(encoding="utf-8").splitlines()[0]
+    assert "reserve-pow2 reservations" in read_metrics_csv(csv)[1]
     assert "reserve-pow2 reservations" in hand.read_text(encoding="utf-8")
     assert "left: reserve-pow2)" in out.read_text(encoding="utf-8")
 

@@ -288,3 +288,28 @@ def test_the_zip_stores_modes_a_static_host_can_serve():
                      "kv-paging-lesson/index.html": stat.S_IFREG | 0o644}
     assert zf.read("kv-paging-lesson/data/bs/16.json") == b"{}"
     assert site_zip({"index.html": b"<html>", "data/bs/16.json": b"{}"}) == data
+
+
+def test_every_lesson_chart_of_the_site_is_drawn_on_white():
+    """Issue 40: the static site's Capacity and Slot accounting charts had Plotly's grey plot area (the
+    app's theme paints it white, the site has no theme); every chart now says its background."""
+    from allocator.viz.export.site_lessons import lessons_data
+    found = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            fig = o.get("figure")
+            if isinstance(fig, dict) and "layout" in fig:
+                found.append(fig["layout"])
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+    data = lessons_data()
+    walk(data)
+    assert len(found) >= 9 and {"accounting", "capacity"} <= set(data)
+    for layout in found:
+        assert layout["plot_bgcolor"] == "white"
+        assert all(layout[k].get("gridcolor") or layout[k].get("showgrid") is False
+                   for k in layout if k.startswith(("xaxis", "yaxis")))

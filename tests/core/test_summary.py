@@ -130,3 +130,6 @@ def test_durations_side_by_side_are_written_alike():
     from allocator.common.formats import seconds
     assert [seconds(x) for x in (30.98, 30.61, 1.5, 0.0213, 16_600.4)] == [
         "31.0 s", "30.6 s", "1.50 s", "21.3 ms", "16,600 s"]
+    # milliseconds too (issue 40: the real-engine page's "33 ms" beside "32.5 ms")
+    assert [seconds(x) for x in (0.03300, 0.0325, 0.1, 0.0045, 0.0004)] == [
+        "33.0 ms", "32.5 ms", "100 ms", "4.50 ms", "0.4 ms"]

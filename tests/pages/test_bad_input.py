@@ -141,7 +141,7 @@ def test_an_arrival_past_the_engines_clock_is_named(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--trace", "/tmp"], "error: tmp is a directory, not a trace file"),     # named by its base name
+    (["--trace", "/tmp"], "error: /tmp is a directory, not a trace file"),    # named as typed
     (["--slots", "10000000000"], "total_slots = 10000000000 must be a whole number from 1 to 1,073,741,824 (slots)"),
     (["--shared-prefix", "99999999999999999999"], "shared_prefix = 99999999999999999999 must be a whole number "
                                                   "from 0 to 4,194,304 (tokens)"),
@@ -158,9 +158,14 @@ def test_the_cli_refuses_what_it_cannot_run(capsys, argv, message):
 
 
 def test_an_everything_rejected_sweep_prints_dashes(capsys):
-    assert main(["simulate", "--shared-prefix", "4096", "--sweep"]) == 0
+    """A pool every request is rejected from prints dashes, not zeros, in its block-size sweep."""
+    assert main(["simulate", "--workload", "azure-conv", "--slots", "64", "--sweep"]) == 0
     out = capsys.readouterr().out
     assert "averages over all steps" in out and out.rstrip().endswith("-")
+    # a shared prompt that fills the pool is refused before anything runs (issue 40: it printed this
+    # table of dashes and exited 0)
+    assert main(["simulate", "--shared-prefix", "4096", "--sweep"]) == 2
+    assert "shared_prefix = 4,096 tokens fills the whole pool" in capsys.readouterr().err
 
 
 def test_export_refuses_to_write_one_file_twice(tmp_path, capsys):
@@ -480,3 +485,17 @@ def test_a_written_file_replaces_the_old_one_whole(tmp_path, capsys):
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html") or "plotly" in out.read_text(encoding="utf-8")
     assert (out.stat().st_mode & 0o777) == 0o640                 # its permissions are kept
     assert sorted(os.listdir(tmp_path)) == ["b.html", "m.csv"]
+
+
+def test_a_missing_trace_is_named_as_typed(tmp_path, capsys, monkeypatch):
+    """Issue 40: "no such trace file: rows.csv" did not say which folder was meant. The command line
+    names it as typed (relative to the project inside it); exports still name a file by its base name."""
+    typed = str(tmp_path / "runs" / "rows.csv")
+    rc, _, err = _cli(capsys, "simulate", "--trace", typed)
+    assert rc == 2 and err.strip() == f"error: no such trace file: {typed}"
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = _cli(capsys, "simulate", "--trace", os.path.join("runs", "rows.csv"))
+    assert rc == 2 and err.strip() == f"error: no such trace file: {os.path.join('runs', 'rows.csv')}"
+    from allocator.common.paths import PROJECT
+    rc, _, err = _cli(capsys, "simulate", "--trace", os.path.join(PROJECT, "assets", "no-such.csv"))
+    assert rc == 2 and err.strip() == "error: no such trace file: assets/no-such.csv"

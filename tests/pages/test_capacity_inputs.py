@@ -90,8 +90,12 @@ def test_flat_lines_on_the_log_chart_still_have_y_tick_labels():
 
 def test_a_wide_log_axis_keeps_1_2_5_ticks():
     ticks = log_ticks(np.array([3.0, 40.0, 700.0]))
-    assert ticks["tickvals"] == [5, 10, 20, 50, 100, 200, 500] and "range" not in ticks
-    assert ticks["ticktext"][-1] == "500"
+    assert ticks["tickvals"] == [2, 5, 10, 20, 50, 100, 200, 500, 1000]       # the data bracketed by labels
+    assert ticks["ticktext"][-1] == "1,000" and ticks["range"][0] < np.log10(2) and ticks["range"][1] > 3
+    # issue 40: the flat reserve-max line (66 sequences) sat below the lowest label (100)
+    ticks = log_ticks(np.array([66.0, 384.0]))
+    assert ticks["tickvals"][0] <= 66 and ticks["tickvals"][-1] >= 384
+    assert 10 ** ticks["range"][0] < 66 and 10 ** ticks["range"][1] > 384
     at = _page(PAGE)
     spec = json.loads(at.get("plotly_chart")[1].proto.spec)
     assert spec["layout"]["yaxis"]["tickvals"]

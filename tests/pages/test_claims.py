@@ -12,13 +12,14 @@ import re
 
 import pytest
 
+from allocator.cost.best import seconds_source
 from allocator.engine.scenario import Scenario, block_size_sweep, build_workload, run_scenario
 from allocator.viz.claims.explainer import details_rows, headline, lesson_key_steps, reveal
 from allocator.common.formats import seconds
 from allocator.workloads.trace import AZURE_ATTRIBUTION
 from allocator.viz.export.handout import handout_rows, takeaways
 from allocator.viz.export.html import animation_caption
-from tests.conftest import ROOT
+from tests.conftest import ROOT, read_metrics_csv
 
 GRID = {
     "default": Scenario(),
@@ -71,10 +72,11 @@ def allowed_numbers(sc: Scenario, results: dict, rows: list[dict], timings: dict
     when the runs were priced, their timing summaries (seconds also as ms) and the cost model's name."""
     nums = set(LITERATURE)
     for t in (timings or {}).values():
-        nums |= set(NUMBER.findall(t.cost.label))              # "OPT-13B", "A100 40GB" are names
+        nums |= set(NUMBER.findall(seconds_source(t.cost)))     # "OPT-13B", "A100 40GB", "vLLM 0.19" are names
         for v in t.summary.values():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                nums |= _forms(v) | _forms(v * 1000) | {f"{v:.3g}", f"{v * 1000:.3g}", f"{v:,.0f}"}
+                nums |= _forms(v) | _forms(v * 1000) | {f"{v:.3g}", f"{v * 1000:.3g}", f"{v:,.0f}",
+                                                        f"{v * 1000:.1f}", f"{v * 1000:.2f}"}
         for k in timings:
             d = abs(t.summary["makespan_s"] - timings[k].summary["makespan_s"])
             nums |= _forms(d) | _forms(d * 1000) | {f"{d:.3g}", f"{d * 1000:.3g}", f"{d:,.0f}"}
@@ -168,7 +170,8 @@ def test_headline_cards_and_details_quote_the_result(case):
         if s["finished"]:
             # a model's figure is called the model's (a new user read these seconds as measured)
             assert panel["time"].startswith(f"Modelled: **{seconds(timings[key].summary['makespan_s'])}** to drain"), name
-            assert "the cost model's" in panel["line"] and "not a measurement" in panel["line"], name
+            assert "Seconds are modelled, not measured" in panel["line"], name
+            assert seconds_source(timings[key].cost) in panel["line"], name       # which model, named
     for row in details_rows(results, sc.metadata_cost, timings):
         for column in (results["reserve_max"].label.lower(), "paged"):
             for n in _numbers(row[column]):
@@ -340,11 +343,18 @@ def test_paper_replication_texts_quote_the_replication():
     for info in rep.load_rules().values():
         values += [info["scale"], info["ours"], info["paper"]]
     values += [rep.fig13_mean("paged") / rep.fig13_mean(o) for o in ("oracle", "max")]
+    # issue 40: Figure 12's points, its spread over seeds, and the seeds' count, quoted for a point out of line
+    for s in SYSTEMS:
+        values += [pt["normalized_latency_s_per_token"] for pt in rep.fig12[s]]
+        for sp in rep.fig12_spread.get(s, ()):
+            values += [sp["mean"], sp["min"], sp["max"], len(sp["values"])]
+    values += [rep.seed]
     keys = ("token_states", "reservation", "internal", "external")
     values += [100 * max(abs(rep.fig2[s]["artifact"][k] - {"token_states": p["fig2"]["token_states"][s], **split}[k])
                          for s, split in p["fig2"]["splits"].items() for k in keys)]
     for v in values:
-        allowed |= _forms(v) | {f"{v:.2f}" if v is not None else "", f"{v:g}" if v is not None else ""}
+        allowed |= _forms(v) | {f"{v:.2f}" if v is not None else "", f"{v:g}" if v is not None else "",
+                                f"{v:.4f}" if v is not None else ""}
     from allocator.viz.claims.paper import fig12_note
 
     texts = paper_replication_texts(rep)
@@ -588,9 +598,7 @@ def test_the_whole_handout_quotes_the_run():
 
 
 def test_the_csv_header_names_engine_metrics_and_the_shares_partition_the_pool():
-    import io
 
-    import pandas as pd
 
     from allocator.engine.result import METRICS
     from allocator.engine.shares import SHARES
@@ -598,7 +606,7 @@ def test_the_csv_header_names_engine_metrics_and_the_shares_partition_the_pool()
 
     sc = Scenario(shared_prefix=256)
     results = run_scenario(sc, record_snapshots=False)
-    df = pd.read_csv(io.StringIO(metrics_csv(results, sc, build_workload(sc))), comment="#")
+    df = read_metrics_csv(metrics_csv(results, sc, build_workload(sc)))[0]
     pattern = re.compile(r"(reserve_max|paged) (\w+) \((.+)\)")
     for col in df.columns[2:]:
         kind, metric, unit = pattern.fullmatch(col).groups()
@@ -905,9 +913,13 @@ def test_the_kernel_page_quotes_its_records():
     h, hkv, d = gpu_check.TIMING_HEADS
     for n, t in gpu_check.TIMING_SHAPES:
         allowed |= _forms(n) | _forms(t)
-        for row in predict.prediction_table(compile_check.load_report(), n, t, h, hkv, d, "bf16"):
+        rows = predict.prediction_table(compile_check.load_report(), n, t, h, hkv, d, "bf16")
+        for row in rows:
             _object_numbers(row, allowed)
             allowed |= _forms(round(100 * row["fraction_of_nominal"]))
+        from kernels.sweep.figures import prediction_frame         # the tables' cells, as the page shows them
+        for v in prediction_frame(rows).to_numpy().ravel():
+            allowed |= {str(v)} | ({f"{v:g}", f"{v:.1f}"} if isinstance(v, (int, float)) else set())
     gpu = predict.H200
     allowed |= (_forms(gpu.sms) | {f"{gpu.nominal_Bps / 1e12:.1f}", f"{gpu.copy_Bps / 1e12:.1f}",
                                    f"{predict.ASSUMED_LATENCY_S * 1e6:.1f}"} | _forms(h) | _forms(hkv) | _forms(d))

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from allocator.engine.scenario import Scenario, run_scenario
-from allocator.cost.roofline import cost_model
+from allocator.cost.best import best_cost_model
 from allocator.cost.timing import price
 from allocator.viz.claims.explainer import headline
 from tests.conftest import APP_PATH
@@ -39,7 +39,7 @@ def test_every_section_renders(name):
     at.run()
     _no_exception(at)
     res = run_scenario(sc, record_snapshots=False)
-    cost = cost_model()                            # the sidebar's default GPU and model
+    cost = best_cost_model("a100-40gb", "opt-13b")  # the sidebar's default GPU and model, as the page chooses
     cards = headline(res, {k: price(r, cost, idle_step_s=1 / sc.steps_per_second) for k, r in res.items()})
     for key in ("reserve_max", "paged"):           # what the cards say is what the claims module computed
         for card in cards[key]["cards"]:

@@ -204,7 +204,10 @@ def test_page_renders_the_core_figures(app):
     assert [x.split(" to drain")[0] for x in times] == [f":material/timer: Modelled: **{seconds(t[k]['makespan_s'])}**"
                                                        for k in ("reserve_max", "paged")]
     assert f"**{t['paged']['throughput_tokens_per_s']:,.0f}** output tokens/s" in times[1]
-    assert "not a measurement; \"Checked against a real engine\" shows how far such figures are from a real run) on OPT-13B fp16 on NVIDIA A100 40GB; recomputing" in lines[1]
+    assert ("Seconds are modelled, not measured on this run (\"Checked against a real engine\" shows how far such "
+            "figures are from a real run): OPT-13B fp16 on NVIDIA A100 40GB; seconds from the datasheet roofline (a "
+            "model from datasheet peaks, not a measurement); the lab holds no operator profile of OPT-13B fp16; "
+            "recomputing") in lines[1]
     assert [c.key for c in app.get("plotly_chart")] == ["maps", "maps_lines", "sweep"]
 
 
@@ -233,7 +236,8 @@ def test_seconds_axis_toggle(app):
     assert not app.exception
     spec = specs()
     assert spec["maps_lines"]["layout"]["xaxis"]["title"]["text"].startswith("time (s)")
-    assert spec["maps"]["layout"]["sliders"][0]["currentvalue"]["prefix"] == "time "
+    assert spec["maps"]["layout"]["sliders"][0]["currentvalue"]["prefix"] == "time (datasheet roofline) "
+    assert "(datasheet roofline)" in spec["maps_lines"]["layout"]["xaxis"]["title"]["text"]
     assert spec["maps"]["frames"][0]["name"] == "0.0000"
     app.selectbox(key="gpu").set_value("h200").run()
     assert "H200" in specs()["maps_lines"]["layout"]["xaxis"]["title"]["text"]

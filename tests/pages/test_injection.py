@@ -160,8 +160,8 @@ def test_exports_carry_an_uploads_name_as_escaped_bounded_text(payload):
     from allocator.engine.scenario import build_workload
     workload = build_workload(sc)
     csv_text = metrics_csv(results, sc, workload)
-    assert csv_text.splitlines()[0].startswith('#,"KV Cache Paging Lab: upload: ')
-    assert not any(line.startswith("=") for line in csv_text.splitlines())   # the name stayed on the comment line
+    assert ',"KV Cache Paging Lab: upload: ' in csv_text.splitlines()[1]      # the scenario cell, quoted
+    assert not any(line.startswith("=") or ",=" in line for line in csv_text.splitlines())   # no formula cell
     fig = explainer_figure(results)
     for html in (animation_html(sc, workload, results, fig), handout_html(sc, results, workload)):
         assert '<a href="https://evil' not in html and '<img src="https://evil' not in html

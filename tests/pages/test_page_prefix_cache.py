@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from allocator.viz.maps import MAP_BLOCK_CACHED, MAP_BLOCK_FREE, MAP_BLOCK_PRIVATE, MAP_BLOCK_SHARED, block_picture
 from allocator.workloads.mooncake import mooncake_workload, shipped_mooncake
 from allocator.studies.prefix_cache import pool_sweep, run, trace_hit_statistic, ttft_comparison
-from allocator.cost.roofline import cost_model
+from allocator.cost.best import best_cost_model, seconds_source
 from allocator.viz.prefix import BLOCK_LABELS, sweep_table, ttft_summary, window_summary
 from tests.conftest import markdown_text, open_page, seen
 
@@ -48,21 +48,22 @@ def test_default_page_quotes_its_own_replay():
     assert table.equals(sweep_table(sweep))
     assert table["prefill saved (tokens)"].tolist() == [r["prefill_tokens_saved"] for r in sweep.rows]
     # the time-to-first-token sentence is the comparison's, on the default GPU and model
-    cost = cost_model("h200", "llama3-8b", 4)
+    cost = best_cost_model("h200", "llama3-8b", 4)       # the page's: the roofline, saying why (no profile)
     pool = cost.pool_slots() // 16
     cmp = ttft_comparison(wl, 16, pool, cost)
-    assert ttft_summary(cmp, cost.label, pool, 16) in text
+    assert ttft_summary(cmp, seconds_source(cost), pool, 16) in text
     assert "not measurements" in text
     # three charts, every axis titled, every trace with hover text
     charts = _charts(at)
     assert len(charts) == 3
     for spec in charts:
         layout = spec["layout"]
+        assert layout["xaxis"]["title"]["text"] and layout["yaxis"]["title"]["text"], layout.get("title")
         for trace in spec["data"]:
             assert trace.get("hovertemplate") or trace.get("hoverinfo") == "skip" or trace["x"] == [None]
     hit, _, ttft = charts
     assert hit["layout"]["xaxis"]["title"]["text"].startswith("pool size (slots")
-    assert ttft["layout"]["xaxis"]["title"]["text"] == "time to first token (s)"
+    assert ttft["layout"]["xaxis"]["title"]["text"] == "time to first token (s, datasheet roofline)"
     # 16-slot blocks (one-pass curve: solid where exact, dotted where the model's), with the trace's own
     # 512-slot blocks beside them
     names = [t["name"] for t in hit["data"]]

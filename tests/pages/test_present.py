@@ -79,3 +79,41 @@ def test_for_the_back_row_keeps_larger_text_and_leaves_the_figure_alone():
     assert out.layout.title.font.size == 30 and out.layout.annotations[0].font.size == 15
     assert out.layout.xaxis.title.font.size == 15 and out.layout.height == round(400 * PROJECTOR_HEIGHT_FACTOR)
     assert fig.layout.annotations[0].font.size == 9 and fig.layout.height == 400        # the original is untouched
+
+
+def test_for_the_back_row_enlarges_words_drawn_on_the_plot():
+    """Issue 40: the Block tables page's boxes kept their 10-12 px words in presentation mode."""
+    import plotly.graph_objects as go
+
+    from allocator.viz.projector import PROJECTOR_FONTS as F, for_the_back_row
+    fig = go.Figure(go.Scatter(x=[1], y=[1], mode="text", text=["<b>11</b><br><span style='font-size:10px'>You are</span>"],
+                               textfont=dict(size=12)))
+    out = for_the_back_row(fig)
+    assert out.data[0].textfont.size == F["base"]
+    assert "font-size:14px" in out.data[0].text[0]                  # 10 px x 15/12, at least ticks + 1
+    assert fig.data[0].textfont.size == 12 and "font-size:10px" in fig.data[0].text[0]
+
+
+def test_presenting_draws_tables_as_html_the_back_row_can_read():
+    """Issue 40: st.dataframe draws its cells on a canvas that presentation mode's larger type never
+    reached. Presenting, a page's tables are HTML tables (their text grows with the prose); a
+    column keeps its short label."""
+    from tests.conftest import open_page
+    normal = open_page("pages/block_tables.py")
+    presenting = open_page("pages/block_tables.py", {"present": True})
+    assert len(normal.dataframe) >= 2 and not presenting.dataframe
+    assert len(presenting.table) >= len(normal.dataframe)
+    pool = normal.dataframe[0].value
+    assert any(list(pool.columns) == [str(c) for c in t.value.columns] for t in presenting.table)
+
+
+def test_pages_draw_their_tables_through_data_table():
+    """Find every place: no page script calls st.dataframe itself (pages._ui.present.data_table does)."""
+    import os
+    import re
+
+    from tests.conftest import ROOT
+    for f in sorted(os.listdir(os.path.join(ROOT, "pages"))):
+        if f.endswith(".py"):
+            text = open(os.path.join(ROOT, "pages", f), encoding="utf-8").read()
+            assert not re.search(r"\bst\.dataframe\(", text), f

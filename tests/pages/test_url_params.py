@@ -11,13 +11,13 @@ from tests.conftest import APP_PATH, seen
     ({"block_size": "0"}, "URL parameter block_size='0' is not a block size the slider offers"),
     ({"slots_classroom-40": "abc"}, "URL parameter slots_classroom-40='abc' must be a whole number from 64 to "
                                     "1,048,576 (slots); using 2,048."),
-    ({"seed": "-1"}, "URL parameter seed='-1' must be a whole number from 0 to 10,000; using 25."),
+    ({"seed": "-1"}, "URL parameter seed='-1' must be a whole number from 0 to 4,294,967,295; using 25."),
     ({"metadata_cost": "100"}, "URL parameter metadata_cost='100' must be a number from 0 to 8 in steps of 0.25"),
     ({"metadata_cost": "0.3"}, "in steps of 0.25"),
     ({"workload": "bogus"}, "URL parameter workload='bogus' is not a workload of this page (one of classroom-40, "
                             "azure-conv, sharegpt-opt, upload); using classroom-40."),
     ({"preemption": "evict"}, "URL parameter preemption='evict' is not one of recompute, swap; using recompute."),
-    ({"shared_prefix": "99999"}, "URL parameter shared_prefix='99999' must be a whole number from 0 to 4,096"),
+    ({"shared_prefix": "9999999"}, "URL parameter shared_prefix='9999999' must be a whole number from 0 to 4,194,304 (tokens)"),
     ({"colour": "red"}, "URL parameter colour='red' is not a setting of this page; it was ignored."),
     ({"seed": "3", "workload": "azure-conv"}, "URL parameter seed='3' is not a setting of this page for the "
                                               "azure-conv workload; it was ignored."),
@@ -82,7 +82,7 @@ def test_a_link_carries_the_policy_the_gpu_and_the_seconds_axis():
      "URL parameter offset_azure-conv='1e5' must be a whole number from 0 to 199,999 (trace rows, from 0) "
      "written in digits only; using 0."),
     ({"workload": "azure-conv", "offset_azure-conv": "19366.0"}, "offset_azure-conv='19366.0' must be a whole number"),
-    ({"seed": "1e3"}, "URL parameter seed='1e3' must be a whole number from 0 to 10,000 written in digits only"),
+    ({"seed": "1e3"}, "URL parameter seed='1e3' must be a whole number from 0 to 4,294,967,295 written in digits only"),
     ({"present": "1"}, "URL parameter present='1' must be true or false; using false."),
     ({"present": "yes"}, "URL parameter present='yes' must be true or false; using false."),
 ])
@@ -171,3 +171,17 @@ def test_every_sidebar_rule_lies_inside_the_cores_range(workload):
         assert core.contains(rule.low) and core.contains(rule.high) and rule.low <= rule.default <= rule.high, key
         assert (rule.unit, rule.integer) == (core.unit, core.integer), key
     assert all(LIMITS["block_size"].contains(b) for b in BLOCK_SIZES)
+
+
+@pytest.mark.parametrize("workload", ["classroom-40", "azure-conv"])
+def test_the_page_takes_the_clis_range_for_seed_max_new_tokens_and_shared_prefix(workload):
+    """Issue 40: one range per setting, the core's (allocator/common/limits.py), in the URL, the
+    sidebar and the CLI alike."""
+    from allocator.common.limits import LIMITS
+    from pages._ui.url_params import number_rules
+    rules = number_rules(workload)
+    same = {f"max_new_{workload}": "max_new_tokens", "shared_prefix": "shared_prefix"}
+    if workload == "classroom-40":
+        same["seed"] = "seed"
+    for key, field in same.items():
+        assert rules[key].limit == LIMITS[field] and rules[key].field == field, key

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from allocator.memory.buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT
 from allocator.common.formats import pct, plural, seconds
+from allocator.cost.best import seconds_source
 from allocator.common.metric_names import SUMMARY_METRICS
 from allocator.engine.shares import SHARES
 
@@ -126,9 +127,9 @@ def headline(results: dict, timings: dict | None = None) -> dict:
                        if compare and abs(diff) >= 0.05 else "")
                     + (f" · **{t['throughput_tokens_per_s']:,.0f}** output tokens/s"
                        if t["throughput_tokens_per_s"] else ""))
-            line += (f" Seconds are the cost model's (a roofline from datasheet peaks, not a measurement; "
-                     f"\"Checked against a real engine\" shows how far such figures are from a real run) on "
-                     f"{timings[key].cost.label}" + time_line(res, timings[key]))
+            line += (f" Seconds are modelled, not measured on this run (\"Checked against a real engine\" shows "
+                     f"how far such figures are from a real run): {seconds_source(timings[key].cost)}"
+                     + time_line(res, timings[key]))
         out[key] = {"title": res.label + (f" · blocks of {res.block_size}" if res.block_size else " · contiguous"),
                     "cards": cards, "line": line, "time": time}
     return out
@@ -160,7 +161,8 @@ def time_line(res, timing) -> str:
                  "copies over the host link")
     if res.summary.preemptions and res.summary.recomputed_tokens:
         text += (f"; recomputing {res.summary.recomputed_tokens:,} tokens cost {seconds(t['recompute_flops_s'])} "
-                 "of prefill compute (priced at the GPU's peak FLOP/s)")
+                 "of prefill compute (their weight FLOPs at the GPU's datasheet peak, whichever model prices "
+                 "the steps)")
         if res.preemption == "swap":        # a swap falls back to recompute only when the host pool is full
             text += (" — in swap mode these are the preemptions the host pool had no room for, so they "
                      "were recomputed instead")
@@ -235,7 +237,8 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
     add("finished / rejected", lambda r: f"{r.summary.finished:,} / {len(r.rejected):,}",
         "requests served, and requests that can never fit this pool")
     if timings is not None:
-        label = timings["paged"].cost.label
+        label = seconds_source(timings["paged"].cost)
+        kind = f" ({timings['paged'].cost.short_name}'s seconds)"
         by = {id(results[k]): timings[k].summary for k in results}
 
         def timed(key, fmt=seconds):
@@ -243,22 +246,24 @@ def details_rows(results: dict, metadata_cost: float, timings: dict | None = Non
 
         idle = timings["paged"].summary["idle_s"] + timings["reserve_max"].summary["idle_s"]
         add("seconds to drain", timed("makespan_s"),
-            f"every step priced on {label}, added up" + (
+            f"every step priced, added up ({label})" + (
                 "; a stretch with nothing to run lasts its steps at the workload's arrival clock" if idle else ""))
         add("throughput (output tokens/s)", timed("throughput_tokens_per_s", lambda v: f"{v:,.0f}"),
-            "answer tokens delivered per second of the run")
+            "answer tokens delivered per second of the run" + kind)
         add("time to first token, median / 99th percentile",
             lambda r: (f"{seconds(by[id(r)]['ttft_p50_s'])} / {seconds(by[id(r)]['ttft_p99_s'])}"
                        if by[id(r)]["finished"] else "—"),
-            "from a request's arrival to its first token: queueing plus its prefill")
+            "from a request's arrival to its first token: queueing plus its prefill" + kind)
         add("time per output token, median", timed("tpot_p50_s"),
-            "between a request's later tokens; a preempted request's wait counts in it")
+            "between a request's later tokens; a preempted request's wait counts in it" + kind)
         add("normalised latency (s/token)", timed("normalized_latency_s_per_token", lambda v: f"{v:.4f}"),
-            "mean over requests of end-to-end latency ÷ answer length (the PagedAttention paper's measure)")
+            "mean over requests of end-to-end latency ÷ answer length (the PagedAttention paper's measure)" + kind)
         add("swap copies / recompute FLOPs (seconds)",
             lambda r: f"{seconds(by[id(r)]['swap_s'])} / {seconds(by[id(r)]['recompute_flops_s'])}",
-            "what preemption cost: blocks copied over the host link, or the prefill of recomputed tokens "
-            "(priced at the GPU's peak FLOP/s)")
+            "what preemption cost: blocks copied over the host link (bytes over the datasheet's link "
+            "bandwidth plus a fixed latency per copy), or the prefill of recomputed tokens (their weight "
+            "FLOPs at the datasheet's peak FLOP/s); both are the datasheet roofline's terms, whichever model "
+            "prices the steps")
     if any(r.summary.finished == 0 for r in results.values()):
         rows.append({"measure": "why “—”", left: "", "paged": "",
                      "what it means": "a dash marks a figure that does not exist because nothing ran"})

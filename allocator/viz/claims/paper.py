@@ -112,7 +112,10 @@ def paper_replication_texts(rep) -> dict:
              f"(this model: {ratio(rep.fig13_mean('paged') / rep.fig13_mean('oracle'))} and "
              f"{ratio(rep.fig13_mean('paged') / rep.fig13_mean('max'))}), and its Figure 12a curves turn up at about "
              f"{ratio(p['fig12']['curve_ratio_vs_oracle_opt13b'])} vLLM's rate over Orca (Oracle)'s (a reading of "
-             f"the plot, not a stated number); this model's sustained-rate ratio is {cmp_words(ro, p)} that reading.")
+             f"the plot, not a stated number); this model's sustained-rate ratio is {cmp_words(ro, p)} that reading."
+             + (f" Lines: seed {rep.seed}'s draw; bars: the range over {len(next(iter(rep.fig12_spread.values()))[0]['values'])} "
+                "arrival seeds at each point." if rep.fig12_spread else "")
+             + fig12_out_of_line(rep))
     departures = [
         "Step times come from a roofline of datasheet peaks, not from the paper's measured kernels, so absolute "
         "seconds differ and the rates are scaled (above).",
@@ -200,6 +203,35 @@ def e2e_words(abl) -> str:
     from allocator.studies.ablations import E2E_DURATION_S, E2E_RATE
     return (f"the artifact's {E2E_RATE:g} requests/s × {abl.scale:.2f}, {E2E_DURATION_S:g} s of arrivals, mean of "
             f"{len(abl.seeds)} arrival seeds")
+
+
+def fig12_out_of_line(rep) -> str:
+    """Sentences (with a leading space; "" when none) about every point of Figure 12 whose latency
+    is above the next higher rate's on the same curve -- load that rises while latency falls -- with
+    the spread over seeds at both rates when :func:`allocator.studies.paper.add_fig12_spread` ran, so
+    a reader sees whether one 600 s draw of arrivals put it there (numbers from ``rep``)."""
+    from allocator.studies.paper import PAPER_FIGURES, PAPER_LABELS, SYSTEMS
+    dur = PAPER_FIGURES["fig12"]["duration_s"]
+    out = []
+    for s in SYSTEMS:
+        pts, sp = rep.fig12[s], rep.fig12_spread.get(s)
+        for i in range(len(pts) - 1):
+            a, b = pts[i]["normalized_latency_s_per_token"], pts[i + 1]["normalized_latency_s_per_token"]
+            if a is None or b is None or a <= b:
+                continue
+            ra, rb = pts[i]["paper_rate"], pts[i + 1]["paper_rate"]
+            text = (f" {PAPER_LABELS[s]}'s line is slower at {ra:g} requests/s ({a:.4f} s/token) than at {rb:g} "
+                    f"({b:.4f}): each point is one random {dur:g} s draw of arrivals (seed {rep.seed}), and which "
+                    "requests arrive when differs from draw to draw.")
+            if sp:
+                n = len(sp[i]["values"])
+                ma, mb = sp[i]["mean"], sp[i + 1]["mean"]
+                text += (f" Over {n} seeds the means are {ma:.4f} and {mb:.4f} s/token (ranges "
+                         f"{sp[i]['min']:.4f}–{sp[i]['max']:.4f} and {sp[i + 1]['min']:.4f}–{sp[i + 1]['max']:.4f}, "
+                         "the bars): " + ("the mean rises with the load, so the dip is that draw's." if ma <= mb
+                                         else "the mean falls too, so it is not one draw alone."))
+            out.append(text)
+    return "".join(out)
 
 
 def fig12_note(rep) -> str:

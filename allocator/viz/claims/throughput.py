@@ -3,6 +3,7 @@ from the sweep shown beside them; the paper's figures are labelled as the paper'
 from __future__ import annotations
 
 from allocator.common.formats import pct, rate, ratio, seconds
+from allocator.cost.best import seconds_source
 
 
 def sustained_text(s: dict) -> str:
@@ -49,7 +50,8 @@ def sweep_headline(sweep) -> str:
         return text + "the sweep did not include the paged allocator."
     text += (f"paged allocation sustains **{sustained_text(sweep.sustained['paged'])}** before its normalised latency "
              f"passes the budget of {sweep.budget_s_per_token:.3f} s/token ({sweep.latency_factor:g} × the "
-             f"{sweep.unloaded_s_per_token:.4f} s/token of a request served alone).")
+             f"{sweep.unloaded_s_per_token:.4f} s/token of a request served alone). Every second on this page "
+             f"is modelled: {seconds_source(c)}.")
     others = [p for p in ("max", "oracle") if p in sweep.sustained]
     if all(s["bound"] == "above" for s in sweep.sustained.values()):
         top = rate(sweep.rates[-1])
@@ -90,12 +92,12 @@ def paper_comparison(sweep) -> dict:
     stated = [text for _, text in parts if text]
     unstated = [POLICY_LABELS[p].lower() for p, text in parts if not text]
     if stated:
-        model = (f"**This model's figures** ({sweep.cost.label}, {SWEEP_WORKLOADS[sweep.workload]}): paged sustained "
+        model = (f"**This model's figures** ({sweep.cost.label}, seconds from the {sweep.cost.short_name}, {SWEEP_WORKLOADS[sweep.workload]}): paged sustained "
                  + " and ".join(stated) + " at the same latency budget."
                  + (f" No ratio to {' or '.join(unstated)} can be stated from these rates (add rates between the "
                     "two around each crossing; see the chart)." if unstated else ""))
     elif unstated:
-        model = (f"**This model's figures** ({sweep.cost.label}, {SWEEP_WORKLOADS[sweep.workload]}): no ratio of "
+        model = (f"**This model's figures** ({sweep.cost.label}, seconds from the {sweep.cost.short_name}, {SWEEP_WORKLOADS[sweep.workload]}): no ratio of "
                  f"paged to {' or '.join(unstated)} can be stated from these rates (add rates between the two "
                  "around each crossing; see the chart).")
     else:
@@ -146,17 +148,45 @@ def latency_claim(sweep, at: float) -> str:
                      f"{seconds(s['ttft_p99_s'])} at the 99th percentile; time per output token "
                      f"{seconds(s['tpot_p50_s'])} median, {seconds(s['tpot_p99_s'])} at the 99th; "
                      f"{s['throughput_tokens_per_s']:,.0f} output tokens/s.")
-    return f"At {rate(at)} requests/s:\n\n" + "\n".join(lines)
+    return (f"At {rate(at)} requests/s (seconds from the {sweep.cost.short_name}):\n\n" + "\n".join(lines))
+
+
+def time_split_rows(sweep, at: float) -> list[dict]:
+    """"Where the seconds went" at rate ``at``, one row per policy (display strings, from ``sweep``):
+    under the roofline, memory-bound and compute-bound steps; under an operator profile, the
+    profiled operators; then fixed overhead, swap copies, idle and the whole run (the seconds add
+    up to it), and the preemptions. Each seconds column names the cost model that produced it."""
+    from allocator.studies.rate_sweep import POLICY_LABELS
+    kind = sweep.cost.short_name
+    rows = []
+    for p in sweep.policies:
+        s = sweep.points[(p, at)]
+        row = {"allocator": POLICY_LABELS[p]}
+        if sweep.cost.kind == "profile":
+            row[f"operators ({kind})"] = seconds(s["operators_s"])
+        else:
+            row[f"memory-bound steps ({kind})"] = seconds(s["memory_limited_s"])
+            row[f"compute-bound steps ({kind})"] = seconds(s["compute_limited_s"])
+        row.update({f"fixed overhead ({kind})": seconds(s["overhead_s"]),
+                    "swap copies (datasheet link)": seconds(s["swap_s"]), "idle": seconds(s["idle_s"]),
+                    f"whole run ({kind})": seconds(s["makespan_s"]), "preemptions": f"{s['preemptions']:,}"})
+        rows.append(row)
+    return rows
 
 
 def time_split_claim(sweep, at: float, policy: str = "paged") -> str:
-    """Where one run's seconds went (markdown; from ``sweep``): memory-limited, compute-limited,
-    overhead, swap and idle seconds, which add up to the run's time."""
+    """Where one run's seconds went (markdown; from ``sweep``): memory-limited and compute-limited
+    seconds (roofline) or the profiled operators' (operator profile), overhead, swap and idle
+    seconds, which add up to the run's time; the cost model named."""
     from allocator.studies.rate_sweep import POLICY_LABELS
     s = sweep.points[(policy, at)]
-    return (f"The {POLICY_LABELS[policy].lower()} run at {rate(at)} requests/s took {seconds(s['makespan_s'])}: "
-            f"{seconds(s['memory_limited_s'])} in steps limited by memory bandwidth, "
-            f"{seconds(s['compute_limited_s'])} in compute-bound steps, {seconds(s['overhead_s'])} of fixed "
+    if sweep.cost.kind == "profile":
+        work = f"{seconds(s['operators_s'])} in the profiled operators (all layers, lm_head and the sampler), "
+    else:
+        work = (f"{seconds(s['memory_limited_s'])} in steps limited by memory bandwidth, "
+                f"{seconds(s['compute_limited_s'])} in compute-bound steps, ")
+    return (f"The {POLICY_LABELS[policy].lower()} run at {rate(at)} requests/s took {seconds(s['makespan_s'])} by "
+            f"the {sweep.cost.short_name}: " + work + f"{seconds(s['overhead_s'])} of fixed "
             f"per-step overhead, {seconds(s['swap_s'])} copying swapped blocks and {seconds(s['idle_s'])} idle "
             "between requests.")
 

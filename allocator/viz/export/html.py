@@ -170,33 +170,40 @@ def scenario_slug(scenario) -> str:
     return "_".join(parts).replace(".", "p")
 
 
+#: The metrics CSV's last column: what was run (its first row; the rest empty).
+SCENARIO_COLUMN = "scenario"
+
+
 def metrics_csv(results: dict, scenario=None, workload=None) -> str:
     """The per-step metrics of both allocators as one CSV text (see ``metrics_frame`` for columns).
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
-        scenario, workload: what was run; when given, the file opens with one comment line naming
-            it (``#,"KV Cache Paging Lab: <scenario_summary>"``: a ``#`` cell, then the text as one
-            quoted cell, so a spreadsheet shows it as text however it is named). Read it back with
-            ``pandas.read_csv(..., comment="#")``.
+        scenario, workload: what was run; when given, a last column ``scenario`` names it (its
+            first row holds ``"KV Cache Paging Lab: <scenario_summary>"``, the others are empty),
+            so the file names its run and still reads back with a plain ``pandas.read_csv(path)``
+            (a comment line would need ``comment="#"``).
 
     Returns:
-        CSV text (``\\n`` line ends, the comment line, the header row (every name quoted, as
-        :func:`csv_text_cell` writes text), then one row per record --
-        a busy step or an idle gap -- no index column). Utilisation is a fraction written at full
-        precision (it reads back to the same float); counts are integers; cells after an
-        allocator drained are empty.
+        CSV text (``\\n`` line ends, the header row (every name quoted, as :func:`csv_text_cell`
+        writes text), then one row per record -- a busy step or an idle gap -- no index column).
+        Utilisation is a fraction written at full precision (it reads back to the same float);
+        counts are integers; cells after an allocator drained are empty.
 
     Raises:
         ValueError: ``results`` lacks one of the two allocators.
     """
     buf = io.StringIO()
-    if scenario is not None:
-        label = one_line(scenario_summary(scenario, workload), 400)
-        buf.write(f"#,{csv_text_cell('KV Cache Paging Lab: ' + label)}\n")
     frame = metrics_frame(results)
-    buf.write(",".join(csv_text_cell(str(c)) for c in frame.columns) + "\n")
-    frame.to_csv(buf, index=False, header=False, lineterminator="\n")     # numbers and empty cells only
+    names = [str(c) for c in frame.columns]
+    body = frame.to_csv(index=False, header=False, lineterminator="\n")     # numbers and empty cells only
+    if scenario is not None:
+        label = csv_text_cell("KV Cache Paging Lab: " + one_line(scenario_summary(scenario, workload), 400))
+        lines = body.split("\n")[:-1]
+        body = "".join(f"{line},{label if i == 0 else ''}\n" for i, line in enumerate(lines))
+        names.append(SCENARIO_COLUMN)
+    buf.write(",".join(csv_text_cell(c) for c in names) + "\n")
+    buf.write(body)
     return buf.getvalue()
 
 

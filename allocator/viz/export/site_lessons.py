@@ -49,8 +49,15 @@ SITE_NARROWEST_PX = 900
 
 
 def _fig(fig) -> dict:
-    """A figure as plain JSON, its title and top legend kept out of Plotly's toolbar as on the app's pages."""
-    return json.loads(clear_of_modebar(fig, SITE_NARROWEST_PX).to_json())
+    """A figure as plain JSON, its title and top legend kept out of Plotly's toolbar as on the app's pages,
+    on a white plot with light grid lines like the site's other charts (the app's theme paints these
+    white; without it Plotly's default template draws a grey plot area, issue 40)."""
+    fig = clear_of_modebar(fig, SITE_NARROWEST_PX)
+    if fig.layout.plot_bgcolor is None:
+        fig.update_layout(plot_bgcolor="white")
+    fig.for_each_xaxis(lambda ax: ax.update(gridcolor="#eee") if ax.gridcolor is None else None)
+    fig.for_each_yaxis(lambda ax: ax.update(gridcolor="#eee") if ax.gridcolor is None else None)
+    return json.loads(fig.to_json())
 
 
 def accounting_page() -> dict:
