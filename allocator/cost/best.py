@@ -87,8 +87,11 @@ class ProfiledCostModel(CostModel):
         b, served = self.profile.bundle, self.profile.model.config
         gpu = b.meta.get("gpu") or self.gpu.label
         same = "" if served.key == self.model.key else f", the same layer shapes as {self.model.short.split(',')[0]}"
+        top = b.attention.largest
+        context = int(max(top["kv_decode"], top["kv_prefill"]))
         return (f"the operator profile measured on {gpu} with vLLM {b.meta.get('vllm_version', '?')} for "
-                f"{served.short}{same} (per-operator latencies; not the datasheet roofline)")
+                f"{served.short}{same} (per-operator latencies, measured up to {int(top['prefill_chunk']):,} prefill tokens a "
+                f"step and {context:,} tokens of context, extrapolated beyond; not the datasheet roofline)")
 
     @property
     def short_name(self) -> str:

@@ -282,6 +282,13 @@ class AttentionTable:
             return [keys[0]], [keys[-1]]
         return [keys[0], *blo.min(axis=0)], [keys[-1], *bhi.max(axis=0)]
 
+    @property
+    def largest(self) -> dict:
+        """{axis name: the largest measured value on that axis} (:attr:`AXES`), e.g. the longest
+        decode context the profile measured; a query past it is extrapolated (:meth:`lookup`)."""
+        hi = self._box(self.root)[1]                     # in level order: pc, nd, kp, kd
+        return {self.AXES[q]: float(hi[level]) for level, q in enumerate(self._order)}
+
     def lookup(self, prefill_chunk: float, kv_prefill: float, n_decode: float, kv_decode: float) -> tuple[float, list]:
         """Seconds of one layer's attention at the query, and the axes it left the grid on.
 

@@ -141,7 +141,8 @@ def test_pages_never_price_seconds_with_the_bare_roofline():
     for folder in ("pages", os.path.join("allocator", "viz")):
         for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
             for f in files:
-                if not f.endswith(".py") or f == "replay.py":      # the real-engine page names its own models
+                # the real-engine page (and its replay helpers) names its own two cost models in each table
+                if not f.endswith(".py") or f in ("replay.py", "real_engine.py"):
                     continue
                 text = open(os.path.join(dirpath, f), encoding="utf-8").read()
                 rel = os.path.relpath(os.path.join(dirpath, f), ROOT)
