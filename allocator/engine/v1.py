@@ -366,7 +366,8 @@ class V1Scheduler:
             for them).
         """
         woke = self.wake_at.pop(t, None)
-        if woke and not self.active and not self.edge and self.n_dec <= self.budget_cap:
+        if woke and not self.active and not self.edge and self.n_dec <= self.budget_cap \
+                and not getattr(self.allocator, "windowed", False):   # (a window releases blocks per decode)
             fast = self._decode_woken(woke, done, t)  # the usual step: decoders alone, some at a boundary
             if fast is not None:
                 return fast
@@ -437,8 +438,9 @@ class V1Scheduler:
 
     def _decode_woken(self, woke: list, done: list, t: int) -> tuple | None:
         """:meth:`serve`'s usual step, in one pass: no one else is active, the decoders' tokens fit
-        the budget and no prefix cache registers blocks, so the woken (each at a block boundary or
-        its last token) only decode. Those at a boundary get their new blocks in one call, in
+        the budget, no prefix cache registers blocks and no sliding window releases any, so the
+        woken (each at a block boundary or its last token) only decode. Those at a boundary get
+        their new blocks in one call, in
         admission order (``PagedAllocator.grow_all``: the blocks, and the slots never written, that
         one ``v1_allocate`` each gives them); the rest of them stay decoders with the same base,
         woken again at their next event, as :meth:`_walk` then :meth:`_settle` would leave them.
