@@ -15,6 +15,7 @@ changes for it -- a block boundary, its last token, a preemption -- or while it 
 from __future__ import annotations
 
 from collections import deque
+from operator import attrgetter
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,8 +194,21 @@ class _V1Seq:
 _NOTHING_WALKED = ((0, 0, 0, 0), 0, 0, None)
 
 
-def _by_order(s: _V1Seq) -> int:
-    return s.order
+_by_order = attrgetter("order")          # a sort key (C-level: sorted every step)
+
+
+def _prefill_chunk(s: _V1Seq, c: int, new: int) -> tuple[int, int]:
+    """Account a prefill chunk of ``new`` tokens computed after the ``c`` that ``s`` has computed:
+    returns (its query-key pairs -- token c + i attends to c + i + 1 tokens, summed over
+    i < new --, the tokens of it that recompute what a preemption lost), and takes the latter off
+    ``s.recomputing``. (:meth:`V1Scheduler._walk` and :meth:`V1Scheduler.compute` both count a
+    chunk this way.)"""
+    r = s.recomputing
+    if r:
+        if new < r:
+            r = new
+        s.recomputing -= r
+    return new * c + new * (new + 1) // 2, r
 
 
 def check_allocator(allocator) -> None:
@@ -219,7 +233,7 @@ class V1Scheduler:
 
     Attributes:
         waiting: the queue (FCFS; a preempted sequence returns to its head).
-        running: the running sequences in admission order (the last one is the youngest).
+        running: {id: sequence} for the running, in admission order (the last one is the youngest).
         busy_limit: busy steps no run can legitimately need (a bug guard).
     """
 
@@ -235,7 +249,7 @@ class V1Scheduler:
     def __init__(self, allocator, run, rules: V1Rules) -> None:
         self.allocator, self.run = allocator, run
         self.waiting: deque[_V1Seq] = deque()
-        self.running: list[_V1Seq] = []
+        self.running: dict[int, _V1Seq] = {}
         self.budget_cap, self.seq_cap = rules.max_num_batched_tokens, rules.max_num_seqs
         self.chunked = rules.chunked_prefill
         self.reject_reason = None if self.chunked else self._prompt_over_budget
@@ -352,6 +366,11 @@ class V1Scheduler:
             for them).
         """
         woke = self.wake_at.pop(t, None)
+        if woke and not self.active and not self.edge and self.n_dec <= self.budget_cap \
+                and not getattr(self.allocator, "windowed", False):   # (a window releases blocks per decode)
+            fast = self._decode_woken(woke, done, t)  # the usual step: decoders alone, some at a boundary
+            if fast is not None:
+                return fast
         if woke:                                      # _wake for each, the sums changed once
             bases = 0
             for s in woke:
@@ -369,12 +388,12 @@ class V1Scheduler:
         demand = self.n_dec
         for s in active:
             demand += s.prompt_len + s.generated - s.computed
-        if demand > self.budget_cap:                  # the budget binds: the order decides, walk them all
-            for s in self.running:
+        if demand > self.budget_cap and not self._decoders_all_fit(active):   # walk them all, in order
+            for s in self.running.values():
                 if s.base is not None:
                     self._wake(s, t)
             self.wake_at.clear()
-            self.active = active = list(self.running)
+            self.active = active = list(self.running.values())
         n_before = self.n_dec
         if active:
             budget, preempted, served, counts = self._walk(active, self.budget_cap - n_before, done, t)
@@ -387,6 +406,84 @@ class V1Scheduler:
             counts = ((prefill, prefill_pairs, decodes + n, decode_pairs + self.dec_base + n * (t + 1)),
                       emitted + n, recomputed, None)
         return budget, preempted, served + n, counts
+
+    def _decoders_all_fit(self, active: list) -> bool:
+        """When the running ask for more than the budget: whether every decoder still gets its
+        token in the order of admission, so that walking only ``active`` (given the budget less
+        one token per decoder) schedules what walking every running sequence would. True when the
+        decoders and the wants of the active admitted before the youngest decoder fit the budget:
+        then those active get all they ask for wherever the decoders sit among them, and only the
+        active admitted after every decoder (typically the youngest, prefilling in chunks) are
+        cut -- given, in both walks, the budget less every decoder's token and the earlier
+        actives' wants. (A preemption takes the youngest: such a trailing active before any
+        decoder.) False: a decoder would go without its token; :meth:`serve` walks them all.
+
+        Under these rules it is always true, as far as the engine's runs show (issue 39: not one
+        False in the bench's runs nor in random small pools and budgets): a sequence is admitted
+        only while budget is left, and one still prefilling leaves none, so no decoder is younger
+        than a prefill and the running never outnumber the budget. Kept as the guard that makes
+        the shortcut safe, not as a rule the loop relies on."""
+        n = self.n_dec
+        if not n:
+            return True
+        i = len(active) - 1
+        for s in reversed(self.running.values()):    # the active admitted after every decoder
+            if i < 0 or s is not active[i]:
+                break
+            i -= 1
+        for k in range(i + 1):
+            s = active[k]
+            n += s.prompt_len + s.generated - s.computed
+        return n <= self.budget_cap
+
+    def _decode_woken(self, woke: list, done: list, t: int) -> tuple | None:
+        """:meth:`serve`'s usual step, in one pass: no one else is active, the decoders' tokens fit
+        the budget, no prefix cache registers blocks and no sliding window releases any, so the
+        woken (each at a block boundary or its last token) only decode. Those at a boundary get
+        their new blocks in one call, in
+        admission order (``PagedAllocator.grow_all``: the blocks, and the slots never written, that
+        one ``v1_allocate`` each gives them); the rest of them stay decoders with the same base,
+        woken again at their next event, as :meth:`_walk` then :meth:`_settle` would leave them.
+        Returns what :meth:`serve` returns, or None -- nothing changed -- when too few blocks are
+        free for all of them (then :meth:`serve` walks them, preempting as it goes)."""
+        bs = self.allocator.block_size
+        if len(woke) > 1:
+            woke.sort(key=_by_order)
+        grow = [s.id for s in woke if (s.base + t) % bs == 0]
+        if grow and self.allocator.grow_all(grow) is None:
+            self.wake_at[t] = woke                    # as it was: serve() takes the step
+            return None
+        n_before = self.n_dec
+        t1 = t + 1
+        wake_at = self.wake_at
+        decodes = pairs = bases = held = 0
+        for s in woke:
+            b = s.base
+            c = b + t + 1                             # computed after this step's decode
+            g = c + 1 - s.prompt_len                  # tokens emitted, this one too (it holds c + 1)
+            if g >= s.output_len:                     # its last token: out of the decoders, finished
+                s.computed, s.generated, s.base = c, g, None
+                bases += b
+                held += c
+                decodes += 1
+                pairs += c
+                done.append(s)
+                continue
+            gap = -c % bs                             # (_settle's rule, without prefix caching)
+            last = s.output_len - g - 1
+            s.event = wake = t1 + (gap if gap < last else last)
+            bucket = wake_at.get(wake)
+            if bucket is None:
+                wake_at[wake] = [s]
+            else:
+                bucket.append(s)
+        if decodes:
+            self.n_dec -= decodes
+            self.dec_base -= bases
+            self.computed_sum += held
+        n = self.n_dec
+        counts = ((0, 0, decodes + n, pairs + self.dec_base + n * t1), decodes + n, 0, None)
+        return self.budget_cap - n_before, 0, n_before, counts
 
     def _walk(self, seqs: list, budget: int, done: list, t: int) -> tuple[int, int, int, tuple]:
         """Schedule and compute ``seqs`` (running, in admission order; those preempted meanwhile are
@@ -444,12 +541,10 @@ class V1Scheduler:
                 if victim is s:
                     return budget, preempted, served, ((prefill, prefill_pairs, decodes, decode_pairs),
                                                        emitted, recomputed, None)
+            pairs, r = _prefill_chunk(s, c, new)
             prefill += new
-            prefill_pairs += new * c + new * (new + 1) // 2
-            if s.recomputing:
-                r = new if new < s.recomputing else s.recomputing
-                recomputed += r
-                s.recomputing -= r
+            prefill_pairs += pairs
+            recomputed += r
             budget -= new
             self.computed_sum += new
             s.computed = c + new
@@ -554,7 +649,7 @@ class V1Scheduler:
     def preempt_youngest(self) -> _V1Seq:
         """Preempt the running sequence admitted last by recompute: free its blocks (they stay in
         the prefix cache, if on) and put it back at the head of the queue with nothing computed."""
-        victim = self.running.pop()
+        victim = self.running.popitem()[1]
         if victim.base is not None:                      # a decoder: as it was at the start of the step
             self.wake_at[victim.event].remove(victim)
             self._wake(victim, self.t)
@@ -600,7 +695,7 @@ class V1Scheduler:
             s.status = RUNNING
             self.order += 1
             s.order = self.order
-            running.append(s)
+            running[s.id] = s
             self.computed_sum += cached
             self.final_sum += s.prompt_len + s.output_len
             scheduled.append((s, new))
@@ -626,12 +721,10 @@ class V1Scheduler:
                 decodes += 1
                 decode_pairs += c + 1
             else:
+                pairs, r = _prefill_chunk(s, c, new)
                 prefill += new
-                prefill_pairs += new * c + new * (new + 1) // 2
-                if s.recomputing:
-                    r = new if new < s.recomputing else s.recomputing
-                    recomputed += r
-                    s.recomputing -= r
+                prefill_pairs += pairs
+                recomputed += r
             s.computed = c + new
             self.computed_sum += new
             if s.computed == total:
@@ -646,15 +739,14 @@ class V1Scheduler:
     def finish(self, done: list, t: int) -> None:
         """Free the sequences that emitted their last token at ``t`` (last block first; cached
         blocks stay findable)."""
-        run, v1_free = self.run, self.allocator.v1_free
+        run, v1_free, running = self.run, self.allocator.v1_free, self.running
         for s in done:
             v1_free(s.id)
+            del running[s.id]
             self.computed_sum -= s.computed
             self.final_sum -= s.prompt_len + s.output_len
             s.status = FINISHED
             run.served.append((s.id, s.prompt_len, s.output_len, s.arrival, s.first_step, t))
-        gone = {s.id for s in done}
-        self.running[:] = [s for s in self.running if s.id not in gone]
         run.finished += len(done)
 
     def record(self, t, batch, preempted, recomputed, admitted, work, hit, prompt_in, emitted) -> None:
@@ -677,17 +769,17 @@ class V1Scheduler:
 
     def lengths(self, t: int) -> dict:
         """{id: tokens with KV at the end of step t} for the running (pictures and checks)."""
-        return {s.id: s.computed if s.base is None else s.base + t + 1 for s in self.running}
+        return {s.id: s.computed if s.base is None else s.base + t + 1 for s in self.running.values()}
 
     def check_invariants(self, lengths: dict, t: int) -> None:
         """Assert the step kept the rules' caps (tests run with this)."""
         assert len(self.running) <= self.seq_cap, "more running than max_num_seqs"
         assert self.spent <= self.budget_cap, "token budget overspent"
-        assert all(s.status is RUNNING for s in self.running), "a stopped sequence is listed as running"
+        assert all(s.status is RUNNING for s in self.running.values()), "a stopped sequence is listed as running"
         assert self.computed_sum + self.dec_base + self.n_dec * (t + 1) == sum(lengths.values()), \
             "computed tokens drifted"
-        decoders = [s for s in self.running if s.base is not None]
+        decoders = [s for s in self.running.values() if s.base is not None]
         assert len(decoders) == self.n_dec and sum(s.base for s in decoders) == self.dec_base, "decoders drifted"
         assert all(s in self.wake_at[s.event] and s.event > t for s in decoders), "a decoder is not woken"
-        assert [s for s in self.running if s.base is None] == self.active, "the active are not the running's rest"
-        assert self.final_sum == sum(s.prompt_len + s.output_len for s in self.running), "final lengths drifted"
+        assert [s for s in self.running.values() if s.base is None] == self.active, "the active are not the running's rest"
+        assert self.final_sum == sum(s.prompt_len + s.output_len for s in self.running.values()), "final lengths drifted"

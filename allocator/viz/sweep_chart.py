@@ -7,6 +7,8 @@ them out and picks a cost axis whose ticks do not sit on the curve.
 """
 from __future__ import annotations
 
+import copy
+import json
 import math
 
 import numpy as np
@@ -16,7 +18,10 @@ from plotly.subplots import make_subplots
 from allocator.viz.claims.sweep import sweep_basis, sweep_value
 from allocator.viz.theme import ACCENT, PAGED, RESERVE_MAX
 
-__all__ = ["cost_axis_top", "sweep_figure"]
+__all__ = ["cost_axis_top", "sweep_figure", "sweep_figures_json"]
+
+#: The keys of a sweep row that depend on the metadata cost c (the others describe the runs).
+COST_KEYS = ("cost_per_token", "cost_per_token_busy", "mean_total_cost", "mean_total_cost_busy")
 
 
 def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float,
@@ -86,6 +91,71 @@ def sweep_figure(rows: list[dict], current_block_size: int, metadata_cost: float
     fig.update_layout(height=430, margin=dict(l=60, r=60, t=40, b=40), plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hoverlabel=dict(font_size=14))
     return fig
+
+
+def sweep_figures_json(rows_by_cost: dict, costs: list[float], current_block_size: int, reserve: dict | None = None,
+                       reserve_name: str = "reserve-max") -> list[dict]:
+    """:func:`sweep_figure` at each metadata cost of ``costs`` as plain JSON data (the figure's
+    ``to_json``, read back), for the static site, which stores one chart per cost.
+
+    The same runs at every cost (only the rows' :data:`COST_KEYS` differ, and no block size ran
+    at one cost that did not at another): then the charts differ only in what the cost sets --
+    the cost curve's points, hover totals and legend name, and the cost axis (top, tick step,
+    tick format) -- so the first is drawn and those parts are written into a copy of it for each
+    other cost (plotly builds a figure in about 30 ms; the default site draws 66). Any other
+    difference draws that cost's chart whole. ``tests/core/test_site.py`` holds each chart to
+    the one drawn directly.
+
+    Args:
+        rows_by_cost: {c: ``allocator.engine.scenario.block_size_sweep`` rows at cost c}.
+        costs: the costs to draw, in order (keys of ``rows_by_cost``).
+        current_block_size, reserve, reserve_name: as for :func:`sweep_figure`.
+
+    Returns:
+        One dict per cost, in ``costs``' order.
+    """
+    def drawn(c):
+        return json.loads(sweep_figure(rows_by_cost[c], current_block_size, c, reserve, reserve_name).to_json())
+
+    first, out = None, []
+    base = rows_by_cost[costs[0]] if costs else []
+    for c in costs:
+        rows = rows_by_cost[c]
+        if first is None or not rows or not _same_runs(rows, base):
+            fig = drawn(c)
+            if first is None:
+                first = fig
+            out.append(fig)
+            continue
+        basis, words = sweep_basis(rows, reserve)
+        fig = copy.deepcopy(first)
+        trace = fig["data"][-1]                     # the cost curve: drawn last
+        trace["y"] = [sweep_value(r, "cost_per_token", basis) for r in rows]
+        trace["customdata"] = [[sweep_value(r, "mean_total_cost", basis)] for r in rows]
+        trace["name"] = (f"paged: cost per stored token {words}, allocated + {c:g} × blocks "
+                         "(slot equivalents)")
+        top = cost_axis_top([v for v in trace["y"] if v is not None])
+        axis = fig["layout"]["yaxis2"]
+        axis["range"], axis["dtick"], axis["tickformat"] = [0, top], top / 5, _tick_format(top / 5)
+        out.append(json.loads(json.dumps(fig)))     # numbers as the JSON round trip gives them
+    return out
+
+
+def _same_runs(rows: list[dict], base: list[dict]) -> bool:
+    """Whether two sweeps' rows describe the same runs: equal but for :data:`COST_KEYS`, each of
+    those None in one exactly where it is in the other (the block sizes that did not run)."""
+    if len(rows) != len(base):
+        return False
+    for r, b in zip(rows, base):
+        if r.keys() != b.keys():
+            return False
+        for k, v in r.items():
+            if k in COST_KEYS:
+                if (v is None) != (b[k] is None):
+                    return False
+            elif v != b[k]:
+                return False
+    return True
 
 
 #: Tops of the cost axis: each fifth of one is a round tick (the left axis has a gridline every fifth).

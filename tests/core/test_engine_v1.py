@@ -147,3 +147,31 @@ def test_v1_rules_hold_on_random_workloads(rows, budget, cap, blocks, bs, cachin
     work = res.metrics["prefill_tokens"] + (res.metrics["decode_pairs"] > 0)
     assert (res.metrics["prefill_tokens"][busy] <= budget).all() and (work <= budget).all()
     assert (res.requests["first_token_step"] <= res.requests["finish_step"]).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40), st.integers(0, 8)), min_size=2, max_size=14),
+       budget=st.integers(2, 24), cap=st.integers(2, 12), blocks=st.integers(6, 60), bs=st.sampled_from([1, 2, 4, 16]),
+       chunked=st.booleans())
+def test_the_v1_shortcuts_change_no_number(rows, budget, cap, blocks, bs, chunked):
+    """The v1 loop's two shortcuts -- the woken decoders of a decode-only step grown in one call
+    (``V1Scheduler._decode_woken``) and a binding budget walked only through the active when
+    every decoder still gets its token (``V1Scheduler._decoders_all_fit``) -- give every number
+    and picture the loop gives without them, on random workloads, pools and budgets."""
+    from unittest import mock
+
+    from allocator.engine.v1 import V1Scheduler
+    from tests.tools.engine_digest import digest
+
+    w = wl(*rows)
+    rules = V1Rules(max_num_seqs=cap, max_num_batched_tokens=budget, chunked_prefill=chunked)
+
+    def go():
+        return simulate(w, PagedAllocator(blocks * bs, bs), rules=rules, record_snapshots=True,
+                        check_invariants=True)
+
+    fast = go()
+    with mock.patch.object(V1Scheduler, "_decode_woken", lambda self, woke, done, t: None), \
+            mock.patch.object(V1Scheduler, "_decoders_all_fit", lambda self, active: False):
+        slow = go()
+    assert digest(fast) == digest(slow)

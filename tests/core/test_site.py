@@ -16,9 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator.__main__ import main as cli_main
-from allocator.engine.scenario import SWEEP_BLOCK_SIZES, Scenario, build_workload, run_scenario, scenario_sweep
+from allocator.engine.scenario import (SWEEP_BLOCK_SIZES, Scenario, build_workload, run_scenario, scenario_sweep,
+                                       scenario_sweeps)
 from allocator.viz.explainer_chart import explainer_figure, for_projector
-from allocator.viz.sweep_chart import sweep_figure
+from allocator.viz.sweep_chart import sweep_figure, sweep_figures_json
 from allocator.viz.claims.explainer import reservation_name, reveal
 from allocator.viz.lesson import STEPS
 from allocator.viz.export.markup import markdown_html
@@ -55,6 +56,24 @@ def default_run():
     sc = Scenario().checked()
     workload = build_workload(sc)
     return sc, workload, run_scenario(sc, workload)
+
+
+def test_the_sweep_charts_at_every_cost_equal_those_drawn_directly(default_run):
+    """``sweep_figures_json`` draws the first cost's chart and writes the others' cost parts into
+    copies of it: each equals the chart drawn directly; a sweep whose runs differ is drawn whole."""
+    sc, workload, results = default_run
+    reserve, name = results["reserve_max"].summary, reservation_name(results)
+    costs = [0.0, 0.75, 1.25, 3.0, 8.0]
+    rows_by_cost = scenario_sweeps(sc, costs, workload)
+
+    def drawn(rows, c):
+        return json.loads(sweep_figure(rows, 64, c, reserve, name).to_json())
+
+    got = sweep_figures_json(rows_by_cost, costs, 64, reserve, name)
+    assert got == [drawn(rows_by_cost[c], c) for c in costs]
+    assert len({json.dumps(g["layout"]["yaxis2"], sort_keys=True) for g in got}) > 1   # the cost axis did change
+    odd = {**rows_by_cost, 3.0: [dict(r, steps=r["steps"] + 1) for r in rows_by_cost[3.0]]}
+    assert sweep_figures_json(odd, costs, 64, reserve, name)[3] == drawn(odd[3.0], 3.0)
 
 
 def test_frames_round_trip_the_explainer_figure_and_its_projector_form(default_run):

@@ -41,7 +41,7 @@ import numpy as np
 
 from allocator.engine.scenario import SWEEP_BLOCK_SIZES, Scenario, build_workload, run_scenario, scenario_sweeps
 from allocator.viz.explainer_chart import explainer_figure, explainer_lines_figure, for_projector
-from allocator.viz.sweep_chart import sweep_figure
+from allocator.viz.sweep_chart import sweep_figure, sweep_figures_json
 from allocator.viz.claims.explainer import details_rows, headline, reservation_name, reveal
 from allocator.viz.claims.sweep import sweep_summary
 from allocator.viz.export.html import APP_CREDIT, PAPER, scenario_summary
@@ -218,8 +218,7 @@ def build_data(sc: Scenario, *, progress=None) -> dict:
             data["sweep"][vkey].setdefault("marker", {})[_key(bs)] = sweep_marker(
                 sweep_figure(rows_by_cost[costs[0]], bs, costs[0], reserve, rname))
             if bs == sc.block_size:
-                data["sweep"][vkey]["curves"] = [_plain(sweep_figure(rows_by_cost[c], bs, c, reserve, rname))
-                                                 for c in costs]
+                data["sweep"][vkey]["curves"] = sweep_figures_json(rows_by_cost, costs, bs, reserve, rname)
             if with_lesson:
                 rows = rows_by_cost[costs[0]]
                 for i, step in enumerate(STEPS):

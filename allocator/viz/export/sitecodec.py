@@ -198,21 +198,29 @@ def pool_refs(tree, min_chars: int = MIN_SHARED_CHARS) -> tuple[object, list]:
         ValueError: a dict already holding a "$ref" key (it would be read as a reference).
     """
     counts: dict[str, int] = {}
+    keys: dict[int, str] = {}         # id(subtree) -> its _key, each built once from its children's
+    leaf = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
-    def count(node):
+    def count(node) -> str:
+        """The subtree's _key (bottom up: a node's text is its children's texts joined, so no
+        subtree is written twice), counting the long ones."""
         if isinstance(node, dict):
             if "$ref" in node:
                 raise ValueError("a dict with the key '$ref' cannot be pooled")
-            children = node.values()
+            if not all(type(name) is str for name in node):
+                for c in node.values():
+                    count(c)
+                k = _key(node)                 # keys json.dumps turns into text: let it say how
+            else:
+                k = "{" + ",".join(leaf(name) + ":" + count(node[name]) for name in sorted(node)) + "}"
         elif isinstance(node, list):
-            children = node
+            k = "[" + ",".join([count(c) for c in node]) + "]"
         else:
-            return
-        for c in children:
-            count(c)
-        k = _key(node)
+            return leaf(node)
+        keys[id(node)] = k
         if len(k) >= min_chars:
             counts[k] = counts.get(k, 0) + 1
+        return k
 
     count(tree)
     pool: list = []
@@ -221,7 +229,7 @@ def pool_refs(tree, min_chars: int = MIN_SHARED_CHARS) -> tuple[object, list]:
     def swap(node, top=False):
         if not isinstance(node, (dict, list)):
             return node
-        k = _key(node) if not top else None
+        k = keys[id(node)] if not top else None
         if k is not None and counts.get(k, 0) > 1:
             if k not in index:
                 index[k] = len(pool)
