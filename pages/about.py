@@ -11,6 +11,7 @@ from allocator.accounting.kv_configs import model_kv
 from allocator.accounting.models import PRESETS
 from allocator.common.formats import format_bytes
 from allocator.common.metric_names import glossary_rows
+from allocator.studies.sharing import PAPER_FIG15
 from allocator.workloads.mooncake import MOONCAKE_ATTRIBUTION
 from allocator.workloads.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.workloads.trace import AZURE_ATTRIBUTION
@@ -19,6 +20,20 @@ from allocator.viz.claims.explainer import about_default_run, classroom_tip
 from allocator.viz.texts import TINY_BLOCKS_TIME_SHORT
 from pages._ui.cache import compute
 from allocator.viz.texts import COPY_ON_WRITE_SHORT
+
+
+def _fig15_range(dataset: str, mode: str) -> str:
+    """The paper's Figure 15 range for ``dataset`` and ``mode`` as written on this page ("16.2–30.5 %"),
+    from :data:`allocator.studies.sharing.PAPER_FIG15`."""
+    lo, hi = PAPER_FIG15[dataset][mode]
+    return f"{100 * lo:.1f}–{100 * hi:.1f} %"
+
+
+def _fig15_widths() -> str:
+    """The paper's Figure 15 output counts in words ("2, 4 and 6")."""
+    w = [str(x) for x in PAPER_FIG15["widths"]]
+    return ", ".join(w[:-1]) + f" and {w[-1]}"
+
 
 #: The calibration in one paragraph; tests/pages/test_replay_page.py checks every figure against the replay.
 CALIBRATION_SOURCE = (
@@ -259,9 +274,10 @@ SOURCES = [
      "artifact's experiments/fig18-b.sh, fig19-a.sh, fig19-b.sh and benchmark/benchmark_swap.py; run again on "
      "this app's model (Throughput and latency, section 7 ablations), with the kernel's cost per block size "
      "from this lab's kernel prediction (assets/kernel_block_cost.json)."),
-    ("Memory saved by sharing on ShareGPT: 16.2–30.5 % for parallel sampling and 44.3–66.3 % for beam search "
-     "(2, 4 and 6 outputs; 6.1–9.8 % and 37.6–55.2 % on Alpaca, not run here); samples sharing the prompt's "
-     "blocks by refcount, beams forked and freed step by step, copy-on-write of a partly filled block",
+    (f"Memory saved by sharing on ShareGPT: {_fig15_range('sharegpt', 'parallel')} for parallel sampling and "
+     f"{_fig15_range('sharegpt', 'beam')} for beam search ({_fig15_widths()} outputs; "
+     f"{_fig15_range('alpaca', 'parallel')} and {_fig15_range('alpaca', 'beam')} on Alpaca, not run here); "
+     "samples sharing the prompt's blocks by refcount, beams forked and freed step by step, copy-on-write of a partly filled block",
      "Kwon et al., PagedAttention (SOSP 2023), section 4.4 (parallel sampling, beam search) and section 6.3 "
      "(Figures 14 and 15); run again on this app's engine (Throughput and latency, sharing), where which beams "
      "survive comes from a stated model with one parameter (allocator/engine/sampling.py), not from a language "

@@ -6,6 +6,7 @@ the rest of the page still renders.
 """
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from allocator.common.formats import pct_fixed
@@ -326,11 +327,11 @@ if cap is None:
 else:
     spec_rows = speculation_capacity(cap, st.session_state["cap_acceptance_rate"])
     # short headings: eight columns fit 1366 px; "fewer" is against k = 0, "(model)" Leviathan's expectation
-    st.dataframe([{"k": r.k, "lookahead slots": r.lookahead_slots, "blocks/seq": r.blocks,
-                   "KV/seq": fb(r.bytes), "sequences fit": r.fit, "fewer": r.fewer,
-                   "tokens/step (model)": round(r.tokens_per_step, 2),
-                   "rejected/step (model)": round(r.rejected_per_step, 2)} for r in spec_rows],
-                 hide_index=True, key="cap_speculation_table")
+    data_table(pd.DataFrame([{"k": r.k, "lookahead slots": r.lookahead_slots, "blocks/seq": r.blocks,
+                              "KV/seq": fb(r.bytes), "sequences fit": r.fit, "fewer": r.fewer,
+                              "tokens/step (model)": round(r.tokens_per_step, 2),
+                              "rejected/step (model)": round(r.rejected_per_step, 2)} for r in spec_rows]),
+               hide_index=True, key="cap_speculation_table")
     st.caption("k: draft tokens a step; blocks/seq and KV/seq at the mean length; fewer: sequences fewer than at "
                "k = 0; tokens/step and rejected/step: the acceptance model's expectation a decode step.")
     st.caption(speculation_text(cap, spec_rows, st.session_state["cap_acceptance_rate"]))

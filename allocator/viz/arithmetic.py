@@ -244,15 +244,19 @@ def speculation_figure(cap: acc.Capacity, rows: list[SpeculationRow], acceptance
     step yields at ``acceptance_rate`` (the model's expectation). Every number is ``rows``'
     (:func:`allocator.accounting.speculation.speculation_capacity`)."""
     fig = go.Figure()
-    fig.add_bar(x=[r.k for r in rows], y=[r.fit for r in rows], name="paged, with k lookahead slots",
-                marker_color=[PAGED if r.k == 0 else ACCENT for r in rows], text=[f"{r.fit:,}" for r in rows],
-                textposition="outside",
-                customdata=[[r.blocks, acc.format_bytes(r.bytes), r.fewer, r.tokens_per_step] for r in rows],
-                hovertemplate=("k = %{x} draft tokens a step<br>%{customdata[0]} blocks of "
-                               f"{cap.block_size} slots a sequence (%{{customdata[1]}})<br>%{{y:,}} sequences fit, "
-                               "%{customdata[2]:,} fewer than k = 0<br>"
-                               f"%{{customdata[3]:.2f}} tokens a step expected at acceptance {acceptance_rate:g}"
-                               "<extra></extra>"))
+    # two series so the two colours have a legend: k = 0 (no speculation) and k > 0
+    for name, colour, part in (("paged, no speculation (k = 0)", PAGED, [r for r in rows if r.k == 0]),
+                               ("paged, with k lookahead slots", ACCENT, [r for r in rows if r.k > 0])):
+        if not part:
+            continue
+        fig.add_bar(x=[r.k for r in part], y=[r.fit for r in part], name=name, marker_color=colour,
+                    text=[f"{r.fit:,}" for r in part], textposition="outside",
+                    customdata=[[r.blocks, acc.format_bytes(r.bytes), r.fewer, r.tokens_per_step] for r in part],
+                    hovertemplate=("k = %{x} draft tokens a step<br>%{customdata[0]} blocks of "
+                                   f"{cap.block_size} slots a sequence (%{{customdata[1]}})<br>%{{y:,}} sequences "
+                                   "fit, %{customdata[2]:,} fewer than k = 0<br>"
+                                   f"%{{customdata[3]:.2f}} tokens a step expected at acceptance {acceptance_rate:g}"
+                                   "<extra></extra>"))
     top = max([r.fit for r in rows] + [1])
     fig.update_layout(height=330, margin=dict(l=10, r=10, t=40, b=10), showlegend=True,
                       xaxis=dict(title="draft tokens per decode step, k (= lookahead slots a sequence)",

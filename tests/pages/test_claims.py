@@ -564,6 +564,11 @@ def test_the_about_page_quotes_the_default_run():
     for v in [*PAPER_FIGURES["fig13"]["batch"].values(), PAPER_FIGURES["fig13"]["rate"], PAPER_MAX_BATCHED_TOKENS,
               PAPER_MAX_NUM_SEQS, 6.2, 7.2, 7.3, 2, 12, 13, 18, 19, 16, 64, 128]:
         allowed |= _forms(v)
+    from allocator.studies.sharing import PAPER_FIG15       # issue 38: Figure 15's ranges, as the paper's
+    for dataset in ("sharegpt", "alpaca"):
+        for lo, hi in PAPER_FIG15[dataset].values():
+            allowed |= {f"{100 * lo:.1f}", f"{100 * hi:.1f}"}
+    allowed |= {str(w) for w in PAPER_FIG15["widths"]} | {"4.4", "6.3", "14", "15"}
     from allocator.studies.ablations import PAPER_ABLATIONS
     assert PAPER_ABLATIONS["fig18b"]["best_block_sizes"] == (16, 128)
     assert PAPER_ABLATIONS["fig19"]["comparable_block_sizes"] == (16, 64)
