@@ -220,6 +220,22 @@ class MemoryGuard:
                 "--max-new-tokens, which shorten the run")
 
 
+def out_of_memory_message(where: str = "this run") -> str:
+    """The one line shown when the system refuses memory (a ``MemoryError``) before the
+    :class:`MemoryGuard` trips, e.g. under a container's memory cap below a quarter of the machine:
+    what ran out and what shortens the work, with no traceback and no server path.
+
+    Args:
+        where: what was running (``"this run"``, ``"the Throughput sweep"``).
+
+    Returns:
+        e.g. ``"this run ran out of memory (the system refused more); try fewer requests (--count)
+        or a smaller pool (--slots)"``.
+    """
+    return (f"{where} ran out of memory (the system refused more before the run finished); "
+            "try fewer requests (--count) or a smaller pool (--slots)")
+
+
 def flag(name: str) -> str:
     """The command-line spelling of a field: ``"steps_per_second"`` -> ``"--steps-per-second"``."""
     return "--" + name.replace("_", "-")
