@@ -21,7 +21,7 @@ from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
 from allocator.studies.vllm_replay import (CALIBRATIONS, COST_MODELS, FIGURES, STATS, best_cost_model,
                                            compare_cost_models, held_out_check, replay)
 from allocator.workloads.vllm_run import load_run_path
-from allocator.cli.common import count_arg
+from allocator.cli.common import count_arg, range_help
 
 #: Requests past which the command says on stderr, before it starts, that the replay takes a while.
 LONG_RUN = 2_000
@@ -41,9 +41,11 @@ def register(sub) -> None:
     p.add_argument("--model", default=None, help="model preset, one of " + ", ".join(REPLAY_MODELS)
                    + " (default: meta.json's model)")
     p.add_argument("--max-num-seqs", type=count_arg, default=None,
-                   help="override the run's cap on running sequences (vLLM's default 256)")
+                   help="override the run's cap on running sequences (vLLM's default 256): "
+                        + range_help("max_num_seqs"))
     p.add_argument("--max-num-batched-tokens", type=count_arg, default=None,
-                   help="override the run's per-step token budget (vLLM's default 2048)")
+                   help="override the run's per-step token budget (vLLM's default 2048): "
+                        + range_help("max_num_batched_tokens"))
     p.add_argument("--no-chunked-prefill", action="store_true",
                    help="turn chunked prefill off (a prompt must fit the budget left in one step)")
     p.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")

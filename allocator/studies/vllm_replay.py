@@ -31,7 +31,7 @@ from allocator.cost.profile import VARIANTS, ProfileCost
 from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules
 from allocator.engine.simulate import simulate
 from allocator.common.errors import FieldError
-from allocator.common.limits import MAX_POOL_SLOTS, MAX_TOKENS
+from allocator.common.limits import LIMITS, MAX_POOL_SLOTS, MAX_TOKENS
 from allocator.common.validate import real_number, show, whole_number
 from allocator.workloads.vllm_run import VllmRun, load_run_zip
 from allocator.workloads.requests import Request, Workload
@@ -225,11 +225,12 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
     tp = check_priceable(run, m)
     dp, ep = parallelism(run)
     rules = rules_for(run)
+    # the same check (and message) as simulate's --max-num-*: allocator.common.limits.LIMITS
     if max_num_seqs is not None:
-        max_num_seqs = whole_number("max_num_seqs", max_num_seqs, 1, MAX_NUM_SEQS)
+        max_num_seqs = LIMITS["max_num_seqs"].check("max_num_seqs", max_num_seqs)
     if max_num_batched_tokens is not None:
-        max_num_batched_tokens = whole_number("max_num_batched_tokens", max_num_batched_tokens, 1,
-                                              MAX_NUM_BATCHED_TOKENS)
+        max_num_batched_tokens = LIMITS["max_num_batched_tokens"].check("max_num_batched_tokens",
+                                                                        max_num_batched_tokens)
     for name, value in (("chunked_prefill", chunked_prefill), ("prefix_caching", prefix_caching)):
         if value is not None and not isinstance(value, bool):
             raise FieldError(name, f" = {show(value)} must be true or false")
