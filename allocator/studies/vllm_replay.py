@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.memory.paged import PagedAllocator
-from allocator.cost.calibration import (CALIBRATED, CalibratedCost, Efficiency, Fit, REPLAY_GPUS, ServedModel,
-                                        fit_efficiency, gpu_for, kv_pool_blocks, model_for)
+from allocator.cost.calibration import (CALIBRATED, CalibratedCost, Efficiency, Fit, REPLAY_GPUS, REPLAY_MODELS,
+                                        ServedModel, fit_efficiency, gpu_for, kv_pool_blocks, model_for)
 from allocator.cost.microbench import efficiency_for
 from allocator.cost.profile import VARIANTS, ProfileCost
 from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules
@@ -464,11 +464,12 @@ def served_model(run: VllmRun, model: str | None = None) -> ServedModel:
     try:
         own = model_for(run.model)
     except FieldError:
-        raise FieldError("model", f": meta.json's model {run.model!r} has no preset, so the lab cannot price its "
-                         "steps; add its config.json shape to REPLAY_MODELS (allocator/cost/calibration.py)",
-                         subject="meta.json: model") from None
+        priced = ", ".join(m.config.short for m in REPLAY_MODELS.values())
+        raise FieldError("model", f" = {show(run.model)} is not a model this lab can price. It prices runs of "
+                         f"{priced}; another model needs its shape and an operator profile added by whoever "
+                         "runs the lab", subject="meta.json: model") from None
     if model is not None and model_for(model).config.key != own.config.key:
-        raise FieldError("model", f" = {model!r} does not match the run's model {run.model!r} (meta.json): the "
+        raise FieldError("model", f" = {show(model)} does not match the run's model {show(run.model)} (meta.json): the "
                          "measured times are that model's, so another one cannot be checked against them",
                          subject="--model")
     return own

@@ -33,7 +33,7 @@ import numpy as np
 
 from allocator.common.errors import FieldError
 from allocator.common.paths import ASSETS
-from allocator.common.validate import show
+from allocator.common.validate import Limit, in_range, show
 from allocator.workloads.reader import HugeNumber, decode_utf8, file_label, json_lines, parse_json, read_bytes
 
 if TYPE_CHECKING:                      # pandas is imported where the CSV is read (CLI start-up, issue 24)
@@ -119,6 +119,29 @@ class VllmRun:
         if value is None:
             return default
         return _whole(f"meta.json: engine_kwargs.{key}", value)
+
+
+#: Ranges of the optional fields the replay does not use but a run folder may carry: a wrong one is
+#: named rather than accepted without a word (issue 42). ``arrival_time`` is the benchmark client's
+#: wall clock (seconds since 1970; the shipped runs' are about 1.78e9); ``tick_seconds`` the spacing
+#: of timeseries.csv's rows (the shipped runs use 1 s).
+OPTIONAL_RANGES = {
+    "arrival_time": Limit(0, 1e11, integer=False, unit="seconds since 1970"),
+    "tick_seconds": Limit(0.001, 3600, integer=False, unit="seconds between timeseries.csv rows"),
+}
+
+
+def _optional(subject: str, key: str, value) -> None:
+    """Check an optional field the replay does not use (:data:`OPTIONAL_RANGES`); None (absent) passes.
+
+    Raises:
+        FieldError: one line naming the file, the row and field, the value (cut) and the allowed range,
+            e.g. ``"requests.jsonl line 3: arrival_time = inf is not a finite number: give a number from 0
+            to 100,000,000,000 (seconds since 1970)"``.
+    """
+    if value is None:
+        return
+    in_range(key, value, OPTIONAL_RANGES[key], subject=subject)
 
 
 def _whole(subject: str, value) -> int:
@@ -227,6 +250,7 @@ def _load(path, name: str) -> VllmRun:
     meta = parse_json(_read_text(path, "meta.json", 2**20), "meta.json", field="meta.json")
     if not isinstance(meta, dict):
         raise FieldError("meta.json", ": meta.json must hold a JSON object", subject="run")
+    _optional("meta.json: tick_seconds", "tick_seconds", meta.get("tick_seconds"))
     engine = meta.get("engine_kwargs")
     if not isinstance(engine, dict):
         raise FieldError("engine_kwargs", " is missing from meta.json or not an object", subject="meta.json: engine_kwargs")
@@ -256,6 +280,7 @@ def _load(path, name: str) -> VllmRun:
             if key not in obj:
                 raise FieldError(key, " is missing", subject=subject)
             row.append(_whole(subject, obj[key]) if key.endswith("_toks") else _number(subject, obj[key]))
+        _optional(f"requests.jsonl line {n}: arrival_time", "arrival_time", obj.get("arrival_time"))
         q, s, f, last = row[2:]
         if not q <= s <= f <= last:
             raise FieldError("requests.jsonl", f": line {n}'s times are out of order (queued <= scheduled <= "
