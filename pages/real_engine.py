@@ -142,12 +142,12 @@ st.markdown(cost_model_sentence(_reps, _replay("calibrated")))
 st.table(cost_model_table(_reps).set_index(["figure", "statistic"]))
 st.caption("Each column names the cost model that produced it. Roofline: the step model above with eta_flops and "
            "eta_bw measured on this GPU's weight GEMMs and decode attention (microbenchmarks, "
-           "python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b --roofline-table) and the engine's 1 ms plus the element-wise "
+           "`python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b --roofline-table`) and the engine's 1 ms plus the element-wise "
            "operators' smallest measured time as its overhead. Operator "
            "profile: per-operator latencies measured with vLLM 0.19 on this GPU (casys-kaist/LLMServingSim "
            "profiler/perf, MIT licence, assets/llm_profiles/), summed over the model's layers, plus a 1 ms engine "
-           "overhead assumed, not fitted. Reproduce: python -m allocator replay-vllm "
-           "assets/vllm_runs/rtxpro6000_llama-3.1-8b --json")
+           "overhead assumed, not fitted. Reproduce: `python -m allocator replay-vllm "
+           "assets/vllm_runs/rtxpro6000_llama-3.1-8b --json`")
 
 st.subheader("Another run")
 st.markdown("Measured a run of your own? Zip its folder (meta.json and requests.jsonl, optionally timeseries.csv, "

@@ -85,6 +85,10 @@ _MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 #: ``scheme://``, ``name@host``): Streamlit's renderer does this on the text after escapes are
 #: undone, so these spots get a zero-width space that breaks the pattern and changes nothing seen.
 _AUTOLINK_SPOTS = re.compile(r"(?i)(?<=www)(?=\.)|(?<=:)(?=/)|(?=@)")
+#: What Streamlit's Markdown renderer replaces by a typographic sign when it stands between spaces
+#: (``--`` by an em dash, ``->`` by an arrow, ``<=`` by a less-or-equal sign, ...), in text but not in
+#: code (frontend StreamlitMarkdown: its replacement runs on text nodes only).
+_TYPOGRAPHIC = re.compile(r"(?:(?<=\s)|^)(<->|->|<-|--|>=|<=|~=)(?=\s|$)")
 #: Longest piece of user text a message quotes (characters), unless the caller says otherwise.
 PLAIN_LIMIT = 80
 
@@ -115,6 +119,10 @@ def plain_markdown(text: object, limit: int | None = None) -> str:
     uploaded file's name, a CSV header or cell) or a message that quotes such text: every ASCII
     punctuation character is backslash-escaped, line breaks become spaces, and the spots where
     GitHub-flavoured Markdown would make a bare address into a link get a zero-width space.
+    Streamlit's renderer also turns ``--``, ``->``, ``<-``, ``<->``, ``>=``, ``<=`` and ``~=`` standing
+    between spaces into typographic signs (a copied ``git checkout -- file`` would read ``git checkout
+    — file`` and fail); escapes do not stop it, so each of those becomes a code span, which it leaves
+    alone (:data:`_TYPOGRAPHIC`; Streamlit's StreamlitMarkdown.tsx).
 
     Args:
         text: anything; ``str()`` of it is shown.
@@ -125,7 +133,10 @@ def plain_markdown(text: object, limit: int | None = None) -> str:
     """
     text = cut(text, limit) if limit is not None else str(text)
     text = text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", _AUTOLINK_SPOTS.sub("\u200b", text))
+    parts = _TYPOGRAPHIC.split(_AUTOLINK_SPOTS.sub("\u200b", text))
+    # split() with one group: even items are text to escape, odd ones the signs to keep as code
+    return "".join(f"`{part}`" if i % 2 else _MARKDOWN_PUNCTUATION.sub(r"\\\1", part)
+                   for i, part in enumerate(parts))
 
 
 def _blank(value: object) -> bool:
