@@ -13,6 +13,7 @@ import streamlit as st
 
 from allocator.cost.calibration import CALIBRATED, Efficiency
 from allocator.studies.vllm_replay import compare_cost_models, held_out_check, replay, replay_zip
+from allocator.common.limits import MAX_UPLOAD_BYTES
 from allocator.common.validate import one_line, plain_markdown
 from allocator.common.errors import FieldError
 from allocator.viz.replay import (cdf_figure, cost_model_sentence, cost_model_table, error_table, headline,
@@ -154,7 +155,7 @@ st.markdown("Measured a run of your own? Zip its folder (meta.json and requests.
             "in the format of assets/vllm_runs/) and upload it: the lab replays it with both cost models and shows "
             "the same table. The model, GPU and parallelism are read from its meta.json.")
 _up = st.file_uploader("Run folder as a zip", type=["zip"], key="re_upload",
-                       help="At most 5 MiB zipped and 10,000 requests; meta.json and requests.jsonl at the zip's root "
+                       help=f"At most {MAX_UPLOAD_BYTES // 1_000_000} MB zipped and 10,000 requests; meta.json and requests.jsonl at the zip's root "
                             "or in one folder. The command line does the same: python -m allocator replay-vllm RUN.zip")
 if _up is not None:
     import hashlib

@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 
+from allocator.common.limits import MAX_UPLOAD_BYTES
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
 from allocator.studies.vllm_replay import (CALIBRATIONS, COST_MODELS, FIGURES, STATS, best_cost_model,
                                            compare_cost_models, held_out_check, replay)
@@ -35,7 +36,7 @@ def register(sub) -> None:
                                    "arrivals, lengths and engine arguments, and prints measured vs simulated "
                                    "mean/p50/p90 TTFT, TPOT and end-to-end latency with the error in percent.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="directory of the measured run, or a zip of one (at most "
-                                                      "5 MiB; meta.json and requests.jsonl at its root or in one folder)")
+                                                      f"{MAX_UPLOAD_BYTES // 1_000_000} MB; meta.json and requests.jsonl at its root or in one folder)")
     p.add_argument("--gpu", default=None, help="GPU preset, one of " + ", ".join(REPLAY_GPUS)
                    + " (default: what meta.json's hardware or the directory name says)")
     p.add_argument("--model", default=None, help="model preset, one of " + ", ".join(REPLAY_MODELS)

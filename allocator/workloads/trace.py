@@ -24,7 +24,7 @@ if TYPE_CHECKING:                   # pandas is imported where a CSV is read (it
     import pandas as pd
 
 from allocator.common.errors import FieldError
-from allocator.common.limits import MAX_ROWS, MAX_TOKENS
+from allocator.common.limits import MAX_ROWS, MAX_TOKENS, MAX_UPLOAD_BYTES
 from allocator.common.paths import ASSETS, PROJECT
 from allocator.common.validate import real_number, whole_number
 from allocator.workloads.reader import cut, read_bytes, shown
@@ -37,9 +37,9 @@ AZURE_ATTRIBUTION = (
     "Ricardo Bianchini. \"Splitwise: Efficient generative LLM inference using phase splitting\", "
     "ISCA 2024. Data: Azure Public Dataset, AzureLLMInferenceDataset2023 (CC-BY 4.0)."
 )
-#: Largest file read (bytes): a bound that keeps a bad file from hanging the app (rows and
-#: lengths: ``allocator.common.limits.MAX_ROWS``, ``MAX_TOKENS``).
-MAX_BYTES = 5 * 1024 * 1024
+#: Largest file read (bytes): the upload limit, a bound that keeps a bad file from hanging the app
+#: (rows and lengths: ``allocator.common.limits.MAX_ROWS``, ``MAX_TOKENS``).
+MAX_BYTES = MAX_UPLOAD_BYTES
 #: Latest arrival step a replay may produce: 2**53, below which steps are exact in a float.
 MAX_ARRIVAL_STEP = 2 ** 53
 

@@ -34,7 +34,9 @@ import numpy as np
 from allocator.common.errors import FieldError
 from allocator.common.paths import ASSETS
 from allocator.common.validate import Limit, in_range, show
-from allocator.workloads.reader import HugeNumber, decode_utf8, file_label, json_lines, parse_json, read_bytes
+from allocator.common.limits import MAX_UPLOAD_BYTES
+from allocator.workloads.reader import (HugeNumber, decode_utf8, file_label, json_lines, limit_words, parse_json,
+                                        read_bytes, size_words)
 
 if TYPE_CHECKING:                      # pandas is imported where the CSV is read (CLI start-up, issue 24)
     import pandas as pd
@@ -308,8 +310,8 @@ def _load(path, name: str) -> VllmRun:
 # A run folder uploaded as a zip
 # ---------------------------------------------------------------------------------------------
 
-#: Largest zip accepted (bytes): the app's upload limit (.streamlit/config.toml maxUploadSize).
-MAX_ZIP_BYTES = 5 * 2**20
+#: Largest zip accepted (bytes): the app's upload limit (.streamlit/config.toml maxUploadSize, 5 MB).
+MAX_ZIP_BYTES = MAX_UPLOAD_BYTES
 #: Most entries a zip may list (a run folder holds three files; the rest is skipped, but each
 #: entry is inspected, so their number is bounded too).
 MAX_ZIP_MEMBERS = 64
@@ -377,8 +379,8 @@ def load_run_zip(data: bytes, name: str = "upload.zip") -> VllmRun:
     if not isinstance(data, (bytes, bytearray)):
         raise FieldError("run", ": the upload is not a file's bytes", subject="run")
     if len(data) > MAX_ZIP_BYTES:
-        raise FieldError("run", f": the zip is {len(data) / 2**20:.1f} MiB; the limit is "
-                         f"{MAX_ZIP_BYTES / 2**20:.0f} MiB", subject="run")
+        raise FieldError("run", f": the zip is {size_words(len(data), MAX_ZIP_BYTES)}; "
+                         f"{limit_words(MAX_ZIP_BYTES)}", subject="run")
     try:
         archive = zipfile.ZipFile(io.BytesIO(bytes(data)))
         infos = archive.infolist()

@@ -56,7 +56,7 @@ def test_too_many_rows_and_too_big_file(tmp_path):
         load_trace(rows.encode(), max_rows=UPLOAD_MAX_ROWS)
     big = tmp_path / "big.csv"
     big.write_bytes(b"prompt_tokens,output_tokens\n" + b"1000000,5\n" * (MAX_BYTES // 10 + 10))
-    with pytest.raises(ValueError, match="MiB; the limit is 5 MiB"):
+    with pytest.raises(ValueError, match=r"MB; the limit is 5 MB \(5,000,000 bytes\)"):
         load_trace(str(big))
 
 
