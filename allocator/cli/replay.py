@@ -23,6 +23,7 @@ from allocator.studies.vllm_replay import (CALIBRATIONS, COST_MODELS, FIGURES, S
                                            compare_cost_models, held_out_check, replay)
 from allocator.workloads.vllm_run import load_run_path
 from allocator.cli.common import count_arg, range_help
+from allocator.common.formats import plural
 
 #: Requests past which the command says on stderr, before it starts, that the replay takes a while.
 LONG_RUN = 2_000
@@ -105,14 +106,14 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{measured.name}: {len(measured)} requests, {rep.cost.label}; {rep.rules.describe()}; "
+    print(f"{measured.name}: {plural(len(measured), 'request')}, {rep.cost.label}; {rep.rules.describe()}; "
           f"prefix caching {'on' if rep.prefix_caching else 'off'}; "
           f"KV pool {rep.num_blocks:,} blocks of {rep.block_size} ({rep.pool_source})")
     if rep.data_parallel > 1:
         per = np.bincount(rep.ranks, minlength=rep.data_parallel).tolist()
         print(f"data parallel: {rep.data_parallel} engine ranks, requests per rank {per} (vLLM 0.19's rule: the "
               f"lowest 4 x waiting + running; {rep.dp_rounds} rounds of assignment and simulation, "
-              f"{rep.dp_unsettled} requests unsettled); expert parallel: {'yes' if rep.expert_parallel else 'no'}")
+              f"{plural(rep.dp_unsettled, 'request')} unsettled); expert parallel: {'yes' if rep.expert_parallel else 'no'}")
     if rep.cost_model == "profile":
         t = rep.cost.terms()
         print(f"cost model: operator profile {t['bundle']} (vLLM {t['vllm_version']}), engine overhead "

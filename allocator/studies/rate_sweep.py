@@ -154,7 +154,7 @@ def parse_rates(text) -> tuple[float, ...]:
     if not parts:
         raise FieldError("rates", " is empty: give at least one request rate (requests per second)")
     if len(parts) > MAX_RATES:
-        raise FieldError("rates", f" has {len(parts)} entries; at most {MAX_RATES} are swept")
+        raise FieldError("rates", f" has {len(parts):,} entries; at most {MAX_RATES} are swept")
     rates = []
     for i, p in enumerate(parts):
         value = number_from_text(p)          # a 5,000-digit entry stays a (too large) number, not inf

@@ -413,7 +413,7 @@ def load_run_zip(data: bytes, name: str = "upload.zip") -> VllmRun:
         found[folder][base] = info
     runs = [f for f, files in found.items() if "meta.json" in files or "requests.jsonl" in files]
     if len(runs) > 1:
-        raise FieldError("run", f": the zip holds {len(runs)} runs (folders {', '.join(sorted(show(r, 30) for r in runs))}); "
+        raise FieldError("run", f": the zip holds {len(runs):,} runs (folders {', '.join(sorted(show(r, 30) for r in runs))}); "
                          "upload one run folder", subject="run")
     members = found[runs[0]] if runs else {}
     for need in ("meta.json", "requests.jsonl"):

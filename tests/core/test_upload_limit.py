@@ -45,3 +45,15 @@ def test_a_file_just_over_the_limit_is_refused_in_the_same_unit(tmp_path, capsys
         load_trace(b"prompt_tokens,output_tokens\n" + b"5,5\n" * 1_300_000)
     with pytest.raises(ValueError, match=r"the zip is 5\.2 MB; the limit is 5 MB \(5,000,000 bytes\)"):
         load_run_zip(b"PK" + b"\0" * 5_200_026)
+
+
+# ------------------------------------------------------------------ counts in messages (issue 42, low)
+
+def test_counts_in_messages_have_thousands_separators_and_their_singular(tmp_path, capsys):
+    """"the file has 1300000 rows" and "1 requests" came from messages built with bare counts."""
+    with pytest.raises(ValueError, match=r"the file has 1,300,000 rows; at most 200,000 are accepted"):
+        load_trace(b"prompt_tokens,output_tokens\n" + b"5,5\n" * 1_300_000, max_bytes=10**8)
+    one = tmp_path / "one.csv"
+    one.write_text("prompt_tokens,output_tokens\n5,5\n")
+    assert main(["simulate", "--trace", str(one)]) == 0
+    assert "workload " in (text := capsys.readouterr().out) and ": 1 request, pool " in text, text
