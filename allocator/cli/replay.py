@@ -20,13 +20,19 @@ import numpy as np
 from allocator.common.limits import MAX_UPLOAD_BYTES
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
 from allocator.studies.vllm_replay import (CALIBRATIONS, COST_MODELS, FIGURES, STATS, best_cost_model,
-                                           compare_cost_models, held_out_check, replay)
+                                           MAX_OVERRIDE_STEPS, compare_cost_models, held_out_check, replay)
 from allocator.workloads.vllm_run import load_run_path
 from allocator.cli.common import count_arg, range_help
 from allocator.common.formats import plural
 
 #: Requests past which the command says on stderr, before it starts, that the replay takes a while.
 LONG_RUN = 2_000
+
+
+#: The bound on an override, as --help states it (allocator.studies.vllm_replay.MAX_OVERRIDE_STEPS).
+STEP_RULE = (f"refused when the replay would take more than {MAX_OVERRIDE_STEPS:,} engine steps (or the run's own "
+             "settings' count, if larger), estimated as the run's prompt and output tokens / the budget and its "
+             "output tokens / max-num-seqs; the message names the smallest value allowed")
 
 
 def register(sub) -> None:
@@ -44,10 +50,10 @@ def register(sub) -> None:
                    + " (default: meta.json's model)")
     p.add_argument("--max-num-seqs", type=count_arg, default=None,
                    help="override the run's cap on running sequences (vLLM's default 256): "
-                        + range_help("max_num_seqs"))
+                        + range_help("max_num_seqs") + "; " + STEP_RULE)
     p.add_argument("--max-num-batched-tokens", type=count_arg, default=None,
                    help="override the run's per-step token budget (vLLM's default 2048): "
-                        + range_help("max_num_batched_tokens"))
+                        + range_help("max_num_batched_tokens") + "; " + STEP_RULE)
     p.add_argument("--no-chunked-prefill", action="store_true",
                    help="turn chunked prefill off (a prompt must fit the budget left in one step)")
     p.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")

@@ -332,3 +332,28 @@ def test_a_long_replay_says_so_before_it_starts(tmp_path, capsys, monkeypatch):
     assert main(["replay-vllm", path, "--json"]) == 0
     err = capsys.readouterr().err
     assert err.startswith("note: replaying 5 requests takes a few milliseconds each") and err.count("\n") == 1
+
+
+# ------------------------------------------------------------------ issue 42 (low): a what-if is bounded up front
+
+def test_an_override_that_would_take_too_many_steps_is_refused_before_running(capsys):
+    """``--max-num-batched-tokens 1`` ran past 60 s without a word: the estimate (prompt + output tokens /
+    budget, output tokens / max_num_seqs) is checked before any step, and the message names the smallest
+    value this run allows, which is itself accepted by the check."""
+    from allocator.studies.vllm_replay import MAX_OVERRIDE_STEPS, _check_override_steps, estimated_steps, rules_for
+    run = load_run(SHIPPED_RUN)
+    tokens, output = int(run.prompt.sum()) + int(run.output.sum()), int(run.output.sum())
+    assert (tokens, output) == (452_992, 195_753)
+    assert estimated_steps(run, 1, 1) == tokens and estimated_steps(run, 1, 10**7) == output
+    assert main(["replay-vllm", SHIPPED_RUN, "--max-num-batched-tokens", "1"]) == 2
+    least = -(-tokens // MAX_OVERRIDE_STEPS)
+    assert capsys.readouterr().err == (
+        f"error: max_num_batched_tokens = 1 would take about {tokens:,} engine steps for this run's {tokens:,} prompt "
+        f"and output tokens; a what-if replays at most {MAX_OVERRIDE_STEPS:,} steps, so give at least {least} for "
+        "this run\n")
+    assert main(["replay-vllm", SHIPPED_RUN, "--max-num-seqs", "1"]) == 2
+    assert f"so give at least {-(-output // MAX_OVERRIDE_STEPS)} for this run" in capsys.readouterr().err
+    own = rules_for(run)
+    _check_override_steps(run, own, -(-output // MAX_OVERRIDE_STEPS), least)      # the named smallest passes
+    with pytest.raises(FieldError):
+        _check_override_steps(run, own, None, least - 1)
