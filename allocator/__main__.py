@@ -18,7 +18,8 @@ import signal
 import sys
 
 from allocator.cli import MODULES
-from allocator.cli.common import MemoryGuard, out_of_memory_message, remove_pending
+from allocator.cli.common import MemoryGuard, engine_progress_line, out_of_memory_message, remove_pending
+from allocator.engine.loop import progress_reports
 from allocator.common.validate import cut, one_line
 
 #: What argparse should take as a negative number rather than an option (see ``_Parser``).
@@ -105,8 +106,12 @@ def _install_sigterm():
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # a long run says it is alive on a terminal (export-site shows its own line, per block size)
+    report = engine_progress_line(sys.stderr, quiet=bool(getattr(args, "json", False))
+                                  or args.command == "export-site")
     try:
-        return int(args.func(args) or 0)
+        with progress_reports(report):
+            return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
