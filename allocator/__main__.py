@@ -5,7 +5,8 @@ module adds a parser whose ``func(args) -> int`` does the work. Bad input (Value
 one line naming the field, with exit status 2 — never a traceback; so is a command line argparse
 cannot read (an unknown option, a missing value), and a file the system refuses (OSError). Ctrl-C
 prints one word and exits with status 130, leaving no partial output file; a run that passes a quarter of
-the machine's memory is stopped with a message saying so (status 2).
+the machine's memory is stopped with a message saying so (status 2), and so is one the system refuses
+memory to first (a MemoryError: one line, status 2, no partial file).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import signal
 import sys
 
 from allocator.cli import MODULES
-from allocator.cli.common import MemoryGuard, remove_pending
+from allocator.cli.common import MemoryGuard, engine_progress_line, out_of_memory_message, remove_pending
+from allocator.engine.loop import progress_reports
 from allocator.common.validate import cut, one_line
 
 #: What argparse should take as a negative number rather than an option (see ``_Parser``).
@@ -83,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
             return 143
         print("interrupted", file=sys.stderr)   # Ctrl-C: the shell's status for SIGINT; files are
         return 130                              # written whole or not at all (write_files)
+    except MemoryError:                    # the system refused memory before the guard tripped (a
+        remove_pending()                   # container cap below a quarter of the machine): one line
+        print(f"error: {out_of_memory_message()}", file=sys.stderr)
+        return 2
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -100,8 +106,12 @@ def _install_sigterm():
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # a long run says it is alive on a terminal (export-site shows its own line, per block size)
+    report = engine_progress_line(sys.stderr, quiet=bool(getattr(args, "json", False))
+                                  or args.command == "export-site")
     try:
-        return int(args.func(args) or 0)
+        with progress_reports(report):
+            return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

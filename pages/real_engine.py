@@ -13,6 +13,7 @@ import streamlit as st
 
 from allocator.cost.calibration import CALIBRATED, Efficiency
 from allocator.studies.vllm_replay import compare_cost_models, held_out_check, replay, replay_zip
+from allocator.common.limits import MAX_UPLOAD_BYTES
 from allocator.common.validate import one_line, plain_markdown
 from allocator.common.errors import FieldError
 from allocator.viz.replay import (cdf_figure, cost_model_sentence, cost_model_table, error_table, headline,
@@ -142,19 +143,19 @@ st.markdown(cost_model_sentence(_reps, _replay("calibrated")))
 st.table(cost_model_table(_reps).set_index(["figure", "statistic"]))
 st.caption("Each column names the cost model that produced it. Roofline: the step model above with eta_flops and "
            "eta_bw measured on this GPU's weight GEMMs and decode attention (microbenchmarks, "
-           "python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b --roofline-table) and the engine's 1 ms plus the element-wise "
+           "`python -m allocator replay-vllm assets/vllm_runs/rtxpro6000_llama-3.1-8b --roofline-table`) and the engine's 1 ms plus the element-wise "
            "operators' smallest measured time as its overhead. Operator "
            "profile: per-operator latencies measured with vLLM 0.19 on this GPU (casys-kaist/LLMServingSim "
            "profiler/perf, MIT licence, assets/llm_profiles/), summed over the model's layers, plus a 1 ms engine "
-           "overhead assumed, not fitted. Reproduce: python -m allocator replay-vllm "
-           "assets/vllm_runs/rtxpro6000_llama-3.1-8b --json")
+           "overhead assumed, not fitted. Reproduce: `python -m allocator replay-vllm "
+           "assets/vllm_runs/rtxpro6000_llama-3.1-8b --json`")
 
 st.subheader("Another run")
 st.markdown("Measured a run of your own? Zip its folder (meta.json and requests.jsonl, optionally timeseries.csv, "
             "in the format of assets/vllm_runs/) and upload it: the lab replays it with both cost models and shows "
             "the same table. The model, GPU and parallelism are read from its meta.json.")
 _up = st.file_uploader("Run folder as a zip", type=["zip"], key="re_upload",
-                       help="At most 5 MiB zipped and 10,000 requests; meta.json and requests.jsonl at the zip's root "
+                       help=f"At most {MAX_UPLOAD_BYTES // 1_000_000} MB zipped and 10,000 requests; meta.json and requests.jsonl at the zip's root "
                             "or in one folder. The command line does the same: python -m allocator replay-vllm RUN.zip")
 if _up is not None:
     import hashlib

@@ -38,9 +38,32 @@ def markdown_text(at) -> str:
 
 def seen(markdown: str) -> str:
     """The text a reader sees of Markdown that ``allocator.common.validate.plain_markdown`` wrote: its
-    backslash escapes undone and its zero-width spaces dropped (for asserting on message words)."""
+    backslash escapes undone, its code spans around ``--`` and the like unwrapped and its zero-width
+    spaces dropped (for asserting on message words)."""
     import re
+    markdown = re.sub(r"`(<->|->|<-|--|>=|<=|~=)`", r"\1", markdown)
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u200b", "")
+
+
+#: What Streamlit's Markdown renderer replaces in text (not in code spans) when it stands between
+#: spaces: the pairs of its frontend's StreamlitMarkdown (bundled as static/js/StreamlitMarkdown*.js).
+STREAMLIT_TYPOGRAPHY = (("<->", "\u2194"), ("->", "\u2192"), ("<-", "\u2190"), ("--", "\u2014"), (">=", "\u2265"),
+                        ("<=", "\u2264"), ("~=", "\u2248"))
+
+
+def rendered(markdown: str) -> str:
+    """The text a reader sees of ``markdown`` in Streamlit: outside inline code, the typographic
+    replacements of :data:`STREAMLIT_TYPOGRAPHY` applied as the frontend does, then the escapes undone
+    and code spans unwrapped. For checking that a command such as ``git checkout -- file`` survives."""
+    import re
+    out = []
+    for i, part in enumerate(re.split(r"(?<!\\)`([^`]*)`", markdown)):
+        if i % 2 == 0:                     # escapes are undone before the replacements (a text node's value)
+            part = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", part)
+            for sign, shown in STREAMLIT_TYPOGRAPHY:
+                part = re.sub(rf"(^|\s){re.escape(sign)}(\s|$)", rf"\g<1>{shown}\g<2>", part)
+        out.append(part)
+    return "".join(out).replace("\u200b", "")
 
 
 @pytest.fixture(scope="session")

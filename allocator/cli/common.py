@@ -220,6 +220,52 @@ class MemoryGuard:
                 "--max-new-tokens, which shorten the run")
 
 
+def engine_progress_line(stream, quiet: bool, *, every_s: float = 5.0, clock=time.monotonic):
+    """A long simulation's progress on ``stream`` (stderr): a line each time the engine loop reports
+    (``allocator.engine.loop.progress_reports``) and ``every_s`` seconds have passed since the last
+    line, e.g. ``simulating: 12,000 of 200,000 requests done, engine step 1,520,000 (41 s)``. Whole
+    lines, so the result printed after them is never run into. Nothing when ``quiet`` (``--json``)
+    or when ``stream`` is not a terminal (piped or redirected): a pipe or a log gets only the result.
+
+    Args:
+        clock: seconds, monotonic (tests pass a fake one).
+
+    Returns:
+        ``report(finished, total, step)`` for ``progress_reports``, or None when nothing is shown.
+    """
+    isatty = getattr(stream, "isatty", None)
+    if quiet or not (isatty and isatty()):
+        return None
+    start = clock()
+    last = [start]
+
+    def report(finished: int, total: int, step: int) -> None:
+        now = clock()
+        if now - last[0] < every_s:
+            return
+        last[0] = now
+        stream.write(f"simulating: {finished:,} of {total:,} requests done, engine step {step:,} "
+                     f"({now - start:.0f} s)\n")
+        stream.flush()
+    return report
+
+
+def out_of_memory_message(where: str = "this run") -> str:
+    """The one line shown when the system refuses memory (a ``MemoryError``) before the
+    :class:`MemoryGuard` trips, e.g. under a container's memory cap below a quarter of the machine:
+    what ran out and what shortens the work, with no traceback and no server path.
+
+    Args:
+        where: what was running (``"this run"``, ``"the Throughput sweep"``).
+
+    Returns:
+        e.g. ``"this run ran out of memory (the system refused more); try fewer requests (--count)
+        or a smaller pool (--slots)"``.
+    """
+    return (f"{where} ran out of memory (the system refused more before the run finished); "
+            "try fewer requests (--count) or a smaller pool (--slots)")
+
+
 def flag(name: str) -> str:
     """The command-line spelling of a field: ``"steps_per_second"`` -> ``"--steps-per-second"``."""
     return "--" + name.replace("_", "-")

@@ -17,14 +17,22 @@ import sys
 
 import numpy as np
 
+from allocator.common.limits import MAX_UPLOAD_BYTES
 from allocator.cost.calibration import REPLAY_GPUS, REPLAY_MODELS
 from allocator.studies.vllm_replay import (CALIBRATIONS, COST_MODELS, FIGURES, STATS, best_cost_model,
-                                           compare_cost_models, held_out_check, replay)
+                                           MAX_OVERRIDE_STEPS, compare_cost_models, held_out_check, replay)
 from allocator.workloads.vllm_run import load_run_path
-from allocator.cli.common import count_arg
+from allocator.cli.common import count_arg, range_help
+from allocator.common.formats import plural
 
 #: Requests past which the command says on stderr, before it starts, that the replay takes a while.
 LONG_RUN = 2_000
+
+
+#: The bound on an override, as --help states it (allocator.studies.vllm_replay.MAX_OVERRIDE_STEPS).
+STEP_RULE = (f"refused when the replay would take more than {MAX_OVERRIDE_STEPS:,} engine steps (or the run's own "
+             "settings' count, if larger), estimated as the run's prompt and output tokens / the budget and its "
+             "output tokens / max-num-seqs; the message names the smallest value allowed")
 
 
 def register(sub) -> None:
@@ -35,15 +43,17 @@ def register(sub) -> None:
                                    "arrivals, lengths and engine arguments, and prints measured vs simulated "
                                    "mean/p50/p90 TTFT, TPOT and end-to-end latency with the error in percent.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="directory of the measured run, or a zip of one (at most "
-                                                      "5 MiB; meta.json and requests.jsonl at its root or in one folder)")
+                                                      f"{MAX_UPLOAD_BYTES // 1_000_000} MB; meta.json and requests.jsonl at its root or in one folder)")
     p.add_argument("--gpu", default=None, help="GPU preset, one of " + ", ".join(REPLAY_GPUS)
                    + " (default: what meta.json's hardware or the directory name says)")
     p.add_argument("--model", default=None, help="model preset, one of " + ", ".join(REPLAY_MODELS)
                    + " (default: meta.json's model)")
     p.add_argument("--max-num-seqs", type=count_arg, default=None,
-                   help="override the run's cap on running sequences (vLLM's default 256)")
+                   help="override the run's cap on running sequences (vLLM's default 256): "
+                        + range_help("max_num_seqs") + "; " + STEP_RULE)
     p.add_argument("--max-num-batched-tokens", type=count_arg, default=None,
-                   help="override the run's per-step token budget (vLLM's default 2048)")
+                   help="override the run's per-step token budget (vLLM's default 2048): "
+                        + range_help("max_num_batched_tokens") + "; " + STEP_RULE)
     p.add_argument("--no-chunked-prefill", action="store_true",
                    help="turn chunked prefill off (a prompt must fit the budget left in one step)")
     p.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")
@@ -102,14 +112,14 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{measured.name}: {len(measured)} requests, {rep.cost.label}; {rep.rules.describe()}; "
+    print(f"{measured.name}: {plural(len(measured), 'request')}, {rep.cost.label}; {rep.rules.describe()}; "
           f"prefix caching {'on' if rep.prefix_caching else 'off'}; "
           f"KV pool {rep.num_blocks:,} blocks of {rep.block_size} ({rep.pool_source})")
     if rep.data_parallel > 1:
         per = np.bincount(rep.ranks, minlength=rep.data_parallel).tolist()
         print(f"data parallel: {rep.data_parallel} engine ranks, requests per rank {per} (vLLM 0.19's rule: the "
               f"lowest 4 x waiting + running; {rep.dp_rounds} rounds of assignment and simulation, "
-              f"{rep.dp_unsettled} requests unsettled); expert parallel: {'yes' if rep.expert_parallel else 'no'}")
+              f"{plural(rep.dp_unsettled, 'request')} unsettled); expert parallel: {'yes' if rep.expert_parallel else 'no'}")
     if rep.cost_model == "profile":
         t = rep.cost.terms()
         print(f"cost model: operator profile {t['bundle']} (vLLM {t['vllm_version']}), engine overhead "

@@ -48,6 +48,7 @@ from allocator.viz.claims.explainer import share_cells
 from allocator.viz.claims.sweep import sweep_basis, sweep_value
 from allocator.cli.common import count_arg, flag, note as print_note, range_help, real_arg
 from allocator.common.formats import and_list
+from allocator.common.formats import plural
 
 SUMMARY_KEYS = ("steps", "peak_running", "mean_utilization_busy", "mean_utilization", "preemptions",
                 "mean_tokens_per_step", "finished", "peak_logical_tokens", "peak_used_slots", "swapped_blocks",
@@ -442,7 +443,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"workload {workload.name}: {len(workload)} requests, pool {sc.slots} slots, "
+    print(f"workload {workload.name}: {plural(len(workload), 'request')}, pool {plural(sc.slots, 'slot')}, "
           f"max_new_tokens {workload.max_new_tokens}, block size {sc.block_size}")
     if sc.rules == "v1":
         print(f"paged: {sc.v1_rules.describe()}; reservation: the classroom scheduler")

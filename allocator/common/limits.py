@@ -49,6 +49,11 @@ MAX_BLOCK_SIZE = 4096
 MAX_POOL_SLOTS = 1 << 30
 #: Longest shared system prompt accepted (tokens): far past any pool the app simulates.
 MAX_PROMPT_TOKENS = 1 << 22
+#: Largest uploaded file (bytes): 5 MB, counted as Streamlit's browser side counts the app's
+#: ``.streamlit/config.toml`` ``maxUploadSize = 5`` (megabytes of 1,000,000 bytes; it refused a
+#: 5,200,028-byte file as over "5.0MB"). The CLI caps the same files at the same number, and every
+#: message and help text states it in MB (``tests/core/test_upload_limit.py`` holds the three together).
+MAX_UPLOAD_BYTES = 5_000_000
 #: Largest trace accepted (rows) and largest single length (tokens): bounds that keep a bad file
 #: from hanging the app. The page states a lower row cap.
 MAX_ROWS = 200_000

@@ -30,9 +30,28 @@ import numpy as np
 from allocator.common.errors import FieldError
 
 
+class TypedFloat(float):
+    """A float read from text by :func:`number_from_text` that remembers the text (``.typed``), so a
+    message echoes what was typed (``rates[0] = 1e400 is not a finite number``), not what the number
+    became (``inf``). Arithmetic on it gives plain floats; every check returns a plain int or float."""
+
+    typed: str
+
+    def __new__(cls, value: float, typed: str):
+        self = super().__new__(cls, value)
+        self.typed = typed
+        return self
+
+    def __reduce__(self):
+        return float, (float(self),)
+
+
 def _show(value: object, limit: int = 40) -> str:
-    """A value as a message shows it: numbers plainly (``2.5``, ``inf``), anything else repr'd;
-    cut to about ``limit`` characters (a 400-digit number or a pasted paragraph is not echoed)."""
+    """A value as a message shows it: numbers plainly (``2.5``, ``inf``), as typed when it was read
+    from text (:class:`TypedFloat`: ``1e400``, not ``inf``), anything else repr'd; cut to about
+    ``limit`` characters (a 400-digit number or a pasted paragraph is not echoed)."""
+    if isinstance(value, TypedFloat):
+        return cut(value.typed, limit)
     if isinstance(value, (bool, np.bool_)):
         return repr(bool(value))
     if isinstance(value, numbers.Integral):
@@ -66,6 +85,10 @@ _MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 #: ``scheme://``, ``name@host``): Streamlit's renderer does this on the text after escapes are
 #: undone, so these spots get a zero-width space that breaks the pattern and changes nothing seen.
 _AUTOLINK_SPOTS = re.compile(r"(?i)(?<=www)(?=\.)|(?<=:)(?=/)|(?=@)")
+#: What Streamlit's Markdown renderer replaces by a typographic sign when it stands between spaces
+#: (``--`` by an em dash, ``->`` by an arrow, ``<=`` by a less-or-equal sign, ...), in text but not in
+#: code (frontend StreamlitMarkdown: its replacement runs on text nodes only).
+_TYPOGRAPHIC = re.compile(r"(?:(?<=\s)|^)(<->|->|<-|--|>=|<=|~=)(?=\s|$)")
 #: Longest piece of user text a message quotes (characters), unless the caller says otherwise.
 PLAIN_LIMIT = 80
 
@@ -96,6 +119,10 @@ def plain_markdown(text: object, limit: int | None = None) -> str:
     uploaded file's name, a CSV header or cell) or a message that quotes such text: every ASCII
     punctuation character is backslash-escaped, line breaks become spaces, and the spots where
     GitHub-flavoured Markdown would make a bare address into a link get a zero-width space.
+    Streamlit's renderer also turns ``--``, ``->``, ``<-``, ``<->``, ``>=``, ``<=`` and ``~=`` standing
+    between spaces into typographic signs (a copied ``git checkout -- file`` would read ``git checkout
+    — file`` and fail); escapes do not stop it, so each of those becomes a code span, which it leaves
+    alone (:data:`_TYPOGRAPHIC`; Streamlit's StreamlitMarkdown.tsx).
 
     Args:
         text: anything; ``str()`` of it is shown.
@@ -106,11 +133,15 @@ def plain_markdown(text: object, limit: int | None = None) -> str:
     """
     text = cut(text, limit) if limit is not None else str(text)
     text = text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", _AUTOLINK_SPOTS.sub("\u200b", text))
+    parts = _TYPOGRAPHIC.split(_AUTOLINK_SPOTS.sub("\u200b", text))
+    # split() with one group: even items are text to escape, odd ones the signs to keep as code
+    return "".join(f"`{part}`" if i % 2 else _MARKDOWN_PUNCTUATION.sub(r"\\\1", part)
+                   for i, part in enumerate(parts))
 
 
 def _blank(value: object) -> bool:
-    return value is None or (isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
+    """None, or a NaN that stands for an empty cell (a table editor's); a typed "nan" is not blank."""
+    return value is None or not isinstance(value, TypedFloat) and (isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
                              and math.isnan(float(value)))
 
 
@@ -283,12 +314,12 @@ def in_range(field: str, value: object, limit: Limit, *, index: int | None = Non
     else:
         number = float(value)
         if math.isnan(number):
-            raise fail(f" = nan is not a number: give {allowed}")
+            raise fail(f" = {_show(value)} is not a number: give {allowed}")
         if not math.isfinite(number):
-            raise fail(f" = {_show(number)} is not a finite number: give {allowed}")
+            raise fail(f" = {_show(value)} is not a finite number: give {allowed}")
         if limit.integer:
             if not number.is_integer():
-                raise fail(f" = {_show(number)} is not a whole number: give {allowed}")
+                raise fail(f" = {_show(value)} is not a whole number: give {allowed}")
             number = int(number)
     if not limit.contains(number):
         raise fail(f" = {_show(value)} must be {allowed}")    # as given: 1e+30, not its 31 digits
@@ -297,11 +328,17 @@ def in_range(field: str, value: object, limit: Limit, *, index: int | None = Non
 
 def number_from_text(text: object) -> object:
     """What a user typed, as a number when it reads as one: ``"16"`` -> 16, ``"0.5"`` -> 0.5,
-    ``"1e400"`` -> inf, ``"nan"`` -> nan; anything else comes back unchanged (a non-number is
+    ``"1e400"`` -> inf, ``"nan"`` -> nan (floats as :class:`TypedFloat`, which remember the text for
+    messages); text with an underscore (``"1_000"``) or a character outside ASCII is not a number;
+    anything else comes back unchanged (a non-number is
     named by the check it goes to, e.g. :func:`in_range`). Non-strings are returned as they are."""
     if not isinstance(text, str):
         return text
     stripped = text.strip()
+    if not stripped.isascii() or "_" in stripped:
+        # Python's int() and float() also read "1_000" and other scripts' digits ("１２"); the lab
+        # takes numbers as written in ASCII without separators, the same for every flag and field
+        return text
     try:
         return int(stripped)
     except ValueError:                  # not an integer (or past Python's 4,300-digit limit)
@@ -313,6 +350,6 @@ def number_from_text(text: object) -> object:
         value = int(digits[:40]) * 10 ** (len(digits) - 40)
         return -value if stripped.startswith("-") else value
     try:
-        return float(stripped)
+        return TypedFloat(float(stripped), stripped)
     except ValueError:
         return text

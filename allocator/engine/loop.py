@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import struct
+import threading
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from allocator.memory.paged import PagedAllocator
@@ -357,6 +359,25 @@ class Run:
             allocator.check_invariants(lengths)
 
 
+#: Busy steps between two calls of a progress report (:func:`progress_reports`).
+PROGRESS_EVERY = 20_000
+_progress = threading.local()
+
+
+@contextmanager
+def progress_reports(report):
+    """Within the block, every run of this thread's engine loop calls ``report(finished, total, step)``
+    about every :data:`PROGRESS_EVERY` busy steps (requests finished or rejected so far, requests in
+    the workload, the engine step reached), so a long run can say it is alive (the CLI's progress line
+    on stderr). Reports change nothing the run computes."""
+    before = getattr(_progress, "report", None)
+    _progress.report = report
+    try:
+        yield
+    finally:
+        _progress.report = before
+
+
 def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants: bool = False) -> Run:
     """The engine's loop, for either scheduler: until every request has finished or been rejected
     (or, on the seconds clock, the clock has reached ``stop_s``), skip an idle gap, queue the
@@ -372,6 +393,8 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
              and not run.caching and len(run.names) == len(STEP_COLUMNS) + len(POOL_COLUMNS) + run._tokens)
     quiet_ok = getattr(scheduler, "quiet_ok", None)
     busy, busy_limit = 0, scheduler.busy_limit
+    report = getattr(_progress, "report", None)
+    next_report = PROGRESS_EVERY if report is not None else math.inf
     t, now = 0, 0.0 if timed else 0           # the step, and the clock (the step, or seconds)
     arrival = keys[0] if n else math.inf      # the next arrival
     while run.finished + len(rejected) < n:
@@ -393,6 +416,9 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
         if look:
             run.picture_and_check(t, scheduler, check_invariants)
         busy += 1
+        if busy >= next_report:                # a long run says it is alive (progress_reports)
+            report(run.finished + len(rejected), n, t)
+            next_report = busy + PROGRESS_EVERY
         if busy > busy_limit:                  # a bug guard: a fault shows as an error, not a hang
             raise RuntimeError(f"{scheduler.name} did not drain within {busy_limit} busy steps "
                                f"({run.allocator.label})")

@@ -42,7 +42,7 @@ from allocator.studies.sustained import INTERPOLATION_SPAN, RATIO_RANGE_SPAN, ra
 from allocator.cost.roofline import CostModel
 from allocator.cost.timing import price
 from allocator.common.errors import FieldError
-from allocator.common.validate import number_from_text, one_of, show
+from allocator.common.validate import number_from_text, one_of
 from allocator.workloads.requests import Request, Workload
 
 #: The four allocators of the sweep, in the order the paper draws them (its names beside ours).
@@ -164,18 +164,22 @@ def parse_rates(text) -> tuple[float, ...]:
             none at all, too many, or a repeat.
     """
     if isinstance(text, str):
-        parts = [p.strip() for p in text.replace(";", ",").split(",") if p.strip()]
+        parts = [p.strip() for p in text.replace(";", ",").split(",")]
+        if parts == [""]:
+            parts = []
+        for i, p in enumerate(parts):        # "1,2,,3" or "1,2,": refused, never silently dropped
+            if not p:
+                raise FieldError("rates", f" is empty: give a request rate (requests per second) in entry {i + 1} "
+                                          "or remove its comma", index=i)
     else:
         parts = list(text)
     if not parts:
         raise FieldError("rates", " is empty: give at least one request rate (requests per second)")
     if len(parts) > MAX_RATES:
-        raise FieldError("rates", f" has {len(parts)} entries; at most {MAX_RATES} are swept")
+        raise FieldError("rates", f" has {len(parts):,} entries; at most {MAX_RATES} are swept")
     rates = []
     for i, p in enumerate(parts):
         value = number_from_text(p)          # a 5,000-digit entry stays a (too large) number, not inf
-        if isinstance(value, str) or not isinstance(value, (int, float)):
-            raise FieldError("rates", f" = {show(p)} is not a number", index=i) from None
         rates.append(float(check("rates", value, index=i)))
     rates = sorted(rates)
     if len(set(rates)) != len(rates):

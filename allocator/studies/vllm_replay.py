@@ -24,14 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.memory.paged import PagedAllocator
-from allocator.cost.calibration import (CALIBRATED, CalibratedCost, Efficiency, Fit, REPLAY_GPUS, ServedModel,
-                                        fit_efficiency, gpu_for, kv_pool_blocks, model_for)
+from allocator.cost.calibration import (CALIBRATED, CalibratedCost, Efficiency, Fit, REPLAY_GPUS, REPLAY_MODELS,
+                                        ServedModel, fit_efficiency, gpu_for, kv_pool_blocks, model_for)
 from allocator.cost.microbench import efficiency_for
 from allocator.cost.profile import VARIANTS, ProfileCost
 from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS, V1Rules
 from allocator.engine.simulate import simulate
 from allocator.common.errors import FieldError
-from allocator.common.limits import MAX_POOL_SLOTS, MAX_TOKENS
+from allocator.common.limits import LIMITS, MAX_POOL_SLOTS, MAX_TOKENS
 from allocator.common.validate import real_number, show, whole_number
 from allocator.workloads.vllm_run import VllmRun, load_run_zip
 from allocator.workloads.requests import Request, Workload
@@ -57,6 +57,13 @@ CALIBRATIONS = {"microbench": "the GPU's operator microbenchmarks (no run)",
 #: an override): far above any server's, small enough that the scheduler's arithmetic stays exact.
 MAX_NUM_SEQS = 1_000_000
 MAX_NUM_BATCHED_TOKENS = MAX_TOKENS
+#: Most engine steps an override of ``max_num_seqs`` or ``max_num_batched_tokens`` may make a replay
+#: take, estimated before it runs (:func:`estimated_steps`). Measured: ``replay-vllm`` on the shipped run
+#: with a budget of 16 tokens (an estimate of 28,312 steps) took 8.9 s on the lab's 2-core machine; the
+#: issue's hunt saw a budget of 12 (37,749) take 36 s on a loaded one and a budget of 1 (452,992) run
+#: past 60 s. So a what-if stays within about half a minute. A run whose own settings already need
+#: more may be replayed as it ran; an override may not make it longer than that.
+MAX_OVERRIDE_STEPS = 30_000
 #: Most points of the running/waiting series drawn when the run has no timeseries.csv: one a second
 #: up to this many, then evenly spaced (a request queued 10**8 s late once made an array of 10**8 ticks).
 MAX_SERIES_TICKS = 10_000
@@ -148,6 +155,34 @@ def _stats(values: np.ndarray) -> dict:
     return {"mean": float(v.mean()), "p50": float(np.percentile(v, 50)), "p90": float(np.percentile(v, 90))}
 
 
+def estimated_steps(run: VllmRun, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+    """Engine steps a replay of ``run`` takes at least, by its token counts: every step schedules at most
+    ``max_num_batched_tokens`` prompt and output tokens, and decodes at most one token for each of at
+    most ``max_num_seqs`` running sequences. ``max(ceil((prompt + output tokens) / budget),
+    ceil(output tokens / max_num_seqs))``; an estimate (prefix-cache hits skip prompt tokens, idle
+    time between arrivals adds steps). vLLM v1's scheduler: vllm/v1/core/sched/scheduler.py (token
+    budget and max_num_running_reqs per step)."""
+    prompt, output = int(run.prompt.sum()), int(run.output.sum())
+    return max(-(-(prompt + output) // max_num_batched_tokens), -(-output // max_num_seqs))
+
+
+def _check_override_steps(run: VllmRun, own: V1Rules, seqs: int | None, budget: int | None) -> None:
+    """Refuse an override whose :func:`estimated_steps` pass :data:`MAX_OVERRIDE_STEPS` (or the run's
+    own estimate, when that is larger), naming the smallest value this run allows."""
+    limit = max(MAX_OVERRIDE_STEPS, estimated_steps(run, own.max_num_seqs, own.max_num_batched_tokens))
+    prompt, output = int(run.prompt.sum()), int(run.output.sum())
+    if budget is not None and -(-(prompt + output) // budget) > limit:
+        least = -(-(prompt + output) // limit)
+        raise FieldError("max_num_batched_tokens", f" = {budget:,} would take about {-(-(prompt + output) // budget):,} "
+                         f"engine steps for this run's {prompt + output:,} prompt and output tokens; a what-if replays "
+                         f"at most {limit:,} steps, so give at least {least:,} for this run")
+    if seqs is not None and -(-output // seqs) > limit:
+        least = -(-output // limit)
+        raise FieldError("max_num_seqs", f" = {seqs:,} would take about {-(-output // seqs):,} engine steps to decode "
+                         f"this run's {output:,} output tokens (one per running sequence a step); a what-if replays "
+                         f"at most {limit:,} steps, so give at least {least:,} for this run")
+
+
 def rules_for(run: VllmRun) -> V1Rules:
     """The v1 rules the run's engine arguments set (vLLM's defaults for what it leaves out).
 
@@ -225,14 +260,16 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
     tp = check_priceable(run, m)
     dp, ep = parallelism(run)
     rules = rules_for(run)
+    # the same check (and message) as simulate's --max-num-*: allocator.common.limits.LIMITS
     if max_num_seqs is not None:
-        max_num_seqs = whole_number("max_num_seqs", max_num_seqs, 1, MAX_NUM_SEQS)
+        max_num_seqs = LIMITS["max_num_seqs"].check("max_num_seqs", max_num_seqs)
     if max_num_batched_tokens is not None:
-        max_num_batched_tokens = whole_number("max_num_batched_tokens", max_num_batched_tokens, 1,
-                                              MAX_NUM_BATCHED_TOKENS)
+        max_num_batched_tokens = LIMITS["max_num_batched_tokens"].check("max_num_batched_tokens",
+                                                                        max_num_batched_tokens)
     for name, value in (("chunked_prefill", chunked_prefill), ("prefix_caching", prefix_caching)):
         if value is not None and not isinstance(value, bool):
             raise FieldError(name, f" = {show(value)} must be true or false")
+    _check_override_steps(run, rules, max_num_seqs, max_num_batched_tokens)
     if max_num_seqs is not None or max_num_batched_tokens is not None or chunked_prefill is not None:
         rules = V1Rules(rules.max_num_seqs if max_num_seqs is None else max_num_seqs,
                         rules.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens,
@@ -463,11 +500,12 @@ def served_model(run: VllmRun, model: str | None = None) -> ServedModel:
     try:
         own = model_for(run.model)
     except FieldError:
-        raise FieldError("model", f": meta.json's model {run.model!r} has no preset, so the lab cannot price its "
-                         "steps; add its config.json shape to REPLAY_MODELS (allocator/cost/calibration.py)",
-                         subject="meta.json: model") from None
+        priced = ", ".join(m.config.short for m in REPLAY_MODELS.values())
+        raise FieldError("model", f" = {show(run.model)} is not a model this lab can price. It prices runs of "
+                         f"{priced}; another model needs its shape and an operator profile added by whoever "
+                         "runs the lab", subject="meta.json: model") from None
     if model is not None and model_for(model).config.key != own.config.key:
-        raise FieldError("model", f" = {model!r} does not match the run's model {run.model!r} (meta.json): the "
+        raise FieldError("model", f" = {show(model)} does not match the run's model {show(run.model)} (meta.json): the "
                          "measured times are that model's, so another one cannot be checked against them",
                          subject="--model")
     return own

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from allocator.studies.vllm_replay import FIGURES, STATS
 from allocator.common.formats import seconds
 from allocator.viz.theme import ACCENT, PAGED
+from allocator.common.formats import plural
 
 MEASURED = ACCENT
 SIMULATED = PAGED
@@ -126,7 +127,7 @@ def error_table(rep) -> pd.DataFrame:
 def headline(rep) -> str:
     """The replay's three mean errors in one sentence."""
     t = rep.table
-    return (f"Replaying {len(rep.run)} requests of a real run ({label(rep)}), the lab's mean time to first token is "
+    return (f"Replaying {plural(len(rep.run), 'request')} of a real run ({label(rep)}), the lab's mean time to first token is "
             f"{seconds(t['ttft']['mean']['simulated'])} against {seconds(t['ttft']['mean']['measured'])} measured "
             f"({signed_pct(t['ttft']['mean']['error_pct'])}), its mean time per output token "
             f"{seconds(t['tpot']['mean']['simulated'])} against {seconds(t['tpot']['mean']['measured'])} "

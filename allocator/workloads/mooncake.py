@@ -38,6 +38,7 @@ import numpy as np
 if TYPE_CHECKING:                   # pandas is imported where a trace is read or replayed
     import pandas as pd
 
+from allocator.common.formats import plural
 from allocator.common.hashing import splitmix64
 from allocator.common.paths import ASSETS
 from allocator.workloads.reader import HugeNumber, decode_utf8, gunzip, json_lines, parse_json, read_bytes, shown
@@ -125,7 +126,7 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
         if not raw.strip():
             continue
         if len(prompts) >= max_rows:
-            raise _file_error(f"the file has more than {max_rows:,} requests")
+            raise _file_error(f"the file has more than {plural(max_rows, 'request')}")
         obj = parse_json(raw, f"line {n}", index=n - 1)
         if not isinstance(obj, dict):
             raise FieldError("trace", f"line {n} is not a JSON object with keys {', '.join(FIELDS)}",

@@ -77,6 +77,24 @@ def file_label(path, *, as_typed: bool = False) -> str:
     return os.path.basename(os.path.normpath(full)) or full
 
 
+def size_words(nbytes: int, max_bytes: int) -> str:
+    """``nbytes`` in the unit its limit ``max_bytes`` is stated in: MB (1,000,000 bytes) for a limit
+    that is a whole number of them (the upload limit, ``allocator.common.limits.MAX_UPLOAD_BYTES``),
+    else MiB: ``size_words(5_200_028, 5_000_000) == "5.2 MB"``."""
+    if max_bytes % 1_000_000 == 0:
+        return f"{nbytes / 1e6:.1f} MB"
+    return f"{nbytes / 2**20:.1f} MiB"
+
+
+def limit_words(max_bytes: int) -> str:
+    """``"the limit is 5 MB (5,000,000 bytes)"``, ``"the limit is 4 MiB"`` or ``"the limit is 512 bytes"``."""
+    if max_bytes >= 1_000_000 and max_bytes % 1_000_000 == 0:
+        return f"the limit is {max_bytes // 1_000_000} MB ({max_bytes:,} bytes)"
+    if max_bytes >= 2**20:
+        return f"the limit is {max_bytes / 2**20:.0f} MiB"
+    return f"the limit is {max_bytes:,} bytes"
+
+
 def _whole_file_error(field: str, problem: str) -> FieldError:
     return FieldError(field, problem, subject="")
 
@@ -102,7 +120,7 @@ def read_bytes(source, max_bytes: int, *, field: str = "trace", what: str = "tra
             unreadable file, or one larger than ``max_bytes``.
         FileNotFoundError: the path does not exist (its message names the file by :func:`file_label`).
     """
-    limit = f"the limit is {max_bytes / 2**20:.0f} MiB" if max_bytes >= 2**20 else f"the limit is {max_bytes:,} bytes"
+    limit = limit_words(max_bytes)
     if isinstance(source, (bytes, bytearray)):
         data = bytes(source)
     elif isinstance(source, (str, os.PathLike)):
@@ -128,7 +146,7 @@ def read_bytes(source, max_bytes: int, *, field: str = "trace", what: str = "tra
         if not stat.S_ISREG(info.st_mode):
             raise _whole_file_error(field, f"{name} is not a regular file (a pipe or a device?); give a file")
         if info.st_size > max_bytes:
-            raise _whole_file_error(field, f"{name} is {info.st_size / 2**20:.1f} MiB; {limit}")
+            raise _whole_file_error(field, f"{name} is {size_words(info.st_size, max_bytes)}; {limit}")
         try:
             with open(path, "rb") as fh:
                 data = fh.read(max_bytes + 1)
@@ -138,7 +156,7 @@ def read_bytes(source, max_bytes: int, *, field: str = "trace", what: str = "tra
         data = source.read(max_bytes + 1)
         data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
     if len(data) > max_bytes:
-        raise _whole_file_error(field, f"the file is {len(data) / 2**20:.1f} MiB; {limit}")
+        raise _whole_file_error(field, f"the file is {size_words(len(data), max_bytes)}; {limit}")
     return data
 
 

@@ -24,11 +24,12 @@ if TYPE_CHECKING:                   # pandas is imported where a CSV is read (it
     import pandas as pd
 
 from allocator.common.errors import FieldError
-from allocator.common.limits import MAX_ROWS, MAX_TOKENS
+from allocator.common.limits import MAX_ROWS, MAX_TOKENS, MAX_UPLOAD_BYTES
 from allocator.common.paths import ASSETS, PROJECT
 from allocator.common.validate import real_number, whole_number
 from allocator.workloads.reader import cut, read_bytes, shown
 from allocator.workloads.requests import Workload, workload_from_lengths
+from allocator.common.formats import plural
 
 #: The shipped Azure conversation trace (all 19,366 rows).
 AZURE_TRACE = os.path.join(ASSETS, "azure_llm_conv_2023.csv")
@@ -37,9 +38,9 @@ AZURE_ATTRIBUTION = (
     "Ricardo Bianchini. \"Splitwise: Efficient generative LLM inference using phase splitting\", "
     "ISCA 2024. Data: Azure Public Dataset, AzureLLMInferenceDataset2023 (CC-BY 4.0)."
 )
-#: Largest file read (bytes): a bound that keeps a bad file from hanging the app (rows and
-#: lengths: ``allocator.common.limits.MAX_ROWS``, ``MAX_TOKENS``).
-MAX_BYTES = 5 * 1024 * 1024
+#: Largest file read (bytes): the upload limit, a bound that keeps a bad file from hanging the app
+#: (rows and lengths: ``allocator.common.limits.MAX_ROWS``, ``MAX_TOKENS``).
+MAX_BYTES = MAX_UPLOAD_BYTES
 #: Latest arrival step a replay may produce: 2**53, below which steps are exact in a float.
 MAX_ARRIVAL_STEP = 2 ** 53
 
@@ -145,7 +146,7 @@ def check_structure(text: str, *, expected: str = "prompt_tokens, output_tokens[
                 continue                         # a blank line
             checked(row, f"row {i + 1}")
             if len(row) != len(names):
-                raise FieldError("trace", f"row {i + 1} has {len(row)} fields but the header has {len(names)} "
+                raise FieldError("trace", f"row {i + 1:,} has {plural(len(row), 'field')} but the header has {len(names):,} "
                                  f"({cut(', '.join(names), 80)}): a field is missing or extra",
                                  index=i, subject="")
     except csv.Error as exc:                     # a cell past the size limit, a stray quote, a CR
@@ -256,7 +257,7 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
     if len(df) == 0:
         raise _file_error("the file has a header but no rows")
     if len(df) > max_rows:
-        raise _file_error(f"the file has {len(df)} rows; at most {max_rows:,} are accepted")
+        raise _file_error(f"the file has {plural(len(df), 'row')}; at most {max_rows:,} are accepted")
     prompts = _integer_column(df, p_col, 1)
     outputs = _integer_column(df, o_col, 1)
     if schema == "azure":

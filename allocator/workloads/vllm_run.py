@@ -33,8 +33,10 @@ import numpy as np
 
 from allocator.common.errors import FieldError
 from allocator.common.paths import ASSETS
-from allocator.common.validate import show
-from allocator.workloads.reader import HugeNumber, decode_utf8, file_label, json_lines, parse_json, read_bytes
+from allocator.common.validate import Limit, in_range, show
+from allocator.common.limits import MAX_UPLOAD_BYTES
+from allocator.workloads.reader import (HugeNumber, decode_utf8, file_label, json_lines, limit_words, parse_json,
+                                        read_bytes, size_words)
 
 if TYPE_CHECKING:                      # pandas is imported where the CSV is read (CLI start-up, issue 24)
     import pandas as pd
@@ -119,6 +121,29 @@ class VllmRun:
         if value is None:
             return default
         return _whole(f"meta.json: engine_kwargs.{key}", value)
+
+
+#: Ranges of the optional fields the replay does not use but a run folder may carry: a wrong one is
+#: named rather than accepted without a word (issue 42). ``arrival_time`` is the benchmark client's
+#: wall clock (seconds since 1970; the shipped runs' are about 1.78e9); ``tick_seconds`` the spacing
+#: of timeseries.csv's rows (the shipped runs use 1 s).
+OPTIONAL_RANGES = {
+    "arrival_time": Limit(0, 1e11, integer=False, unit="seconds since 1970"),
+    "tick_seconds": Limit(0.001, 3600, integer=False, unit="seconds between timeseries.csv rows"),
+}
+
+
+def _optional(subject: str, key: str, value) -> None:
+    """Check an optional field the replay does not use (:data:`OPTIONAL_RANGES`); None (absent) passes.
+
+    Raises:
+        FieldError: one line naming the file, the row and field, the value (cut) and the allowed range,
+            e.g. ``"requests.jsonl line 3: arrival_time = inf is not a finite number: give a number from 0
+            to 100,000,000,000 (seconds since 1970)"``.
+    """
+    if value is None:
+        return
+    in_range(key, value, OPTIONAL_RANGES[key], subject=subject)
 
 
 def _whole(subject: str, value) -> int:
@@ -227,6 +252,7 @@ def _load(path, name: str) -> VllmRun:
     meta = parse_json(_read_text(path, "meta.json", 2**20), "meta.json", field="meta.json")
     if not isinstance(meta, dict):
         raise FieldError("meta.json", ": meta.json must hold a JSON object", subject="run")
+    _optional("meta.json: tick_seconds", "tick_seconds", meta.get("tick_seconds"))
     engine = meta.get("engine_kwargs")
     if not isinstance(engine, dict):
         raise FieldError("engine_kwargs", " is missing from meta.json or not an object", subject="meta.json: engine_kwargs")
@@ -256,6 +282,7 @@ def _load(path, name: str) -> VllmRun:
             if key not in obj:
                 raise FieldError(key, " is missing", subject=subject)
             row.append(_whole(subject, obj[key]) if key.endswith("_toks") else _number(subject, obj[key]))
+        _optional(f"requests.jsonl line {n}: arrival_time", "arrival_time", obj.get("arrival_time"))
         q, s, f, last = row[2:]
         if not q <= s <= f <= last:
             raise FieldError("requests.jsonl", f": line {n}'s times are out of order (queued <= scheduled <= "
@@ -283,8 +310,8 @@ def _load(path, name: str) -> VllmRun:
 # A run folder uploaded as a zip
 # ---------------------------------------------------------------------------------------------
 
-#: Largest zip accepted (bytes): the app's upload limit (.streamlit/config.toml maxUploadSize).
-MAX_ZIP_BYTES = 5 * 2**20
+#: Largest zip accepted (bytes): the app's upload limit (.streamlit/config.toml maxUploadSize, 5 MB).
+MAX_ZIP_BYTES = MAX_UPLOAD_BYTES
 #: Most entries a zip may list (a run folder holds three files; the rest is skipped, but each
 #: entry is inspected, so their number is bounded too).
 MAX_ZIP_MEMBERS = 64
@@ -352,8 +379,8 @@ def load_run_zip(data: bytes, name: str = "upload.zip") -> VllmRun:
     if not isinstance(data, (bytes, bytearray)):
         raise FieldError("run", ": the upload is not a file's bytes", subject="run")
     if len(data) > MAX_ZIP_BYTES:
-        raise FieldError("run", f": the zip is {len(data) / 2**20:.1f} MiB; the limit is "
-                         f"{MAX_ZIP_BYTES / 2**20:.0f} MiB", subject="run")
+        raise FieldError("run", f": the zip is {size_words(len(data), MAX_ZIP_BYTES)}; "
+                         f"{limit_words(MAX_ZIP_BYTES)}", subject="run")
     try:
         archive = zipfile.ZipFile(io.BytesIO(bytes(data)))
         infos = archive.infolist()
@@ -386,7 +413,7 @@ def load_run_zip(data: bytes, name: str = "upload.zip") -> VllmRun:
         found[folder][base] = info
     runs = [f for f, files in found.items() if "meta.json" in files or "requests.jsonl" in files]
     if len(runs) > 1:
-        raise FieldError("run", f": the zip holds {len(runs)} runs (folders {', '.join(sorted(show(r, 30) for r in runs))}); "
+        raise FieldError("run", f": the zip holds {len(runs):,} runs (folders {', '.join(sorted(show(r, 30) for r in runs))}); "
                          "upload one run folder", subject="run")
     members = found[runs[0]] if runs else {}
     for need in ("meta.json", "requests.jsonl"):

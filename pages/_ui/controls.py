@@ -16,6 +16,7 @@ from allocator.cost.best import profiled_pairs
 from allocator.engine.scenario import UPLOAD_MAX_ROWS, Scenario
 from allocator.workloads.sharegpt import sharegpt_lengths
 from allocator.workloads.trace import ShippedDataError, shipped_trace
+from allocator.common.limits import MAX_UPLOAD_BYTES
 from allocator.common.validate import one_line, plain_markdown, show
 from allocator.common.formats import plural
 from pages._ui.cache import uploaded_rows
@@ -26,7 +27,7 @@ from pages._ui.url_params import (BLOCK_SIZE_DEFAULT, BLOCK_SIZES, CHOICE_DEFAUL
 
 UPLOAD_HELP = ("A CSV in the Azure schema (TIMESTAMP, ContextTokens, GeneratedTokens) or a plain one "
                f"(prompt_tokens, output_tokens, optional arrival_s in seconds); at most {UPLOAD_MAX_ROWS:,} "
-               "rows and 5 MiB.")
+               f"rows and {MAX_UPLOAD_BYTES // 1_000_000} MB.")
 _READ = "url_checked"
 
 

@@ -234,6 +234,21 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+class OutOfMemory(ValueError):
+    """A page's heavy work ran out of memory (the system refused it a ``MemoryError``): a
+    ``ValueError``, so every page shows it as it shows bad input, one plain message with no traceback."""
+
+
+def _guarded(what: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, with a ``MemoryError`` turned into :class:`OutOfMemory` naming ``what``
+    and what shortens the work (fewer requests, a smaller pool)."""
+    try:
+        return fn(*args, **kwargs)
+    except MemoryError:
+        raise OutOfMemory(f"{what} ran out of memory on this server (the system refused more); try fewer "
+                          "requests or a smaller pool") from None
+
+
 def run_heavy(what: str, fn, *args, _spinner: bool = True, **kwargs):
     """``fn(*args, **kwargs)`` inside the server's heavy-work queue, with the wait shown on the page.
 
@@ -244,11 +259,12 @@ def run_heavy(what: str, fn, *args, _spinner: bool = True, **kwargs):
 
     Raises:
         TimeoutError: the queue did not reach this run within ``WAIT_S`` seconds.
-        Whatever ``fn`` raises.
+        OutOfMemory: ``fn`` raised a ``MemoryError`` (a ``ValueError`` with one plain message).
+        Whatever else ``fn`` raises.
     """
     if not _in_script():
         with QUEUE.slot():
-            return fn(*args, **kwargs)
+            return _guarded(what, fn, *args, **kwargs)
     import streamlit as st
     box = None
 
@@ -263,9 +279,9 @@ def run_heavy(what: str, fn, *args, _spinner: bool = True, **kwargs):
             if box is not None:
                 box.empty()
             if not _spinner:
-                return fn(*args, **kwargs)
+                return _guarded(what, fn, *args, **kwargs)
             with st.spinner(f"{what}…", show_time=True):
-                return fn(*args, **kwargs)
+                return _guarded(what, fn, *args, **kwargs)
     finally:
         if box is not None:
             box.empty()
@@ -303,7 +319,7 @@ def shared(what: str, *, max_entries: int = 32, heavy=None):
             try:
                 queued = heavy is None or heavy(*args, **kwargs)
                 return STORE.compute_once(key, (lambda: run_heavy(what, fn, *args, **kwargs)) if queued
-                                          else (lambda: fn(*args, **kwargs)), group=group,
+                                          else (lambda: _guarded(what, fn, *args, **kwargs)), group=group,
                                           max_entries=max_entries, on_other=other)
             finally:
                 if note is not None:

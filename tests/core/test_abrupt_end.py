@@ -90,3 +90,23 @@ def test_empty_folders_left_by_an_older_failed_export_do_not_block(tmp_path, cap
     out = tmp_path / "site"
     (out / "data").mkdir(parents=True)
     assert main(["export-site", str(out), "--json"]) == 0
+
+
+def test_a_memory_error_before_the_guard_trips_is_one_line_and_leaves_no_part_file(tmp_path, monkeypatch, capsys):
+    """Issue 42: under a container's memory cap below a quarter of the machine, the system refuses
+    memory (MemoryError) before the memory guard trips. Injected while the second output is written:
+    one line saying what ran out and what to try, status 2, no traceback, no ``.part`` file."""
+    seen = []
+    real = common._write_text
+
+    def write(handle, text):
+        seen.append(1)
+        if len(seen) == 2:
+            raise MemoryError
+        real(handle, text)
+    monkeypatch.setattr(common, "_write_text", write)
+    rc = main(["export-html", "--out", str(tmp_path / "a.html"), "--csv", str(tmp_path / "a.csv")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("error: this run ran out of memory (the system refused more before the run finished); "
+                               "try fewer requests (--count) or a smaller pool (--slots)\n"), err
+    assert os.listdir(tmp_path) == []

@@ -441,8 +441,8 @@ def test_negative_numbers_are_values_that_the_range_refuses():
     """argparse alone reads ``--arrival-rate -1e-3`` as a missing value followed by an option."""
     for argv, words in ((["simulate", "--metadata-cost", "-inf"], "metadata_cost = -inf is not a finite number"),
                         (["simulate", "--arrival", "trickle", "--arrival-rate", "-1e-3"],
-                         "arrival_rate = -0.001 must be a number from 0.001"),
-                        (["simulate", "--slots", "-.5"], "total_slots = -0.5"),
+                         "arrival_rate = -1e-3 must be a number from 0.001"),
+                        (["simulate", "--slots", "-.5"], "total_slots = -.5"),
                         (["simulate", "--slots", "9" * 5000], "total_slots = 999999999999… (5,000 digits)")):
         rc, out, err, _ = run_cli(argv)
         assert rc == 2 and words in err, (argv, err)

@@ -88,7 +88,7 @@ def test_unsorted_timestamps_are_refused():
 
 
 def test_too_many_rows_and_missing_file(tmp_path):
-    with pytest.raises(FieldError, match="more than 1 requests"):
+    with pytest.raises(FieldError, match="more than 1 request$"):
         load_mooncake(_jsonl(GOOD), max_rows=1)
     with pytest.raises(FileNotFoundError):
         load_mooncake(tmp_path / "nope.jsonl")

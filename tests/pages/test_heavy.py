@@ -232,3 +232,28 @@ def test_a_sweep_the_queue_did_not_reach_is_named_a_busy_server_not_bad_settings
                       "in a few minutes to try again."], errors
     assert not at.get("progress")
     assert not sweep_cache.is_cached(sweep_cache.sweep_key("a100-40gb", "opt-13b", "auto", 200, (0.7, 1.3, 2.9), 16))
+
+
+# ------------------------------------------------------------------ a MemoryError in heavy work (issue 42)
+
+def test_a_memory_error_in_heavy_work_is_one_plain_message_not_a_traceback(monkeypatch):
+    """The system refusing memory inside a page's heavy work (a container cap below the memory
+    guard's quarter of the machine) reaches the page as a ValueError with one plain message, queued or
+    not, and the queue is left free; on the Throughput page it is one error box, no traceback."""
+    from pages._ui import heavy, sweep_cache
+    from tests.conftest import open_page, seen
+
+    def refused(*args, **kwargs):
+        raise MemoryError
+    with pytest.raises(heavy.OutOfMemory, match=r"^Simulating the sweep ran out of memory on this server"):
+        heavy.run_heavy("Simulating the sweep", refused)
+    assert heavy.QUEUE.state() == (0, 0)
+    light = heavy.shared("Replaying", heavy=lambda *a: False)(lambda n: refused())
+    with pytest.raises(ValueError, match="try fewer requests or a smaller pool"):
+        light(3)
+
+    monkeypatch.setattr(sweep_cache, "rate_sweep", refused)
+    at = open_page("pages/throughput.py", {"tp_requests": 200, "tp_rates": "0.7, 1.3, 2.7"})
+    errors = [seen(e.value) for e in at.error]
+    assert errors == ["These settings cannot run: Simulating the sweep ran out of memory on this server (the system "
+                      "refused more); try fewer requests or a smaller pool."], errors

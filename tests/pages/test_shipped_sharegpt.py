@@ -19,7 +19,7 @@ import allocator.workloads.sharegpt as sharegpt
 from allocator.__main__ import main
 from allocator.workloads.trace import ShippedDataError
 from pages._ui import heavy
-from tests.conftest import APP_PATH, ROOT, seen
+from tests.conftest import APP_PATH, ROOT, rendered, seen
 from tests.pages.test_shipped_data import DAMAGES, _damage
 
 NAME = "assets/sharegpt_opt_lengths_filtered.csv.gz"
@@ -95,3 +95,21 @@ def test_the_throughput_sweep_and_the_paper_replication_name_the_file(damaged):
     said = _said([seen(e.value) for e in at.error], how, tmp)
     assert any(t.startswith("The paper replication cannot run: ") for t in said), said
     assert any(t.startswith("These settings cannot run: ") for t in said), said
+
+
+def test_the_restore_command_survives_streamlits_typography(damaged):
+    """Streamlit's renderer turns a ``--`` between spaces into an em dash, so the shown
+    ``git checkout -- file`` failed when copied; the message keeps it in code, and what a reader sees
+    (the frontend's replacements applied to the page's Markdown) holds the command exactly."""
+    how, tmp = damaged
+    if how != "missing":
+        pytest.skip("one damage is enough: the command is the same for every one")
+    at = AppTest.from_file(APP_PATH, default_timeout=120)
+    at.query_params["workload"] = "sharegpt-opt"
+    at.switch_page("pages/explainer.py")
+    at.run()
+    assert not at.exception
+    sources = [e.value for kind in ("error", "warning", "info") for e in getattr(at, kind)
+               if f"shipped data file" in seen(e.value)]
+    assert sources and all(f"git checkout -- {NAME}" in rendered(s) and "\u2014" not in rendered(s)
+                           for s in sources), sources
