@@ -243,7 +243,7 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
                          keep_default_na=False, na_values=[""])   # "NaN", "null" are text, not blanks
     except pd.errors.EmptyDataError:
         raise _file_error("the file is empty") from None
-    except pd.errors.ParserError as exc:
+    except pd.errors.ParserError:
         raise _file_error("the file is not a readable CSV table") from None
     df.columns = [str(c).strip() for c in df.columns]
     if all(c in df.columns for c in AZURE_COLUMNS):
