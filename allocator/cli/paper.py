@@ -154,7 +154,7 @@ def print_fig15(f) -> None:
         if r["mode"] == "beam":
             extra = f"  sweep spans {100 * r['span'][0]:.1f}-{100 * r['span'][1]:.1f} %"
         print(f"  {MODE_LABELS[r['mode']]:<18} {r['width']}: ours {100 * r['ours']:5.1f} ± {100 * r['std']:.1f} %"
-              f"   paper {paper}{err}{extra}   {'yes' if r['ok'] else 'NO'}" + (" (paper inside the sweep)" if r['mode'] == 'beam' else ""))
+              f"   paper {paper}{err}{extra}   {r['verdict']}")
     print("  parallel sampling from the lengths alone (no engine): "
           + " / ".join(f"{100 * f.lengths_only[w]:.1f}" for w in sorted(f.lengths_only)) + " %")
     print("  beam search by replacement probability: " + "; ".join(

@@ -75,6 +75,25 @@ WHY = {
 }
 
 
+def beam_verdict(paper: float | None, paper_range: tuple, span: tuple, error_points: float | None) -> str:
+    """What a beam row's check says, in words: the paper's value (``paper``, a fraction; None at a width
+    the paper gives only its ``paper_range`` for) placed inside the model's ``span`` (lowest, highest
+    mean saving over the swept replacement values, fractions) or not -- never a match, since the
+    default replacement is not fitted -- and the default's error in points."""
+    lo, hi = span
+    rng = f"{100 * lo:.1f}–{100 * hi:.1f} %"
+    if paper is None:
+        plo, phi = paper_range
+        inside = lo <= phi and plo <= hi
+        return (f"{'placed' if inside else 'not placed'}, not matched: the paper's range "
+                f"{100 * plo:.1f}–{100 * phi:.1f} % {'overlaps' if inside else 'lies outside'} the model's range "
+                f"{rng}; the paper prints no value at this width")
+    inside = lo <= paper <= hi
+    return (f"{'placed' if inside else 'not placed'}, not matched: the paper's value lies "
+            f"{'inside' if inside else 'outside'} the model's range {rng}; the default is "
+            f"{error_points:+.1f} points off")
+
+
 def memory_saving(result) -> float:
     """1 - physical / logical blocks at each record, averaged over the run's duration while blocks
     are held (seconds on the seconds clock, steps otherwise); 0.0 for a run that held none.
@@ -205,8 +224,10 @@ class Figure15:
         """One row per mode and width: the paper's value (or range), ours (mean over seeds, the
         beam at the default replacement), the error in points, whether the target is met, and why
         they differ. Parallel: within :data:`PARALLEL_TOLERANCE_POINTS` of the range's end at the
-        smallest / largest width, inside the range at width 4. Beam: the paper's value inside the
-        span of the sweep (the default is reported, not judged)."""
+        smallest / largest width, inside the range at width 4 (``ok`` True or False). Beam: not a
+        target (``ok`` None); ``placed`` says whether the paper's value (its range at width 4) lies
+        inside the span of the sweep, and the default's error is reported, not judged. ``verdict`` says
+        which of the two it is in words (:func:`beam_verdict` for beam rows)."""
         rows = []
         for mode in ("parallel", "beam"):
             lo, hi = PAPER_FIG15["sharegpt"][mode]
@@ -223,12 +244,19 @@ class Figure15:
                     else:
                         row["error_points"] = 100 * (ours["mean"] - paper)
                         row["ok"] = abs(row["error_points"]) <= PARALLEL_TOLERANCE_POINTS
+                    row["placed"] = None
+                    rule = (f"within {PARALLEL_TOLERANCE_POINTS:g} points" if paper is not None else
+                            f"within the range ± {PARALLEL_TOLERANCE_POINTS:g} points")
+                    row["verdict"] = ("yes" if row["ok"] else "no") + f" ({rule})"
                 else:
                     span = self.beam_span(w)
                     row["span"] = span
                     row["error_points"] = None if paper is None else 100 * (ours["mean"] - paper)
-                    row["ok"] = (span[0] <= paper <= span[1]) if paper is not None else \
-                        span[0] <= lo and hi <= span[1] or span[0] <= hi and lo <= span[1]
+                    # not a target: the check only places the paper's value inside the model's range
+                    row["ok"] = None
+                    row["placed"] = bool((span[0] <= paper <= span[1]) if paper is not None else
+                                         span[0] <= hi and lo <= span[1])
+                    row["verdict"] = beam_verdict(paper, (lo, hi), span, row["error_points"])
                     row["implied_replacement"] = None if paper is None else self.implied_replacement(w, paper)
                 rows.append(row)
         return rows

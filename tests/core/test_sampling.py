@@ -204,11 +204,15 @@ def test_cli_sharing_and_the_replications_json_carry_figure15(capsys, monkeypatc
     assert out["paper"]["sharegpt"]["parallel"] == list(PAPER_FIG15["sharegpt"]["parallel"])
     assert out["parallel"]["2"]["mean"] == small.parallel[2]["mean"]
     assert [t["ok"] for t in out["targets"]] == [t["ok"] for t in small.targets()]
+    # the JSON says what the table says: beam rows are placed, not matched, and not judged (ok is null)
+    assert [t["verdict"] for t in out["targets"]] == [t["verdict"] for t in small.targets()]
+    assert all(t["ok"] is None and "not matched" in t["verdict"] for t in out["targets"] if t["mode"] == "beam")
     cli_paper.print_fig15(small)
     text = capsys.readouterr().out
     for w in WIDTHS:
         assert f"{100 * small.parallel[w]['mean']:5.1f} ± {100 * small.parallel[w]['std']:.1f} %" in text
     assert "paper 16.2 %" in text and "paper 30.5 %" in text and "paper 44.3 %" in text
+    assert all(t["verdict"] in text for t in small.targets())
 
 
 def test_the_lengths_only_saving_is_the_step_by_step_count():

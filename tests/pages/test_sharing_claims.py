@@ -68,3 +68,40 @@ def test_the_sentences_and_the_table_say_the_same(fig):
             assert f"between replacement {pair[0]:g} and {pair[1]:g} at width {w}" in t["beam_model"]
             lo, hi = sorted((fig.beam[pair[0]][w]["mean"], fig.beam[pair[1]][w]["mean"]))
             assert lo <= paper <= hi
+
+
+def test_the_beam_rows_say_placed_not_matched_and_only_parallel_rows_are_judged(fig):
+    """A beam row's check only places the paper's value inside the range the model's parameter spans,
+    so its verdict names that (with the span and the default's error) and is never a bare yes; parallel
+    sampling's rows are a real within-tolerance check whose yes / no follows the error."""
+    rows = {r["measure"]: r for r in sharing_rows(fig)}
+    for t in fig.targets():
+        verdict = rows[f"{'parallel sampling' if t['mode'] == 'parallel' else 'beam search'}, width {t['width']}"][
+            "verdict"]
+        assert verdict == t["verdict"]
+        if t["mode"] == "beam":
+            assert t["ok"] is None and not verdict.startswith("yes")
+            lo, hi = t["span"]
+            assert f"not matched: the paper's " in verdict and f"model's range {100 * lo:.1f}–{100 * hi:.1f} %" in verdict
+            word = "placed" if t["placed"] else "not placed"
+            assert verdict.startswith(word + ", not matched")
+            if t["paper"] is not None:
+                assert t["placed"] == (lo <= t["paper"] <= hi)
+                assert f"the default is {t['error_points']:+.1f} points off" in verdict
+        else:
+            assert t["placed"] is None
+            if t["paper"] is not None:
+                assert t["ok"] == (abs(t["error_points"]) <= PARALLEL_TOLERANCE_POINTS)
+            assert verdict.startswith("yes (within" if t["ok"] else "no (within")
+
+
+def test_beam_verdict_outside_the_range_says_so():
+    from allocator.studies.sharing import beam_verdict
+
+    assert beam_verdict(0.663, (0.443, 0.663), (0.211, 0.781), 7.3) == (
+        "placed, not matched: the paper's value lies inside the model's range 21.1–78.1 %; the default is "
+        "+7.3 points off")
+    assert beam_verdict(0.9, (0.443, 0.9), (0.211, 0.781), -12.0).startswith(
+        "not placed, not matched: the paper's value lies outside the model's range 21.1–78.1 %")
+    assert beam_verdict(None, (0.443, 0.663), (0.7, 0.8), None).startswith(
+        "not placed, not matched: the paper's range 44.3–66.3 % lies outside")
