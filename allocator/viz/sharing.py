@@ -2,9 +2,9 @@
 
 Two charts: the memory saved by sharing against the width (parallel sampling, and beam search at
 the beam model's default), this model's mean with ± 1 sd bars beside the paper's range; and beam
-search's saving against the beam model's replacement probability, one line per width, with the
-paper's values as dashed lines, so a reader sees where they fall in the model's range. Shared
-blocks keep their app-wide colour (:data:`allocator.viz.theme.SHARED_PREFIX`).
+search's saving against the beam model's replacement probability (a categorical axis, markers
+only), one series per width, with the paper's values as dashed lines, so a reader sees where they
+fall in the model's range. Shared blocks keep their app-wide colour (:data:`allocator.viz.theme.SHARED_PREFIX`).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from allocator.viz.theme import GREY_FREE, PAGED, SHARED_PREFIX
 from allocator.viz.throughput import BUDGET_COLOUR, CHART_LAYOUT, chart_title
 
 WIDTH_DASH = {2: "dot", 4: "dash", 6: "solid"}
+WIDTH_SYMBOL = {2: "circle", 4: "square", 6: "diamond"}
 
 
 def fig15_figure(f) -> go.Figure:
@@ -50,9 +51,10 @@ def fig15_figure(f) -> go.Figure:
 
 
 def beam_sweep_figure(f) -> go.Figure:
-    """Beam search's saving (%) against the beam model's per-step replacement probability, one line
-    per width (mean over the seeds ± 1 sd), the paper's ShareGPT values at widths 2 and 6 dashed,
-    the model's default marked."""
+    """Beam search's saving (%) against the beam model's per-step replacement probability, one marker
+    series per width (mean over the seeds ± 1 sd), the paper's ShareGPT values at widths 2 and 6 dashed,
+    the model's default marked. The x axis is categorical (the swept values evenly spaced, not to
+    scale), so no line joins the points."""
     rhos = list(f.beam)
     labels = [f"{r:g}" for r in rhos]
     fig = go.Figure()
@@ -61,14 +63,19 @@ def beam_sweep_figure(f) -> go.Figure:
         fig.add_hline(y=100 * paper, line=dict(color=BUDGET_COLOUR, dash=WIDTH_DASH[w], width=1),
                       annotation_text=f"the paper, width {w}: {100 * paper:.1f} %", annotation_position="top left")
     for w in WIDTHS:
-        fig.add_trace(go.Scatter(x=labels, y=[100 * f.beam[r][w]["mean"] for r in rhos], mode="lines+markers",
-                                 name=f"width {w} (this model)", line=dict(color=SHARED_PREFIX, dash=WIDTH_DASH[w]),
+        # markers only: the swept values sit at equal steps on a category axis, so a line between them
+        # would draw a slope the numbers do not have
+        fig.add_trace(go.Scatter(x=labels, y=[100 * f.beam[r][w]["mean"] for r in rhos], mode="markers",
+                                 name=f"width {w} (this model)",
+                                 marker=dict(color=SHARED_PREFIX, symbol=WIDTH_SYMBOL[w], size=11,
+                                             line=dict(color="white", width=1)),
                                  error_y=dict(type="data", array=[100 * f.beam[r][w]["std"] for r in rhos],
                                               visible=True),
                                  hovertemplate=f"width {w}, replacement %{{x}}: %{{y:.1f}} % saved<extra></extra>"))
     fig.add_vline(x=labels.index(f"{f.default_replacement:g}"), line=dict(color=GREY_FREE, width=8),
                   annotation_text="the model's default", annotation_position="bottom right")
-    fig.update_xaxes(title_text="beam model: probability a beam is replaced per step", type="category")
+    fig.update_xaxes(title_text="beam model: probability a beam is replaced per step (swept values, "
+                                "evenly spaced categories: not to scale)", type="category")
     fig.update_yaxes(title_text="memory saved by sharing (% of blocks)", range=[0, 100], gridcolor="#eee")
     fig.update_layout(height=440, title=chart_title("Beam search: where the paper falls in the model's range"),
                       **CHART_LAYOUT)

@@ -105,3 +105,19 @@ def test_beam_verdict_outside_the_range_says_so():
         "not placed, not matched: the paper's value lies outside the model's range 21.1–78.1 %")
     assert beam_verdict(None, (0.443, 0.663), (0.7, 0.8), None).startswith(
         "not placed, not matched: the paper's range 44.3–66.3 % lies outside")
+
+
+def test_the_beam_sweep_chart_is_categorical_with_no_lines_between_the_swept_values(fig):
+    """The swept replacement values (0, 0.01, 0.05, 0.2 ...) are evenly spaced, so the axis is a category
+    axis that says it is not to scale, and the points are markers, never a line whose slope would read
+    as a rate of change."""
+    from allocator.viz.sharing import beam_sweep_figure
+
+    chart = beam_sweep_figure(fig)
+    assert chart.layout.xaxis.type == "category" and "not to scale" in chart.layout.xaxis.title.text
+    series = [t for t in chart.data if t.name and t.name.endswith("(this model)")]
+    assert [t.name for t in series] == [f"width {w} (this model)" for w in WIDTHS]
+    for t, w in zip(series, WIDTHS):
+        assert t.mode == "markers"
+        assert list(t.x) == [f"{r:g}" for r in fig.beam]
+        assert list(t.y) == pytest.approx([100 * fig.beam[r][w]["mean"] for r in fig.beam])
