@@ -17,7 +17,8 @@ from allocator.common.limits import MAX_UPLOAD_BYTES
 from allocator.common.validate import one_line, plain_markdown
 from allocator.common.errors import FieldError
 from allocator.viz.replay import (cdf_figure, cost_model_sentence, cost_model_table, error_table, headline,
-                                  held_out_sentence, right_and_wrong, scatter_figure, series_figure, signed_pct)
+                                  held_out_sentence, right_and_wrong, scatter_figure, series_figure, signed_pct,
+                                  upload_commands, UPLOAD_PLACEHOLDER)
 from allocator.workloads.trace import load_shipped
 from allocator.workloads.vllm_run import SHIPPED_RUN, load_run
 from pages._ui.errors import show_error
@@ -97,6 +98,12 @@ st.markdown(headline(rep))
 st.subheader("The error, figure by figure")
 st.table(error_table(rep).set_index(["figure", "statistic"]))
 st.caption("Error = simulated ÷ measured − 1. p50 and p90: the median and the 90th percentile over the 300 requests.")
+if st.session_state["re_model"] == "calibrated":
+    st.markdown("Reproduce this table on the command line:")
+else:
+    st.markdown("The command line replays with the calibrated step model only (the datasheet contrast has no "
+                "flag); pick it above to see this table as the command prints it:")
+st.code(COMMAND, language="bash", wrap_lines=True)
 
 c = st.columns(2)
 with c[0]:
@@ -120,7 +127,8 @@ st.markdown(
     "a fixed overhead. Three named parameters turn datasheet peaks into what a real step achieves; they were "
     "fitted by least squares to each request's measured time per output token, using what the log says was "
     "running alongside it. Each is a fraction of a datasheet figure or a fixed time, so another GPU or model "
-    "enters only through its published numbers.")
+    "enters only through its published numbers; whether the fractions fitted here hold there is untested "
+    "(below).")
 st.table(pd.DataFrame([
     {"parameter": "eta_flops", "meaning": "achieved share of peak bf16 tensor FLOP/s", "value": f"{e.eta_flops:g}"},
     {"parameter": "eta_bw", "meaning": "achieved share of memory bandwidth", "value": f"{e.eta_bw:g}"},
@@ -147,7 +155,7 @@ st.caption("Each column names the cost model that produced it. Roofline: the ste
            "operators' smallest measured time as its overhead. Operator "
            "profile: per-operator latencies measured with vLLM 0.19 on this GPU (casys-kaist/LLMServingSim "
            "profiler/perf, MIT licence, assets/llm_profiles/), summed over the model's layers, plus a 1 ms engine "
-           "overhead assumed, not fitted. Reproduce: `python -m allocator replay-vllm "
+           "overhead assumed, not fitted. Reproduce both columns: `python -m allocator replay-vllm "
            "assets/vllm_runs/rtxpro6000_llama-3.1-8b --json`")
 
 st.subheader("Another run")
@@ -172,11 +180,14 @@ if _up is not None:
                   f"{', expert parallel' if _one.expert_parallel else ''}" if _one.data_parallel > 1 else "")
         st.caption(plain_markdown(f"{_name}: {len(_one.run):,} requests, {_one.cost.label}; {_one.rules.describe()}"
                                   f"{_ranks}."))
-        st.markdown(plain_markdown(cost_model_sentence(_theirs)))
+        st.markdown(plain_markdown(cost_model_sentence(_theirs, uploaded=True)))
         st.table(cost_model_table(_theirs).set_index(["figure", "statistic"]))
+        # beside the table it reproduces, and only while an upload replayed: a damaged zip shows none
+        _cmds = upload_commands(_theirs)
+        st.markdown(plain_markdown(f"Reproduce this table on the command line, with {_name} saved as "
+                                   f"{UPLOAD_PLACEHOLDER}: {_cmds['say']}"))
+        st.code("\n".join(_cmds["commands"]), language="bash", wrap_lines=True)
 
-st.markdown("Reproduce the table on the command line:")
-st.code(COMMAND, language="bash")
 st.caption(
     "Data: casys-kaist/LLMServingSim, bench/examples/RTXPRO6000/Llama-3.1-8B/vllm (vLLM 0.19, Llama-3.1-8B bf16 "
     "on one NVIDIA RTX PRO 6000 Blackwell), MIT licence, shipped in assets/vllm_runs/ with its licence file.")

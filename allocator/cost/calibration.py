@@ -46,7 +46,8 @@ The calibration (:data:`CALIBRATED`, reproduced by :func:`fit_efficiency`):
   shipped, so the error on runs not seen (other GPUs, models, tensor parallelism) is **not
   measured here**.
 
-Why these parameters generalise: each is a fraction of a datasheet figure (peak dense bf16
+Why these parameters could carry to another run (untested here: no other measured run ships):
+each is a fraction of a datasheet figure (peak dense bf16
 tensor FLOP/s, memory bandwidth) or a fixed time, so another GPU or model enters only through its
 published numbers -- there is no per-run factor. The overhead is a CPU-side cost of vLLM's loop
 and is assumed the same on every GPU (an assumption; it is where another machine will differ

@@ -233,13 +233,16 @@ def cost_model_table(reps: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cost_model_sentence(reps: dict, fitted=None) -> str:
-    """The cost models' mean errors in one sentence, each named, and why they differ.
+def cost_model_sentence(reps: dict, fitted=None, *, uploaded: bool = False) -> str:
+    """The cost models' mean errors in one sentence, each named, and why they differ; it ends with
+    what is measured and what is not: only one measured run ships, so how either model carries to
+    another GPU or model is untested on the shipped run (an uploaded run is that test, for itself).
 
     Args:
         reps: as :func:`cost_model_table` (the roofline calibrated on microbenchmarks, the profile).
         fitted: the same run replayed with the roofline fitted on it (a :class:`Replay`), quoted
             beside them when given.
+        uploaded: the run is one a reader uploaded, not the shipped one.
     """
     r, p = reps.get("roofline"), reps.get("profile")
     if isinstance(p, str) or p is None:
@@ -256,4 +259,35 @@ def cost_model_sentence(reps: dict, fitted=None) -> str:
     if fitted is not None:
         out += (f" The roofline fitted on this very run (above) lands at {three(fitted)}, but a fit on the run it is "
                 "checked against says little about a run it has not seen.")
-    return out + " The profile is the model that carries to another GPU or model that has one."
+    if uploaded:
+        return out + (" These errors are measured on the uploaded run itself; they say nothing about runs "
+                      "the lab has not seen.")
+    if _micro(r):
+        tail = " Neither was fitted on this run."
+    else:
+        tail = " The profile is the one of the two not fitted on this run."
+    return out + tail + (" How either carries to another GPU or model is untested here: only one measured "
+                         "run ships with the lab.")
+
+
+#: The uploaded zip's name in the commands shown beside its table (the reader's file, saved under any name).
+UPLOAD_PLACEHOLDER = "YOUR_RUN.zip"
+
+
+def upload_commands(reps: dict) -> dict:
+    """The commands that print an uploaded run's table, one per column the table shows: {"commands":
+    [shell commands naming the zip :data:`UPLOAD_PLACEHOLDER`], "say": which command prints which
+    column}. Without ``--cost-model`` the command prints the operator profile where one exists (the
+    profile column), else the roofline; ``--json`` prints both.
+
+    Args:
+        reps: as :func:`cost_model_table` (the uploaded run, from
+            :func:`allocator.studies.vllm_replay.replay_zip`).
+    """
+    base = f"python -m allocator replay-vllm {UPLOAD_PLACEHOLDER}"
+    if isinstance(reps.get("profile"), str) or reps.get("profile") is None:
+        return {"commands": [base], "say": "it prints the roofline column (no operator profile of this GPU and "
+                                           "model ships, so the roofline is the command's default)."}
+    return {"commands": [base, base + " --cost-model roofline"],
+            "say": "the first prints the operator-profile column (the command's default where a profile exists), "
+                   "the second the roofline column; add --json for both at once."}

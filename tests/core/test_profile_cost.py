@@ -280,5 +280,12 @@ def test_page_table_and_sentence_name_each_cost_model(shipped):
     assert f"operator microbenchmarks by {three(r)}; the operator profile" in s
     assert f"(per-operator latencies measured on one decoder layer, a 1 ms engine overhead assumed) by {three(p)}." in s
     assert f"The roofline fitted on this very run (above) lands at {three(fitted)}" in s
+    # one measured run ships: transfer to another GPU or model is said to be untested, never claimed
+    assert s.endswith("Neither was fitted on this run. How either carries to another GPU or model is untested "
+                      "here: only one measured run ships with the lab.")
+    assert "is the model that carries" not in s
+    up = cost_model_sentence(reps, uploaded=True)
+    assert up.endswith("These errors are measured on the uploaded run itself; they say nothing about runs the lab "
+                       "has not seen.") and "untested here" not in up
     # the roofline that never saw the run is the worse of the two here, and the sentence does not hide it
     assert abs(r.error_pct("ttft")) > abs(p.error_pct("ttft"))

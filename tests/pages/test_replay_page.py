@@ -156,6 +156,7 @@ def test_an_uploaded_run_zip_shows_the_same_table_and_a_damaged_one_a_line(shipp
 
     from allocator.studies.vllm_replay import compare_cost_models
     from allocator.viz.replay import cost_model_table
+    from pages.real_engine import COMMAND
     from tests.conftest import seen
 
     buf = io.BytesIO()
@@ -174,6 +175,14 @@ def test_an_uploaded_run_zip_shows_the_same_table_and_a_damaged_one_a_line(shipp
     got = at.table[-1].value
     assert got.columns.tolist() == expect.columns.tolist() and got.values.tolist() == expect.values.tolist()
     assert any("my run.zip: 300 requests" in seen(c.value) for c in at.caption)
+    # each reproduce command sits with the table it reproduces: the shipped run's under the first table,
+    # the upload's (both columns, the zip named by a placeholder) last, after the upload's table; both wrap
+    codes = [c.value for c in at.code]
+    assert codes[0] == COMMAND and codes[-1] == ("python -m allocator replay-vllm YOUR_RUN.zip\n"
+                                                 "python -m allocator replay-vllm YOUR_RUN.zip --cost-model roofline")
+    assert all(c.proto.wrap_lines for c in at.code)
+    assert any("Reproduce this table on the command line, with my run.zip saved as YOUR_RUN.zip: the first "
+               "prints the operator-profile column" in seen(m.value) for m in at.markdown)
     # a damaged zip: one line naming the upload and what is wrong, as plain text
     at.get("file_uploader")[0].set_value(("bad [x](http://e).zip", b"not a zip", "application/zip"))
     at.run()
@@ -182,3 +191,29 @@ def test_an_uploaded_run_zip_shows_the_same_table_and_a_damaged_one_a_line(shipp
     assert len(errors) == 1 and "\n" not in errors[0]
     assert "bad [x](http://e).zip cannot be replayed" in errors[0] and "not a zip archive" in errors[0]
     assert "](http" not in at.error[0].value                        # the name is not a link
+    # nothing of the earlier upload stays on screen as if it applied: no table, no command
+    assert len(at.table) == tables and [c.value for c in at.code] == [COMMAND]
+    assert not any("Reproduce this table on the command line, with" in seen(m.value) for m in at.markdown)
+
+
+def test_the_upload_commands_name_the_columns_they_print(shipped, capsys):
+    """The upload's first command (no --cost-model) prints the operator profile's numbers where a profile
+    exists, the second the roofline's: run on the shipped folder in the placeholder's place, each prints
+    its column of the cost-model table; without a profile only the roofline's command is offered."""
+    import shlex
+
+    from allocator.__main__ import main
+    from allocator.studies.vllm_replay import compare_cost_models
+    from allocator.viz.replay import UPLOAD_PLACEHOLDER, upload_commands
+
+    reps = compare_cost_models(shipped["run"])
+    cmds = upload_commands(reps)["commands"]
+    assert len(cmds) == 2
+    for cmd, name in zip(cmds, ("profile", "roofline")):
+        argv = [SHIPPED_RUN if a == UPLOAD_PLACEHOLDER else a for a in shlex.split(cmd)[3:]]
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert f"simulated ({name})" in out
+        assert f"{reps[name].table['ttft']['mean']['simulated']:.4g}" in out
+    alone = upload_commands({"roofline": reps["roofline"], "profile": "no operator profile of this GPU"})
+    assert alone["commands"] == [cmds[0]] and "roofline column" in alone["say"]
