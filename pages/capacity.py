@@ -337,8 +337,8 @@ else:
     st.caption(speculation_text(cap, spec_rows, st.session_state["cap_acceptance_rate"]))
     chart(_speculation_figure(cap, spec_rows, st.session_state["cap_acceptance_rate"]),
           key="cap_speculation_chart", config={"displaylogo": False})
-    st.caption("Measured on the engine rather than the mean: `python -m allocator simulate --rules v1 "
-               "--num-speculative-tokens 4` runs the lesson's forty requests with and without drafts.")
+    st.caption("Simulated step by step on the engine rather than taken at the mean: `python -m allocator simulate "
+               "--rules v1 --num-speculative-tokens 4` runs the lesson's forty requests with and without drafts.")
 
 _write_url()
 

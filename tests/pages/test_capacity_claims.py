@@ -102,3 +102,6 @@ def test_the_page_draws_the_speculation_rows_it_quotes():
     # R5's 384 at k = 0 (the paged card above), 367 once 3 or more lookahead slots need a 23rd block
     assert rows[0].fit == 384 and rows[8].fit == 367
     assert any(f"{rows[8].fit:,} sequences fit instead of {rows[0].fit:,}" in c.value for c in at.caption)
+    # the command it points to runs a simulation: the caption says simulated, not measured
+    pointer = next(c.value for c in at.caption if "--num-speculative-tokens 4" in c.value)
+    assert pointer.startswith("Simulated step by step on the engine") and "Measured" not in pointer
