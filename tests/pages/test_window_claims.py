@@ -92,6 +92,17 @@ def test_handout_says_the_window_makes_most_of_the_difference():
     assert not any("full attention" in t for t in takeaways(run_scenario(Scenario(), record_snapshots=False)))
 
 
+def test_export_html_handout_with_a_window_names_paging_alone(tmp_path):
+    """``export-html --handout`` builds the same handout: with a window it quotes the full-attention run."""
+    out, hand = tmp_path / "lesson.html", tmp_path / "handout.html"
+    assert main(["export-html", "--rules", "v1", "--sliding-window", "64", "-o", str(out), "--handout", str(hand)]) == 0
+    sc = SCENARIOS[0]
+    workload = build_workload(sc)
+    results = run_scenario(sc, workload, record_snapshots=False)
+    full = full_attention_figures(full_attention_run(sc, workload), results["paged"])
+    assert f"{full['mean_running']:.1f} paged with full attention" in hand.read_text(encoding="utf-8")
+
+
 def test_cli_seconds_with_a_window_carry_the_caveat(capsys):
     """Fresh-user report item 2: the page's caveat on windowed seconds, in the CLI's text."""
     assert main(["simulate", "--rules", "v1", "--sliding-window", "64", "--gpu", "a100-40gb"]) == 0
