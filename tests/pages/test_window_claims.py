@@ -69,6 +69,7 @@ def test_paging_alone_beside_the_window_quotes_both_runs(sc):
     assert set(_numbers(text)) <= allowed, set(_numbers(text)) - allowed
     assert f"runs **{full['mean_running']:.1f}** sequences" in text
     assert f"window it runs {full['window_mean_running']:.1f}" in text
+    assert "for the windowed layers an overestimate" in text            # the windowed run's seconds
     # the split uses the figures as shown: its parts add up, and its total is the paged card's delta
     assert split is not None and split["by_window"] + split["by_paging"] == split["total"]
     card = headline(results, timings)["paged"]["cards"][0]

@@ -492,8 +492,10 @@ def window_comparison(results: dict, full: dict, timings: dict | None = None, fu
         text += f" (modelled {seconds(full_timing.summary['makespan_s'])})"
     text += (f"; with the {pg.window['sliding_window']:,}-token window it runs {full['window_mean_running']:.1f} "
              f"and drains in {full['window_steps']:,} steps")
-    if timings is not None and full_timing is not None and timings["paged"].summary["finished"]:
-        text += f" (modelled {seconds(timings['paged'].summary['makespan_s'])})"
+    priced = timings is not None and full_timing is not None and timings["paged"].summary["finished"]
+    if priced:
+        text += (f" (modelled {seconds(timings['paged'].summary['makespan_s'])}, pricing each decode over its whole "
+                 "context: for the windowed layers an overestimate)")
     text += "."
     split = window_split(results, full)
     if split is not None and split["total"]:
