@@ -13,9 +13,10 @@ from allocator.workloads.trace import AZURE_ATTRIBUTION
 from allocator.common.validate import plain_markdown
 from allocator.common.formats import plural
 from allocator.viz.claims.explainer import (details_rows, headline, reservation_name, reservation_rule,
-                                            scheduler_rules_text, window_text, workload_outcome)
+                                            scheduler_rules_text, window_comparison, window_text,
+                                            workload_outcome)
 from allocator.viz.claims.sweep import sweep_summary, sweep_table
-from pages._ui.cache import (compute, lines_figure, metrics_table, presentation_figure, seconds_figure, sweep,
+from pages._ui.cache import (compute, full_attention, lines_figure, metrics_table, presentation_figure, seconds_figure, sweep,
                              sweep_chart, timings)
 from pages._ui.controls import UPLOAD_REFUSED, controls, read_url, time_controls
 from pages._ui.errors import show_error
@@ -26,8 +27,10 @@ from pages._ui.guided import guided_lesson, hidden_sections, lesson_heading
 from pages._ui.present import chart, is_presenting, share_link, data_table
 from pages._ui.state import current_scenario, remember_scenario
 
-def cards_panel(results, priced) -> None:
-    """The headline numbers per allocator, side by side (built by ``allocator.viz.claims.headline``)."""
+def cards_panel(results, priced, full=None) -> None:
+    """The headline numbers per allocator, side by side (built by ``allocator.viz.claims.headline``);
+    with ``full`` (a sliding-window scenario: ``pages._ui.cache.full_attention``), what paging alone
+    gives under the same rules, and how much of the paged card's gain is the window's."""
     cols = st.columns(2, border=True)
     panels = headline(results, priced)
     for col, key in zip(cols, ("reserve_max", "paged")):
@@ -45,6 +48,9 @@ def cards_panel(results, priced) -> None:
                 st.warning(f"{plural(len(s.rejected), 'request')} can never fit and "
                            f"{'was' if len(s.rejected) == 1 else 'were'} rejected:\n\n" +
                            "\n".join(f"- r{r['id']}: {r['reason']}" for r in s.rejected[:10]))
+    if full is not None:
+        figures, full_timing = full
+        st.info(window_comparison(results, figures, priced, full_timing), icon=":material/compare_arrows:")
 
 
 def details_panel(results, cost: float, priced) -> None:
@@ -259,7 +265,7 @@ if presenting:
 if CARDS in hidden:
     st.info(f"The headline numbers: {HIDDEN_NOTE}", icon=":material/visibility_off:")
 else:
-    cards_panel(results, priced)
+    cards_panel(results, priced, full_attention(scenario, clock["gpu"], clock["model"]))
 if not presenting:
     maps_section()
 if CARDS not in hidden:

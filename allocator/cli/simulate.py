@@ -36,7 +36,8 @@ import json
 
 from allocator.memory.reserve_max import PLACEMENTS, RESERVATION_POLICIES
 from allocator.engine.scenario import (MOONCAKE_MAX_NEW, MOONCAKE_SLOTS, RULES, WORKLOADS, Scenario, build_workload,
-                                       run_scenario, scenario_sweep, workload_kind)
+                                       full_attention_run, run_scenario, scenario_sweep, workload_kind)
+from allocator.engine.scenario import full_attention_figures as scenario_full_attention_figures
 from allocator.engine.v1 import DEFAULT_ACCEPTANCE_RATE, V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MAX_NUM_SEQS
 from allocator.studies.speculation import SPEC_SEEDS, speculation_cost
 from allocator.cost.best import CHOICE_HELP, CHOICES, best_cost_model, seconds_source
@@ -238,6 +239,11 @@ def rules_from_args(args) -> tuple[str, int, int]:
 
 
 
+#: The caveat on seconds priced for a windowed run (the explainer's window sentence says the same).
+WINDOW_SECONDS_NOTE = ("note: the seconds price each decode's attention over its whole context, as for full "
+                       "attention; for the windowed layers the model's figure is an overestimate")
+
+
 def window_line(window: dict, block_size: int) -> str:
     """The paged run's window figures in one line (``SimulationResult.window``): the model, the
     bound and the peaks of blocks per sequence per windowed group, the blocks released."""
@@ -256,20 +262,8 @@ def window_line(window: dict, block_size: int) -> str:
 
 def full_attention_figures(sc: Scenario, workload, windowed) -> dict:
     """The same paged run with every layer attending to every token (same memory, block size and
-    rules) beside the windowed one: how many more sequences the window lets run. Batch sizes are
-    the summaries' mean running over the steps when requests waited in both runs (``waited``),
-    else over every step, and ``peak_running``."""
-    from allocator.engine.scenario import paged_allocator
-    from allocator.engine.simulate import simulate
-
-    full = simulate(workload, paged_allocator(sc.slots, sc.block_size, preemption=sc.preemption,
-                                              prefix_caching=sc.prefix_caching),
-                    record_snapshots=False, rules=sc.v1_rules).summary
-    w = windowed.summary
-    waited = bool(full.waited and w.waited)         # one basis for both: busy steps, or every step
-    a, b = (full.mean_running_busy, w.mean_running_busy) if waited else (full.mean_running, w.mean_running)
-    return {"mean_running": a, "peak_running": full.peak_running, "steps": full.steps, "waited": waited,
-            "window_mean_running": b, "window_peak_running": w.peak_running, "ratio": (b / a) if a else None}
+    rules) beside the windowed one (:func:`allocator.engine.scenario.full_attention_figures`)."""
+    return scenario_full_attention_figures(full_attention_run(sc, workload), windowed)
 
 
 def full_attention_line(f: dict) -> str:
@@ -457,6 +451,8 @@ def run(args) -> int:
         print(speculation_text(out["paged"]["speculation"]))
     if timed:
         print(f"seconds priced on {seconds_source(cost)}")
+        if window is not None:
+            print(WINDOW_SECONDS_NOTE)
     keys = SUMMARY_KEYS + ("rejected",) + (TIME_KEYS if timed else ()) + (PREFIX_KEYS if sc.prefix_caching else ())
     width = max(len(k) for k in keys)
     left = results["reserve_max"].label.lower()

@@ -6,6 +6,8 @@ python may lack it; FieldError comes from the numpy-free ``allocator.common.erro
 """
 from __future__ import annotations
 
+from decimal import Decimal
+
 from allocator.common.errors import FieldError
 
 
@@ -82,6 +84,46 @@ def seconds(x: float | None) -> str:
         return f"{x:,.0f} s"
     # fixed decimals, not significant figures: 30.98 s reads "31.0 s" beside "30.6 s", never "31 s"
     return f"{x:.1f} s" if x >= 10 else f"{x:.2f} s"
+
+
+def shown_value(text: str) -> Decimal:
+    """The number a displayed figure reads, exactly as shown: ``"1,234 s" -> Decimal("1234")``,
+    ``"21.3 ms" -> Decimal("0.0213")`` (durations in seconds), ``"31 %" -> Decimal("31")``,
+    ``"26.0" -> Decimal("26.0")``. The exponent keeps the shown precision, so a difference of two
+    shown values is written to the finer of the two.
+
+    Raises:
+        ValueError: ``text`` is not a number with an optional unit "s", "ms" or "%".
+    """
+    number, _, unit = text.replace(",", "").replace("\u2212", "-").strip().partition(" ")
+    value = Decimal(number)
+    if unit == "ms":
+        return value.scaleb(-3)
+    if unit in ("", "s", "%"):
+        return value
+    raise ValueError(f"not a displayed figure: {text!r}")
+
+
+def shown_difference(shown: str, other: str) -> Decimal:
+    """``shown`` minus ``other``, both as displayed (:func:`shown_value`): the difference a reader
+    gets by subtracting the two figures on the screen, so a delta beside rounded figures never
+    disagrees with them ("68.7 s" and "13.4 s" differ by 55.3 s, even when the unrounded figures
+    differ by 55.36 s)."""
+    return shown_value(shown) - shown_value(other)
+
+
+def seconds_difference(shown: str, other: str) -> str:
+    """:func:`shown_difference` of two :func:`seconds` texts as a signed duration written with the
+    finer precision of the two: ``("13.4 s", "68.7 s") -> "−55.3 s"``, ``("1.23 s", "900 ms") ->
+    "+330 ms"``; "" when they read the same. The sign is a typographic minus (for sentences)."""
+    d = shown_difference(shown, other)
+    if not d:
+        return ""
+    sign, m = ("+" if d > 0 else "\u2212"), abs(d)
+    decimals = max(0, -m.as_tuple().exponent)
+    if m >= 1:
+        return f"{sign}{m:,.{decimals}f} s"
+    return f"{sign}{m.scaleb(3):,.{max(0, decimals - 3)}f} ms"
 
 
 def rate(x: float) -> str:

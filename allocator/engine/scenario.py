@@ -399,6 +399,51 @@ def run_scenario(sc: Scenario, workload: Workload | None = None, *, record_snaps
                     placement=sc.placement, rules=sc.v1_rules, **window_settings(sc))
 
 
+def full_attention_run(sc: Scenario, workload: Workload | None = None) -> SimulationResult:
+    """The scenario's paged run with every layer attending to every token: the same workload,
+    pool, block size, preemption, prefix caching and scheduler rules as :func:`run_scenario`'s
+    paged run, without the sliding window. Beside a windowed run it says what paging alone gives
+    and how much of the difference the window makes (the CLI's ``simulate --sliding-window``
+    line, the explainer's comparison, the handout).
+
+    Args:
+        sc: the scenario (its window settings are ignored).
+        workload: ``build_workload(sc)`` when the caller has already built it.
+
+    Returns:
+        The paged :class:`SimulationResult`, without snapshots.
+
+    Raises:
+        FieldError: bad settings or trace (see :meth:`Scenario.checked`).
+    """
+    sc = sc.checked()
+    if workload is None:
+        workload = build_workload(sc)
+    return simulate(workload, paged_allocator(sc.slots, sc.block_size, preemption=sc.preemption,
+                                              prefix_caching=sc.prefix_caching),
+                    record_snapshots=False, rules=sc.v1_rules)
+
+
+def full_attention_figures(full: SimulationResult, windowed: SimulationResult) -> dict:
+    """The full-attention paged run (:func:`full_attention_run`) beside the windowed one: how many
+    more sequences the window lets run in the same memory under the same rules.
+
+    Batch sizes are the summaries' mean running (sequences per step) over the steps when requests
+    waited in both runs (``waited`` True), else over every step, so the two share one basis.
+
+    Returns:
+        {"mean_running", "peak_running", "steps" (the full-attention run's), "waited",
+        "window_mean_running", "window_peak_running", "window_steps" (the windowed run's),
+        "ratio" (windowed ÷ full mean running; None when the full run's mean is 0)}.
+    """
+    f, w = full.summary, windowed.summary
+    waited = bool(f.waited and w.waited)            # one basis for both: busy steps, or every step
+    a, b = (f.mean_running_busy, w.mean_running_busy) if waited else (f.mean_running, w.mean_running)
+    return {"mean_running": a, "peak_running": f.peak_running, "steps": f.steps, "waited": waited,
+            "window_mean_running": b, "window_peak_running": w.peak_running, "window_steps": w.steps,
+            "ratio": (b / a) if a else None}
+
+
 def window_settings(sc: Scenario) -> dict:
     """The scenario's model as :func:`paged_allocator` takes it: {} for full attention, else its
     ``sliding_window``, ``full_groups`` and ``window_groups``."""

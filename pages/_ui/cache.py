@@ -17,8 +17,8 @@ import time
 
 import streamlit as st
 
-from allocator.engine.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, build_workload, run_scenario,
-                                       scenario_sweep)
+from allocator.engine.scenario import (SWEEP_BLOCK_SIZES, UPLOAD_MAX_ROWS, Scenario, build_workload,
+                                       full_attention_figures, full_attention_run, run_scenario, scenario_sweep)
 from allocator.cost.best import best_cost_model
 from allocator.cost.timing import price
 from allocator.workloads.trace import load_trace
@@ -80,6 +80,23 @@ def _timings(sc: Scenario, gpu: str, model: str) -> dict:
     _, results, _ = compute(sc)
     cost = best_cost_model(gpu, model)
     return {k: price(r, cost, idle_step_s=1 / sc.steps_per_second) for k, r in results.items()}
+
+
+def full_attention(sc: Scenario, gpu: str, model: str) -> tuple[dict, object] | None:
+    """For a sliding-window scenario, the same paged run with full attention beside the windowed
+    one: (``allocator.engine.scenario.full_attention_figures``, its RunTiming on ``gpu`` running
+    ``model``); None for a full-attention scenario."""
+    if not sc.sliding_window:
+        return None
+    return _full_attention(sc.canonical(), gpu, model)
+
+
+@shared("Simulating the run with full attention", max_entries=16, heavy=is_heavy)
+def _full_attention(sc: Scenario, gpu: str, model: str) -> tuple[dict, object]:
+    workload, results, _ = compute(sc)
+    full = full_attention_run(sc, workload)
+    timing = price(full, best_cost_model(gpu, model), idle_step_s=1 / sc.steps_per_second)
+    return full_attention_figures(full, results["paged"]), timing
 
 
 def seconds_figure(sc: Scenario, gpu: str, model: str):

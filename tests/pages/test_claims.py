@@ -15,7 +15,7 @@ import pytest
 from allocator.cost.best import seconds_source
 from allocator.engine.scenario import Scenario, block_size_sweep, build_workload, run_scenario
 from allocator.viz.claims.explainer import details_rows, headline, lesson_key_steps, reveal
-from allocator.common.formats import seconds
+from allocator.common.formats import seconds, shown_difference
 from allocator.workloads.trace import AZURE_ATTRIBUTION
 from allocator.viz.export.handout import handout_rows, takeaways
 from allocator.viz.export.html import animation_caption
@@ -121,7 +121,38 @@ def allowed_numbers(sc: Scenario, results: dict, rows: list[dict], timings: dict
     for row in rows:
         for v in row.values():
             nums |= _forms(v)
+    nums |= _shown_differences(results, timings)
+    if results["paged"].window is not None:          # the full-attention run beside a windowed one
+        from allocator.engine.scenario import full_attention_figures, full_attention_run
+        full = full_attention_figures(full_attention_run(sc), results["paged"])
+        for v in full.values():
+            nums |= _forms(v)
+        nums |= _shown_differences({"full": full["mean_running"], "window": full["window_mean_running"],
+                                    "reserve": r["mean_running_busy"] if full["waited"] else r["mean_running"]})
     return nums
+
+
+def _shown_differences(results: dict, timings: dict | None = None) -> set[str]:
+    """Differences of two figures as displayed (a delta beside rounded figures is their difference):
+    mean running to one decimal, utilisation as pct, seconds as ``seconds``; ``results`` may also
+    map names to plain sequence counts."""
+    from allocator.common.formats import pct
+
+    def running(v):
+        s = getattr(v, "summary", None)
+        return v if s is None else s["mean_running_busy"] if s["mean_running_busy"] is not None else s["mean_running"]
+
+    shown = [[f"{running(v):.1f}" for v in results.values() if running(v) is not None]]
+    shown.append([pct(v.summary["mean_utilization_busy"]) for v in results.values()
+                  if getattr(v, "summary", None) is not None and v.summary["mean_utilization_busy"] is not None])
+    shown.append([seconds(t.summary["makespan_s"]) for t in (timings or {}).values()])
+    out = set()
+    for texts in shown:
+        for a in texts:
+            for b in texts:
+                d = abs(shown_difference(a, b))
+                out |= {f"{d:,}", f"{d.scaleb(3):,.0f}", f"{d.scaleb(3):,.1f}", f"{d.scaleb(3):,.2f}"} | _forms(float(d))
+    return out
 
 
 def _numbers(text: str) -> list[str]:
@@ -586,7 +617,8 @@ def test_the_whole_handout_quotes_the_run():
     from allocator.common.formats import format_bytes
     from allocator.viz.export.handout import handout_html
 
-    for sc in (Scenario(), Scenario(shared_prefix=256, preemption="swap"), Scenario(workload="azure-conv")):
+    for sc in (Scenario(), Scenario(shared_prefix=256, preemption="swap"), Scenario(workload="azure-conv"),
+               Scenario(rules="v1", sliding_window=64)):
         results = run_scenario(sc, record_snapshots=False)
         workload = build_workload(sc)
         doc = handout_html(sc, results, workload)

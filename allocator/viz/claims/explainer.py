@@ -8,7 +8,7 @@ tests/pages/test_claims.py checks that every number quoted is one of the run's.
 from __future__ import annotations
 
 from allocator.memory.buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT
-from allocator.common.formats import pct, plural, seconds
+from allocator.common.formats import pct, plural, seconds, seconds_difference, shown_difference
 from allocator.cost.best import seconds_source
 from allocator.common.metric_names import SUMMARY_METRICS
 from allocator.engine.shares import SHARES
@@ -86,19 +86,24 @@ def headline(results: dict, timings: dict | None = None) -> dict:
         running, running_rm = s.sustained_running, rm.sustained_running
         util, util_rm = s.sustained_utilization, rm.sustained_utilization
         same_basis = waited == rm.waited
+        shown_running, shown_running_rm = f"{running:.1f}", f"{running_rm:.1f}"
+        # every delta is the difference of the two figures as displayed (68.7 s and 13.4 s differ by 55.3 s)
+        running_delta = shown_difference(shown_running, shown_running_rm)
+        util_delta = (shown_difference(pct(util), pct(util_rm)) if util is not None and util_rm is not None
+                      else None)
         cards = [
             {"label": SUMMARY_METRICS["mean_running_busy"].label,
-             "value": f"{running:.1f}" if ran else "—",
-             "delta": (f"{running - running_rm:+.1f}" if compare and same_basis
-                       and f"{running:.1f}" != f"{running_rm:.1f}" else None), "delta_color": "normal",
+             "value": shown_running if ran else "—",
+             "delta": (f"{running_delta:+}" if compare and same_basis and running_delta else None),
+             "delta_color": "normal",
              "help": ("The sustained batch: sequences computing a token per step, averaged over the "
                       f"{plural(s.busy_steps, 'step')} when at least one request was waiting."
                       if waited else "Nothing ever waited, so this is the mean over every step.")
                      + f" The peak, {s.peak_running}, was held {peak_held(s)}."},
             {"label": SUMMARY_METRICS["mean_utilization_busy"].label,
              "value": pct(util) if ran else "—",
-             "delta": (f"{round((util - util_rm) * 100):+d} pts" if compare and same_basis and util is not None
-                       and util_rm is not None and round((util - util_rm) * 100) else None), "delta_color": "normal",
+             "delta": (f"{util_delta:+} pts" if compare and same_basis and util_delta else None),
+             "delta_color": "normal",
              "help": "Distinct tokens stored ÷ all slots (a shared prompt counts once), "
                      + ("averaged over the steps when requests were waiting." if waited else "averaged over every step.")},
             {"label": SUMMARY_METRICS["steps"].label, "value": f"{s.steps:,}" if ran else "—",
@@ -121,10 +126,9 @@ def headline(results: dict, timings: dict | None = None) -> dict:
         time = ""
         if timings is not None and s.finished:
             t, t_rm = timings[key].summary, timings["reserve_max"].summary
-            diff = t["makespan_s"] - t_rm["makespan_s"]
+            diff = seconds_difference(seconds(t["makespan_s"]), seconds(t_rm["makespan_s"]))
             time = (f"Modelled: **{seconds(t['makespan_s'])}** to drain"
-                    + (f" ({'+' if diff > 0 else '−'}{seconds(abs(diff))} against {reservation_name(results)})"
-                       if compare and abs(diff) >= 0.05 else "")
+                    + (f" ({diff} against {reservation_name(results)})" if compare and diff else "")
                     + (f" · **{t['throughput_tokens_per_s']:,.0f}** output tokens/s"
                        if t["throughput_tokens_per_s"] else ""))
             line += (f" Seconds are modelled, not measured on this run (\"Checked against a real engine\" shows "
@@ -435,3 +439,67 @@ def scheduler_rules_text(window: bool = False) -> str:
             f"{V1_DEFAULT_MAX_NUM_BATCHED_TOKENS:,} tokens per step with chunked prefill, prefix caching of "
             "prompt and generated blocks) are off on this page; they run on \"Checked against a real engine\" "
             "and in `python -m allocator replay-vllm`.")
+
+
+def window_split(results: dict, full: dict) -> dict | None:
+    """How much of the paged side's gain over the reservation side is the window's, from figures as
+    displayed (one decimal, sequences per step).
+
+    Args:
+        results: the windowed scenario's runs ({"reserve_max", "paged"}).
+        full: :func:`allocator.engine.scenario.full_attention_figures` of the same scenario's
+            full-attention paged run beside ``results["paged"]``.
+
+    Returns:
+        {"basis" ("while requests waited" or "over the run"), "window", "full", "reserve" (the
+        three mean-running figures as shown), "by_window", "by_paging", "total" (their differences,
+        Decimal, so ``by_window + by_paging == total``), "share" ("most", "less than half" or "none":
+        the window's part of ``total``)}; None when the reservation side's figure
+        is on another basis (one run waited, another did not) and the split would mix averages.
+    """
+    rm = results["reserve_max"].summary
+    if rm.waited != full["waited"] or not rm.finished:
+        return None
+    reserve = rm.mean_running_busy if full["waited"] else rm.mean_running
+    shown = {"window": f"{full['window_mean_running']:.1f}", "full": f"{full['mean_running']:.1f}",
+             "reserve": f"{reserve:.1f}"}
+    by_window, total = shown_difference(shown["window"], shown["full"]), shown_difference(shown["window"], shown["reserve"])
+    return {"basis": "while requests waited" if full["waited"] else "over the run", **shown,
+            "by_window": by_window, "by_paging": shown_difference(shown["full"], shown["reserve"]), "total": total,
+            "share": ("most" if 2 * by_window > total > 0 else "none" if by_window <= 0 else "less than half")}
+
+
+def window_comparison(results: dict, full: dict, timings: dict | None = None, full_timing=None) -> str:
+    """What paging alone gives beside the windowed paged run, and how much of the paged card's gain
+    is the window's (markdown, shown beside the cards); every number read from ``results``, ``full``
+    (:func:`allocator.engine.scenario.full_attention_figures`) and the timings. "" without a window.
+
+    Args:
+        results: {"reserve_max", "paged"}: the scenario's runs, the paged one windowed.
+        full: the full-attention paged run's figures beside ``results["paged"]``.
+        timings: {kind: RunTiming} of ``results``, or None (steps only).
+        full_timing: the full-attention run's RunTiming on the same cost model, or None.
+    """
+    pg = results["paged"]
+    if pg.window is None:
+        return ""
+    left = reservation_name(results)
+    basis = "while requests waited" if full["waited"] else "over the run"
+    text = (f"**Paging alone, without the window:** the same paged run with full attention, in the same memory "
+            f"under the same rules, runs **{full['mean_running']:.1f}** sequences on average {basis} (peak "
+            f"{full['peak_running']}) and drains in {full['steps']:,} steps")
+    if timings is not None and full_timing is not None and full_timing.summary["finished"]:
+        text += f" (modelled {seconds(full_timing.summary['makespan_s'])})"
+    text += (f"; with the {pg.window['sliding_window']:,}-token window it runs {full['window_mean_running']:.1f} "
+             f"and drains in {full['window_steps']:,} steps")
+    priced = timings is not None and full_timing is not None and timings["paged"].summary["finished"]
+    if priced:
+        text += (f" (modelled {seconds(timings['paged'].summary['makespan_s'])}, pricing each decode over its whole "
+                 "context: for the windowed layers an overestimate)")
+    text += "."
+    split = window_split(results, full)
+    if split is not None and split["total"]:
+        text += (f" The window accounts for {split['share']} of the paged side's difference from {left}: of "
+                 f"{split['total']:+} sequences ({split['window']} against {split['reserve']}), {split['by_window']:+} "
+                 f"is the window's and {split['by_paging']:+} paging's.")
+    return text

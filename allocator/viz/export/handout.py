@@ -11,7 +11,8 @@ import numpy as np
 from allocator.accounting.models import PRESETS
 from allocator.common.formats import format_bytes, pct, plural, ratio
 from allocator.engine.shares import SHARES
-from allocator.viz.claims.explainer import peak_held, reservation_name, reservation_rule, share_cells
+from allocator.engine.scenario import full_attention_figures, full_attention_run
+from allocator.viz.claims.explainer import peak_held, reservation_name, reservation_rule, share_cells, window_split
 from allocator.viz.texts import TINY_BLOCKS_TIME_SHORT
 from allocator.viz.export.html import KINDS, check_results, data_name, default_attribution, scenario_summary
 
@@ -72,11 +73,14 @@ def handout_rows(results: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-def takeaways(results: dict) -> list[str]:
+def takeaways(results: dict, full: dict | None = None) -> list[str]:
     """Three or four key points of the current run, in plain words, with its own numbers.
 
     Args:
         results: {"reserve_max": SimulationResult, "paged": SimulationResult}.
+        full: with a sliding-window paged run, :func:`allocator.engine.scenario.full_attention_figures`
+            of the same scenario's full-attention paged run: the batch-size point then says how much
+            of the difference the window makes, not paging.
 
     Returns:
         A list of plain-text sentences (no markup). Batch sizes are the sustained ones (mean
@@ -116,6 +120,19 @@ def takeaways(results: dict) -> list[str]:
                f"{b_pg:.1f} when paged" + (f" ({ratio(b_pg / b_rm)})" if b_rm else "")
                + f". The peaks: {rm.peak_running} under {left}, held {peak_held(rm)}, and "
                + f"{pg.peak_running} paged, held {peak_held(pg)}.")
+    window = results["paged"].window
+    if window is not None and full is not None:
+        out[-1] += (f" The paged side's model attends through a {window['sliding_window']:,}-token window, and its "
+                    "blocks behind the window go back to the pool: ")
+        split = window_split(results, full)
+        if split is not None and split["total"]:
+            out[-1] += (f"the window accounts for {split['share']} of the difference ({split['window']} sequences "
+                        f"{split['basis']} when paged with the window; {split['full']} paged with full attention "
+                        f"in the same memory under the same rules; {split['reserve']} under {left}).")
+        else:
+            out[-1] += (f"paged with full attention in the same memory under the same rules, the run averaged "
+                        f"{full['mean_running']:.1f} sequences {'while requests waited' if full['waited'] else 'over the run'}, against "
+                        f"{full['window_mean_running']:.1f} with the window.")
     if pg.steps < rm.steps:
         out[-1] += (f" Running more at a time is why the paged run finished everything in {pg.steps:,} steps "
                     f"instead of {rm.steps:,}.")
@@ -217,7 +234,10 @@ def handout_html(scenario, results: dict, workload) -> str:
                 rows_html += f"<tr><td colspan=3><i>{e(_SHARE_PREFIX[:-2])} (% of pool):</i></td></tr>"
             a = "\u2003" + a[len(_SHARE_PREFIX):]
         rows_html += f"<tr><td>{e(a)}</td><td class=num>{e(b)}</td><td class=num>{e(c)}</td></tr>"
-    points = "".join(f"<li>{e(t)}</li>" for t in takeaways(results))
+    full = None
+    if results["paged"].window is not None and scenario is not None:
+        full = full_attention_figures(full_attention_run(scenario, workload), results["paged"])
+    points = "".join(f"<li>{e(t)}</li>" for t in takeaways(results, full))
     attribution = default_attribution(data_name(scenario) if scenario is not None else workload.name)
     today = _dt.date.today().isoformat()
     big, small = PRESETS["llama3-70b"], PRESETS["7b-fp16"]
