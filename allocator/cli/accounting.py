@@ -24,7 +24,7 @@ from allocator.accounting.kv_configs import (CONFIG_KEYS, KV_CACHE_DTYPES, fp8_s
                                              kv_variant, model_kv)
 from allocator.accounting.slots import parse_numbers
 from allocator.common.limits import check
-from allocator.common.formats import ratio
+from allocator.common.formats import plural, ratio
 from allocator.common.errors import FieldError
 
 from allocator.cli.common import count_arg, note, range_help, real_arg
@@ -215,15 +215,15 @@ def run_capacity(args: argparse.Namespace) -> int:
     fb = acc.format_bytes
     print(f"model: {label}")
     print(f"KV per token: {fb(cap.bytes_per_token)} ({cap.bytes_per_token:,} bytes)")
-    print(f"free memory: {fb(cap.free_bytes)}; max context {cap.max_context} tokens; "
+    print(f"free memory: {fb(cap.free_bytes)}; max context {cap.max_context:,} tokens; "
           f"mean used {cap.mean_tokens:g} tokens; block size {cap.block_size}")
     print(f"reserve-max: {fb(cap.reserved_bytes)} reserved, {fb(cap.used_bytes)} used per "
-          f"sequence, {_percent(cap.waste_fraction_reserve)} waste -> {cap.fit_reserve} sequences")
+          f"sequence, {_percent(cap.waste_fraction_reserve)} waste -> {plural(cap.fit_reserve, 'sequence')}")
     print(f"paged: {cap.paged_blocks:g} blocks = {cap.paged_slots:g} slots "
           f"({cap.paged_unused_slots:g} unused) = {fb(cap.paged_bytes)} per sequence, "
-          f"{_percent(cap.waste_fraction_paged)} waste -> {cap.fit_paged} sequences")
-    print(f"twice the memory, reserve-max: {cap.fit_reserve_double} sequences | "
-          f"fix the allocator, same memory: {cap.fit_paged} sequences")
+          f"{_percent(cap.waste_fraction_paged)} waste -> {plural(cap.fit_paged, 'sequence')}")
+    print(f"twice the memory, reserve-max: {plural(cap.fit_reserve_double, 'sequence')} | "
+          f"fix the allocator, same memory: {plural(cap.fit_paged, 'sequence')}")
     if config:
         model, rows = config["model"], config["rows"]
         print(f"\n{model.name}, factor by factor: {factors_text(model, rows[0])}")

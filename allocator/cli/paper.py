@@ -24,6 +24,7 @@ from allocator.studies.paper import (FIG13_SEEDS, PAPER_LABELS, SATURATION_REQUE
 from allocator.studies.sharing import MODE_LABELS, PAPER_FIG15, figure15
 from allocator.studies.sustained import sustained_short
 from allocator.cli.common import count_arg, range_help, real_arg
+from allocator.common.formats import plural
 from allocator.common.validate import whole_number
 from allocator.engine.sampling import BEAM_MODES, DEFAULT_REPLACEMENT, MAX_WIDTH, Sampling
 from allocator.studies.paper import PAPER_FIGURES, load_scale, paper_cost
@@ -176,8 +177,7 @@ def run_sharing(args) -> int:
     if args.rate is None:
         rate = PAPER_FIGURES["fig13"]["rate"] * load_scale(cost)["scale"] / sampling.width
     else:
-        from allocator.common.validate import real_number
-        rate = real_number("rate", args.rate, above=0)
+        rate = args.rate                       # sharing_workload checks it (LIMITS["rates"], its span)
     out = sharing_run(sampling.mode, sampling.width, sampling.replacement, sampling.seed, rate, cost, requests)
     out = {"mode": sampling.mode, "width": sampling.width,
            "replacement": sampling.replacement if sampling.mode == "beam" else None,
@@ -187,7 +187,7 @@ def run_sharing(args) -> int:
         return 0
     what = (f"{sampling.width} parallel samples" if sampling.mode == "parallel" else
             f"beam search of width {sampling.width} (replacement {sampling.replacement:g} per step)")
-    print(f"{requests} ShareGPT requests at {rate:.3f} requests/s, each asking for {what}; OPT-13B, one A100-40GB")
+    print(f"{plural(requests, 'ShareGPT request')} at {rate:.3f} requests/s, each asking for {what}; OPT-13B, one A100-40GB")
     print(f"  memory saved by sharing: {100 * out['saving']:.1f} % of the blocks (1 - physical / logical, averaged "
           f"over time)")
     print(f"  beam forks {out['forks']:,}, frees {out['frees']:,}; blocks copied on write {out['cow_copies']:,}; "

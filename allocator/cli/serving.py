@@ -23,6 +23,7 @@ from allocator.cost.best import CHOICE_HELP, CHOICES, best_cost_model, seconds_s
 from allocator.cost.roofline import DEFAULT_GPU, DEFAULT_MODEL, GPU_COUNTS, GPUS, TIMED_MODELS
 from allocator.cli.common import count_arg, gpus_arg, range_help, real_arg
 from allocator.cli.simulate import add_rules_arguments, rules_from_args
+from allocator.common.formats import plural
 from allocator.common.limits import check
 from allocator.engine.v1 import V1Rules
 
@@ -120,7 +121,7 @@ def run(args) -> int:
         print(json.dumps(out, indent=2))
         return 0
     print(f"{cost.label}: KV pool {sweep.pool_slots:,} slots, block size {sweep.block_size}, "
-          f"{sweep.requests:,} requests per run ({SWEEP_WORKLOADS[sweep.workload]}, seed {sweep.seed})")
+          f"{plural(sweep.requests, 'request')} per run ({SWEEP_WORKLOADS[sweep.workload]}, seed {sweep.seed})")
     print(f"seconds from {cost.priced_by}" + (f"; {cost.why}" if cost.why else ""))
     if v1 is not None:
         print(f"paged: {v1.describe()}; reservation policies: the classroom scheduler")

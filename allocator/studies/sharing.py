@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from allocator.common.errors import FieldError
-from allocator.common.validate import real_number, whole_number
+from allocator.common.limits import check
+from allocator.common.validate import whole_number
 from allocator.engine.sampling import DEFAULT_REPLACEMENT, REPLACEMENT_SWEEP, Sampling, simulate_sampling
 from allocator.memory.buddy import ORCA_BLOCK_SIZE
 from allocator.memory.forking import ForkingPagedAllocator
@@ -112,6 +113,10 @@ def memory_saving(result) -> float:
     return float((saved * weight).sum() / weight.sum())
 
 
+#: The longest arrival span :func:`sharing_workload` draws (seconds): 10^7 quanta of 10 ms.
+MAX_SPAN_S = 100_000.0
+
+
 def sharing_workload(rate: float, seed: int, requests: int = REQUESTS) -> Workload:
     """``requests`` ShareGPT requests arriving as a Poisson stream at ``rate`` requests/s (the
     artifact's 10 ms quanta), their (prompt, output) lengths drawn at random, without replacement,
@@ -120,10 +125,17 @@ def sharing_workload(rate: float, seed: int, requests: int = REQUESTS) -> Worklo
     would be one fixed handful of requests for every seed, not a sample of the lengths.
 
     Raises:
-        FieldError (``rate``): not > 0; (``requests``): not a whole number from 1 to 10,000.
+        FieldError (``rate``): outside ``LIMITS["rates"]``, or so low that the requests would
+            spread over more than :data:`MAX_SPAN_S` (the arrivals are drawn per 10 ms quantum of
+            that span, so the span, not the request count, would size the arrays);
+            (``requests``): not a whole number from 1 to 10,000.
     """
-    rate = real_number("rate", rate, above=0)
+    rate = check("rates", rate, subject="rate")
     requests = whole_number("requests", requests, 1, 10_000)
+    if 2.0 * requests / rate > MAX_SPAN_S:
+        raise FieldError("rate", f" = {rate:g} requests/s would spread {requests:,} request"
+                                 f"{'s' if requests != 1 else ''} over more than {MAX_SPAN_S:,.0f} s, the longest "
+                                 f"arrival span drawn; give at least {2.0 * requests / MAX_SPAN_S:g} requests/s")
     rng = np.random.default_rng(seed)
     arrivals = np.empty(0)
     span = 2.0 * requests / rate + 10.0

@@ -243,7 +243,9 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
                          keep_default_na=False, na_values=[""])   # "NaN", "null" are text, not blanks
     except pd.errors.EmptyDataError:
         raise _file_error("the file is empty") from None
-    except pd.errors.ParserError:
+    except pd.errors.ParserError as exc:
+        if "out of memory" in str(exc):           # pandas' C tokenizer: the machine, not the file
+            raise MemoryError(str(exc)) from None
         raise _file_error("the file is not a readable CSV table") from None
     df.columns = [str(c).strip() for c in df.columns]
     if all(c in df.columns for c in AZURE_COLUMNS):
@@ -387,7 +389,9 @@ def load_shipped(path: str, loader, what: str):
         return loader(path)
     except FileNotFoundError:
         raise ShippedDataError(name, f"the shipped data file {name} ({what}) is missing: {restore}") from None
-    except (ValueError, OSError, EOFError, MemoryError) as exc:
+    except MemoryError:
+        raise                                   # the machine ran out, the file is not damaged: the CLI says so
+    except (ValueError, OSError, EOFError) as exc:
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         detail = detail.replace(os.path.abspath(path), name).replace(str(path), name).lstrip(": ")
         raise ShippedDataError(name, f"the shipped data file {name} ({what}) is damaged ({detail}): "

@@ -162,7 +162,7 @@ def _link_notes(pg) -> list[str]:
     ("capacity", "Capacity", "model, kv_cache_dtype, free_gib, max_context, mean_tokens, block_size, layers, "
                              "kv_heads, head_dim, bytes_per_element, acceptance_rate, present"),
     ("explainer", "Reserve for the worst case", "workload, block_size, slots_classroom-40, max_new_classroom-40, "
-                                                "shared_prefix, metadata_cost, seed, arrival_rate, arrival, "
+                                                "shared_prefix, metadata_cost, sliding_window, seed, arrival_rate, arrival, "
                                                 "preemption, policy, placement, gpu, model, seconds_axis, present"),
 ])
 def test_a_parameter_a_page_does_not_take_is_named_once(server, browser, path, title, taken):

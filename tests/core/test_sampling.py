@@ -225,3 +225,18 @@ def test_the_lengths_only_saving_is_the_step_by_step_count():
                 logical += n * -(-(p + t) // BS)
                 saved += (n - 1) * (p // BS)
         assert lengths_only_saving(n, BS, (prompts, outputs)) == pytest.approx(saved / logical)
+
+
+@pytest.mark.parametrize("rate, words", [("5e-324", "give at least 0.0001 requests/s"),
+                                         ("1e-10", "more than 100,000 s"),
+                                         ("1e9", "at most 1,000,000 (requests per second)"),
+                                         ("nan", "is not a number")])
+def test_a_sharing_rate_that_would_size_arrays_by_its_span_is_refused_by_name(rate, words):
+    """The arrivals are drawn per 10 ms quantum of their span, so a tiny rate would size the arrays by
+    time, not by requests (issue 42's 'allocates by the run's time span' kind; the re-hunt found it here)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "allocator", "sharing", "--rate", rate, "--requests", "5"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-400:]
+    assert "rate" in out.stderr and words in out.stderr and "Traceback" not in out.stderr, out.stderr

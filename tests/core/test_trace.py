@@ -78,3 +78,18 @@ def test_bad_replay_window():
         trace_workload(df, count=0)
     with pytest.raises(ValueError, match="steps_per_second"):
         trace_workload(df, steps_per_second=0)
+
+
+def test_running_out_of_memory_while_reading_a_shipped_file_is_not_called_damage(tmp_path):
+    """The re-hunt of issue 42: under a tight memory cap a shipped file was reported 'damaged ()' with a
+    restore command; running out of memory is the machine's, so it propagates as MemoryError (which the
+    CLI and the pages turn into their one out-of-memory line)."""
+    from allocator.workloads.trace import load_shipped
+
+    def out_of_memory(path):
+        raise MemoryError()
+
+    f = tmp_path / "lengths.csv"
+    f.write_text("prompt_tokens,output_tokens\n1,2\n")
+    with pytest.raises(MemoryError):
+        load_shipped(str(f), out_of_memory, "a test file")

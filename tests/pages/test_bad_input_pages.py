@@ -63,7 +63,7 @@ UPLOADS = {
     "wide": (b"prompt_tokens,output_tokens" + b"," * 560_000 + b"\n10,5" + b"," * 560_000 + b"\n",
              "the header has 560,002 columns; at most 256 are accepted"),
     "long cell": (b"prompt_tokens,output_tokens\n" + b"1" * 5000 + b",5\n", "line 2 has a cell longer than 1,000 characters"),
-    "cr in a cell": (b"prompt_tokens,output_tokens\r\n10\r7,5\r\n20,3\r\n", "row 1 has 1 fields but the header has 2"),
+    "cr in a cell": (b"prompt_tokens,output_tokens\r\n10\r7,5\r\n20,3\r\n", "row 1 has 1 field but the header has 2"),
 }
 
 

@@ -52,7 +52,7 @@ def test_a_line_break_inside_an_unquoted_cell_is_named_in_plain_words():
     """A CR in a cell of a CR LF file: csv used to answer with Python's "universal-newline mode" advice."""
     with pytest.raises(FieldError) as err:
         load_trace(b"prompt_tokens,output_tokens\r\n10\r7,5\r\n20,3\r\n")
-    assert "universal" not in str(err.value) and "row 1 has 1 fields but the header has 2" in str(err.value)
+    assert "universal" not in str(err.value) and "row 1 has 1 field but the header has 2" in str(err.value)
     # quoted, the same break is part of the text: a cell that is not a number, named as one
     with pytest.raises(FieldError) as err:
         load_trace(b'prompt_tokens,output_tokens\r\n"10\r7",5\r\n')
