@@ -18,25 +18,14 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 
 from allocator.engine.simulate import simulate
 from allocator.memory.paged import PagedAllocator
 from allocator.studies import prefix_cache as pc
 from allocator.workloads.requests import Request, Workload
+from tests.core.test_prefix_caching import Prompts     # prompt ids by request id, one definition
 
 
-class Prompts:
-    """Prompt token ids by request id (what ``Workload.prompts`` offers)."""
-
-    def __init__(self, by_id: dict):
-        self.by_id = {k: np.asarray(v, dtype=np.int64) for k, v in by_id.items()}
-
-    def __contains__(self, request_id) -> bool:
-        return request_id in self.by_id
-
-    def tokens(self, request_id):
-        return self.by_id[request_id]
 
 
 def workload(reqs, prompts) -> Workload:
