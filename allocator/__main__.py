@@ -89,9 +89,22 @@ def main(argv: list[str] | None = None) -> int:
         remove_pending()                   # container cap below a quarter of the machine): one line
         print(f"error: {out_of_memory_message()}", file=sys.stderr)
         return 2
+    except ImportError as exc:             # a library loaded mid-run (pandas' C parts) that the system had
+        if not _mapping_refused(exc):      # no memory to map: the same out-of-memory line
+            raise
+        remove_pending()
+        print(f"error: {out_of_memory_message()}", file=sys.stderr)
+        return 2
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _mapping_refused(exc: ImportError) -> bool:
+    """Whether an ImportError is the system refusing memory to map a compiled module ("failed to map
+    segment from shared object", "cannot allocate memory"), not a module that is missing."""
+    text = str(exc).lower()
+    return "failed to map segment" in text or "cannot allocate memory" in text
 
 
 def _install_sigterm():

@@ -110,3 +110,24 @@ def test_a_memory_error_before_the_guard_trips_is_one_line_and_leaves_no_part_fi
     assert rc == 2 and err == ("error: this run ran out of memory (the system refused more before the run finished); "
                                "try fewer requests (--count) or a smaller pool (--slots)\n"), err
     assert os.listdir(tmp_path) == []
+
+
+def test_a_library_the_system_cannot_map_mid_run_is_the_out_of_memory_line(tmp_path, monkeypatch, capsys):
+    """The re-hunt of issue 42: under a tight address-space cap, pandas' compiled parts imported mid-run
+    failed with ImportError 'failed to map segment from shared object' and a traceback with server paths.
+    It is the out-of-memory line now; a module that is simply missing still raises."""
+    import pytest
+
+    def refuse(handle, text):
+        raise ImportError("/x/pandas/_libs/join.so: failed to map segment from shared object")
+    monkeypatch.setattr(common, "_write_text", refuse)
+    rc = main(["export-html", "--out", str(tmp_path / "a.html")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: this run ran out of memory") and "/x/pandas" not in err, err
+    assert os.listdir(tmp_path) == []
+
+    def missing(handle, text):
+        raise ImportError("No module named 'nothing_here'")
+    monkeypatch.setattr(common, "_write_text", missing)
+    with pytest.raises(ImportError):
+        main(["export-html", "--out", str(tmp_path / "b.html")])
