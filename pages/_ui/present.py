@@ -11,6 +11,7 @@ They drive the memory-map figure through plotly.js's own ``Plotly.animate``.
 """
 from urllib.parse import urlencode
 
+import numpy as np
 import streamlit as st
 
 from allocator.viz.modebar import MODEBAR_CONFIG, clear_of_modebar
@@ -207,9 +208,21 @@ def data_table(data, *, container=None, column_config=None, hide_index=None, **k
             styler = styler.relabel_index([labels.get(c, c) for c in frame.columns], axis="columns")
         if hide_index:
             styler = styler.hide(axis="index")
+        floats = [c for c in frame.columns if frame[c].dtype.kind == "f"]
+        if floats and frame is data:         # a Styler's own formats stand; a frame's floats read as the grid's
+            styler = styler.format(table_float, subset=floats)
         where.table(styler)
         return
     where.dataframe(data, column_config=column_config, hide_index=hide_index, **kwargs)
+
+
+def table_float(value) -> str:
+    """A float cell of a presentation-mode table: at most four decimals, trailing zeros dropped
+    ("1.7", "2.19", "1"), as the grid would show it -- never pandas' six ("1.000000"), whose digits
+    the data does not have; a missing value stays blank."""
+    if value != value:                       # NaN
+        return ""
+    return np.format_float_positional(float(value), precision=4, unique=True, trim="-")
 
 
 def is_presenting() -> bool:

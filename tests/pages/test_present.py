@@ -117,3 +117,12 @@ def test_pages_draw_their_tables_through_data_table():
         if f.endswith(".py"):
             text = open(os.path.join(ROOT, "pages", f), encoding="utf-8").read()
             assert not re.search(r"\bst\.dataframe\(", text), f
+
+
+def test_a_presentation_table_writes_floats_without_digits_the_data_lacks():
+    """Capacity's speculation table read '1.000000' and '0.300000' on the projector (pandas' default six
+    decimals in an HTML table): floats keep at most four decimals, trailing zeros dropped."""
+    from pages._ui.present import table_float
+    assert [table_float(v) for v in (1.0, 1.7, 2.19, 0.30000000000000027, 3.14159265, 1234.5)] == \
+        ["1", "1.7", "2.19", "0.3", "3.1416", "1234.5"]
+    assert table_float(float("nan")) == ""
