@@ -122,6 +122,36 @@ def _reads_the_paper(item) -> bool:
     return any(name in source for name in ("replication_for", "spread_for", "ablations_for", "paper_replication"))
 
 
+def assert_metrics_csv_adds_up(df, out: dict, kinds) -> None:
+    """Each allocator's per-step rows of the metrics CSV ``df`` (from :func:`read_metrics_csv`) add up
+    to ``simulate --json``'s summary ``out[kind]``: steps, peaks, finished, preemptions, swapped
+    blocks, recomputed tokens, mean tokens per step and mean utilisation, each row weighted by the
+    steps it covers."""
+    import numpy as np
+
+    span = df["steps covered"].to_numpy()
+    for kind in kinds:
+        s = out[kind]
+        ran = df[f"{kind} running (sequences)"].notna().to_numpy()
+
+        def col(name, unit):
+            return df[f"{kind} {name} ({unit})"].to_numpy(dtype=float)[ran]
+
+        def total(name, unit):
+            return int(np.sum(col(name, unit) * span[ran]))
+
+        assert int(span[ran].sum()) == s["steps"], kind
+        assert int(col("running", "sequences").max()) == s["peak_running"], kind
+        assert int(col("used_slots", "slots").max()) == s["peak_used_slots"], kind
+        assert int(col("finished", "requests").max()) == s["finished"], kind
+        assert total("preemptions", "sequences this step") == s["preemptions"], kind
+        assert total("swapped_blocks", "blocks this step") == s["swapped_blocks"], kind
+        assert total("recomputed_tokens", "tokens this step") == s["recomputed_tokens"], kind
+        assert round(total("tokens", "tokens this step") / s["steps"], 4) == s["mean_tokens_per_step"], kind
+        util = np.sum(col("utilization", "fraction of pool") * span[ran]) / s["steps"]
+        assert util == pytest.approx(s["mean_utilization"], abs=1e-6), kind
+
+
 def read_metrics_csv(source):
     """The metrics CSV as a user reads it: plain ``pandas.read_csv`` (no ``comment=``, no skipped rows).
     ``source``: a path or the CSV text. Returns (the frame without its ``scenario`` column, the

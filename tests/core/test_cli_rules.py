@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
-from tests.conftest import read_metrics_csv
+from tests.conftest import assert_metrics_csv_adds_up, read_metrics_csv
 from allocator.__main__ import main
 from allocator.common.errors import FieldError
 from allocator.engine import scenario as scenario_module
@@ -95,21 +94,7 @@ def test_export_html_under_v1_shows_simulates_numbers(tmp_path, capsys):
     written = json.loads(capsys.readouterr().out)
     assert written["scenario"]["rules"] == "v1" and written["scenario"]["max_num_seqs"] == 6
     out = _simulate(capsys, *OPTIONS)
-    df = read_metrics_csv(paths["csv"])[0]
-    span = df["steps covered"].to_numpy()
-    for kind in KINDS:
-        s = out[kind]
-        ran = df[f"{kind} running (sequences)"].notna().to_numpy()
-
-        def col(name, unit):
-            return df[f"{kind} {name} ({unit})"].to_numpy(dtype=float)[ran]
-
-        assert int(span[ran].sum()) == s["steps"], kind
-        assert int(col("running", "sequences").max()) == s["peak_running"], kind
-        assert int(np.sum(col("preemptions", "sequences this step") * span[ran])) == s["preemptions"], kind
-        assert int(np.sum(col("recomputed_tokens", "tokens this step") * span[ran])) == s["recomputed_tokens"], kind
-        tokens = np.sum(col("tokens", "tokens this step") * span[ran]) / s["steps"]
-        assert round(tokens, 4) == s["mean_tokens_per_step"], kind
+    assert_metrics_csv_adds_up(read_metrics_csv(paths["csv"])[0], out, KINDS)
     anim = paths["html"].read_text(encoding="utf-8")
     for s in (out["reserve_max"], out["paged"]):
         assert f"{s['steps']:,} steps" in anim

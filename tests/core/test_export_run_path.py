@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import read_metrics_csv
+from tests.conftest import assert_metrics_csv_adds_up, read_metrics_csv
 from allocator.__main__ import main
 from allocator.common.formats import pct
 from allocator.common.metric_names import SUMMARY_METRICS
@@ -80,28 +80,8 @@ def exported(tmp_path_factory):
 def test_the_metrics_csv_adds_up_to_simulates_summary(exported, capsys):
     out = _simulate(capsys)
     df = read_metrics_csv(exported["csv"])[0]
+    assert_metrics_csv_adds_up(df, out, KINDS)
     span = df["steps covered"].to_numpy()
-    for kind in KINDS:
-        s = out[kind]
-        ran = df[f"{kind} running (sequences)"].notna().to_numpy()
-
-        def col(name, unit):
-            return df[f"{kind} {name} ({unit})"].to_numpy(dtype=float)[ran]
-
-        def total(name, unit):
-            return int(np.sum(col(name, unit) * span[ran]))
-
-        assert int(span[ran].sum()) == s["steps"], kind
-        assert int(col("running", "sequences").max()) == s["peak_running"], kind
-        assert int(col("used_slots", "slots").max()) == s["peak_used_slots"], kind
-        assert int(col("finished", "requests").max()) == s["finished"], kind
-        assert total("preemptions", "sequences this step") == s["preemptions"], kind
-        assert total("swapped_blocks", "blocks this step") == s["swapped_blocks"], kind
-        assert total("recomputed_tokens", "tokens this step") == s["recomputed_tokens"], kind
-        mean_tokens = total("tokens", "tokens this step") / s["steps"]
-        assert round(mean_tokens, 4) == s["mean_tokens_per_step"], kind
-        util = np.sum(col("utilization", "fraction of pool") * span[ran]) / s["steps"]
-        assert util == pytest.approx(s["mean_utilization"], abs=1e-6), kind
     hits = int(np.nansum(df["paged prefix_hit_tokens (tokens this step)"].to_numpy(dtype=float) * span))
     assert hits == out["paged"]["prefill_tokens_saved"] > 0          # the prefix cache ran
 
