@@ -126,12 +126,52 @@ LATENCY_FACTOR = 5.0
 EXTENSION = (1.125, 1.25)
 
 
+_WORKLOADS: dict = {}
+_WORKLOADS_LOCK = threading.Lock()
+
+
+def paper_workload(rate: float, duration_s: float, seed: int):
+    """:func:`allocator.workloads.sharegpt.sharegpt_workload` (``rate`` requests/s, ``duration_s``,
+    ``seed``), built once per process for the last few argument triples: the replication runs every
+    system on the same arrivals (Figures 2 and 13: four systems a rate; Figure 12: rates shared by
+    the Orca baselines), and a workload is immutable, so one object serves them all."""
+    key = (float(rate), float(duration_s), int(seed))
+    with _WORKLOADS_LOCK:
+        w = _WORKLOADS.get(key)
+    if w is None:
+        w = sharegpt_workload(rate, duration_s, seed=seed)
+        with _WORKLOADS_LOCK:
+            if len(_WORKLOADS) >= 16:
+                _WORKLOADS.pop(next(iter(_WORKLOADS)))     # the oldest first
+            _WORKLOADS[key] = w
+    return w
+
+
 def paper_cost():
     """The roofline cost model of the paper's set-up: OPT-13B fp16 on one A100-40GB."""
     return cost_model("a100-40gb", "opt-13b", 1)
 
 
-class ArtifactReservation(ReserveMaxAllocator):
+class BuddyReservation(ReserveMaxAllocator):
+    """:class:`ReserveMaxAllocator` (buddy placement) that remembers each (prompt, output) pair's
+    reservation size: the engine asks for the queue head's size at every step it waits, and the size
+    is a pure function of the pair and the policy, so the numbers are :class:`ReserveMaxAllocator`'s
+    exactly (the replication's reservation runs spent a third of their time recomputing it)."""
+
+    def __init__(self, *args, **kwargs):
+        self._sizes: dict = {}
+        super().__init__(*args, **kwargs)
+
+    def reservation(self, prompt_len: int, output_len: int | None = None) -> int:
+        """:meth:`ReserveMaxAllocator.reservation`, computed once per (prompt_len, output_len)."""
+        key = (prompt_len, output_len)
+        size = self._sizes.get(key)
+        if size is None:
+            size = self._sizes[key] = super().reservation(prompt_len, output_len)
+        return size
+
+
+class ArtifactReservation(BuddyReservation):
     """A buddy reservation whose ``never_written`` (the engine's ``internal_fragmentation`` metric)
     counts what the artifact's scheduler counts as internal fragmentation, and nothing more.
 
@@ -171,7 +211,7 @@ def make_system(system: str, artifact_accounting: bool = False):
     ``artifact_accounting``: the same placement, the artifact's count of internal fragmentation)."""
     if system == "paged":
         return PagedAllocator(PAPER_POOL_SLOTS, ORCA_BLOCK_SIZE, preemption="recompute")
-    cls = ArtifactReservation if artifact_accounting else ReserveMaxAllocator
+    cls = ArtifactReservation if artifact_accounting else BuddyReservation
     return cls(PAPER_POOL_SLOTS, ORCA_MAX_CONTEXT, system, placement="buddy",
                block_size=ORCA_BLOCK_SIZE, max_context=ORCA_MAX_CONTEXT)
 
@@ -434,7 +474,7 @@ def window_run(system: str, rate: float, cost, duration_s: float, window_s: tupl
     Returns:
         (:func:`memory_shares`, mean running requests per step over the window).
     """
-    w = sharegpt_workload(rate, duration_s, seed=seed)
+    w = paper_workload(rate, duration_s, seed)
     alloc = make_system(system, artifact_accounting=True)
     res = simulate(w, alloc, record_snapshots=False, clock=cost.for_blocks(alloc.block_size), stop_s=window_s[1],
                    rules=paper_rules(system))
@@ -512,7 +552,7 @@ def fig12_point(system: str, rate: float, cost, seed: int):
     """One point of Figure 12: ``system`` under ``duration_s`` (600 s) of ShareGPT arrivals at ``rate``
     requests/s (this model's clock) drawn with ``seed``. Returns (the SimulationResult, its normalised
     latency in s/token: mean over finished requests of end-to-end latency / output length)."""
-    w = sharegpt_workload(rate, PAPER_FIGURES["fig12"]["duration_s"], seed=seed)
+    w = paper_workload(rate, PAPER_FIGURES["fig12"]["duration_s"], seed)
     alloc = make_system(system)
     res = simulate(w, alloc, record_snapshots=False, clock=cost.for_blocks(alloc.block_size),
                    rules=paper_rules(system))
@@ -565,7 +605,9 @@ def add_fig13_spread(rep: Replication, seeds=FIG13_SEEDS, progress=None) -> Repl
     for rule, scale in rules:
         out = {}
         for s in SYSTEMS:
-            out[s] = spread([window_run(s, p["fig13"]["rate"] * scale, cost, p["fig2"]["duration_s"],
+            # the burst rule at the replication's own seed is its Figure 13 run: reused, not run again
+            out[s] = spread([rep.fig13[s] if rule == "burst" and sd == rep.seed and s in rep.fig13 else
+                             window_run(s, p["fig13"]["rate"] * scale, cost, p["fig2"]["duration_s"],
                                         p["fig2"]["window_s"], sd)[1] for sd in seeds])
             done += 1
             if progress is not None:
