@@ -12,6 +12,7 @@ from allocator.accounting.models import PRESETS
 from allocator.common.formats import format_bytes
 from allocator.common.metric_names import glossary_rows
 from allocator.studies.sharing import PAPER_FIG15
+from allocator.studies.sampling_latency import PAPER_FIG14
 from allocator.workloads.mooncake import MOONCAKE_ATTRIBUTION
 from allocator.workloads.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.workloads.trace import AZURE_ATTRIBUTION
@@ -20,6 +21,11 @@ from allocator.viz.claims.explainer import about_default_run, classroom_tip
 from allocator.viz.texts import TINY_BLOCKS_TIME_SHORT
 from pages._ui.cache import compute
 from allocator.viz.texts import COPY_ON_WRITE_SHORT
+
+
+def _fig14_improvement(case: str) -> str:
+    """The paper's stated Figure 14 improvement of vLLM over Orca (Oracle) for ``case``, e.g. "2.3×"."""
+    return f"{PAPER_FIG14['oracle_improvement'][case]:g}×"
 
 
 def _fig15_range(dataset: str, mode: str) -> str:
@@ -281,7 +287,15 @@ SOURCES = [
      "Kwon et al., PagedAttention (SOSP 2023), section 4.4 (parallel sampling, beam search) and section 6.3 "
      "(Figures 14 and 15); run again on this app's engine (Throughput and latency, sharing), where which beams "
      "survive comes from a stated model with one parameter (allocator/engine/sampling.py), not from a language "
-     "model. Figure 14 is not run here."),
+     "model."),
+    (f"vLLM's advantage over the Orca baselines growing with the number of sampled sequences and more with beam "
+     f"search: over Orca (Oracle), {_fig14_improvement('basic sampling')} in basic sampling to "
+     f"{_fig14_improvement('beam search, width 6')} in beam search of width 6 (OPT-13B, "
+     f"{PAPER_FIG14['dataset']})",
+     "Kwon et al., PagedAttention (SOSP 2023), section 6.3 (Figure 14) and its artifact's "
+     "experiments/fig14-parallel.sh and fig14-beam.sh; run again on ShareGPT, not Alpaca, on this app's engine "
+     "(Throughput and latency, Figure 14), every Orca sequence holding its own reservation "
+     "(allocator/studies/sampling_latency.py); quoted beside the app's own ratios, never fitted to them."),
     ("GPU memory, memory bandwidth, dense fp16/bf16 tensor FLOP/s, PCIe bandwidth (A100 40GB, H100 SXM, H200, "
      "L4, RTX 4090)",
      "NVIDIA's datasheets (and the Ada Lovelace whitepaper for the RTX 4090), named in each preset "

@@ -15,6 +15,7 @@ from allocator.studies.paper import (PAPER_POOL_SLOTS, is_computed, replication_
                                      spread_is_computed)
 from allocator.studies.ablations import ablations_for
 from allocator.studies.sharing import figure15_for
+from allocator.studies.sampling_latency import figure14_for
 from allocator.cost.kernel_block import kernel_block_factors
 from allocator.workloads.sharegpt import SHAREGPT_ATTRIBUTION
 from allocator.studies.sustained import INTERPOLATION_SPAN
@@ -28,9 +29,11 @@ from allocator.viz.claims.throughput import (latency_claim, memory_claim, paper_
                                              sweep_headline, time_split_claim, time_split_rows)
 from allocator.viz.claims.paper import ablation_texts, paper_replication_texts
 from allocator.viz.claims.sharing import sharing_rows, sharing_texts
+from allocator.viz.claims.sampling_latency import fig14_rows, fig14_texts
 from allocator.viz.claims.throughput import sweep_source_note
 from allocator.viz.paper import fig2_figure, fig12_figure, fig13_figure, fig18b_figure, fig19a_figure, targets_rows
 from allocator.viz.sharing import beam_sweep_figure, fig15_figure
+from allocator.viz.sampling_latency import fig14_advantage_figure, fig14_latency_figure
 from allocator.viz.throughput import cdf_figure, latency_figure, memory_figure, throughput_figure
 from pages._ui.controls import checked_number
 from pages._ui.errors import show_error
@@ -154,8 +157,31 @@ if rep21 is not None:
         chart(beam_sweep_figure(fig15_21), key="tp_paper_beam_sweep", config={"displaylogo": False})
         st.markdown(texts15["beam_model"])
         st.markdown("**Why they differ**\n\n" + "\n".join(f"- {t}" for t in texts15["why"].values()))
-        st.caption("Figure 14 (vLLM's latency advantage over Orca growing with the number of samples and the beam "
-                   "width) is not run here: this lab's Orca baselines do not run requests of several sequences yet.")
+    st.markdown("**Figure 14: what sharing does to latency.** The same requests of several sequences, now against "
+                "Orca, whose every sequence reserves its own memory: how fast can requests arrive before latency "
+                "runs away, and how does vLLM's lead change with the number of samples and the beam width?")
+    fig14_21 = None
+    if st.button("Run Figure 14 (latency with several sequences)", key="tp_paper_fig14", icon=":material/timeline:"):
+        st.session_state["tp_paper_fig14_on"] = True
+    if st.session_state.get("tp_paper_fig14_on"):
+        bar14 = st.progress(0.0, text="Running vLLM and Orca with several sequences a request…")
+        try:
+            fig14_21 = figure14_for(rep21.scale["scale"], progress=lambda done, total, text: bar14.progress(
+                done / total, text=f"Simulating {text} ({done} of {total})…"))
+        except FieldError as exc:
+            show_error(exc, before="Figure 14 cannot run: ")
+        finally:
+            bar14.empty()
+    if fig14_21 is not None:
+        texts14 = fig14_texts(fig14_21)
+        st.markdown(texts14["setup"])
+        st.table(pd.DataFrame(fig14_rows(fig14_21)).set_index("measure"))
+        chart(fig14_advantage_figure(fig14_21), key="tp_paper_fig14_adv", config={"displaylogo": False})
+        p_col14, m_col14 = st.columns(2, border=True)
+        p_col14.markdown(texts14["paper"])
+        m_col14.markdown(texts14["fig14"])
+        st.markdown(f"**Why they differ.** {texts14['why']}")
+        chart(fig14_latency_figure(fig14_21), key="tp_paper_fig14_curves", config={"displaylogo": False})
     st.caption("Request lengths: " + SHAREGPT_ATTRIBUTION)
     st.divider()
     st.subheader("Your own sweep")

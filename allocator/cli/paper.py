@@ -10,8 +10,8 @@ Examples::
 Runs OPT-13B on one A100-40GB (the paper's Table 1 pool), ShareGPT lengths, vLLM (block 16,
 recompute) and the artifact's three Orca baselines (buddy placement), and prints Figures 2, 13
 and 12 as the paper's value beside this model's, with the error (see :mod:`allocator.studies.paper`); without
-``--quick`` also Figure 13 over ten seeds, the section 7 ablations (:mod:`allocator.studies.ablations`) and
-Figure 15 (:mod:`allocator.studies.sharing`).
+``--quick`` also Figure 13 over ten seeds, the section 7 ablations (:mod:`allocator.studies.ablations`),
+Figure 15 (:mod:`allocator.studies.sharing`) and Figure 14 on ShareGPT (:mod:`allocator.studies.sampling_latency`).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from allocator.studies.ablations import PAPER_ABLATIONS, ablations
 from allocator.studies.paper import (FIG13_SEEDS, PAPER_LABELS, SATURATION_REQUESTS, SYSTEMS, add_fig13_spread,
                                      paper_replication)
 from allocator.studies.sharing import MODE_LABELS, PAPER_FIG15, figure15
+from allocator.studies.sampling_latency import MODES as FIG14_MODES, ORCA_SYSTEMS, PAPER_FIG14, figure14
 from allocator.studies.sustained import sustained_short
 from allocator.cli.common import count_arg, range_help, real_arg
 from allocator.common.formats import plural
@@ -29,6 +30,9 @@ from allocator.common.validate import whole_number
 from allocator.engine.sampling import BEAM_MODES, DEFAULT_REPLACEMENT, MAX_WIDTH, Sampling
 from allocator.studies.paper import PAPER_FIGURES, load_scale, paper_cost
 from allocator.studies.sharing import REQUESTS, sharing_run
+
+#: Processes running Figure 14's independent (width, seed) searches (this machine has 2 cores).
+FIG14_WORKERS = 2
 
 
 def register(sub) -> None:
@@ -43,7 +47,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--quick", action="store_true",
                    help="the three figures only: no Figure 13 spread over ten seeds, no section 7 ablations, "
-                        "no Figure 15 (sharing)")
+                        "no Figures 15 and 14 (sharing)")
     p.set_defaults(func=run)
     q = sub.add_parser("sharing",
                        help="requests of several sequences (parallel sampling, beam search) on the paper's set-up: "
@@ -66,16 +70,20 @@ def register(sub) -> None:
 def run(args) -> int:
     """Run the replication and print it; returns the exit status."""
     rep = paper_replication(seed=args.seed)
-    abl = fig15 = None
+    abl = fig15 = fig14 = None
     if not args.quick:
         add_fig13_spread(rep, FIG13_SEEDS)
         abl = ablations(kernel_block_factors(), scale=rep.scale["scale"])
         fig15 = figure15(scale=rep.scale["scale"])
+        # the (width, seed) searches are independent: two processes on this 2-core machine, same numbers
+        fig14 = figure14(scale=rep.scale["scale"], budget=rep.budget_s_per_token, workers=FIG14_WORKERS)
     out = rep.to_dict()
     if abl is not None:
         out["ablations"] = abl.to_dict()
     if fig15 is not None:
         out["fig15"] = fig15.to_dict()
+    if fig14 is not None:
+        out["fig14"] = fig14.to_dict()
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -136,9 +144,35 @@ def run(args) -> int:
               f"{PAPER_ABLATIONS['fig18b']['best_block_sizes'][0]}-{PAPER_ABLATIONS['fig18b']['best_block_sizes'][1]}")
     if fig15 is not None:
         print_fig15(fig15)
+    if fig14 is not None:
+        print_fig14(fig14)
     print(f"\n{rep.seconds:.1f} s (the three figures)" + ("" if abl is None else f", {abl.seconds:.1f} s (ablations)")
-          + ("" if fig15 is None else f", {fig15.seconds:.1f} s (Figure 15)"))
+          + ("" if fig15 is None else f", {fig15.seconds:.1f} s (Figure 15)")
+          + ("" if fig14 is None else f", {fig14.seconds:.1f} s (Figure 14, {fig14.workers} processes)"))
     return 0
+
+
+def print_fig14(f) -> None:
+    """Figure 14's text output: vLLM's sustained rate over each Orca baseline's by mode and width (mean ±
+    sd, min-max over the seeds), whether it grows with the width, the paper's statement beside."""
+    print(f"\nFigure 14 on ShareGPT (the paper's: Alpaca): vLLM's sustained rate / each Orca baseline's, "
+          f"{f.requests} requests a run, {len(f.seeds)} seeds (mean ± sd, min-max); budget "
+          f"{f.budget_s_per_token:.4f} s/token (Figure 12's); width 1 = basic sampling")
+    for mode in FIG14_MODES:
+        for w in f.widths:
+            cells = []
+            for o in ORCA_SYSTEMS:
+                sp = f.advantage[mode].get(w, {}).get(o)
+                cells.append(f"{PAPER_LABELS[o]} " + ("not stated" if sp is None else
+                                                      f"{sp['mean']:.2f}x ± {sp['std']:.2f} ({sp['min']:.2f}-{sp['max']:.2f})"))
+            print(f"  {MODE_LABELS[mode]:<18} {w}: " + "   ".join(cells))
+        grows = f.grows(mode)
+        print(f"  {MODE_LABELS[mode]}: the advantage over Orca (Oracle) "
+              + ("grows with every width" if grows else "does not grow at every width" if grows is False
+                 else "cannot be stated at every width"))
+    imp = PAPER_FIG14["oracle_improvement"]
+    print(f"  the paper ({PAPER_FIG14['dataset']}): over Orca (Oracle) {imp['basic sampling']:g}x in basic sampling "
+          f"to {imp['beam search, width 6']:g}x in beam search of width 6, growing with the number of sequences")
 
 
 def print_fig15(f) -> None:

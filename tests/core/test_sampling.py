@@ -199,6 +199,7 @@ def test_cli_sharing_and_the_replications_json_carry_figure15(capsys, monkeypatc
     monkeypatch.setattr(cli_paper, "add_fig13_spread", lambda rep, seeds: rep)
     monkeypatch.setattr(cli_paper, "ablations", lambda *a, **k: _Abl())
     monkeypatch.setattr(cli_paper, "figure15", lambda scale: small)
+    monkeypatch.setattr(cli_paper, "figure14", lambda **k: _Abl())       # Figure 14: tests/core/test_sampling_latency.py
     assert main(["paper-replication", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)["fig15"]
     assert out["paper"]["sharegpt"]["parallel"] == list(PAPER_FIG15["sharegpt"]["parallel"])
