@@ -36,12 +36,17 @@ def test_about_sources_name_the_papers_sections_and_figures():
     cited = " ".join(sources["source"])
     for needle in ("section 6.2, Figures 2, 12 and 13", "section 7.2 (Figure 18b)", "section 7.3 (Figure 19)",
                    "plot/plot_fig2.py", "fig19-b.sh", "assets/kernel_block_cost.json",
-                   "section 4.4 (parallel sampling, beam search)", "section 6.3 (Figures 14 and 15)"):
+                   "section 4.4 (parallel sampling, beam search)", "section 6.3 (Figures 14 and 15)",
+                   "section 6.3 (Figure 14)", "experiments/fig14-parallel.sh"):
         assert needle in cited, needle
     assert any("2,560 batched tokens" in f for f in sources["figure"])
     # issue 38: Figure 15's ranges, as the paper states them (allocator.studies.sharing.PAPER_FIG15)
     from allocator.studies.sharing import PAPER_FIG15
 
+    # Figure 14's statement, as the paper states it (allocator.studies.sampling_latency.PAPER_FIG14)
+    fig14 = next(f for f in sources["figure"] if "advantage over the Orca baselines" in f)
+    assert "1.3× in basic sampling" in fig14 and "2.3× in beam search of width 6" in fig14 and "Alpaca" in fig14
+    assert "Figure 14 is not run here" not in cited
     fig15 = next(f for f in sources["figure"] if "Memory saved by sharing" in f)
     for lo, hi in (*PAPER_FIG15["sharegpt"].values(), *PAPER_FIG15["alpaca"].values()):
         assert f"{100 * lo:.1f}–{100 * hi:.1f} %" in fig15

@@ -148,6 +148,20 @@ def test_paper_replication_one_click():
     table15 = at.table[1].value
     assert list(table15["this model"]) == [r["this model"] for r in sharing_rows(f15)]
     assert len(at.get("plotly_chart")) >= 12
+    # issue 38: Figure 14 (latency with several sequences, on ShareGPT) one more click away
+    at.button(key="tp_paper_fig14").click().run(timeout=900)
+    assert not at.exception
+    from allocator.studies.sampling_latency import figure14_for
+    from allocator.viz.claims.sampling_latency import fig14_rows, fig14_texts
+
+    f14 = figure14_for(rep.scale["scale"])
+    text = _markdown(at)
+    t14 = fig14_texts(f14)
+    for key in ("setup", "fig14", "paper", "why"):
+        assert t14[key] in text, key
+    table14 = at.table[2].value
+    assert list(table14.index) == [r["measure"] for r in fig14_rows(f14)]
+    assert len(at.get("plotly_chart")) >= 14
 
 
 def test_the_explainers_block_size_slider_links_to_the_block_size_ablation():

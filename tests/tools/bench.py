@@ -325,22 +325,56 @@ def bench_site() -> list[bool]:
 
 
 def bench_paper() -> list[bool]:
-    """Issue 21's targets: the paper replication preset (``python -m allocator paper-replication``)
-    in at most 60 s, and each figure's value against the paper's within its tolerance (Figure 13
-    within 15 %, Figure 2's token states within 5 points and Orca (Max)'s split in the paper's
-    order, Figure 12's sustained-rate ratios inside the paper's ranges)."""
-    from allocator.studies.paper import paper_replication
+    """Issue 21's and 38's targets: the paper replication in at most 60 s, and each figure's value against
+    the paper's within its tolerance (Figure 13 within 15 %, Figure 2's token states within 5 points and
+    Orca (Max)'s split in the paper's order, Figure 12's sustained-rate ratios inside the paper's ranges).
 
-    rep = paper_replication()
+    The 60 s covers :func:`allocator.studies.paper.paper_replication`: Figures 2, 13 and 12 at one arrival
+    seed, what ``python -m allocator paper-replication --quick`` computes (one process). Beside it, with a
+    60 s target of its own, Figure 14 on ShareGPT (:func:`allocator.studies.sampling_latency.figure14`, as
+    the full ``paper-replication`` runs it: two processes). Both are printed in wall seconds and CPU
+    seconds (``time.process_time`` plus the worker processes' user + system time): on a machine shared
+    with other work the wall time is an upper bound, the CPU time the code's own cost. Measured when
+    issue 38's target was set (2026-12-03, machine shared with four other sessions): the replication
+    26 s CPU before its reservation sizes were remembered, 6.3 s after; Figure 14 57 s CPU on two
+    processes."""
+    import resource
+
+    from allocator.cli.paper import FIG14_WORKERS
+    from allocator.studies.paper import paper_replication
+    from allocator.studies.sampling_latency import figure14
+
+    def timed(fn):
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu, wall = time.process_time(), time.perf_counter()
+        out = fn()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+        return time.perf_counter() - wall, time.process_time() - cpu + spent, out
+
+    wall, cpu, rep = timed(paper_replication)
     rows = [[r["figure"], r["measure"], r["paper"], r["ours"], r["error"], r["tolerance"], r["ok"]]
             for r in rep.targets()]
     print_table(f"paper replication (load scale x{rep.scale['scale']:.2f}: this model's paged saturation "
                 f"{rep.scale['ours']:.2f} requests/s / the paper's {rep.scale['paper']:g})",
                 ["figure", "measure", "paper", "ours", "error", "tolerance", "within"], rows)
-    ok_time = rep.seconds <= 60.0
-    print_table("paper replication: time", ["measure", "value", "target", "met"],
-                [["the whole preset (s)", f"{rep.seconds:.1f}", "<= 60", ok_time]])
-    return [r["ok"] for r in rep.targets() if r["ok"] is not None] + [ok_time]   # None: compared, not a target
+    wall14, cpu14, f14 = timed(lambda: figure14(scale=rep.scale["scale"], budget=rep.budget_s_per_token,
+                                                workers=FIG14_WORKERS))
+    ok_time, ok14 = wall <= 60.0, wall14 <= 60.0
+    print_table("paper replication: time (the 60 s covers Figures 2, 13 and 12 at one seed, paper-replication "
+                "--quick; Figure 14 beside it, its own 60 s)", ["measure", "wall s", "CPU s", "target", "met"],
+                [["Figures 2, 13 and 12 (one process)", f"{wall:.1f}", f"{cpu:.1f}", "<= 60 wall", ok_time],
+                 [f"Figure 14 on ShareGPT ({f14.workers} processes, {len(f14.seeds)} seeds, {f14.requests} requests "
+                  "a run)", f"{wall14:.1f}", f"{cpu14:.1f}", "<= 60 wall", ok14]])
+    grows = {m: f14.grows(m) for m in ("parallel", "beam")}
+    print_table("Figure 14: vLLM / Orca (Oracle) sustained rate by width (mean ± sd over seeds; the paper, "
+                "Alpaca: 1.3x basic sampling to 2.3x beam search of width 6)", ["mode", *map(str, f14.widths),
+                                                                                "grows"],
+                [[m] + [f"{f14.advantage[m][w]['oracle']['mean']:.2f} ± {f14.advantage[m][w]['oracle']['std']:.2f}"
+                        if "oracle" in f14.advantage[m].get(w, {}) else "not stated" for w in f14.widths] + [grows[m]]
+                 for m in ("parallel", "beam")])
+    # None: compared, not a target; Figure 14's shape is reported (the table), not a target
+    return [r["ok"] for r in rep.targets() if r["ok"] is not None] + [ok_time, ok14]
 
 
 def _cpu_time(fn, repeat: int = 1) -> tuple[float, object]:
