@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,6 +64,7 @@ from allocator.studies.rate_sweep import saturation_rate, unloaded_latency
 from allocator.cost.roofline import cost_model
 from allocator.cost.timing import price
 from allocator.common.errors import FieldError
+from allocator.common.validate import whole_number
 
 #: The four systems in the paper's order, with the paper's names and this project's.
 SYSTEMS = ("max", "pow2", "oracle", "paged")
@@ -559,60 +561,105 @@ def fig12_point(system: str, rate: float, cost, seed: int):
     return res, price(res, cost).summary["normalized_latency_s_per_token"]
 
 
-def add_fig12_spread(rep: Replication, seeds=FIG12_SEEDS, progress=None) -> Replication:
+def run_all(fn, tasks: list, workers: int = 1, progress=None) -> list:
+    """``[fn(t) for t in tasks]``, in a process pool of ``workers`` when more than one (``fn`` a
+    module-level function, each task independent and seeded, so the values are the same for any
+    ``workers``); ``progress(done, total)`` after each, in order.
+
+    Raises:
+        FieldError (``workers``): not a whole number from 1 to 64.
+    """
+    workers = whole_number("workers", workers, 1, 64)
+    out = []
+    if workers > 1 and len(tasks) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for value in pool.map(fn, tasks):
+                out.append(value)
+                if progress is not None:
+                    progress(len(out), len(tasks))
+        return out
+    for t in tasks:
+        out.append(fn(t))
+        if progress is not None:
+            progress(len(out), len(tasks))
+    return out
+
+
+def fig12_latency(args: tuple) -> float:
+    """A Figure 12 point's normalised latency (s/token) for ``args`` = (system, rate on this model's clock,
+    seed): :func:`fig12_point`'s second value (one task of :func:`add_fig12_spread`'s pool)."""
+    system, rate, seed = args
+    return fig12_point(system, rate, paper_cost(), seed)[1]
+
+
+def fig13_batch(args: tuple) -> float:
+    """Figure 13's mean running requests for ``args`` = (system, rate on this model's clock, seed):
+    :func:`window_run`'s second value over Figure 2's window (one task of :func:`add_fig13_spread`'s pool)."""
+    system, rate, seed = args
+    p = PAPER_FIGURES
+    return window_run(system, rate, paper_cost(), p["fig2"]["duration_s"], p["fig2"]["window_s"], seed)[1]
+
+
+def add_fig12_spread(rep: Replication, seeds=FIG12_SEEDS, progress=None, workers: int = 1) -> Replication:
     """Figure 12 over ``seeds``: every point of every curve run again with each arrival seed (the
     replication's own seed is reused, not rerun), into ``rep.fig12_spread``.
 
     Args:
         rep: a :func:`paper_replication` result; seeds: at least two (default :data:`FIG12_SEEDS`).
-        progress: ``progress(done, total, text)`` after each system.
+        progress: ``progress(done, total, text)`` after each run.
+        workers: processes for the runs (:func:`run_all`; the same values for any count).
 
     Raises:
-        FieldError (``seeds``): fewer than two seeds.
+        FieldError (``seeds``): fewer than two seeds; (``workers``): out of range.
     """
     seeds = tuple(seeds)
     if len(seeds) < 2:
         raise FieldError("seeds", f" must name at least two arrival seeds for a spread, got {len(seeds)}")
-    cost = paper_cost()
-    for i, s in enumerate(SYSTEMS):
+    tasks = [(s, pt["rate"], sd) for s in SYSTEMS for pt in rep.fig12[s] for sd in seeds if sd != rep.seed]
+    tell = None if progress is None else (
+        lambda done, total: progress(done, total, f"Figure 12 over {len(seeds)} seeds: {OUR_LABELS[tasks[done - 1][0]]}"))
+    values = dict(zip(tasks, run_all(fig12_latency, tasks, workers, tell)))
+    for s in SYSTEMS:
         rep.fig12_spread[s] = [spread([pt["normalized_latency_s_per_token"] if sd == rep.seed
-                                       else fig12_point(s, pt["rate"], cost, sd)[1] for sd in seeds])
+                                       else values[(s, pt["rate"], sd)] for sd in seeds])
                                for pt in rep.fig12[s]]
-        if progress is not None:
-            progress(i + 1, len(SYSTEMS), f"Figure 12 over {len(seeds)} seeds: {OUR_LABELS[s]}")
     return rep
 
 
-def add_fig13_spread(rep: Replication, seeds=FIG13_SEEDS, progress=None) -> Replication:
+def add_fig13_spread(rep: Replication, seeds=FIG13_SEEDS, progress=None, workers: int = 1) -> Replication:
     """Figure 13 over ``seeds`` (arrival seeds) under both load rules (:meth:`Replication.load_rules`),
-    into ``rep.fig13_spread``; a computation of its own (about twice the replication's time), so the
-    replication stays fast and this is run once and cached (:func:`spread_for`).
+    into ``rep.fig13_spread``; a computation of its own (about three times the replication's time), so
+    the replication stays fast and this is run once and cached (:func:`spread_for`).
 
     Args:
         rep: a :func:`paper_replication` result (its Figure 12 knee sets the knee rule's scale).
         seeds: at least two arrival seeds (default :data:`FIG13_SEEDS`, ten).
-        progress: ``progress(done, total, text)`` after each system.
+        progress: ``progress(done, total, text)`` after each run.
+        workers: processes for the runs (:func:`run_all`; the same values for any count).
 
     Raises:
-        FieldError (``seeds``): fewer than two seeds (a spread needs two).
+        FieldError (``seeds``): fewer than two seeds (a spread needs two); (``workers``): out of range.
     """
     seeds = tuple(seeds)
     if len(seeds) < 2:
         raise FieldError("seeds", f" must name at least two arrival seeds for a spread, got {len(seeds)}")
-    cost, p = paper_cost(), PAPER_FIGURES
+    rate = PAPER_FIGURES["fig13"]["rate"]
     rules = [(rule, info["scale"]) for rule, info in rep.load_rules().items() if info["scale"] is not None]
-    total, done = len(rules) * len(SYSTEMS), 0
-    for rule, scale in rules:
-        out = {}
-        for s in SYSTEMS:
-            # the burst rule at the replication's own seed is its Figure 13 run: reused, not run again
-            out[s] = spread([rep.fig13[s] if rule == "burst" and sd == rep.seed and s in rep.fig13 else
-                             window_run(s, p["fig13"]["rate"] * scale, cost, p["fig2"]["duration_s"],
-                                        p["fig2"]["window_s"], sd)[1] for sd in seeds])
-            done += 1
-            if progress is not None:
-                progress(done, total, f"Figure 13 over {len(seeds)} seeds ({rule} rule): {OUR_LABELS[s]}")
-        rep.fig13_spread[rule] = out
+
+    def reused(rule, s, sd):
+        # the burst rule at the replication's own seed is its Figure 13 run: reused, not run again
+        return rule == "burst" and sd == rep.seed and s in rep.fig13
+
+    keys = [(rule, s, sd) for rule, _ in rules for s in SYSTEMS for sd in seeds if not reused(rule, s, sd)]
+    scale_of = dict(rules)
+    tasks = [(s, rate * scale_of[rule], sd) for rule, s, sd in keys]
+    tell = None if progress is None else (
+        lambda done, total: progress(done, total, f"Figure 13 over {len(seeds)} seeds ({keys[done - 1][0]} rule): "
+                                                  f"{OUR_LABELS[keys[done - 1][1]]}"))
+    values = dict(zip(keys, run_all(fig13_batch, tasks, workers, tell)))
+    for rule, _ in rules:
+        rep.fig13_spread[rule] = {s: spread([rep.fig13[s] if reused(rule, s, sd) else values[(rule, s, sd)]
+                                             for sd in seeds]) for s in SYSTEMS}
     return rep
 
 

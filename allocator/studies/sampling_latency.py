@@ -57,7 +57,7 @@ from allocator.memory.paged import PagedAllocator
 from allocator.studies.paper import (LATENCY_FACTOR, PAPER_LABELS, PAPER_POOL_SLOTS, BuddyReservation, load_scale,
                                      paper_cost, spread)
 from allocator.studies.rate_sweep import unloaded_latency
-from allocator.studies.sharing import MODE_LABELS, WIDTHS, sharing_workload
+from allocator.studies.sharing import MAX_SPAN_S, MODE_LABELS, WIDTHS, sharing_workload
 from allocator.studies.sustained import rate_ratio, sustained_rate
 from allocator.workloads.sharegpt import sharegpt_workload
 
@@ -75,7 +75,8 @@ FIG14_WIDTHS = (1, *WIDTHS)
 #: GRID_STEP ** k. Below :data:`allocator.studies.sustained.INTERPOLATION_SPAN`, so every crossing
 #: is interpolated, never left as a bracket.
 GRID_STEP = 1.25
-#: The grid's lowest and highest index (rates about 0.0011 to 88 requests/s on the paper's scale).
+#: The grid's lowest and highest index (rates about 0.0012 to 87 requests/s on the paper's scale); the
+#: lowest is raised where :func:`allocator.studies.sharing.sharing_workload` would refuse the rate.
 GRID_RANGE = (-30, 20)
 #: The paper's statement (Kwon et al., SOSP 2023, section 6.3 and Figure 14: OPT-13B, one A100-40GB,
 #: the Alpaca dataset): vLLM's improvement over Orca (Oracle) grows with the number of sequences,
@@ -247,6 +248,10 @@ def knee_search(system: str, mode: str, width: int, seed: int, *, scale: float, 
     """
     cost = cost or paper_cost()
     lo_k, hi_k = GRID_RANGE
+    # the lowest rate sharing_workload draws for this many requests (their arrivals span at most MAX_SPAN_S)
+    floor = 2.0 * requests / MAX_SPAN_S / scale
+    while grid_rate(lo_k) < floor:
+        lo_k += 1
     seen: dict[int, float] = {}
 
     def at(k):
@@ -452,4 +457,4 @@ def is_computed(scale: float) -> bool:
 
 __all__ = ["FIG14_WIDTHS", "GRID_STEP", "MODES", "ORCA_SYSTEMS", "PAPER_FIG14", "REQUESTS", "SEEDS", "WHY", "Figure14",
            "OrcaSequences", "SequencesClock", "fig14_budget", "figure14", "figure14_for", "is_computed",
-           "knee_search", "latency", "width_seed_task"]
+           "grid_rate", "knee_search", "latency", "width_seed_task"]

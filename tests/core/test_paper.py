@@ -433,3 +433,26 @@ def test_ablations_reproduce_the_papers_qualitative_result():
     with pytest.raises(FieldError) as e:
         ablations(kernel_block_factors(), scale=1.0, seeds=())
     assert e.value.field == "seeds"
+
+
+def test_the_spreads_are_the_same_run_in_two_processes():
+    """Issue 38: Figure 13's and Figure 12's spreads over seeds run their independent seeded runs in a
+    process pool when asked; the values are the same number for number, and the burst rule's run at the
+    replication's own seed is the replication's Figure 13 value (reused, not run again)."""
+    import dataclasses
+
+    from allocator.studies.paper import SYSTEMS, add_fig12_spread, add_fig13_spread, replication_for
+
+    base = replication_for(0)
+    one = dataclasses.replace(base, fig13_spread={}, fig12_spread={})
+    two = dataclasses.replace(base, fig13_spread={}, fig12_spread={})
+    add_fig13_spread(one, seeds=(0, 1))
+    add_fig13_spread(two, seeds=(0, 1), workers=2)
+    assert one.fig13_spread == two.fig13_spread
+    assert [one.fig13_spread["burst"][s]["values"][0] for s in SYSTEMS] == [base.fig13[s] for s in SYSTEMS]
+    add_fig12_spread(one, seeds=(0, 1))
+    add_fig12_spread(two, seeds=(0, 1), workers=2)
+    assert one.fig12_spread == two.fig12_spread
+    for s in SYSTEMS:
+        assert [v["values"][0] for v in one.fig12_spread[s]] == \
+            [pt["normalized_latency_s_per_token"] for pt in base.fig12[s]]

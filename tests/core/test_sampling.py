@@ -196,7 +196,7 @@ def test_cli_sharing_and_the_replications_json_carry_figure15(capsys, monkeypatc
             return {}
 
     monkeypatch.setattr(cli_paper, "paper_replication", lambda seed=0: replication_for(seed))
-    monkeypatch.setattr(cli_paper, "add_fig13_spread", lambda rep, seeds: rep)
+    monkeypatch.setattr(cli_paper, "add_fig13_spread", lambda rep, seeds, **k: rep)
     monkeypatch.setattr(cli_paper, "ablations", lambda *a, **k: _Abl())
     monkeypatch.setattr(cli_paper, "figure15", lambda scale: small)
     monkeypatch.setattr(cli_paper, "figure14", lambda **k: _Abl())       # Figure 14: tests/core/test_sampling_latency.py

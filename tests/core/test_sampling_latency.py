@@ -177,7 +177,7 @@ def test_cli_paper_replication_carries_figure14_beside_the_papers_statement(caps
 
     rep = replication_for(0)
     monkeypatch.setattr(cli_paper, "paper_replication", lambda seed=0: rep)
-    monkeypatch.setattr(cli_paper, "add_fig13_spread", lambda rep, seeds: rep)
+    monkeypatch.setattr(cli_paper, "add_fig13_spread", lambda rep, seeds, **k: rep)
     monkeypatch.setattr(cli_paper, "ablations", lambda *a, **k: _Empty())
     monkeypatch.setattr(cli_paper, "figure15", lambda scale: None)
     monkeypatch.setattr(cli_paper, "figure14", fake_figure14)
