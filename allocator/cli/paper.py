@@ -31,8 +31,8 @@ from allocator.engine.sampling import BEAM_MODES, DEFAULT_REPLACEMENT, MAX_WIDTH
 from allocator.studies.paper import PAPER_FIGURES, load_scale, paper_cost
 from allocator.studies.sharing import REQUESTS, sharing_run
 
-#: Processes running the independent seeded runs of Figure 13's spread and Figure 14's (width, seed)
-#: searches (this machine has 2 cores); the numbers are the same for any count.
+#: Processes running the independent seeded runs of Figure 13's spread, the section 7 ablations and
+#: Figure 14's (width, seed) searches (this machine has 2 cores); the numbers are the same for any count.
 FIG14_WORKERS = 2
 
 
@@ -74,7 +74,7 @@ def run(args) -> int:
     abl = fig15 = fig14 = None
     if not args.quick:
         add_fig13_spread(rep, FIG13_SEEDS, workers=FIG14_WORKERS)
-        abl = ablations(kernel_block_factors(), scale=rep.scale["scale"])
+        abl = ablations(kernel_block_factors(), scale=rep.scale["scale"], workers=FIG14_WORKERS)
         fig15 = figure15(scale=rep.scale["scale"])
         # the (width, seed) searches are independent: two processes on this 2-core machine, same numbers
         fig14 = figure14(scale=rep.scale["scale"], budget=rep.budget_s_per_token, workers=FIG14_WORKERS)

@@ -34,8 +34,7 @@ from allocator.cost.roofline import CostModel
 from allocator.cost.timing import price
 from allocator.engine.simulate import simulate
 from allocator.memory.paged import PagedAllocator
-from allocator.studies.paper import PAPER_POOL_SLOTS, load_scale, paper_cost, spread
-from allocator.workloads.sharegpt import sharegpt_workload
+from allocator.studies.paper import PAPER_POOL_SLOTS, load_scale, paper_cost, paper_workload, run_all, spread
 
 #: The block sizes the artifact sweeps (experiments/fig18-b.sh, fig19-a.sh, fig19-b.sh).
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -138,8 +137,20 @@ class Ablations:
                 "seconds": self.seconds}
 
 
+def e2e_latency(args: tuple) -> float:
+    """One end-to-end run of Figures 18b and 19b: ``args`` = (preemption mode, block size, seed, rate on this
+    model's clock, the kernel's cost factor at that block size); vLLM (paged, the classroom scheduler) on
+    :data:`E2E_DURATION_S` of ShareGPT arrivals, each step priced with the kernel's factor
+    (:class:`allocator.cost.kernel_block.KernelBlockClock`). Returns the normalised latency (s/token)."""
+    mode, bs, sd, rate, factor = args
+    cost = paper_cost()
+    res = simulate(paper_workload(rate, E2E_DURATION_S, sd), PagedAllocator(PAPER_POOL_SLOTS, bs, preemption=mode),
+                   record_snapshots=False, clock=KernelBlockClock(cost, bs, factor))
+    return price(res, cost).summary["normalized_latency_s_per_token"]
+
+
 def ablations(kernel: dict, *, scale: float | None = None, seeds=E2E_SEEDS, block_sizes=BLOCK_SIZES,
-              progress=None) -> Ablations:
+              progress=None, workers: int = 1) -> Ablations:
     """Figures 18b, 19a and 19b (see the module docstring).
 
     Args:
@@ -148,10 +159,11 @@ def ablations(kernel: dict, *, scale: float | None = None, seeds=E2E_SEEDS, bloc
         scale: the load scale (default :func:`allocator.studies.paper.load_scale`'s).
         seeds: arrival seeds (at least one).
         block_sizes: block sizes to run.
-        progress: ``progress(done, total, text)`` after each run.
+        progress: ``progress(done, total, text)`` after each (mode, block size).
+        workers: processes for the runs (:func:`allocator.studies.paper.run_all`; the same values for any count).
 
     Raises:
-        FieldError (``seeds``): no seed.
+        FieldError (``seeds``): no seed; (``workers``): out of range.
     """
     seeds = tuple(seeds)
     if not seeds:
@@ -162,21 +174,18 @@ def ablations(kernel: dict, *, scale: float | None = None, seeds=E2E_SEEDS, bloc
     rate = E2E_RATE * scale
     out = Ablations(micro=swap_vs_recompute(cost, block_sizes=block_sizes), kernel=kernel, scale=scale, rate=rate,
                     seeds=seeds)
-    works = {sd: sharegpt_workload(rate, E2E_DURATION_S, seed=sd) for sd in seeds}
-    total, done = 2 * len(block_sizes), 0
-    for mode in ("recompute", "swap"):
-        out.e2e[mode] = {}
-        for bs in block_sizes:
-            clock = KernelBlockClock(cost, bs, kernel["factor"].get(bs, 1.0))
-            lat = []
-            for sd in seeds:
-                res = simulate(works[sd], PagedAllocator(PAPER_POOL_SLOTS, bs, preemption=mode),
-                               record_snapshots=False, clock=clock)
-                lat.append(price(res, cost).summary["normalized_latency_s_per_token"])
-            out.e2e[mode][bs] = spread(lat)
-            done += 1
-            if progress is not None:
-                progress(done, total, f"block size {bs}, {mode}")
+    tasks = [(mode, bs, sd, rate, kernel["factor"].get(bs, 1.0)) for mode in ("recompute", "swap")
+             for bs in block_sizes for sd in seeds]
+    # one progress tick per (mode, block size): after its last seed
+    per = len(seeds)
+    tell = None if progress is None else (
+        lambda done, total: progress(done // per, total // per, f"block size {tasks[done - 1][1]}, "
+                                                              f"{tasks[done - 1][0]}") if done % per == 0 else None)
+    values = run_all(e2e_latency, tasks, workers, tell)
+    for i, (mode, bs, sd, *_) in enumerate(tasks):
+        out.e2e.setdefault(mode, {}).setdefault(bs, []).append(values[i])
+    for mode in out.e2e:
+        out.e2e[mode] = {bs: spread(lat) for bs, lat in out.e2e[mode].items()}
     out.seconds = time.perf_counter() - t0
     return out
 

@@ -456,3 +456,18 @@ def test_the_spreads_are_the_same_run_in_two_processes():
     for s in SYSTEMS:
         assert [v["values"][0] for v in one.fig12_spread[s]] == \
             [pt["normalized_latency_s_per_token"] for pt in base.fig12[s]]
+
+
+def test_the_ablations_are_the_same_run_in_two_processes():
+    """Issue 38: the section 7 end-to-end runs are independent and seeded; in a process pool they give the
+    same latencies, in the same order, with one progress tick per (mode, block size)."""
+    from allocator.cost.kernel_block import kernel_block_factors
+    from allocator.studies.ablations import ablations
+
+    ticks = []
+    kw = dict(scale=1.6558, seeds=(0, 1), block_sizes=(16, 64))
+    one = ablations(kernel_block_factors(), **kw, progress=lambda d, t, text: ticks.append((d, t, text)))
+    two = ablations(kernel_block_factors(), **kw, workers=2)
+    assert one.e2e == two.e2e and list(one.e2e["swap"]) == [16, 64]
+    assert ticks == [(1, 4, "block size 16, recompute"), (2, 4, "block size 64, recompute"),
+                     (3, 4, "block size 16, swap"), (4, 4, "block size 64, swap")]
