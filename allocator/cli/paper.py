@@ -168,8 +168,10 @@ def print_fig14(f) -> None:
                                                       f"{sp['mean']:.2f}x ± {sp['std']:.2f} ({sp['min']:.2f}-{sp['max']:.2f})"))
             print(f"  {MODE_LABELS[mode]:<18} {w}: " + "   ".join(cells))
         grows = f.grows(mode)
+        falls = "; ".join(f"{x['from']} -> {x['to']}: {x['from_mean']:.2f}x -> {x['to_mean']:.2f}x"
+                          + (" (within the seeds' sd)" if x["within_sd"] else "") for x in f.falls(mode) or [])
         print(f"  {MODE_LABELS[mode]}: the advantage over Orca (Oracle) "
-              + ("grows with every width" if grows else "does not grow at every width" if grows is False
+              + ("grows with every width" if grows else f"does not grow at every width ({falls})" if grows is False
                  else "cannot be stated at every width"))
     imp = PAPER_FIG14["oracle_improvement"]
     print(f"  the paper ({PAPER_FIG14['dataset']}): over Orca (Oracle) {imp['basic sampling']:g}x in basic sampling "

@@ -347,6 +347,19 @@ class Figure14:
             return None
         return all(b > a for a, b in zip(means, means[1:]))
 
+    def falls(self, mode: str, other: str = "oracle") -> list[dict] | None:
+        """The steps between neighbouring widths where vLLM's mean advantage over ``other`` does not rise:
+        [{"from", "to" (widths), "from_mean", "to_mean", "within_sd": whether the drop is smaller than the
+        larger of the two standard deviations over the seeds}]; None when a width's advantage could not be
+        stated."""
+        d = self.advantage.get(mode, {})
+        sp = [d.get(w, {}).get(other) for w in self.widths]
+        if any(v is None for v in sp):
+            return None
+        return [{"from": wa, "to": wb, "from_mean": a["mean"], "to_mean": b["mean"],
+                 "within_sd": a["mean"] - b["mean"] < max(a["std"], b["std"])}
+                for wa, wb, a, b in zip(self.widths, self.widths[1:], sp, sp[1:]) if b["mean"] <= a["mean"]]
+
     def beam_over_parallel(self, other: str = "oracle") -> list[bool] | None:
         """At each width, whether beam search's mean advantage over ``other`` exceeds parallel sampling's."""
         try:
@@ -368,6 +381,7 @@ class Figure14:
                 "modes": {m: MODE_LABELS[m] for m in MODES},
                 "advantage": {m: {str(w): d for w, d in by_w.items()} for m, by_w in self.advantage.items()},
                 "grows_with_width_vs_oracle": {m: self.grows(m) for m in MODES},
+                "falls_vs_oracle": {m: self.falls(m) for m in MODES},
                 "beam_over_parallel_vs_oracle": self.beam_over_parallel(),
                 "unstated": [list(u) for u in self.unstated],
                 "searches": searches, "seconds": self.seconds, "workers": self.workers}

@@ -122,6 +122,7 @@ def test_the_advantage_grows_with_the_number_of_sequences_on_a_small_seeded_run(
     assert small.grows("beam") is True
     assert small.beam_over_parallel() == [True]
     assert small.unstated == []
+    assert small.falls("beam") == []
     d = small.to_dict()
     assert d["dataset"].startswith("ShareGPT") and d["paper"]["oracle_improvement"]["beam search, width 6"] == 2.3
     assert set(d["advantage"]) == {"parallel", "beam"} and set(d["advantage"]["beam"]) == {"1", "6"}

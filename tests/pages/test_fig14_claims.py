@@ -63,6 +63,9 @@ def test_the_sentences_and_the_table_say_the_same(fig):
         word = "it grows with every width" if grows else "it does not grow at every width"
         if grows is not None:
             assert word in t["fig14"]
+        for x in fig.falls(mode) or []:                  # every step that does not rise is named, with its means
+            assert (f"from {x['from']} to {x['to']} it goes from {x['from_mean']:.2f}× to {x['to_mean']:.2f}×"
+                    in t["fig14"])
     assert rows["basic sampling, 1 sequence"]["the paper, vLLM ÷ Orca (Oracle)"] == "1.3× (Alpaca)"
     assert "1.3×" in t["paper"] and "2.3×" in t["paper"] and "Alpaca" in t["paper"]
     assert "ShareGPT" in t["why"] and "beam model" in t["why"]

@@ -335,9 +335,9 @@ def bench_paper() -> list[bool]:
     the full ``paper-replication`` runs it: two processes). Both are printed in wall seconds and CPU
     seconds (``time.process_time`` plus the worker processes' user + system time): on a machine shared
     with other work the wall time is an upper bound, the CPU time the code's own cost. Measured when
-    issue 38's target was set (2026-12-03, machine shared with four other sessions): the replication
-    26 s CPU before its reservation sizes were remembered, 6.3 s after; Figure 14 57 s CPU on two
-    processes."""
+    issue 38's target was set (2026-12-03, the machine shared with four other sessions, load about 5):
+    the replication 26 s CPU before its reservation sizes were remembered, 6.7 s after (33 s wall);
+    Figure 14 41 s CPU on two processes (117 s wall at that load; an estimate for two free cores: 41 / 2 s)."""
     import resource
 
     from allocator.cli.paper import FIG14_WORKERS

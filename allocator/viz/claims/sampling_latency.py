@@ -41,9 +41,18 @@ def fig14_texts(f) -> dict:
     for mode in MODES:
         d = f.advantage[mode]
         said = "; ".join(f"{w}: {_adv(d[w]['oracle'])}" for w in f.widths if "oracle" in d.get(w, {}))
-        grows = f.grows(mode)
-        verdict = ("it grows with every width" if grows else "it does not grow at every width" if grows is False
-                   else "some width's ratio could not be stated")
+        grows, falls = f.grows(mode), f.falls(mode)
+        if grows is None:
+            verdict = "some width's ratio could not be stated"
+        elif grows:
+            verdict = "it grows with every width"
+        else:
+            first, last = d[f.widths[0]]["oracle"]["mean"], d[f.widths[-1]]["oracle"]["mean"]
+            verdict = (f"it does not grow at every width: from {f.widths[0]} to {f.widths[-1]} sequences it goes "
+                       f"from {_x(first)} to {_x(last)}, but " + "; ".join(
+                           f"from {x['from']} to {x['to']} it goes from {_x(x['from_mean'])} to {_x(x['to_mean'])}"
+                           + (", a drop smaller than the seeds' standard deviation" if x["within_sd"] else "")
+                           for x in falls))
         parts.append(f"{MODE_LABELS[mode]}, sequences per request {said} — {verdict}.")
     over = f.beam_over_parallel()
     beam_more = ("Beam search's advantage is above parallel sampling's at every width above 1." if over and all(over)
