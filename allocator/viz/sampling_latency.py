@@ -55,7 +55,7 @@ def fig14_advantage_figure(f, others=("oracle",)) -> go.Figure:
                              marker=dict(symbol="diamond", size=14, color="white",
                                          line=dict(color=BUDGET_COLOUR, width=2.5)),
                              customdata=["basic sampling", "beam search, width 6"],
-                             hovertemplate="the paper (Alpaca), %{customdata}: %{y:g}×<extra></extra>"))
+                             hovertemplate="the paper (Alpaca), %{customdata}: %{y:.1f}×<extra></extra>"))
     fig.add_hline(y=1, line=dict(color=BUDGET_COLOUR, width=1, dash="dot"))
     fig.update_xaxes(title_text="sequences per request (1 = basic sampling; samples or beam width)",
                      tickvals=list(f.widths), ticktext=[str(w) for w in f.widths])
@@ -94,10 +94,10 @@ def fig14_latency_figure(f, seed: int | None = None) -> go.Figure:
                     marker=dict(symbol=symbol, size=7, color=colour),
                     customdata=[p["rate"] for p in pts],
                     hovertemplate=f"<b>{PAPER_LABELS[system]}</b>, {MODE_LABELS[mode].lower()} width {w}<br>"
-                                  "%{x:g} requests/s on the paper's scale (%{customdata:.3f} here)<br>"
-                                  f"%{{y:.4f}} s/token (seed {seed})<extra></extra>"), row=i + 1, col=j + 1)
+                                  "%{x:.3~g} requests/s on the paper's scale (%{customdata:.3~g} here)<br>"
+                                  f"%{{y:.3~g}} s/token (seed {seed})<extra></extra>"), row=i + 1, col=j + 1)
             fig.add_hline(y=budget, line=dict(color=BUDGET_COLOUR, dash="dashdot", width=1), row=i + 1, col=j + 1)
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"latency budget ({budget:.4f} s/token)",
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"latency budget ({budget:.3g} s/token)",
                              line=dict(color=BUDGET_COLOUR, dash="dashdot", width=1),
                              hovertemplate="the budget<extra></extra>"))
     fig.update_xaxes(**log_axis(xs))

@@ -600,6 +600,9 @@ def test_the_about_page_quotes_the_default_run():
         for lo, hi in PAPER_FIG15[dataset].values():
             allowed |= {f"{100 * lo:.1f}", f"{100 * hi:.1f}"}
     allowed |= {str(w) for w in PAPER_FIG15["widths"]} | {"4.4", "6.3", "14", "15"}
+    from allocator.studies.sampling_latency import PAPER_FIG14     # issue 38: Figure 14's statement, as the paper's
+    for v in PAPER_FIG14["oracle_improvement"].values():
+        allowed |= _forms(v)
     from allocator.studies.ablations import PAPER_ABLATIONS
     assert PAPER_ABLATIONS["fig18b"]["best_block_sizes"] == (16, 128)
     assert PAPER_ABLATIONS["fig19"]["comparable_block_sizes"] == (16, 64)
