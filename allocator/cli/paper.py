@@ -33,7 +33,7 @@ from allocator.studies.sharing import REQUESTS, sharing_run
 
 #: Processes running the independent seeded runs of Figure 13's spread, the section 7 ablations and
 #: Figure 14's (width, seed) searches (this machine has 2 cores); the numbers are the same for any count.
-FIG14_WORKERS = 2
+PAPER_WORKERS = 2
 
 
 def register(sub) -> None:
@@ -73,11 +73,11 @@ def run(args) -> int:
     rep = paper_replication(seed=args.seed)
     abl = fig15 = fig14 = None
     if not args.quick:
-        add_fig13_spread(rep, FIG13_SEEDS, workers=FIG14_WORKERS)
-        abl = ablations(kernel_block_factors(), scale=rep.scale["scale"], workers=FIG14_WORKERS)
+        add_fig13_spread(rep, FIG13_SEEDS, workers=PAPER_WORKERS)
+        abl = ablations(kernel_block_factors(), scale=rep.scale["scale"], workers=PAPER_WORKERS)
         fig15 = figure15(scale=rep.scale["scale"])
         # the (width, seed) searches are independent: two processes on this 2-core machine, same numbers
-        fig14 = figure14(scale=rep.scale["scale"], budget=rep.budget_s_per_token, workers=FIG14_WORKERS)
+        fig14 = figure14(scale=rep.scale["scale"], budget=rep.budget_s_per_token, workers=PAPER_WORKERS)
     out = rep.to_dict()
     if abl is not None:
         out["ablations"] = abl.to_dict()

@@ -340,7 +340,7 @@ def bench_paper() -> list[bool]:
     Figure 14 41 s CPU on two processes (117 s wall at that load; an estimate for two free cores: 41 / 2 s)."""
     import resource
 
-    from allocator.cli.paper import FIG14_WORKERS
+    from allocator.cli.paper import PAPER_WORKERS
     from allocator.studies.paper import paper_replication
     from allocator.studies.sampling_latency import figure14
 
@@ -359,7 +359,7 @@ def bench_paper() -> list[bool]:
                 f"{rep.scale['ours']:.2f} requests/s / the paper's {rep.scale['paper']:g})",
                 ["figure", "measure", "paper", "ours", "error", "tolerance", "within"], rows)
     wall14, cpu14, f14 = timed(lambda: figure14(scale=rep.scale["scale"], budget=rep.budget_s_per_token,
-                                                workers=FIG14_WORKERS))
+                                                workers=PAPER_WORKERS))
     ok_time, ok14 = wall <= 60.0, wall14 <= 60.0
     print_table("paper replication: time (the 60 s covers Figures 2, 13 and 12 at one seed, paper-replication "
                 "--quick; Figure 14 beside it, its own 60 s)", ["measure", "wall s", "CPU s", "target", "met"],
