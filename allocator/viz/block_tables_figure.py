@@ -62,13 +62,15 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
     row_h, row_pitch = 1.5, 2.3
     pool_y0, pool_h = 0.0, 1.8
     top = pool_y0 + pool_h + 4.2 + row_pitch * (len(seqs) - 1)
-    fig = go.Figure()
+    # traces, outlines and notes are collected in lists and the figure is built once at the end:
+    # appending them one by one (add_trace, add_shape) re-validates the growing figure each time
+    traces, shapes, notes = [], [], []
     label_x, label_y, label_t = [], [], []
     annotations = []
 
     def box(x0, y0, x1, y1, fill, line, width, hover, dash="solid", name=None, legend=False,
             group=None):
-        fig.add_trace(go.Scatter(
+        traces.append(go.Scatter(
             x=[x0, x1, x1, x0, x0], y=[y0, y0, y1, y1, y0], mode="lines", fill="toself",
             fillcolor=fill, line=dict(color=line, width=width, dash=dash), hoveron="fills",
             text=hover, hoverinfo="text", name=name or "", showlegend=legend,
@@ -76,7 +78,7 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
 
     # legend entries (one per meaning)
     def legend_entry(name, fill, line="#444444", dash="solid"):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
+        traces.append(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                  marker=dict(symbol="square", size=14, color=fill,
                                              line=dict(color=line, width=1.5))))
 
@@ -130,16 +132,16 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
             line, width, dash = "#888888", 1, "solid"
         if b in wrong_blocks:
             line, width, dash = WARN, 3.5, "solid"
-        fig.add_shape(type="rect", x0=x0, x1=x0 + block_w, y0=pool_y0, y1=pool_y0 + pool_h,
-                      line=dict(color=line, width=width, dash=dash), fillcolor="rgba(0,0,0,0)")
+        shapes.append(dict(type="rect", x0=x0, x1=x0 + block_w, y0=pool_y0, y1=pool_y0 + pool_h,
+                           line=dict(color=line, width=width, dash=dash), fillcolor="rgba(0,0,0,0)"))
         label_x.append(x0 + block_w / 2)
         label_y.append(pool_y0 + pool_h + 0.45)
         label_t.append(f"<b>{b}</b> / {rc}")
         if b in highlight:
             annotations.append(dict(x=x0 + block_w / 2, y=pool_y0 - 0.25, text=highlight[b],
                                     showarrow=False, yanchor="top", font=dict(size=11, color=HIGHLIGHT)))
-    fig.add_annotation(x=-0.8, y=pool_y0 + pool_h / 2, text="<b>GPU pool</b><br>id / refcount",
-                       showarrow=False, xanchor="right", font=dict(size=12))
+    notes.append(dict(x=-0.8, y=pool_y0 + pool_h / 2, text="<b>GPU pool</b><br>id / refcount",
+                      showarrow=False, xanchor="right", font=dict(size=12)))
 
     # ---- host pool (swap)
     host_y0 = pool_y0 - 3.0
@@ -160,8 +162,8 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
         label_x.append(x0 + block_w / 2)
         label_y.append(host_y0 - 0.4)
         label_t.append(f"h{hb}")
-    fig.add_annotation(x=-0.8, y=host_y0 + 0.6, text="<b>host pool</b><br>(swap)",
-                       showarrow=False, xanchor="right", font=dict(size=12))
+    notes.append(dict(x=-0.8, y=host_y0 + 0.6, text="<b>host pool</b><br>(swap)",
+                      showarrow=False, xanchor="right", font=dict(size=12)))
 
     # ---- block tables
     for r, s in enumerate(seqs):
@@ -171,10 +173,10 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
         table = mgr.host_table(s) if swapped else mgr.block_table(s)
         toks = mgr.token_ids(s)
         tag = f" ({meta[s]['tenant']})" if salt else ""
-        fig.add_annotation(x=-0.8, y=(y0 + y1) / 2, showarrow=False, xanchor="right",
-                           text=(f"<span style='color:{colours[s]};font-size:20px'>■</span> <b>{s}</b>{tag}"
-                                 f"<br>{len(toks)} tokens" + ("<br><i>swapped out</i>" if swapped else "")),
-                           font=dict(size=12, color="#222222"))
+        notes.append(dict(x=-0.8, y=(y0 + y1) / 2, showarrow=False, xanchor="right",
+                          text=(f"<span style='color:{colours[s]};font-size:20px'>■</span> <b>{s}</b>{tag}"
+                                f"<br>{len(toks)} tokens" + ("<br><i>swapped out</i>" if swapped else "")),
+                          font=dict(size=12, color="#222222")))
         for i, b in enumerate(table):
             x0 = i * (entry_w + entry_gap)
             part = toks[i * bs:(i + 1) * bs]
@@ -201,12 +203,12 @@ def block_table_figure(mgr: BlockManager, meta: dict, highlight: dict, colours: 
                     xref="x", yref="y", axref="x", ayref="y", showarrow=True, arrowhead=2,
                     arrowsize=1, arrowwidth=1.6, arrowcolor=WARN if (s, i) in wrong else colours[s],
                     opacity=0.85, text=""))
-    fig.add_trace(go.Scatter(x=label_x, y=label_y, mode="text", text=label_t, hoverinfo="skip",
+    traces.append(go.Scatter(x=label_x, y=label_y, mode="text", text=label_t, hoverinfo="skip",
                              showlegend=False, textfont=dict(size=12, color="#111111")))
-    for a in annotations:
-        fig.add_annotation(**a)
     width_x = max(pool_width, mgr.num_host_blocks * pitch)
+    fig = go.Figure(data=traces)
     fig.update_layout(
+        shapes=shapes, annotations=notes + annotations,
         height=int(330 + 95 * len(seqs)), margin=dict(l=40, r=10, t=40, b=10),
         plot_bgcolor="white", hovermode="closest",
         hoverlabel=dict(namelength=0, bgcolor="white", bordercolor="#555555", font=dict(color="#111111")),

@@ -239,6 +239,12 @@ def test_a_pow2_export_is_named_and_summarised_as_pow2(tmp_path, capsys):
     assert scenario_slug(Scenario(policy="pow2")) == "classroom-40_2048slots_block16_maxnew600_seed25_reserve-pow2"
     assert "reserve-pow2 reservations" in scenario_summary(Scenario(policy="pow2"))
     assert "reserve-" not in scenario_summary(base) and "reserve-" not in scenario_slug(base)
+    # the paged side under vLLM v1's scheduler (and its two caps) is named too: it runs other steps
+    v1 = [Scenario(rules="v1"), Scenario(rules="v1", max_num_seqs=8), Scenario(rules="v1", max_num_batched_tokens=512)]
+    assert len({scenario_slug(sc) for sc in [base, *v1]}) == len({scenario_summary(sc) for sc in [base, *v1]}) == 4
+    assert scenario_slug(v1[1]) == "classroom-40_2048slots_block16_maxnew600_seed25_v1-seqs8-tokens2048"
+    assert "vLLM v1 rules (max_num_seqs 8, max_num_batched_tokens 2,048)" in scenario_summary(v1[1])
+    assert "v1" not in scenario_summary(base) and "v1" not in scenario_slug(base)
     # the CLI export: the CSV's scenario line, the handout and the animation's title all say pow2
     out, hand, csv = tmp_path / "a.html", tmp_path / "h.html", tmp_path / "m.csv"
     assert main(["export-html", "--policy", "pow2", "-o", str(out), "--handout", str(hand), "--csv", str(csv)]) == 0

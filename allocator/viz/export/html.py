@@ -105,10 +105,13 @@ def metrics_frame(results: dict) -> pd.DataFrame:
 
 def _allocator_settings(sc) -> list[tuple[str, str]]:
     """The non-default allocator settings of a (canonical) scenario as (words, file-name part):
-    the reservation policy and placement of the left side, the paged side's preemption, prefix
-    cache, speculative decoding and sliding window. Two exports that ran different allocators never
-    share a name."""
+    the paged side's scheduling rules (vLLM v1's, with their two caps), the reservation policy and
+    placement of the left side, the paged side's preemption, prefix cache, speculative decoding and
+    sliding window. Two exports that ran different allocators or schedulers never share a name."""
     out = []
+    if sc.rules == "v1":                        # the paged side's scheduler: a token budget and a cap a step
+        out.append((f"vLLM v1 rules (max_num_seqs {sc.max_num_seqs:,}, max_num_batched_tokens "
+                     f"{sc.max_num_batched_tokens:,})", f"v1-seqs{sc.max_num_seqs}-tokens{sc.max_num_batched_tokens}"))
     if sc.policy != "max":
         out.append((f"reserve-{sc.policy} reservations", f"reserve-{sc.policy}"))
     if sc.placement != "first-fit":
@@ -121,10 +124,10 @@ def _allocator_settings(sc) -> list[tuple[str, str]]:
         out.append((f"speculative decoding of {sc.num_speculative_tokens} draft tokens a step (acceptance "
                      f"{sc.acceptance_rate:g}, seed {sc.spec_seed})",
                      f"spec{sc.num_speculative_tokens}-a{sc.acceptance_rate:g}-seed{sc.spec_seed}"))
-    if sc.sliding_window:                      # the paged side's model (it runs under vLLM v1's rules)
+    if sc.sliding_window:                      # the paged side's model (under the v1 rules named above)
         groups = (f" ({sc.full_groups} full-attention and {sc.window_groups} windowed KV-cache groups)"
                   if sc.full_groups else "")
-        out.append((f"sliding window {sc.sliding_window:,} tokens{groups} under vLLM v1 rules",
+        out.append((f"sliding window {sc.sliding_window:,} tokens{groups}",
                     f"window{sc.sliding_window}" + (f"-groups{sc.full_groups}x{sc.window_groups}" if sc.full_groups
                                                     else "")))
     return out

@@ -214,7 +214,10 @@ def pool_refs(tree, min_chars: int = MIN_SHARED_CHARS) -> tuple[object, list]:
             else:
                 k = "{" + ",".join(leaf(name) + ":" + count(node[name]) for name in sorted(node)) + "}"
         elif isinstance(node, list):
-            k = "[" + ",".join([count(c) for c in node]) + "]"
+            if any(isinstance(c, (dict, list)) for c in node):
+                k = "[" + ",".join([count(c) for c in node]) + "]"
+            else:                              # a list of scalars (most of a figure's data): one C call
+                k = leaf(node)
         else:
             return leaf(node)
         keys[id(node)] = k
