@@ -63,6 +63,27 @@ st.markdown(
 
 
 
+def run_on_click(label: str, key: str, icon: str, flag: str, running: str, failure: str, compute):
+    """A study behind a button: once clicked (``st.session_state[flag]`` stays set for the session), run
+    ``compute(progress)`` under a progress bar reading ``running`` and return its result; a FieldError
+    (the ShareGPT lengths missing or damaged) is shown after ``failure`` and gives None, as does a study
+    not yet asked for. ``progress(done, total, text)`` moves the bar ("Simulating <text> (<done> of
+    <total>)…"); the studies memoise their results, so a rerun returns at once."""
+    if st.button(label, key=key, icon=icon):
+        st.session_state[flag] = True
+    if not st.session_state.get(flag):
+        return None
+    bar = st.progress(0.0, text=running)
+    try:
+        return compute(lambda done, total, text: bar.progress(
+            done / total, text=f"Simulating {text} ({done} of {total})…"))
+    except FieldError as exc:
+        show_error(exc, before=failure)
+        return None
+    finally:
+        bar.empty()
+
+
 with st.container(border=True):
     st.markdown("**The paper's own experiment, one click.** OPT-13B on one A100-40GB with the KV pool of the "
                 f"paper's Table 1 ({PAPER_POOL_SLOTS:,} slots: 12 GiB at 800 KiB per token; the sweep under \"Your own "
@@ -110,18 +131,9 @@ if rep21 is not None:
     st.markdown("Why blocks of 16? The paper answers in its section 7 (Figures 18b and 19): small blocks waste the "
                 "GPU's parallelism in the attention kernel, large ones waste memory, and swapping small blocks costs a "
                 "fixed latency per copy. The same runs on this model, the paper's statements beside.")
-    abl21 = None
-    if st.button("Run the block-size and swap ablations", key="tp_paper_abl", icon=":material/tune:"):
-        st.session_state["tp_paper_ablations"] = True
-    if st.session_state.get("tp_paper_ablations"):
-        bar_abl = st.progress(0.0, text="Running the ablations…")
-        try:
-            abl21 = ablations_for(kernel_block_factors(), progress=lambda done, total, text: bar_abl.progress(
-                done / total, text=f"Simulating {text} ({done} of {total})…"))
-        except FieldError as exc:
-            show_error(exc, before="The ablations cannot run: ")
-        finally:
-            bar_abl.empty()
+    abl21 = run_on_click("Run the block-size and swap ablations", "tp_paper_abl", ":material/tune:",
+                         "tp_paper_ablations", "Running the ablations…", "The ablations cannot run: ",
+                         lambda progress: ablations_for(kernel_block_factors(), progress=progress))
     if abl21 is not None:
         texts_abl = ablation_texts(abl21)
         st.info(texts_abl["kernel"], icon=":material/memory:")
@@ -136,18 +148,10 @@ if rep21 is not None:
                 "and for beams all the history they have in common; a partly filled block is copied only when a "
                 "sequence writes into it (copy-on-write). Figure 15 of the paper measures how much memory that "
                 "saves; the same runs on this model's engine, the paper's ShareGPT values beside.")
-    fig15_21 = None
-    if st.button("Run Figure 15 (memory saved by sharing)", key="tp_paper_fig15", icon=":material/share:"):
-        st.session_state["tp_paper_sharing"] = True
-    if st.session_state.get("tp_paper_sharing"):
-        bar15 = st.progress(0.0, text="Running parallel sampling and beam search…")
-        try:
-            fig15_21 = figure15_for(rep21.scale["scale"], progress=lambda done, total, text: bar15.progress(
-                done / total, text=f"Simulating {text} ({done} of {total})…"))
-        except FieldError as exc:
-            show_error(exc, before="Figure 15 cannot run: ")
-        finally:
-            bar15.empty()
+    fig15_21 = run_on_click("Run Figure 15 (memory saved by sharing)", "tp_paper_fig15", ":material/share:",
+                            "tp_paper_sharing", "Running parallel sampling and beam search…",
+                            "Figure 15 cannot run: ",
+                            lambda progress: figure15_for(rep21.scale["scale"], progress=progress))
     if fig15_21 is not None:
         texts15 = sharing_texts(fig15_21)
         st.markdown(texts15["setup"])
@@ -160,18 +164,10 @@ if rep21 is not None:
     st.markdown("**Figure 14: what sharing does to latency.** The same requests of several sequences, now against "
                 "Orca, whose every sequence reserves its own memory: how fast can requests arrive before latency "
                 "runs away, and how does vLLM's lead change with the number of samples and the beam width?")
-    fig14_21 = None
-    if st.button("Run Figure 14 (latency with several sequences)", key="tp_paper_fig14", icon=":material/timeline:"):
-        st.session_state["tp_paper_fig14_on"] = True
-    if st.session_state.get("tp_paper_fig14_on"):
-        bar14 = st.progress(0.0, text="Running vLLM and Orca with several sequences a request…")
-        try:
-            fig14_21 = figure14_for(rep21.scale["scale"], progress=lambda done, total, text: bar14.progress(
-                done / total, text=f"Simulating {text} ({done} of {total})…"))
-        except FieldError as exc:
-            show_error(exc, before="Figure 14 cannot run: ")
-        finally:
-            bar14.empty()
+    fig14_21 = run_on_click("Run Figure 14 (latency with several sequences)", "tp_paper_fig14",
+                            ":material/timeline:", "tp_paper_fig14_on",
+                            "Running vLLM and Orca with several sequences a request…", "Figure 14 cannot run: ",
+                            lambda progress: figure14_for(rep21.scale["scale"], progress=progress))
     if fig14_21 is not None:
         texts14 = fig14_texts(fig14_21)
         st.markdown(texts14["setup"])
