@@ -169,7 +169,7 @@ def parse_rates(text) -> tuple[float, ...]:
             parts = []
         for i, p in enumerate(parts):        # "1,2,,3" or "1,2,": refused, never silently dropped
             if not p:
-                raise FieldError("rates", f" is empty: give a request rate (requests per second) in entry {i + 1} "
+                raise FieldError("rates", " is empty: give a request rate (requests per second) "
                                           "or remove its comma", index=i)
     else:
         parts = list(text)

@@ -33,6 +33,7 @@ from allocator.engine.simulate import simulate
 from allocator.common.errors import FieldError
 from allocator.common.limits import LIMITS, MAX_POOL_SLOTS, MAX_TOKENS
 from allocator.common.validate import real_number, show, whole_number
+from allocator.workloads.reader import json_shown
 from allocator.workloads.vllm_run import VllmRun, load_run_zip
 from allocator.workloads.requests import Request, Workload
 
@@ -191,7 +192,7 @@ def rules_for(run: VllmRun) -> V1Rules:
     """
     chunked = run.engine.get("enable_chunked_prefill")
     if chunked is not None and not isinstance(chunked, bool):
-        raise FieldError("enable_chunked_prefill", f" = {show(chunked)} must be true or false",
+        raise FieldError("enable_chunked_prefill", f" = {json_shown(chunked)} must be true or false",
                          subject="meta.json: engine_kwargs.enable_chunked_prefill")
     seqs = whole_number("max_num_seqs", run.engine_int("max_num_seqs", V1_DEFAULT_MAX_NUM_SEQS), 1, MAX_NUM_SEQS,
                         subject="meta.json: engine_kwargs.max_num_seqs")
@@ -268,7 +269,7 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
                                                                         max_num_batched_tokens)
     for name, value in (("chunked_prefill", chunked_prefill), ("prefix_caching", prefix_caching)):
         if value is not None and not isinstance(value, bool):
-            raise FieldError(name, f" = {show(value)} must be true or false")
+            raise FieldError(name, f" = {json_shown(value)} must be true or false")
     _check_override_steps(run, rules, max_num_seqs, max_num_batched_tokens)
     if max_num_seqs is not None or max_num_batched_tokens is not None or chunked_prefill is not None:
         rules = V1Rules(rules.max_num_seqs if max_num_seqs is None else max_num_seqs,
@@ -521,7 +522,7 @@ def parallelism(run: VllmRun) -> tuple[int, bool]:
                       subject="meta.json: engine_kwargs.data_parallel_size")
     ep = run.engine.get("enable_expert_parallel")
     if ep is not None and not isinstance(ep, bool):
-        raise FieldError("enable_expert_parallel", f" = {show(ep)} must be true or false",
+        raise FieldError("enable_expert_parallel", f" = {json_shown(ep)} must be true or false",
                          subject="meta.json: engine_kwargs.enable_expert_parallel")
     return dp, bool(ep)
 
