@@ -278,11 +278,12 @@ def flag(name: str) -> str:
 #: option's argparse dest, the 0-based item of that option's comma-separated list, or None). Any
 #: other field that is an option's dest is named as that option.
 FIELD_OPTIONS: dict[str, tuple[str, int | None]] = {
-    "total_slots": ("slots", None), "full_groups": ("full_attention_groups", None),
+    "total_slots": ("slots", None), "full_groups": ("full_attention_groups", None), "policy": ("policies", None),
     "length_a": ("share", 0), "length_b": ("share", 1), "prefix_tokens": ("share", 2),
 }
-#: A subject that is a field's name, with ``[i]`` for item ``i`` of a list (``rates[2]``).
-_FIELD_SUBJECT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
+#: A subject that is a field's name, with ``[i]`` for item ``i`` of a list (``rates[2]``), or an
+#: option's spelling already (``--model``, from code that words a message for the command line).
+_FIELD_SUBJECT = re.compile(r"(?:--)?([A-Za-z_][A-Za-z0-9_-]*)(?:\[(\d+)\])?")
 
 
 def _spelling(option_strings: tuple[str, ...], argv: list[str]) -> str:
@@ -321,7 +322,7 @@ def option_message(exc: FieldError, options: dict[str, tuple[str, ...]], argv: l
     match = _FIELD_SUBJECT.fullmatch(exc.subject)
     if not match:
         return str(exc)
-    name, index = match.group(1), match.group(2)
+    name, index = match.group(1).replace("-", "_"), match.group(2)
     dest, item = FIELD_OPTIONS.get(name, (name, None))
     if dest not in options:
         if name not in options:

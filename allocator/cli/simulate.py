@@ -295,7 +295,7 @@ def refuse_timing(args, command: str) -> None:
         command: the command's name, for the message (``"export-site"``).
 
     Raises:
-        FieldError: ``gpu`` (or ``model``, when only it was given), e.g. ``"--gpu = a100-40gb:
+        FieldError: ``gpu`` (or ``model``, when only it was given), e.g. ``"--gpu a100-40gb:
             export-site counts engine steps, not seconds; --gpu and --model apply only to
             simulate"``.
     """
