@@ -36,7 +36,7 @@ def real_arg(text: str):
     A float keeps what was typed (:class:`allocator.common.validate.TypedFloat`), so ``--arrival-rate 0``
     is echoed as ``0``, not ``0.0``."""
     value = number_from_text(text)
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         try:
             return TypedFloat(float(value), text.strip())
         except OverflowError:                    # 10**400: keep the int; the range check refuses it

@@ -86,12 +86,28 @@ class LongNumber:
         return ": " + self.detail
 
 
+class TypedInt(int):
+    """An int read from text by :func:`number_from_text` whose text is not its plain spelling
+    (``"+0"``, ``"007"``): it remembers the text (``.typed``), so a message echoes what was typed.
+    Arithmetic on it gives plain ints; every check returns a plain int."""
+
+    typed: str
+
+    def __new__(cls, value: int, typed: str):
+        self = super().__new__(cls, value)
+        self.typed = typed
+        return self
+
+    def __reduce__(self):
+        return int, (int(self),)
+
+
 def _show(value: object, limit: int = 40) -> str:
     """A value as a message shows it: numbers plainly (``2.5``, ``inf``), as typed when it was read
     from text (:class:`TypedFloat`: ``1e400``, not ``inf``), booleans as JSON spells them (``true``:
     a check meets one only in a JSON file, never typed), anything else repr'd; cut to about
     ``limit`` characters (a 400-digit number or a pasted paragraph is not echoed)."""
-    if isinstance(value, TypedFloat):
+    if isinstance(value, (TypedFloat, TypedInt)):
         return cut(value.typed, limit)
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
@@ -217,7 +233,9 @@ def whole_number(field: str, value: object, minimum: int | None = None, maximum:
     else:
         raise fail(f" = {_show(value)} is not a number")
     # a whole float past 2**53 is shown as written (1e+30), not as the 31 digits it stands for
-    shown = _show(value) if not isinstance(value, numbers.Integral) and abs(result) > 2 ** 53 else _show(result)
+    typed = isinstance(value, (TypedFloat, TypedInt))       # echoed as typed: 1e3, +0
+    shown = _show(value) if typed or not isinstance(value, numbers.Integral) and abs(result) > 2 ** 53 \
+        else _show(result)
     if minimum is not None and result < minimum:
         raise fail(f" = {shown} must be at least {_bound(minimum)}")
     if maximum is not None and result > maximum:
@@ -379,8 +397,8 @@ _DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 def number_from_text(text: object) -> object:
     """What a user typed, as a number when it reads as one: ``"16"`` -> 16, ``"0.5"`` -> 0.5,
-    ``"1e400"`` -> inf, ``"nan"`` -> nan (floats as :class:`TypedFloat`, which remember the text for
-    messages); a number of more than :data:`MAX_NUMBER_DIGITS` digits -> :class:`LongNumber` (every
+    ``"1e400"`` -> inf, ``"nan"`` -> nan (floats as :class:`TypedFloat`, and ints written otherwise
+    than plainly, ``"+0"``, as :class:`TypedInt`: both remember the text for messages); a number of more than :data:`MAX_NUMBER_DIGITS` digits -> :class:`LongNumber` (every
     check refuses it as too long); text with an underscore (``"1_000"``) or a character outside ASCII
     is not a number; anything else comes back unchanged (a non-number is
     named by the check it goes to, e.g. :func:`in_range`). Non-strings are returned as they are."""
@@ -396,9 +414,11 @@ def number_from_text(text: object) -> object:
         if long.size > MAX_NUMBER_DIGITS:
             return long
     try:
-        return int(stripped)
+        whole = int(stripped)
     except ValueError:                  # not an integer
         pass
+    else:
+        return whole if str(whole) == stripped else TypedInt(whole, stripped)
     try:
         return TypedFloat(float(stripped), stripped)
     except ValueError:

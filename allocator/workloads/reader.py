@@ -167,9 +167,29 @@ def _parse_float(text: str):
     return float(text) if len(text) <= MAX_FLOAT_CHARS else LongNumber(text, MAX_FLOAT_CHARS, "characters")
 
 
+class JsonStr(str):
+    """A string read from JSON: a str in every way, but its ``repr`` is JSON's spelling (``"8"``, not
+    ``'8'``), so any check that echoes it (``allocator.common.validate.in_range``) quotes it as the
+    file has it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return json.dumps(str(self), ensure_ascii=False)
+
+    def __reduce__(self):                   # a plain str across pickling (streamlit's caches)
+        return str, (str(self),)
+
+
+def _json_object(pairs: list) -> dict:
+    """A JSON object with its string values as :class:`JsonStr` (keys stay plain)."""
+    return {key: JsonStr(value) if isinstance(value, str) else value for key, value in pairs}
+
+
 def json_shown(value, limit: int = 40) -> str:
     """A value read from JSON as a message quotes it: in JSON's spelling (``true``, ``null``,
-    ``"text"``, ``[1, 2]``; ``json.dumps``), a too-long number as its length (``a 5,001-digit
+    ``"text"``, ``[1, 2]``; ``json.dumps``; an object's string values are :class:`JsonStr`, whose
+    ``repr`` is the same), a too-long number as its length (``a 5,001-digit
     value``), cut to ``limit`` characters. Returns the text."""
     if isinstance(value, LongNumber):
         text = repr(value)
@@ -252,7 +272,7 @@ def parse_json(text: str, where: str, *, field: str = "trace", index: int | None
         raise FieldError(field, f"{where} nests lists or objects too deeply to read (more than {MAX_JSON_DEPTH} levels)",
                          index=index, subject="")
     try:
-        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
+        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, object_pairs_hook=_json_object)
     except json.JSONDecodeError as exc:
         at = f"line {exc.lineno}, column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
         raise FieldError(field, f"{where} is not valid JSON: {_json_problem(exc.msg)} ({at})",
