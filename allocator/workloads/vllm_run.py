@@ -113,16 +113,22 @@ class VllmRun:
         """End-to-end latency per request, seconds [requests]."""
         return self.last - self.queued
 
-    def engine_int(self, key: str, default: int | None = None) -> int | None:
+    def engine_int(self, key: str, default: int | None = None, limit: Limit | None = None) -> int | None:
         """A whole-number engine argument (e.g. ``max_num_seqs``), or ``default`` when absent/null.
 
+        Args:
+            limit: the argument's range, stated whole in the message when it is outside it (the
+                same words as the option's on the command line); None: any whole number of at least 1.
+
         Raises:
-            FieldError (``meta.json: engine_kwargs.<key>``): present but not a whole number of at least 1.
+            FieldError (``meta.json: engine_kwargs.<key>``): present but not a whole number of at least
+                1, or outside ``limit``.
         """
         value = self.engine.get(key)
         if value is None:
             return default
-        return _whole(f"meta.json: engine_kwargs.{key}", value)
+        subject = f"meta.json: engine_kwargs.{key}"
+        return _whole(subject, value) if limit is None else in_range(key, value, limit, subject=subject)
 
 
 #: Ranges of the optional fields the replay does not use but a run folder may carry: a wrong one is

@@ -157,6 +157,23 @@ def test_one_mistake_reads_the_same_in_every_command(capsys, option, value, comm
     assert _error([*command, option, value], capsys) == f"error: {want}"
 
 
+@pytest.mark.parametrize("section, key, want", [
+    ("kv_cache", "block_size", "meta.json: kv_cache.block_size = 0 must be a whole number from 1 to 4,096 "
+                               "(slots per block)"),
+    ("engine_kwargs", "max_num_seqs", "meta.json: engine_kwargs.max_num_seqs = 0 must be a whole number from 1 to "
+                                      "1,000,000 (running sequences)"),
+    ("engine_kwargs", "max_num_batched_tokens", "meta.json: engine_kwargs.max_num_batched_tokens = 0 must be a whole "
+                                                "number from 1 to 10,000,000 (tokens per engine step)"),
+])
+def test_a_run_file_states_the_same_range_as_the_option(tmp_path, capsys, section, key, want):
+    """A run's meta.json setting out of range reads as the command line's option does (the range whole)."""
+    run = _copy_run(tmp_path)
+    meta = json.loads((run / "meta.json").read_text(encoding="utf-8"))
+    meta[section] = {**meta.get(section, {}), key: 0}
+    (run / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    assert _error(["replay-vllm", str(run)], capsys) == f"error: {want}"
+
+
 def test_the_sharing_width_limit_is_the_engines():
     from allocator.common.limits import LIMITS
     from allocator.engine.sampling import MAX_WIDTH
@@ -211,8 +228,11 @@ def test_a_long_number_in_a_json_file_says_so_with_the_limit(tmp_path, capsys):
 # --- 6. JSON values in JSON's spelling -------------------------------------------------------------
 
 @pytest.mark.parametrize("engine, want", [
-    ({"max_num_seqs": True}, "meta.json: engine_kwargs.max_num_seqs = true must be a whole number of at least 1"),
-    ({"max_num_seqs": "8"}, 'meta.json: engine_kwargs.max_num_seqs = "8" must be a whole number of at least 1'),
+    ({"max_num_seqs": True}, "meta.json: engine_kwargs.max_num_seqs = true is not a number: give a whole number "
+                             "from 1 to 1,000,000 (running sequences)"),
+    ({"max_num_seqs": "8"}, 'meta.json: engine_kwargs.max_num_seqs = "8" is not a number: give a whole number'),
+    ({"tensor_parallel_size": False}, "meta.json: engine_kwargs.tensor_parallel_size = false must be a whole "
+                                      "number of at least 1"),
     ({"enable_chunked_prefill": "yes"}, 'enable_chunked_prefill = "yes" must be true or false'),
 ])
 def test_a_json_value_is_echoed_in_json_spelling(tmp_path, capsys, engine, want):
