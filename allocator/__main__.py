@@ -2,7 +2,9 @@
 
 Each sub-command lives in a module of :mod:`allocator.cli` exposing ``register(subparsers)``; the
 module adds a parser whose ``func(args) -> int`` does the work. Bad input (ValueError) is reported on stderr as
-one line naming the field, with exit status 2 — never a traceback; so is a command line argparse
+one line naming the option as it was typed (``--block-size 0 must be ...``, ``--rates item 3 = 0 ...``:
+:func:`allocator.cli.common.option_message`; a file's row or a run's file keeps its own name), with exit
+status 2 — never a traceback; so is a command line argparse
 cannot read (an unknown option, a missing value), and a file the system refuses (OSError). Ctrl-C
 prints one word and exits with status 130, leaving no partial output file; a run that passes a quarter of
 the machine's memory is stopped with a message saying so (status 2), and so is one the system refuses

@@ -419,8 +419,8 @@ def check_distinct(named: dict[str, str], reading: str | None = None) -> None:
         if real == source:
             raise FieldError(field, f" = {show(path, 120)} is the trace being read: give another file name")
         if real in seen:
-            raise FieldError(field, f" = {show(path, 120)} names the same file as {flag(seen[real])}: the HTML, handout "
-                             "and CSV outputs must be different files (one would overwrite another)")
+            raise FieldError(field, f" = {show(path, 120)} names the same file as {flag(seen[real])}: the HTML, "
+                             "handout and CSV outputs must be different files (one would overwrite another)")
         seen[real] = field
 
 

@@ -171,7 +171,8 @@ def run_sharing(args) -> int:
     Raises:
         FieldError: a bad ``--width``, ``--replacement``, ``--requests``, ``--rate`` or ``--seed`` (named).
     """
-    width, replacement, seed = check("width", args.width), check("replacement", args.replacement), check("seed", args.seed)
+    width, replacement = check("width", args.width), check("replacement", args.replacement)
+    seed = check("seed", args.seed)
     requests = check("sharing_requests", args.requests, subject="requests")
     sampling = Sampling(args.mode, width, replacement, seed)
     cost = paper_cost()

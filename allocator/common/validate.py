@@ -397,8 +397,9 @@ _DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 def number_from_text(text: object) -> object:
     """What a user typed, as a number when it reads as one: ``"16"`` -> 16, ``"0.5"`` -> 0.5,
-    ``"1e400"`` -> inf, ``"nan"`` -> nan (floats as :class:`TypedFloat`, and ints written otherwise
-    than plainly, ``"+0"``, as :class:`TypedInt`: both remember the text for messages); a number of more than :data:`MAX_NUMBER_DIGITS` digits -> :class:`LongNumber` (every
+    ``"1e400"`` -> inf, ``"nan"`` -> nan (floats as :class:`TypedFloat`, and ints written
+    otherwise than plainly, ``"+0"``, as :class:`TypedInt`: both remember the text for
+    messages); a number of more than :data:`MAX_NUMBER_DIGITS` digits -> :class:`LongNumber` (every
     check refuses it as too long); text with an underscore (``"1_000"``) or a character outside ASCII
     is not a number; anything else comes back unchanged (a non-number is
     named by the check it goes to, e.g. :func:`in_range`). Non-strings are returned as they are."""

@@ -179,7 +179,7 @@ def parse_rates(text) -> tuple[float, ...]:
         raise FieldError("rates", f" has {len(parts):,} entries; at most {MAX_RATES} are swept")
     rates = []
     for i, p in enumerate(parts):
-        value = number_from_text(p)          # a 5,000-digit entry stays a (too large) number, not inf
+        value = number_from_text(p)          # a 5,000-digit entry is refused as too long, not read as inf
         rates.append(float(check("rates", value, index=i)))
     rates = sorted(rates)
     if len(set(rates)) != len(rates):

@@ -200,7 +200,8 @@ def rules_for(run: VllmRun) -> V1Rules:
                          subject="meta.json: engine_kwargs.enable_chunked_prefill")
     # the ranges of simulate's --max-num-* (allocator.common.limits.LIMITS), stated whole when broken
     seqs = run.engine_int("max_num_seqs", V1_DEFAULT_MAX_NUM_SEQS, LIMITS["max_num_seqs"])
-    budget = run.engine_int("max_num_batched_tokens", V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, LIMITS["max_num_batched_tokens"])
+    budget = run.engine_int("max_num_batched_tokens", V1_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+                            LIMITS["max_num_batched_tokens"])
     return V1Rules(max_num_seqs=seqs, max_num_batched_tokens=budget,
                    chunked_prefill=True if chunked is None else chunked)
 
@@ -285,9 +286,8 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
     bs = in_range("block_size", kv.get("block_size", run.engine.get("block_size", DEFAULT_BLOCK_SIZE)),
                   LIMITS["block_size"], subject="meta.json: kv_cache.block_size")
     if kv.get("num_gpu_blocks") is not None:
-        blocks = in_range("num_gpu_blocks", kv["num_gpu_blocks"],
-                          Limit(1, max(1, MAX_POOL_SLOTS // bs), unit=f"blocks of {bs} slots: at most 2**30 slots in all"),
-                          subject="meta.json: kv_cache.num_gpu_blocks")
+        pool = Limit(1, max(1, MAX_POOL_SLOTS // bs), unit=f"blocks of {bs} slots: at most 2**30 slots in all")
+        blocks = in_range("num_gpu_blocks", kv["num_gpu_blocks"], pool, subject="meta.json: kv_cache.num_gpu_blocks")
         source = "run"
     else:
         util = in_range("gpu_memory_utilization", kv.get("gpu_memory_utilization",

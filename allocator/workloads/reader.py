@@ -254,7 +254,8 @@ def parse_json(text: str, where: str, *, field: str = "trace", index: int | None
 
     Integers longer than :data:`MAX_INT_DIGITS` digits and other numbers longer than
     :data:`MAX_FLOAT_CHARS` characters come back as :class:`~allocator.common.validate.LongNumber`
-    (every check refuses it as too long, naming the field); ``NaN`` and ``Infinity`` come back as floats (the caller refuses them).
+    (every check refuses it as too long, naming the field); ``NaN`` and ``Infinity`` come back as
+    floats (the caller refuses them).
 
     Args:
         text: the JSON text (one line of a JSONL file, or a whole ``meta.json``).

@@ -348,7 +348,8 @@ MAX_ZIP_BYTES = MAX_UPLOAD_BYTES
 MAX_ZIP_MEMBERS = 64
 #: Largest extracted size of each run file (bytes), as for a run directory; a member is read at
 #: most this far, so a zip whose headers understate a member's size stops there all the same.
-RUN_FILE_LIMITS = {"meta.json": MAX_META_BYTES, "requests.jsonl": MAX_REQUEST_BYTES, "timeseries.csv": MAX_TIMESERIES_BYTES}
+RUN_FILE_LIMITS = {"meta.json": MAX_META_BYTES, "requests.jsonl": MAX_REQUEST_BYTES,
+                   "timeseries.csv": MAX_TIMESERIES_BYTES}
 
 
 class _ZipRun:
