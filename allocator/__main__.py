@@ -2,11 +2,14 @@
 
 Each sub-command lives in a module of :mod:`allocator.cli` exposing ``register(subparsers)``; the
 module adds a parser whose ``func(args) -> int`` does the work. Bad input (ValueError) is reported on stderr as
-one line naming the field, with exit status 2 — never a traceback; so is a command line argparse
+one line naming the option as it was typed (``--block-size 0 must be ...``, ``--rates item 3 = 0 ...``:
+:func:`allocator.cli.common.option_message`; a file's row or a run's file keeps its own name), with exit
+status 2 — never a traceback; so is a command line argparse
 cannot read (an unknown option, a missing value), and a file the system refuses (OSError). Ctrl-C
 prints one word and exits with status 130, leaving no partial output file; a run that passes a quarter of
 the machine's memory is stopped with a message saying so (status 2), and so is one the system refuses
-memory to first (a MemoryError: one line, status 2, no partial file).
+memory to first (a MemoryError, or an ImportError or SystemError raised while a compiled module is loaded
+under memory pressure: one line, status 2, no partial file).
 """
 from __future__ import annotations
 
@@ -18,7 +21,9 @@ import signal
 import sys
 
 from allocator.cli import MODULES
-from allocator.cli.common import MemoryGuard, engine_progress_line, out_of_memory_message, remove_pending
+from allocator.cli.common import (MemoryGuard, engine_progress_line, option_message, out_of_memory_message,
+                                  remove_pending)
+from allocator.common.errors import FieldError
 from allocator.engine.loop import progress_reports
 from allocator.common.validate import cut, one_line
 
@@ -89,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         remove_pending()                   # container cap below a quarter of the machine): one line
         print(f"error: {out_of_memory_message()}", file=sys.stderr)
         return 2
-    except ImportError as exc:             # a library loaded mid-run (pandas' C parts) that the system had
-        if not _mapping_refused(exc):      # no memory to map: the same out-of-memory line
+    except (ImportError, SystemError) as exc:   # a library loaded mid-run (pandas' C parts) that the system
+        if not _mapping_refused(exc):      # had no memory to map: the same out-of-memory line
             raise
         remove_pending()
         print(f"error: {out_of_memory_message()}", file=sys.stderr)
@@ -100,11 +105,30 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
-def _mapping_refused(exc: ImportError) -> bool:
-    """Whether an ImportError is the system refusing memory to map a compiled module ("failed to map
-    segment from shared object", "cannot allocate memory"), not a module that is missing."""
-    text = str(exc).lower()
-    return "failed to map segment" in text or "cannot allocate memory" in text
+#: What the system says when it refuses memory to load a compiled module ("failed to map segment from
+#: shared object", "cannot allocate memory", "out of memory", "mmap failed").
+_MEMORY_WORDS = re.compile(r"memory|failed to map|\bmmap\b", re.IGNORECASE)
+
+
+def _mapping_refused(exc: BaseException) -> bool:
+    """Whether an ImportError or a SystemError is the system refusing memory while a compiled module
+    was imported mid-run (pandas under an address-space cap: "failed to map segment from shared
+    object", or a SystemError raised while its C part initialised), not a module that is missing or
+    a bug: true when a MemoryError is in the exception's ``__cause__``/``__context__`` chain, or when
+    the text of one in that chain speaks of memory or mapping (:data:`_MEMORY_WORDS`); never for a
+    ModuleNotFoundError."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, MemoryError):
+            return True
+        if isinstance(current, ModuleNotFoundError):     # a module that is not there: never memory
+            return False
+        if isinstance(current, (ImportError, SystemError)) and _MEMORY_WORDS.search(str(current)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _install_sigterm():
@@ -116,6 +140,14 @@ def _install_sigterm():
         return None
 
 
+def _options(parser: argparse.ArgumentParser, command: str) -> dict[str, tuple[str, ...]]:
+    """The options of sub-command ``command``: argparse dest -> option strings (positionals left out)."""
+    for action in parser._actions:                       # argparse keeps a parser's actions here
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return {a.dest: tuple(a.option_strings) for a in action.choices[command]._actions if a.option_strings}
+    return {}
+
+
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -125,6 +157,10 @@ def _main(argv: list[str] | None) -> int:
     try:
         with progress_reports(report):
             return int(args.func(args) or 0)
+    except FieldError as exc:               # named by the option as typed (--block-size, --rates item 3)
+        typed = list(sys.argv[1:] if argv is None else argv)
+        print(f"error: {option_message(exc, _options(parser, args.command), typed)}", file=sys.stderr)
+        return 2
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

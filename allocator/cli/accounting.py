@@ -26,6 +26,7 @@ from allocator.accounting.slots import parse_numbers
 from allocator.common.limits import check
 from allocator.common.formats import plural, ratio
 from allocator.common.errors import FieldError
+from allocator.common.validate import show
 
 from allocator.cli.common import count_arg, note, range_help, real_arg
 from allocator.viz.claims.capacity import factors_text, fp8_scale_text, speculation_text, variant_label, window_note
@@ -130,7 +131,7 @@ def _model_from_args(args: argparse.Namespace) -> tuple[str, int]:
         missing = [name for name, v in zip(("layers", "kv_heads", "head_dim"), custom) if v is None]
         if missing:
             raise FieldError(missing[0], " must all be given for a custom model",
-                             subject="layers, kv_heads and head_dim")
+                             subject="--layers, --kv-heads and --head-dim")
         bpt = acc.kv_bytes_per_token(args.layers, args.kv_heads, args.head_dim, bytes_per_element)
         return (f"custom ({args.layers} layers x {args.kv_heads} KV heads x {args.head_dim}, "
                 f"{bytes_per_element} bytes per element)", bpt)
@@ -174,16 +175,16 @@ def run_capacity(args: argparse.Namespace) -> int:
                                                   "layers", "kv_heads", "head_dim", "bytes_per_element",
                                                   "acceptance_rate")})
     if args.acceptance_rate is not None and args.lengths is not None:
-        raise FieldError("acceptance_rate", f" = {args.acceptance_rate:g}: the speculation table pages a mean "
-                         "length; give --mean-tokens instead of --lengths", subject="acceptance_rate")
+        raise FieldError("acceptance_rate", f" = {show(args.acceptance_rate)}: the speculation table pages a "
+                         "mean length; give --mean-tokens instead of --lengths")
     if args.kv_cache_dtype is not None and args.kv_cache_dtype not in KV_CACHE_DTYPES:
         raise FieldError("kv_cache_dtype", f" = {args.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
     if args.lengths is None and args.mean_tokens is None:
         raise FieldError("mean_tokens", " is missing: give --mean-tokens (the mean length used) or --lengths "
                          "(the lengths themselves)")
     if args.lengths is not None and args.mean_tokens is not None:
-        raise FieldError("mean_tokens", " and lengths were both given: give --mean-tokens or --lengths, "
-                         "not both", subject="mean_tokens")
+        raise FieldError("mean_tokens", " and --lengths were both given: give --mean-tokens or --lengths, "
+                         "not both")
     used: object = (_parse_list(args.lengths, "lengths", "request length (tokens)") if args.lengths is not None
                     else args.mean_tokens)
     label, bpt = _model_from_args(args)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -21,7 +22,7 @@ import time
 
 from allocator.common.errors import FieldError
 from allocator.common.limits import LIMITS
-from allocator.common.validate import number_from_text, show
+from allocator.common.validate import TypedFloat, number_from_text, show
 
 
 def count_arg(text: str):
@@ -31,11 +32,13 @@ def count_arg(text: str):
 
 
 def real_arg(text: str):
-    """argparse type of a real-number flag: ``"-1"`` -> -1.0, ``"nan"`` -> nan, text unchanged."""
+    """argparse type of a real-number flag: ``"-1"`` -> -1.0, ``"nan"`` -> nan, text unchanged.
+    A float keeps what was typed (:class:`allocator.common.validate.TypedFloat`), so ``--arrival-rate 0``
+    is echoed as ``0``, not ``0.0``."""
     value = number_from_text(text)
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         try:
-            return float(value)
+            return TypedFloat(float(value), text.strip())
         except OverflowError:                    # 10**400: keep the int; the range check refuses it
             return value
     return value
@@ -271,6 +274,69 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+#: Fields whose FieldError is about an option spelt otherwise on the command line: field -> (the
+#: option's argparse dest, the 0-based item of that option's comma-separated list, or None). Any
+#: other field that is an option's dest is named as that option.
+FIELD_OPTIONS: dict[str, tuple[str, int | None]] = {
+    "total_slots": ("slots", None), "full_groups": ("full_attention_groups", None), "policy": ("policies", None),
+    "length_a": ("share", 0), "length_b": ("share", 1), "prefix_tokens": ("share", 2),
+}
+#: A subject that is a field's name, with ``[i]`` for item ``i`` of a list (``rates[2]``), or an
+#: option's spelling already (``--model``, from code that words a message for the command line).
+_FIELD_SUBJECT = re.compile(r"(?:--)?([A-Za-z_][A-Za-z0-9_-]*)(?:\[(\d+)\])?")
+
+
+def _spelling(option_strings: tuple[str, ...], argv: list[str]) -> str:
+    """The option as the user typed it: the last of ``option_strings`` (``--block-size``,
+    ``--page-size``) found in ``argv`` (also as ``--opt=value``, or abbreviated as argparse allows),
+    else its first long spelling."""
+    longs = [o for o in option_strings if o.startswith("--")] or list(option_strings)
+    for token in reversed(argv):
+        name = token.split("=", 1)[0] if token.startswith("--") else token
+        if name in option_strings:
+            return name
+        if name.startswith("--") and len(name) > 2:
+            matches = [o for o in longs if o.startswith(name)]
+            if len(matches) == 1:
+                return matches[0]
+    return longs[0]
+
+
+def option_message(exc: FieldError, options: dict[str, tuple[str, ...]], argv: list[str]) -> str:
+    """A FieldError's message as the command line words it: the option as typed, not the field's name.
+
+    ``block_size = 0 must be ...`` reads ``--block-size 0 must be ...``; item ``i`` (0-based) of a list
+    option reads ``--rates item 3 = 0 must be ...`` (counted from 1, as every message counts items);
+    a field spelt otherwise goes through :data:`FIELD_OPTIONS` (``length_a`` is ``--share item 1``).
+    A subject that names no option of this command (a file's row and column, a run's file, a field
+    computed from several options) is kept as it is.
+
+    Args:
+        exc: the error the sub-command raised.
+        options: the sub-command's options, argparse dest -> option strings (positionals left out).
+        argv: the command line as given (to echo the spelling typed: ``--page-size`` or ``--block-size``).
+
+    Returns:
+        The message, one line, without the ``error: `` prefix.
+    """
+    match = _FIELD_SUBJECT.fullmatch(exc.subject)
+    if not match:
+        return str(exc)
+    name, index = match.group(1).replace("-", "_"), match.group(2)
+    dest, item = FIELD_OPTIONS.get(name, (name, None))
+    if dest not in options:
+        if name not in options:
+            return str(exc)
+        dest, item = name, None
+    if index is not None:
+        item = int(index)
+    spelling = _spelling(options[dest], argv)
+    if item is not None:
+        return f"{spelling} item {item + 1}{exc.problem}"
+    problem = exc.problem
+    return spelling + (" " + problem[3:] if problem.startswith(" = ") else problem)
+
+
 def note(reasons: list[str]) -> None:
     """Print ``reasons`` (why given options do nothing in this run) as one line on stderr."""
     if reasons:
@@ -353,8 +419,8 @@ def check_distinct(named: dict[str, str], reading: str | None = None) -> None:
         if real == source:
             raise FieldError(field, f" = {show(path, 120)} is the trace being read: give another file name")
         if real in seen:
-            raise FieldError(field, f" = {show(path, 120)} names the same file as {seen[real]}: the HTML, handout "
-                             "and CSV outputs must be different files (one would overwrite another)")
+            raise FieldError(field, f" = {show(path, 120)} names the same file as {flag(seen[real])}: the HTML, "
+                             "handout and CSV outputs must be different files (one would overwrite another)")
         seen[real] = field
 
 

@@ -26,7 +26,7 @@ from allocator.studies.sampling_latency import MODES as FIG14_MODES, ORCA_SYSTEM
 from allocator.studies.sustained import sustained_short
 from allocator.cli.common import count_arg, range_help, real_arg
 from allocator.common.formats import plural
-from allocator.common.validate import whole_number
+from allocator.common.limits import check
 from allocator.engine.sampling import BEAM_MODES, DEFAULT_REPLACEMENT, MAX_WIDTH, Sampling
 from allocator.studies.paper import PAPER_FIGURES, load_scale, paper_cost
 from allocator.studies.sharing import REQUESTS, sharing_run
@@ -70,7 +70,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     """Run the replication and print it; returns the exit status."""
-    rep = paper_replication(seed=args.seed)
+    rep = paper_replication(seed=check("seed", args.seed))
     abl = fig15 = fig14 = None
     if not args.quick:
         add_fig13_spread(rep, FIG13_SEEDS, workers=PAPER_WORKERS)
@@ -208,8 +208,10 @@ def run_sharing(args) -> int:
     Raises:
         FieldError: a bad ``--width``, ``--replacement``, ``--requests``, ``--rate`` or ``--seed`` (named).
     """
-    sampling = Sampling(args.mode, args.width, args.replacement, whole_number("seed", args.seed, 0))
-    requests = whole_number("requests", args.requests, 1, 10_000)
+    width, replacement = check("width", args.width), check("replacement", args.replacement)
+    seed = check("seed", args.seed)
+    requests = check("sharing_requests", args.requests, subject="requests")
+    sampling = Sampling(args.mode, width, replacement, seed)
     cost = paper_cost()
     if args.rate is None:
         rate = PAPER_FIGURES["fig13"]["rate"] * load_scale(cost)["scale"] / sampling.width

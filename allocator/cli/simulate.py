@@ -48,6 +48,7 @@ from allocator.engine.shares import SHARES
 from allocator.viz.claims.explainer import share_cells
 from allocator.viz.claims.sweep import sweep_basis, sweep_value
 from allocator.cli.common import count_arg, flag, note as print_note, range_help, real_arg
+from allocator.common.validate import show
 from allocator.common.formats import and_list
 from allocator.common.formats import plural
 
@@ -174,12 +175,12 @@ def speculation_from_args(args) -> tuple[int, float, int]:
     k = getattr(args, "num_speculative_tokens", None)
     given = [n for n in ("acceptance_rate", "spec_seed") if getattr(args, n, None) is not None]
     if given and not k:
-        raise FieldError(given[0], f" = {getattr(args, given[0])} applies only with --num-speculative-tokens "
-                                   "of 1 or more (there is nothing to accept without draft tokens)",
-                         subject=flag(given[0]))
+        raise FieldError(given[0], f" = {show(getattr(args, given[0]))} applies only with "
+                                   "--num-speculative-tokens of 1 or more (there is nothing to accept without draft "
+                                   "tokens)")
     if k and (getattr(args, "rules", "classroom") or "classroom") != "v1":
-        raise FieldError("num_speculative_tokens", f" = {k} applies only with --rules v1 (the classroom scheduler "
-                         "decodes one token per step)", subject=flag("num_speculative_tokens"))
+        raise FieldError("num_speculative_tokens", f" = {show(k)} applies only with --rules v1 (the classroom "
+                         "scheduler decodes one token per step)")
     return (0 if k is None else k, _given(args, "acceptance_rate", DEFAULT_ACCEPTANCE_RATE),
             _given(args, "spec_seed", 0))
 
@@ -215,8 +216,8 @@ def window_from_args(args) -> dict:
     for name, field in (("full_attention_groups", "full_groups"), ("window_groups", "window_groups")):
         value = getattr(args, name, None)
         if value is not None and not window:
-            raise FieldError(field, f" = {value} applies only with --sliding-window TOKENS (a model without a "
-                                    "window keeps one group of full-attention layers)", subject=flag(name))
+            raise FieldError(field, f" = {show(value)} applies only with --sliding-window TOKENS (a model "
+                                    "without a window keeps one group of full-attention layers)")
     return {"sliding_window": window, "full_groups": _given(args, "full_attention_groups", 0),
             "window_groups": _given(args, "window_groups", 1)}
 
@@ -232,8 +233,8 @@ def rules_from_args(args) -> tuple[str, int, int]:
     rules = getattr(args, "rules", "classroom") or "classroom"
     given = [n for n in ("max_num_seqs", "max_num_batched_tokens") if getattr(args, n, None) is not None]
     if given and rules != "v1":
-        raise FieldError(given[0], f" = {getattr(args, given[0])} applies only with --rules v1 (the classroom "
-                                   "scheduler has no step budget or cap on running sequences)", subject=flag(given[0]))
+        raise FieldError(given[0], f" = {show(getattr(args, given[0]))} applies only with --rules v1 (the "
+                                   "classroom scheduler has no step budget or cap on running sequences)")
     return (rules, _given(args, "max_num_seqs", V1_DEFAULT_MAX_NUM_SEQS),
             _given(args, "max_num_batched_tokens", V1_DEFAULT_MAX_NUM_BATCHED_TOKENS))
 
@@ -294,14 +295,14 @@ def refuse_timing(args, command: str) -> None:
         command: the command's name, for the message (``"export-site"``).
 
     Raises:
-        FieldError: ``gpu`` (or ``model``, when only it was given), e.g. ``"--gpu = a100-40gb:
+        FieldError: ``gpu`` (or ``model``, when only it was given), e.g. ``"--gpu a100-40gb:
             export-site counts engine steps, not seconds; --gpu and --model apply only to
             simulate"``.
     """
     timed = [n for n in ("gpu", "model", "cost_model") if getattr(args, n, None) is not None]
     if timed:
         raise FieldError(timed[0], f" = {getattr(args, timed[0])}: {command} counts engine steps, not seconds; "
-                                   "--gpu, --model and --cost-model apply only to simulate", subject=flag(timed[0]))
+                                   "--gpu, --model and --cost-model apply only to simulate")
 
 
 def _given(args, name: str, default):
@@ -408,8 +409,7 @@ def run(args) -> int:
     timed = args.gpu is not None or args.model is not None
     if timed and sc.num_speculative_tokens:
         raise FieldError("num_speculative_tokens", f" = {sc.num_speculative_tokens}: the cost models price no "
-                         "draft model, so a speculating run is not timed; leave out --gpu and --model",
-                         subject=flag("num_speculative_tokens"))
+                         "draft model, so a speculating run is not timed; leave out --gpu and --model")
     cost = best_cost_model(args.gpu or "a100-40gb", args.model or "opt-13b", None, args.cost_model or "best") if timed \
         else None
     out = {}

@@ -19,6 +19,8 @@ each unit, and the row offset's whole range, from here; both the widgets and the
 * Rate sweep (``rate-sweep``, the Throughput and latency page; :mod:`allocator.studies.rate_sweep`):
   ``requests``, ``rates`` (each entry), ``latency_factor``, and ``seed``, ``block_size``,
   ``max_new_tokens`` as above.
+* Sharing (``sharing``): ``width``, ``replacement``, ``sharing_requests`` (``--requests``), and
+  ``seed`` as above.
 
 Pools (``total_slots``, ``pool_blocks``): one range, up to ``MAX_POOL_SLOTS`` = 2**30 slots, for
 the CLI, the core and every page (a prefix cache spanning GPU, host memory and disk is that big;
@@ -54,6 +56,9 @@ MAX_PROMPT_TOKENS = 1 << 22
 #: 5,200,028-byte file as over "5.0MB"). The CLI caps the same files at the same number, and every
 #: message and help text states it in MB (``tests/core/test_upload_limit.py`` holds the three together).
 MAX_UPLOAD_BYTES = 5_000_000
+#: One megabyte (bytes): every size cap is a whole number of them and every message states sizes in
+#: MB, the unit Streamlit states the upload limit in (:data:`MAX_UPLOAD_BYTES`).
+MB = 1_000_000
 #: Largest trace accepted (rows) and largest single length (tokens): bounds that keep a bad file
 #: from hanging the app. The page states a lower row cap.
 MAX_ROWS = 200_000
@@ -64,6 +69,10 @@ MAX_NUM_SEQS = 1_000_000
 
 #: Most draft tokens a speculating sequence proposes per decode step (``num_speculative_tokens``).
 MAX_SPEC_TOKENS = 64
+
+#: Most sequences one request of a sharing run asks for (parallel samples or beams); the engine's
+#: ``allocator.engine.sampling.MAX_WIDTH`` (``tests/core/test_cli_wording.py`` holds the two together).
+MAX_WIDTH = 16
 
 #: Largest random seed (32 bits, as most tools write seeds).
 MAX_SEED = 2 ** 32 - 1
@@ -129,6 +138,11 @@ LIMITS: dict[str, Limit] = {
     "rates": Limit(0, 1_000_000, integer=False, unit="requests per second", low_open=True),
     "latency_factor": Limit(1, 1000, integer=False, unit="times the latency of a request served alone",
                             low_open=True),
+    # sharing (sharing, the Sharing page; allocator.engine.sampling.Sampling, allocator.studies.sharing):
+    # a request of 2 to MAX_WIDTH sequences, and runs of at most 10,000 requests
+    "width": Limit(2, MAX_WIDTH, unit="samples or beams per request"),
+    "replacement": Limit(0, 1, integer=False, unit="probability that a beam is replaced per step"),
+    "sharing_requests": Limit(1, 10_000, unit="requests per run"),
 }
 
 

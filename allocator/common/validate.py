@@ -46,14 +46,71 @@ class TypedFloat(float):
         return float, (float(self),)
 
 
+#: Most digits a number typed on the command line or in a page's field may have: a longer one is
+#: refused as too long (:class:`LongNumber`) before Python converts it (it refuses integers of over
+#: 4,300 digits, and every range here ends below 10**13).
+MAX_NUMBER_DIGITS = 400
+
+
+class LongNumber:
+    """A number written too long to read: kept as its length, so every check refuses it in one
+    message, ``": a 5,001-digit value is too long (at most 400 digits)"``.
+
+    Args:
+        text: the number as written (``"999...9"``, ``"1.000...05"``).
+        limit: the most ``unit`` a number may have.
+        unit: ``"digits"`` (of the mantissa) or ``"characters"`` (of the whole text).
+
+    Attributes:
+        size: the text's length in ``unit``; limit, unit, negative: as given or read.
+    """
+
+    def __init__(self, text: str, limit: int, unit: str = "digits"):
+        text = text.strip()
+        mantissa = re.split("[eE]", text, maxsplit=1)[0]
+        self.size = sum(ch.isdigit() for ch in mantissa) if unit == "digits" else len(text)
+        self.limit, self.unit = limit, unit
+        self.negative = text.startswith("-")
+
+    def __repr__(self) -> str:
+        return f"a {self.size:,}-{self.unit[:-1]} value"
+
+    @property
+    def detail(self) -> str:
+        """What is wrong, as a sentence: ``"a 5,001-digit value is too long (at most 400 digits)"``."""
+        return f"{self!r} is too long (at most {self.limit:,} {self.unit})"
+
+    @property
+    def problem(self) -> str:
+        """The FieldError problem every check raises for it: ``": "`` + :attr:`detail`."""
+        return ": " + self.detail
+
+
+class TypedInt(int):
+    """An int read from text by :func:`number_from_text` whose text is not its plain spelling
+    (``"+0"``, ``"007"``): it remembers the text (``.typed``), so a message echoes what was typed.
+    Arithmetic on it gives plain ints; every check returns a plain int."""
+
+    typed: str
+
+    def __new__(cls, value: int, typed: str):
+        self = super().__new__(cls, value)
+        self.typed = typed
+        return self
+
+    def __reduce__(self):
+        return int, (int(self),)
+
+
 def _show(value: object, limit: int = 40) -> str:
     """A value as a message shows it: numbers plainly (``2.5``, ``inf``), as typed when it was read
-    from text (:class:`TypedFloat`: ``1e400``, not ``inf``), anything else repr'd; cut to about
+    from text (:class:`TypedFloat`: ``1e400``, not ``inf``), booleans as JSON spells them (``true``:
+    a check meets one only in a JSON file, never typed), anything else repr'd; cut to about
     ``limit`` characters (a 400-digit number or a pasted paragraph is not echoed)."""
-    if isinstance(value, TypedFloat):
+    if isinstance(value, (TypedFloat, TypedInt)):
         return cut(value.typed, limit)
     if isinstance(value, (bool, np.bool_)):
-        return repr(bool(value))
+        return "true" if value else "false"
     if isinstance(value, numbers.Integral):
         size = abs(int(value))
         if size < 10 ** 4000:
@@ -160,6 +217,8 @@ def whole_number(field: str, value: object, minimum: int | None = None, maximum:
         return FieldError(field, problem, index=index, subject=subject)
 
     at_least = f"at least {minimum}" if minimum is not None else "any whole number"
+    if isinstance(value, LongNumber):
+        raise fail(value.problem)
     if _blank(value):
         raise fail(f" is empty: enter a whole number ({at_least})")
     if isinstance(value, (bool, np.bool_)):
@@ -174,7 +233,9 @@ def whole_number(field: str, value: object, minimum: int | None = None, maximum:
     else:
         raise fail(f" = {_show(value)} is not a number")
     # a whole float past 2**53 is shown as written (1e+30), not as the 31 digits it stands for
-    shown = _show(value) if not isinstance(value, numbers.Integral) and abs(result) > 2 ** 53 else str(result)
+    typed = isinstance(value, (TypedFloat, TypedInt))       # echoed as typed: 1e3, +0
+    shown = _show(value) if typed or not isinstance(value, numbers.Integral) and abs(result) > 2 ** 53 \
+        else _show(result)
     if minimum is not None and result < minimum:
         raise fail(f" = {shown} must be at least {_bound(minimum)}")
     if maximum is not None and result > maximum:
@@ -194,6 +255,8 @@ def real_number(field: str, value: object, minimum: float | None = None, maximum
     def fail(problem: str):
         return FieldError(field, problem, subject=subject)
 
+    if isinstance(value, LongNumber):
+        raise fail(value.problem)
     if value is None or isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise fail(f" = {_show(value)} is not a number")
     try:
@@ -307,6 +370,8 @@ def in_range(field: str, value: object, limit: Limit, *, index: int | None = Non
 
     if value is None:
         raise fail(f" is empty: give {allowed}")
+    if isinstance(value, LongNumber):
+        raise fail(f"{value.problem}: give {allowed}")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise fail(f" = {_show(value)} is not a number: give {allowed}")
     if isinstance(value, numbers.Integral):
@@ -326,11 +391,17 @@ def in_range(field: str, value: object, limit: Limit, *, index: int | None = Non
     return number if limit.integer else float(number)
 
 
+#: A decimal number as written (sign, digits, point, exponent): what :func:`number_from_text` measures.
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
 def number_from_text(text: object) -> object:
     """What a user typed, as a number when it reads as one: ``"16"`` -> 16, ``"0.5"`` -> 0.5,
-    ``"1e400"`` -> inf, ``"nan"`` -> nan (floats as :class:`TypedFloat`, which remember the text for
-    messages); text with an underscore (``"1_000"``) or a character outside ASCII is not a number;
-    anything else comes back unchanged (a non-number is
+    ``"1e400"`` -> inf, ``"nan"`` -> nan (floats as :class:`TypedFloat`, and ints written
+    otherwise than plainly, ``"+0"``, as :class:`TypedInt`: both remember the text for
+    messages); a number of more than :data:`MAX_NUMBER_DIGITS` digits -> :class:`LongNumber` (every
+    check refuses it as too long); text with an underscore (``"1_000"``) or a character outside ASCII
+    is not a number; anything else comes back unchanged (a non-number is
     named by the check it goes to, e.g. :func:`in_range`). Non-strings are returned as they are."""
     if not isinstance(text, str):
         return text
@@ -339,16 +410,16 @@ def number_from_text(text: object) -> object:
         # Python's int() and float() also read "1_000" and other scripts' digits ("１２"); the lab
         # takes numbers as written in ASCII without separators, the same for every flag and field
         return text
+    if len(stripped) > MAX_NUMBER_DIGITS and _DECIMAL.fullmatch(stripped):
+        long = LongNumber(stripped, MAX_NUMBER_DIGITS)
+        if long.size > MAX_NUMBER_DIGITS:
+            return long
     try:
-        return int(stripped)
-    except ValueError:                  # not an integer (or past Python's 4,300-digit limit)
+        whole = int(stripped)
+    except ValueError:                  # not an integer
         pass
-    digits = stripped.lstrip("+-")
-    if digits.isascii() and digits.isdigit() and len(stripped) - len(digits) <= 1:
-        # a whole number past Python's digit limit: one of the same size, so the range check names it
-        # as too large (``999999999999… (over 4,000 digits)``) instead of reading it as inf
-        value = int(digits[:40]) * 10 ** (len(digits) - 40)
-        return -value if stripped.startswith("-") else value
+    else:
+        return whole if str(whole) == stripped else TypedInt(whole, stripped)
     try:
         return TypedFloat(float(stripped), stripped)
     except ValueError:

@@ -169,7 +169,7 @@ def parse_rates(text) -> tuple[float, ...]:
             parts = []
         for i, p in enumerate(parts):        # "1,2,,3" or "1,2,": refused, never silently dropped
             if not p:
-                raise FieldError("rates", f" is empty: give a request rate (requests per second) in entry {i + 1} "
+                raise FieldError("rates", " is empty: give a request rate (requests per second) "
                                           "or remove its comma", index=i)
     else:
         parts = list(text)
@@ -179,7 +179,7 @@ def parse_rates(text) -> tuple[float, ...]:
         raise FieldError("rates", f" has {len(parts):,} entries; at most {MAX_RATES} are swept")
     rates = []
     for i, p in enumerate(parts):
-        value = number_from_text(p)          # a 5,000-digit entry stays a (too large) number, not inf
+        value = number_from_text(p)          # a 5,000-digit entry is refused as too long, not read as inf
         rates.append(float(check("rates", value, index=i)))
     rates = sorted(rates)
     if len(set(rates)) != len(rates):

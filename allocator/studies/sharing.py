@@ -36,7 +36,7 @@ import numpy as np
 
 from allocator.common.errors import FieldError
 from allocator.common.limits import check
-from allocator.common.validate import whole_number
+from allocator.common.validate import show, whole_number
 from allocator.engine.sampling import DEFAULT_REPLACEMENT, REPLACEMENT_SWEEP, Sampling, simulate_sampling
 from allocator.memory.buddy import ORCA_BLOCK_SIZE
 from allocator.memory.forking import ForkingPagedAllocator
@@ -130,10 +130,11 @@ def sharing_workload(rate: float, seed: int, requests: int = REQUESTS) -> Worklo
             that span, so the span, not the request count, would size the arrays);
             (``requests``): not a whole number from 1 to 10,000.
     """
+    typed = show(rate)                       # echoed as typed (0.00001, not 1e-05)
     rate = check("rates", rate, subject="rate")
     requests = whole_number("requests", requests, 1, 10_000)
     if 2.0 * requests / rate > MAX_SPAN_S:
-        raise FieldError("rate", f" = {rate:g} requests/s would spread {requests:,} request"
+        raise FieldError("rate", f" = {typed} requests/s would spread {requests:,} request"
                                  f"{'s' if requests != 1 else ''} over more than {MAX_SPAN_S:,.0f} s, the longest "
                                  f"arrival span drawn; give at least {2.0 * requests / MAX_SPAN_S:g} requests/s")
     rng = np.random.default_rng(seed)

@@ -32,7 +32,8 @@ from allocator.engine.v1 import V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, V1_DEFAULT_MA
 from allocator.engine.simulate import simulate
 from allocator.common.errors import FieldError
 from allocator.common.limits import LIMITS, MAX_POOL_SLOTS, MAX_TOKENS
-from allocator.common.validate import real_number, show, whole_number
+from allocator.common.validate import Limit, in_range, show
+from allocator.workloads.reader import json_shown
 from allocator.workloads.vllm_run import VllmRun, load_run_zip
 from allocator.workloads.requests import Request, Workload
 
@@ -57,6 +58,10 @@ CALIBRATIONS = {"microbench": "the GPU's operator microbenchmarks (no run)",
 #: an override): far above any server's, small enough that the scheduler's arithmetic stays exact.
 MAX_NUM_SEQS = 1_000_000
 MAX_NUM_BATCHED_TOKENS = MAX_TOKENS
+#: Range of meta.json's ``gpu_memory_utilization`` (vLLM's fraction of GPU memory it may use).
+GPU_MEMORY_UTILIZATION = Limit(0, 1, integer=False, unit="fraction of GPU memory vLLM may use", low_open=True)
+#: Range of meta.json's ``engine_kwargs.data_parallel_size`` (model copies).
+DATA_PARALLEL_SIZE = Limit(1, 64, unit="model copies")
 #: Most engine steps an override of ``max_num_seqs`` or ``max_num_batched_tokens`` may make a replay
 #: take, estimated before it runs (:func:`estimated_steps`). Measured: ``replay-vllm`` on the shipped run
 #: with a budget of 16 tokens (an estimate of 28,312 steps) took 8.9 s on the lab's 2-core machine; the
@@ -191,13 +196,12 @@ def rules_for(run: VllmRun) -> V1Rules:
     """
     chunked = run.engine.get("enable_chunked_prefill")
     if chunked is not None and not isinstance(chunked, bool):
-        raise FieldError("enable_chunked_prefill", f" = {show(chunked)} must be true or false",
+        raise FieldError("enable_chunked_prefill", f" = {json_shown(chunked)} must be true or false",
                          subject="meta.json: engine_kwargs.enable_chunked_prefill")
-    seqs = whole_number("max_num_seqs", run.engine_int("max_num_seqs", V1_DEFAULT_MAX_NUM_SEQS), 1, MAX_NUM_SEQS,
-                        subject="meta.json: engine_kwargs.max_num_seqs")
-    budget = whole_number("max_num_batched_tokens",
-                          run.engine_int("max_num_batched_tokens", V1_DEFAULT_MAX_NUM_BATCHED_TOKENS), 1,
-                          MAX_NUM_BATCHED_TOKENS, subject="meta.json: engine_kwargs.max_num_batched_tokens")
+    # the ranges of simulate's --max-num-* (allocator.common.limits.LIMITS), stated whole when broken
+    seqs = run.engine_int("max_num_seqs", V1_DEFAULT_MAX_NUM_SEQS, LIMITS["max_num_seqs"])
+    budget = run.engine_int("max_num_batched_tokens", V1_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+                            LIMITS["max_num_batched_tokens"])
     return V1Rules(max_num_seqs=seqs, max_num_batched_tokens=budget,
                    chunked_prefill=True if chunked is None else chunked)
 
@@ -268,7 +272,7 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
                                                                         max_num_batched_tokens)
     for name, value in (("chunked_prefill", chunked_prefill), ("prefix_caching", prefix_caching)):
         if value is not None and not isinstance(value, bool):
-            raise FieldError(name, f" = {show(value)} must be true or false")
+            raise FieldError(name, f" = {json_shown(value)} must be true or false")
     _check_override_steps(run, rules, max_num_seqs, max_num_batched_tokens)
     if max_num_seqs is not None or max_num_batched_tokens is not None or chunked_prefill is not None:
         rules = V1Rules(rules.max_num_seqs if max_num_seqs is None else max_num_seqs,
@@ -279,16 +283,16 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
                          f"({int(run.prompt.max())} tokens): without chunked prefill a prompt must fit one step's "
                          "budget (vLLM asks for a budget of at least max_model_len then)")
     kv = run.kv_cache
-    bs = whole_number("block_size", kv.get("block_size", run.engine.get("block_size", DEFAULT_BLOCK_SIZE)), 1, 4096,
-                      subject="meta.json: kv_cache.block_size")
+    bs = in_range("block_size", kv.get("block_size", run.engine.get("block_size", DEFAULT_BLOCK_SIZE)),
+                  LIMITS["block_size"], subject="meta.json: kv_cache.block_size")
     if kv.get("num_gpu_blocks") is not None:
-        blocks = whole_number("num_gpu_blocks", kv["num_gpu_blocks"], 1, max(1, MAX_POOL_SLOTS // bs),
-                              subject="meta.json: kv_cache.num_gpu_blocks")
+        pool = Limit(1, max(1, MAX_POOL_SLOTS // bs), unit=f"blocks of {bs} slots: at most 2**30 slots in all")
+        blocks = in_range("num_gpu_blocks", kv["num_gpu_blocks"], pool, subject="meta.json: kv_cache.num_gpu_blocks")
         source = "run"
     else:
-        util = real_number("gpu_memory_utilization", kv.get("gpu_memory_utilization",
-                                                            run.engine.get("gpu_memory_utilization", 0.9)),
-                           above=0, maximum=1, subject="meta.json: gpu_memory_utilization")
+        util = in_range("gpu_memory_utilization", kv.get("gpu_memory_utilization",
+                                                         run.engine.get("gpu_memory_utilization", 0.9)),
+                        GPU_MEMORY_UTILIZATION, subject="meta.json: gpu_memory_utilization")
         blocks, source = kv_pool_blocks(g, m, tp, bs, gpu_memory_utilization=util,
                                         max_num_batched_tokens=rules.max_num_batched_tokens,
                                         max_num_seqs=rules.max_num_seqs,
@@ -515,13 +519,12 @@ def parallelism(run: VllmRun) -> tuple[int, bool]:
     """(data_parallel_size, enable_expert_parallel) from the run's meta.json (1 and False when absent).
 
     Raises:
-        FieldError (``meta.json: engine_kwargs.<key>``): not a whole number >= 1, or not true/false.
+        FieldError (``meta.json: engine_kwargs.<key>``): not a whole number from 1 to 64, or not true/false.
     """
-    dp = whole_number("data_parallel_size", run.engine_int("data_parallel_size", 1), 1, 64,
-                      subject="meta.json: engine_kwargs.data_parallel_size")
+    dp = run.engine_int("data_parallel_size", 1, DATA_PARALLEL_SIZE)
     ep = run.engine.get("enable_expert_parallel")
     if ep is not None and not isinstance(ep, bool):
-        raise FieldError("enable_expert_parallel", f" = {show(ep)} must be true or false",
+        raise FieldError("enable_expert_parallel", f" = {json_shown(ep)} must be true or false",
                          subject="meta.json: engine_kwargs.enable_expert_parallel")
     return dp, bool(ep)
 

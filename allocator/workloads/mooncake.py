@@ -41,13 +41,13 @@ if TYPE_CHECKING:                   # pandas is imported where a trace is read o
 from allocator.common.formats import plural
 from allocator.common.hashing import splitmix64
 from allocator.common.paths import ASSETS
-from allocator.workloads.reader import HugeNumber, decode_utf8, gunzip, json_lines, parse_json, read_bytes, shown
+from allocator.workloads.reader import decode_utf8, gunzip, json_lines, json_shown, parse_json, read_bytes
 from allocator.workloads.trace import MAX_ARRIVAL_STEP, MAX_BYTES, load_shipped, trace_workload
-from allocator.common.limits import MAX_ROWS, MAX_TOKENS
+from allocator.common.limits import MAX_ROWS, MAX_TOKENS, MB
 from allocator.common.limits import LIMITS
 from allocator.common.mathutils import cdiv
 from allocator.common.errors import FieldError
-from allocator.common.validate import whole_number
+from allocator.common.validate import LongNumber, whole_number
 from allocator.workloads.requests import Workload
 
 #: Tokens per hash id in the Mooncake trace.
@@ -63,7 +63,7 @@ FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 #: Largest hash id accepted (ids are remapped to small integers; this keeps arithmetic exact).
 MAX_HASH_ID = 2 ** 40
 #: Largest compressed file read (bytes); the uncompressed text obeys ``max_bytes`` as well.
-MAX_GZIP_BYTES = 8 * 1024 * 1024
+MAX_GZIP_BYTES = 8 * MB
 
 
 def is_mooncake_path(path) -> bool:
@@ -82,11 +82,11 @@ def _file_error(problem: str) -> FieldError:
 
 def _int_field(obj: dict, line: int, name: str, minimum: int, maximum: int) -> int:
     value = obj[name]
-    if isinstance(value, HugeNumber):
-        raise _line_error(line, name, f"{value!r} is not a whole number from {minimum} to {maximum:,}")
+    if isinstance(value, LongNumber):
+        raise _line_error(line, name, f"{value.detail}: give a whole number from {minimum} to {maximum:,}")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             (isinstance(value, float) and (not math.isfinite(value) or value != int(value))):
-        raise _line_error(line, name, f"{shown(value)} is not a whole number")
+        raise _line_error(line, name, f"{json_shown(value)} is not a whole number")
     value = int(value)
     if value < minimum:
         raise _line_error(line, name, f"{value} is below the minimum {minimum}")
@@ -136,18 +136,18 @@ def load_mooncake(source, *, max_rows: int = MAX_ROWS, max_bytes: int = 4 * MAX_
                 raise _line_error(n, key, "is missing (each line needs timestamp, input_length, "
                                           "output_length and hash_ids)")
         ts = obj["timestamp"]
-        if isinstance(ts, HugeNumber):
-            raise _line_error(n, "timestamp", f"{ts!r} is not a usable number of milliseconds")
+        if isinstance(ts, LongNumber):
+            raise _line_error(n, "timestamp", f"{ts.detail}: give a non-negative number of milliseconds")
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
-            raise _line_error(n, "timestamp", f"{shown(ts)} is not a non-negative number of milliseconds")
+            raise _line_error(n, "timestamp", f"{json_shown(ts)} is not a non-negative number of milliseconds")
         prompt = _int_field(obj, n, "input_length", 1, MAX_TOKENS)
         output = _int_field(obj, n, "output_length", 1, MAX_TOKENS)
         hids = obj["hash_ids"]
         if not isinstance(hids, list):
-            raise _line_error(n, "hash_ids", f"{shown(hids)} is not a list of block ids")
+            raise _line_error(n, "hash_ids", f"{json_shown(hids)} is not a list of block ids")
         for j, h in enumerate(hids):
-            if isinstance(h, HugeNumber) or isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
-                raise _line_error(n, "hash_ids", f"entry {j} = {shown(h)} is not a block id "
+            if isinstance(h, LongNumber) or isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
+                raise _line_error(n, "hash_ids", f"item {j + 1} = {json_shown(h)} is not a block id "
                                                  f"(a whole number from 0 to {MAX_HASH_ID:,})")
         want = cdiv(prompt, TRACE_BLOCK)
         if len(hids) != want:

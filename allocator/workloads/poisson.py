@@ -15,7 +15,7 @@ import numpy as np
 from allocator.common.limits import check
 from allocator.workloads.trace import shipped_trace
 from allocator.common.errors import FieldError
-from allocator.common.validate import one_of
+from allocator.common.validate import one_of, show
 from allocator.workloads.requests import Request, Workload
 
 __all__ = ["DEFAULT_MAX_NEW", "DEFAULT_REQUESTS", "DEFAULT_SEED", "SWEEP_MAX_NEW", "SWEEP_WORKLOADS",
@@ -68,7 +68,7 @@ def check_reach(rate: float, unit_arrivals, *, field: str = "rate", index: int |
     with np.errstate(over="ignore"):                     # an overflow is named below, in the rate's terms
         late = np.flatnonzero(~(unit / rate <= MAX_ARRIVAL_S))
     if len(late):
-        raise FieldError(field, f" = {rate:g} requests/s is too low: request {int(late[0]) + 1} would arrive more "
+        raise FieldError(field, f" = {show(rate)} requests/s is too low: request {int(late[0]) + 1} would arrive more "
                                 f"than {MAX_ARRIVAL_S:.0e} s after the first; give a higher rate", index=index)
 
 

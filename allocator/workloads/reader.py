@@ -11,12 +11,14 @@ damage refused in one file is refused, in the same words, in all of them:
 * :func:`file_label`: how a message names a file -- relative to the project when it lies inside it,
   else by its base name; never a server's absolute path.
 * :func:`parse_json`: one JSON text (a line of a JSONL file, a ``meta.json``) with the guards the
-  Mooncake reader had alone: a 5,000-digit number becomes a :class:`HugeNumber` (Python refuses
-  to convert over 4,300 digits), nesting deeper than :data:`MAX_JSON_DEPTH` is refused before the
+  Mooncake reader had alone: a 5,000-digit number becomes a
+  :class:`allocator.common.validate.LongNumber` (Python refuses to convert over 4,300 digits), which
+  every check refuses as too long, nesting deeper than :data:`MAX_JSON_DEPTH` is refused before the
   parser recurses, and every refusal is a plain sentence, never the ``json`` module's own words.
 * :func:`json_lines`: a JSONL text split at ``\\n`` only (``str.splitlines`` also splits at U+2028,
   U+0085 and other characters a JSON string may hold raw).
-* :func:`shown` / :func:`cut`: a value or a text as a message quotes it, cut short.
+* :func:`shown` / :func:`cut`: a value or a text as a message quotes it, cut short;
+  :func:`json_shown`: a value read from JSON, in JSON's spelling (``true``, not ``True``).
 """
 from __future__ import annotations
 
@@ -29,11 +31,13 @@ import re
 import stat
 
 from allocator.common.errors import FieldError
+from allocator.common.limits import MB
 from allocator.common.paths import PROJECT
+from allocator.common.validate import LongNumber
 
 #: Deepest nesting of lists and objects read in one JSON text (every format here is flat or one level).
 MAX_JSON_DEPTH = 32
-#: Longest JSON integer read as a number (digits); longer ones become :class:`HugeNumber` (all out of range).
+#: Longest JSON integer read as a number (digits); longer ones become ``LongNumber`` (refused as too long).
 MAX_INT_DIGITS = 30
 #: Longest JSON fraction or exponent number read as a float (characters).
 MAX_FLOAT_CHARS = 400
@@ -77,21 +81,16 @@ def file_label(path, *, as_typed: bool = False) -> str:
     return os.path.basename(os.path.normpath(full)) or full
 
 
-def size_words(nbytes: int, max_bytes: int) -> str:
-    """``nbytes`` in the unit its limit ``max_bytes`` is stated in: MB (1,000,000 bytes) for a limit
-    that is a whole number of them (the upload limit, ``allocator.common.limits.MAX_UPLOAD_BYTES``),
-    else MiB: ``size_words(5_200_028, 5_000_000) == "5.2 MB"``."""
-    if max_bytes % 1_000_000 == 0:
-        return f"{nbytes / 1e6:.1f} MB"
-    return f"{nbytes / 2**20:.1f} MiB"
+def size_words(nbytes: int) -> str:
+    """``nbytes`` in MB (1,000,000 bytes, the unit of every limit's message,
+    ``allocator.common.limits.MB``): ``size_words(5_200_028) == "5.2 MB"``."""
+    return f"{nbytes / MB:.1f} MB"
 
 
 def limit_words(max_bytes: int) -> str:
-    """``"the limit is 5 MB (5,000,000 bytes)"``, ``"the limit is 4 MiB"`` or ``"the limit is 512 bytes"``."""
-    if max_bytes >= 1_000_000 and max_bytes % 1_000_000 == 0:
-        return f"the limit is {max_bytes // 1_000_000} MB ({max_bytes:,} bytes)"
-    if max_bytes >= 2**20:
-        return f"the limit is {max_bytes / 2**20:.0f} MiB"
+    """``"the limit is 5 MB (5,000,000 bytes)"``, or ``"the limit is 512 bytes"`` below one MB."""
+    if max_bytes >= MB:
+        return f"the limit is {max_bytes / MB:g} MB ({max_bytes:,} bytes)"
     return f"the limit is {max_bytes:,} bytes"
 
 
@@ -146,7 +145,7 @@ def read_bytes(source, max_bytes: int, *, field: str = "trace", what: str = "tra
         if not stat.S_ISREG(info.st_mode):
             raise _whole_file_error(field, f"{name} is not a regular file (a pipe or a device?); give a file")
         if info.st_size > max_bytes:
-            raise _whole_file_error(field, f"{name} is {size_words(info.st_size, max_bytes)}; {limit}")
+            raise _whole_file_error(field, f"{name} is {size_words(info.st_size)}; {limit}")
         try:
             with open(path, "rb") as fh:
                 data = fh.read(max_bytes + 1)
@@ -156,30 +155,50 @@ def read_bytes(source, max_bytes: int, *, field: str = "trace", what: str = "tra
         data = source.read(max_bytes + 1)
         data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
     if len(data) > max_bytes:
-        raise _whole_file_error(field, f"the file is {size_words(len(data), max_bytes)}; {limit}")
+        raise _whole_file_error(field, f"the file is {size_words(len(data))}; {limit}")
     return data
 
 
-class HugeNumber:
-    """A JSON number too long to convert (Python refuses integers over 4,300 digits): kept as its
-    digit count, so the field it sits in is named ("line 3, field input_length: a 5,000-digit
-    number ..."). Every check of a range refuses it."""
-
-    def __init__(self, text: str):
-        mantissa = re.split("[eE]", text, maxsplit=1)[0]
-        self.digits = sum(ch.isdigit() for ch in mantissa)
-        self.negative = text.startswith("-")
-
-    def __repr__(self) -> str:
-        return f"a {self.digits:,}-digit {'negative ' if self.negative else ''}number"
-
-
 def _parse_int(text: str):
-    return int(text) if len(text) <= MAX_INT_DIGITS else HugeNumber(text)
+    return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else LongNumber(text, MAX_INT_DIGITS)
 
 
 def _parse_float(text: str):
-    return float(text) if len(text) <= MAX_FLOAT_CHARS else HugeNumber(text)
+    return float(text) if len(text) <= MAX_FLOAT_CHARS else LongNumber(text, MAX_FLOAT_CHARS, "characters")
+
+
+class JsonStr(str):
+    """A string read from JSON: a str in every way, but its ``repr`` is JSON's spelling (``"8"``, not
+    ``'8'``), so any check that echoes it (``allocator.common.validate.in_range``) quotes it as the
+    file has it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return json.dumps(str(self), ensure_ascii=False)
+
+    def __reduce__(self):                   # a plain str across pickling (streamlit's caches)
+        return str, (str(self),)
+
+
+def _json_object(pairs: list) -> dict:
+    """A JSON object with its string values as :class:`JsonStr` (keys stay plain)."""
+    return {key: JsonStr(value) if isinstance(value, str) else value for key, value in pairs}
+
+
+def json_shown(value, limit: int = 40) -> str:
+    """A value read from JSON as a message quotes it: in JSON's spelling (``true``, ``null``,
+    ``"text"``, ``[1, 2]``; ``json.dumps``; an object's string values are :class:`JsonStr`, whose
+    ``repr`` is the same), a too-long number as its length (``a 5,001-digit
+    value``), cut to ``limit`` characters. Returns the text."""
+    if isinstance(value, LongNumber):
+        text = repr(value)
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=True)
+        except (TypeError, ValueError):
+            text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 _BRACKETS = re.compile(r'[\[\]{}"\\]')
@@ -234,8 +253,9 @@ def parse_json(text: str, where: str, *, field: str = "trace", index: int | None
     """One JSON value from ``text``, with every refusal a plain sentence about ``where``.
 
     Integers longer than :data:`MAX_INT_DIGITS` digits and other numbers longer than
-    :data:`MAX_FLOAT_CHARS` characters come back as :class:`HugeNumber` (the caller's range
-    check names the field); ``NaN`` and ``Infinity`` come back as floats (the caller refuses them).
+    :data:`MAX_FLOAT_CHARS` characters come back as :class:`~allocator.common.validate.LongNumber`
+    (every check refuses it as too long, naming the field); ``NaN`` and ``Infinity`` come back as
+    floats (the caller refuses them).
 
     Args:
         text: the JSON text (one line of a JSONL file, or a whole ``meta.json``).
@@ -243,7 +263,7 @@ def parse_json(text: str, where: str, *, field: str = "trace", index: int | None
         field, index: the FieldError's field and index (the 0-based line).
 
     Returns:
-        The parsed value (dict, list, str, int, float, bool, None or HugeNumber).
+        The parsed value (dict, list, str, int, float, bool, None or LongNumber).
 
     Raises:
         FieldError: ``"<where> is not valid JSON: <plain reason> (column <c>)"``, or nesting deeper
@@ -253,7 +273,7 @@ def parse_json(text: str, where: str, *, field: str = "trace", index: int | None
         raise FieldError(field, f"{where} nests lists or objects too deeply to read (more than {MAX_JSON_DEPTH} levels)",
                          index=index, subject="")
     try:
-        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
+        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, object_pairs_hook=_json_object)
     except json.JSONDecodeError as exc:
         at = f"line {exc.lineno}, column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
         raise FieldError(field, f"{where} is not valid JSON: {_json_problem(exc.msg)} ({at})",
@@ -298,5 +318,5 @@ def gunzip(data: bytes, max_bytes: int, field: str = "trace") -> bytes:
     except (OSError, EOFError, zlib.error):
         raise _whole_file_error(field, "the file is not a readable gzip file (truncated or damaged)") from None
     if len(out) > max_bytes:
-        raise _whole_file_error(field, f"the uncompressed file is over {max_bytes / 2**20:.0f} MiB")
+        raise _whole_file_error(field, f"the uncompressed file is over {max_bytes / MB:g} MB")
     return out

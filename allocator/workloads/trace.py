@@ -213,7 +213,7 @@ def load_trace(source, *, max_rows: int = MAX_ROWS, max_bytes: int = MAX_BYTES) 
     Args:
         source: a path, a file-like object, or bytes.
         max_rows: most data rows accepted.
-        max_bytes: largest file accepted (bytes; 5 MiB by default, as the app's upload limit).
+        max_bytes: largest file accepted (bytes; 5 MB by default, as the app's upload limit).
 
     Returns:
         DataFrame with int64 columns ``prompt_tokens``, ``output_tokens`` and float column

@@ -33,10 +33,10 @@ import numpy as np
 
 from allocator.common.errors import FieldError
 from allocator.common.paths import ASSETS
-from allocator.common.validate import Limit, in_range, show
-from allocator.common.limits import MAX_UPLOAD_BYTES
-from allocator.workloads.reader import (HugeNumber, decode_utf8, file_label, json_lines, limit_words, parse_json,
-                                        read_bytes, size_words)
+from allocator.common.validate import Limit, LongNumber, in_range, show
+from allocator.common.limits import MAX_UPLOAD_BYTES, MB
+from allocator.workloads.reader import (decode_utf8, file_label, json_lines, json_shown, limit_words, parse_json,
+                                        read_bytes, shown, size_words)
 
 if TYPE_CHECKING:                      # pandas is imported where the CSV is read (CLI start-up, issue 24)
     import pandas as pd
@@ -50,9 +50,11 @@ TIMESERIES_COLUMNS = ("t", "prompt_throughput", "gen_throughput", "running", "wa
 #: rather than replayed for many minutes.
 MAX_RUN_REQUESTS = 10_000
 #: Largest request file read (bytes): about 250 bytes a request, with room for longer lines.
-MAX_REQUEST_BYTES = 8 * 2**20
+MAX_REQUEST_BYTES = 8 * MB
 #: Largest timeseries.csv read (bytes) and most ticks in it: a tick a second for over a day.
-MAX_TIMESERIES_BYTES = 4 * 2**20
+MAX_TIMESERIES_BYTES = 4 * MB
+#: Largest meta.json read (bytes): a few hundred bytes of settings, with room to spare.
+MAX_META_BYTES = 1 * MB
 MAX_TICKS = 100_000
 #: Latest a request may be queued after the first (seconds: about 11.6 days). The times are read from
 #: a monotonic clock, so a later one is a damaged file; the replay's ticks and clock stay bounded.
@@ -111,16 +113,22 @@ class VllmRun:
         """End-to-end latency per request, seconds [requests]."""
         return self.last - self.queued
 
-    def engine_int(self, key: str, default: int | None = None) -> int | None:
+    def engine_int(self, key: str, default: int | None = None, limit: Limit | None = None) -> int | None:
         """A whole-number engine argument (e.g. ``max_num_seqs``), or ``default`` when absent/null.
 
+        Args:
+            limit: the argument's range, stated whole in the message when it is outside it (the
+                same words as the option's on the command line); None: any whole number of at least 1.
+
         Raises:
-            FieldError (``meta.json: engine_kwargs.<key>``): present but not a whole number >= 1.
+            FieldError (``meta.json: engine_kwargs.<key>``): present but not a whole number of at least
+                1, or outside ``limit``.
         """
         value = self.engine.get(key)
         if value is None:
             return default
-        return _whole(f"meta.json: engine_kwargs.{key}", value)
+        subject = f"meta.json: engine_kwargs.{key}"
+        return _whole(subject, value) if limit is None else in_range(key, value, limit, subject=subject)
 
 
 #: Ranges of the optional fields the replay does not use but a run folder may carry: a wrong one is
@@ -147,15 +155,24 @@ def _optional(subject: str, key: str, value) -> None:
 
 
 def _whole(subject: str, value) -> int:
-    if isinstance(value, (bool, HugeNumber)) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+    """``value`` (read from JSON) as an int if it is a whole number of at least 1, else a FieldError
+    naming ``subject`` and echoing the value in JSON's spelling (``true``, ``"8"``)."""
+    if isinstance(value, LongNumber):
+        raise FieldError(subject.split(": ")[-1], value.problem, subject=subject)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value != int(value) or value < 1:
-        raise FieldError(subject.split(": ")[-1], f" = {show(value)} must be a whole number >= 1", subject=subject)
+        raise FieldError(subject.split(": ")[-1], f" = {json_shown(value)} must be a whole number of at least 1",
+                         subject=subject)
     return int(value)
 
 
 def _number(subject: str, value) -> float:
-    if isinstance(value, (bool, HugeNumber)) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise FieldError(subject.split(": ")[-1], f" = {show(value)} must be a finite number", subject=subject)
+    """``value`` (read from JSON) as a float if it is a finite number, else a FieldError naming
+    ``subject`` and echoing the value in JSON's spelling."""
+    if isinstance(value, LongNumber):
+        raise FieldError(subject.split(": ")[-1], value.problem, subject=subject)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise FieldError(subject.split(": ")[-1], f" = {json_shown(value)} must be a finite number", subject=subject)
     return float(value)
 
 
@@ -171,7 +188,7 @@ def _read_text(path, what: str, limit: int = MAX_REQUEST_BYTES) -> str:
         data = read_bytes(full, limit, field=what, what="file")
     except FileNotFoundError:                  # a dangling link
         raise FieldError(what, f": {what} is missing from the run directory", subject="run") from None
-    except FieldError as exc:                  # its message names the file already ("timeseries.csv is 9.0 MiB; ...")
+    except FieldError as exc:                  # its message names the file already ("timeseries.csv is 9.0 MB; ...")
         raise FieldError(what, f": {exc.detail}", subject="run") from None
     return decode_utf8(data, what, what)
 
@@ -181,6 +198,18 @@ def _span_check(subject: str, value: float, first: float) -> None:
         raise FieldError(subject.split(": ")[-1], f" = {value:.6g} s is {value - first:.3g} s after the first request "
                          f"was queued; a measured run spans at most {MAX_RUN_SPAN_S:,.0f} s (the times come from a "
                          "monotonic clock: a later one is a damaged line)", subject=subject)
+
+
+def _non_numeric_cell(ts: "pd.DataFrame") -> tuple[int, str, object]:
+    """The first cell of :data:`TIMESERIES_COLUMNS`, row by row, that is not a number (a word, a
+    NUL character): ``(0-based data row, column, cell)``; ``(0, t, None)`` when every one reads."""
+    for row, cells in enumerate(ts[list(TIMESERIES_COLUMNS)].itertuples(index=False, name=None)):
+        for col, cell in zip(TIMESERIES_COLUMNS, cells):
+            try:
+                float(cell)
+            except (TypeError, ValueError, OverflowError):
+                return row, col, cell
+    return 0, TIMESERIES_COLUMNS[0], None
 
 
 def _timeseries(path):
@@ -214,7 +243,9 @@ def _timeseries(path):
     try:
         ts = ts.astype({c: float for c in TIMESERIES_COLUMNS})
     except (ValueError, TypeError, OverflowError):
-        raise FieldError("timeseries.csv", ": timeseries.csv has a non-numeric cell", subject="run") from None
+        row, col, cell = _non_numeric_cell(ts)
+        raise FieldError("timeseries.csv", f": timeseries.csv row {row + 1}, column {col}: {shown(cell)} is not a "
+                         "number", index=row, subject="run") from None
     if not np.isfinite(ts["t"].to_numpy()).all():
         raise FieldError("timeseries.csv", ": timeseries.csv has a t that is not a finite number", subject="run")
     return ts
@@ -249,7 +280,7 @@ def load_run(path: str) -> VllmRun:
 
 def _load(path, name: str) -> VllmRun:
     """The run whose files ``path`` holds (a directory, or a :class:`_ZipRun`), named ``name``."""
-    meta = parse_json(_read_text(path, "meta.json", 2**20), "meta.json", field="meta.json")
+    meta = parse_json(_read_text(path, "meta.json", MAX_META_BYTES), "meta.json", field="meta.json")
     if not isinstance(meta, dict):
         raise FieldError("meta.json", ": meta.json must hold a JSON object", subject="run")
     _optional("meta.json: tick_seconds", "tick_seconds", meta.get("tick_seconds"))
@@ -317,7 +348,8 @@ MAX_ZIP_BYTES = MAX_UPLOAD_BYTES
 MAX_ZIP_MEMBERS = 64
 #: Largest extracted size of each run file (bytes), as for a run directory; a member is read at
 #: most this far, so a zip whose headers understate a member's size stops there all the same.
-RUN_FILE_LIMITS = {"meta.json": 2**20, "requests.jsonl": MAX_REQUEST_BYTES, "timeseries.csv": MAX_TIMESERIES_BYTES}
+RUN_FILE_LIMITS = {"meta.json": MAX_META_BYTES, "requests.jsonl": MAX_REQUEST_BYTES,
+                   "timeseries.csv": MAX_TIMESERIES_BYTES}
 
 
 class _ZipRun:
@@ -334,8 +366,8 @@ class _ZipRun:
         if info is None:
             raise FieldError(what, f": {what} is missing from the zip", subject="run")
         if info.file_size > limit:
-            raise FieldError(what, f": {what} is {info.file_size / 2**20:.1f} MiB when extracted; the limit is "
-                             f"{limit / 2**20:.0f} MiB", subject="run")
+            raise FieldError(what, f": {what} is {size_words(info.file_size)} when extracted; "
+                             f"{limit_words(limit)}", subject="run")
         try:
             with self.archive.open(info) as fh:
                 data = fh.read(limit + 1)
@@ -343,8 +375,8 @@ class _ZipRun:
             raise FieldError(what, f": {what} cannot be extracted from the zip (damaged, encrypted or compressed "
                              "with a method Python cannot read)", subject="run") from None
         if len(data) > limit:
-            raise FieldError(what, f": {what} expands past {limit / 2**20:.0f} MiB (its header understates it); "
-                             "the limit is that size", subject="run")
+            raise FieldError(what, f": {what} expands past {limit / MB:g} MB (its header understates it); "
+                             f"{limit_words(limit)}", subject="run")
         return data
 
 
@@ -379,7 +411,7 @@ def load_run_zip(data: bytes, name: str = "upload.zip") -> VllmRun:
     if not isinstance(data, (bytes, bytearray)):
         raise FieldError("run", ": the upload is not a file's bytes", subject="run")
     if len(data) > MAX_ZIP_BYTES:
-        raise FieldError("run", f": the zip is {size_words(len(data), MAX_ZIP_BYTES)}; "
+        raise FieldError("run", f": the zip is {size_words(len(data))}; "
                          f"{limit_words(MAX_ZIP_BYTES)}", subject="run")
     try:
         archive = zipfile.ZipFile(io.BytesIO(bytes(data)))

@@ -237,7 +237,7 @@ BAD_INPUTS = [
     (lambda: acc.paged_slots([NAN], 4), "lengths", 0,
      "lengths[0] is empty: enter a whole number (at least 1)"),
     (lambda: acc.paged_slots([5, "x"], 4), "lengths", 1, "lengths[1] = 'x' is not a number"),
-    (lambda: acc.paged_slots([5, True], 4), "lengths", 1, "lengths[1] = True is not a number"),
+    (lambda: acc.paged_slots([5, True], 4), "lengths", 1, "lengths[1] = true is not a number"),
     (lambda: acc.validate_lengths([1, 0], "share"), "share", 1, "share[1] = 0 must be at least 1"),
     (lambda: acc.parse_lengths(""), "lengths", None,
      "lengths is empty: give at least one request length (tokens)"),
@@ -547,14 +547,14 @@ def test_cli_text_output_and_presets():
 
 
 @pytest.mark.parametrize("argv, field", [
-    (["account", "--lengths", "5,-9,17", "--reserve", "32"], "lengths[1]"),
-    (["account", "--lengths", "5,9,40", "--reserve", "32"], "lengths[2]"),
-    (["account", "--lengths", "5,9,17", "--reserve", "32", "--block-size", "0"], "block_size"),
-    (["account", "--lengths", "5,9,17", "--reserve", "32", "--page-size", "0"], "block_size"),  # alias
+    (["account", "--lengths", "5,-9,17", "--reserve", "32"], "--lengths item 2 = -9"),
+    (["account", "--lengths", "5,9,40", "--reserve", "32"], "--lengths item 3 = 40"),
+    (["account", "--lengths", "5,9,17", "--reserve", "32", "--block-size", "0"], "--block-size 0"),
+    (["account", "--lengths", "5,9,17", "--reserve", "32", "--page-size", "0"], "--page-size 0"),  # alias, as typed
     (["capacity", "--free-gib", "66", "--max-context", "2048", "--mean-tokens", "350",
-      "--block-size", "0"], "block_size"),
-    (["capacity", "--free-gib", "66", "--max-context", "2048"], "mean_tokens"),
-    (["capacity", "--free-gib", "-1", "--max-context", "2048", "--mean-tokens", "3"], "free_gib"),
+      "--block-size", "0"], "--block-size 0"),
+    (["capacity", "--free-gib", "66", "--max-context", "2048"], "--mean-tokens is missing"),
+    (["capacity", "--free-gib", "-1", "--max-context", "2048", "--mean-tokens", "3"], "--free-gib -1"),
 ])
 def test_cli_bad_input_exit_2_naming_field(argv, field, capsys):
     from allocator.__main__ import main

@@ -133,7 +133,7 @@ def test_v1_numbers_without_v1_rules_are_refused(command, flag, tmp_path, capsys
     capsys.readouterr()
     assert main([*argv, flag, "8"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"error: {flag} = 8 applies only with --rules v1 (the classroom scheduler has no step budget "
+    assert err == (f"error: {flag} 8 applies only with --rules v1 (the classroom scheduler has no step budget "
                    "or cap on running sequences)")
     assert not target.exists()
 
@@ -145,13 +145,13 @@ def test_v1_numbers_without_v1_rules_are_refused(command, flag, tmp_path, capsys
 def test_out_of_range_v1_numbers_are_refused_naming_the_field(command, flag, value, field, limit, capsys):
     capsys.readouterr()
     assert main([command, "--rules", "v1", flag, value]) == 2
-    assert capsys.readouterr().err.strip() == f"error: {field} = {value} must be a whole number from {limit}"
+    assert capsys.readouterr().err.strip() == f"error: {flag} {value} must be a whole number from {limit}"
 
 
 def test_swap_under_v1_rules_is_refused(capsys):
     capsys.readouterr()
     assert main(["simulate", "--rules", "v1", "--preemption", "swap"]) == 2
-    assert capsys.readouterr().err.strip().startswith("error: preemption = 'swap': vLLM v1 preempts by recompute only")
+    assert capsys.readouterr().err.strip().startswith("error: --preemption 'swap': vLLM v1 preempts by recompute only")
     with pytest.raises(FieldError) as e:
         run_scenario(Scenario(rules="v2"))
     assert e.value.field == "rules"
@@ -162,7 +162,7 @@ def test_a_shared_prefix_that_fills_the_pool_is_refused_up_front(capsys):
     capsys.readouterr()
     assert main(["simulate", "--shared-prefix", "4194304"]) == 2
     assert capsys.readouterr().err.strip().startswith(
-        "error: shared_prefix = 4,194,304 tokens fills the whole pool (2,048 slots)")
+        "error: --shared-prefix 4,194,304 tokens fills the whole pool (2,048 slots)")
     assert main(["simulate", "--shared-prefix", "2048", "--json"]) == 2          # the pool exactly: still none fit
     capsys.readouterr()
     assert main(["simulate", "--shared-prefix", "100", "--json"]) == 0

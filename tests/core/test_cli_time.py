@@ -45,10 +45,10 @@ def test_rate_sweep_table_names_the_setup():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (("rate-sweep", "--rates", "1,x"), "rates[1] = 'x' is not a number"),
-    (("rate-sweep", "--model", "llama3-70b", "--gpus", "1"), "gpus = 1: the weights (131.42 GiB)"),
-    (("rate-sweep", "--policies", "lifo"), "policy = 'lifo' must be one of"),
-    (("rate-sweep", "--requests", "0"), "requests = 0 must be a whole number from 1 to 20,000 (requests per run)"),
+    (("rate-sweep", "--rates", "1,x"), "--rates item 2 = 'x' is not a number"),
+    (("rate-sweep", "--model", "llama3-70b", "--gpus", "1"), "--gpus 1: the weights (131.42 GiB)"),
+    (("rate-sweep", "--policies", "lifo"), "--policies 'lifo' must be one of"),
+    (("rate-sweep", "--requests", "0"), "--requests 0 must be a whole number from 1 to 20,000 (requests per run)"),
 ])
 def test_rate_sweep_bad_input(argv, message):
     code, out, err = _cli(*argv)

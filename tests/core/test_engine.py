@@ -250,7 +250,7 @@ def test_output_above_max_new_tokens_is_refused():
 def test_cli_bad_block_size_is_a_clear_error(capsys):
     assert main(["simulate", "--block-size", "0", "--json"]) == 2
     err = capsys.readouterr().err
-    assert "block_size = 0 must be a whole number from 1 to 4,096" in err and "Traceback" not in err
+    assert "--block-size 0 must be a whole number from 1 to 4,096" in err and "Traceback" not in err
 
 
 def test_block_size_sweep_rows():

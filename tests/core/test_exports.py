@@ -161,7 +161,7 @@ def test_cli_export_html_bad_block_size_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "allocator", "export-html", "--block-size", "0", "-o", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "error: block_size = 0 must be a whole number from 1 to 4,096 (slots per block)"
+    assert proc.stderr.strip() == "error: --block-size 0 must be a whole number from 1 to 4,096 (slots per block)"
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
@@ -261,6 +261,6 @@ def test_export_site_refuses_a_pool_it_cannot_draw_up_front(tmp_path, capsys):
     for command in (["export-site", str(tmp_path / "site")], ["export-html", "--out", str(tmp_path / "a.html")]):
         assert main([*command, "--slots", "1073741824"]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("error: total_slots = 1073741824 must be a whole number from 1 to 4,194,304"), err
+        assert err.startswith("error: --slots 1073741824 must be a whole number from 1 to 4,194,304"), err
         assert "slots: a pool drawn slot by slot" in err
     assert os.listdir(tmp_path) == []

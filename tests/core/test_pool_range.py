@@ -36,12 +36,12 @@ def test_the_cli_runs_a_pool_of_2_to_the_30_slots_and_refuses_one_more():
     assert data["paged"]["finished"] == 40 and data["paged"]["preemptions"] == 0
     bad = _cli("simulate", "--workload", "classroom-40", "--slots", str(2 ** 30 + 1))
     assert bad.returncode == 2
-    assert "total_slots = 1073741825 must be a whole number from 1 to 1,073,741,824 (slots)" in bad.stderr
+    assert "--slots 1073741825 must be a whole number from 1 to 1,073,741,824 (slots)" in bad.stderr
 
 
 def test_export_html_keeps_drawn_pools_to_what_a_frame_can_hold(tmp_path):
     out = _cli("export-html", "--workload", "classroom-40", "--slots", str(2 ** 22 + 1), "--out",
                str(tmp_path / "a.html"))
     assert out.returncode == 2 and not (tmp_path / "a.html").exists()
-    assert ("total_slots = 4194305 must be a whole number from 1 to 4,194,304 (slots: a pool drawn slot by slot)"
+    assert ("--slots 4194305 must be a whole number from 1 to 4,194,304 (slots: a pool drawn slot by slot)"
             in out.stderr)

@@ -226,7 +226,7 @@ def test_cli_cost_model_option_and_json_of_both(shipped, capsys):
 def test_mismatched_override_and_unpriceable_runs_are_refused(shipped, tmp_path, capsys):
     assert main(["replay-vllm", SHIPPED_RUN, "--model", "qwen3-32b"]) == 2
     err = capsys.readouterr().err
-    assert "--model = 'qwen3-32b' does not match the run's model 'meta-llama/Llama-3.1-8B'" in err
+    assert "--model 'qwen3-32b' does not match the run's model 'meta-llama/Llama-3.1-8B'" in err
     assert err.count("\n") == 1
     d = tmp_path / "rtxpro6000_moe"
     shutil.copytree(SHIPPED_RUN, d)

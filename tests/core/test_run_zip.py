@@ -70,10 +70,10 @@ def test_not_a_zip_and_a_damaged_zip():
 def test_too_large_zipped_and_a_zip_bomb():
     assert "the zip is 5.0 MB; the limit is 5 MB (5,000,000 bytes)" in one_line_error(b"PK" + b"\x00" * MAX_ZIP_BYTES)
     files = shipped_files()
-    files["requests.jsonl"] = b" " * (MAX_REQUEST_BYTES + 10)                   # 8 MiB of blanks: a few KiB zipped
+    files["requests.jsonl"] = b" " * (MAX_REQUEST_BYTES + 10)                   # 8 MB of blanks: a few KiB zipped
     data = make_zip(files)
     assert len(data) < 100_000
-    assert "requests.jsonl is 8.0 MiB when extracted; the limit is 8 MiB" in one_line_error(data)
+    assert "requests.jsonl is 8.0 MB when extracted; the limit is 8 MB (8,000,000 bytes)" in one_line_error(data)
 
 
 def test_a_header_that_understates_a_member_is_stopped_at_the_limit():

@@ -185,7 +185,7 @@ def test_cli_sharing_and_the_replications_json_carry_figure15(capsys, monkeypatc
     one = json.loads(capsys.readouterr().out)
     assert one["mode"] == "beam" and one["width"] == 3 and one["forks"] == one["frees"] and 0 < one["saving"] < 1
     assert main(["sharing", "--width", "1", "--rate", "1"]) != 0
-    assert "width = 1 must be at least 2" in capsys.readouterr().err
+    assert "--width 1 must be a whole number from 2 to 16 (samples or beams per request)" in capsys.readouterr().err
 
     small = figure15(scale=1.66, seeds=(0, 1), requests=4, beam_seeds=(0, 1), beam_requests=4, sweep=(0.0, 0.2))
 

@@ -267,5 +267,5 @@ def test_a_window_and_speculative_decoding_together_are_refused_by_name():
     out = subprocess.run([sys.executable, "-m", "allocator", "simulate", "--rules", "v1", "--sliding-window", "64",
                           "--num-speculative-tokens", "4"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stdout[-500:]
-    assert "num_speculative_tokens = 4" in out.stderr and "sliding window of 64 tokens" in out.stderr, out.stderr
+    assert "--num-speculative-tokens 4 with a sliding window" in out.stderr and "sliding window of 64 tokens" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr

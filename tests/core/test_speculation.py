@@ -142,12 +142,12 @@ def _cli(capsys, *argv) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--num-speculative-tokens", "3"], "--num-speculative-tokens = 3 applies only with --rules v1"),
+    (["--num-speculative-tokens", "3"], "--num-speculative-tokens 3 applies only with --rules v1"),
     (["--rules", "v1", "--num-speculative-tokens", "65"], "from 0 to 64"),
     (["--rules", "v1", "--num-speculative-tokens", "2", "--acceptance-rate", "1.5"], "from 0 to 1"),
     (["--rules", "v1", "--acceptance-rate", "0.5"],
-     "--acceptance-rate = 0.5 applies only with --num-speculative-tokens"),
-    (["--rules", "v1", "--spec-seed", "4"], "--spec-seed = 4 applies only with --num-speculative-tokens"),
+     "--acceptance-rate 0.5 applies only with --num-speculative-tokens"),
+    (["--rules", "v1", "--spec-seed", "4"], "--spec-seed 4 applies only with --num-speculative-tokens"),
     (["--rules", "v1", "--num-speculative-tokens", "2", "--gpu", "a100-40gb"], "price no draft model"),
 ])
 def test_cli_refuses_bad_speculation_settings(capsys, argv, words):

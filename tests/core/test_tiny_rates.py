@@ -14,7 +14,7 @@ from allocator.workloads.poisson import MAX_ARRIVAL_S, check_reach, poisson_work
 def test_the_cli_names_the_rate(capsys, argv):
     assert main(["rate-sweep", *argv, "--requests", "10"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: rates = ") and "requests/s is too low: request 2 would arrive more than" in err
+    assert err.startswith("error: --rates ") and "requests/s is too low: request 2 would arrive more than" in err
     assert "inf" not in err and err.count("\n") == 1
 
 

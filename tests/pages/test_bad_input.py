@@ -137,18 +137,18 @@ def test_an_arrival_past_the_engines_clock_is_named(capsys):
     assert "row 2, column arrival_s" in err and "past the engine's clock" in err and "Traceback" not in err
     # a clock that fast is refused by its range before any arrival is computed
     assert main(["simulate", "--workload", "azure-conv", "--steps-per-second", "1e300", "--json"]) == 2
-    assert "steps_per_second = 1e300 must be a number from 0.001 to 1,000,000" in capsys.readouterr().err
+    assert "--steps-per-second 1e300 must be a number from 0.001 to 1,000,000" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--trace", "/tmp"], "error: /tmp is a directory, not a trace file"),    # named as typed
-    (["--slots", "10000000000"], "total_slots = 10000000000 must be a whole number from 1 to 1,073,741,824 (slots)"),
-    (["--shared-prefix", "99999999999999999999"], "shared_prefix = 99999999999999999999 must be a whole number "
+    (["--slots", "10000000000"], "--slots 10000000000 must be a whole number from 1 to 1,073,741,824 (slots)"),
+    (["--shared-prefix", "99999999999999999999"], "--shared-prefix 99999999999999999999 must be a whole number "
                                                   "from 0 to 4,194,304 (tokens)"),
-    (["--shared-prefix", "100000000"], "shared_prefix = 100000000 must be a whole number from 0 to 4,194,304"),
-    (["--metadata-cost", "nan", "--sweep"], "metadata_cost = nan is not a number: give a number from 0 to "
+    (["--shared-prefix", "100000000"], "--shared-prefix 100000000 must be a whole number from 0 to 4,194,304"),
+    (["--metadata-cost", "nan", "--sweep"], "--metadata-cost nan is not a number: give a number from 0 to "
                                             "1,000,000 (slot equivalents per block)"),
-    (["--metadata-cost", "-1", "--sweep"], "metadata_cost = -1.0 must be a number from 0 to 1,000,000"),
+    (["--metadata-cost", "-1", "--sweep"], "--metadata-cost -1 must be a number from 0 to 1,000,000"),
 ])
 def test_the_cli_refuses_what_it_cannot_run(capsys, argv, message):
     """Tracebacks, a 5 GB hang and silent NaN costs before: a one-line message now, at once."""
@@ -165,7 +165,7 @@ def test_an_everything_rejected_sweep_prints_dashes(capsys):
     # a shared prompt that fills the pool is refused before anything runs (issue 40: it printed this
     # table of dashes and exited 0)
     assert main(["simulate", "--shared-prefix", "4096", "--sweep"]) == 2
-    assert "shared_prefix = 4,096 tokens fills the whole pool" in capsys.readouterr().err
+    assert "--shared-prefix 4,096 tokens fills the whole pool" in capsys.readouterr().err
 
 
 def test_export_refuses_to_write_one_file_twice(tmp_path, capsys):
@@ -214,31 +214,31 @@ def test_an_empty_cell_is_called_empty_not_nan(tmp_path, capsys):
 #: The issue's numbers, and the brief's: each flag of simulate (and export-html) with bad values,
 #: whether or not the option matters for the run -> the message naming field, value and range.
 NUMERIC_FLAGS = [
-    (["--sweep", "--metadata-cost", "-1"], "metadata_cost = -1.0 must be a number from 0 to 1,000,000 "
+    (["--sweep", "--metadata-cost", "-1"], "--metadata-cost -1 must be a number from 0 to 1,000,000 "
                                            "(slot equivalents per block)"),
-    (["--metadata-cost", "-1"], "metadata_cost = -1.0 must be a number from 0 to 1,000,000"),
-    (["--metadata-cost", "nan"], "metadata_cost = nan is not a number: give a number from 0 to 1,000,000"),
-    (["--metadata-cost", "inf"], "metadata_cost = inf is not a finite number: give a number from 0 to 1,000,000"),
-    (["--arrival-rate", "nan"], "arrival_rate = nan is not a number: give a number from 0.001 to 1,000 "
+    (["--metadata-cost", "-1"], "--metadata-cost -1 must be a number from 0 to 1,000,000"),
+    (["--metadata-cost", "nan"], "--metadata-cost nan is not a number: give a number from 0 to 1,000,000"),
+    (["--metadata-cost", "inf"], "--metadata-cost inf is not a finite number: give a number from 0 to 1,000,000"),
+    (["--arrival-rate", "nan"], "--arrival-rate nan is not a number: give a number from 0.001 to 1,000 "
                                 "(requests per step)"),
-    (["--arrival-rate", "0"], "arrival_rate = 0.0 must be a number from 0.001 to 1,000"),
-    (["--arrival-rate", "1e300", "--arrival", "trickle"], "arrival_rate = 1e300 must be a number from 0.001 to 1,000"),
-    (["--steps-per-second", "nan"], "steps_per_second = nan is not a number: give a number from 0.001 to 1,000,000"),
-    (["--steps-per-second", "0"], "steps_per_second = 0.0 must be a number from 0.001 to 1,000,000"),
-    (["--count", "0"], "count = 0 must be a whole number from 1 to 200,000 (requests)"),
-    (["--count", "-5"], "count = -5 must be a whole number from 1 to 200,000"),
-    (["--count", str(10 ** 9)], "count = 1000000000 must be a whole number from 1 to 200,000"),
-    (["--offset", "-1"], "offset = -1 must be a whole number from 0 to 199,999 (trace rows, from 0)"),
-    (["--max-new-tokens", "0"], "max_new_tokens = 0 must be a whole number from 1 to 4,194,304 (tokens)"),
-    (["--max-new-tokens", str(10 ** 12)], "max_new_tokens = 1000000000000 must be a whole number from 1 to 4,194,304"),
-    (["--block-size", "0"], "block_size = 0 must be a whole number from 1 to 4,096 (slots per block)"),
-    (["--block-size", str(10 ** 6)], "block_size = 1000000 must be a whole number from 1 to 4,096"),
-    (["--seed", "-1"], "seed = -1 must be a whole number from 0 to 4,294,967,295"),
-    (["--seed", str(10 ** 30)], "seed = 1000000000000000000000000000000 must be a whole number from 0 to 4,294,967,295"),
-    (["--seed", "2.5"], "seed = 2.5 is not a whole number: give a whole number from 0 to 4,294,967,295"),
-    (["--slots", "abc"], "total_slots = 'abc' is not a number: give a whole number from 1 to 1,073,741,824"),
-    (["--shared-prefix", "1e400"], "shared_prefix = 1e400 is not a finite number: give a whole number from 0"),
-    (["--slots", "64", "--block-size", "128"], "block_size = 128 is larger than the pool (64 slots)"),
+    (["--arrival-rate", "0"], "--arrival-rate 0 must be a number from 0.001 to 1,000"),
+    (["--arrival-rate", "1e300", "--arrival", "trickle"], "--arrival-rate 1e300 must be a number from 0.001 to 1,000"),
+    (["--steps-per-second", "nan"], "--steps-per-second nan is not a number: give a number from 0.001 to 1,000,000"),
+    (["--steps-per-second", "0"], "--steps-per-second 0 must be a number from 0.001 to 1,000,000"),
+    (["--count", "0"], "--count 0 must be a whole number from 1 to 200,000 (requests)"),
+    (["--count", "-5"], "--count -5 must be a whole number from 1 to 200,000"),
+    (["--count", str(10 ** 9)], "--count 1000000000 must be a whole number from 1 to 200,000"),
+    (["--offset", "-1"], "--offset -1 must be a whole number from 0 to 199,999 (trace rows, from 0)"),
+    (["--max-new-tokens", "0"], "--max-new-tokens 0 must be a whole number from 1 to 4,194,304 (tokens)"),
+    (["--max-new-tokens", str(10 ** 12)], "--max-new-tokens 1000000000000 must be a whole number from 1 to 4,194,304"),
+    (["--block-size", "0"], "--block-size 0 must be a whole number from 1 to 4,096 (slots per block)"),
+    (["--block-size", str(10 ** 6)], "--block-size 1000000 must be a whole number from 1 to 4,096"),
+    (["--seed", "-1"], "--seed -1 must be a whole number from 0 to 4,294,967,295"),
+    (["--seed", str(10 ** 30)], "--seed 1000000000000000000000000000000 must be a whole number from 0 to 4,294,967,295"),
+    (["--seed", "2.5"], "--seed 2.5 is not a whole number: give a whole number from 0 to 4,294,967,295"),
+    (["--slots", "abc"], "--slots 'abc' is not a number: give a whole number from 1 to 1,073,741,824"),
+    (["--shared-prefix", "1e400"], "--shared-prefix 1e400 is not a finite number: give a whole number from 0"),
+    (["--slots", "64", "--block-size", "128"], "--block-size 128 is larger than the pool (64 slots)"),
 ]
 
 
@@ -259,35 +259,35 @@ def test_export_html_checks_the_same_flags_before_writing(tmp_path, capsys, argv
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["account", "--lengths", "5,9", "--reserve", "0"], "reserve = 0 must be a whole number from 1 to 10,000,000"),
-    (["account", "--lengths", "5,9", "--reserve", "1e30"], "reserve = 1e30 must be a whole number from 1 to 10,000,000"),
+    (["account", "--lengths", "5,9", "--reserve", "0"], "--reserve 0 must be a whole number from 1 to 10,000,000"),
+    (["account", "--lengths", "5,9", "--reserve", "1e30"], "--reserve 1e30 must be a whole number from 1 to 10,000,000"),
     (["account", "--lengths", "5,9", "--reserve", "32", "--metadata-cost", "inf"],
-     "metadata_cost = inf is not a finite number: give a number from 0 to 1,000,000"),
+     "--metadata-cost inf is not a finite number: give a number from 0 to 1,000,000"),
     (["account", "--lengths", "5,9", "--reserve", "32", "--metadata-cost", "-1"],
-     "metadata_cost = -1.0 must be a number from 0 to 1,000,000"),
+     "--metadata-cost -1 must be a number from 0 to 1,000,000"),
     (["account", "--lengths", "5,9", "--reserve", "32", "--block-size", str(10 ** 6)],
-     "block_size = 1000000 must be a whole number from 1 to 4,096"),
+     "--block-size 1000000 must be a whole number from 1 to 4,096"),
     (["account", "--lengths", "5,9", "--reserve", "32", "--pool-slots", "-1"],
-     "pool_slots = -1 must be a whole number from 0 to 1,000,000,000,000"),
+     "--pool-slots -1 must be a whole number from 0 to 1,000,000,000,000"),
     (["account", "--lengths", "5,9", "--reserve", "32", "--share-block-size", "0"],
-     "share_block_size = 0 must be a whole number from 1 to 4,096"),
-    (["account", "--lengths", "5,2e7", "--reserve", "32"], "lengths[1] = 2e7 must be a whole number from 1 to 10,000,000"),
+     "--share-block-size 0 must be a whole number from 1 to 4,096"),
+    (["account", "--lengths", "5,2e7", "--reserve", "32"], "--lengths item 2 = 2e7 must be a whole number from 1 to 10,000,000"),
     (["account", "--lengths", "5,9", "--reserve", "32", "--candidates", "4,9999"],
-     "candidates[1] = 9999 must be a whole number from 1 to 4,096"),
+     "--candidates item 2 = 9999 must be a whole number from 1 to 4,096"),
     (["account", "--lengths", "5,9", "--reserve", "32", "--share", "20,23,0.5"],
-     "prefix_tokens = 0.5 is not a whole number: give a whole number from 0 to 10,000,000"),
+     "--share item 3 = 0.5 is not a whole number: give a whole number from 0 to 10,000,000"),
     (["capacity", "--free-gib", "nan", "--max-context", "2048", "--mean-tokens", "350"],
-     "free_gib = nan is not a number: give a number from 0 to 1,048,576 (GiB)"),
+     "--free-gib nan is not a number: give a number from 0 to 1,048,576 (GiB)"),
     (["capacity", "--free-gib", "66", "--max-context", str(10 ** 12), "--mean-tokens", "350"],
-     "max_context = 1000000000000 must be a whole number from 1 to 10,000,000"),
+     "--max-context 1000000000000 must be a whole number from 1 to 10,000,000"),
     (["capacity", "--free-gib", "66", "--max-context", "2048", "--mean-tokens", "0"],
-     "mean_tokens = 0.0 must be a number more than 0 and at most 10,000,000 (tokens)"),
+     "--mean-tokens 0 must be a number more than 0 and at most 10,000,000 (tokens)"),
     (["capacity", "--free-gib", "66", "--max-context", "2048", "--mean-tokens", "350", "--block-size", "0"],
-     "block_size = 0 must be a whole number from 1 to 4,096"),
+     "--block-size 0 must be a whole number from 1 to 4,096"),
     (["capacity", "--free-gib", "66", "--max-context", "2048", "--mean-tokens", "350", "--bytes-per-element", "99"],
-     "bytes_per_element = 99 must be a whole number from 1 to 8 (bytes)"),
+     "--bytes-per-element 99 must be a whole number from 1 to 8 (bytes)"),
     (["capacity", "--free-gib", "66", "--max-context", "2048", "--mean-tokens", "350", "--layers", "0",
-      "--kv-heads", "8", "--head-dim", "128"], "layers = 0 must be a whole number from 1 to 1,024"),
+      "--kv-heads", "8", "--head-dim", "128"], "--layers 0 must be a whole number from 1 to 1,024"),
 ])
 def test_account_and_capacity_flags_are_checked_the_same_way(capsys, argv, message):
     rc, out, err = _cli(capsys, *argv)
@@ -324,12 +324,12 @@ def test_options_that_apply_give_no_note(capsys):
 
 def test_nan_in_a_list_is_not_a_number_not_empty(capsys):
     rc, _, err = _cli(capsys, "account", "--lengths", "nan", "--reserve", "32")
-    assert rc == 2 and err == "error: lengths[0] = 'nan' is not a number\n"
+    assert rc == 2 and err == "error: --lengths item 1 = 'nan' is not a number\n"
 
 
 def test_empty_candidates_ask_for_a_block_size(capsys):
     rc, _, err = _cli(capsys, "account", "--lengths", "5,9,17", "--reserve", "32", "--candidates", "")
-    assert rc == 2 and err == "error: candidates is empty: give at least one block size (slots per block)\n"
+    assert rc == 2 and err == "error: --candidates is empty: give at least one block size (slots per block)\n"
 
 
 def test_a_shared_prefix_of_zero_tokens_is_accepted(capsys):
@@ -340,7 +340,7 @@ def test_a_shared_prefix_of_zero_tokens_is_accepted(capsys):
 
 def test_capacity_asks_for_a_mean_or_lengths(capsys):
     rc, _, err = _cli(capsys, "capacity", "--free-gib", "66", "--max-context", "2048")
-    assert rc == 2 and err == ("error: mean_tokens is missing: give --mean-tokens (the mean length used) or "
+    assert rc == 2 and err == ("error: --mean-tokens is missing: give --mean-tokens (the mean length used) or "
                                "--lengths (the lengths themselves)\n")
 
 
@@ -348,7 +348,7 @@ def test_capacity_refuses_a_mean_and_lengths_together(capsys):
     """--lengths used to win silently."""
     rc, _, err = _cli(capsys, "capacity", "--free-gib", "66", "--max-context", "2048", "--mean-tokens", "350",
                       "--lengths", "5,9")
-    assert rc == 2 and err == ("error: mean_tokens and lengths were both given: give --mean-tokens or --lengths, "
+    assert rc == 2 and err == ("error: --mean-tokens and --lengths were both given: give --mean-tokens or --lengths, "
                                "not both\n")
 
 
@@ -403,18 +403,18 @@ def test_a_folder_as_csv_fails_before_the_html_is_written(tmp_path, capsys, monk
     monkeypatch.chdir(tmp_path)
     os.mkdir("out")
     rc, _, err = _cli(capsys, "export-html", "-o", "out/b.html", "--csv", "out")
-    assert rc == 2 and err == "error: csv = 'out' is a directory: give a file name\n"
+    assert rc == 2 and err == "error: --csv 'out' is a directory: give a file name\n"
     assert os.listdir("out") == []
 
 
 @pytest.mark.parametrize("option, path, message", [
-    ("-o", "no/such/x.html", "out = 'no/such/x.html' cannot be written: output directory does not exist"),
-    ("--handout", "", "handout is empty: give a file name"),
-    ("--csv", "/dev/null", "csv = '/dev/null' is not a regular file (a device or a pipe?)"),
-    ("--csv", "t.csv", "csv = 't.csv' is the trace being read: give another file name"),
-    ("--handout", "a.html", "handout = 'a.html' names the same file as out: the HTML, handout and CSV outputs "
+    ("-o", "no/such/x.html", "-o 'no/such/x.html' cannot be written: output directory does not exist"),
+    ("--handout", "", "--handout is empty: give a file name"),
+    ("--csv", "/dev/null", "--csv '/dev/null' is not a regular file (a device or a pipe?)"),
+    ("--csv", "t.csv", "--csv 't.csv' is the trace being read: give another file name"),
+    ("--handout", "a.html", "--handout 'a.html' names the same file as --out: the HTML, handout and CSV outputs "
                             "must be different files"),
-    ("--title", os.fsdecode(b"\xff"), "title = '\\udcff' is not UTF-8 text"),
+    ("--title", os.fsdecode(b"\xff"), "--title '\\udcff' is not UTF-8 text"),
 ])
 def test_every_output_path_is_checked_before_anything_is_written(tmp_path, capsys, monkeypatch, option, path, message):
     monkeypatch.chdir(tmp_path)
@@ -472,7 +472,7 @@ def test_a_failed_rename_takes_back_what_it_had_placed(tmp_path, capsys, monkeyp
 
     monkeypatch.setattr(common.os, "replace", second_fails)
     rc, _, err = _cli(capsys, "export-html", "-o", str(tmp_path / "b.html"), "--csv", str(tmp_path / "m.csv"))
-    assert rc == 2 and "csv = " in err and "cannot be written: Permission denied" in err
+    assert rc == 2 and "--csv " in err and "cannot be written: Permission denied" in err
     assert os.listdir(tmp_path) == []
 
 
