@@ -24,6 +24,8 @@ import threading
 from contextlib import contextmanager
 from typing import NamedTuple
 
+import numpy as np
+
 from allocator.memory.paged import PagedAllocator
 from allocator.common.errors import FieldError
 from allocator.common.validate import real_number
@@ -184,6 +186,33 @@ def _paged_snapshot_bytes(allocator: PagedAllocator) -> int:
     return size + 8 * (cached + 3) if cached else size
 
 
+class Served:
+    """The finished requests of one run, one row each, packed (48 bytes a request, not a tuple of
+    Python ints: a million requests took 130 MB as tuples): ``append((id, prompt_len, output_len,
+    arrival, first step, finish step))`` -- arrival in steps, or seconds on the seconds clock,
+    stored as a float64; the rest int64. :meth:`columns` reads them back."""
+
+    __slots__ = ("buf",)
+    ROW = struct.Struct("<qqqdqq")
+    DTYPE = np.dtype([("id", "<i8"), ("prompt_len", "<i8"), ("output_len", "<i8"), ("arrival", "<f8"),
+                      ("first_token_step", "<i8"), ("finish_step", "<i8")])
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def append(self, row: tuple) -> None:
+        """Add one finished request's row (see the class docstring)."""
+        self.buf += self.ROW.pack(*row)
+
+    def __len__(self) -> int:
+        return len(self.buf) // self.ROW.size
+
+    def columns(self) -> np.ndarray:
+        """The rows as a structured array [finished] (fields as :data:`DTYPE` names them), in the
+        order they finished."""
+        return np.frombuffer(self.buf, dtype=self.DTYPE)
+
+
 class Run:
     """One run's clock, arrival queue, outcome lists and records (see the module's docstring).
 
@@ -193,15 +222,20 @@ class Run:
     Attributes:
         pending: the requests sorted by (arrival, id); keys: their arrivals on the run's clock;
             next: index of the first request not yet arrived.
-        rejected: [{"id", "reason", "arrival_step"}]; served: [(id, prompt_len, output_len,
-            arrival, first step, finish step)] per finished request; finished: len(served).
-        names: the record's columns, in order; rows: the records, int64 columns packed.
+        rejected: [{"id", "reason", "arrival_step"}]; served: (id, prompt_len, output_len,
+            arrival, first step, finish step) per finished request (:class:`Served`); finished:
+            len(served).
+        names: the record's columns, in order; rows: the latest records, int64 columns packed;
+            chunks: the earlier records, in the same format, one bytearray per stretch of about
+            :data:`PROGRESS_EVERY` busy steps (:meth:`roll`), so that
+            :func:`allocator.engine.result.build_result` can free them one by one as it copies them
+            into columns (a million requests: 3.6 M records, 600 MB, never held twice).
         seconds: each record's duration (seconds clock) or None (step clock).
         pictures: the kept pool pictures, or None when not recorded.
     """
 
     __slots__ = ("allocator", "timed", "tol", "step_seconds", "pending", "keys", "n", "next", "rejected", "served",
-                 "finished", "caching", "names", "rows", "seconds", "pictures", "_pack",
+                 "finished", "caching", "names", "rows", "chunks", "seconds", "pictures", "_pack",
                  "_tokens", "_fast", "_bare", "_pool", "_num_blocks", "_bs", "_remainder", "_swaps", "_swap_total",
                  "_evicted_total", "swapped", "_plain", "_windowed")
 
@@ -220,13 +254,14 @@ class Run:
         self.n = len(self.pending)
         self.next = self.finished = 0
         self.rejected: list[dict] = []
-        self.served: list[tuple] = []
+        self.served = Served()
         self.caching = caching = bool(allocator.prefix_caching)
         step_names = STEP_COLUMNS + (CACHE_STEP_COLUMNS if caching else ()) + (("tokens",) if tokens_column else ())
         self.names = step_names + POOL_COLUMNS + (CACHE_POOL_COLUMNS if caching else ())
         self._pack = struct.Struct(f"<{len(self.names)}q").pack
         self._tokens = tokens_column
         self.rows = bytearray()                # one record: its int64 columns packed, in `names` order
+        self.chunks: list[bytearray] = []      # earlier rows, oldest first (roll)
         self.seconds: list[float] | None = [] if self.timed else None
         self.pictures = Pictures() if record_snapshots else None
         # The paged allocator's counters are read straight from its pool (the figures its properties
@@ -244,6 +279,13 @@ class Run:
         self._plain = self._fast and self._bare
         self._swap_total = self._evicted_total = 0   # the allocator's running totals at the last record
         self.swapped = 0                       # blocks swapped in the last recorded step
+
+    def roll(self) -> None:
+        """Move the records written so far to ``chunks`` and start ``rows`` afresh (:func:`drive`
+        calls it every :data:`PROGRESS_EVERY` busy steps)."""
+        if self.rows:
+            self.chunks.append(self.rows)
+            self.rows = bytearray()
 
     def take_arrivals(self, now, waiting, make_seq, reject_reason=None) -> float:
         """Queue the requests due by ``now`` (``make_seq(request, arrival)``); reject those the pool
@@ -359,7 +401,8 @@ class Run:
             allocator.check_invariants(lengths)
 
 
-#: Busy steps between two calls of a progress report (:func:`progress_reports`).
+#: Busy steps between two calls of a progress report (:func:`progress_reports`), and between two
+#: chunks of records (:meth:`Run.roll`).
 PROGRESS_EVERY = 20_000
 _progress = threading.local()
 
@@ -394,7 +437,7 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
     quiet_ok = getattr(scheduler, "quiet_ok", None)
     busy, busy_limit = 0, scheduler.busy_limit
     report = getattr(_progress, "report", None)
-    next_report = PROGRESS_EVERY if report is not None else math.inf
+    next_report = PROGRESS_EVERY               # report (if asked) and start a new chunk of records
     t, now = 0, 0.0 if timed else 0           # the step, and the clock (the step, or seconds)
     arrival = keys[0] if n else math.inf      # the next arrival
     while run.finished + len(rejected) < n:
@@ -417,7 +460,9 @@ def drive(run: Run, scheduler, *, stop_s: float | None = None, check_invariants:
             run.picture_and_check(t, scheduler, check_invariants)
         busy += 1
         if busy >= next_report:                # a long run says it is alive (progress_reports)
-            report(run.finished + len(rejected), n, t)
+            if report is not None:
+                report(run.finished + len(rejected), n, t)
+            run.roll()
             next_report = busy + PROGRESS_EVERY
         if busy > busy_limit:                  # a bug guard: a fault shows as an error, not a hang
             raise RuntimeError(f"{scheduler.name} did not drain within {busy_limit} busy steps "
@@ -444,8 +489,8 @@ def _quiet_stretch(run: Run, scheduler, t: int, end: int, now, arrival, stop_s, 
     checks: :func:`drive` decides); ``tests/core/test_engine_digests.py`` holds every record to the
     step-by-step loop's."""
     timed, tol, price, seconds, pack = run.timed, run.tol, run.step_seconds, run.seconds, _STEP_PACK.pack
-    pool = bytes(run.rows[-_POOL_BYTES:])      # the pool as the last busy step left it (need 0: nobody waits)
-    rows = run.rows
+    rows = run.rows                            # (empty just after a roll: the last record ends the last chunk)
+    pool = bytes((rows or run.chunks[-1])[-_POOL_BYTES:])   # the pool as the last busy step left it (need 0)
     if run._tokens:                            # the v1 scheduler's tokens column: every decode emits one
         pool = struct.pack("<q", len(scheduler.running)) + pool
     batch, base_sum = len(scheduler.running), scheduler.base_sum
