@@ -19,6 +19,7 @@ to serve, whom to admit, what they compute, who finishes -- and hands its counte
 from __future__ import annotations
 
 import math
+import mmap
 import struct
 import threading
 from contextlib import contextmanager
@@ -226,7 +227,7 @@ class Run:
             arrival, first step, finish step) per finished request (:class:`Served`); finished:
             len(served).
         names: the record's columns, in order; rows: the latest records, int64 columns packed;
-            chunks: the earlier records, in the same format, one bytearray per stretch of about
+            chunks: the earlier records, in the same format, one memory map per stretch of about
             :data:`PROGRESS_EVERY` busy steps (:meth:`roll`), so that
             :func:`allocator.engine.result.build_result` can free them one by one as it copies them
             into columns (a million requests: 3.6 M records, 600 MB, never held twice).
@@ -261,7 +262,7 @@ class Run:
         self._pack = struct.Struct(f"<{len(self.names)}q").pack
         self._tokens = tokens_column
         self.rows = bytearray()                # one record: its int64 columns packed, in `names` order
-        self.chunks: list[bytearray] = []      # earlier rows, oldest first (roll)
+        self.chunks: list[mmap.mmap] = []      # earlier rows, oldest first (roll)
         self.seconds: list[float] | None = [] if self.timed else None
         self.pictures = Pictures() if record_snapshots else None
         # The paged allocator's counters are read straight from its pool (the figures its properties
@@ -282,9 +283,14 @@ class Run:
 
     def roll(self) -> None:
         """Move the records written so far to ``chunks`` and start ``rows`` afresh (:func:`drive`
-        calls it every :data:`PROGRESS_EVERY` busy steps)."""
+        calls it every :data:`PROGRESS_EVERY` busy steps). A chunk is copied into its own
+        anonymous memory map, which the system takes back the moment it is freed (a freed
+        bytearray of a few MB stays in the process's heap for reuse, so freeing the records chunk
+        by chunk would not lower the run's peak memory)."""
         if self.rows:
-            self.chunks.append(self.rows)
+            chunk = mmap.mmap(-1, len(self.rows))
+            chunk[:] = self.rows
+            self.chunks.append(chunk)
             self.rows = bytearray()
 
     def take_arrivals(self, now, waiting, make_seq, reject_reason=None) -> float:
