@@ -50,6 +50,7 @@ class _Seq:
 
 
 _BY_ORDER = attrgetter("order")
+_ID = attrgetter("id")
 _NO_ADMISSIONS = (0, 0, 0, 0, 0, 0, 0)
 
 
@@ -104,7 +105,7 @@ class ClassroomScheduler:
         if needs:
             if len(needs) > 1:
                 needs.sort(key=_BY_ORDER)      # oldest first
-            added = self.allocator.grow_all([s.id for s in needs])
+            added = self.allocator.grow_all(list(map(_ID, needs)))
             if added is None:
                 preempted = self.serve(needs, t)
             else:                              # each had exactly filled its room, and gained `added`
@@ -137,11 +138,15 @@ class ClassroomScheduler:
         else:
             need = 0
         holders = len(running)
-        run.record(step=t, span=1, logical_tokens=self.base_sum + holders * t, holders=holders, running=batch,
-                   waiting=len(waiting), finished=run.finished, preemptions=preempted, next_need=need,
-                   recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
-                   prefill_pairs=prefill_pairs, decode_pairs=decode_pairs, final=self.final_sum,
-                   prefix_hit_tokens=hit, prompt_tokens_admitted=prompt_in)
+        if run.plain:                          # most runs: positional, the same record (Run.record_plain)
+            run.record_plain(t, self.base_sum + holders * t, holders, batch, len(waiting), run.finished, preempted,
+                             need, recomputed, admitted, prefill, prefill_pairs, decode_pairs, self.final_sum)
+        else:
+            run.record(step=t, span=1, logical_tokens=self.base_sum + holders * t, holders=holders, running=batch,
+                       waiting=len(waiting), finished=run.finished, preemptions=preempted, next_need=need,
+                       recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
+                       prefill_pairs=prefill_pairs, decode_pairs=decode_pairs, final=self.final_sum,
+                       prefix_hit_tokens=hit, prompt_tokens_admitted=prompt_in)
         return prefill, prefill_pairs, batch - admitted, decode_pairs
 
     def serve(self, needs: list, t: int) -> int:

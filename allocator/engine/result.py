@@ -303,12 +303,11 @@ def _columns(run: Run) -> dict:
         chunk = chunks.pop()
         table = np.frombuffer(chunk, dtype="<i8").reshape(-1, width)
         end = start + len(table)
-        for i, col in enumerate(cols):
-            part = table[:, i]
-            if part.any():
-                col[start:end] = part
+        for i, written in enumerate(table.any(axis=0).tolist()):
+            if written:                        # (a stretch of zeros is left unwritten)
+                cols[i][start:end] = table[:, i]
         start = end
-        del table, part, chunk                 # the chunk is freed here
+        del table, chunk                       # the chunk is freed here
     return dict(zip(run.names, cols))
 
 
