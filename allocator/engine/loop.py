@@ -188,29 +188,40 @@ def _paged_snapshot_bytes(allocator: PagedAllocator) -> int:
 
 
 class Served:
-    """The finished requests of one run, one row each, packed (48 bytes a request, not a tuple of
-    Python ints: a million requests took 130 MB as tuples): ``append((id, prompt_len, output_len,
-    arrival, first step, finish step))`` -- arrival in steps, or seconds on the seconds clock,
-    stored as a float64; the rest int64. :meth:`columns` reads them back."""
+    """The finished requests of one run, one row each: ``append((id, prompt_len, output_len,
+    arrival, first step, finish step))`` -- arrival in steps, or seconds on the seconds clock.
 
-    __slots__ = ("buf",)
+    Rows are appended as tuples (a list append: the engine's finish path stays as cheap as it
+    was) and packed every :data:`PROGRESS_EVERY` busy steps (:meth:`pack`, called by
+    :meth:`Run.roll`) into 48 bytes each -- arrival a float64, the rest int64 -- instead of a
+    tuple of Python ints (a million requests took 130 MB as tuples). :meth:`columns` reads
+    them back.
+    """
+
+    __slots__ = ("buf", "rows", "append")
     ROW = struct.Struct("<qqqdqq")
     DTYPE = np.dtype([("id", "<i8"), ("prompt_len", "<i8"), ("output_len", "<i8"), ("arrival", "<f8"),
                       ("first_token_step", "<i8"), ("finish_step", "<i8")])
 
     def __init__(self) -> None:
-        self.buf = bytearray()
+        self.buf = bytearray()                 # the packed rows
+        self.rows: list[tuple] = []            # rows appended since the last pack
+        self.append = self.rows.append
 
-    def append(self, row: tuple) -> None:
-        """Add one finished request's row (see the class docstring)."""
-        self.buf += self.ROW.pack(*row)
+    def pack(self) -> None:
+        """Pack the rows appended since the last call into ``buf``."""
+        if self.rows:
+            pack = self.ROW.pack
+            self.buf += b"".join([pack(*row) for row in self.rows])
+            self.rows.clear()
 
     def __len__(self) -> int:
-        return len(self.buf) // self.ROW.size
+        return len(self.buf) // self.ROW.size + len(self.rows)
 
     def columns(self) -> np.ndarray:
-        """The rows as a structured array [finished] (fields as :data:`DTYPE` names them), in the
-        order they finished."""
+        """Every row as a structured array [finished] (fields as :data:`DTYPE` names them), in
+        the order they finished."""
+        self.pack()
         return np.frombuffer(self.buf, dtype=self.DTYPE)
 
 
@@ -283,11 +294,13 @@ class Run:
         self.swapped = 0                       # blocks swapped in the last recorded step
 
     def roll(self) -> None:
-        """Move the records written so far to ``chunks`` and start ``rows`` afresh (:func:`drive`
-        calls it every :data:`PROGRESS_EVERY` busy steps). A chunk is copied into its own
+        """Move the records written so far to ``chunks`` and start ``rows`` afresh, and pack the
+        requests finished since the last roll (:meth:`Served.pack`); :func:`drive` calls it every
+        :data:`PROGRESS_EVERY` busy steps. A chunk is copied into its own
         anonymous memory map, which the system takes back the moment it is freed (a freed
         bytearray of a few MB stays in the process's heap for reuse, so freeing the records chunk
         by chunk would not lower the run's peak memory)."""
+        self.served.pack()
         if self.rows:
             chunk = mmap.mmap(-1, len(self.rows))
             chunk[:] = self.rows
