@@ -279,6 +279,9 @@ def build_result(workload: Workload, allocator, run: Run, clock) -> SimulationRe
                               shared_prefix=workload.shared_prefix, preemption=allocator.preemption,
                               requests=request_table(run.served, workload, timed), clock=clock,
                               prefix_caching=allocator.prefix_caching)
+    # the columns no metric keeps (holders, final, saving) and the stored-slots temporary are freed
+    # before the summary's temporaries are made (a million requests: 116 MB off the peak)
+    del arr, steps, pool, stored
     result.summary = summarize(result)
     return result
 
