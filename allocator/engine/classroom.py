@@ -9,6 +9,13 @@ gaps, pictures -- is :func:`allocator.engine.loop.drive`.
 Events, not tokens: a running sequence holds ``base + t`` tokens at the end of step t, so the
 scheduler touches it only at the step its room fills (``grow_at``) and the step it finishes
 (``finish_at``); sums over the running (``base_sum``, ``final_sum``) are kept as they change.
+
+A block table grows by one block (``block_size`` tokens of room) each time, so a sequence's room
+fills every ``block_size`` steps from the first time (its ``grow_step``) until it finishes: the
+sequences whose room filled at t fill it again at t + block_size, all of them, in the same order.
+The step's list of them is moved there whole (no per-sequence work, no sort: a list only ever
+gains younger sequences at its end), and a sequence leaves its list when it finishes or is
+preempted (:meth:`ClassroomScheduler.wait_step` says which list it is in).
 """
 from __future__ import annotations
 
@@ -45,11 +52,11 @@ class _Seq:
         self.base = 0
         self.order = 0                     # admission counter: the youngest running has the largest
         self.finish_step = None            # the step it emits its last token (set at each admission)
-        self.grow_step = None              # the step its room fills, while it waits in grow_at for it
-                                           # (None: it finishes first)
+        self.grow_step = None              # the first step its room fills after its admission (None: it
+                                           # finishes first); it fills again every block_size steps
 
 
-_BY_ORDER = attrgetter("order")
+_ID = attrgetter("id")
 _NO_ADMISSIONS = (0, 0, 0, 0, 0, 0, 0)
 
 
@@ -69,7 +76,10 @@ class ClassroomScheduler:
     Attributes:
         waiting: the queue (FCFS; a preempted sequence returns to its head).
         running: {id: sequence} in admission order (the last one is the youngest).
-        grow_at, finish_at: {step: sequences whose room fills / that emit their last token then}.
+        grow_at, finish_at: {step: sequences whose room fills / that emit their last token then},
+            each list in admission order (oldest first).
+        period: steps between two fillings of a sequence's room (the allocator's ``block_size``:
+            a grow adds one block; None for a reservation allocator, whose room never fills).
         base_sum, final_sum: sums over the running of ``base`` and of prompt + output_len.
         busy_limit: busy steps no run can legitimately need (every busy step emits a token, or
             preempts everything that ran and the next one admits).
@@ -81,7 +91,7 @@ class ClassroomScheduler:
     quiet_stretches = True                 # its decode-only steps may be written out (loop._quiet_stretch)
 
     __slots__ = ("allocator", "run", "waiting", "running", "grow_at", "finish_at", "order", "base_sum", "final_sum",
-                 "busy_limit")
+                 "busy_limit", "period")
 
     def __init__(self, allocator, run) -> None:
         self.allocator, self.run = allocator, run
@@ -90,6 +100,7 @@ class ClassroomScheduler:
         self.grow_at: dict[int, list[_Seq]] = {}
         self.finish_at: dict[int, list[_Seq]] = {}
         self.order = self.base_sum = self.final_sum = 0
+        self.period = getattr(allocator, "block_size", None)
         self.busy_limit = 2 * (sum(r.output_len for r in run.pending) + run.n) + 16
 
     def step(self, t: int) -> tuple:
@@ -101,25 +112,11 @@ class ClassroomScheduler:
         # more than it explained); serve() takes the rest, growing one by one and preempting.
         preempted = 0
         needs = self.grow_at.pop(t, None)
-        if needs:
-            if len(needs) > 1:
-                needs.sort(key=_BY_ORDER)      # oldest first
-            added = self.allocator.grow_all([s.id for s in needs])
-            if added is None:
+        if needs:                              # oldest first (see the module's docstring)
+            if self.allocator.grow_all(list(map(_ID, needs))) is None:
                 preempted = self.serve(needs, t)
-            else:                              # each had exactly filled its room, and gained `added`
-                nxt = t + added
-                keep = []                      # one pass, not a filter then a loop: this runs every step
-                for s in needs:
-                    if s.finish_step >= nxt:   # the others finish first; their grow_step (t) is past
-                        s.grow_step = nxt
-                        keep.append(s)
-                if keep:
-                    bucket = self.grow_at.get(nxt)
-                    if bucket is None:
-                        self.grow_at[nxt] = keep
-                    else:
-                        bucket.extend(keep)
+            else:                              # each gained a block: its room fills again a block on
+                self.grow_at[t + self.period] = needs   # (no list there yet: admissions at t come later)
         if waiting and not preempted:                                        # 3. admit (not after a preemption)
             admitted, prefill, prefill_pairs, recomputed, hit, prompt_in, lost = self.admit(t)
         else:
@@ -137,11 +134,15 @@ class ClassroomScheduler:
         else:
             need = 0
         holders = len(running)
-        run.record(step=t, span=1, logical_tokens=self.base_sum + holders * t, holders=holders, running=batch,
-                   waiting=len(waiting), finished=run.finished, preemptions=preempted, next_need=need,
-                   recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
-                   prefill_pairs=prefill_pairs, decode_pairs=decode_pairs, final=self.final_sum,
-                   prefix_hit_tokens=hit, prompt_tokens_admitted=prompt_in)
+        if run.plain:                          # most runs: positional, the same record (Run.record_plain)
+            run.record_plain(t, self.base_sum + holders * t, holders, batch, len(waiting), run.finished, preempted,
+                             need, recomputed, admitted, prefill, prefill_pairs, decode_pairs, self.final_sum)
+        else:
+            run.record(step=t, span=1, logical_tokens=self.base_sum + holders * t, holders=holders, running=batch,
+                       waiting=len(waiting), finished=run.finished, preemptions=preempted, next_need=need,
+                       recomputed_tokens=recomputed, admitted=admitted, prefill_tokens=prefill,
+                       prefill_pairs=prefill_pairs, decode_pairs=decode_pairs, final=self.final_sum,
+                       prefix_hit_tokens=hit, prompt_tokens_admitted=prompt_in)
         return prefill, prefill_pairs, batch - admitted, decode_pairs
 
     def serve(self, needs: list, t: int) -> int:
@@ -149,7 +150,7 @@ class ClassroomScheduler:
         first) when memory is short for all of them at once: one by one, preempting the youngest
         while memory is short; returns how many were preempted. (The usual case, memory for all
         of them, is :meth:`step`'s.)"""
-        grow, preempted = self.allocator.grow, 0
+        grow, preempted, grown = self.allocator.grow, 0, []
         for s in needs:
             if s.status is not RUNNING:
                 continue                       # preempted earlier in this step
@@ -161,7 +162,9 @@ class ClassroomScheduler:
                     break
                 room = grow(s.id)
             else:
-                self._wake_when_full(s, room - s.base + 1)
+                grown.append(s)                # (the victims are younger: none of these is preempted later)
+        if grown:
+            self.grow_at[t + self.period] = grown
         return preempted
 
     def preempt_youngest(self, t: int) -> _Seq:
@@ -173,8 +176,8 @@ class ClassroomScheduler:
         self.base_sum -= victim.base
         self.final_sum -= victim.prompt_len + victim.output_len
         self.finish_at[victim.finish_step].remove(victim)
-        if victim.grow_step is not None and victim.grow_step > t:   # still in the bucket of a step to come
-            self.grow_at[victim.grow_step].remove(victim)
+        if victim.grow_step is not None:
+            self._unwait(victim, t)
         victim.status = SWAPPED if self.allocator.preempt(victim.id) == "swap" else PREEMPTED
         self.waiting.appendleft(victim)
         return victim
@@ -238,6 +241,8 @@ class ClassroomScheduler:
         """Free the sequences that emitted their last token at ``t``."""
         run, free, running = self.run, self.allocator.free, self.running
         for s in done:
+            if s.grow_step is not None:        # it waits in the list of a step it will not see
+                self._unwait(s, t)
             free(s.id)
             del running[s.id]
             s.status = FINISHED
@@ -245,6 +250,21 @@ class ClassroomScheduler:
             self.final_sum -= s.prompt_len + s.output_len
             run.served.append((s.id, s.prompt_len, s.output_len, s.arrival, s.first_step, t))
         run.finished += len(done)
+
+    def wait_step(self, s: _Seq, t: int) -> int:
+        """The step after ``t`` at which running ``s`` (with a ``grow_step``) waits in ``grow_at``:
+        the first step after ``t`` of grow_step, grow_step + period, ..."""
+        return t + 1 + (s.grow_step - t - 1) % self.period
+
+    def _unwait(self, s: _Seq, t: int) -> None:
+        """Take ``s`` out of the list it waits in (finished or preempted at ``t``). During
+        :meth:`serve` a sequence of the list being served is in no list yet: nothing to do."""
+        step = self.wait_step(s, t)
+        bucket = self.grow_at.get(step)
+        if bucket is not None and s in bucket:
+            bucket.remove(s)
+            if not bucket:
+                del self.grow_at[step]         # (the loop's quiet stretches look for the next list)
 
     def _wake_when_full(self, s: _Seq, step: int) -> None:
         """Wake ``s`` at ``step``, the step its room fills, unless it finishes before then."""
@@ -262,3 +282,12 @@ class ClassroomScheduler:
         """Assert the scheduler's own sums agree with its sequences (tests run with this)."""
         assert sum(lengths.values()) == self.base_sum + len(self.running) * t, "token count drifted"
         assert all(s.status is RUNNING for s in self.running.values()), "a stopped sequence is listed as running"
+        waiting_in = {id(s): step for step, bucket in self.grow_at.items() for s in bucket}
+        assert len(waiting_in) == sum(map(len, self.grow_at.values())), "a sequence waits in two lists"
+        assert all(bucket and step > t for step, bucket in self.grow_at.items()), "an empty or past list"
+        assert all([s.order for s in bucket] == sorted(s.order for s in bucket) for bucket in self.grow_at.values()), (
+            "a list of growing sequences out of admission order")
+        for s in self.running.values():
+            expected = self.wait_step(s, t) if s.grow_step is not None else None
+            assert waiting_in.pop(id(s), None) == expected, f"sequence {s.id} waits in the wrong list"
+        assert not waiting_in, "a sequence that is not running waits to grow"

@@ -63,5 +63,8 @@ def memory_shares(result, busy: bool = True) -> dict[str, float] | None:
     mask = result.busy_mask() if busy else None
     if mask is not None and not mask.any():
         return None
-    return {key: round(float(result.mean(values, mask)), 6)
-            for key, values in share_arrays(result.metrics, result.total_slots).items()}
+    # one share's array at a time (the same floats as share_arrays): all six at once held 170 MB
+    # on a million-request run's 3.6 M records
+    metrics, total = result.metrics, result.total_slots
+    return {key: round(float(result.mean(np.asarray(metrics[name], dtype=np.float64) / total, mask)), 6)
+            for key, name, _, _ in SHARES}

@@ -494,7 +494,8 @@ class BlockPool:
         Raises:
             OutOfBlocksError: fewer than ``n`` blocks are free (field ``num_blocks``; nothing taken).
         """
-        self._check_free(n)
+        if n > self.num_free:                  # (the check inline: the engine allocates almost every step)
+            self._check_free(n)
         if n <= 0:
             return []
         if self._fresh < self.num_blocks:      # never-used blocks wait at the front of the queue

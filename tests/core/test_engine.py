@@ -312,3 +312,26 @@ def test_each_counter_lands_in_the_column_of_its_name(make, tokens_column):
     assert {name: row[name] for name in expected} == expected
     assert ("tokens" in run.names) == tokens_column and ("prefix_hit_tokens" in run.names) == run.caching
     assert row["allocated_slots"] == 0 and row["swapped_blocks"] == 0      # the pool, read after: empty
+
+
+def test_record_plain_writes_the_bytes_record_writes():
+    """``Run.record_plain`` (positional, span 1: the classroom scheduler's busy steps in a plain paged
+    run) packs exactly what ``Run.record`` packs for the same counters, pool columns included."""
+    w = Workload("one", (Request(1, 40, 2, 0),), max_new_tokens=8)
+    alloc = PagedAllocator(250, 16)
+    run = Run(w, alloc, clock=None, seconds_per_step=None, record_snapshots=False, tokens_column=False)
+    assert run.plain
+    alloc.admit(1, 40, 40, 2)                  # some blocks in use, an unwritten tail, the 10-slot remainder
+    counters = {name: 1000 + i for i, name in enumerate(STEP_COLUMNS)}
+    counters["span"] = 1
+    run.record(**counters)
+    run.record_plain(*(counters[name] for name in STEP_COLUMNS if name != "span"))
+    first, second = np.frombuffer(run.rows, dtype="<i8").reshape(2, -1).tolist()
+    assert first == second
+    row = dict(zip(run.names, first))
+    assert row["units"] == 3 and row["allocated_slots"] == 48 and row["external_fragmentation"] == 10
+    assert row["internal_fragmentation"] == 48 - 42
+    for make in (lambda: PagedAllocator(256, 16, preemption="swap"), lambda: ReserveMaxAllocator(256, 8),
+                 lambda: PagedAllocator(256, 16, prefix_caching=True)):
+        assert not Run(w, make(), clock=None, seconds_per_step=None, record_snapshots=False,
+                       tokens_column=False).plain
