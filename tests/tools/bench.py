@@ -14,7 +14,7 @@ Sections:
     site       issue 26: the exported static site <= 10 MB; a block-size switch redraws <= 0.5 s
     paper      issue 21: the PagedAttention paper's replication (Figures 2, 12, 13) <= 60 s, paper / ours
     engine     issue 24: the engine's own scale, CPU time: Azure x5 paged <= 2 s; the whole Mooncake
-               trace with prefix caching <= 3 s, and with pictures <= 1.3x that
+               trace with prefix caching <= 2 s (issue 39), and with pictures <= 1.3x that
     v1         issue 39: 10,000 Azure requests under vLLM v1 rules <= 2x the classroom loop's CPU time
     million    issue 39: 1,000,000 Azure requests, paged, in a fresh process: CPU <= 15 s, memory <= 1 GB
     prefixpage issue 24: the Prefix cache page cold <= 3 s, each control change <= 2 s (AppTest)
@@ -393,8 +393,8 @@ def bench_engine(repeat: int = 2) -> list[bool]:
     3 x ``repeat`` for the Azure run, whose first run in a process also pays for warming up):
     the Azure conversation trace five times (96,830 requests) through the paged allocator on a
     2**20-slot pool at most 2 s; the whole Mooncake conversation trace (12,031 requests) with
-    prefix caching, block 16, a pool of a quarter of its distinct full prompt blocks, at most 3 s,
-    and the same run with pool pictures at most 1.3x it. The same replay without prefix caching
+    prefix caching, block 16, a pool of a quarter of its distinct full prompt blocks, at most 2 s
+    (issue 39; issue 24 asked 3 s), and the same run with pool pictures at most 1.3x it. The same replay without prefix caching
     is printed beside it (info).
 
     Measured 2026-12-03 (issue 39), the code before and after run back to back, load 4.8-7.1 (the
@@ -419,8 +419,8 @@ def bench_engine(repeat: int = 2) -> list[bool]:
     rows.append([f"mooncake-conv ({len(wl):,} requests), block 16, {pool:,} blocks, no prefix caching",
                  f"{t_plain:.2f}", f"{res.records:,}", "(info)", True])
     t_cache, res = _cpu_time(lambda: run(wl, 16, pool), repeat)
-    met.append(t_cache <= 3.0)
-    rows.append(["  the same with prefix caching", f"{t_cache:.2f}", f"{res.records:,}", "<= 3 s", t_cache <= 3.0])
+    met.append(t_cache <= 2.0)
+    rows.append(["  the same with prefix caching", f"{t_cache:.2f}", f"{res.records:,}", "<= 2 s", t_cache <= 2.0])
     rows.append(["  prefix caching / none (x)", f"{t_cache / t_plain:.1f}", "-", "(info)", True])
     t_snap, res = _cpu_time(lambda: run(wl, 16, pool, record_snapshots=True), repeat)
     ratio = t_snap / t_cache
