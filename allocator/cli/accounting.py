@@ -28,7 +28,7 @@ from allocator.common.formats import plural, ratio
 from allocator.common.errors import FieldError
 from allocator.common.validate import show
 
-from allocator.cli.common import count_arg, note, range_help, real_arg
+from allocator.cli.common import ACCEPTANCE_WORDS, count_arg, note, range_help, real_arg
 from allocator.viz.claims.capacity import factors_text, fp8_scale_text, speculation_text, variant_label, window_note
 from allocator.accounting.speculation import speculation_capacity
 
@@ -315,8 +315,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--acceptance-rate", type=real_arg, default=None, metavar="A",
                    help="also print what speculative decoding costs: for k = 0..8 draft tokens a step, the k "
                         "lookahead slots' blocks per sequence, the sequences that fit, and the tokens a step "
-                        "yields when each draft is accepted with probability A until the first rejection "
-                        "(Leviathan et al. 2023, section 3.1; the Capacity page's slider; "
+                        f"yields when {ACCEPTANCE_WORDS} (the Capacity page's slider; "
                         f"{range_help('acceptance_rate')})")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(func=run_capacity)

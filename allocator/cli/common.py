@@ -55,6 +55,11 @@ def range_help(name: str) -> str:
     return LIMITS[name].describe().replace("%", "%%")
 
 
+#: What ``--acceptance-rate`` means, in ``capacity``'s and ``simulate``'s ``--help`` alike.
+ACCEPTANCE_WORDS = ("the verifier accepts each draft token with probability A, independently, until the first "
+                    "rejection, as in Leviathan et al. 2023, section 3.1")
+
+
 def gpus_arg(text: object, counts=(1, 2, 4, 8)):
     """The ``--gpus`` value: ``"auto"`` or one of ``counts`` (the tensor-parallel sizes the cost model
     prices, ``allocator.cost.timing.GPU_COUNTS``) as an int.

@@ -47,7 +47,7 @@ from allocator.common.errors import FieldError
 from allocator.engine.shares import SHARES
 from allocator.viz.claims.explainer import share_cells
 from allocator.viz.claims.sweep import sweep_basis, sweep_value
-from allocator.cli.common import count_arg, flag, note as print_note, range_help, real_arg
+from allocator.cli.common import ACCEPTANCE_WORDS, count_arg, flag, note as print_note, range_help, real_arg
 from allocator.common.validate import show
 from allocator.common.formats import and_list
 from allocator.common.formats import plural
@@ -154,8 +154,7 @@ def add_speculation_arguments(p) -> None:
                         "summary: the KV slots a running sequence holds with and without "
                         f"({range_help('num_speculative_tokens')})")
     p.add_argument("--acceptance-rate", type=real_arg, default=None, metavar="A",
-                   help=f"with --num-speculative-tokens: probability that the verifier accepts each draft token, "
-                        f"independently until the first rejection (Leviathan et al. 2023, section 3.1; default "
+                   help=f"with --num-speculative-tokens: {ACCEPTANCE_WORDS} (default "
                         f"{DEFAULT_ACCEPTANCE_RATE:g}, a lesson's value, not a measurement; "
                         f"{range_help('acceptance_rate')})")
     p.add_argument("--spec-seed", type=count_arg, default=None,
