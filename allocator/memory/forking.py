@@ -36,6 +36,7 @@ from allocator.common.limits import MAX_BLOCK_SIZE, MAX_POOL_SLOTS
 from allocator.common.mathutils import cdiv
 from allocator.common.validate import whole_number
 from allocator.memory.block_pool import BlockPool
+from allocator.memory.paged import too_long_for_pool
 
 __all__ = ["ForkingPagedAllocator"]
 
@@ -137,11 +138,8 @@ class ForkingPagedAllocator:
         """Nothing beyond the workload's own checks (any output length fits a paged pool's rules)."""
 
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
-        """Why one sequence of prompt + output tokens can never fit the pool, or None."""
-        need = self.blocks_for(prompt_len + output_len)
-        if need > self.num_blocks:
-            return f"needs {need} blocks of {self.block_size} slots; the pool has {self.num_blocks}"
-        return None
+        """Why one sequence of prompt + output tokens can never fit the pool, or None (as a paged pool's)."""
+        return too_long_for_pool(prompt_len + output_len, self.block_size, self.num_blocks)
 
     def external_fragmentation(self, need: int) -> int:
         """A paged pool's only unusable hole: the slots that cannot form a block."""

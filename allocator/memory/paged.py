@@ -44,6 +44,16 @@ def _system_prompt_tokens(n: int) -> list[int]:
     return list(range(n))
 
 
+def too_long_for_pool(tokens: int, block_size: int, num_blocks: int) -> str | None:
+    """Why one sequence of ``tokens`` tokens (its longest context) can never fit a paged pool of
+    ``num_blocks`` blocks of ``block_size`` slots, or None: it needs ceil(tokens / block_size) blocks."""
+    need = cdiv(tokens, block_size)
+    if need > num_blocks:
+        return (f"needs {need} blocks of {block_size} slots at its longest ({tokens} tokens) but the pool "
+                f"has only {num_blocks} blocks")
+    return None
+
+
 class PagedAllocator:
     """The pool cut into fixed blocks, kept in the project's one :class:`BlockPool`.
 
@@ -197,11 +207,7 @@ class PagedAllocator:
 
     def never_fits(self, prompt_len: int, output_len: int) -> str | None:
         """Reason the request can never finish (its longest context needs more blocks than exist)."""
-        need = self.blocks_for(prompt_len + output_len)
-        if need > self.num_blocks:
-            return (f"needs {need} blocks of {self.block_size} slots at its longest "
-                    f"({prompt_len + output_len} tokens) but the pool has only {self.num_blocks} blocks")
-        return None
+        return too_long_for_pool(prompt_len + output_len, self.block_size, self.num_blocks)
 
     def _prompt_keys(self, seq_id, prompt_len: int) -> list:
         """Keys of the prompt's blocks that may be found in the cache (see the class docstring)."""
