@@ -96,16 +96,22 @@ def default_site(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config, items):
-    """With pytest-xdist (``-n 2 --dist loadgroup``), keep every test that needs the shared app server
-    or the exported default site on one worker, so each is built once a run (the other worker takes
-    the rest). Without xdist the mark does nothing."""
+    """With pytest-xdist (``-n 2 --dist loadgroup``), keep the tests that share a one-time fixture on
+    one worker each, so it is built once a run: group "site" for every test of the exported default
+    site (the ``default_site`` fixture: tests/core/test_site.py, tests/browser/test_site_browser.py),
+    group "browser" for the other browser tests (the app server of tests/browser/conftest.py). Two
+    groups, not one, so the two workers can each take one (one group of both was the longest
+    stretch of a run). Without xdist the marks do nothing."""
     browser = pytest.mark.xdist_group("browser")
+    site = pytest.mark.xdist_group("site")
     # the paper replication, its Figure 13 spread over ten seeds and the section 7 ablations are memoised
     # per process (allocator.studies.paper.spread_for, allocator.studies.ablations.ablations_for): the
     # tests that read them share one worker, so each is computed once a run, not once per worker
     paper = pytest.mark.xdist_group("paper")
     for item in items:
-        if "tests/browser/" in item.nodeid or "default_site" in getattr(item, "fixturenames", ()):
+        if "default_site" in getattr(item, "fixturenames", ()):
+            item.add_marker(site)
+        elif "tests/browser/" in item.nodeid:
             item.add_marker(browser)
         elif "tests/core/test_paper.py" in item.nodeid or _reads_the_paper(item):
             item.add_marker(paper)

@@ -471,6 +471,9 @@ def test_ctrl_c_in_a_real_process_exits_130_quietly(tmp_path):
     itself as the sweep starts its first run (a wrapper around the sweep's ``simulate``), so the
     signal always lands inside the sweep, however busy the machine: nothing waits on the clock."""
     code = ("import os, signal, sys\n"
+            # as at a terminal: a shell that starts the suite in the background hands its children
+            # SIGINT ignored, and Python then leaves it ignored (the signal would change nothing)
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "import allocator.studies.rate_sweep as rs\n"
             "from allocator.__main__ import main\n"
             "real = rs.simulate\n"
@@ -486,14 +489,22 @@ def test_ctrl_c_in_a_real_process_exits_130_quietly(tmp_path):
 
 def test_a_run_past_the_memory_limit_is_stopped_with_a_message(tmp_path, monkeypatch):
     """The input caps allow a 10 GB run; the CLI watches its memory and stops with a message (here the
-    limit is set below what the process already holds, so the first check trips)."""
+    limit is set below what the process already holds, so the first check trips). The guard's
+    interrupt is a simulated SIGINT, which does nothing where SIGINT is ignored (a suite started in
+    the background by a shell): the test sets Python's own handler, as at a terminal."""
+    import signal
+
     from allocator.cli import common
     monkeypatch.setattr(common, "MEMORY_LIMIT", 1 << 20)
     monkeypatch.setattr(common.MemoryGuard.__init__, "__defaults__", (1 << 20, 0.05))
     hard_stops = []                       # the guard's last resort would end pytest itself: recorded instead
     monkeypatch.setattr(common, "_hard_stop", hard_stops.append)
     out = tmp_path / "a.html"
-    rc, _, err, _ = run_cli(["export-html", "--workload", "azure-conv", "--count", "200", "--out", str(out)])
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        rc, _, err, _ = run_cli(["export-html", "--workload", "azure-conv", "--count", "200", "--out", str(out)])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert rc == 2 and "error: stopped: this run passed 0.0 GiB of memory (a quarter of this machine's" in err, err
     assert "Traceback" not in err and not out.exists() and hard_stops == []
 

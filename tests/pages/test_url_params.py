@@ -105,7 +105,13 @@ def test_every_sidebar_number_has_the_range_step_and_default_of_its_url_rule(wor
     """Each numeric widget the sidebar draws has exactly the range, step and starting value of the
     rule the URL check applies to its parameter, and no numeric widget goes unchecked: a widget
     whose range were written apart from the rule (a slider to 4 when a link may say 8) fails here.
-    The row offset's top end is the trace's last row, inside the rule's range."""
+    The row offset's top end is the trace's last row, inside the rule's range.
+
+    A number input is set to its top (taken), one step past it (refused with a message) and back to
+    its default, one widget at a time, every other widget at its default: each step sets the widget
+    of the latest run, not of the first one (setting a widget of the first run's tree would send that
+    tree's values of the widgets checked before it too, their tops included, and run every top at
+    once: 200 s on a loaded machine instead of 20)."""
     from allocator.workloads.trace import shipped_trace
     from pages._ui.url_params import BLOCK_SIZE_DEFAULT, BLOCK_SIZES, number_rules
 
@@ -125,13 +131,14 @@ def test_every_sidebar_number_has_the_range_step_and_default_of_its_url_rule(wor
         else:   # a number input has no browser range (it refused silently); the server checks the rule's
             assert not widget.proto.has_min and not widget.proto.has_max, key
             for typed, taken in ((top, True), (top + (1 if rule.integer else rule.step), False)):
-                widget.set_value(typed).run()
+                at.sidebar.number_input(key=key).set_value(typed).run()
                 widget = at.sidebar.number_input(key=key)
                 said = f"{typed:,}" if rule.integer else f"{typed:g}"
                 refused = [seen(e.value) for e in at.sidebar.error if f" = {said} was not used" in seen(e.value)]
                 assert widget.value == (typed if taken else top) and bool(refused) != taken, (key, typed, refused)
             widget.set_value(rule.default).run()
             widget = at.sidebar.number_input(key=key)
+            assert not at.sidebar.error, [e.value for e in at.sidebar.error]
         assert widget.proto.step == rule.button_step, key
         assert widget.value == rule.default, key
     block = at.sidebar.select_slider(key="block_size")
