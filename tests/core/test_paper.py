@@ -395,6 +395,18 @@ def test_kernel_block_clock_adds_the_kernels_extra_time():
     assert e.value.field == "factor"
 
 
+@pytest.mark.parametrize("block_size,factor", [(1, 1.0078125), (16, 1.0), (16, 1.5), (256, 1.000030517578125)])
+@pytest.mark.parametrize("work", [(0, 0, 0, 0, 0), (100, 5050, 30, 15000, 0), (0, 0, 256, 123457, 7),
+                                  (2048, 2098176, 1, 2047, 3)])
+def test_kernel_block_clock_pricer_gives_step_seconds_exactly(block_size, factor, work):
+    """The engine's per-step function (:meth:`KernelBlockClock.pricer`) is :meth:`step_seconds` float for float."""
+    from allocator.cost.kernel_block import KernelBlockClock
+    from allocator.studies.paper import paper_cost
+
+    clock = KernelBlockClock(paper_cost(), block_size, factor)
+    assert clock.pricer()(*work) == clock.step_seconds(*work)
+
+
 def test_kernel_block_cost_file_is_the_prediction():
     """assets/kernel_block_cost.json is what the lab's kernel prediction gives (no GPU sweep is recorded
     in assets/; once one is, this test asks for the file to be made from it, with source "measured")."""
