@@ -158,7 +158,9 @@ class BuddyReservation(ReserveMaxAllocator):
     """:class:`ReserveMaxAllocator` (buddy placement) that remembers each (prompt, output) pair's
     reservation size: the engine asks for the queue head's size at every step it waits, and the size
     is a pure function of the pair and the policy, so the numbers are :class:`ReserveMaxAllocator`'s
-    exactly (the replication's reservation runs spent a third of their time recomputing it)."""
+    exactly (the replication's reservation runs spent a third of their time recomputing it), and that
+    refuses the head again without searching the buddy allocator while no run has changed since it last
+    found no room (a buddy allocator's free runs depend only on the runs it holds)."""
 
     def __init__(self, *args, **kwargs):
         self._sizes: dict = {}
@@ -171,6 +173,23 @@ class BuddyReservation(ReserveMaxAllocator):
         if size is None:
             size = self._sizes[key] = super().reservation(prompt_len, output_len)
         return size
+
+    def reset(self, shared_prefix: int = 0, prompts=None) -> None:
+        """:meth:`ReserveMaxAllocator.reset`, and forget the last admission that found no room."""
+        super().reset(shared_prefix, prompts)
+        self._full: tuple | None = None       # (runs' version, prompt_len, output_len) of the last refusal
+
+    def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
+        """:meth:`ReserveMaxAllocator.admit`, refused at once when the same (prompt_len, output_len) found no
+        room and no run has been placed or freed since (the engine asks for the waiting queue's head at
+        every step; the buddy allocator's free runs are the same until a run changes, so the answer is too)."""
+        key = (self._version, prompt_len, output_len)
+        if key == self._full:
+            return None
+        need = super().admit(seq_id, prompt_len, context_len, output_len)
+        if need is None:
+            self._full = key
+        return need
 
 
 class ArtifactReservation(BuddyReservation):

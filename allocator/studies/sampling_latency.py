@@ -145,7 +145,12 @@ class OrcaSequences(BuddyReservation):
 
     def admit(self, seq_id, prompt_len: int, context_len: int, output_len: int) -> int | None:
         """Place ``width`` runs, one a sequence (all or none); returns one sequence's room (slots), or
-        None when they do not all fit now."""
+        None when they do not all fit now (at once, without a search, when the same lengths found no room
+        and no run has changed since: a failed attempt frees what it placed, and the buddy allocator's free
+        runs depend only on the runs it holds)."""
+        key = (self._version, prompt_len, output_len)
+        if key == self._full:
+            return None
         one = self.reservation(prompt_len, output_len)
         starts = []
         for _ in range(self.width):
@@ -153,6 +158,7 @@ class OrcaSequences(BuddyReservation):
             if start is None:
                 for s in starts:
                     self._buddy.free(s)
+                self._full = key
                 return None
             starts.append(start)
         for j, start in enumerate(starts):
