@@ -48,6 +48,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -248,15 +249,28 @@ def paper_rules(system: str) -> V1Rules | None:
                    chunked_prefill=False)
 
 
+_SCALES: dict = {}
+_SCALES_LOCK = threading.Lock()
+
+
 def load_scale(cost=None, seed: int = 0) -> dict:
-    """This model's paged saturation rate and the relative-load scale (see the module docstring).
+    """This model's paged saturation rate and the relative-load scale (see the module docstring),
+    computed once per process for each (cost model, seed): the full ``paper-replication`` needs the
+    scale before the replication starts (its other figures run beside it) and the replication asks again.
 
     Returns:
-        {"ours": requests/s, "paper": :data:`PAPER_SATURATION_RATE`, "scale": ours / paper}.
+        {"ours": requests/s, "paper": :data:`PAPER_SATURATION_RATE`, "scale": ours / paper} (a new dict
+        each call).
     """
     cost = cost or paper_cost()
-    ours = saturation_rate(cost, SATURATION_REQUESTS, seed=seed, block_size=ORCA_BLOCK_SIZE,
-                           max_new_tokens=ORCA_MAX_CONTEXT, trace=sharegpt_lengths(), pool_slots=PAPER_POOL_SLOTS)
+    key = (cost, int(seed))
+    with _SCALES_LOCK:
+        ours = _SCALES.get(key)
+    if ours is None:
+        ours = saturation_rate(cost, SATURATION_REQUESTS, seed=seed, block_size=ORCA_BLOCK_SIZE,
+                               max_new_tokens=ORCA_MAX_CONTEXT, trace=sharegpt_lengths(), pool_slots=PAPER_POOL_SLOTS)
+        with _SCALES_LOCK:
+            _SCALES[key] = ours
     return {"ours": ours, "paper": PAPER_SATURATION_RATE, "scale": ours / PAPER_SATURATION_RATE}
 
 
@@ -580,18 +594,52 @@ def fig12_point(system: str, rate: float, cost, seed: int):
     return res, price(res, cost).summary["normalized_latency_s_per_token"]
 
 
+_SHARED: list = []            # the process pool of an open :func:`shared_pool` block (at most one)
+
+
+def _warm(_=None) -> None:
+    """Nothing: a task that makes a new process pool start its processes."""
+
+
+@contextmanager
+def shared_pool(workers: int):
+    """Within the block, every :func:`run_all` in this process (whatever its ``workers``) sends its tasks
+    to one pool of ``workers`` processes, which the parts of the full ``paper-replication`` share
+    (:mod:`allocator.cli.paper` runs them side by side in threads): one pool's queue, filled by all of
+    them, leaves no process idle while another part still has tasks, where a pool per part waited for
+    its slowest task before the next part began. The processes are started at once, before any
+    thread is (they are forked from this process, caches it has loaded included). The values are
+    the same as without the block: every task is independent and seeded.
+
+    Raises:
+        FieldError (``workers``): not a whole number from 1 to 64, or a block already open.
+    """
+    workers = whole_number("workers", workers, 1, 64)
+    if _SHARED:
+        raise FieldError("workers", ": a shared process pool is already open in this process")
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(_warm, range(workers)))
+        _SHARED.append(pool)
+        try:
+            yield pool
+        finally:
+            _SHARED.clear()
+
+
 def run_all(fn, tasks: list, workers: int = 1, progress=None) -> list:
-    """``[fn(t) for t in tasks]``, in a process pool of ``workers`` when more than one (``fn`` a
-    module-level function, each task independent and seeded, so the values are the same for any
-    ``workers``); ``progress(done, total)`` after each, in order.
+    """``[fn(t) for t in tasks]``, in a process pool of ``workers`` when more than one, or in the
+    pool of an open :func:`shared_pool` block whatever ``workers`` is (``fn`` a module-level
+    function, each task independent and seeded, so the values are the same for any ``workers``);
+    ``progress(done, total)`` after each, in order.
 
     Raises:
         FieldError (``workers``): not a whole number from 1 to 64.
     """
     workers = whole_number("workers", workers, 1, 64)
     out = []
-    if workers > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+    shared = _SHARED[0] if _SHARED else None
+    if shared is not None or (workers > 1 and len(tasks) > 1):
+        with (ProcessPoolExecutor(max_workers=workers) if shared is None else _kept_open(shared)) as pool:
             for value in pool.map(fn, tasks):
                 out.append(value)
                 if progress is not None:
@@ -602,6 +650,12 @@ def run_all(fn, tasks: list, workers: int = 1, progress=None) -> list:
         if progress is not None:
             progress(len(out), len(tasks))
     return out
+
+
+@contextmanager
+def _kept_open(pool):
+    """``pool`` as a ``with`` block that does not shut it down at its end (a :func:`shared_pool`'s)."""
+    yield pool
 
 
 def fig12_latency(args: tuple) -> float:
