@@ -470,6 +470,30 @@ def test_the_spreads_are_the_same_run_in_two_processes():
             [pt["normalized_latency_s_per_token"] for pt in base.fig12[s]]
 
 
+def test_a_shared_pool_serves_every_run_all_inside_it_with_the_same_values():
+    """The full paper-replication's parts share one process pool (allocator.studies.paper.shared_pool):
+    inside the block run_all sends its tasks there whatever its ``workers`` (same values, same order,
+    progress in order); one block at a time; after it, run_all is back to its own pools."""
+    from allocator.studies.paper import run_all, shared_pool
+
+    ticks = []
+    with shared_pool(2) as pool:
+        assert run_all(abs, [-3, 1, -2], progress=lambda d, t: ticks.append((d, t))) == [3, 1, 2]
+        assert run_all(abs, [-5], workers=3) == [5]
+        with pytest.raises(FieldError) as e:
+            with shared_pool(2):
+                pass
+        assert e.value.field == "workers"
+    assert ticks == [(1, 3), (2, 3), (3, 3)]
+    with pytest.raises(RuntimeError):                 # closed with its block
+        pool.submit(abs, -1)
+    assert run_all(abs, [-1, -2], workers=2) == [1, 2]
+    with pytest.raises(FieldError) as e:
+        with shared_pool(0):
+            pass
+    assert e.value.field == "workers"
+
+
 def test_the_ablations_are_the_same_run_in_two_processes():
     """Issue 38: the section 7 end-to-end runs are independent and seeded; in a process pool they give the
     same latencies, in the same order, with one progress tick per (mode, block size)."""
