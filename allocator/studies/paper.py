@@ -210,15 +210,20 @@ class ArtifactReservation(BuddyReservation):
         """Forget every reservation and every rounding."""
         super().reset(shared_prefix, prompts)
         self.rounding: dict[int, int] = {}      # seq_id -> slots of its run beyond min(prompt + estimate, cap)
+        self._roundings: dict = {}              # (prompt_len, output_len) -> that rounding, computed once
 
     def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
         """Reserve as :class:`ReserveMaxAllocator` does; take the run's rounding out of ``never_written``."""
         need = super().admit(seq_id, prompt_len, context_len, output_len)
         if need is not None:
-            excess = min(prompt_len + output_estimate(output_len, self.policy, self.max_context),
-                         self.max_context) - (prompt_len + output_len)
-            self.rounding[seq_id] = need - (prompt_len + output_len) - excess
-            self.never_written -= self.rounding[seq_id]
+            key = (prompt_len, output_len)
+            rounding = self._roundings.get(key)
+            if rounding is None:               # a pure function of the lengths and the policy, as need is
+                excess = min(prompt_len + output_estimate(output_len, self.policy, self.max_context),
+                             self.max_context) - (prompt_len + output_len)
+                rounding = self._roundings[key] = need - (prompt_len + output_len) - excess
+            self.rounding[seq_id] = rounding
+            self.never_written -= rounding
         return need
 
     def free(self, seq_id: int) -> None:
