@@ -11,7 +11,9 @@ Runs OPT-13B on one A100-40GB (the paper's Table 1 pool), ShareGPT lengths, vLLM
 recompute) and the artifact's three Orca baselines (buddy placement), and prints Figures 2, 13
 and 12 as the paper's value beside this model's, with the error (see :mod:`allocator.studies.paper`); without
 ``--quick`` also Figure 13 over ten seeds, the section 7 ablations (:mod:`allocator.studies.ablations`),
-Figure 15 (:mod:`allocator.studies.sharing`) and Figure 14 on ShareGPT (:mod:`allocator.studies.sampling_latency`).
+Figure 15 (:mod:`allocator.studies.sharing`) and Figure 14 on ShareGPT (:mod:`allocator.studies.sampling_latency`),
+all their runs in one pool of :data:`PAPER_WORKERS` processes (:func:`full_replication`; ``make bench SECTIONS=paper``
+times the whole against issue 38's 60 s).
 """
 from __future__ import annotations
 
