@@ -342,8 +342,9 @@ def bench_paper() -> list[bool]:
     ``/usr/bin/time -v`` on the command):
     before (one pool per part, Figure 15 serial): 125 s CPU, 10:07 wall at load 4.7-11.5;
     after (one shared pool, longest tasks first; the section 7 clock's pricer; the Orca baselines'
-    repeated refusals without a buddy search): 79 s CPU, 2:34 wall at load 5.3-6.9; again 77 s CPU,
-    6:02 wall at load 8.7-13.8 -- about 40 s on two free cores (CPU / 2; the serial part before the
+    repeated refusals without a buddy search): 79 s CPU, 2:34 wall at load 5.3-6.9; 77 s CPU,
+    6:02 wall at load 8.7-13.8; this section: 74 s CPU, 156 s wall at load 13.1-6.9 -- about
+    40 s on two free cores (CPU / 2; the serial part before the
     pool starts is about 1 s), which this shared machine never had while measuring, so the 60 s
     target was not seen met here. CPU seconds move with the load too on this virtual machine (the
     replication alone: 6.7 s at one time, 12 s at another), so compare runs at similar loads."""
