@@ -74,3 +74,17 @@ class KernelBlockClock:
         """Seconds of one step: the roofline's (with swap copies) plus :meth:`kernel_extra_s`."""
         return (self.cost.step_seconds(prefill_tokens, prefill_pairs, decode_tokens, decode_pairs, swapped_blocks,
                                        self.block_size) + self.kernel_extra_s(decode_pairs))
+
+    def pricer(self):
+        """:meth:`step_seconds` as one plain function, for the engine's loop (it prices every step):
+        the roofline's :meth:`allocator.cost.roofline.BoundCostModel.pricer` plus :meth:`kernel_extra_s`
+        with the model's KV bytes per token read once, not validated again every step (the section 7
+        ablations spent most of their time there). The same arithmetic in the same order, so the same
+        floats (``tests/core/test_paper.py`` checks it against :meth:`step_seconds`)."""
+        inner = self.cost.for_blocks(self.block_size).pricer()
+        extra, per_token, bandwidth = self.factor - 1, self.cost.model.bytes_per_token, self.cost.hbm_bytes_per_s
+
+        def step_seconds(prefill_tokens, prefill_pairs, decode_tokens, decode_pairs, swapped_blocks) -> float:
+            return (inner(prefill_tokens, prefill_pairs, decode_tokens, decode_pairs, swapped_blocks)
+                    + extra * (per_token * decode_pairs) / bandwidth)
+        return step_seconds

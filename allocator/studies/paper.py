@@ -48,6 +48,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -158,7 +159,9 @@ class BuddyReservation(ReserveMaxAllocator):
     """:class:`ReserveMaxAllocator` (buddy placement) that remembers each (prompt, output) pair's
     reservation size: the engine asks for the queue head's size at every step it waits, and the size
     is a pure function of the pair and the policy, so the numbers are :class:`ReserveMaxAllocator`'s
-    exactly (the replication's reservation runs spent a third of their time recomputing it)."""
+    exactly (the replication's reservation runs spent a third of their time recomputing it), and that
+    refuses the head again without searching the buddy allocator while no run has changed since it last
+    found no room (a buddy allocator's free runs depend only on the runs it holds)."""
 
     def __init__(self, *args, **kwargs):
         self._sizes: dict = {}
@@ -171,6 +174,23 @@ class BuddyReservation(ReserveMaxAllocator):
         if size is None:
             size = self._sizes[key] = super().reservation(prompt_len, output_len)
         return size
+
+    def reset(self, shared_prefix: int = 0, prompts=None) -> None:
+        """:meth:`ReserveMaxAllocator.reset`, and forget the last admission that found no room."""
+        super().reset(shared_prefix, prompts)
+        self._full: tuple | None = None       # (runs' version, prompt_len, output_len) of the last refusal
+
+    def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
+        """:meth:`ReserveMaxAllocator.admit`, refused at once when the same (prompt_len, output_len) found no
+        room and no run has been placed or freed since (the engine asks for the waiting queue's head at
+        every step; the buddy allocator's free runs are the same until a run changes, so the answer is too)."""
+        key = (self._version, prompt_len, output_len)
+        if key == self._full:
+            return None
+        need = super().admit(seq_id, prompt_len, context_len, output_len)
+        if need is None:
+            self._full = key
+        return need
 
 
 class ArtifactReservation(BuddyReservation):
@@ -190,15 +210,20 @@ class ArtifactReservation(BuddyReservation):
         """Forget every reservation and every rounding."""
         super().reset(shared_prefix, prompts)
         self.rounding: dict[int, int] = {}      # seq_id -> slots of its run beyond min(prompt + estimate, cap)
+        self._roundings: dict = {}              # (prompt_len, output_len) -> that rounding, computed once
 
     def admit(self, seq_id: int, prompt_len: int, context_len: int, output_len: int) -> int | None:
         """Reserve as :class:`ReserveMaxAllocator` does; take the run's rounding out of ``never_written``."""
         need = super().admit(seq_id, prompt_len, context_len, output_len)
         if need is not None:
-            excess = min(prompt_len + output_estimate(output_len, self.policy, self.max_context),
-                         self.max_context) - (prompt_len + output_len)
-            self.rounding[seq_id] = need - (prompt_len + output_len) - excess
-            self.never_written -= self.rounding[seq_id]
+            key = (prompt_len, output_len)
+            rounding = self._roundings.get(key)
+            if rounding is None:               # a pure function of the lengths and the policy, as need is
+                excess = min(prompt_len + output_estimate(output_len, self.policy, self.max_context),
+                             self.max_context) - (prompt_len + output_len)
+                rounding = self._roundings[key] = need - (prompt_len + output_len) - excess
+            self.rounding[seq_id] = rounding
+            self.never_written -= rounding
         return need
 
     def free(self, seq_id: int) -> None:
@@ -229,15 +254,28 @@ def paper_rules(system: str) -> V1Rules | None:
                    chunked_prefill=False)
 
 
+_SCALES: dict = {}
+_SCALES_LOCK = threading.Lock()
+
+
 def load_scale(cost=None, seed: int = 0) -> dict:
-    """This model's paged saturation rate and the relative-load scale (see the module docstring).
+    """This model's paged saturation rate and the relative-load scale (see the module docstring),
+    computed once per process for each (cost model, seed): the full ``paper-replication`` needs the
+    scale before the replication starts (its other figures run beside it) and the replication asks again.
 
     Returns:
-        {"ours": requests/s, "paper": :data:`PAPER_SATURATION_RATE`, "scale": ours / paper}.
+        {"ours": requests/s, "paper": :data:`PAPER_SATURATION_RATE`, "scale": ours / paper} (a new dict
+        each call).
     """
     cost = cost or paper_cost()
-    ours = saturation_rate(cost, SATURATION_REQUESTS, seed=seed, block_size=ORCA_BLOCK_SIZE,
-                           max_new_tokens=ORCA_MAX_CONTEXT, trace=sharegpt_lengths(), pool_slots=PAPER_POOL_SLOTS)
+    key = (cost, int(seed))
+    with _SCALES_LOCK:
+        ours = _SCALES.get(key)
+    if ours is None:
+        ours = saturation_rate(cost, SATURATION_REQUESTS, seed=seed, block_size=ORCA_BLOCK_SIZE,
+                               max_new_tokens=ORCA_MAX_CONTEXT, trace=sharegpt_lengths(), pool_slots=PAPER_POOL_SLOTS)
+        with _SCALES_LOCK:
+            _SCALES[key] = ours
     return {"ours": ours, "paper": PAPER_SATURATION_RATE, "scale": ours / PAPER_SATURATION_RATE}
 
 
@@ -561,18 +599,52 @@ def fig12_point(system: str, rate: float, cost, seed: int):
     return res, price(res, cost).summary["normalized_latency_s_per_token"]
 
 
+_SHARED: list = []            # the process pool of an open :func:`shared_pool` block (at most one)
+
+
+def _warm(_=None) -> None:
+    """Nothing: a task that makes a new process pool start its processes."""
+
+
+@contextmanager
+def shared_pool(workers: int):
+    """Within the block, every :func:`run_all` in this process (whatever its ``workers``) sends its tasks
+    to one pool of ``workers`` processes, which the parts of the full ``paper-replication`` share
+    (:mod:`allocator.cli.paper` runs them side by side in threads): one pool's queue, filled by all of
+    them, leaves no process idle while another part still has tasks, where a pool per part waited for
+    its slowest task before the next part began. The processes are started at once, before any
+    thread is (they are forked from this process, caches it has loaded included). The values are
+    the same as without the block: every task is independent and seeded.
+
+    Raises:
+        FieldError (``workers``): not a whole number from 1 to 64, or a block already open.
+    """
+    workers = whole_number("workers", workers, 1, 64)
+    if _SHARED:
+        raise FieldError("workers", ": a shared process pool is already open in this process")
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(_warm, range(workers)))
+        _SHARED.append(pool)
+        try:
+            yield pool
+        finally:
+            _SHARED.clear()
+
+
 def run_all(fn, tasks: list, workers: int = 1, progress=None) -> list:
-    """``[fn(t) for t in tasks]``, in a process pool of ``workers`` when more than one (``fn`` a
-    module-level function, each task independent and seeded, so the values are the same for any
-    ``workers``); ``progress(done, total)`` after each, in order.
+    """``[fn(t) for t in tasks]``, in a process pool of ``workers`` when more than one, or in the
+    pool of an open :func:`shared_pool` block whatever ``workers`` is (``fn`` a module-level
+    function, each task independent and seeded, so the values are the same for any ``workers``);
+    ``progress(done, total)`` after each, in order.
 
     Raises:
         FieldError (``workers``): not a whole number from 1 to 64.
     """
     workers = whole_number("workers", workers, 1, 64)
     out = []
-    if workers > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+    shared = _SHARED[0] if _SHARED else None
+    if shared is not None or (workers > 1 and len(tasks) > 1):
+        with (ProcessPoolExecutor(max_workers=workers) if shared is None else _kept_open(shared)) as pool:
             for value in pool.map(fn, tasks):
                 out.append(value)
                 if progress is not None:
@@ -583,6 +655,12 @@ def run_all(fn, tasks: list, workers: int = 1, progress=None) -> list:
         if progress is not None:
             progress(len(out), len(tasks))
     return out
+
+
+@contextmanager
+def _kept_open(pool):
+    """``pool`` as a ``with`` block that does not shut it down at its end (a :func:`shared_pool`'s)."""
+    yield pool
 
 
 def fig12_latency(args: tuple) -> float:

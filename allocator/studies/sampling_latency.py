@@ -46,7 +46,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from allocator.common.errors import FieldError
@@ -58,7 +57,7 @@ from allocator.memory.buddy import ORCA_BLOCK_SIZE, ORCA_MAX_CONTEXT, BuddyBlock
 from allocator.memory.forking import ForkingPagedAllocator
 from allocator.memory.paged import PagedAllocator
 from allocator.studies.paper import (LATENCY_FACTOR, PAPER_LABELS, PAPER_POOL_SLOTS, BuddyReservation, load_scale,
-                                     paper_cost, spread)
+                                     paper_cost, run_all, spread)
 from allocator.studies.rate_sweep import unloaded_latency
 from allocator.studies.sharing import MAX_SPAN_S, MODE_LABELS, WIDTHS, sharing_workload
 from allocator.studies.sustained import rate_ratio, sustained_rate
@@ -145,7 +144,12 @@ class OrcaSequences(BuddyReservation):
 
     def admit(self, seq_id, prompt_len: int, context_len: int, output_len: int) -> int | None:
         """Place ``width`` runs, one a sequence (all or none); returns one sequence's room (slots), or
-        None when they do not all fit now."""
+        None when they do not all fit now (at once, without a search, when the same lengths found no room
+        and no run has changed since: a failed attempt frees what it placed, and the buddy allocator's free
+        runs depend only on the runs it holds)."""
+        key = (self._version, prompt_len, output_len)
+        if key == self._full:
+            return None
         one = self.reservation(prompt_len, output_len)
         starts = []
         for _ in range(self.width):
@@ -153,6 +157,7 @@ class OrcaSequences(BuddyReservation):
             if start is None:
                 for s in starts:
                     self._buddy.free(s)
+                self._full = key
                 return None
             starts.append(start)
         for j, start in enumerate(starts):
@@ -404,8 +409,9 @@ def figure14(*, scale: float | None = None, budget: float | None = None, seeds=S
         seeds: arrival seeds (at least two: a spread needs two).
         requests: requests per run (1 .. 10,000).
         widths: sequences per request to run (each 1 .. 16; 1 is basic sampling).
-        workers: processes running the (width, seed) searches (1: in this process); the numbers are
-            the same for any count.
+        workers: processes running the (width, seed) searches (1: in this process;
+            :func:`allocator.studies.paper.run_all`, which an open :func:`allocator.studies.paper.shared_pool`
+            overrides); the numbers are the same for any count.
         progress: ``progress(done, total, text)`` after each (width, seed).
 
     Raises:
@@ -423,24 +429,17 @@ def figure14(*, scale: float | None = None, budget: float | None = None, seeds=S
     budget = budget if budget is not None else fig14_budget(cost)
     out = Figure14(scale=scale, budget_s_per_token=budget, seeds=seeds, requests=requests, widths=widths,
                    workers=workers)
-    tasks = [(w, sd, scale, budget, requests) for w in widths for sd in seeds]
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = []
-            for i, r in enumerate(pool.map(width_seed_task, tasks)):
-                results.append(r)
-                if progress is not None:
-                    progress(i + 1, len(tasks), f"Figure 14: width {tasks[i][0]}, seed {tasks[i][1]}")
-    else:
-        results = []
-        for i, t in enumerate(tasks):
-            results.append(width_seed_task(t))
-            if progress is not None:
-                progress(i + 1, len(tasks), f"Figure 14: width {t[0]}, seed {t[1]}")
-    for (w, sd, *_), r in zip(tasks, results):
-        for mode in MODES:
-            out.searches[(mode, w, sd)] = {"paged": r[(mode, "paged")],
-                                           **{o: r[("orca", o)] for o in ORCA_SYSTEMS}}
+    # the widest first: their searches take longest, and a pool that starts them last waits for them at the end
+    tasks = [(w, sd, scale, budget, requests) for w in sorted(widths, reverse=True) for sd in seeds]
+    tell = None if progress is None else (
+        lambda done, total: progress(done, total, f"Figure 14: width {tasks[done - 1][0]}, seed {tasks[done - 1][1]}"))
+    by_task = {(w, sd): r for (w, sd, *_), r in zip(tasks, run_all(width_seed_task, tasks, workers, tell))}
+    for w in widths:                                  # in the widths' order, as given
+        for sd in seeds:
+            r = by_task[(w, sd)]
+            for mode in MODES:
+                out.searches[(mode, w, sd)] = {"paged": r[(mode, "paged")],
+                                               **{o: r[("orca", o)] for o in ORCA_SYSTEMS}}
     for mode in MODES:
         out.advantage[mode] = {}
         for w in widths:

@@ -40,7 +40,7 @@ from allocator.common.validate import show, whole_number
 from allocator.engine.sampling import DEFAULT_REPLACEMENT, REPLACEMENT_SWEEP, Sampling, simulate_sampling
 from allocator.memory.buddy import ORCA_BLOCK_SIZE
 from allocator.memory.forking import ForkingPagedAllocator
-from allocator.studies.paper import PAPER_FIGURES, PAPER_POOL_SLOTS, load_scale, paper_cost, spread
+from allocator.studies.paper import PAPER_FIGURES, PAPER_POOL_SLOTS, load_scale, paper_cost, run_all, spread
 from allocator.workloads.requests import Workload
 from allocator.workloads.requests import Request
 from allocator.workloads.sharegpt import MAX_SEQ_LEN, WORKLOAD_NAME, poisson_arrivals, sharegpt_lengths
@@ -320,19 +320,38 @@ def figure15(*, scale: float | None = None, seeds=SEEDS, requests: int = REQUEST
         if progress is not None:
             progress(done, total, text)
 
+    # one point a (mode, width[, replacement]); its runs, one a seed, go to run_all (a process pool when
+    # the full paper-replication shares one, else in this process: the same savings either way)
+    points = [(("parallel", w, 0.0, rate / w, requests), seeds, f"Figure 15: parallel sampling, {w} samples")
+              for w in WIDTHS]
+    points += [(("beam", w, rho, rate / w, beam_requests), beam_seeds,
+                f"Figure 15: beam search, width {w}, replacement {rho:g}") for rho in sweep for w in WIDTHS]
+    tasks = [(mode, w, rho, sd, r, n) for (mode, w, rho, r, n), sds, _ in points for sd in sds]
+    ends, n = [], 0
+    for _, sds, text in points:
+        n += len(sds)
+        ends.append((n, text))
+
+    def tell(done, _total):
+        while ends and ends[0][0] <= done:
+            tick(ends.pop(0)[1])
+
+    savings = iter(run_all(sharing_saving, tasks, progress=tell))
     for w in WIDTHS:
         out.lengths_only[w] = lengths_only_saving(w)
-        out.parallel[w] = spread([sharing_run("parallel", w, 0.0, sd, rate / w, cost, requests)["saving"]
-                                  for sd in seeds])
-        tick(f"Figure 15: parallel sampling, {w} samples")
+        out.parallel[w] = spread([next(savings) for _ in seeds])
     for rho in sweep:
-        out.beam[rho] = {}
-        for w in WIDTHS:
-            out.beam[rho][w] = spread([sharing_run("beam", w, rho, sd, rate / w, cost, beam_requests)["saving"]
-                                       for sd in beam_seeds])
-            tick(f"Figure 15: beam search, width {w}, replacement {rho:g}")
+        out.beam[rho] = {w: spread([next(savings) for _ in beam_seeds]) for w in WIDTHS}
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def sharing_saving(args: tuple) -> float:
+    """One run's memory saved by sharing (:func:`sharing_run`'s ``"saving"``, a fraction) for ``args`` =
+    (mode, width, replacement, seed, rate on this model's clock, requests), on the paper's cost model
+    (one task of :func:`figure15`'s)."""
+    mode, width, replacement, seed, rate, requests = args
+    return sharing_run(mode, width, replacement, seed, rate, paper_cost(), requests)["saving"]
 
 
 _MEMO: dict = {}

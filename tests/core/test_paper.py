@@ -395,6 +395,18 @@ def test_kernel_block_clock_adds_the_kernels_extra_time():
     assert e.value.field == "factor"
 
 
+@pytest.mark.parametrize("block_size,factor", [(1, 1.0078125), (16, 1.0), (16, 1.5), (256, 1.000030517578125)])
+@pytest.mark.parametrize("work", [(0, 0, 0, 0, 0), (100, 5050, 30, 15000, 0), (0, 0, 256, 123457, 7),
+                                  (2048, 2098176, 1, 2047, 3)])
+def test_kernel_block_clock_pricer_gives_step_seconds_exactly(block_size, factor, work):
+    """The engine's per-step function (:meth:`KernelBlockClock.pricer`) is :meth:`step_seconds` float for float."""
+    from allocator.cost.kernel_block import KernelBlockClock
+    from allocator.studies.paper import paper_cost
+
+    clock = KernelBlockClock(paper_cost(), block_size, factor)
+    assert clock.pricer()(*work) == clock.step_seconds(*work)
+
+
 def test_kernel_block_cost_file_is_the_prediction():
     """assets/kernel_block_cost.json is what the lab's kernel prediction gives (no GPU sweep is recorded
     in assets/; once one is, this test asks for the file to be made from it, with source "measured")."""
@@ -456,6 +468,30 @@ def test_the_spreads_are_the_same_run_in_two_processes():
     for s in SYSTEMS:
         assert [v["values"][0] for v in one.fig12_spread[s]] == \
             [pt["normalized_latency_s_per_token"] for pt in base.fig12[s]]
+
+
+def test_a_shared_pool_serves_every_run_all_inside_it_with_the_same_values():
+    """The full paper-replication's parts share one process pool (allocator.studies.paper.shared_pool):
+    inside the block run_all sends its tasks there whatever its ``workers`` (same values, same order,
+    progress in order); one block at a time; after it, run_all is back to its own pools."""
+    from allocator.studies.paper import run_all, shared_pool
+
+    ticks = []
+    with shared_pool(2) as pool:
+        assert run_all(abs, [-3, 1, -2], progress=lambda d, t: ticks.append((d, t))) == [3, 1, 2]
+        assert run_all(abs, [-5], workers=3) == [5]
+        with pytest.raises(FieldError) as e:
+            with shared_pool(2):
+                pass
+        assert e.value.field == "workers"
+    assert ticks == [(1, 3), (2, 3), (3, 3)]
+    with pytest.raises(RuntimeError):                 # closed with its block
+        pool.submit(abs, -1)
+    assert run_all(abs, [-1, -2], workers=2) == [1, 2]
+    with pytest.raises(FieldError) as e:
+        with shared_pool(0):
+            pass
+    assert e.value.field == "workers"
 
 
 def test_the_ablations_are_the_same_run_in_two_processes():
