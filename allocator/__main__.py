@@ -14,11 +14,13 @@ under memory pressure: one line, status 2, no partial file).
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import re
 import signal
 import sys
+import warnings
 
 from allocator.cli import MODULES
 from allocator.cli.common import (MemoryGuard, engine_progress_line, option_message, out_of_memory_message,
@@ -78,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     guard = MemoryGuard()
     previous = _install_sigterm()
     try:
-        with guard:
-            return _main(argv)
+        with guard, warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return _main(argv, guard)
     except KeyboardInterrupt as exc:
         remove_pending()
         if guard.tripped:                  # the run outgrew the machine (allocator.cli.common.MEMORY_LIMIT)
@@ -92,13 +95,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130                              # written whole or not at all (write_files)
     except MemoryError:                    # the system refused memory before the guard tripped (a
         remove_pending()                   # container cap below a quarter of the machine): one line
-        print(f"error: {out_of_memory_message()}", file=sys.stderr)
+        print(f"error: {out_of_memory_message(options=guard.options)}", file=sys.stderr)
         return 2
     except (ImportError, SystemError) as exc:   # a library loaded mid-run (pandas' C parts) that the system
         if not _mapping_refused(exc):      # had no memory to map: the same out-of-memory line
             raise
         remove_pending()
-        print(f"error: {out_of_memory_message()}", file=sys.stderr)
+        print(f"error: {out_of_memory_message(options=guard.options)}", file=sys.stderr)
         return 2
     finally:
         if previous is not None:
@@ -148,9 +151,25 @@ def _options(parser: argparse.ArgumentParser, command: str) -> dict[str, tuple[s
     return {}
 
 
-def _main(argv: list[str] | None) -> int:
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A library's or the cost model's warning as one line on stderr (``warning: ...``), without the
+    source file, line and code Python's own format shows (server paths)."""
+    print(f"warning: {one_line(str(message), 400)}", file=sys.stderr if file is None else file)
+
+
+def _command_options(parser: argparse.ArgumentParser, command: str) -> tuple:
+    """The option strings (``--count``, ``-o``) of sub-command ``command``, or () if none is found."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return tuple(s for a in action.choices[command]._actions for s in a.option_strings)
+    return ()
+
+
+def _main(argv: list[str] | None, guard: MemoryGuard | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if guard is not None:                   # out-of-memory advice names only this command's options
+        guard.options = _command_options(parser, args.command)
     # a long run says it is alive on a terminal (export-site shows its own line, per block size)
     report = engine_progress_line(sys.stderr, quiet=bool(getattr(args, "json", False))
                                   or args.command == "export-site")
@@ -170,6 +189,8 @@ def _main(argv: list[str] | None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:                  # anything else the system refused (a file, a folder)
+        if exc.errno == errno.ENOMEM:       # memory, refused through a system call (mmap, fork)
+            raise MemoryError from exc
         where = f": {exc.filename}" if exc.filename else ""
         print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2

@@ -173,7 +173,10 @@ if _up is not None:
     try:
         _theirs = _uploaded(hashlib.sha256(_data).hexdigest(), _name, _data)
     except FieldError as exc:
-        show_error(exc, before=f"{_name} cannot be replayed: ")
+        # the page has no GPU control: say how the zip names its GPU instead of the command line's --gpu
+        show_error(exc, before=f"{_name} cannot be replayed: ", labels={"gpu": "GPU"},
+                   advice={"give --gpu, one of": "name the folder inside the zip after its GPU (as in "
+                                                 "h200_llama-3.1-8b) or set hardware.gpu in meta.json to one of"})
     else:
         _one = next(r for r in _theirs.values() if not isinstance(r, str))
         _ranks = (f"; {_one.data_parallel} data-parallel ranks"

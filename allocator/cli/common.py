@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -220,12 +221,16 @@ class MemoryGuard:
             raise KeyboardInterrupt
         return False
 
+    #: The option strings of the command that runs (set once it is known: ``allocator.__main__``);
+    #: the message advises only those.
+    options = ("--count", "--max-new-tokens")
+
     def message(self) -> str:
-        """The one line a tripped guard prints: the limit, and what shortens a run (fewer requests, a
-        smaller generation cap). It does not advise a larger pool: a pool's own size counts too."""
+        """The one line a tripped guard prints: the limit, and what shortens a run, naming only the
+        command's own :attr:`options` (:func:`shrink_advice`: fewer requests, a smaller pool or
+        generation cap). It never advises a larger pool: a pool's own size counts too."""
         return (f"error: stopped: this run passed {self.limit / 2**30:.1f} GiB of memory (a quarter of this machine's "
-                f"{machine_memory() / 2**30:.1f} GiB); replay fewer requests (--count) or give a smaller "
-                "--max-new-tokens, which shorten the run")
+                f"{machine_memory() / 2**30:.1f} GiB); {shrink_advice(self.options)}")
 
 
 def engine_progress_line(stream, quiet: bool, *, every_s: float = 5.0, clock=time.monotonic):
@@ -258,20 +263,43 @@ def engine_progress_line(stream, quiet: bool, *, every_s: float = 5.0, clock=tim
     return report
 
 
-def out_of_memory_message(where: str = "this run") -> str:
+def shrink_advice(options) -> str:
+    """What shortens a run, naming only options the command has (``options``: its option strings,
+    e.g. ``{"--count", "--slots"}``): fewer requests (``--count`` or ``--requests``), a smaller pool
+    (``--slots``), a smaller generation cap (``--max-new-tokens``), the quick run (``--quick``); a
+    command with none of them (``replay-vllm``) is told to run less.
+
+    Returns:
+        e.g. ``"try fewer requests (--count), a smaller pool (--slots) or a smaller generation cap
+        (--max-new-tokens)"``.
+    """
+    options = set(options or ())
+    ways = [words for flag_, words in (("--count", "fewer requests (--count)"),
+                                       ("--requests", "fewer requests (--requests)"),
+                                       ("--slots", "a smaller pool (--slots)"),
+                                       ("--max-new-tokens", "a smaller generation cap (--max-new-tokens)"),
+                                       ("--quick", "the quick run (--quick)")) if flag_ in options]
+    if not ways:
+        return "try a smaller run"
+    return "try " + (ways[0] if len(ways) == 1 else ", ".join(ways[:-1]) + " or " + ways[-1])
+
+
+def out_of_memory_message(where: str = "this run", options=("--count", "--slots")) -> str:
     """The one line shown when the system refuses memory (a ``MemoryError``) before the
     :class:`MemoryGuard` trips, e.g. under a container's memory cap below a quarter of the machine:
-    what ran out and what shortens the work, with no traceback and no server path.
+    what ran out and what shortens the work (:func:`shrink_advice` of the command's ``options``),
+    with no traceback and no server path.
 
     Args:
         where: what was running (``"this run"``, ``"the Throughput sweep"``).
+        options: the option strings of the command that ran (only those are advised).
 
     Returns:
         e.g. ``"this run ran out of memory (the system refused more); try fewer requests (--count)
         or a smaller pool (--slots)"``.
     """
     return (f"{where} ran out of memory (the system refused more before the run finished); "
-            "try fewer requests (--count) or a smaller pool (--slots)")
+            + shrink_advice(options))
 
 
 def flag(name: str) -> str:
@@ -480,6 +508,8 @@ def write_files(files: list[tuple[str, str, str]]) -> None:
             _remove(path)
         if not isinstance(exc, (OSError, UnicodeError)):
             raise
+        if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:   # memory, not the file: the one
+            raise MemoryError from exc                               # out-of-memory line says so
         field, path = current[0], current[1]
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise FieldError(field, f" = {show(path, 120)} cannot be written: {reason}") from None

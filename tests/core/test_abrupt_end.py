@@ -108,7 +108,8 @@ def test_a_memory_error_before_the_guard_trips_is_one_line_and_leaves_no_part_fi
     rc = main(["export-html", "--out", str(tmp_path / "a.html"), "--csv", str(tmp_path / "a.csv")])
     err = capsys.readouterr().err
     assert rc == 2 and err == ("error: this run ran out of memory (the system refused more before the run finished); "
-                               "try fewer requests (--count) or a smaller pool (--slots)\n"), err
+                               "try fewer requests (--count), a smaller pool (--slots) or a smaller generation cap "
+                               "(--max-new-tokens)\n"), err
     assert os.listdir(tmp_path) == []
 
 

@@ -25,6 +25,7 @@ import gzip
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -211,7 +212,8 @@ def check_run(argv: list[str], rc: int, stdout: str, stderr: str, seconds: float
         message = lines[-1] if lines else ""
         assert message.startswith("error: ") or ": error: " in message, (argv, stderr)
         words = set(message.replace("=", " ").replace(":", " ").replace(",", " ").replace("[", " ").split())
-        assert words & FIELD_WORDS or any(w in message for w in ("--", "row ", "line ", "file")), (argv, message)
+        assert (words & FIELD_WORDS or any(w in message for w in ("--", "row ", "line ", "file"))
+                or any(re.fullmatch(r"-[A-Za-z]", w) for w in words)), (argv, message)   # -o, as typed
         typed = " ".join(argv).lower()
         if "inf" not in typed and "1e400" not in typed:          # a long number is not echoed as inf
             assert "= inf" not in message and "= -inf" not in message, (argv, message)

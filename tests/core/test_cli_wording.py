@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -291,7 +292,8 @@ def test_a_run_file_over_its_cap_is_stated_in_mb(tmp_path, capsys):
 # --- 9. a compiled module the system cannot load under memory pressure -----------------------------
 
 OUT_OF_MEMORY = ("error: this run ran out of memory (the system refused more before the run finished); "
-                 "try fewer requests (--count) or a smaller pool (--slots)\n")
+                 "try fewer requests (--count), a smaller pool (--slots) or a smaller generation cap "
+                 "(--max-new-tokens)\n")
 
 
 def _system_error_from_memory():
@@ -325,3 +327,73 @@ def test_other_system_and_import_errors_still_raise(tmp_path, monkeypatch, error
     monkeypatch.setattr(common, "_write_text", refuse)
     with pytest.raises(type(error)):
         main(["export-html", "--out", str(tmp_path / "a.html")])
+
+
+# --- 10. what shortens a run: only the command's own options (fresh hunt, F1) ------------------------
+
+@pytest.mark.parametrize("command, advice", [
+    ("simulate", "try fewer requests (--count), a smaller pool (--slots) or a smaller generation cap (--max-new-tokens)"),
+    ("rate-sweep", "try fewer requests (--requests) or a smaller generation cap (--max-new-tokens)"),
+    ("sharing", "try fewer requests (--requests)"),
+    ("paper-replication", "try the quick run (--quick)"),
+    ("replay-vllm", "try a smaller run"),
+])
+def test_out_of_memory_advice_names_only_the_commands_own_options(command, advice):
+    """rate-sweep and sharing have --requests, not --count, and no --slots; replay-vllm and
+    paper-replication have neither: the advice used to name --count and --slots for every command."""
+    from allocator.__main__ import _command_options, build_parser
+    from allocator.cli.common import shrink_advice
+
+    options = _command_options(build_parser(), command)
+    assert shrink_advice(options) == advice
+    assert all(word in options for word in re.findall(r"--[a-z-]+", advice))
+
+
+def test_a_sharing_run_out_of_memory_advises_its_requests_and_the_guard_too(monkeypatch, capsys):
+    """End to end: sharing refused memory mid-run says --requests; a tripped guard's line names the same."""
+    from allocator.cli import paper
+
+    def refuse(*args, **kwargs):
+        raise MemoryError
+    monkeypatch.setattr(paper, "sharing_run", refuse)
+    rc = main(["sharing", "--mode", "beam", "--width", "2", "--requests", "4"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("error: this run ran out of memory (the system refused more before the run "
+                               "finished); try fewer requests (--requests)\n"), err
+    guard = common.MemoryGuard(1)
+    guard.options = ("--requests", "--seed")
+    assert guard.message().endswith("; try fewer requests (--requests)")
+
+
+def test_memory_refused_through_a_system_call_is_the_out_of_memory_line(tmp_path, monkeypatch, capsys):
+    """An OSError with errno ENOMEM (mmap or fork refused under a 1-2 GB cap) printed the system's
+    'Cannot allocate memory'; it is the out-of-memory line, with no partial file."""
+    import errno as errno_
+
+    from allocator.cli import paper
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno_.ENOMEM, "Cannot allocate memory")
+    monkeypatch.setattr(common, "_write_text", refuse)      # while a file is written
+    assert main(["export-html", "--out", str(tmp_path / "a.html")]) == 2
+    assert capsys.readouterr().err == OUT_OF_MEMORY
+    assert os.listdir(tmp_path) == []
+    monkeypatch.setattr(paper, "sharing_run", refuse)       # while a run runs
+    assert main(["sharing", "--requests", "4"]) == 2
+    assert capsys.readouterr().err.endswith("ran out of memory (the system refused more before the run finished); "
+                                            "try fewer requests (--requests)\n")
+
+
+def test_a_warning_is_one_line_without_a_source_path(capsys):
+    """A cost model's warning (ProfileGridWarning off the profiled grid) printed Python's format: the
+    server's path to the source file, the line number and the code line (fresh hunt, F3)."""
+    import warnings as warnings_
+
+    from allocator.__main__ import _show_warning
+
+    with warnings_.catch_warnings():
+        warnings_.simplefilter("always")
+        warnings_.showwarning = _show_warning
+        warnings_.warn("bundle: tokens = 4096 is above the profiled dense grid", UserWarning)
+    err = capsys.readouterr().err
+    assert err == "warning: bundle: tokens = 4096 is above the profiled dense grid\n", err
