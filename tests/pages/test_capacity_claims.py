@@ -71,7 +71,8 @@ def test_the_page_shows_the_note_beside_the_paged_figures_exactly_when_the_block
 
 @pytest.mark.parametrize("bpt, free, max_context, mean, block", GRID[:4] + [(512 * KIB, 66 << 30, 2048, 350, 16),
                                                                            (512 * KIB, 66 << 30, 2048, 344, 16),
-                                                                           (512 * KIB, 0, 2048, 350, 16)])
+                                                                           (512 * KIB, 0, 2048, 350, 16),
+                                                                           (512 * KIB, 240 << 20, 2048, 350, 16)])
 @pytest.mark.parametrize("rate", [0.0, 0.7, 1.0])
 def test_the_speculation_sentence_quotes_its_rows_in_order(bpt, free, max_context, mean, block, rate):
     from allocator.accounting.speculation import speculation_capacity
@@ -91,6 +92,7 @@ def test_the_speculation_sentence_quotes_its_rows_in_order(bpt, free, max_contex
         tail = not none_fit and not capped and top.blocks == base.blocks
         assert ("no sequence fits either way" in text) == none_fit
         assert ("caps the lookahead" in text) == capped and ("empty tail" in text) == tail
+        assert ("also holds the extra blocks" in text) == (not none_fit and not capped and not tail)
     assert "not a measurement" in text
 
 
