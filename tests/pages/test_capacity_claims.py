@@ -70,7 +70,9 @@ def test_the_page_shows_the_note_beside_the_paged_figures_exactly_when_the_block
 # ------------------------------------------------------------------ speculative decoding (issue 41)
 
 @pytest.mark.parametrize("bpt, free, max_context, mean, block", GRID[:4] + [(512 * KIB, 66 << 30, 2048, 350, 16),
-                                                                           (512 * KIB, 66 << 30, 2048, 344, 16)])
+                                                                           (512 * KIB, 66 << 30, 2048, 344, 16),
+                                                                           (512 * KIB, 0, 2048, 350, 16),
+                                                                           (512 * KIB, 240 << 20, 2048, 350, 16)])
 @pytest.mark.parametrize("rate", [0.0, 0.7, 1.0])
 def test_the_speculation_sentence_quotes_its_rows_in_order(bpt, free, max_context, mean, block, rate):
     from allocator.accounting.speculation import speculation_capacity
@@ -85,9 +87,41 @@ def test_the_speculation_sentence_quotes_its_rows_in_order(bpt, free, max_contex
     assert NUMBER.findall(text) == want
     assert ("fewer)" in text) == (top.fewer > 0) and top.fewer == base.fit - top.fit
     if not top.fewer:       # the reason given is the one that holds
-        capped = cap.mean_tokens + top.k > cap.max_context
-        assert ("caps the lookahead" in text) == capped and ("empty tail" in text) == (not capped)
+        none_fit = base.fit == 0
+        capped = not none_fit and cap.mean_tokens + top.k > cap.max_context
+        tail = not none_fit and not capped and top.blocks == base.blocks
+        assert ("no sequence fits either way" in text) == none_fit
+        assert ("caps the lookahead" in text) == capped and ("empty tail" in text) == tail
+        assert ("also holds the extra blocks" in text) == (not none_fit and not capped and not tail)
     assert "not a measurement" in text
+
+
+def test_when_nothing_fits_the_speculation_sentence_does_not_blame_the_empty_tail():
+    """Hunt F9: ``capacity --model 7b-fp16 --free-gib 0 --max-context 2048 --mean-tokens 350
+    --acceptance-rate 0.7`` needs a 23rd block for the lookahead yet fits 0 sequences either way: the
+    sentence says none fit, not that the lookahead fits the last block's empty tail."""
+    from allocator.accounting.speculation import speculation_capacity
+    from allocator.viz.claims.capacity import speculation_text
+    cap = acc.capacity(512 * KIB, 0, 2048, 350, 16)
+    rows = speculation_capacity(cap, 0.7)
+    text = speculation_text(cap, rows, 0.7)
+    assert rows[-1].blocks == 23 and rows[0].blocks == 22 and rows[-1].fit == rows[0].fit == 0
+    assert ("that is 23 blocks of 16 slots instead of 22, and 0 sequences fit instead of 0 (no sequence fits "
+            "either way: the free memory holds fewer blocks than one sequence needs even without the "
+            "lookahead).") in text
+    assert "empty tail" not in text and "none fewer" not in text
+
+
+def test_the_capacity_command_and_page_say_none_fit_at_zero_free_memory(capsys):
+    """Hunt F9, on the CLI and on the Capacity page (free memory 0 GiB, the 7B model's defaults)."""
+    from allocator.__main__ import main
+    main(["capacity", "--model", "7b-fp16", "--free-gib", "0", "--max-context", "2048", "--mean-tokens", "350",
+          "--acceptance-rate", "0.7"])
+    out = capsys.readouterr().out
+    assert "0 sequences fit instead of 0 (no sequence fits either way" in out and "empty tail" not in out
+    at = open_page("pages/capacity.py", {"cap_free_gib": 0.0}, timeout=60)
+    said = [c.value for c in at.caption if "sequences fit instead of" in c.value]
+    assert said and "no sequence fits either way" in said[0] and "empty tail" not in said[0]
 
 
 def test_the_page_draws_the_speculation_rows_it_quotes():

@@ -198,11 +198,17 @@ def speculation_text(cap: Capacity, rows: list[SpeculationRow], acceptance_rate:
             f"{base.fit:,}")
     if top.fewer:
         cost += f" ({top.fewer:,} fewer)."
+    elif base.fit == 0:
+        cost += (" (no sequence fits either way: the free memory holds fewer blocks than one sequence needs "
+                 "even without the lookahead).")
     elif cap.mean_tokens + top.k > cap.max_context:
         cost += (" (none fewer: a sequence never needs slots past the max context, where vLLM caps the "
                  "lookahead).")
-    else:
+    elif top.blocks == base.blocks:
         cost += " (none fewer: the lookahead fits in the last block's empty tail at this mean)."
+    else:
+        cost += (" (none fewer: the memory left over beside them without the lookahead also holds the extra "
+                 "blocks they need with it).")
     gain = (f" In exchange, at an acceptance rate of {acceptance_rate:g} a step yields {top.tokens_per_step:.2f} "
             f"tokens on average instead of 1, and {top.rejected_per_step:.2f} of its {top.k} draft slots are "
             "rejected and written over by the next step (the model's expectation, not a measurement).")

@@ -13,12 +13,57 @@ def _adv(sp: dict) -> str:
     return f"{_x(sp['mean'])} ± {sp['std']:.2f} ({sp['min']:.2f}–{sp['max']:.2f})"
 
 
+def fig14_steps(f, mode: str, other: str = "oracle") -> list[dict] | None:
+    """Each step between neighbouring widths of vLLM's advantage over ``other`` in ``mode``, classified
+    by one rule for rises and drops: a change smaller than the larger of the two widths' standard
+    deviations over the seeds is noise.
+
+    Args:
+        f: a :class:`allocator.studies.sampling_latency.Figure14`.
+        mode: ``"parallel"`` or ``"beam"``; other: ``"oracle"``, ``"pow2"`` or ``"max"``.
+
+    Returns:
+        [{"from", "to" (widths), "from_mean", "to_mean" (×), "sd" (the larger standard deviation), "kind":
+        ``"grows"``, ``"falls"`` (by more than ``sd``) or ``"noise"``}] in the widths' order; None when a
+        width's advantage could not be stated.
+    """
+    d = f.advantage.get(mode, {})
+    sp = [d.get(w, {}).get(other) for w in f.widths]
+    if any(v is None for v in sp):
+        return None
+    out = []
+    for wa, wb, a, b in zip(f.widths, f.widths[1:], sp, sp[1:]):
+        sd = max(a["std"], b["std"])
+        change = b["mean"] - a["mean"]
+        kind = "noise" if abs(change) < sd else "grows" if change > 0 else "falls"
+        out.append({"from": wa, "to": wb, "from_mean": a["mean"], "to_mean": b["mean"], "sd": sd, "kind": kind})
+    return out
+
+
+def _step(x: dict, down: bool = False) -> str:
+    """One step of :func:`fig14_steps` in words, its means quoted (``down``: and by how much it falls)."""
+    moved = "rise" if x["to_mean"] > x["from_mean"] else "drop"
+    said = f"from {x['from']} to {x['to']} it goes from {_x(x['from_mean'])} to {_x(x['to_mean'])}"
+    if down:
+        said += f" (down {_x(x['from_mean'] - x['to_mean'])})"
+    if x["kind"] == "noise":
+        return f"{said}, a {moved} within the seeds' spread (sd {x['sd']:.2f}): noise"
+    return f"{said}, {'growing' if x['kind'] == 'grows' else 'falling'} by more than the seeds' spread (sd {x['sd']:.2f})"
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    """Whether two spreads' min–max ranges over the seeds overlap."""
+    return a["min"] <= b["max"] and b["min"] <= a["max"]
+
+
 def fig14_texts(f) -> dict:
     """The Figure 14 sentences (markdown; numbers as the charts and the table beside them show them).
 
     Returns:
         {"setup": how the runs were made (ShareGPT, not the paper's Alpaca), "fig14": vLLM's advantage
-        over Orca (Oracle) by mode and width and whether it grows, "paper": the paper's statement
+        over Orca (Oracle) by mode and width, each step between widths as growing, falling or noise
+        (:func:`fig14_steps`), beam search beside parallel sampling (means, and whether the ranges overlap),
+        and where the advantage over Orca (Pow2) or Orca (Max) falls with the width, "paper": the paper's statement
         beside ours, "why": why they differ}.
     """
     from allocator.studies.sampling_latency import GRID_STEP, MODES, PAPER_FIG14, WHY
@@ -37,29 +82,47 @@ def fig14_texts(f) -> dict:
              f"in steps of {GRID_STEP:g}× until the normalised latency passes the budget of Figure 12 "
              f"({LATENCY_FACTOR:g} × a one-sequence request served alone, {f.budget_s_per_token:.4f} s/token), "
              f"and the sustained rate is read where it does, over {len(f.seeds)} arrival seeds.")
-    parts = []
+    label = {"oracle": "Orca (Oracle)", "pow2": "Orca (Pow2)", "max": "Orca (Max)"}
+    basic = f.advantage[MODES[0]].get(1, {}).get("oracle") if 1 in f.widths else None
+    parts = ([f"Basic sampling (1 sequence): {_adv(basic)}."] if basic is not None else [])
     for mode in MODES:
         d = f.advantage[mode]
-        said = "; ".join(f"{w}: {_adv(d[w]['oracle'])}" for w in f.widths if "oracle" in d.get(w, {}))
-        grows, falls = f.grows(mode), f.falls(mode)
-        if grows is None:
+        said = "; ".join(f"{w}: {_adv(d[w]['oracle'])}" for w in f.widths if w > 1 and "oracle" in d.get(w, {}))
+        steps = fig14_steps(f, mode)
+        if steps is None:
             verdict = "some width's ratio could not be stated"
-        elif grows:
-            verdict = "it grows with every width"
+        elif all(x["kind"] == "grows" for x in steps):
+            verdict = "it grows with every width, each step by more than the seeds' spread"
         else:
-            first, last = d[f.widths[0]]["oracle"]["mean"], d[f.widths[-1]]["oracle"]["mean"]
-            verdict = (f"it does not grow at every width: from {f.widths[0]} to {f.widths[-1]} sequences it goes "
-                       f"from {_x(first)} to {_x(last)}, but " + "; ".join(
-                           f"from {x['from']} to {x['to']} it goes from {_x(x['from_mean'])} to {_x(x['to_mean'])}"
-                           + (", a drop smaller than the seeds' standard deviation" if x["within_sd"] else "")
-                           for x in falls))
+            verdict = "it does not clearly grow with every width: " + "; ".join(_step(x) for x in steps)
         parts.append(f"{MODE_LABELS[mode]}, sequences per request {said} — {verdict}.")
     over = f.beam_over_parallel()
-    beam_more = ("Beam search's advantage is above parallel sampling's at every width above 1." if over and all(over)
-                 else "Beam search's advantage is not above parallel sampling's at every width above 1."
-                 if over is not None else "")
+    beam_more = ""
+    if over is not None:
+        above = [w for w in f.widths if w > 1]
+        overlap = [w for w in above if _overlap(f.advantage["beam"][w]["oracle"], f.advantage["parallel"][w]["oracle"])]
+        beam_more = ("Beam search's mean advantage is above parallel sampling's at every width above 1" if all(over)
+                     else "Beam search's mean advantage is not above parallel sampling's at every width above 1")
+        beam_more += ((", but their ranges over the seeds overlap at width " + ", ".join(str(w) for w in overlap)
+                       + ", so there the order may be noise.") if overlap else
+                      (", and their ranges over the seeds do not overlap at any of them." if all(over) else "."))
     fig14 = ("**Figure 14 (ShareGPT): vLLM's sustained rate ÷ Orca (Oracle)'s**, mean ± sd (min–max) over the "
-             "seeds. " + " ".join(parts) + " " + beam_more)
+             "seeds; a step between widths smaller than the larger of the two standard deviations is called noise. "
+             + " ".join(parts) + " " + beam_more)
+    drops = [(mode, o, x) for o in ("pow2", "max") for mode in MODES for x in (fig14_steps(f, mode, o) or [])
+             if x["to_mean"] < x["from_mean"]]
+    if drops:
+        real = any(x["kind"] == "falls" for *_, x in drops)
+        fig14 += (" **Against Orca (Pow2) and Orca (Max), the paper's claim that vLLM gains more over every Orca "
+                  "baseline as requests ask for more sequences " + ("does not hold here" if real else
+                                                                   "is not clearly shown here") + ":** " + "; ".join(
+                      f"{MODE_LABELS[mode].lower()} against {label[o]}, " + _step(x, down=True)
+                      for mode, o, x in drops)
+                  + (". This lab does not reproduce that part of the claim; its cause is not established here."
+                     if real else "."))
+    else:
+        fig14 += (" Against Orca (Pow2) and Orca (Max) the mean advantage falls at no step between widths that "
+                  "could be stated.")
     if f.unstated:
         fig14 += " Not stated (a seed's curve never crossed the budget): " + ", ".join(
             f"{MODE_LABELS[m].lower()} width {w} against {o}" for m, w, o in f.unstated) + "."
@@ -96,4 +159,4 @@ def fig14_rows(f) -> list[dict]:
     return rows
 
 
-__all__ = ["fig14_rows", "fig14_texts"]
+__all__ = ["fig14_rows", "fig14_steps", "fig14_texts"]
