@@ -217,3 +217,30 @@ def test_the_upload_commands_name_the_columns_they_print(shipped, capsys):
         assert f"{reps[name].table['ttft']['mean']['simulated']:.4g}" in out
     alone = upload_commands({"roofline": reps["roofline"], "profile": "no operator profile of this GPU"})
     assert alone["commands"] == [cmds[0]] and "roofline column" in alone["say"]
+
+
+def test_an_uploaded_zip_that_names_no_gpu_is_told_how_to_name_it_not_to_give_a_flag():
+    """Fresh hunt (issue 42, F4): a zip whose folder and meta.json name no GPU was told to 'give --gpu',
+    a command-line option the page has no control for. The page says how the zip names its GPU."""
+    import io
+    import json
+    import os
+    import zipfile
+
+    from tests.conftest import seen
+
+    meta = json.loads(open(os.path.join(SHIPPED_RUN, "meta.json"), encoding="utf-8").read())
+    meta.pop("hardware", None)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mseq/meta.json", json.dumps(meta))
+        z.write(os.path.join(SHIPPED_RUN, "requests.jsonl"), "mseq/requests.jsonl")
+    at = open_page("pages/real_engine.py")
+    at.get("file_uploader")[0].set_value(("mseq.zip", buf.getvalue(), "application/zip"))
+    at.run()
+    assert not at.exception
+    errors = [seen(e.value) for e in at.error]
+    assert len(errors) == 1 and "--gpu" not in errors[0], errors
+    assert errors[0].startswith("mseq.zip cannot be replayed: GPU: the run does not name its GPU; name the folder "
+                                "inside the zip after its GPU (as in h200_llama-3.1-8b) or set hardware.gpu in "
+                                "meta.json to one of a100-40gb"), errors
