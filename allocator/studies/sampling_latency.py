@@ -92,8 +92,8 @@ PAPER_FIG14 = {
 }
 #: Why this lab's advantages differ from the paper's, in one sentence (shown beside them).
 WHY = ("The paper runs Alpaca, whose short answers keep every Orca reservation small, where ShareGPT's answers are "
-       "several times longer, so each sequence costs Orca far more memory here (larger ratios at every width, and "
-       "parallel sampling's shared prompts, short beside those answers, add little as the width grows); and which "
+       "several times longer, so each sequence costs Orca far more memory here (and parallel sampling's shared "
+       "prompts, short beside those answers, save little as the width grows); and which "
        "beams survive comes from the beam model (one parameter at its default), not from OPT-13B's real beam search.")
 
 
