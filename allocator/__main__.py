@@ -143,12 +143,17 @@ def _install_sigterm():
         return None
 
 
-def _options(parser: argparse.ArgumentParser, command: str) -> dict[str, tuple[str, ...]]:
-    """The options of sub-command ``command``: argparse dest -> option strings (positionals left out)."""
+def _command_actions(parser: argparse.ArgumentParser, command: str) -> list:
+    """The argparse actions of sub-command ``command`` ([] if there is none)."""
     for action in parser._actions:                       # argparse keeps a parser's actions here
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            return {a.dest: tuple(a.option_strings) for a in action.choices[command]._actions if a.option_strings}
-    return {}
+            return list(action.choices[command]._actions)
+    return []
+
+
+def _options(parser: argparse.ArgumentParser, command: str) -> dict[str, tuple[str, ...]]:
+    """The options of sub-command ``command``: argparse dest -> option strings (positionals left out)."""
+    return {a.dest: tuple(a.option_strings) for a in _command_actions(parser, command) if a.option_strings}
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -159,10 +164,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def _command_options(parser: argparse.ArgumentParser, command: str) -> tuple:
     """The option strings (``--count``, ``-o``) of sub-command ``command``, or () if none is found."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            return tuple(s for a in action.choices[command]._actions for s in a.option_strings)
-    return ()
+    return tuple(s for a in _command_actions(parser, command) for s in a.option_strings)
 
 
 def _main(argv: list[str] | None, guard: MemoryGuard | None = None) -> int:
