@@ -24,7 +24,7 @@ run: $(STAMP)
 TEST_WORKERS ?= 2
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25 tests
 
 # every section, the whole suite last; `make bench SECTIONS="pages explainerbrowser"` runs only those
 bench: $(STAMP)
