@@ -224,7 +224,7 @@ BAD = [
      "timeseries.csv is 5.0 MB; the limit is 4 MB (4,000,000 bytes)"),
     ("wide timeseries", lambda p: open(os.path.join(p, "timeseries.csv"), "w").write(
         "t,prompt_throughput,gen_throughput,running,waiting" + "," * 560_000 + "\n"),
-     "timeseries.csv: the header has 560,005 columns; at most 256 are accepted"),
+     "timeseries.csv line 1 has 560,005 columns; at most 256 are accepted"),
     ("too many requests", lambda p: open(os.path.join(p, "requests.jsonl"), "w").write(
         "\n".join([json.dumps(synthetic_rows(1)[0])] * 10_001)),
      "requests.jsonl holds more than 10,000 requests"),
@@ -360,3 +360,112 @@ def test_an_override_that_would_take_too_many_steps_is_refused_before_running(ca
     _check_override_steps(run, own, -(-output // MAX_OVERRIDE_STEPS), least)      # the named smallest passes
     with pytest.raises(FieldError):
         _check_override_steps(run, own, None, least - 1)
+
+
+# --- issue 42, F7: every cell of timeseries.csv is checked and named by file line ------------------
+
+def _shipped_copy(tmp_path, edit):
+    """A copy of the shipped run (CR LF line ends, as shipped) whose timeseries.csv lines go through
+    ``edit`` (a list of lines without their ends -> the file's text)."""
+    import shutil
+    run = tmp_path / "rtxpro6000_llama-3.1-8b"
+    shutil.copytree(SHIPPED_RUN, run)
+    with open(run / "timeseries.csv", newline="") as fh:
+        lines = fh.read().split("\r\n")
+    with open(run / "timeseries.csv", "w", newline="") as fh:
+        fh.write(edit(lines))
+    return str(run)
+
+
+def _cell(line, col, value):
+    """An edit that sets column ``col`` (0-based) of file line ``line`` (1-based) to ``value``."""
+    def edit(lines):
+        cells = lines[line - 1].split(",")
+        cells[col] = value
+        return "\r\n".join(lines[:line - 1] + [",".join(cells)] + lines[line:])
+    return edit
+
+
+T_RANGE = "give a number from 0 to 1,000,000 (seconds from the run's start)"
+COUNT_RANGE = "a whole number from 0 to 10,000 (requests)"
+RATE_RANGE = "a number from 0 to 1,000,000,000 (tokens per second)"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_cell(5, 0, "nan"), f"timeseries.csv line 5: t = nan is not a number: {T_RANGE}"),
+    (_cell(5, 0, "1e300"), f"timeseries.csv line 5: t = 1e300 must be a number from 0 to 1,000,000"),
+    (_cell(5, 0, "-1e15"), f"timeseries.csv line 5: t = -1e15 must be a number from 0 to 1,000,000"),
+    (_cell(5, 0, "2.5"), "timeseries.csv line 5: t = 2.5 is earlier than line 4's t = 3.0: the ticks must not go "
+                         "back in time"),
+    (_cell(5, 3, "-5"), f"timeseries.csv line 5: running = -5 must be {COUNT_RANGE}"),
+    (_cell(5, 3, "1.5"), f"timeseries.csv line 5: running = 1.5 is not a whole number: give {COUNT_RANGE}"),
+    (_cell(6, 4, ""), f"timeseries.csv line 6: waiting is empty: give {COUNT_RANGE}"),
+    (_cell(5, 5, "nan"), "timeseries.csv line 5: kv_cache_pct = nan is not a number: give a number from 0 to 100 "
+                         "(percent of the KV cache in use)"),
+    (_cell(5, 5, "250"), "timeseries.csv line 5: kv_cache_pct = 250 must be a number from 0 to 100"),
+    (_cell(5, 1, "1e999"), f"timeseries.csv line 5: prompt_throughput = 1e999 is not a finite number: give {RATE_RANGE}"),
+    (_cell(5, 2, "inf"), f"timeseries.csv line 5: gen_throughput = inf is not a finite number: give {RATE_RANGE}"),
+    (_cell(5, 2, "1_000"), f"timeseries.csv line 5: gen_throughput = '1_000' is not a number: give {RATE_RANGE}"),
+    # the first bad cell in file order, whatever its column
+    (lambda lines: _cell(9, 1, "x")(_cell(7, 4, "-1")(lines).split("\r\n")),
+     "timeseries.csv line 7: waiting = -1 must be"),
+    # a row one field too wide: the file's line, not the data row
+    (lambda lines: "\r\n".join(lines[:67] + [lines[67] + ",9"] + lines[68:]),
+     "timeseries.csv line 68 has 7 fields but the header (line 1) has 6 (t, prompt_throughput, gen_throughput, "
+     "running, waiting, kv_cache_pct): a field is missing or extra"),
+    # a CR after a cell of a CR LF file is not a row end: the line is named
+    (lambda lines: "\r\n".join(lines[:4] + [lines[4] + "\r,extra"] + lines[5:]),
+     "timeseries.csv line 5 holds a carriage return (CR) that does not end the line"),
+    (_cell(5, 1, '"12'), "timeseries.csv line 5 has a quote that is never closed"),
+    (lambda lines: "\r\n".join([lines[0] + ",t"] + lines[1:]), "timeseries.csv line 1 names the column t twice"),
+    (lambda lines: "", "run: timeseries.csv is empty; its first line names the columns"),
+], ids=["t nan", "t 1e300", "t -1e15", "t back", "running -5", "running 1.5", "waiting empty", "kv nan",
+        "kv 250", "rate 1e999", "rate inf", "underscore", "first in file order", "wide row", "stray CR",
+        "open quote", "column twice", "empty"])
+def test_bad_timeseries_cells_are_named_by_file_line(tmp_path, edit, message):
+    with pytest.raises(FieldError) as err:
+        load_run(_shipped_copy(tmp_path, edit))
+    assert str(err.value).startswith(message), str(err.value)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda lines: "\r\n".join(lines),                               # as shipped (CR LF)
+    lambda lines: "\n".join(lines),                                 # LF
+    lambda lines: "\r".join(lines),                                 # CR alone (Excel's "CSV (Macintosh)")
+    _cell(2, 0, "5e-324"),                                          # a tick just after the start
+    _cell(3, 0, "2.0"),                                             # a repeated tick (t does not go back)
+    _cell(5, 1, '"7673.0"'),                                        # a quoted cell
+    lambda lines: lines[0] + "\r\n",                                # a header only: no ticks
+], ids=["crlf", "lf", "cr", "5e-324", "repeated tick", "quoted", "header only"])
+def test_good_timeseries_variants_are_read(tmp_path, shipped, edit):
+    ts = load_run(_shipped_copy(tmp_path, edit)).timeseries
+    assert list(ts.columns) == ["t", "prompt_throughput", "gen_throughput", "running", "waiting", "kv_cache_pct"]
+    assert all(ts[c].dtype == np.float64 for c in ts.columns)
+    if len(ts) > 1:
+        assert len(ts) == 67 and ts["running"].equals(shipped.timeseries["running"])
+
+
+def test_the_shipped_timeseries_reads_as_before(shipped):
+    import pandas as pd
+    ts = shipped.timeseries
+    raw = pd.read_csv(SHIPPED_RUN + "/timeseries.csv").astype(float)
+    assert ts.equals(raw[list(ts.columns)])
+
+
+def test_a_run_message_names_each_file_once(tmp_path, capsys):
+    """Issue 42: 'requests.jsonl: requests.jsonl holds more than 10,000 requests' named the file twice."""
+    path = write_run(tmp_path / "rtxpro6000_big", [json.dumps(synthetic_rows(1)[0])] * 10_001)
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == ("error: requests.jsonl holds more than 10,000 requests; replay a part of "
+                                       "the run\n")
+    path = write_run(tmp_path / "rtxpro6000_none", [])
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == "error: requests.jsonl holds no requests\n"
+    bad = {**synthetic_rows(1)[0], "last_token_ts": 50.0}
+    path = write_run(tmp_path / "rtxpro6000_order", synthetic_rows(2) + [bad])
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == ("error: requests.jsonl line 3: the times are out of order (queued <= "
+                                       "scheduled <= first token <= last token)\n")
+    path = write_run(tmp_path / "rtxpro6000_list", synthetic_rows(1) + ["[1, 2]"])
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == "error: requests.jsonl line 2 is not a JSON object\n"
