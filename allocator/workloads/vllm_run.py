@@ -36,7 +36,7 @@ from allocator.common.errors import FieldError
 from allocator.common.paths import ASSETS
 from allocator.common.formats import plural
 from allocator.common.validate import Limit, LongNumber, in_range, number_from_text, show
-from allocator.common.limits import MAX_UPLOAD_BYTES, MB
+from allocator.common.limits import MAX_TOKENS, MAX_UPLOAD_BYTES, MB
 from allocator.workloads.reader import (cut, decode_utf8, file_label, json_lines, json_shown, limit_words, parse_json,
                                         read_bytes, size_words)
 from allocator.workloads.trace import MAX_CELL_CHARS, MAX_COLUMNS
@@ -389,10 +389,10 @@ def load_run(path: str) -> VllmRun:
         FieldError: ``path`` not a directory (``run``); meta.json missing, not a JSON object, or
             without ``model`` (a non-empty string) or ``engine_kwargs`` (an object); requests.jsonl
             missing, empty or with more than :data:`MAX_RUN_REQUESTS` requests, a line that is not
-            a JSON object, a missing or non-numeric field, a negative or fractional token count,
-            times out of order (queued <= scheduled <= first token <= last token) or more than
-            :data:`MAX_RUN_SPAN_S` after the first request; timeseries.csv (optional) too large,
-            unreadable or without its columns; any file past its byte limit.
+            a JSON object, a missing or non-numeric field, a token count that is not a whole number
+            from 1 to ``allocator.common.limits.MAX_TOKENS``, times out of order (queued <= scheduled
+            <= first token <= last token) or more than :data:`MAX_RUN_SPAN_S` after the first
+            request; timeseries.csv (optional): as :func:`_timeseries`; any file past its byte limit.
     """
     if not isinstance(path, str) or not path or "\x00" in path or not os.path.isdir(path):
         shown = show(file_label(path) if isinstance(path, str) and "\x00" not in path else path, 120)
@@ -435,6 +435,9 @@ def _load(path, name: str) -> VllmRun:
             if key not in obj:
                 raise FieldError(key, " is missing", subject=subject)
             row.append(_whole(subject, obj[key]) if key.endswith("_toks") else _number(subject, obj[key]))
+            if key.endswith("_toks") and row[-1] > MAX_TOKENS:
+                raise FieldError(key, f" = {json_shown(obj[key])} is more than {MAX_TOKENS:,} tokens, the longest "
+                                 "request the lab reads", subject=subject)
         _optional(f"requests.jsonl line {n}: arrival_time", "arrival_time", obj.get("arrival_time"))
         q, s, f, last = row[2:]
         if not q <= s <= f <= last:

@@ -469,3 +469,107 @@ def test_a_run_message_names_each_file_once(tmp_path, capsys):
     path = write_run(tmp_path / "rtxpro6000_list", synthetic_rows(1) + ["[1, 2]"])
     assert main(["replay-vllm", path]) == 2
     assert capsys.readouterr().err == "error: requests.jsonl line 2 is not a JSON object\n"
+
+
+# --- issue 42, F10: engine settings no vLLM run could have had are refused, not replayed ------------
+
+def _shipped_with(tmp_path, engine=None, rows=None, **meta_keys):
+    """A copy of the shipped run with ``engine`` merged into meta.json's engine_kwargs (and ``meta_keys``
+    into meta.json), and ``rows(requests)`` editing its requests."""
+    import shutil
+    run = tmp_path / "rtxpro6000_llama-3.1-8b"
+    shutil.copytree(SHIPPED_RUN, run)
+    meta = json.loads((run / "meta.json").read_text())
+    meta["engine_kwargs"].update(engine or {})
+    meta.update(meta_keys)
+    (run / "meta.json").write_text(json.dumps(meta))
+    if rows is not None:
+        reqs = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+        rows(reqs)
+        (run / "requests.jsonl").write_text("\n".join(json.dumps(r) for r in reqs) + "\n")
+    return str(run)
+
+
+TP = "meta.json: engine_kwargs.tensor_parallel_size = "
+
+
+@pytest.mark.parametrize("engine, message", [
+    ({"tensor_parallel_size": 3}, TP + "3 is not a tensor-parallel size the lab can price for Llama 3.1 8B bf16: vLLM "
+     "itself refuses it, as its 32 attention heads do not split evenly over 3 GPUs; set it to the size the run used, "
+     "one of 1, 2, 4, 8"),
+    ({"tensor_parallel_size": 16}, TP + "16 is not a tensor-parallel size the lab can price for Llama 3.1 8B bf16: vLLM "
+     "would copy Llama 3.1 8B bf16's 8 KV heads onto several GPUs, which this lab does not model; set it to the size "
+     "the run used, one of 1, 2, 4, 8"),
+    ({"tensor_parallel_size": 0}, TP + "0 must be a whole number of at least 1"),
+    ({"kv_cache_dtype": "fp4"}, 'meta.json: engine_kwargs.kv_cache_dtype = "fp4" is not a KV-cache dtype vLLM knows; '
+     "it takes one of auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla"),
+    ({"kv_cache_dtype": ["auto"]}, 'meta.json: engine_kwargs.kv_cache_dtype = ["auto"] is not a KV-cache dtype'),
+    ({"kv_cache_dtype": "fp8_e5m2"}, 'meta.json: engine_kwargs.kv_cache_dtype = "fp8_e5m2": the lab prices a KV cache '
+     "in the model's own 2-byte values only (auto or bfloat16); an fp8 cache holds 1 byte a value"),
+    ({"max_model_len": 10}, "requests.jsonl line 1: input_toks = 2,358 is more than max_model_len = 10 (meta.json's "
+     "engine_kwargs): vLLM refuses a longer prompt, so this request cannot have run under these settings; set "
+     "max_model_len in meta.json to the value the run used"),
+    ({"max_model_len": 3000}, "requests.jsonl line 14: input_toks + output_toks = 2,357 + 766 = 3,123 tokens, more "
+     "than max_model_len = 3,000 (meta.json's engine_kwargs): vLLM stops a request when its prompt and output reach "
+     "max_model_len"),
+    ({"max_model_len": 200_000}, "meta.json: engine_kwargs.max_model_len = 200000 must be a whole number from 1 to "
+     "131,072 (tokens: Llama 3.1 8B bf16's context window)"),
+], ids=["tp 3", "tp 16", "tp 0", "fp4", "dtype list", "fp8", "max_model_len 10", "max_model_len 3000",
+        "max_model_len past the model"])
+def test_impossible_engine_settings_are_refused(tmp_path, capsys, engine, message):
+    path = _shipped_with(tmp_path, engine)
+    assert main(["replay-vllm", path]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: " + message) and err.count("\n") == 1, err
+
+
+def test_the_sizes_the_run_could_have_used_replay(tmp_path, capsys, shipped, shipped_replay):
+    # every allowed tensor-parallel size and the 2-byte KV dtypes price; a max_model_len the requests just
+    # fit (the longest holds 3,998 + 767 tokens) is accepted and changes nothing
+    assert int((shipped.prompt + shipped.output).max()) == 4765
+    for engine in ({"tensor_parallel_size": 2}, {"kv_cache_dtype": "bfloat16"}, {"kv_cache_dtype": None},
+                   {"max_model_len": 4765}):
+        path = _shipped_with(tmp_path / str(len(os.listdir(tmp_path))), engine)
+        assert main(["replay-vllm", path, "--json"]) == 0, capsys.readouterr().err
+        assert capsys.readouterr().err == ""
+    rep = replay(load_run(path), calibration="run")
+    assert rep.table == shipped_replay.table
+
+
+def test_a_batch_setting_left_to_vllm_is_taken_from_its_default_with_a_note(tmp_path, capsys):
+    """null means "vLLM's default" (EngineArgs.get_batch_defaults): the replay takes the default the lab
+    uses everywhere and says so in one line, since the default depends on the GPU and the entry point."""
+    path = _shipped_with(tmp_path, {"max_num_batched_tokens": None})
+    assert main(["replay-vllm", path, "--json"]) == 0
+    captured = capsys.readouterr()
+    note = ("meta.json's engine_kwargs.max_num_batched_tokens is not set, so the replay takes vLLM's default of 2,048 "
+            "(vllm serve on a GPU under 70 GiB; vLLM picks 8,192 or 16,384 on a larger GPU or for the offline LLM "
+            "class): set it in meta.json to the value the run used to replay it as it ran")
+    assert captured.err == f"note: {note}\n"
+    out = json.loads(captured.out)
+    assert out["rules"]["max_num_batched_tokens"] == 2048 and out["notes"] == [note]
+    # an override is not a default: no note
+    assert main(["replay-vllm", path, "--max-num-batched-tokens", "1024", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "note:" not in captured.err and "notes" not in json.loads(captured.out)
+
+
+def test_a_request_too_long_is_named_by_its_line_with_separators(tmp_path, capsys):
+    """Issue 42: 'requests: request 3: needs 6250000001 blocks ... but the pool has only 35947 blocks'."""
+    def huge(rows):
+        rows[2]["input_toks"] = 10 ** 11
+    assert main(["replay-vllm", _shipped_with(tmp_path / "a", rows=huge)]) == 2
+    assert capsys.readouterr().err == ("error: requests.jsonl line 3: input_toks = 100000000000 is more than "
+                                       "10,000,000 tokens, the longest request the lab reads\n")
+
+    def long(rows):
+        rows[2]["input_toks"] = 1_000_000
+    assert main(["replay-vllm", _shipped_with(tmp_path / "b", rows=long)]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: requests.jsonl line 3: input_toks = 1,000,000 is more than max_model_len = 131,072 (Llama 3.1 8B "
+        "bf16's context window, which vLLM takes when meta.json does not set max_model_len)")
+    small = _shipped_with(tmp_path / "c", kv_cache={"num_gpu_blocks": 100, "block_size": 16})
+    assert main(["replay-vllm", small]) == 2
+    assert capsys.readouterr().err == (
+        "error: requests.jsonl line 1: input_toks + output_toks = 2,358 + 531 = 2,889 tokens need 181 blocks of 16 "
+        "slots at their longest, but the KV pool has only 100 blocks (meta.json's kv_cache.num_gpu_blocks)\n")
