@@ -13,11 +13,14 @@ A run directory holds three files (the format of casys-kaist/LLMServingSim's
   TPOT = (last_token_ts - first_token_ts) / (output_toks - 1); end-to-end latency =
   last_token_ts - queued_ts.
 * ``timeseries.csv`` -- once a tick (``meta.tick_seconds``): ``t`` (s), ``prompt_throughput``
-  and ``gen_throughput`` (tokens/s), ``running`` and ``waiting`` (requests), ``kv_cache_pct``.
+  and ``gen_throughput`` (tokens/s), ``running`` and ``waiting`` (requests), ``kv_cache_pct``
+  (percent of the KV cache in use, 0 to 100); every cell read is checked (:data:`TIMESERIES_RANGES`).
 
 Bad input raises :class:`allocator.common.validate.FieldError` naming the file and field (a missing
 file, a line that is not JSON, a missing or non-numeric field, an empty file, timestamps out of
-order), never a KeyError or a traceback deeper down.
+order, a cell out of its range), never a KeyError or a traceback deeper down. A message names a line
+of requests.jsonl or timeseries.csv by its number in the file, from 1, as an editor shows it
+(``requests.jsonl line 3``, ``timeseries.csv line 5: t``).
 """
 from __future__ import annotations
 
@@ -408,10 +411,10 @@ def _load(path, name: str) -> VllmRun:
     _optional("meta.json: tick_seconds", "tick_seconds", meta.get("tick_seconds"))
     engine = meta.get("engine_kwargs")
     if not isinstance(engine, dict):
-        raise FieldError("engine_kwargs", " is missing from meta.json or not an object", subject="meta.json: engine_kwargs")
+        raise FieldError("engine_kwargs", " is missing or not an object", subject="meta.json: engine_kwargs")
     model = meta.get("model") or engine.get("model")
     if not isinstance(model, str) or not model.strip():
-        raise FieldError("model", " is missing from meta.json or not a name", subject="meta.json: model")
+        raise FieldError("model", " is missing or not a name", subject="meta.json: model")
     kv_cache = meta.get("kv_cache") or {}
     hardware = meta.get("hardware") or {}
     for key, value in (("kv_cache", kv_cache), ("hardware", hardware)):

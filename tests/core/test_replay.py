@@ -469,6 +469,12 @@ def test_a_run_message_names_each_file_once(tmp_path, capsys):
     path = write_run(tmp_path / "rtxpro6000_list", synthetic_rows(1) + ["[1, 2]"])
     assert main(["replay-vllm", path]) == 2
     assert capsys.readouterr().err == "error: requests.jsonl line 2 is not a JSON object\n"
+    path = write_run(tmp_path / "rtxpro6000_meta", synthetic_rows(1), {"model": "meta-llama/Llama-3.1-8B"})
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == "error: meta.json: engine_kwargs is missing or not an object\n"
+    path = write_run(tmp_path / "rtxpro6000_model", synthetic_rows(1), {"engine_kwargs": {}})
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == "error: meta.json: model is missing or not a name\n"
 
 
 # --- issue 42, F10: engine settings no vLLM run could have had are refused, not replayed ------------
