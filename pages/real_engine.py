@@ -183,6 +183,8 @@ if _up is not None:
                   f"{', expert parallel' if _one.expert_parallel else ''}" if _one.data_parallel > 1 else "")
         st.caption(plain_markdown(f"{_name}: {len(_one.run):,} requests, {_one.cost.label}; {_one.rules.describe()}"
                                   f"{_ranks}."))
+        for _note in _one.notes:           # a batching setting the run left to vLLM's default, and which one was taken
+            st.caption(plain_markdown(f"Note: {_note}."))
         st.markdown(plain_markdown(cost_model_sentence(_theirs, uploaded=True)))
         st.table(cost_model_table(_theirs).set_index(["figure", "statistic"]))
         # beside the table it reproduces, and only while an upload replayed: a damaged zip shows none

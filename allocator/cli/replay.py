@@ -90,6 +90,8 @@ def run(args) -> int:
     got = reps.get(chosen)
     rep = got if got is not None and not isinstance(got, str) else replay(measured, args.gpu, args.model,
                                                                           cost_model=chosen, **kw)
+    for note in rep.notes:                 # settings left to vLLM's defaults: one line each, before the table
+        print(f"note: {note}", file=sys.stderr)
     out = rep.to_json()
     if args.json:
         out["cost_models"] = {name: ({"table": r.table, "makespan_s": r.makespan_s} if not isinstance(r, str)

@@ -69,6 +69,13 @@ DATA_PARALLEL_SIZE = Limit(1, 64, unit="model copies")
 #: past 60 s. So a what-if stays within about half a minute. A run whose own settings already need
 #: more may be replayed as it ran; an override may not make it longer than that.
 MAX_OVERRIDE_STEPS = 30_000
+#: The values vLLM's ``kv_cache_dtype`` takes (vllm/config/cache.py, ``CacheDType``: vLLM 0.9 took auto,
+#: fp8, fp8_e4m3 and fp8_e5m2, 0.10 added fp8_inc, later versions bfloat16 and fp8_ds_mla); null is auto.
+VLLM_KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+#: Those a replay can price: the KV cache in the model's own 2-byte values (every model a replay prices
+#: is bf16). An fp8 cache holds 1 byte a value, which doubles the pool and halves attention's KV reads;
+#: neither the derived pool nor the cost models do that.
+PRICED_KV_CACHE_DTYPES = ("auto", "bfloat16")
 #: Most points of the running/waiting series drawn when the run has no timeseries.csv: one a second
 #: up to this many, then evenly spaced (a request queued 10**8 s late once made an array of 10**8 ticks).
 MAX_SERIES_TICKS = 10_000
@@ -102,6 +109,7 @@ class Replay:
         dp_unsettled: requests a further round would move to another rank (0: the assignment
             reproduces itself).
         efficiency_source: where the roofline's efficiencies came from (a sentence).
+        notes: one-line notes on settings the run left to vLLM's defaults (:func:`default_notes`).
     """
 
     run: VllmRun
@@ -124,6 +132,7 @@ class Replay:
     dp_rounds: int = 0
     dp_unsettled: int = 0
     efficiency_source: str = ""
+    notes: tuple = ()
 
     def error_pct(self, figure: str, stat: str = "mean") -> float:
         """Simulated / measured - 1 of one statistic, in percent."""
@@ -146,6 +155,8 @@ class Replay:
             out["ranks"] = {"requests_per_rank": np.bincount(self.ranks, minlength=self.data_parallel).tolist(),
                             "assignment": "vLLM 0.19 DPLBAsyncMPClient: lowest 4 x waiting + running",
                             "rounds": self.dp_rounds, "unsettled_requests": self.dp_unsettled}
+        if self.notes:
+            out["notes"] = list(self.notes)
         if self.cost_model == "profile":
             out["profile"] = {**self.cost.terms(), "off_grid_lookups": self.cost.off_grid_summary()}
         else:
@@ -257,12 +268,14 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
     Raises:
         FieldError: a run the lab cannot price (:func:`served_model`, :func:`check_priceable`; a
             profile missing for ``cost_model="profile"``), an unknown GPU, engine arguments of the wrong type, a pool that
-            cannot hold the model, or a request longer than the pool (``requests``).
+            cannot hold the model, a request longer than ``max_model_len`` (:func:`check_model_len`) or
+            than the pool (:func:`check_pool`), named by its line in requests.jsonl.
     """
     g = gpu_for(gpu, run.hardware, run.name)
     m: ServedModel = served_model(run, model)
     tp = check_priceable(run, m)
     dp, ep = parallelism(run)
+    check_model_len(run, m)
     rules = rules_for(run)
     # the same check (and message) as simulate's --max-num-*: allocator.common.limits.LIMITS
     if max_num_seqs is not None:
@@ -297,6 +310,7 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
                                         max_num_batched_tokens=rules.max_num_batched_tokens,
                                         max_num_seqs=rules.max_num_seqs,
                                         expert_group=dp * tp if (ep and m.is_moe) else 1), "derived"
+    check_pool(run, bs, blocks, source)
     caching = (run.engine.get("enable_prefix_caching", True) is not False) if prefix_caching is None else prefix_caching
     if efficiency is None:
         efficiency, eff_source = roofline_efficiency(g, m, tp, calibration)
@@ -310,9 +324,9 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
         sub = Workload(run.name, tuple(reqs[i] for i in members), max_out)
         res = simulate(sub, PagedAllocator(blocks * bs, bs, prefix_caching=caching), clock=cost, rules=rules,
                        record_snapshots=False)
-        if res.rejected:
+        if res.rejected:                             # check_pool refuses these first; kept as a guard
             first = res.rejected[0]
-            raise FieldError("requests", f": request {first['id']}: {first['reason']}", subject="requests")
+            raise FieldError("requests", f": {first['reason']}", subject=run.request_label(first["id"] - 1))
         return res, np.cumsum(res.metrics["seconds"])
 
     if dp == 1:
@@ -347,7 +361,8 @@ def replay(run: VllmRun, gpu: str | None = None, model: str | None = None, *,
                     for s in STATS}
     return Replay(run, cost, rules, caching, bs, blocks, source, meas, sim, table, series,
                   {"measured": float(run.last.max()), "simulated": span}, preempted, cost_model,
-                  dp, ep and m.is_moe, ranks, rounds, unsettled, eff_source)
+                  dp, ep and m.is_moe, ranks, rounds, unsettled, eff_source,
+                  default_notes(run, max_num_seqs, max_num_batched_tokens))
 
 
 def _state_at(res, ends: np.ndarray, ticks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -483,7 +498,7 @@ def held_out_check(run: VllmRun, gpu: str | None = None, model: str | None = Non
     g = gpu_for(gpu, run.hardware, run.name)
     m = model_for(model or run.model)
     half = np.arange(len(run)) < len(run) // 2
-    fit: Fit = fit_efficiency(run, g, m, run.engine_int("tensor_parallel_size", 1), fit_mask=half)
+    fit: Fit = fit_efficiency(run, g, m, check_priceable(run, m), fit_mask=half)
     rep = replay(run, g.key, m.config.key, efficiency=fit.efficiency)
     rest = ~half
     out = {"fit": fit}
@@ -537,18 +552,166 @@ def check_priceable(run: VllmRun, model: ServedModel | None = None) -> int:
     data-parallel ranks WITHOUT expert parallelism -- vLLM then shards every expert over the
     dp x tp GPUs as a tensor-parallel group, a block no profile or roofline here prices.
 
+    Also refused: a tensor-parallel size the lab cannot price (:func:`tensor_parallel`) and a KV-cache
+    dtype vLLM does not know or the lab cannot price (:func:`kv_cache_dtype`).
+
     Raises:
-        FieldError (``enable_expert_parallel``): that case, naming what would supply it.
+        FieldError (``enable_expert_parallel``): that case, naming what would supply it; as
+            :func:`tensor_parallel` and :func:`kv_cache_dtype`.
     """
     dp, ep = parallelism(run)
     m = model or served_model(run)
+    kv_cache_dtype(run)
     if m.is_moe and dp > 1 and not ep:
         raise FieldError("enable_expert_parallel", f": the run has data_parallel_size = {dp} without "
                          f"enable_expert_parallel, so vLLM shards each of {m.config.short}'s experts over the "
                          f"{dp} x tp GPUs; the lab prices whole experts only (expert parallelism, or a profile "
                          "of the sharded expert block, would supply it)",
                          subject="meta.json: engine_kwargs.enable_expert_parallel")
-    return run.engine_int("tensor_parallel_size", 1)
+    return tensor_parallel(run, m)
+
+
+def tensor_parallel_sizes(model: ServedModel) -> tuple[int, ...]:
+    """The tensor-parallel sizes a replay can price for ``model``: the divisors of its KV heads.
+
+    vLLM splits the attention heads evenly over the GPUs (its ModelConfig refuses a size that does
+    not divide the attention heads) and each GPU holds ``kv_heads / tp`` KV heads; past ``kv_heads``
+    GPUs vLLM copies KV heads onto several GPUs, which the lab's pool (:func:`kv_pool_blocks`: the
+    KV bytes of a token / tp on each GPU) and roofline do not model. Returns ascending sizes."""
+    kv = model.config.kv_heads
+    return tuple(d for d in range(1, kv + 1) if kv % d == 0)
+
+
+def tensor_parallel(run: VllmRun, model: ServedModel) -> int:
+    """meta.json's ``engine_kwargs.tensor_parallel_size`` (1 when absent or null), once it is one of
+    :func:`tensor_parallel_sizes`.
+
+    Raises:
+        FieldError (``meta.json: engine_kwargs.tensor_parallel_size``): not a whole number of at least 1,
+            or not a size the lab prices for the run's model (the allowed sizes are listed).
+    """
+    tp = run.engine_int("tensor_parallel_size", 1)
+    allowed = tensor_parallel_sizes(model)
+    if tp in allowed:
+        return tp
+    c = model.config
+    refused = (f"vLLM itself refuses it, as its {c.heads} attention heads do not split evenly over {tp:,} GPUs; "
+               if c.heads and c.heads % tp else
+               f"vLLM would copy {c.short}'s {c.kv_heads} KV heads onto several GPUs, which this lab does not model; ")
+    raise FieldError("tensor_parallel_size", f" = {tp:,} is not a tensor-parallel size the lab can price for "
+                     f"{c.short}: {refused}set it to the size the run used, one of "
+                     f"{', '.join(map(str, allowed))}", subject="meta.json: engine_kwargs.tensor_parallel_size")
+
+
+def kv_cache_dtype(run: VllmRun) -> str:
+    """meta.json's ``engine_kwargs.kv_cache_dtype`` ("auto" when absent or null), once it is one a replay
+    can price (:data:`PRICED_KV_CACHE_DTYPES`).
+
+    Raises:
+        FieldError (``meta.json: engine_kwargs.kv_cache_dtype``): not one of vLLM's values
+            (:data:`VLLM_KV_CACHE_DTYPES`, listed), or an fp8 one, which the lab cannot price.
+    """
+    value = run.engine.get("kv_cache_dtype")
+    if value is None:
+        return "auto"
+    subject = "meta.json: engine_kwargs.kv_cache_dtype"
+    if not isinstance(value, str) or value not in VLLM_KV_CACHE_DTYPES:
+        raise FieldError("kv_cache_dtype", f" = {json_shown(value)} is not a KV-cache dtype vLLM knows; it takes one "
+                         f"of {', '.join(VLLM_KV_CACHE_DTYPES)}", subject=subject)
+    if value not in PRICED_KV_CACHE_DTYPES:
+        raise FieldError("kv_cache_dtype", f" = {json_shown(value)}: the lab prices a KV cache in the model's own "
+                         f"2-byte values only ({' or '.join(PRICED_KV_CACHE_DTYPES)}); an fp8 cache holds 1 byte a value, "
+                         "which changes the pool's size and attention's reads, and neither is modelled here",
+                         subject=subject)
+    return value
+
+
+def model_len(run: VllmRun, model: ServedModel) -> int:
+    """The run's ``max_model_len`` (tokens): meta.json's ``engine_kwargs.max_model_len``, or, when it is
+    absent or null, the model's context window, which vLLM then derives from the model's config.
+
+    Raises:
+        FieldError (``meta.json: engine_kwargs.max_model_len``): not a whole number from 1 to the model's
+            context window (vLLM refuses a longer one unless told to override it).
+    """
+    context = model.config.max_context
+    return run.engine_int("max_model_len", context,
+                          Limit(1, context, unit=f"tokens: {model.config.short}'s context window"))
+
+
+def check_model_len(run: VllmRun, model: ServedModel) -> int:
+    """:func:`model_len`, once every request of the run fits it: vLLM refuses a prompt longer than
+    ``max_model_len`` and stops a request when its prompt and output together reach it
+    (vllm/v1/core/sched/utils.py, ``check_stop``), so a measured request with more tokens could not
+    have run under these settings.
+
+    Raises:
+        FieldError (the request's line in requests.jsonl): the first such request in the file, with its
+            tokens and max_model_len; as :func:`model_len`.
+    """
+    limit = model_len(run, model)
+    total = run.prompt + run.output
+    bad = np.flatnonzero(total > limit)
+    if not len(bad):
+        return limit
+    i = int(bad[np.argmin(run.lines[bad])]) if run.lines is not None else int(bad[0])
+    p, o = int(run.prompt[i]), int(run.output[i])
+    if run.engine.get("max_model_len") is not None:
+        where, fix = "meta.json's engine_kwargs", "set max_model_len in meta.json to the value the run used"
+    else:
+        where = (f"{model.config.short}'s context window, which vLLM takes when meta.json does not set "
+                 "max_model_len")
+        fix = "its token counts are damaged, or the run served another model"
+    if p > limit:
+        problem = f"input_toks = {p:,} is more than max_model_len = {limit:,} ({where}): vLLM refuses a longer prompt"
+    else:
+        problem = (f"input_toks + output_toks = {p:,} + {o:,} = {p + o:,} tokens, more than max_model_len = {limit:,} "
+                   f"({where}): vLLM stops a request when its prompt and output reach max_model_len")
+    raise FieldError("max_model_len", f": {problem}, so this request cannot have run under these settings; {fix}",
+                     subject=run.request_label(i))
+
+
+def check_pool(run: VllmRun, block_size: int, num_blocks: int, source: str) -> None:
+    """Refuse a run whose longest request can never fit the KV pool: a sequence of prompt + output tokens
+    needs ceil(tokens / block_size) blocks at its longest (the engine's own test,
+    :func:`allocator.memory.paged.too_long_for_pool`), and vLLM would have refused it too.
+
+    Args:
+        source: "run" (meta.json's num_gpu_blocks) or "derived" (:func:`kv_pool_blocks`).
+
+    Raises:
+        FieldError (the request's line in requests.jsonl): the first such request in the file, with its
+            tokens, the blocks it needs and the pool's, all with thousands separators.
+    """
+    total = run.prompt + run.output
+    need = -(-total // block_size)
+    bad = np.flatnonzero(need > num_blocks)
+    if not len(bad):
+        return
+    i = int(bad[np.argmin(run.lines[bad])]) if run.lines is not None else int(bad[0])
+    p, o = int(run.prompt[i]), int(run.output[i])
+    pool = ("meta.json's kv_cache.num_gpu_blocks" if source == "run"
+            else "derived from the GPU's memory as vLLM sizes it")
+    raise FieldError("requests", f": input_toks + output_toks = {p:,} + {o:,} = {p + o:,} tokens need {int(need[i]):,} "
+                     f"blocks of {block_size} slots at their longest, but the KV pool has only {num_blocks:,} blocks "
+                     f"({pool})", subject=run.request_label(i))
+
+
+def default_notes(run: VllmRun, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None) -> tuple:
+    """One line for each batching setting the run left to vLLM's default (absent or null in meta.json,
+    and not overridden): vLLM then picks it by entry point and GPU (``EngineArgs.get_batch_defaults``;
+    see :data:`allocator.engine.v1.V1_DEFAULT_MAX_NUM_BATCHED_TOKENS`), which the run folder does not
+    record, so the replay takes the default of ``vllm serve`` on a GPU under 70 GiB and says so.
+    Returns a tuple of sentences (empty when the run sets both)."""
+    notes = []
+    for key, override, default, others in (
+            ("max_num_batched_tokens", max_num_batched_tokens, V1_DEFAULT_MAX_NUM_BATCHED_TOKENS, "8,192 or 16,384"),
+            ("max_num_seqs", max_num_seqs, V1_DEFAULT_MAX_NUM_SEQS, "1,024")):
+        if override is None and run.engine.get(key) is None:
+            notes.append(f"meta.json's engine_kwargs.{key} is not set, so the replay takes vLLM's default of "
+                         f"{default:,} (vllm serve on a GPU under 70 GiB; vLLM picks {others} on a larger GPU or for "
+                         f"the offline LLM class): set it in meta.json to the value the run used to replay it as it ran")
+    return tuple(notes)
 
 
 def step_cost(run: VllmRun, gpu, model: ServedModel, tp: int, cost_model: str = "roofline",
@@ -617,4 +780,6 @@ def replay_zip(data: bytes, name: str = "upload.zip") -> dict:
 
 __all__ = ["Replay", "replay_zip", "replay", "held_out_check", "rules_for", "FIGURES", "STATS", "REPLAY_GPUS", "COST_MODELS", "series_ticks",
            "served_model", "check_priceable", "parallelism", "assign_ranks", "DP_STATS_INTERVAL_S", "MAX_DP_ROUNDS",
-           "step_cost", "best_cost_model", "compare_cost_models", "CALIBRATIONS", "roofline_efficiency"]
+           "step_cost", "best_cost_model", "compare_cost_models", "CALIBRATIONS", "roofline_efficiency",
+           "tensor_parallel", "tensor_parallel_sizes", "kv_cache_dtype", "model_len", "check_model_len", "check_pool",
+           "default_notes", "VLLM_KV_CACHE_DTYPES", "PRICED_KV_CACHE_DTYPES"]

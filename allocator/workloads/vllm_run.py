@@ -13,14 +13,18 @@ A run directory holds three files (the format of casys-kaist/LLMServingSim's
   TPOT = (last_token_ts - first_token_ts) / (output_toks - 1); end-to-end latency =
   last_token_ts - queued_ts.
 * ``timeseries.csv`` -- once a tick (``meta.tick_seconds``): ``t`` (s), ``prompt_throughput``
-  and ``gen_throughput`` (tokens/s), ``running`` and ``waiting`` (requests), ``kv_cache_pct``.
+  and ``gen_throughput`` (tokens/s), ``running`` and ``waiting`` (requests), ``kv_cache_pct``
+  (percent of the KV cache in use, 0 to 100); every cell read is checked (:data:`TIMESERIES_RANGES`).
 
 Bad input raises :class:`allocator.common.validate.FieldError` naming the file and field (a missing
 file, a line that is not JSON, a missing or non-numeric field, an empty file, timestamps out of
-order), never a KeyError or a traceback deeper down.
+order, a cell out of its range), never a KeyError or a traceback deeper down. A message names a line
+of requests.jsonl or timeseries.csv by its number in the file, from 1, as an editor shows it
+(``requests.jsonl line 3``, ``timeseries.csv line 5: t``).
 """
 from __future__ import annotations
 
+import csv
 import io
 import math
 import os
@@ -33,10 +37,12 @@ import numpy as np
 
 from allocator.common.errors import FieldError
 from allocator.common.paths import ASSETS
-from allocator.common.validate import Limit, LongNumber, in_range, show
-from allocator.common.limits import MAX_UPLOAD_BYTES, MB
-from allocator.workloads.reader import (decode_utf8, file_label, json_lines, json_shown, limit_words, parse_json,
-                                        read_bytes, shown, size_words)
+from allocator.common.formats import plural
+from allocator.common.validate import Limit, LongNumber, in_range, number_from_text, show
+from allocator.common.limits import MAX_TOKENS, MAX_UPLOAD_BYTES, MB
+from allocator.workloads.reader import (cut, decode_utf8, file_label, json_lines, json_shown, limit_words, parse_json,
+                                        read_bytes, size_words)
+from allocator.workloads.trace import MAX_CELL_CHARS, MAX_COLUMNS
 
 if TYPE_CHECKING:                      # pandas is imported where the CSV is read (CLI start-up, issue 24)
     import pandas as pd
@@ -78,6 +84,8 @@ class VllmRun:
         queued, scheduled, first, last: float64 [requests], seconds after the first request
             was queued.
         timeseries: DataFrame with at least :data:`TIMESERIES_COLUMNS` (None when the file is absent).
+        lines: int64 [requests], each request's line in requests.jsonl (counted from 1, as messages
+            name it), in queue order; None for a run built by hand.
     """
 
     name: str
@@ -93,6 +101,7 @@ class VllmRun:
     first: np.ndarray
     last: np.ndarray
     timeseries: pd.DataFrame | None = field(default=None, compare=False)
+    lines: np.ndarray | None = field(default=None, compare=False)
 
     def __len__(self) -> int:
         return len(self.prompt)
@@ -112,6 +121,11 @@ class VllmRun:
     def latency(self) -> np.ndarray:
         """End-to-end latency per request, seconds [requests]."""
         return self.last - self.queued
+
+    def request_label(self, i: int) -> str:
+        """How a message names request ``i`` (0-based, queue order): ``"requests.jsonl line 3"`` (its
+        line in the file), or ``"request 4"`` (1-based) for a run built without a file."""
+        return f"request {i + 1}" if self.lines is None else f"requests.jsonl line {int(self.lines[i])}"
 
     def engine_int(self, key: str, default: int | None = None, limit: Limit | None = None) -> int | None:
         """A whole-number engine argument (e.g. ``max_num_seqs``), or ``default`` when absent/null.
@@ -200,25 +214,137 @@ def _span_check(subject: str, value: float, first: float) -> None:
                          "monotonic clock: a later one is a damaged line)", subject=subject)
 
 
-def _non_numeric_cell(ts: "pd.DataFrame") -> tuple[int, str, object]:
-    """The first cell of :data:`TIMESERIES_COLUMNS`, row by row, that is not a number (a word, a
-    NUL character): ``(0-based data row, column, cell)``; ``(0, t, None)`` when every one reads."""
-    for row, cells in enumerate(ts[list(TIMESERIES_COLUMNS)].itertuples(index=False, name=None)):
-        for col, cell in zip(TIMESERIES_COLUMNS, cells):
+#: Largest throughput timeseries.csv may state (tokens per second): far above any server's (a GPU
+#: prefills some 10**5 tokens a second; 64 data-parallel ranks of it stay below 10**7).
+MAX_TIMESERIES_THROUGHPUT = 1e9
+#: The range of every column of timeseries.csv the lab reads (issue 42: a cell outside it is refused,
+#: never plotted). The units are those of LLMServingSim's exporter (bench/core/stat_logger.py,
+#: ``downsample_to_csv_rows``): ``t`` the end of each tick in seconds from the run's start, the two
+#: throughputs in tokens per second, ``running`` and ``waiting`` whole request counts (at most a run's
+#: :data:`MAX_RUN_REQUESTS`), ``kv_cache_pct`` vLLM's ``kv_cache_usage`` x 100 (percent, 0 to 100).
+TIMESERIES_RANGES = {
+    "t": Limit(0, MAX_RUN_SPAN_S, integer=False, unit="seconds from the run's start"),
+    "prompt_throughput": Limit(0, MAX_TIMESERIES_THROUGHPUT, integer=False, unit="tokens per second"),
+    "gen_throughput": Limit(0, MAX_TIMESERIES_THROUGHPUT, integer=False, unit="tokens per second"),
+    "running": Limit(0, MAX_RUN_REQUESTS, unit="requests"),
+    "waiting": Limit(0, MAX_RUN_REQUESTS, unit="requests"),
+    "kv_cache_pct": Limit(0, 100, integer=False, unit="percent of the KV cache in use"),
+}
+#: A cell that reads as a decimal number (what the fast path of :func:`_timeseries_columns` takes).
+_DECIMAL_CELLS = re.compile(r"(?:[ \t]*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[ \t]*\n)*")
+
+
+def _ts_error(line: int, problem: str) -> FieldError:
+    """A FieldError about one line of timeseries.csv: ``"timeseries.csv line 5 <problem>"``."""
+    return FieldError("timeseries.csv", f" {problem}", index=line - 1, subject=f"timeseries.csv line {line}")
+
+
+def _timeseries_lines(text: str):
+    """``(file line number, cells)`` of each line of timeseries.csv that is not blank, numbered from 1
+    as an editor numbers the file's lines (the numbering of every run-folder message, as
+    requests.jsonl's ``line 3``).
+
+    Line ends LF and CR LF are read as they are, and a file whose lines end in CR alone is read with
+    each CR as a line end; a CR anywhere else (inside or after a cell, e.g. ``0.0\\r,extra``) is
+    refused, naming its line, rather than read as the end of a row. A quoted cell may not hold a
+    line break (every cell the lab reads is a number).
+
+    Raises:
+        FieldError (``timeseries.csv``): a stray CR, a quote that is never closed, more than
+            :data:`allocator.workloads.trace.MAX_COLUMNS` columns or a cell longer than
+            :data:`allocator.workloads.trace.MAX_CELL_CHARS` characters, each naming the line.
+    """
+    if "\r" in text and "\n" not in text:
+        text = text.replace("\r", "\n")              # CR-only line ends (Excel's "CSV (Macintosh)")
+    for n, line in json_lines(text):
+        if "\r" in line:
+            raise _ts_error(n, "holds a carriage return (CR) that does not end the line: the file mixes "
+                               "line ends; save it with LF or CR LF line ends only")
+        if not line.strip():
+            continue
+        if '"' in line:
             try:
-                float(cell)
-            except (TypeError, ValueError, OverflowError):
-                return row, col, cell
-    return 0, TIMESERIES_COLUMNS[0], None
+                cells = next(csv.reader([line], strict=True))
+            except csv.Error:
+                raise _ts_error(n, "has a quote that is never closed (a quoted cell must end on its own "
+                                   "line)") from None
+        else:
+            cells = line.split(",")
+        if len(cells) > MAX_COLUMNS:
+            raise _ts_error(n, f"has {len(cells):,} columns; at most {MAX_COLUMNS} are accepted "
+                               f"({', '.join(TIMESERIES_COLUMNS)}, kv_cache_pct)")
+        if max(map(len, cells)) > MAX_CELL_CHARS:
+            raise _ts_error(n, f"has a cell longer than {MAX_CELL_CHARS:,} characters")
+        yield n, cells
+
+
+def _timeseries_columns(lines: list, names: list) -> dict:
+    """The checked columns of timeseries.csv's data ``lines`` [(file line, cells)]: {column: float64
+    [ticks]} for every column of :data:`TIMESERIES_RANGES` the header ``names`` holds.
+
+    Every cell must lie in its column's range (:data:`TIMESERIES_RANGES`) and ``t`` must not go back
+    from one line to the next (equal ticks are kept). Nothing is skipped: LLMServingSim's exporter
+    writes none of these cells (empty, ``nan``, ``inf``, a negative or fractional count, a time out of
+    order), so each is a damaged file, refused with the first bad cell in file order. A time as small
+    as ``5e-324`` is in range (a tick just after the start) and read as written.
+
+    Raises:
+        FieldError (the column): ``"timeseries.csv line 5: t = nan is not a number: give a number
+            from 0 to 1,000,000 (seconds from the run's start)"`` -- the file line, the column and the
+            cell as typed; ``"timeseries.csv line 7: t = 3 is earlier than line 6's t = 5: ..."``.
+    """
+    wanted = [(i, c) for i, c in enumerate(names) if c in TIMESERIES_RANGES]
+    out, first_bad = {}, len(lines)
+    for i, col in wanted:
+        column = [row[i] for _, row in lines]
+        if not _DECIMAL_CELLS.fullmatch("".join(c + "\n" for c in column)):
+            column = [c if _DECIMAL_CELLS.fullmatch(c + "\n") else "nan" for c in column]   # NaN: refused below
+        values = np.array(column, dtype=np.float64) if column else np.zeros(0)
+        limit = TIMESERIES_RANGES[col]
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(values) | (values < limit.low) | (values > limit.high)
+            if limit.integer:
+                bad |= values != np.floor(values)
+        if bad.any():
+            first_bad = min(first_bad, int(np.argmax(bad)))
+        out[col] = values
+    if first_bad < len(lines):                       # name the first bad cell in file order, as typed
+        n, row = lines[first_bad]
+        for j, name in wanted:
+            cell = row[j].strip()
+            in_range(name, number_from_text(cell) if cell else None, TIMESERIES_RANGES[name],
+                     subject=f"timeseries.csv line {n}: {name}")
+    t = out.get("t")
+    if t is not None and len(t) > 1:
+        back = np.flatnonzero(t[1:] < t[:-1])
+        if len(back):
+            k = int(back[0]) + 1
+            (was, before), (now, after) = lines[k - 1], lines[k]
+            i = names.index("t")
+            raise FieldError("t", f" = {show(number_from_text(after[i].strip()))} is earlier than line {was}'s t = "
+                             f"{show(number_from_text(before[i].strip()))}: the ticks must not go back in time",
+                             subject=f"timeseries.csv line {now}: t")
+    return out
 
 
 def _timeseries(path):
     """timeseries.csv of the run at ``path`` as a DataFrame of floats, or None when the run has none.
 
-    Bounded before it is parsed: at most :data:`MAX_TIMESERIES_BYTES` bytes, :data:`MAX_TICKS` rows,
-    and the CSV shape checks of :func:`allocator.workloads.trace.check_structure` (columns, cells).
+    Bounded before it is parsed: at most :data:`MAX_TIMESERIES_BYTES` bytes and :data:`MAX_TICKS`
+    rows; read line by line (:func:`_timeseries_lines`), every row as wide as the header, each column
+    of :data:`TIMESERIES_RANGES` checked cell by cell (:func:`_timeseries_columns`). Every message
+    names the file's line as an editor numbers it.
+
+    Returns:
+        DataFrame [ticks] of float64: the columns of :data:`TIMESERIES_COLUMNS` and ``kv_cache_pct``
+        when the file has it (other columns are not read); no rows when the file has a header only.
+
+    Raises:
+        FieldError: the file too large, empty, with too many rows, a column named twice or missing, a
+            row with more or fewer fields than the header, and the cells :func:`_timeseries_columns`
+            refuses.
     """
-    from allocator.workloads.trace import check_structure
+    import pandas as pd
 
     if isinstance(path, _ZipRun):
         if "timeseries.csv" not in path.members:
@@ -226,29 +352,28 @@ def _timeseries(path):
     elif not os.path.lexists(os.path.join(path, "timeseries.csv")):
         return None
     text = _read_text(path, "timeseries.csv", MAX_TIMESERIES_BYTES)
-    try:
-        check_structure(text, expected=", ".join(TIMESERIES_COLUMNS) + ", kv_cache_pct")
-    except FieldError as exc:
-        raise FieldError("timeseries.csv", f": timeseries.csv: {exc}", subject="run") from None
-    import pandas as pd
     if text.count("\n") > MAX_TICKS + 1:
         raise FieldError("timeseries.csv", f": timeseries.csv has more than {MAX_TICKS:,} rows", subject="run")
-    try:
-        ts = pd.read_csv(io.StringIO(text))
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
-        raise FieldError("timeseries.csv", ": timeseries.csv is not a readable CSV table", subject="run") from None
-    missing = [c for c in TIMESERIES_COLUMNS if c not in ts.columns]
+    lines = _timeseries_lines(text)
+    first = next(lines, None)
+    if first is None:
+        raise FieldError("timeseries.csv", f": timeseries.csv is empty; its first line names the columns "
+                         f"({', '.join(TIMESERIES_COLUMNS)}, kv_cache_pct)", subject="run")
+    head, names = first[0], [name.strip() for name in first[1]]
+    for name in names:
+        if name and names.count(name) > 1:
+            raise _ts_error(head, f"names the column {cut(name)} twice: each column must be named once")
+    missing = [c for c in TIMESERIES_COLUMNS if c not in names]
     if missing:
         raise FieldError("timeseries.csv", f": timeseries.csv lacks column(s) {', '.join(missing)}", subject="run")
-    try:
-        ts = ts.astype({c: float for c in TIMESERIES_COLUMNS})
-    except (ValueError, TypeError, OverflowError):
-        row, col, cell = _non_numeric_cell(ts)
-        raise FieldError("timeseries.csv", f": timeseries.csv row {row + 1}, column {col}: {shown(cell)} is not a "
-                         "number", index=row, subject="run") from None
-    if not np.isfinite(ts["t"].to_numpy()).all():
-        raise FieldError("timeseries.csv", ": timeseries.csv has a t that is not a finite number", subject="run")
-    return ts
+    rows = []
+    for n, cells in lines:
+        if len(cells) != len(names):
+            raise _ts_error(n, f"has {plural(len(cells), 'field')} but the header (line {head}) has {len(names):,} "
+                               f"({cut(', '.join(names), 80)}): a field is missing or extra")
+        rows.append((n, cells))
+    columns = _timeseries_columns(rows, names)
+    return pd.DataFrame({c: columns[c] for c in (*TIMESERIES_COLUMNS, "kv_cache_pct") if c in columns})
 
 
 def load_run(path: str) -> VllmRun:
@@ -267,10 +392,10 @@ def load_run(path: str) -> VllmRun:
         FieldError: ``path`` not a directory (``run``); meta.json missing, not a JSON object, or
             without ``model`` (a non-empty string) or ``engine_kwargs`` (an object); requests.jsonl
             missing, empty or with more than :data:`MAX_RUN_REQUESTS` requests, a line that is not
-            a JSON object, a missing or non-numeric field, a negative or fractional token count,
-            times out of order (queued <= scheduled <= first token <= last token) or more than
-            :data:`MAX_RUN_SPAN_S` after the first request; timeseries.csv (optional) too large,
-            unreadable or without its columns; any file past its byte limit.
+            a JSON object, a missing or non-numeric field, a token count that is not a whole number
+            from 1 to ``allocator.common.limits.MAX_TOKENS``, times out of order (queued <= scheduled
+            <= first token <= last token) or more than :data:`MAX_RUN_SPAN_S` after the first
+            request; timeseries.csv (optional): as :func:`_timeseries`; any file past its byte limit.
     """
     if not isinstance(path, str) or not path or "\x00" in path or not os.path.isdir(path):
         shown = show(file_label(path) if isinstance(path, str) and "\x00" not in path else path, 120)
@@ -286,10 +411,10 @@ def _load(path, name: str) -> VllmRun:
     _optional("meta.json: tick_seconds", "tick_seconds", meta.get("tick_seconds"))
     engine = meta.get("engine_kwargs")
     if not isinstance(engine, dict):
-        raise FieldError("engine_kwargs", " is missing from meta.json or not an object", subject="meta.json: engine_kwargs")
+        raise FieldError("engine_kwargs", " is missing or not an object", subject="meta.json: engine_kwargs")
     model = meta.get("model") or engine.get("model")
     if not isinstance(model, str) or not model.strip():
-        raise FieldError("model", " is missing from meta.json or not a name", subject="meta.json: model")
+        raise FieldError("model", " is missing or not a name", subject="meta.json: model")
     kv_cache = meta.get("kv_cache") or {}
     hardware = meta.get("hardware") or {}
     for key, value in (("kv_cache", kv_cache), ("hardware", hardware)):
@@ -302,25 +427,28 @@ def _load(path, name: str) -> VllmRun:
         if not line.strip():
             continue
         if len(rows) >= MAX_RUN_REQUESTS:
-            raise FieldError("requests.jsonl", f": requests.jsonl holds more than {MAX_RUN_REQUESTS:,} requests; "
+            raise FieldError("requests.jsonl", f" holds more than {MAX_RUN_REQUESTS:,} requests; "
                              "replay a part of the run", subject="requests.jsonl")
         obj = parse_json(line, f"requests.jsonl line {n}", field="requests.jsonl", index=n - 1)
         if not isinstance(obj, dict):
-            raise FieldError("requests.jsonl", f": line {n} is not a JSON object", subject="requests.jsonl")
+            raise FieldError("requests.jsonl", " is not a JSON object", index=n - 1, subject=f"requests.jsonl line {n}")
         row = []
         for key in REQUEST_FIELDS:
             subject = f"requests.jsonl line {n}: {key}"
             if key not in obj:
                 raise FieldError(key, " is missing", subject=subject)
             row.append(_whole(subject, obj[key]) if key.endswith("_toks") else _number(subject, obj[key]))
+            if key.endswith("_toks") and row[-1] > MAX_TOKENS:
+                raise FieldError(key, f" = {json_shown(obj[key])} is more than {MAX_TOKENS:,} tokens, the longest "
+                                 "request the lab reads", subject=subject)
         _optional(f"requests.jsonl line {n}: arrival_time", "arrival_time", obj.get("arrival_time"))
         q, s, f, last = row[2:]
         if not q <= s <= f <= last:
-            raise FieldError("requests.jsonl", f": line {n}'s times are out of order (queued <= scheduled <= "
-                             "first token <= last token)", subject="requests.jsonl")
+            raise FieldError("requests.jsonl", ": the times are out of order (queued <= scheduled <= "
+                             "first token <= last token)", index=n - 1, subject=f"requests.jsonl line {n}")
         rows.append(row + [n])
     if not rows:
-        raise FieldError("requests.jsonl", ": requests.jsonl holds no requests", subject="requests.jsonl")
+        raise FieldError("requests.jsonl", " holds no requests", subject="requests.jsonl")
     arr = np.array(rows, dtype=np.float64)
     arr = arr[np.argsort(arr[:, 2], kind="stable")]
     t0 = arr[0, 2]
@@ -334,7 +462,8 @@ def _load(path, name: str) -> VllmRun:
         name=name, model=model.strip(), engine=engine, kv_cache=kv_cache,
         hardware=hardware, vllm_version=str(meta.get("vllm_version", "")),
         prompt=arr[:, 0].astype(np.int64), output=arr[:, 1].astype(np.int64),
-        queued=arr[:, 2] - t0, scheduled=arr[:, 3] - t0, first=arr[:, 4] - t0, last=arr[:, 5] - t0, timeseries=ts)
+        queued=arr[:, 2] - t0, scheduled=arr[:, 3] - t0, first=arr[:, 4] - t0, last=arr[:, 5] - t0, timeseries=ts,
+        lines=arr[:, 6].astype(np.int64))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ act on it, one way for each kind.
 4. A value is echoed as typed (``0``, not ``0.0``; ``5e-324``, not ``4.94066e-324``).
 5. A number too long to read says so, with the limit.
 6. A value read from JSON is echoed in JSON's spelling (``true``, ``"8"``).
-7. A bad cell of a run's timeseries.csv (a NUL character) is named by row and column.
+7. A bad cell of a run's timeseries.csv (a NUL character) is named by file line and column.
 8. Every size cap is stated in MB (1,000,000 bytes), the unit of the upload limit.
 9. A SystemError or ImportError raised while a compiled module is loaded under memory pressure is
    the out-of-memory line, not a traceback.
@@ -253,18 +253,19 @@ def test_a_mooncake_value_is_echoed_in_json_spelling(tmp_path, capsys):
         "error: line 1, field output_length: true is not a whole number")
 
 
-# --- 7. a bad timeseries.csv cell is named by row and column ---------------------------------------
+# --- 7. a bad timeseries.csv cell is named by file line and column ---------------------------------
 
 @pytest.mark.parametrize("cell, shown", [("1\x002", "'1\\x002'"), ("abc", "'abc'")])
-def test_a_bad_timeseries_cell_is_named_by_row_and_column(tmp_path, capsys, cell, shown):
+def test_a_bad_timeseries_cell_is_named_by_line_and_column(tmp_path, capsys, cell, shown):
     run = _copy_run(tmp_path)
     lines = (run / "timeseries.csv").read_text(encoding="utf-8").split("\n")
     cells = lines[2].split(",")
-    cells[1] = cell                                   # data row 2, column prompt_throughput
+    cells[1] = cell                                   # file line 3 (data row 2), column prompt_throughput
     lines[2] = ",".join(cells)
     (run / "timeseries.csv").write_text("\n".join(lines), encoding="utf-8")
     assert _error(["replay-vllm", str(run)], capsys) == (
-        f"error: run: timeseries.csv row 2, column prompt_throughput: {shown} is not a number")
+        f"error: timeseries.csv line 3: prompt_throughput = {shown} is not a number: give a number from 0 to "
+        "1,000,000,000 (tokens per second)")
 
 
 # --- 8. sizes in MB ---------------------------------------------------------------------------------

@@ -224,7 +224,7 @@ BAD = [
      "timeseries.csv is 5.0 MB; the limit is 4 MB (4,000,000 bytes)"),
     ("wide timeseries", lambda p: open(os.path.join(p, "timeseries.csv"), "w").write(
         "t,prompt_throughput,gen_throughput,running,waiting" + "," * 560_000 + "\n"),
-     "timeseries.csv: the header has 560,005 columns; at most 256 are accepted"),
+     "timeseries.csv line 1 has 560,005 columns; at most 256 are accepted"),
     ("too many requests", lambda p: open(os.path.join(p, "requests.jsonl"), "w").write(
         "\n".join([json.dumps(synthetic_rows(1)[0])] * 10_001)),
      "requests.jsonl holds more than 10,000 requests"),
@@ -360,3 +360,222 @@ def test_an_override_that_would_take_too_many_steps_is_refused_before_running(ca
     _check_override_steps(run, own, -(-output // MAX_OVERRIDE_STEPS), least)      # the named smallest passes
     with pytest.raises(FieldError):
         _check_override_steps(run, own, None, least - 1)
+
+
+# --- issue 42, F7: every cell of timeseries.csv is checked and named by file line ------------------
+
+def _shipped_copy(tmp_path, edit):
+    """A copy of the shipped run (CR LF line ends, as shipped) whose timeseries.csv lines go through
+    ``edit`` (a list of lines without their ends -> the file's text)."""
+    import shutil
+    run = tmp_path / "rtxpro6000_llama-3.1-8b"
+    shutil.copytree(SHIPPED_RUN, run)
+    with open(run / "timeseries.csv", newline="") as fh:
+        lines = fh.read().split("\r\n")
+    with open(run / "timeseries.csv", "w", newline="") as fh:
+        fh.write(edit(lines))
+    return str(run)
+
+
+def _cell(line, col, value):
+    """An edit that sets column ``col`` (0-based) of file line ``line`` (1-based) to ``value``."""
+    def edit(lines):
+        cells = lines[line - 1].split(",")
+        cells[col] = value
+        return "\r\n".join(lines[:line - 1] + [",".join(cells)] + lines[line:])
+    return edit
+
+
+T_RANGE = "give a number from 0 to 1,000,000 (seconds from the run's start)"
+COUNT_RANGE = "a whole number from 0 to 10,000 (requests)"
+RATE_RANGE = "a number from 0 to 1,000,000,000 (tokens per second)"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_cell(5, 0, "nan"), f"timeseries.csv line 5: t = nan is not a number: {T_RANGE}"),
+    (_cell(5, 0, "1e300"), f"timeseries.csv line 5: t = 1e300 must be a number from 0 to 1,000,000"),
+    (_cell(5, 0, "-1e15"), f"timeseries.csv line 5: t = -1e15 must be a number from 0 to 1,000,000"),
+    (_cell(5, 0, "2.5"), "timeseries.csv line 5: t = 2.5 is earlier than line 4's t = 3.0: the ticks must not go "
+                         "back in time"),
+    (_cell(5, 3, "-5"), f"timeseries.csv line 5: running = -5 must be {COUNT_RANGE}"),
+    (_cell(5, 3, "1.5"), f"timeseries.csv line 5: running = 1.5 is not a whole number: give {COUNT_RANGE}"),
+    (_cell(6, 4, ""), f"timeseries.csv line 6: waiting is empty: give {COUNT_RANGE}"),
+    (_cell(5, 5, "nan"), "timeseries.csv line 5: kv_cache_pct = nan is not a number: give a number from 0 to 100 "
+                         "(percent of the KV cache in use)"),
+    (_cell(5, 5, "250"), "timeseries.csv line 5: kv_cache_pct = 250 must be a number from 0 to 100"),
+    (_cell(5, 1, "1e999"), f"timeseries.csv line 5: prompt_throughput = 1e999 is not a finite number: give {RATE_RANGE}"),
+    (_cell(5, 2, "inf"), f"timeseries.csv line 5: gen_throughput = inf is not a finite number: give {RATE_RANGE}"),
+    (_cell(5, 2, "1_000"), f"timeseries.csv line 5: gen_throughput = '1_000' is not a number: give {RATE_RANGE}"),
+    # the first bad cell in file order, whatever its column
+    (lambda lines: _cell(9, 1, "x")(_cell(7, 4, "-1")(lines).split("\r\n")),
+     "timeseries.csv line 7: waiting = -1 must be"),
+    # a row one field too wide: the file's line, not the data row
+    (lambda lines: "\r\n".join(lines[:67] + [lines[67] + ",9"] + lines[68:]),
+     "timeseries.csv line 68 has 7 fields but the header (line 1) has 6 (t, prompt_throughput, gen_throughput, "
+     "running, waiting, kv_cache_pct): a field is missing or extra"),
+    # a CR after a cell of a CR LF file is not a row end: the line is named
+    (lambda lines: "\r\n".join(lines[:4] + [lines[4] + "\r,extra"] + lines[5:]),
+     "timeseries.csv line 5 holds a carriage return (CR) that does not end the line"),
+    (_cell(5, 1, '"12'), "timeseries.csv line 5 has a quote that is never closed"),
+    (lambda lines: "\r\n".join([lines[0] + ",t"] + lines[1:]), "timeseries.csv line 1 names the column t twice"),
+    (lambda lines: "", "run: timeseries.csv is empty; its first line names the columns"),
+], ids=["t nan", "t 1e300", "t -1e15", "t back", "running -5", "running 1.5", "waiting empty", "kv nan",
+        "kv 250", "rate 1e999", "rate inf", "underscore", "first in file order", "wide row", "stray CR",
+        "open quote", "column twice", "empty"])
+def test_bad_timeseries_cells_are_named_by_file_line(tmp_path, edit, message):
+    with pytest.raises(FieldError) as err:
+        load_run(_shipped_copy(tmp_path, edit))
+    assert str(err.value).startswith(message), str(err.value)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda lines: "\r\n".join(lines),                               # as shipped (CR LF)
+    lambda lines: "\n".join(lines),                                 # LF
+    lambda lines: "\r".join(lines),                                 # CR alone (Excel's "CSV (Macintosh)")
+    _cell(2, 0, "5e-324"),                                          # a tick just after the start
+    _cell(3, 0, "2.0"),                                             # a repeated tick (t does not go back)
+    _cell(5, 1, '"7673.0"'),                                        # a quoted cell
+    lambda lines: lines[0] + "\r\n",                                # a header only: no ticks
+], ids=["crlf", "lf", "cr", "5e-324", "repeated tick", "quoted", "header only"])
+def test_good_timeseries_variants_are_read(tmp_path, shipped, edit):
+    ts = load_run(_shipped_copy(tmp_path, edit)).timeseries
+    assert list(ts.columns) == ["t", "prompt_throughput", "gen_throughput", "running", "waiting", "kv_cache_pct"]
+    assert all(ts[c].dtype == np.float64 for c in ts.columns)
+    if len(ts) > 1:
+        assert len(ts) == 67 and ts["running"].equals(shipped.timeseries["running"])
+
+
+def test_the_shipped_timeseries_reads_as_before(shipped):
+    import pandas as pd
+    ts = shipped.timeseries
+    raw = pd.read_csv(SHIPPED_RUN + "/timeseries.csv").astype(float)
+    assert ts.equals(raw[list(ts.columns)])
+
+
+def test_a_run_message_names_each_file_once(tmp_path, capsys):
+    """Issue 42: 'requests.jsonl: requests.jsonl holds more than 10,000 requests' named the file twice."""
+    path = write_run(tmp_path / "rtxpro6000_big", [json.dumps(synthetic_rows(1)[0])] * 10_001)
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == ("error: requests.jsonl holds more than 10,000 requests; replay a part of "
+                                       "the run\n")
+    path = write_run(tmp_path / "rtxpro6000_none", [])
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == "error: requests.jsonl holds no requests\n"
+    bad = {**synthetic_rows(1)[0], "last_token_ts": 50.0}
+    path = write_run(tmp_path / "rtxpro6000_order", synthetic_rows(2) + [bad])
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == ("error: requests.jsonl line 3: the times are out of order (queued <= "
+                                       "scheduled <= first token <= last token)\n")
+    path = write_run(tmp_path / "rtxpro6000_list", synthetic_rows(1) + ["[1, 2]"])
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == "error: requests.jsonl line 2 is not a JSON object\n"
+    path = write_run(tmp_path / "rtxpro6000_meta", synthetic_rows(1), {"model": "meta-llama/Llama-3.1-8B"})
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == "error: meta.json: engine_kwargs is missing or not an object\n"
+    path = write_run(tmp_path / "rtxpro6000_model", synthetic_rows(1), {"engine_kwargs": {}})
+    assert main(["replay-vllm", path]) == 2
+    assert capsys.readouterr().err == "error: meta.json: model is missing or not a name\n"
+
+
+# --- issue 42, F10: engine settings no vLLM run could have had are refused, not replayed ------------
+
+def _shipped_with(tmp_path, engine=None, rows=None, **meta_keys):
+    """A copy of the shipped run with ``engine`` merged into meta.json's engine_kwargs (and ``meta_keys``
+    into meta.json), and ``rows(requests)`` editing its requests."""
+    import shutil
+    run = tmp_path / "rtxpro6000_llama-3.1-8b"
+    shutil.copytree(SHIPPED_RUN, run)
+    meta = json.loads((run / "meta.json").read_text())
+    meta["engine_kwargs"].update(engine or {})
+    meta.update(meta_keys)
+    (run / "meta.json").write_text(json.dumps(meta))
+    if rows is not None:
+        reqs = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+        rows(reqs)
+        (run / "requests.jsonl").write_text("\n".join(json.dumps(r) for r in reqs) + "\n")
+    return str(run)
+
+
+TP = "meta.json: engine_kwargs.tensor_parallel_size = "
+
+
+@pytest.mark.parametrize("engine, message", [
+    ({"tensor_parallel_size": 3}, TP + "3 is not a tensor-parallel size the lab can price for Llama 3.1 8B bf16: vLLM "
+     "itself refuses it, as its 32 attention heads do not split evenly over 3 GPUs; set it to the size the run used, "
+     "one of 1, 2, 4, 8"),
+    ({"tensor_parallel_size": 16}, TP + "16 is not a tensor-parallel size the lab can price for Llama 3.1 8B bf16: vLLM "
+     "would copy Llama 3.1 8B bf16's 8 KV heads onto several GPUs, which this lab does not model; set it to the size "
+     "the run used, one of 1, 2, 4, 8"),
+    ({"tensor_parallel_size": 0}, TP + "0 must be a whole number of at least 1"),
+    ({"kv_cache_dtype": "fp4"}, 'meta.json: engine_kwargs.kv_cache_dtype = "fp4" is not a KV-cache dtype vLLM knows; '
+     "it takes one of auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla"),
+    ({"kv_cache_dtype": ["auto"]}, 'meta.json: engine_kwargs.kv_cache_dtype = ["auto"] is not a KV-cache dtype'),
+    ({"kv_cache_dtype": "fp8_e5m2"}, 'meta.json: engine_kwargs.kv_cache_dtype = "fp8_e5m2": the lab prices a KV cache '
+     "in the model's own 2-byte values only (auto or bfloat16); an fp8 cache holds 1 byte a value"),
+    ({"max_model_len": 10}, "requests.jsonl line 1: input_toks = 2,358 is more than max_model_len = 10 (meta.json's "
+     "engine_kwargs): vLLM refuses a longer prompt, so this request cannot have run under these settings; set "
+     "max_model_len in meta.json to the value the run used"),
+    ({"max_model_len": 3000}, "requests.jsonl line 14: input_toks + output_toks = 2,357 + 766 = 3,123 tokens, more "
+     "than max_model_len = 3,000 (meta.json's engine_kwargs): vLLM stops a request when its prompt and output reach "
+     "max_model_len"),
+    ({"max_model_len": 200_000}, "meta.json: engine_kwargs.max_model_len = 200000 must be a whole number from 1 to "
+     "131,072 (tokens: Llama 3.1 8B bf16's context window)"),
+], ids=["tp 3", "tp 16", "tp 0", "fp4", "dtype list", "fp8", "max_model_len 10", "max_model_len 3000",
+        "max_model_len past the model"])
+def test_impossible_engine_settings_are_refused(tmp_path, capsys, engine, message):
+    path = _shipped_with(tmp_path, engine)
+    assert main(["replay-vllm", path]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: " + message) and err.count("\n") == 1, err
+
+
+def test_the_sizes_the_run_could_have_used_replay(tmp_path, capsys, shipped, shipped_replay):
+    # every allowed tensor-parallel size and the 2-byte KV dtypes price; a max_model_len the requests just
+    # fit (the longest holds 3,998 + 767 tokens) is accepted and changes nothing
+    assert int((shipped.prompt + shipped.output).max()) == 4765
+    for engine in ({"tensor_parallel_size": 2}, {"kv_cache_dtype": "bfloat16"}, {"kv_cache_dtype": None},
+                   {"max_model_len": 4765}):
+        path = _shipped_with(tmp_path / str(len(os.listdir(tmp_path))), engine)
+        assert main(["replay-vllm", path, "--json"]) == 0, capsys.readouterr().err
+        assert capsys.readouterr().err == ""
+    rep = replay(load_run(path), calibration="run")
+    assert rep.table == shipped_replay.table
+
+
+def test_a_batch_setting_left_to_vllm_is_taken_from_its_default_with_a_note(tmp_path, capsys):
+    """null means "vLLM's default" (EngineArgs.get_batch_defaults): the replay takes the default the lab
+    uses everywhere and says so in one line, since the default depends on the GPU and the entry point."""
+    path = _shipped_with(tmp_path, {"max_num_batched_tokens": None})
+    assert main(["replay-vllm", path, "--json"]) == 0
+    captured = capsys.readouterr()
+    note = ("meta.json's engine_kwargs.max_num_batched_tokens is not set, so the replay takes vLLM's default of 2,048 "
+            "(vllm serve on a GPU under 70 GiB; vLLM picks 8,192 or 16,384 on a larger GPU or for the offline LLM "
+            "class): set it in meta.json to the value the run used to replay it as it ran")
+    assert captured.err == f"note: {note}\n"
+    out = json.loads(captured.out)
+    assert out["rules"]["max_num_batched_tokens"] == 2048 and out["notes"] == [note]
+    # an override is not a default: no note
+    assert main(["replay-vllm", path, "--max-num-batched-tokens", "1024", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "note:" not in captured.err and "notes" not in json.loads(captured.out)
+
+
+def test_a_request_too_long_is_named_by_its_line_with_separators(tmp_path, capsys):
+    """Issue 42: 'requests: request 3: needs 6250000001 blocks ... but the pool has only 35947 blocks'."""
+    def huge(rows):
+        rows[2]["input_toks"] = 10 ** 11
+    assert main(["replay-vllm", _shipped_with(tmp_path / "a", rows=huge)]) == 2
+    assert capsys.readouterr().err == ("error: requests.jsonl line 3: input_toks = 100000000000 is more than "
+                                       "10,000,000 tokens, the longest request the lab reads\n")
+
+    def long(rows):
+        rows[2]["input_toks"] = 1_000_000
+    assert main(["replay-vllm", _shipped_with(tmp_path / "b", rows=long)]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: requests.jsonl line 3: input_toks = 1,000,000 is more than max_model_len = 131,072 (Llama 3.1 8B "
+        "bf16's context window, which vLLM takes when meta.json does not set max_model_len)")
+    small = _shipped_with(tmp_path / "c", kv_cache={"num_gpu_blocks": 100, "block_size": 16})
+    assert main(["replay-vllm", small]) == 2
+    assert capsys.readouterr().err == (
+        "error: requests.jsonl line 1: input_toks + output_toks = 2,358 + 531 = 2,889 tokens need 181 blocks of 16 "
+        "slots at their longest, but the KV pool has only 100 blocks (meta.json's kv_cache.num_gpu_blocks)\n")

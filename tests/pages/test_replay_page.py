@@ -244,3 +244,50 @@ def test_an_uploaded_zip_that_names_no_gpu_is_told_how_to_name_it_not_to_give_a_
     assert errors[0].startswith("mseq.zip cannot be replayed: GPU: the run does not name its GPU; name the folder "
                                 "inside the zip after its GPU (as in h200_llama-3.1-8b) or set hardware.gpu in "
                                 "meta.json to one of a100-40gb"), errors
+
+
+def test_an_uploaded_run_with_impossible_settings_or_cells_is_told_what_to_fix_in_the_folder():
+    """Issue 42 (F7, F10): a damaged timeseries.csv cell is named by file line, an impossible engine setting
+    is refused in words about the run folder (no command-line flag), and a batch setting left to vLLM's
+    default is replayed with a note saying which default was taken."""
+    import io
+    import os
+    import zipfile
+
+    from tests.conftest import seen
+
+    def zipped(engine=None, timeseries=None):
+        meta = json.loads(open(os.path.join(SHIPPED_RUN, "meta.json"), encoding="utf-8").read())
+        meta["engine_kwargs"].update(engine or {})
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("rtxpro6000_run/meta.json", json.dumps(meta))
+            z.write(os.path.join(SHIPPED_RUN, "requests.jsonl"), "rtxpro6000_run/requests.jsonl")
+            if timeseries is not None:
+                z.writestr("rtxpro6000_run/timeseries.csv", timeseries)
+        return buf.getvalue()
+
+    at = open_page("pages/real_engine.py")
+    ts = open(os.path.join(SHIPPED_RUN, "timeseries.csv"), encoding="utf-8").read().split("\n")
+    ts[4] = "nan" + ts[4][ts[4].index(","):]
+    for data, want in (
+            (zipped({"tensor_parallel_size": 3}),
+             "run.zip cannot be replayed: meta.json: engine_kwargs.tensor_parallel_size = 3 is not a tensor-parallel "
+             "size the lab can price for Llama 3.1 8B bf16: vLLM itself refuses it, as its 32 attention heads do not "
+             "split evenly over 3 GPUs; set it to the size the run used, one of 1, 2, 4, 8."),
+            (zipped({"kv_cache_dtype": "fp4"}), "run.zip cannot be replayed: meta.json: engine_kwargs.kv_cache_dtype = "
+                                                "\"fp4\" is not a KV-cache dtype vLLM knows"),
+            (zipped(timeseries="\n".join(ts)), "run.zip cannot be replayed: timeseries.csv line 5: t = nan is not a "
+                                               "number: give a number from 0 to 1,000,000 (seconds from the run's start)")):
+        at.get("file_uploader")[0].set_value(("run.zip", data, "application/zip"))
+        at.run()
+        assert not at.exception
+        errors = [seen(e.value) for e in at.error]
+        assert len(errors) == 1 and errors[0].startswith(want) and "--" not in errors[0], errors
+    at.get("file_uploader")[0].set_value(("run.zip", zipped({"max_num_batched_tokens": None}), "application/zip"))
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any(seen(c.value) == "Note: meta.json's engine_kwargs.max_num_batched_tokens is not set, so the replay "
+               "takes vLLM's default of 2,048 (vllm serve on a GPU under 70 GiB; vLLM picks 8,192 or 16,384 on a "
+               "larger GPU or for the offline LLM class): set it in meta.json to the value the run used to replay it "
+               "as it ran." for c in at.caption), [seen(c.value) for c in at.caption]
